@@ -1,0 +1,3 @@
+#ifndef SSEQ_SEQUENCER_H
+#define SSEQ_SEQUENCER_H
+#endif

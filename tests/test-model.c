@@ -1,0 +1,1 @@
+/* placeholder: being written */ typedef int sseq_placeholder_t;
