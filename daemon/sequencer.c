@@ -1,1 +1,742 @@
-/* placeholder: being written */ typedef int sseq_placeholder_t;
+/* The sequencer core: decides the waits for each operation from where its inputs were
+ * really produced (I1, I2, I4), learns completion only from reported events (I3), defers
+ * frees (I5), treats slices as views (I6) and carries failures forward (I7, I9). */
+#include "sequencer.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct point_wait {
+	uint32_t stream;
+	uint64_t event; /* the event waited on: a seq >= the producer's */
+};
+
+/* What the core remembers of an incomplete point until it is acknowledged. */
+struct point_rec {
+	uint64_t cookie;
+	bool want_done;
+	uint8_t nwaits;
+	struct point_wait waits[SEQ_MAX_STREAMS];
+};
+
+struct watch {
+	uint64_t cookie;
+	unsigned pending;
+	int status;
+};
+
+struct watch_ent {
+	uint64_t seq;
+	struct watch *watch;
+};
+
+struct stream {
+	enum seq_stream_kind kind;
+	unsigned index;
+	uint64_t issued; /* last point launched */
+	uint64_t completed; /* last point acknowledged complete */
+	uint64_t reported; /* last point the backend saw complete */
+	uint64_t recorded; /* last point with an event */
+	int error; /* sticky device error ... */
+	uint64_t fail_from; /* ... from this point on */
+	struct point_rec *recs; /* window entries, indexed by seq % window */
+	uint64_t *events; /* recorded, unretired events, ascending: a ring */
+	unsigned ev_head, ev_count;
+	struct watch_ent *watches; /* ascending by seq */
+	size_t nwatches, capwatches;
+};
+
+struct seq {
+	struct seq_config config;
+	struct seq_backend be;
+	struct seq_counters counters;
+	unsigned nstreams;
+	struct stream streams[SEQ_MAX_STREAMS];
+	unsigned rr_d2h, rr_d2d;
+	struct seq_buffer *all; /* every live buffer object */
+	struct seq_buffer **pending; /* bases freed by their owner, still in use */
+	size_t npending, cappending;
+};
+
+#define STREAM_D2H0 2u
+
+static void seq_trace_emit(struct seq *seq, enum seq_decision decision, struct seq_point at,
+			   enum seq_op_kind op, const struct seq_buffer *buf,
+			   struct seq_point producer)
+{
+	if (!seq->be.trace)
+		return;
+	struct seq_trace t = {
+		.decision = decision,
+		.at = at,
+		.op = op,
+		.buf = buf,
+		.producer = producer,
+	};
+	seq->be.trace(seq->be.ctx, &t);
+}
+
+const char *seq_stream_kind_name(enum seq_stream_kind kind)
+{
+	switch (kind) {
+	case SEQ_STREAM_COMPUTE:
+		return "compute";
+	case SEQ_STREAM_H2D:
+		return "h2d";
+	case SEQ_STREAM_D2H:
+		return "d2h";
+	case SEQ_STREAM_D2D:
+		return "d2d";
+	}
+	return "?";
+}
+
+static void stream_setup(struct stream *s, enum seq_stream_kind kind, unsigned index)
+{
+	s->kind = kind;
+	s->index = index;
+}
+
+int seq_create(struct seq **out, const struct seq_config *config,
+	       const struct seq_backend *backend)
+{
+	struct seq *seq = NULL;
+	struct seq_config cfg = *config;
+
+	if (cfg.n_d2h == 0)
+		cfg.n_d2h = 1;
+	if (cfg.n_d2d == 0)
+		cfg.n_d2d = 1;
+	if (cfg.window == 0)
+		cfg.window = SEQ_DEFAULT_WINDOW;
+	if (2 + cfg.n_d2h + cfg.n_d2d > SEQ_MAX_STREAMS || !backend->mem_alloc ||
+	    !backend->mem_release || !backend->record || !backend->wait || !backend->launch)
+		return -EINVAL;
+
+	seq = calloc(1, sizeof(*seq));
+	if (!seq)
+		return -ENOMEM;
+	seq->config = cfg;
+	seq->be = *backend;
+	seq->nstreams = 2 + cfg.n_d2h + cfg.n_d2d;
+	stream_setup(&seq->streams[0], SEQ_STREAM_COMPUTE, 0);
+	stream_setup(&seq->streams[1], SEQ_STREAM_H2D, 0);
+	for (unsigned i = 0; i < cfg.n_d2h; i++)
+		stream_setup(&seq->streams[STREAM_D2H0 + i], SEQ_STREAM_D2H, i);
+	for (unsigned i = 0; i < cfg.n_d2d; i++)
+		stream_setup(&seq->streams[STREAM_D2H0 + cfg.n_d2h + i], SEQ_STREAM_D2D, i);
+	for (unsigned i = 0; i < seq->nstreams; i++) {
+		struct stream *s = &seq->streams[i];
+		s->recs = calloc(cfg.window, sizeof(*s->recs));
+		s->events = calloc(cfg.window + 1, sizeof(*s->events));
+		if (!s->recs || !s->events)
+			goto fail;
+	}
+	*out = seq;
+	return 0;
+fail:
+	seq_destroy(seq);
+	return -ENOMEM;
+}
+
+static void buffer_unlink(struct seq *seq, struct seq_buffer *b)
+{
+	if (b->all_prev)
+		b->all_prev->all_next = b->all_next;
+	else
+		seq->all = b->all_next;
+	if (b->all_next)
+		b->all_next->all_prev = b->all_prev;
+}
+
+void seq_destroy(struct seq *seq)
+{
+	if (!seq)
+		return;
+	while (seq->all) {
+		struct seq_buffer *b = seq->all;
+		if (!b->base)
+			seq->be.mem_release(seq->be.ctx, b->addr, b->size);
+		buffer_unlink(seq, b);
+		free(b);
+	}
+	for (unsigned i = 0; i < seq->nstreams; i++) {
+		struct stream *s = &seq->streams[i];
+		for (size_t w = 0; w < s->nwatches; w++)
+			if (--s->watches[w].watch->pending == 0)
+				free(s->watches[w].watch);
+		free(s->watches);
+		free(s->recs);
+		free(s->events);
+	}
+	free(seq->pending);
+	free(seq);
+}
+
+unsigned seq_stream_count(const struct seq *seq)
+{
+	return seq->nstreams;
+}
+
+void seq_stream_info(const struct seq *seq, uint32_t stream, struct seq_stream_info *info)
+{
+	const struct stream *s = &seq->streams[stream];
+	*info = (struct seq_stream_info){
+		.kind = s->kind,
+		.index = s->index,
+		.issued = s->issued,
+		.completed = s->completed,
+		.recorded = s->recorded,
+		.window_used = (unsigned)(s->issued - s->completed),
+		.window_capacity = seq->config.window,
+		.error = s->error,
+	};
+}
+
+const struct seq_counters *seq_counters(const struct seq *seq)
+{
+	return &seq->counters;
+}
+
+static struct seq_buffer *buffer_base(const struct seq_buffer *b)
+{
+	return b->base ? b->base : (struct seq_buffer *)b;
+}
+
+static bool point_complete(const struct seq *seq, struct seq_point p)
+{
+	return p.seq <= seq->streams[p.stream].completed;
+}
+
+static bool point_failed(const struct seq *seq, struct seq_point p)
+{
+	const struct stream *s = &seq->streams[p.stream];
+	return p.seq && s->error && p.seq >= s->fail_from;
+}
+
+/* Record an event after everything issued on x so far, unless one is there already. */
+static int stream_record(struct seq *seq, uint32_t x)
+{
+	struct stream *s = &seq->streams[x];
+	int r;
+
+	if (s->recorded == s->issued || s->issued == s->completed)
+		return 0;
+	r = seq->be.record(seq->be.ctx, (struct seq_point){x, s->issued});
+	if (r < 0)
+		return r;
+	s->events[(s->ev_head + s->ev_count) % (seq->config.window + 1)] = s->issued;
+	s->ev_count++;
+	s->recorded = s->issued;
+	seq->counters.events_recorded++;
+	return 0;
+}
+
+/* The earliest recorded, unretired event on x at or after n; recording one if needed. */
+static int stream_event_for(struct seq *seq, uint32_t x, uint64_t n, uint64_t *event)
+{
+	struct stream *s = &seq->streams[x];
+	unsigned cap = seq->config.window + 1;
+	int r;
+
+	if (s->recorded < n) {
+		r = stream_record(seq, x);
+		if (r < 0)
+			return r;
+	}
+	/* Waits are mostly for recent points: scan from the newest event back. */
+	*event = s->recorded;
+	for (unsigned i = s->ev_count; i-- > 0;) {
+		uint64_t e = s->events[(s->ev_head + i) % cap];
+		if (e < n)
+			break;
+		*event = e;
+	}
+	return 0;
+}
+
+bool seq_buffer_idle(const struct seq *seq, const struct seq_buffer *buf)
+{
+	const struct seq_buffer *b = buffer_base(buf);
+
+	if (!point_complete(seq, b->def))
+		return false;
+	for (unsigned x = 0; x < seq->nstreams; x++)
+		if (b->readers[x] > seq->streams[x].completed)
+			return false;
+	return true;
+}
+
+int seq_buffer_error(const struct seq *seq, const struct seq_buffer *buf)
+{
+	const struct seq_buffer *b = buffer_base(buf);
+
+	if (b->error)
+		return b->error;
+	if (point_failed(seq, b->def))
+		return seq->streams[b->def.stream].error;
+	return 0;
+}
+
+static struct seq_buffer *buffer_new(struct seq *seq)
+{
+	struct seq_buffer *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return NULL;
+	b->all_next = seq->all;
+	if (seq->all)
+		seq->all->all_prev = b;
+	seq->all = b;
+	return b;
+}
+
+int seq_buffer_alloc(struct seq *seq, uint64_t size, struct seq_buffer **out)
+{
+	struct seq_buffer *b;
+	uint64_t addr = 0;
+	int r;
+
+	if (size == 0)
+		return -EINVAL;
+	r = seq->be.mem_alloc(seq->be.ctx, size, &addr);
+	if (r < 0)
+		return r;
+	b = buffer_new(seq);
+	if (!b) {
+		seq->be.mem_release(seq->be.ctx, addr, size);
+		return -ENOMEM;
+	}
+	b->size = size;
+	b->addr = addr;
+	b->refs = 1;
+	*out = b;
+	return 0;
+}
+
+int seq_buffer_slice(struct seq *seq, struct seq_buffer *of, uint64_t offset, uint64_t size,
+		     struct seq_buffer **out)
+{
+	struct seq_buffer *base;
+	struct seq_buffer *b;
+
+	if (!of || of->freed || size == 0 || offset > of->size || size > of->size - offset)
+		return -EINVAL;
+	base = buffer_base(of);
+	b = buffer_new(seq);
+	if (!b)
+		return -ENOMEM;
+	b->base = base;
+	b->offset = of->offset + offset;
+	b->size = size;
+	b->addr = base->addr + b->offset;
+	base->refs++;
+	*out = b;
+	return 0;
+}
+
+static void buffer_release(struct seq *seq, struct seq_buffer *b)
+{
+	seq->be.mem_release(seq->be.ctx, b->addr, b->size);
+	seq->counters.releases++;
+	seq_trace_emit(seq, SEQ_TRACE_RELEASE, (struct seq_point){0, 0}, SEQ_OP_EXEC, b, b->def);
+	buffer_unlink(seq, b);
+	free(b);
+}
+
+/* A base nobody holds any more: hand its memory back now, or once it is idle (I5). */
+static void buffer_drop(struct seq *seq, struct seq_buffer *b)
+{
+	if (seq->config.legacy_early_free || seq_buffer_idle(seq, b)) {
+		buffer_release(seq, b);
+		return;
+	}
+	if (seq->npending == seq->cappending) {
+		size_t cap = seq->cappending ? seq->cappending * 2 : 16;
+		struct seq_buffer **p = realloc(seq->pending, cap * sizeof(*p));
+		if (!p)
+			return; /* stays allocated until seq_destroy: a leak, never a reuse */
+		seq->pending = p;
+		seq->cappending = cap;
+	}
+	seq->pending[seq->npending++] = b;
+	b->pending = true;
+	seq->counters.frees_deferred++;
+	seq_trace_emit(seq, SEQ_TRACE_DEFER_FREE, (struct seq_point){0, 0}, SEQ_OP_EXEC, b, b->def);
+	/* Its release waits on these points: make sure their completion will be learned. */
+	if (!point_complete(seq, b->def))
+		stream_record(seq, b->def.stream);
+	for (unsigned x = 0; x < seq->nstreams; x++)
+		if (b->readers[x] > seq->streams[x].completed)
+			stream_record(seq, x);
+}
+
+void seq_buffer_free(struct seq *seq, struct seq_buffer *buf)
+{
+	struct seq_buffer *base = buffer_base(buf);
+
+	if (buf->base) {
+		buffer_unlink(seq, buf);
+		free(buf);
+	} else {
+		buf->freed = true;
+	}
+	if (--base->refs == 0)
+		buffer_drop(seq, base);
+}
+
+static uint32_t seq_pick_stream(struct seq *seq, enum seq_op_kind kind)
+{
+	switch (kind) {
+	case SEQ_OP_EXEC:
+		return 0;
+	case SEQ_OP_H2D:
+		return 1;
+	case SEQ_OP_D2H:
+		return STREAM_D2H0 + seq->rr_d2h % seq->config.n_d2h;
+	case SEQ_OP_D2D:
+		return STREAM_D2H0 + seq->config.n_d2h + seq->rr_d2d % seq->config.n_d2d;
+	}
+	return 0;
+}
+
+static int op_validate(const struct seq_op *op)
+{
+	if (op->naccess == 0 || op->naccess > SEQ_MAX_ACCESS || op->kind > SEQ_OP_EXEC)
+		return -EINVAL;
+	for (unsigned i = 0; i < op->naccess; i++) {
+		const struct seq_access *a = &op->access[i];
+		if (!a->buf || a->buf->freed || a->mode < SEQ_READ || a->mode > SEQ_READWRITE)
+			return -EINVAL;
+	}
+	/* I7: one definition per write. */
+	for (unsigned i = 0; i < op->naccess; i++)
+		for (unsigned j = i + 1; j < op->naccess; j++)
+			if ((op->access[i].mode & SEQ_WRITE) && (op->access[j].mode & SEQ_WRITE) &&
+			    buffer_base(op->access[i].buf) == buffer_base(op->access[j].buf))
+				return -EEXIST;
+	return 0;
+}
+
+/* Whether the op's stream must wait for producer p of b, counting the decision. */
+static bool op_needs(struct seq *seq, uint32_t s, const struct seq_buffer *b,
+		     struct seq_point p, enum seq_op_kind kind)
+{
+	struct seq_point at = {s, 0};
+	unsigned window = seq->config.legacy_sync_window;
+
+	if (p.seq == 0)
+		return false;
+	if (p.stream == s) {
+		seq->counters.waits_elided_same_stream++;
+		seq_trace_emit(seq, SEQ_TRACE_ELIDE_SAME_STREAM, at, kind, b, p);
+		return false;
+	}
+	if (point_complete(seq, p)) {
+		seq->counters.waits_elided_observed++;
+		seq_trace_emit(seq, SEQ_TRACE_ELIDE_OBSERVED, at, kind, b, p);
+		return false;
+	}
+	/* The injected legacy bug: an H2D definition held as a compute-stream sync point
+	 * counts as complete once that point has left a window of `window` entries. */
+	if (window && b->legacy_mark && p.stream == b->def.stream && p.seq == b->def.seq &&
+	    seq->streams[0].issued + 1 - b->legacy_mark >= window) {
+		seq->counters.waits_elided_legacy++;
+		seq_trace_emit(seq, SEQ_TRACE_ELIDE_LEGACY, at, kind, b, p);
+		return false;
+	}
+	return true;
+}
+
+/* An op that cannot run: what it would have written now carries its error (I9). */
+static int op_fail(struct seq *seq, const struct seq_op *op, uint32_t s, int error,
+		   const struct seq_buffer *cause, struct seq_point producer)
+{
+	for (unsigned i = 0; i < op->naccess; i++)
+		if (op->access[i].mode & SEQ_WRITE)
+			buffer_base(op->access[i].buf)->error = error;
+	seq->counters.ops_failed++;
+	seq_trace_emit(seq, SEQ_TRACE_FAIL_DEPENDENCY, (struct seq_point){s, 0}, op->kind, cause,
+		       producer);
+	return error;
+}
+
+int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
+{
+	uint64_t need[SEQ_MAX_STREAMS] = {0};
+	struct point_rec rec = {.cookie = op->cookie, .want_done = op->want_done};
+	struct stream *st;
+	struct seq_point p;
+	uint32_t s;
+	int r;
+
+	r = op_validate(op);
+	if (r == -EEXIST)
+		seq->counters.double_definitions++;
+	if (r < 0)
+		return r;
+
+	s = seq_pick_stream(seq, op->kind);
+	st = &seq->streams[s];
+	if (st->issued - st->completed >= seq->config.window) {
+		seq->counters.backpressure++;
+		seq_trace_emit(seq, SEQ_TRACE_BACKPRESSURE, (struct seq_point){s, 0}, op->kind, NULL,
+			       (struct seq_point){s, st->completed + 1});
+		stream_record(seq, s);
+		return -EAGAIN;
+	}
+
+	if (st->error)
+		return op_fail(seq, op, s, st->error, NULL, (struct seq_point){s, st->fail_from});
+	for (unsigned i = 0; i < op->naccess; i++) {
+		const struct seq_buffer *b = buffer_base(op->access[i].buf);
+		int error = seq_buffer_error(seq, b);
+		if ((op->access[i].mode & SEQ_READ) && error)
+			return op_fail(seq, op, s, error, b, b->def);
+	}
+
+	for (unsigned i = 0; i < op->naccess; i++) {
+		struct seq_access *a = &op->access[i];
+		const struct seq_buffer *b = buffer_base(a->buf);
+
+		a->addr = a->buf->addr;
+		a->size = a->buf->size;
+		if (op_needs(seq, s, b, b->def, op->kind) && need[b->def.stream] < b->def.seq)
+			need[b->def.stream] = b->def.seq;
+		if (!(a->mode & SEQ_WRITE))
+			continue;
+		for (uint32_t x = 0; x < seq->nstreams; x++) {
+			p = (struct seq_point){x, b->readers[x]};
+			if (op_needs(seq, s, b, p, op->kind) && need[x] < p.seq)
+				need[x] = p.seq;
+		}
+	}
+
+	for (uint32_t x = 0; x < seq->nstreams; x++) {
+		uint64_t event;
+		if (!need[x])
+			continue;
+		r = stream_event_for(seq, x, need[x], &event);
+		if (r >= 0)
+			r = seq->be.wait(seq->be.ctx, s, (struct seq_point){x, event});
+		if (r < 0)
+			return op_fail(seq, op, s, r, NULL, (struct seq_point){x, need[x]});
+		seq->counters.waits_enqueued++;
+		seq_trace_emit(seq, SEQ_TRACE_WAIT, (struct seq_point){s, st->issued + 1}, op->kind,
+			       NULL, (struct seq_point){x, need[x]});
+		rec.waits[rec.nwaits++] = (struct point_wait){x, event};
+	}
+
+	p = (struct seq_point){s, st->issued + 1};
+	r = seq->be.launch(seq->be.ctx, p, op);
+	if (r < 0)
+		return op_fail(seq, op, s, r, NULL, p);
+
+	st->issued = p.seq;
+	st->recs[p.seq % seq->config.window] = rec;
+	seq->counters.ops_submitted++;
+	if (op->kind == SEQ_OP_D2H)
+		seq->rr_d2h++;
+	else if (op->kind == SEQ_OP_D2D)
+		seq->rr_d2d++;
+
+	for (unsigned i = 0; i < op->naccess; i++) {
+		struct seq_access *a = &op->access[i];
+		struct seq_buffer *b = buffer_base(a->buf);
+		if (a->mode & SEQ_READ)
+			b->readers[s] = p.seq;
+		if (!(a->mode & SEQ_WRITE))
+			continue;
+		b->def = p;
+		memset(b->readers, 0, sizeof(b->readers));
+		if (a->mode == SEQ_WRITE && a->buf->size == b->size)
+			b->error = 0;
+		b->legacy_mark = 0;
+		if (op->kind == SEQ_OP_H2D && seq->config.legacy_sync_window)
+			b->legacy_mark = seq->streams[0].issued + 1;
+	}
+	if (at)
+		*at = p;
+	return 0;
+}
+
+static int watch_add(struct seq *seq, uint32_t x, uint64_t n, struct watch *w)
+{
+	struct stream *s = &seq->streams[x];
+	size_t i;
+	int r;
+
+	if (s->recorded < n) {
+		r = stream_record(seq, x);
+		if (r < 0)
+			return r;
+	}
+	if (s->nwatches == s->capwatches) {
+		size_t cap = s->capwatches ? s->capwatches * 2 : 8;
+		struct watch_ent *e = realloc(s->watches, cap * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		s->watches = e;
+		s->capwatches = cap;
+	}
+	/* Kept ascending; usually an append. */
+	for (i = s->nwatches; i > 0 && s->watches[i - 1].seq > n; i--)
+		s->watches[i] = s->watches[i - 1];
+	s->watches[i] = (struct watch_ent){n, w};
+	s->nwatches++;
+	w->pending++;
+	return 0;
+}
+
+int seq_await(struct seq *seq, const struct seq_buffer *buf, uint64_t cookie)
+{
+	const struct seq_buffer *b = buffer_base(buf);
+	struct watch *w;
+	int r = seq_buffer_error(seq, b);
+
+	if (r < 0)
+		return r;
+	if (point_complete(seq, b->def))
+		return 1;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->cookie = cookie;
+	r = watch_add(seq, b->def.stream, b->def.seq, w);
+	if (r < 0)
+		free(w);
+	return r;
+}
+
+int seq_sync(struct seq *seq, uint64_t cookie)
+{
+	struct watch *w = calloc(1, sizeof(*w));
+	int r = 0;
+
+	if (!w)
+		return -ENOMEM;
+	w->cookie = cookie;
+	/* Held by one extra count while the entries go in, so none can finish it early. */
+	w->pending = 1;
+	for (uint32_t x = 0; x < seq->nstreams && r >= 0; x++)
+		if (seq->streams[x].issued > seq->streams[x].completed)
+			r = watch_add(seq, x, seq->streams[x].issued, w);
+	if (--w->pending == 0) {
+		free(w);
+		return r < 0 ? r : 1;
+	}
+	/* On a partial failure the entries already in still finish (and free) the watch. */
+	return r < 0 ? r : 0;
+}
+
+void seq_flush(struct seq *seq)
+{
+	for (uint32_t x = 0; x < seq->nstreams; x++)
+		stream_record(seq, x);
+}
+
+/* Acknowledge every point of s whose completion was reported and whose waited-on
+ * streams are acknowledged up to the event it waited on. */
+static bool stream_advance(struct seq *seq, uint32_t x)
+{
+	struct stream *s = &seq->streams[x];
+	bool progress = false;
+
+	while (s->completed < s->reported) {
+		uint64_t n = s->completed + 1;
+		const struct point_rec *r = &s->recs[n % seq->config.window];
+		int status = (s->error && n >= s->fail_from) ? s->error : 0;
+
+		for (unsigned i = 0; i < r->nwaits; i++) {
+			const struct stream *o = &seq->streams[r->waits[i].stream];
+			if (o->error && r->waits[i].event >= o->fail_from) {
+				if (!status)
+					status = o->error;
+			} else if (o->completed < r->waits[i].event) {
+				return progress;
+			}
+		}
+		if (status && !s->error) {
+			/* A device error spreads along waits: this stream is now broken too. */
+			s->error = status;
+			s->fail_from = n;
+		}
+		s->completed = n;
+		seq->counters.ops_completed++;
+		progress = true;
+		if (r->want_done && seq->be.done)
+			seq->be.done(seq->be.ctx, r->cookie, status);
+	}
+	return progress;
+}
+
+static void stream_retire_and_notify(struct seq *seq, uint32_t x)
+{
+	struct stream *s = &seq->streams[x];
+	unsigned cap = seq->config.window + 1;
+	size_t i = 0;
+
+	while (s->ev_count && s->events[s->ev_head] <= s->completed) {
+		if (seq->be.retire)
+			seq->be.retire(seq->be.ctx, (struct seq_point){x, s->events[s->ev_head]});
+		s->ev_head = (s->ev_head + 1) % cap;
+		s->ev_count--;
+	}
+	for (; i < s->nwatches && s->watches[i].seq <= s->completed; i++) {
+		struct watch *w = s->watches[i].watch;
+		if (point_failed(seq, (struct seq_point){x, s->watches[i].seq}) && !w->status)
+			w->status = s->error;
+		if (--w->pending == 0) {
+			if (seq->be.done)
+				seq->be.done(seq->be.ctx, w->cookie, w->status);
+			free(w);
+		}
+	}
+	if (i) {
+		memmove(s->watches, s->watches + i, (s->nwatches - i) * sizeof(*s->watches));
+		s->nwatches -= i;
+	}
+}
+
+static void seq_release_idle(struct seq *seq)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < seq->npending; i++) {
+		struct seq_buffer *b = seq->pending[i];
+		if (seq_buffer_idle(seq, b))
+			buffer_release(seq, b);
+		else
+			seq->pending[kept++] = b;
+	}
+	seq->npending = kept;
+}
+
+void seq_complete(struct seq *seq, struct seq_point through, int status)
+{
+	struct stream *s;
+	bool progress;
+
+	if (through.stream >= seq->nstreams)
+		return;
+	s = &seq->streams[through.stream];
+	/* Only points that were issued can complete; anything else is a backend bug. */
+	if (through.seq > s->issued)
+		through.seq = s->issued;
+	if (status < 0 && !s->error) {
+		s->error = status;
+		s->fail_from = s->reported + 1; /* everything reported so far was fine */
+	}
+	if (through.seq > s->reported)
+		s->reported = through.seq;
+
+	do {
+		progress = false;
+		for (uint32_t x = 0; x < seq->nstreams; x++)
+			progress |= stream_advance(seq, x);
+	} while (progress);
+	for (uint32_t x = 0; x < seq->nstreams; x++)
+		stream_retire_and_notify(seq, x);
+	seq_release_idle(seq);
+}

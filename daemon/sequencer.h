@@ -1,3 +1,202 @@
+/* The sequencer core: for every operation on a buffer it decides which earlier operations
+ * it must wait for, and emits commands to a backend. Pure C: no sockets, no threads, no
+ * GPU; everything it knows about completion is told to it through seq_complete(). */
 #ifndef SSEQ_SEQUENCER_H
 #define SSEQ_SEQUENCER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SEQ_MAX_STREAMS 16
+#define SEQ_MAX_ACCESS 16
+#define SEQ_DEFAULT_WINDOW 1024
+
+enum seq_stream_kind {
+	SEQ_STREAM_COMPUTE,
+	SEQ_STREAM_H2D,
+	SEQ_STREAM_D2H,
+	SEQ_STREAM_D2D,
+};
+
+/* A point is the seq-th operation issued on a stream; seq 0 is "before anything". */
+struct seq_point {
+	uint32_t stream;
+	uint64_t seq;
+};
+
+enum seq_op_kind {
+	SEQ_OP_H2D, /* runs on the H2D stream */
+	SEQ_OP_D2H, /* on one of the D2H streams */
+	SEQ_OP_D2D, /* on one of the D2D streams */
+	SEQ_OP_EXEC, /* on the compute stream */
+};
+
+enum seq_access_mode {
+	SEQ_READ = 1,
+	SEQ_WRITE = 2,
+	SEQ_READWRITE = 3,
+};
+
+struct seq_buffer;
+struct seq_trace;
+
+struct seq_access {
+	struct seq_buffer *buf; /* a base or a slice, as the client named it */
+	unsigned mode; /* enum seq_access_mode */
+	/* Filled in by seq_submit() for the backend: the view's device address and size. */
+	uint64_t addr;
+	uint64_t size;
+};
+
+struct seq_op {
+	enum seq_op_kind kind;
+	unsigned naccess;
+	struct seq_access access[SEQ_MAX_ACCESS];
+	void *payload; /* opaque to the core: staging ranges, kernel, scalars */
+	bool want_done; /* call backend->done(cookie, status) when the op's point completes */
+	uint64_t cookie;
+};
+
+/* The commands the core emits. Events are named by the point they were recorded at; an
+ * event recorded at (s, n) completes once every operation on s up to n has. */
+struct seq_backend {
+	void *ctx;
+	int (*mem_alloc)(void *ctx, uint64_t size, uint64_t *addr);
+	void (*mem_release)(void *ctx, uint64_t addr, uint64_t size);
+	/* Record an event on at.stream after everything issued there so far (at.seq is the
+	 * stream's last issued point). The backend must report it through seq_complete(). */
+	int (*record)(void *ctx, struct seq_point at);
+	/* Make `stream` wait, on the device, for the event recorded at `event`. */
+	int (*wait)(void *ctx, uint32_t stream, struct seq_point event);
+	/* Enqueue op as point `at`. A failure here fails the op; `at` is then not used. */
+	int (*launch)(void *ctx, struct seq_point at, const struct seq_op *op);
+	/* The core will never name this event again (optional). */
+	void (*retire)(void *ctx, struct seq_point event);
+	/* A watched point or op completed (optional). */
+	void (*done)(void *ctx, uint64_t cookie, int status);
+	/* A sequencing decision, for the live trace (optional). */
+	void (*trace)(void *ctx, const struct seq_trace *t);
+};
+
+enum seq_decision {
+	SEQ_TRACE_WAIT, /* a wait was enqueued */
+	SEQ_TRACE_ELIDE_SAME_STREAM, /* same in-order stream, later */
+	SEQ_TRACE_ELIDE_OBSERVED, /* producer seen complete */
+	SEQ_TRACE_ELIDE_LEGACY, /* injected legacy bug: evicted from the compute window */
+	SEQ_TRACE_FAIL_DEPENDENCY, /* an input's producer failed; op not launched */
+	SEQ_TRACE_BACKPRESSURE, /* the op's stream window is full */
+	SEQ_TRACE_DEFER_FREE, /* free deferred: the buffer is still in use */
+	SEQ_TRACE_RELEASE, /* memory handed back */
+};
+
+struct seq_trace {
+	enum seq_decision decision;
+	struct seq_point at; /* the op (seq 0: not yet issued) */
+	enum seq_op_kind op;
+	const struct seq_buffer *buf;
+	struct seq_point producer; /* the point waited for or elided */
+};
+
+struct seq_config {
+	unsigned n_d2h; /* D2H streams (1..), default 1 */
+	unsigned n_d2d; /* D2D streams (1..), default 1 */
+	unsigned window; /* incomplete points allowed per stream */
+	/* Fault injection, off by default: bring back the legacy bugs. */
+	unsigned legacy_sync_window; /* H2D readiness tied to a compute window of N points */
+	bool legacy_early_free; /* frees hand memory back at once */
+};
+
+struct seq_counters {
+	uint64_t ops_submitted;
+	uint64_t ops_completed;
+	uint64_t ops_failed;
+	uint64_t waits_enqueued;
+	uint64_t waits_elided_same_stream;
+	uint64_t waits_elided_observed;
+	uint64_t waits_elided_legacy;
+	uint64_t events_recorded;
+	uint64_t backpressure;
+	uint64_t frees_deferred;
+	uint64_t releases;
+	uint64_t double_definitions;
+};
+
+/* A buffer is a base (owns memory) or a slice (a view of its base, I6). Fields are
+ * readable by the server for inspection; only the core writes them. */
+struct seq_buffer {
+	struct seq_buffer *base; /* NULL for a base */
+	uint64_t offset; /* within the base (0 for a base) */
+	uint64_t size;
+	uint64_t addr; /* device address of this view */
+	uint64_t user; /* opaque for the owner of the handle */
+	/* Base only: */
+	unsigned refs; /* the owner's + one per live slice */
+	bool freed; /* the owner let go; memory goes back at refs 0 and no use pending */
+	int error; /* last write failed before launch; readers fail with it */
+	struct seq_point def; /* the point that wrote the contents (I1) */
+	uint64_t legacy_mark; /* injected bug only: compute progress at definition + 1 */
+	uint64_t readers[SEQ_MAX_STREAMS]; /* last reading seq per stream since def */
+	bool pending; /* on the deferred-free list */
+	/* Core bookkeeping: every live buffer object, for seq_destroy(). */
+	struct seq_buffer *all_prev, *all_next;
+};
+
+struct seq_stream_info {
+	enum seq_stream_kind kind;
+	unsigned index; /* among streams of its kind */
+	uint64_t issued;
+	uint64_t completed;
+	uint64_t recorded; /* last point with an event */
+	unsigned window_used;
+	unsigned window_capacity;
+	int error; /* the stream failed on the device (sticky) */
+};
+
+struct seq;
+
+int seq_create(struct seq **out, const struct seq_config *config,
+	       const struct seq_backend *backend);
+/* Releases every buffer still held, whatever is pending: call only once the device is idle. */
+void seq_destroy(struct seq *seq);
+
+unsigned seq_stream_count(const struct seq *seq);
+void seq_stream_info(const struct seq *seq, uint32_t stream, struct seq_stream_info *info);
+const struct seq_counters *seq_counters(const struct seq *seq);
+const char *seq_stream_kind_name(enum seq_stream_kind kind);
+
+int seq_buffer_alloc(struct seq *seq, uint64_t size, struct seq_buffer **out);
+/* A view of `of` (a base or a slice) at [offset, offset + size) of it. */
+int seq_buffer_slice(struct seq *seq, struct seq_buffer *of, uint64_t offset, uint64_t size,
+		     struct seq_buffer **out);
+/* The owner lets go. A slice goes at once; a base's memory goes back once no slice
+ * holds it and every point that used or defined it is complete (I5). */
+void seq_buffer_free(struct seq *seq, struct seq_buffer *buf);
+/* Whether every point that defines or reads buf's base is known complete. */
+bool seq_buffer_idle(const struct seq *seq, const struct seq_buffer *buf);
+/* The base's failure, or 0. */
+int seq_buffer_error(const struct seq *seq, const struct seq_buffer *buf);
+
+/* Decide the waits for op, emit them and launch it. Returns 0 (and the op's point in *at
+ * when at is not NULL); -EAGAIN when its stream's window is full (nothing was emitted:
+ * retry after completions); -EINVAL for a malformed op; -EEXIST when it would define a
+ * buffer twice (I7); or the error that failed it: an input's failure (I9), the stream's
+ * device error, or the backend's launch error. A failed op is not launched and the
+ * buffers it would have written carry its error. */
+int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at);
+
+/* Call backend->done(cookie, status) once buf's producer is complete. Returns 1 when it
+ * already is (done is not called), 0 when done will be called, or the buffer's error. */
+int seq_await(struct seq *seq, const struct seq_buffer *buf, uint64_t cookie);
+/* Likewise for everything issued on every stream so far. */
+int seq_sync(struct seq *seq, uint64_t cookie);
+
+/* Record events on streams whose issued work has none yet, so that its completion will
+ * be learned. The server calls it once per loop turn; recording is otherwise lazy. */
+void seq_flush(struct seq *seq);
+
+/* The backend saw the event recorded at `through` complete, with 0 or a device error
+ * (which fails the stream from its first incomplete point on). */
+void seq_complete(struct seq *seq, struct seq_point through, int status);
+
 #endif
