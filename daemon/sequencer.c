@@ -403,7 +403,7 @@ static uint32_t seq_pick_stream(struct seq *seq, enum seq_op_kind kind)
 
 static int op_validate(const struct seq_op *op)
 {
-	if (op->naccess == 0 || op->naccess > SEQ_MAX_ACCESS || op->kind > SEQ_OP_EXEC)
+	if (op->naccess > SEQ_MAX_ACCESS || op->kind > SEQ_OP_EXEC)
 		return -EINVAL;
 	for (unsigned i = 0; i < op->naccess; i++) {
 		const struct seq_access *a = &op->access[i];

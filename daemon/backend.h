@@ -1,0 +1,68 @@
+/* The device backends (sim, hip) as the server sees them: the sequencer's command set
+ * plus device set-up, staging registration and completion delivery. A backend learns
+ * completion on its own threads and hands it over through backend_complete_fn. */
+#ifndef SSEQ_BACKEND_H
+#define SSEQ_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+#include "sequencer.h"
+
+/* Called from a backend thread when the event recorded at `p` completed (status 0 or a
+ * negative errno). Must be thread-safe and must not call back into the backend. */
+typedef void (*backend_complete_fn)(void *arg, struct seq_point p, int status);
+
+/* Called from a backend thread when the sim's race detector or the HIP audit finds an
+ * access that was not ordered after its producer. `what` is a one-line description. */
+typedef void (*backend_finding_fn)(void *arg, const char *what);
+
+/* What the server passes in seq_op.payload: the concrete work for the launch. */
+struct op_payload {
+	/* Copies: the staging side (already bounds-checked against its arena) and the
+	 * offsets into the device views named by op->access[]. H2D: access[0] is the
+	 * destination. D2H: access[0] is the source. D2D: access[0] source, access[1]
+	 * destination (or access[0] alone, SEQ_READWRITE, when both are one base). */
+	void *host;
+	uint64_t src_offset;
+	uint64_t dst_offset;
+	uint64_t length;
+	/* Execute: the kernel and its arguments; a buffer argument's `access` field is the
+	 * index into op->access[] of its view, resolved to an address by the backend. */
+	const struct kernel_desc *kernel;
+	unsigned nargs;
+	struct karg args[KERNEL_MAX_ARGS];
+	uint64_t elements;
+	struct kernel_grid grid; /* all zero: derive from elements */
+	/* The module function for user code objects (hip only), else NULL. */
+	void *function;
+};
+
+struct backend_info {
+	const char *backend; /* "sim" or "hip" */
+	char name[96]; /* device name */
+	char arch[32];
+	uint64_t memory_total;
+	uint64_t memory_used;
+};
+
+struct backend {
+	const struct backend_ops *ops;
+	void *ctx;
+};
+
+struct backend_ops {
+	/* The sequencer's command set; ctx is the backend's own. */
+	struct seq_backend seq;
+	/* Make a staging arena's mapping fast to copy from (hipHostRegister). */
+	int (*staging_register)(void *ctx, void *addr, size_t size);
+	void (*staging_unregister)(void *ctx, void *addr, size_t size);
+	/* Race-detector / audit findings so far. */
+	uint64_t (*findings)(void *ctx);
+	void (*info)(void *ctx, struct backend_info *info);
+	/* Stop threads and free everything; the device must be idle. */
+	void (*destroy)(void *ctx);
+};
+
+#endif

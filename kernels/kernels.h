@@ -1,0 +1,69 @@
+/* The built-in kernels: names, argument signatures and the CPU versions used by the sim
+ * backend. The element bodies live in kernels-impl.h, shared with the HIP versions. */
+#ifndef SSEQ_KERNELS_H
+#define SSEQ_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define KERNEL_MAX_ARGS 32
+
+enum karg_type {
+	KARG_BUFFER,
+	KARG_I32,
+	KARG_U32,
+	KARG_I64,
+	KARG_U64,
+	KARG_F32,
+	KARG_F64,
+};
+
+/* How a kernel uses a buffer argument; matches enum seq_access_mode. */
+enum karg_access {
+	KARG_IN = 1,
+	KARG_OUT = 2,
+	KARG_INOUT = 3,
+};
+
+struct karg {
+	enum karg_type type;
+	unsigned access; /* buffers: enum karg_access */
+	union {
+		struct {
+			void *ptr; /* device (sim: host) address of the view */
+			uint64_t size; /* bytes in the view */
+			unsigned index; /* the view's index in the op's access list */
+		} buf;
+		int32_t i32;
+		uint32_t u32;
+		int64_t i64;
+		uint64_t u64;
+		float f32;
+		double f64;
+	} v;
+};
+
+struct kernel_grid {
+	uint32_t grid[3];
+	uint32_t block[3];
+	uint32_t shared_mem;
+};
+
+struct kernel_desc {
+	const char *name;
+	unsigned nargs;
+	enum karg_type types[KERNEL_MAX_ARGS];
+	unsigned access[KERNEL_MAX_ARGS]; /* for buffer arguments */
+	/* Validate scalars and buffer sizes (buf.size) before launch; on success set the
+	 * element count the launch covers. Returns 0 or -EINVAL / -ERANGE with a reason. */
+	int (*check)(const struct karg *args, uint64_t *elements, const char **why);
+	/* The CPU version: run the whole launch. */
+	void (*cpu)(const struct karg *args, uint64_t elements);
+};
+
+const struct kernel_desc *kernel_find(const char *name);
+/* Every built-in kernel, NULL-terminated. */
+const struct kernel_desc *const *kernel_list(void);
+const char *karg_type_name(enum karg_type type);
+
+#endif
