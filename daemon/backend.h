@@ -4,11 +4,16 @@
 #ifndef SSEQ_BACKEND_H
 #define SSEQ_BACKEND_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kernels.h"
 #include "sequencer.h"
+
+/* The error an injected fault (sim --inject fail-op=N) fails its operation with, so the
+ * server can tell it from a real device error. */
+#define BACKEND_EINJECTED ECANCELED
 
 /* Called from a backend thread when the event recorded at `p` completed (status 0 or a
  * negative errno). Must be thread-safe and must not call back into the backend. */
