@@ -450,9 +450,12 @@ static bool op_needs(struct seq *seq, uint32_t s, const struct seq_buffer *b,
 }
 
 /* An op that cannot run: what it would have written now carries its error (I9). */
-static int op_fail(struct seq *seq, const struct seq_op *op, uint32_t s, int error,
-		   const struct seq_buffer *cause, struct seq_point producer)
+static int op_fail(struct seq *seq, struct seq_op *op, uint32_t s, int error,
+		   enum seq_fail_cause why, const struct seq_buffer *cause,
+		   struct seq_point producer)
 {
+	op->fail_cause = why;
+	op->failed_producer = producer;
 	for (unsigned i = 0; i < op->naccess; i++)
 		if (op->access[i].mode & SEQ_WRITE)
 			buffer_base(op->access[i].buf)->error = error;
@@ -471,6 +474,7 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 	uint32_t s;
 	int r;
 
+	op->fail_cause = SEQ_FAIL_NONE;
 	r = op_validate(op);
 	if (r == -EEXIST)
 		seq->counters.double_definitions++;
@@ -488,12 +492,12 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 	}
 
 	if (st->error)
-		return op_fail(seq, op, s, st->error, NULL, (struct seq_point){s, st->fail_from});
+		return op_fail(seq, op, s, st->error, SEQ_FAIL_STREAM, NULL, (struct seq_point){s, st->fail_from});
 	for (unsigned i = 0; i < op->naccess; i++) {
 		const struct seq_buffer *b = buffer_base(op->access[i].buf);
 		int error = seq_buffer_error(seq, b);
 		if ((op->access[i].mode & SEQ_READ) && error)
-			return op_fail(seq, op, s, error, b, b->def);
+			return op_fail(seq, op, s, error, SEQ_FAIL_INPUT, b, b->def);
 	}
 
 	for (unsigned i = 0; i < op->naccess; i++) {
@@ -521,7 +525,8 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 		if (r >= 0)
 			r = seq->be.wait(seq->be.ctx, s, (struct seq_point){x, event});
 		if (r < 0)
-			return op_fail(seq, op, s, r, NULL, (struct seq_point){x, need[x]});
+			return op_fail(seq, op, s, r, SEQ_FAIL_LAUNCH, NULL,
+				       (struct seq_point){x, need[x]});
 		seq->counters.waits_enqueued++;
 		seq_trace_emit(seq, SEQ_TRACE_WAIT, (struct seq_point){s, st->issued + 1}, op->kind,
 			       NULL, (struct seq_point){x, need[x]});
@@ -531,7 +536,7 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 	p = (struct seq_point){s, st->issued + 1};
 	r = seq->be.launch(seq->be.ctx, p, op);
 	if (r < 0)
-		return op_fail(seq, op, s, r, NULL, p);
+		return op_fail(seq, op, s, r, SEQ_FAIL_LAUNCH, NULL, p);
 
 	st->issued = p.seq;
 	st->recs[p.seq % seq->config.window] = rec;

@@ -56,6 +56,14 @@ struct seq_op {
 	void *payload; /* opaque to the core: staging ranges, kernel, scalars */
 	bool want_done; /* call backend->done(cookie, status) when the op's point completes */
 	uint64_t cookie;
+	/* Set by seq_submit() when it fails the op: why, and the failed producer if any. */
+	enum seq_fail_cause {
+		SEQ_FAIL_NONE,
+		SEQ_FAIL_INPUT, /* an input's producer failed (I9) */
+		SEQ_FAIL_STREAM, /* the op's stream has a device error */
+		SEQ_FAIL_LAUNCH, /* the backend refused the wait or the launch */
+	} fail_cause;
+	struct seq_point failed_producer;
 };
 
 /* The commands the core emits. Events are named by the point they were recorded at; an
