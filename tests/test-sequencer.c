@@ -1,8 +1,34 @@
 /* Unit tests for the sequencer core (daemon/sequencer.h): a recording backend logs every
  * command the core emits as one text line, and each test pins one invariant of DESIGN.md.
  *
- * Mutation check (each check broken in a private copy of sequencer.c; tests that failed):
- *   MUTATIONS_TABLE
+ * Mutation check: each check broken in a private copy of sequencer.c, and (a sample of)
+ * the tests that then fail. Every mutation below was caught.
+ *   I1 H2D def taken as a compute point      -> i1_h2d_defines..., seed_..._still_waits (+25)
+ *   I2 reads never wait                      -> i2_one_wait_per_stream..., seed_... (+24)
+ *   I2 same-stream order not trusted         -> i2_same_stream_elides_wait (+7)
+ *   I2 observed completion not used          -> i2_observed_complete_elides_wait (+3)
+ *   I2 wait names an unrecorded point        -> i2_existing_event_is_reused, i3_full_window...
+ *   I3 H2D complete once compute is past it  -> seed_..._still_waits, i3_completion_of_other...
+ *   I3 no window check                       -> i3_full_window_backpressure_then_resumes
+ *   I3 cross-stream report not held back     -> i3_cross_stream_completion_held_until...
+ *   I3 later event does not cover earlier    -> i3_later_event_completes_earlier_points (+6)
+ *   I4 writes ignore readers                 -> i4_write_waits_for_readers..., d2d_... (+4)
+ *   I4 write-only ignores previous writer    -> i4_write_waits_for_previous_writer (+4)
+ *   I5 free never deferred / idle ignores readers / released twice
+ *                                            -> i5_free_while_kernel_reads_is_deferred (+4)
+ *   I6 slice has own state / no base ref / offsets not composed
+ *                                            -> i6_slice_of_h2d..., i6_slice_keeps_base_alive,
+ *                                               i6_slice_of_slice_composes_offsets
+ *   I7 double definition accepted            -> i7_double_definition_refused (+1)
+ *   I8 await answers done at once            -> i8_await_and_sync_return_at_once (+2)
+ *   I9 input errors ignored                  -> i9_failed_h2d_fails_dependent..., chain (+1)
+ *   I9 failed op's outputs left clean        -> i9_failure_flows_through_chain (+5)
+ *   I9 device error not spread along waits   -> i9_device_error_fails_stream_and_waiters
+ *   I9 partial write clears error            -> i9_partial_write_keeps_error
+ *   I9 failed launch uses up a point         -> i9_launch_failure_does_not_consume_point (+2)
+ *   eager events / legacy switches inert     -> lazy_events_only_when_needed,
+ *                                               legacy_sync_window_elides_wait,
+ *                                               i5_legacy_early_free_releases_at_once
  */
 #include <check.h>
 #include <errno.h>
@@ -30,6 +56,7 @@ struct fixture {
 	unsigned launches; /* launch attempts so far */
 	unsigned fail_launch; /* the 1-based attempt that fails; 0: none */
 	int fail_status;
+	int fail_wait; /* wait returns this when non-zero */
 	unsigned traces[N_DECISIONS];
 	struct seq_trace last_trace[N_DECISIONS];
 };
@@ -106,14 +133,16 @@ static const char *log_text(void)
 	return text;
 }
 
-#define ck_log_has(line) ck_assert_msg(log_has(line), "missing \"%s\" in log:\n%s", line, log_text())
-#define ck_log_lacks(line) ck_assert_msg(!log_has(line), "unexpected \"%s\" in log:\n%s", line, log_text())
-#define ck_log_count(prefix, n)                                                                  \
-	ck_assert_msg(log_count(prefix) == (n), "expected %u \"%s\" lines, got %u; log:\n%s",     \
-		      (unsigned)(n), prefix, log_count(prefix), log_text())
-#define ck_log_before(a, b)                                                                      \
-	ck_assert_msg(log_has(a) && log_has(b) && log_index(a) < log_index(b),                    \
-		      "expected \"%s\" before \"%s\" in log:\n%s", a, b, log_text())
+#define ck_log_has(line)                                                                           \
+	ck_assert_msg(log_has(line), "missing \"%s\" in log:\n%s", line, log_text())
+#define ck_log_lacks(line)                                                                         \
+	ck_assert_msg(!log_has(line), "unexpected \"%s\" in log:\n%s", line, log_text())
+#define ck_log_count(prefix, n)                                                                    \
+	ck_assert_msg(log_count(prefix) == (n), "expected %u \"%s\" lines, got %u; log:\n%s",      \
+		(unsigned)(n), prefix, log_count(prefix), log_text())
+#define ck_log_before(a, b)                                                                        \
+	ck_assert_msg(log_has(a) && log_has(b) && log_index(a) < log_index(b),                     \
+		"expected \"%s\" before \"%s\" in log:\n%s", a, b, log_text())
 
 /* ---- the recording backend ---- */
 
@@ -160,7 +189,10 @@ static int rec_record(void *ctx, struct seq_point at)
 
 static int rec_wait(void *ctx, uint32_t stream, struct seq_point event)
 {
-	(void)ctx;
+	struct fixture *f = ctx;
+
+	if (f->fail_wait)
+		return f->fail_wait;
 	log_add("wait %" PRIu32 " %" PRIu32 ":%" PRIu64, stream, event.stream, event.seq);
 	return 0;
 }
@@ -170,7 +202,8 @@ static int rec_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	struct fixture *f = ctx;
 
 	if (++f->launches == f->fail_launch) {
-		log_add("fail-launch %" PRIu32 ":%" PRIu64 " %s", at.stream, at.seq, op_name(op->kind));
+		log_add("fail-launch %" PRIu32 ":%" PRIu64 " %s", at.stream, at.seq,
+			op_name(op->kind));
 		return f->fail_status;
 	}
 	log_add("launch %" PRIu32 ":%" PRIu64 " %s", at.stream, at.seq, op_name(op->kind));
@@ -314,15 +347,15 @@ static int submit(enum seq_op_kind kind, struct seq_point *at, unsigned naccess,
 	return seq_submit(F.seq, &op, at);
 }
 
-#define ck_point(p, s, n)                                                                        \
-	do {                                                                                     \
+#define ck_point(p, s, n)                                                                          \
+	do {                                                                                       \
 		ck_assert_uint_eq((p).stream, (s));                                                \
 		ck_assert_uint_eq((p).seq, (n));                                                   \
 	} while (0)
 
 static void complete(uint32_t stream, uint64_t seq, int status)
 {
-	seq_complete(F.seq, (struct seq_point){ stream, seq }, status);
+	seq_complete(F.seq, (struct seq_point){stream, seq}, status);
 }
 
 /* Record what every stream has issued and report it all complete, in stream order. */
@@ -408,7 +441,7 @@ END_TEST
 
 START_TEST(test_seed_h2d_past_compute_window_still_waits)
 {
-	struct seq_config cfg = { .window = 4 };
+	struct seq_config cfg = {.window = 4};
 	struct seq_buffer *in, *scratch, *out;
 	struct seq_point at;
 
@@ -444,7 +477,7 @@ END_TEST
 
 START_TEST(test_seed_h2d_observed_complete_elides_wait)
 {
-	struct seq_config cfg = { .window = 4 };
+	struct seq_config cfg = {.window = 4};
 	struct seq_buffer *in, *scratch, *out;
 	struct seq_point at;
 
@@ -626,7 +659,7 @@ END_TEST
 
 START_TEST(test_i3_full_window_backpressure_then_resumes)
 {
-	struct seq_config cfg = { .window = 4 };
+	struct seq_config cfg = {.window = 4};
 	struct seq_buffer *in, *c, *out, *h;
 	struct seq_point at;
 
@@ -779,6 +812,25 @@ START_TEST(test_i4_write_forgets_old_readers)
 }
 END_TEST
 
+START_TEST(test_i4_readwrite_waits_for_writer_and_readers)
+{
+	struct seq_buffer *a;
+	struct seq_point at;
+
+	fx_start(NULL);
+	a = buf_new(64);
+	ck_assert_int_eq(submit(SEQ_OP_H2D, &at, 1, a, SEQ_WRITE), 0);
+	ck_assert_int_eq(submit(SEQ_OP_D2H, &at, 1, a, SEQ_READ), 0);
+	log_clear();
+	/* In-place update on compute: after the copy in, and after the copy out read it. */
+	ck_assert_int_eq(submit(SEQ_OP_EXEC, &at, 1, a, SEQ_READWRITE), 0);
+	ck_log_before("wait 0 1:1", "launch 0:1 exec");
+	ck_log_before("wait 0 2:1", "launch 0:1 exec");
+	ck_log_count("wait ", 2);
+	ck_point(a->def, S_COMPUTE, 1);
+}
+END_TEST
+
 START_TEST(test_d2d_waits_for_source_producer_and_destination_readers)
 {
 	struct seq_buffer *src, *dst;
@@ -883,7 +935,7 @@ END_TEST
 
 START_TEST(test_i5_legacy_early_free_releases_at_once)
 {
-	struct seq_config cfg = { .legacy_early_free = true };
+	struct seq_config cfg = {.legacy_early_free = true};
 	struct seq_buffer *a, *b;
 	struct seq_point at;
 
@@ -1125,20 +1177,25 @@ END_TEST
 START_TEST(test_i9_failed_h2d_fails_dependent_exec_not_launched)
 {
 	struct seq_buffer *in, *out;
-	struct seq_point at = { 99, 99 };
+	struct seq_point at = {99, 99};
+	struct seq_op op;
 
 	fx_start(NULL);
 	in = buf_new(64);
 	out = buf_new(64);
 	F.fail_launch = 1;
 	F.fail_status = -EIO;
-	ck_assert_int_eq(submit(SEQ_OP_H2D, &at, 1, in, SEQ_WRITE), -EIO);
+	op = op_make(SEQ_OP_H2D, 1, in, SEQ_WRITE);
+	ck_assert_int_eq(seq_submit(F.seq, &op, &at), -EIO);
+	ck_assert_int_eq(op.fail_cause, SEQ_FAIL_LAUNCH);
 	ck_assert_int_eq(in->error, -EIO);
 	ck_assert_int_eq(seq_buffer_error(F.seq, in), -EIO);
 	ck_assert_uint_eq(stream_info(S_H2D).issued, 0);
 
 	log_clear();
-	ck_assert_int_eq(submit(SEQ_OP_EXEC, &at, 2, in, SEQ_READ, out, SEQ_WRITE), -EIO);
+	op = op_make(SEQ_OP_EXEC, 2, in, SEQ_READ, out, SEQ_WRITE);
+	ck_assert_int_eq(seq_submit(F.seq, &op, &at), -EIO);
+	ck_assert_int_eq(op.fail_cause, SEQ_FAIL_INPUT);
 	ck_assert_uint_eq(F.nlines, 0);
 	ck_assert_int_eq(seq_buffer_error(F.seq, out), -EIO);
 	ck_assert_uint_eq(stream_info(S_COMPUTE).issued, 0);
@@ -1246,6 +1303,30 @@ START_TEST(test_i9_launch_failure_does_not_consume_point)
 }
 END_TEST
 
+START_TEST(test_i9_wait_failure_fails_op_not_launched)
+{
+	struct seq_buffer *in, *out;
+	struct seq_op op;
+
+	fx_start(NULL);
+	in = buf_new(64);
+	out = buf_new(64);
+	ck_assert_int_eq(submit(SEQ_OP_H2D, NULL, 1, in, SEQ_WRITE), 0);
+	F.fail_wait = -ENOMEM;
+	op = op_make(SEQ_OP_EXEC, 2, in, SEQ_READ, out, SEQ_WRITE);
+	ck_assert_int_eq(seq_submit(F.seq, &op, NULL), -ENOMEM);
+	ck_assert_int_eq(op.fail_cause, SEQ_FAIL_LAUNCH);
+	/* Without its wait the kernel would race the copy: it must not run at all. */
+	ck_log_count("launch 0:", 0);
+	ck_assert_int_eq(seq_buffer_error(F.seq, out), -ENOMEM);
+	ck_assert_int_eq(seq_buffer_error(F.seq, in), 0);
+	ck_assert_uint_eq(stream_info(S_COMPUTE).issued, 0);
+	F.fail_wait = 0;
+	ck_assert_int_eq(submit(SEQ_OP_EXEC, NULL, 2, in, SEQ_READ, out, SEQ_WRITE), 0);
+	ck_log_before("wait 0 1:1", "launch 0:1 exec");
+}
+END_TEST
+
 START_TEST(test_i9_device_error_fails_stream_and_waiters)
 {
 	struct seq_buffer *ok, *in, *out, *later, *x;
@@ -1268,12 +1349,16 @@ START_TEST(test_i9_device_error_fails_stream_and_waiters)
 	ck_log_has("wait 0 1:2");
 	seq_flush(F.seq);
 	ck_log_has("record 0:1");
+	ck_assert_int_eq(seq_await(F.seq, in, 66), 0);
+	ck_assert_int_eq(seq_sync(F.seq, 77), 0);
 
 	log_clear();
 	complete(S_H2D, 2, -EIO);
 	complete(S_COMPUTE, 1, 0);
 	/* The kernel waited on a failed copy: it fails too, though compute reported success. */
 	ck_log_has("done 5 -5");
+	ck_log_has("done 66 -5");
+	ck_log_has("done 77 -5");
 	ck_assert_int_eq(seq_buffer_error(F.seq, ok), 0);
 	ck_assert_int_eq(seq_buffer_error(F.seq, in), -EIO);
 	ck_assert_int_eq(seq_buffer_error(F.seq, out), -EIO);
@@ -1283,11 +1368,16 @@ START_TEST(test_i9_device_error_fails_stream_and_waiters)
 
 	/* Both streams stay failed; a stream that saw no failure does not. */
 	log_clear();
-	ck_assert_int_eq(submit(SEQ_OP_H2D, &at, 1, later, SEQ_WRITE), -EIO);
+	op = op_make(SEQ_OP_H2D, 1, later, SEQ_WRITE);
+	ck_assert_int_eq(seq_submit(F.seq, &op, &at), -EIO);
+	ck_assert_int_eq(op.fail_cause, SEQ_FAIL_STREAM);
+	ck_point(op.failed_producer, S_H2D, 2);
 	ck_assert_int_eq(seq_buffer_error(F.seq, later), -EIO);
 	ck_assert_int_eq(submit(SEQ_OP_EXEC, &at, 1, x, SEQ_WRITE), -EIO);
 	ck_log_count("launch ", 0);
-	ck_assert_int_eq(submit(SEQ_OP_D2H, &at, 1, ok, SEQ_READ), 0);
+	op = op_make(SEQ_OP_D2H, 1, ok, SEQ_READ);
+	ck_assert_int_eq(seq_submit(F.seq, &op, &at), 0);
+	ck_assert_int_eq(op.fail_cause, SEQ_FAIL_NONE);
 	ck_point(at, S_D2H, 1);
 }
 END_TEST
@@ -1325,7 +1415,7 @@ END_TEST
 /* The injected legacy bug must really be the bug: the seed scenario, and no wait. */
 START_TEST(test_legacy_sync_window_elides_wait)
 {
-	struct seq_config cfg = { .window = 4, .legacy_sync_window = 4 };
+	struct seq_config cfg = {.window = 4, .legacy_sync_window = 4};
 	struct seq_buffer *in, *scratch, *out;
 	struct seq_point at;
 
@@ -1351,7 +1441,7 @@ END_TEST
 
 START_TEST(test_legacy_sync_window_waits_inside_window)
 {
-	struct seq_config cfg = { .legacy_sync_window = 4 };
+	struct seq_config cfg = {.legacy_sync_window = 4};
 	struct seq_buffer *in, *scratch, *out;
 	struct seq_point at;
 
@@ -1409,7 +1499,7 @@ END_TEST
 
 START_TEST(test_counters_match_decisions)
 {
-	struct seq_config cfg = { .window = 2 };
+	struct seq_config cfg = {.window = 2};
 	const struct seq_counters *c;
 	struct seq_buffer *a, *b, *d;
 	struct seq_point at;
@@ -1461,14 +1551,18 @@ END_TEST
 
 START_TEST(test_streams_layout_and_round_robin)
 {
-	struct seq_config cfg = { .n_d2h = 2, .n_d2d = 2 };
+	struct seq_config cfg = {.n_d2h = 2, .n_d2d = 2};
 	struct seq_buffer *a;
 	struct seq_point at;
 	static const enum seq_stream_kind kinds[] = {
-		SEQ_STREAM_COMPUTE, SEQ_STREAM_H2D, SEQ_STREAM_D2H,
-		SEQ_STREAM_D2H,	    SEQ_STREAM_D2D, SEQ_STREAM_D2D,
+		SEQ_STREAM_COMPUTE,
+		SEQ_STREAM_H2D,
+		SEQ_STREAM_D2H,
+		SEQ_STREAM_D2H,
+		SEQ_STREAM_D2D,
+		SEQ_STREAM_D2D,
 	};
-	static const unsigned index[] = { 0, 0, 0, 1, 0, 1 };
+	static const unsigned index[] = {0, 0, 0, 1, 0, 1};
 
 	fx_start(&cfg);
 	ck_assert_uint_eq(seq_stream_count(F.seq), 6);
@@ -1633,55 +1727,57 @@ static Suite *sequencer_suite(void)
 {
 	/* Not static: the test names are pointers, not constant expressions. */
 	const struct test_entry tests[] = {
-		{ "i1", test_i1_h2d_defines_buffer_on_h2d_stream },
-		{ "i1", test_i1_launch_gets_view_addresses },
-		{ "i1", test_seed_h2d_past_compute_window_still_waits },
-		{ "i1", test_seed_h2d_observed_complete_elides_wait },
-		{ "i2", test_i2_same_stream_elides_wait },
-		{ "i2", test_i2_observed_complete_elides_wait },
-		{ "i2", test_i2_one_wait_per_stream_for_latest_point },
-		{ "i2", test_i2_existing_event_is_reused },
-		{ "i3", test_i3_completion_of_other_stream_is_not_inferred },
-		{ "i3", test_i3_cross_stream_completion_held_until_producer_reported },
-		{ "i3", test_i3_full_window_backpressure_then_resumes },
-		{ "i3", test_i3_later_event_completes_earlier_points },
-		{ "i3", test_i3_every_recorded_event_is_retired_once },
-		{ "i4", test_i4_write_waits_for_readers_on_other_streams },
-		{ "i4", test_i4_write_waits_for_previous_writer },
-		{ "i4", test_i4_write_forgets_old_readers },
-		{ "i4", test_d2d_waits_for_source_producer_and_destination_readers },
-		{ "i5", test_i5_free_while_kernel_reads_is_deferred },
-		{ "i5", test_i5_free_waits_for_pending_definition },
-		{ "i5", test_i5_free_idle_releases_at_once },
-		{ "i5", test_i5_legacy_early_free_releases_at_once },
-		{ "i6", test_i6_slice_of_h2d_buffer_waits_for_h2d },
-		{ "i6", test_i6_slice_read_counts_as_base_reader },
-		{ "i6", test_i6_slice_keeps_base_alive },
-		{ "i6", test_i6_slice_idle_base_released_with_last_view },
-		{ "i6", test_i6_slice_write_redefines_base },
-		{ "i6", test_i6_slice_of_slice_composes_offsets },
-		{ "i7", test_i7_double_definition_refused },
-		{ "i7", test_i7_two_slices_of_one_base_written_refused },
-		{ "i8", test_i8_await_and_sync_return_at_once },
-		{ "i9", test_i9_failed_h2d_fails_dependent_exec_not_launched },
-		{ "i9", test_i9_failure_flows_through_chain },
-		{ "i9", test_i9_full_rewrite_clears_error },
-		{ "i9", test_i9_partial_write_keeps_error },
-		{ "i9", test_i9_launch_failure_does_not_consume_point },
-		{ "i9", test_i9_device_error_fails_stream_and_waiters },
-		{ "events", test_lazy_events_only_when_needed },
-		{ "events", test_await_and_sync_report_completion },
-		{ "events", test_counters_match_decisions },
-		{ "legacy", test_legacy_sync_window_elides_wait },
-		{ "legacy", test_legacy_sync_window_waits_inside_window },
-		{ "config", test_streams_layout_and_round_robin },
-		{ "config", test_default_config },
-		{ "config", test_destroy_releases_everything_held },
-		{ "input", test_bad_input_naccess },
-		{ "input", test_bad_input_null_buf_or_mode },
-		{ "input", test_bad_input_freed_buf },
-		{ "input", test_bad_input_slice_out_of_bounds },
-		{ "input", test_alloc_failure_reported },
+		{"i1", test_i1_h2d_defines_buffer_on_h2d_stream},
+		{"i1", test_i1_launch_gets_view_addresses},
+		{"i1", test_seed_h2d_past_compute_window_still_waits},
+		{"i1", test_seed_h2d_observed_complete_elides_wait},
+		{"i2", test_i2_same_stream_elides_wait},
+		{"i2", test_i2_observed_complete_elides_wait},
+		{"i2", test_i2_one_wait_per_stream_for_latest_point},
+		{"i2", test_i2_existing_event_is_reused},
+		{"i3", test_i3_completion_of_other_stream_is_not_inferred},
+		{"i3", test_i3_cross_stream_completion_held_until_producer_reported},
+		{"i3", test_i3_full_window_backpressure_then_resumes},
+		{"i3", test_i3_later_event_completes_earlier_points},
+		{"i3", test_i3_every_recorded_event_is_retired_once},
+		{"i4", test_i4_write_waits_for_readers_on_other_streams},
+		{"i4", test_i4_write_waits_for_previous_writer},
+		{"i4", test_i4_write_forgets_old_readers},
+		{"i4", test_i4_readwrite_waits_for_writer_and_readers},
+		{"i4", test_d2d_waits_for_source_producer_and_destination_readers},
+		{"i5", test_i5_free_while_kernel_reads_is_deferred},
+		{"i5", test_i5_free_waits_for_pending_definition},
+		{"i5", test_i5_free_idle_releases_at_once},
+		{"i5", test_i5_legacy_early_free_releases_at_once},
+		{"i6", test_i6_slice_of_h2d_buffer_waits_for_h2d},
+		{"i6", test_i6_slice_read_counts_as_base_reader},
+		{"i6", test_i6_slice_keeps_base_alive},
+		{"i6", test_i6_slice_idle_base_released_with_last_view},
+		{"i6", test_i6_slice_write_redefines_base},
+		{"i6", test_i6_slice_of_slice_composes_offsets},
+		{"i7", test_i7_double_definition_refused},
+		{"i7", test_i7_two_slices_of_one_base_written_refused},
+		{"i8", test_i8_await_and_sync_return_at_once},
+		{"i9", test_i9_failed_h2d_fails_dependent_exec_not_launched},
+		{"i9", test_i9_failure_flows_through_chain},
+		{"i9", test_i9_full_rewrite_clears_error},
+		{"i9", test_i9_partial_write_keeps_error},
+		{"i9", test_i9_launch_failure_does_not_consume_point},
+		{"i9", test_i9_wait_failure_fails_op_not_launched},
+		{"i9", test_i9_device_error_fails_stream_and_waiters},
+		{"events", test_lazy_events_only_when_needed},
+		{"events", test_await_and_sync_report_completion},
+		{"events", test_counters_match_decisions},
+		{"legacy", test_legacy_sync_window_elides_wait},
+		{"legacy", test_legacy_sync_window_waits_inside_window},
+		{"config", test_streams_layout_and_round_robin},
+		{"config", test_default_config},
+		{"config", test_destroy_releases_everything_held},
+		{"input", test_bad_input_naccess},
+		{"input", test_bad_input_null_buf_or_mode},
+		{"input", test_bad_input_freed_buf},
+		{"input", test_bad_input_slice_out_of_bounds},
+		{"input", test_alloc_failure_reported},
 	};
 	Suite *s = suite_create("sequencer");
 	TCase *tc = NULL;
