@@ -1,0 +1,324 @@
+/* sseqd: the per-GPU event-sequencing daemon. Parses options, picks the backend, listens
+ * (or takes the socket systemd passed), and runs the loop until SIGTERM/SIGINT, then
+ * lets in-flight work drain before it exits. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "server.h"
+#include "sim.h"
+
+#define DRAIN_TIMEOUT_MS 10000
+
+struct daemon_opts {
+	struct server_options srv;
+	struct sim_config sim;
+	const char *backend;
+	char socket_buf[108];
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: sseqd [OPTIONS]\n"
+		"Per-GPU event-sequencing daemon.\n\n"
+		"  -s, --socket PATH        listen on PATH (default /run/sseq/gpu<N>.sock, or the\n"
+		"                           socket passed by systemd)\n"
+		"  -d, --device N           GPU index (default 0)\n"
+		"  -b, --backend KIND       sim, hip or auto (default auto: hip if a GPU is\n"
+		"                           present, else sim)\n"
+		"      --sim-delay SPEC     delay a stream kind in the sim: h2d=2ms,\n"
+		"                           d2d=rand:0-500us, compute=script:1ms,0,5ms (repeatable)\n"
+		"      --inject SPEC        fault injection (repeatable): fail-op=N,\n"
+		"                           legacy-sync-window=N, early-free\n"
+		"      --window N           incomplete points per stream before backpressure\n"
+		"                           (default %u)\n"
+		"      --d2h-streams N      device-to-host streams (default 1)\n"
+		"      --d2d-streams N      device-to-device streams (default 1)\n"
+		"      --module-dir DIR     where LoadModule may load code objects from\n"
+		"  -l, --log-level LEVEL    err, warning, notice, info (default), debug\n"
+		"  -h, --help               show this help\n"
+		"  -V, --version            show the version\n",
+		SEQ_DEFAULT_WINDOW);
+}
+
+static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int parse_inject(struct daemon_opts *o, const char *spec)
+{
+	const char *why = NULL;
+
+	if (strncmp(spec, "legacy-sync-window=", 19) == 0) {
+		if (parse_uint(spec + 19, 1, 1u << 20, &o->srv.seq.legacy_sync_window) < 0) {
+			fprintf(stderr, "sseqd: --inject %s: N must be 1 .. 1048576\n", spec);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (strcmp(spec, "early-free") == 0) {
+		o->srv.seq.legacy_early_free = true;
+		return 0;
+	}
+	if (sim_parse_inject(&o->sim, spec, &why) < 0) {
+		fprintf(stderr,
+			"sseqd: --inject %s: %s (known: fail-op=N, legacy-sync-window=N, "
+			"early-free)\n",
+			spec, why ? why : "invalid");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_args(struct daemon_opts *o, int argc, char **argv)
+{
+	enum { OPT_SIM_DELAY = 256, OPT_INJECT, OPT_WINDOW, OPT_D2H, OPT_D2D, OPT_MODULE_DIR };
+	static const struct option longopts[] = {
+		{"socket", required_argument, NULL, 's'},
+		{"device", required_argument, NULL, 'd'},
+		{"backend", required_argument, NULL, 'b'},
+		{"sim-delay", required_argument, NULL, OPT_SIM_DELAY},
+		{"inject", required_argument, NULL, OPT_INJECT},
+		{"window", required_argument, NULL, OPT_WINDOW},
+		{"d2h-streams", required_argument, NULL, OPT_D2H},
+		{"d2d-streams", required_argument, NULL, OPT_D2D},
+		{"module-dir", required_argument, NULL, OPT_MODULE_DIR},
+		{"log-level", required_argument, NULL, 'l'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{0},
+	};
+	const char *why = NULL;
+	int c, level;
+
+	while ((c = getopt_long(argc, argv, "s:d:b:l:hV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			o->srv.socket_path = optarg;
+			break;
+		case 'd':
+			if (parse_uint(optarg, 0, 1023, &o->srv.device) < 0)
+				goto bad;
+			break;
+		case 'b':
+			if (strcmp(optarg, "sim") && strcmp(optarg, "hip") && strcmp(optarg, "auto"))
+				goto bad;
+			o->backend = optarg;
+			break;
+		case OPT_SIM_DELAY:
+			if (sim_parse_delay(&o->sim, optarg, &why) < 0) {
+				fprintf(stderr, "sseqd: --sim-delay %s: %s\n", optarg,
+					why ? why : "invalid");
+				return -EINVAL;
+			}
+			break;
+		case OPT_INJECT:
+			if (parse_inject(o, optarg) < 0)
+				return -EINVAL;
+			break;
+		case OPT_WINDOW:
+			if (parse_uint(optarg, 2, 1u << 20, &o->srv.seq.window) < 0)
+				goto bad;
+			break;
+		case OPT_D2H:
+			if (parse_uint(optarg, 1, 7, &o->srv.seq.n_d2h) < 0)
+				goto bad;
+			break;
+		case OPT_D2D:
+			if (parse_uint(optarg, 1, 7, &o->srv.seq.n_d2d) < 0)
+				goto bad;
+			break;
+		case OPT_MODULE_DIR:
+			o->srv.module_dir = optarg;
+			break;
+		case 'l':
+			level = log_parse_level(optarg);
+			if (level < 0)
+				goto bad;
+			log_set_level((enum log_level)level);
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("sseqd %s\n", SSEQ_VERSION);
+			exit(0);
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "sseqd: unexpected argument '%s'\n", argv[optind]);
+		return -EINVAL;
+	}
+	return 0;
+bad:
+	fprintf(stderr, "sseqd: invalid value '%s' for --%s\n", optarg,
+		c == 's'   ? "socket"
+		: c == 'd' ? "device"
+		: c == 'b' ? "backend (sim, hip or auto)"
+		: c == 'l' ? "log-level"
+			   : "option");
+	return -EINVAL;
+}
+
+/* The socket systemd passed (socket activation), or -1; < -1 on a bad hand-over. */
+static int take_listen_fd(void)
+{
+	int n = sd_listen_fds(1);
+
+	if (n <= 0)
+		return -1;
+	if (n > 1) {
+		log_err("main", "systemd passed %d sockets; expected one", n);
+		return -EINVAL;
+	}
+	if (sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, NULL, 0) <= 0) {
+		log_err("main", "the socket systemd passed is not a listening Unix stream socket");
+		return -EINVAL;
+	}
+	fcntl(SD_LISTEN_FDS_START, F_SETFL, fcntl(SD_LISTEN_FDS_START, F_GETFL) | O_NONBLOCK);
+	return SD_LISTEN_FDS_START;
+}
+
+static int backend_start(struct daemon_opts *o, struct server *srv, struct backend *out)
+{
+	const char *want = o->backend ? o->backend : "auto";
+
+	if (strcmp(want, "hip") == 0) {
+		log_err("main", "--backend hip: this sseqd was built without HIP "
+				"(configure with -Dhip=enabled)");
+		return -ENODEV;
+	}
+	if (strcmp(want, "auto") == 0)
+		log_notice("main", "no HIP support built in: using the sim backend");
+	o->sim.n_d2h = o->srv.seq.n_d2h;
+	o->sim.n_d2d = o->srv.seq.n_d2d;
+	return sim_create(out, &o->sim, server_push_completion, server_finding, srv);
+}
+
+struct daemon_state {
+	struct server srv;
+	uv_signal_t sigint, sigterm;
+	uv_timer_t drain;
+	uint64_t drain_started;
+};
+
+static void on_drain_tick(uv_timer_t *t)
+{
+	struct daemon_state *d = t->data;
+
+	if (server_idle(&d->srv) || uv_now(t->loop) - d->drain_started > DRAIN_TIMEOUT_MS) {
+		if (!server_idle(&d->srv))
+			log_warn("main", "work still in flight after %u ms; exiting anyway",
+				 DRAIN_TIMEOUT_MS);
+		uv_stop(t->loop);
+	}
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	struct daemon_state *d = h->data;
+
+	if (d->srv.stopping)
+		return;
+	log_notice("main", "%s: stopping; draining work in flight",
+		   signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	sd_notify(0, "STOPPING=1");
+	server_stop(&d->srv);
+	d->drain_started = uv_now(h->loop);
+	uv_timer_start(&d->drain, on_drain_tick, 0, 5);
+}
+
+static void on_close(uv_handle_t *h)
+{
+}
+
+int main(int argc, char **argv)
+{
+	static struct daemon_state d;
+	struct daemon_opts o = {.srv = {.listen_fd = -1}};
+	struct backend be = {0};
+	uv_loop_t *loop = uv_default_loop();
+	int r;
+
+	if (parse_args(&o, argc, argv) < 0)
+		return 2;
+	r = take_listen_fd();
+	if (r < -1)
+		return 1;
+	o.srv.listen_fd = r;
+	if (o.srv.listen_fd < 0 && !o.srv.socket_path) {
+		snprintf(o.socket_buf, sizeof(o.socket_buf), "/run/sseq/gpu%u.sock", o.srv.device);
+		o.srv.socket_path = o.socket_buf;
+		mkdir("/run/sseq", 0755);
+	}
+	if (!o.srv.socket_path)
+		o.srv.socket_path = "(systemd socket)";
+
+	r = backend_start(&o, &d.srv, &be);
+	if (r < 0) {
+		log_err("main", "cannot start the %s backend: %s", o.backend ? o.backend : "sim",
+			strerror(-r));
+		return 1;
+	}
+	r = server_init(&d.srv, loop, &o.srv, be);
+	if (r < 0) {
+		server_finish(&d.srv);
+		be.ops->destroy(be.ctx);
+		return 1;
+	}
+	{
+		struct backend_info info = {0};
+		be.ops->info(be.ctx, &info);
+		log_notice("main",
+			   "sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s",
+			   SSEQ_VERSION, o.srv.device, info.name, info.backend, o.srv.socket_path,
+			   o.srv.seq.window ? o.srv.seq.window : SEQ_DEFAULT_WINDOW,
+			   o.srv.seq.legacy_sync_window ? "; INJECTED legacy-sync-window" : "",
+			   o.srv.seq.legacy_early_free ? "; INJECTED early-free" : "");
+	}
+
+	uv_signal_init(loop, &d.sigint);
+	uv_signal_init(loop, &d.sigterm);
+	d.sigint.data = d.sigterm.data = &d;
+	uv_signal_start(&d.sigint, on_signal, SIGINT);
+	uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+	uv_timer_init(loop, &d.drain);
+	d.drain.data = &d;
+	signal(SIGPIPE, SIG_IGN);
+
+	sd_notify(0, "READY=1");
+	uv_run(loop, UV_RUN_DEFAULT);
+
+	server_finish(&d.srv);
+	be.ops->destroy(be.ctx);
+	server_close_handles(&d.srv);
+	uv_close((uv_handle_t *)&d.sigint, on_close);
+	uv_close((uv_handle_t *)&d.sigterm, on_close);
+	uv_close((uv_handle_t *)&d.drain, on_close);
+	uv_run(loop, UV_RUN_DEFAULT);
+	uv_loop_close(loop);
+	log_notice("main", "stopped");
+	return 0;
+}

@@ -1,0 +1,341 @@
+/* Inspection: answers sseqctl's queries from the loop's own state — device, streams,
+ * clients, buffers, counters, the trace ring and a Prometheus text form. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server.h"
+#include "session.h"
+
+static const char *const decision_names[] = {
+	[SEQ_TRACE_WAIT] = "wait",
+	[SEQ_TRACE_ELIDE_SAME_STREAM] = "elided: same stream",
+	[SEQ_TRACE_ELIDE_OBSERVED] = "elided: observed complete",
+	[SEQ_TRACE_ELIDE_LEGACY] = "elided: LEGACY WINDOW (injected bug)",
+	[SEQ_TRACE_FAIL_DEPENDENCY] = "failed: dependency",
+	[SEQ_TRACE_BACKPRESSURE] = "backpressure: window full",
+	[SEQ_TRACE_DEFER_FREE] = "free deferred: in use",
+	[SEQ_TRACE_RELEASE] = "memory released",
+};
+
+static const char *const op_names[] = {
+	[SEQ_OP_H2D] = "h2d",
+	[SEQ_OP_D2H] = "d2h",
+	[SEQ_OP_D2D] = "d2d",
+	[SEQ_OP_EXEC] = "execute",
+};
+
+static Sseq__DeviceInfo *query_device(struct server *srv, struct arena *a)
+{
+	Sseq__DeviceInfo *d = arena_alloc(a, sizeof(*d));
+	struct backend_info info = {0};
+
+	sseq__device_info__init(d);
+	srv->backend.ops->info(srv->backend.ctx, &info);
+	d->index = srv->opts.device;
+	d->name = arena_strdup(a, info.name);
+	d->backend = arena_strdup(a, info.backend ? info.backend : "");
+	d->arch = arena_strdup(a, info.arch);
+	d->memory_total = info.memory_total;
+	d->memory_used = info.memory_used;
+	return d;
+}
+
+static void query_streams(struct server *srv, Sseq__QueryResult *res, struct arena *a)
+{
+	unsigned n = seq_stream_count(srv->seq);
+
+	res->streams = arena_alloc(a, n * sizeof(*res->streams));
+	res->n_streams = n;
+	for (unsigned i = 0; i < n; i++) {
+		Sseq__StreamInfo *si = arena_alloc(a, sizeof(*si));
+		struct seq_stream_info info;
+
+		sseq__stream_info__init(si);
+		seq_stream_info(srv->seq, i, &info);
+		si->id = i;
+		si->kind = (Sseq__StreamKind)(info.kind + 1);
+		si->index = info.index;
+		si->last_issued = info.issued;
+		si->last_completed = info.completed;
+		si->window_used = info.window_used;
+		si->window_capacity = info.window_capacity;
+		res->streams[i] = si;
+	}
+}
+
+static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
+{
+	Sseq__Counters *c = arena_alloc(a, sizeof(*c));
+	const struct seq_counters *sc = seq_counters(srv->seq);
+
+	sseq__counters__init(c);
+	c->waits_enqueued = sc->waits_enqueued;
+	c->waits_elided_same_stream = sc->waits_elided_same_stream;
+	c->waits_elided_observed = sc->waits_elided_observed;
+	c->waits_elided_legacy = sc->waits_elided_legacy;
+	c->backpressure_events = sc->backpressure;
+	c->ops_submitted = sc->ops_submitted;
+	c->ops_completed = sc->ops_completed;
+	c->ops_failed = sc->ops_failed;
+	c->events_recorded = sc->events_recorded;
+	c->frees_deferred = sc->frees_deferred;
+	c->releases = sc->releases;
+	c->double_definitions = sc->double_definitions;
+	c->race_findings = srv->backend.ops->findings ? srv->backend.ops->findings(srv->backend.ctx)
+						      : 0;
+	c->sessions_total = srv->sessions_total;
+	c->frames_bad = srv->frames_bad;
+	c->frames_in = srv->frames_in;
+	return c;
+}
+
+/* Root and the same user see every session; others only their own. */
+static bool query_may_see(const struct session *asker, const struct session *s)
+{
+	return asker == s || asker->uid == 0 || asker->uid == s->uid;
+}
+
+static void query_clients(struct server *srv, struct session *asker, uint64_t only,
+			  Sseq__QueryResult *res, struct arena *a)
+{
+	res->clients = arena_alloc(a, (srv->nsessions + 1) * sizeof(*res->clients));
+	for (struct session *s = srv->sessions; s; s = s->next) {
+		Sseq__ClientInfo *ci;
+		if (!query_may_see(asker, s) || (only && s->id != only))
+			continue;
+		ci = arena_alloc(a, sizeof(*ci));
+		sseq__client_info__init(ci);
+		ci->session = s->id;
+		ci->pid = s->pid;
+		ci->uid = s->uid;
+		ci->worker_id = arena_strdup(a, s->worker);
+		ci->name = arena_strdup(a, s->name);
+		ci->buffers = s->buffers;
+		ci->bytes = s->bytes;
+		ci->inflight = s->inflight;
+		ci->staging_arenas = s->stagings;
+		ci->staging_bytes = s->staging_bytes;
+		res->clients[res->n_clients++] = ci;
+	}
+}
+
+static Sseq__Point *query_point(struct arena *a, struct seq_point p)
+{
+	Sseq__Point *pt = arena_alloc(a, sizeof(*pt));
+	sseq__point__init(pt);
+	pt->stream = p.stream;
+	pt->seq = p.seq;
+	return pt;
+}
+
+static void query_buffers(struct server *srv, struct session *asker, uint64_t only,
+			  Sseq__QueryResult *res, struct arena *a)
+{
+	size_t total = 0, n = 0;
+	unsigned nstreams = seq_stream_count(srv->seq);
+
+	for (struct session *s = srv->sessions; s; s = s->next)
+		total += s->nslots;
+	res->buffers = arena_alloc(a, (total + 1) * sizeof(*res->buffers));
+	for (struct session *s = srv->sessions; s; s = s->next) {
+		if (!query_may_see(asker, s) || (only && s->id != only))
+			continue;
+		for (uint32_t i = 0; i < s->nslots; i++) {
+			const struct sbuf *sb;
+			const struct seq_buffer *b, *base;
+			Sseq__BufferInfo *bi;
+			struct seq_stream_info def_stream;
+
+			if (s->slots[i].kind != HANDLE_BUFFER)
+				continue;
+			sb = s->slots[i].obj;
+			b = sb->buf;
+			base = b->base ? b->base : b;
+			bi = arena_alloc(a, sizeof(*bi));
+			sseq__buffer_info__init(bi);
+			bi->session = s->id;
+			bi->handle = sb->handle;
+			bi->label = arena_strdup(a, sb->label);
+			bi->size = b->size;
+			bi->is_slice = b->base != NULL;
+			if (b->base && base->user)
+				bi->base_handle = ((const struct sbuf *)(uintptr_t)base->user)->handle;
+			bi->offset = b->offset;
+			bi->producer = query_point(a, base->def);
+			seq_stream_info(srv->seq, base->def.stream, &def_stream);
+			bi->producer_complete = base->def.seq <= def_stream.completed;
+			bi->readers = arena_alloc(a, nstreams * sizeof(*bi->readers));
+			for (unsigned x = 0; x < nstreams; x++) {
+				struct seq_stream_info si;
+				seq_stream_info(srv->seq, x, &si);
+				if (base->readers[x] > si.completed)
+					bi->readers[bi->n_readers++] =
+						query_point(a, (struct seq_point){x, base->readers[x]});
+			}
+			bi->slices = base->refs - (base->freed ? 0 : 1);
+			bi->pending_free = base->pending;
+			bi->producer_status = server_status_from_errno(seq_buffer_error(srv->seq, b));
+			res->buffers[n++] = bi;
+		}
+	}
+	res->n_buffers = n;
+}
+
+static char *query_point_text(struct arena *a, struct seq_point p)
+{
+	return p.seq ? arena_printf(a, "%u:%" PRIu64, p.stream, p.seq) : arena_strdup(a, "-");
+}
+
+static void query_trace(struct server *srv, struct session *asker, const Sseq__Query *q,
+			Sseq__QueryResult *res, struct arena *a)
+{
+	uint64_t max = q->trace && q->trace->max_entries ? q->trace->max_entries : 100;
+	uint64_t since = q->trace ? q->trace->since_seq : 0;
+	uint64_t first = srv->trace_seq > TRACE_RING ? srv->trace_seq - TRACE_RING + 1 : 1;
+
+	if (max > TRACE_RING)
+		max = TRACE_RING;
+	if (srv->trace_seq >= max && srv->trace_seq - max + 1 > first)
+		first = srv->trace_seq - max + 1;
+	if (since + 1 > first)
+		first = since + 1;
+	res->trace = arena_alloc(a, (max + 1) * sizeof(*res->trace));
+	for (uint64_t seqno = first; seqno <= srv->trace_seq; seqno++) {
+		const struct trace_ent *e = &srv->trace[seqno % TRACE_RING];
+		Sseq__TraceEntry *te = arena_alloc(a, sizeof(*te));
+		sseq__trace_entry__init(te);
+		te->seq = e->seq;
+		te->time_ns = e->time_ns;
+		te->op = arena_strdup(a, e->op <= SEQ_OP_EXEC ? op_names[e->op] : "?");
+		te->stream = arena_printf(a, "%u", e->at.stream);
+		te->point = query_point_text(a, e->at);
+		te->decision = arena_strdup(a, e->decision <= SEQ_TRACE_RELEASE
+						       ? decision_names[e->decision]
+						       : "?");
+		te->buffer = e->buffer ? arena_printf(a, "%#" PRIx64, e->buffer)
+				       : arena_strdup(a, "-");
+		te->producer = query_point_text(a, e->producer);
+		te->session = e->session;
+		res->trace[res->n_trace++] = te;
+	}
+}
+
+struct metrics_buf {
+	char *text;
+	size_t len, cap;
+	struct arena *a;
+};
+
+static void metric(struct metrics_buf *m, const char *name, const char *type, const char *help,
+		   const char *labels, uint64_t value)
+{
+	char line[512];
+	int n = 0;
+
+	if (help)
+		n = snprintf(line, sizeof(line), "# HELP sseq_%s %s\n# TYPE sseq_%s %s\n", name,
+			     help, name, type);
+	n += snprintf(line + n, sizeof(line) - (size_t)n, "sseq_%s{%s} %" PRIu64 "\n", name,
+		      labels, value);
+	if (m->len + (size_t)n + 1 > m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 8192;
+		char *t;
+		while (cap < m->len + (size_t)n + 1)
+			cap *= 2;
+		t = arena_alloc(m->a, cap);
+		if (!t)
+			return;
+		if (m->len)
+			memcpy(t, m->text, m->len);
+		m->text = t;
+		m->cap = cap;
+	}
+	memcpy(m->text + m->len, line, (size_t)n + 1);
+	m->len += (size_t)n;
+}
+
+static char *query_metrics(struct server *srv, struct arena *a)
+{
+	struct metrics_buf m = {.a = a};
+	Sseq__Counters *c = query_counters(srv, a);
+	Sseq__DeviceInfo *d = query_device(srv, a);
+	char dev[64];
+	char labels[160];
+	unsigned n = seq_stream_count(srv->seq);
+
+	snprintf(dev, sizeof(dev), "device=\"%u\",backend=\"%s\"", srv->opts.device, d->backend);
+	metric(&m, "clients", "gauge", "Connected client sessions.", dev, srv->nsessions);
+	metric(&m, "memory_used_bytes", "gauge", "Device memory held by buffers.", dev,
+	       d->memory_used);
+#define COUNTER(field, help) metric(&m, #field "_total", "counter", help, dev, c->field)
+	COUNTER(ops_submitted, "Operations launched.");
+	COUNTER(ops_completed, "Operations observed complete.");
+	COUNTER(ops_failed, "Operations failed before launch (I9).");
+	COUNTER(waits_enqueued, "Waits enqueued on a producer's event.");
+	COUNTER(waits_elided_same_stream, "Waits elided: producer earlier on the same stream.");
+	COUNTER(waits_elided_observed, "Waits elided: producer observed complete.");
+	COUNTER(waits_elided_legacy, "Waits skipped by the injected legacy bug.");
+	COUNTER(events_recorded, "Events recorded (lazily).");
+	COUNTER(backpressure_events, "Requests paused on a full stream window.");
+	COUNTER(frees_deferred, "Frees deferred until last use completed.");
+	COUNTER(releases, "Buffers whose memory went back to the device.");
+	COUNTER(double_definitions, "Operations refused for defining a buffer twice.");
+	COUNTER(race_findings, "Race-detector or audit findings.");
+	COUNTER(frames_in, "Frames received.");
+	COUNTER(frames_bad, "Frames refused.");
+#undef COUNTER
+	for (unsigned i = 0; i < n; i++) {
+		struct seq_stream_info si;
+		seq_stream_info(srv->seq, i, &si);
+		snprintf(labels, sizeof(labels), "%s,stream=\"%u\",kind=\"%s\"", dev, i,
+			 seq_stream_kind_name(si.kind));
+		metric(&m, "stream_window_used", "gauge",
+		       i == 0 ? "Incomplete points in the stream's window." : NULL, labels,
+		       si.window_used);
+		metric(&m, "stream_last_issued", "gauge", i == 0 ? "Last issued point." : NULL,
+		       labels, si.issued);
+		metric(&m, "stream_last_completed", "gauge",
+		       i == 0 ? "Last point observed complete." : NULL, labels, si.completed);
+	}
+	return m.text ? m.text : arena_strdup(a, "");
+}
+
+void query_answer(struct server *srv, struct session *asker, const Sseq__Query *q,
+		  Sseq__QueryResult *res, struct arena *a)
+{
+	uint64_t only = q->session;
+
+	res->status = SSEQ__STATUS__STATUS_OK;
+	res->message = (char *)"";
+	switch (q->kind) {
+	case SSEQ__QUERY_KIND__QUERY_KIND_STATUS:
+		res->device = query_device(srv, a);
+		query_streams(srv, res, a);
+		res->counters = query_counters(srv, a);
+		query_clients(srv, asker, only, res, a);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS:
+		query_clients(srv, asker, only, res, a);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS:
+		query_buffers(srv, asker, only, res, a);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_STREAMS:
+		query_streams(srv, res, a);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_STATS:
+		res->counters = query_counters(srv, a);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_TRACE:
+		query_trace(srv, asker, q, res, a);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_METRICS:
+		res->metrics_text = query_metrics(srv, a);
+		break;
+	default:
+		res->status = SSEQ__STATUS__STATUS_INVALID_ARGUMENT;
+		res->message = (char *)"unknown query kind";
+		break;
+	}
+}

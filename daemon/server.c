@@ -1,0 +1,367 @@
+/* The sseqd server loop: accepts clients, routes the sequencer's commands to the backend,
+ * drains backend completions (pushed from other threads, woken with uv_async_send) and, at
+ * the end of every loop turn, records the events it needs and writes coalesced replies. */
+#include "server.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "session.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+Sseq__Status server_status_from_errno(int err)
+{
+	switch (err) {
+	case 0:
+		return SSEQ__STATUS__STATUS_OK;
+	case -BACKEND_EINJECTED:
+		return SSEQ__STATUS__STATUS_INJECTED_FAULT;
+	case -ENOMEM:
+	case -ENOSPC:
+		return SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED;
+	case -EINVAL:
+		return SSEQ__STATUS__STATUS_INVALID_ARGUMENT;
+	case -ERANGE:
+		return SSEQ__STATUS__STATUS_OUT_OF_RANGE;
+	case -EEXIST:
+		return SSEQ__STATUS__STATUS_DOUBLE_DEFINITION;
+	case -EAGAIN:
+		return SSEQ__STATUS__STATUS_BUSY;
+	default:
+		return SSEQ__STATUS__STATUS_DEVICE_ERROR;
+	}
+}
+
+/* ---- the sequencer's commands, routed to the backend --------------------------------- */
+
+static int srv_mem_alloc(void *ctx, uint64_t size, uint64_t *addr)
+{
+	struct server *srv = ctx;
+	return srv->backend.ops->seq.mem_alloc(srv->backend.ctx, size, addr);
+}
+
+static void srv_mem_release(void *ctx, uint64_t addr, uint64_t size)
+{
+	struct server *srv = ctx;
+	srv->backend.ops->seq.mem_release(srv->backend.ctx, addr, size);
+}
+
+static int srv_record(void *ctx, struct seq_point at)
+{
+	struct server *srv = ctx;
+	return srv->backend.ops->seq.record(srv->backend.ctx, at);
+}
+
+static int srv_wait(void *ctx, uint32_t stream, struct seq_point event)
+{
+	struct server *srv = ctx;
+	return srv->backend.ops->seq.wait(srv->backend.ctx, stream, event);
+}
+
+static int srv_launch(void *ctx, struct seq_point at, const struct seq_op *op)
+{
+	struct server *srv = ctx;
+	return srv->backend.ops->seq.launch(srv->backend.ctx, at, op);
+}
+
+static void srv_retire(void *ctx, struct seq_point event)
+{
+	struct server *srv = ctx;
+	if (srv->backend.ops->seq.retire)
+		srv->backend.ops->seq.retire(srv->backend.ctx, event);
+}
+
+static void srv_done(void *ctx, uint64_t cookie, int status)
+{
+	session_op_done((struct op_rec *)(uintptr_t)cookie, status);
+}
+
+static void srv_trace(void *ctx, const struct seq_trace *t)
+{
+	struct server *srv = ctx;
+	struct trace_ent *e = &srv->trace[srv->trace_seq % TRACE_RING];
+	const struct sbuf *sb = t->buf ? (const struct sbuf *)(uintptr_t)t->buf->user : NULL;
+
+	*e = (struct trace_ent){
+		.seq = ++srv->trace_seq,
+		.time_ns = now_ns() - srv->started_ns,
+		.session = sb ? sb->owner->id : 0,
+		.buffer = sb ? sb->handle : 0,
+		.at = t->at,
+		.producer = t->producer,
+		.decision = (uint8_t)t->decision,
+		.op = (uint8_t)t->op,
+	};
+}
+
+/* ---- completion from backend threads -------------------------------------------------- */
+
+void server_push_completion(void *arg, struct seq_point p, int status)
+{
+	struct server *srv = arg;
+	bool wake;
+
+	pthread_mutex_lock(&srv->cq_lock);
+	if (srv->cq_len == srv->cq_cap) {
+		size_t cap = srv->cq_cap ? srv->cq_cap * 2 : 256;
+		struct completion_ent *n = realloc(srv->cq, cap * sizeof(*n));
+		if (!n) {
+			/* Never drop a completion: that would stall its stream forever. */
+			pthread_mutex_unlock(&srv->cq_lock);
+			log_err("server", "out of memory queueing a completion; aborting");
+			abort();
+		}
+		srv->cq = n;
+		srv->cq_cap = cap;
+	}
+	srv->cq[srv->cq_len++] = (struct completion_ent){p, status};
+	/* Wake the loop only on empty -> non-empty; it drains everything each time. */
+	wake = srv->cq_len == 1;
+	pthread_mutex_unlock(&srv->cq_lock);
+	if (wake)
+		uv_async_send(&srv->wake);
+}
+
+void server_finding(void *arg, const char *what)
+{
+	log_err("detector", "%s", what);
+}
+
+static void server_resume_blocked(struct server *srv)
+{
+	for (struct session *s = srv->sessions; s; s = s->next) {
+		if (!s->blocked)
+			continue;
+		s->blocked = false;
+		session_process(s);
+		session_flush(s);
+	}
+}
+
+static void server_on_wake(uv_async_t *h)
+{
+	struct server *srv = h->data;
+	struct completion_ent *batch;
+	size_t n, cap;
+
+	pthread_mutex_lock(&srv->cq_lock);
+	batch = srv->cq;
+	n = srv->cq_len;
+	cap = srv->cq_cap;
+	srv->cq = srv->cq_spare;
+	srv->cq_cap = srv->cq_spare_cap;
+	srv->cq_len = 0;
+	pthread_mutex_unlock(&srv->cq_lock);
+
+	for (size_t i = 0; i < n; i++) {
+		if (batch[i].status < 0)
+			log_err("device", "stream %u failed at or before %u:%" PRIu64 ": %s",
+				batch[i].p.stream, batch[i].p.stream, batch[i].p.seq,
+				strerror(-batch[i].status));
+		seq_complete(srv->seq, batch[i].p, batch[i].status);
+	}
+	srv->cq_spare = batch;
+	srv->cq_spare_cap = cap;
+	if (n)
+		server_resume_blocked(srv);
+}
+
+/* End of a loop turn: make completion of this turn's work observable, then write. */
+static void server_on_turn_end(uv_check_t *h)
+{
+	struct server *srv = h->data;
+
+	seq_flush(srv->seq);
+	while (srv->dirty) {
+		struct session *s = srv->dirty;
+		srv->dirty = s->next_dirty;
+		s->dirty = false;
+		session_flush(s);
+	}
+}
+
+/* ---- listening ------------------------------------------------------------------------ */
+
+static void server_on_accept(uv_poll_t *h, int status, int events)
+{
+	struct server *srv = h->data;
+
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				log_warn("server", "accept failed: %s", strerror(errno));
+			return;
+		}
+		if (srv->stopping || !session_new(srv, fd)) {
+			close(fd);
+			continue;
+		}
+	}
+}
+
+static int server_listen(struct server *srv)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	const char *path = srv->opts.socket_path;
+	int fd, r;
+
+	if (strlen(path) >= sizeof(addr.sun_path)) {
+		log_err("server", "socket path too long: %s", path);
+		return -ENAMETOOLONG;
+	}
+	strcpy(addr.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		/* A stale socket from a dead daemon is replaced; a live one is not. */
+		int err = errno;
+		int probe = err == EADDRINUSE ? socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
+		bool live = probe >= 0 &&
+			    connect(probe, (struct sockaddr *)&addr, sizeof(addr)) == 0;
+		if (probe >= 0)
+			close(probe);
+		if (live) {
+			log_err("server", "another daemon is serving %s", path);
+			close(fd);
+			return -EADDRINUSE;
+		}
+		if (probe < 0) {
+			close(fd);
+			return -err;
+		}
+		unlink(path);
+		if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+			r = -errno;
+			close(fd);
+			return r;
+		}
+	}
+	if (listen(fd, 128) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	srv->listen_fd = fd;
+	return 0;
+}
+
+int server_init(struct server *srv, uv_loop_t *loop, const struct server_options *opts,
+		struct backend backend)
+{
+	int r;
+
+	memset(srv, 0, sizeof(*srv));
+	srv->loop = loop;
+	srv->opts = *opts;
+	srv->backend = backend;
+	srv->listen_fd = -1;
+	srv->started_ns = now_ns();
+	pthread_mutex_init(&srv->cq_lock, NULL);
+
+	srv->seq_be = (struct seq_backend){
+		.ctx = srv,
+		.mem_alloc = srv_mem_alloc,
+		.mem_release = srv_mem_release,
+		.record = srv_record,
+		.wait = srv_wait,
+		.launch = srv_launch,
+		.retire = srv_retire,
+		.done = srv_done,
+		.trace = srv_trace,
+	};
+	r = seq_create(&srv->seq, &opts->seq, &srv->seq_be);
+	if (r < 0) {
+		log_err("server", "cannot create the sequencer: %s", strerror(-r));
+		return r;
+	}
+
+	if (opts->listen_fd >= 0) {
+		srv->listen_fd = opts->listen_fd;
+	} else {
+		r = server_listen(srv);
+		if (r < 0) {
+			log_err("server", "cannot listen on %s: %s", opts->socket_path,
+				strerror(-r));
+			return r;
+		}
+	}
+	uv_async_init(loop, &srv->wake, server_on_wake);
+	srv->wake.data = srv;
+	uv_check_init(loop, &srv->turn_end);
+	srv->turn_end.data = srv;
+	uv_check_start(&srv->turn_end, server_on_turn_end);
+	uv_poll_init(loop, &srv->listen_poll, srv->listen_fd);
+	srv->listen_poll.data = srv;
+	uv_poll_start(&srv->listen_poll, UV_READABLE, server_on_accept);
+	return 0;
+}
+
+void server_finish(struct server *srv)
+{
+	while (srv->sessions)
+		session_disconnect(srv->sessions);
+	if (srv->seq)
+		seq_destroy(srv->seq);
+	srv->seq = NULL;
+	while (srv->op_free) {
+		struct op_rec *r = srv->op_free;
+		srv->op_free = r->next_free;
+		free(r);
+	}
+	free(srv->cq);
+	free(srv->cq_spare);
+	pthread_mutex_destroy(&srv->cq_lock);
+	if (srv->listen_fd >= 0 && srv->opts.listen_fd < 0) {
+		close(srv->listen_fd);
+		unlink(srv->opts.socket_path);
+	}
+}
+
+bool server_idle(const struct server *srv)
+{
+	for (unsigned x = 0; x < seq_stream_count(srv->seq); x++) {
+		struct seq_stream_info si;
+		seq_stream_info(srv->seq, x, &si);
+		if (si.completed < si.issued)
+			return false;
+	}
+	return true;
+}
+
+void server_stop(struct server *srv)
+{
+	if (srv->stopping)
+		return;
+	srv->stopping = true;
+	uv_poll_stop(&srv->listen_poll);
+	/* Clients are told by the connection closing; their work in flight still drains. */
+	while (srv->sessions)
+		session_disconnect(srv->sessions);
+}
+
+static void server_close_cb(uv_handle_t *h)
+{
+}
+
+void server_close_handles(struct server *srv)
+{
+	uv_close((uv_handle_t *)&srv->wake, server_close_cb);
+	uv_close((uv_handle_t *)&srv->turn_end, server_close_cb);
+	uv_close((uv_handle_t *)&srv->listen_poll, server_close_cb);
+}

@@ -1,0 +1,107 @@
+/* The sseqd server: one libuv loop thread owns every session, the sequencer and the
+ * backend's command side; backend threads only push completions to a locked queue. */
+#ifndef SSEQ_SERVER_H
+#define SSEQ_SERVER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "backend.h"
+#include "sequencer.h"
+#include "sseq.pb-c.h"
+
+#define SERVER_MAX_FRAME 1048576u
+#define SESSION_MAX_FDS 8
+#define TRACE_RING 4096
+
+struct session;
+
+/* What the loop remembers of an op or a watch until its point completes. */
+struct op_rec {
+	struct session *session;
+	uint64_t tag;
+	struct staging *staging; /* holds the arena while a copy uses it */
+	struct seq_point at;
+	bool notify; /* send a Completion on success too */
+	struct op_rec *next_free;
+};
+
+struct trace_ent {
+	uint64_t seq;
+	uint64_t time_ns;
+	uint64_t session;
+	uint64_t buffer; /* handle, 0 if none or gone */
+	struct seq_point at, producer;
+	uint8_t decision;
+	uint8_t op;
+};
+
+struct completion_ent {
+	struct seq_point p;
+	int status;
+};
+
+struct server_options {
+	const char *socket_path;
+	int listen_fd; /* from systemd, or -1 */
+	unsigned device;
+	const char *module_dir;
+	struct seq_config seq;
+};
+
+struct server {
+	uv_loop_t *loop;
+	struct server_options opts;
+	int listen_fd;
+	uv_poll_t listen_poll;
+	uv_async_t wake;
+	uv_check_t turn_end;
+	bool stopping;
+	uint64_t started_ns;
+
+	struct seq *seq;
+	struct backend backend;
+	struct seq_backend seq_be; /* the core's commands, routed through the server */
+
+	/* Backend threads push here; the loop drains it all on each wake. */
+	pthread_mutex_t cq_lock;
+	struct completion_ent *cq, *cq_spare;
+	size_t cq_len, cq_cap, cq_spare_cap;
+
+	struct session *sessions;
+	struct session *dirty; /* sessions with output to write this turn */
+	unsigned nsessions;
+	uint64_t next_session;
+	struct op_rec *op_free;
+
+	struct trace_ent trace[TRACE_RING];
+	uint64_t trace_seq;
+
+	/* Server-level counters. */
+	uint64_t frames_in, frames_bad, sessions_total;
+};
+
+int server_init(struct server *srv, uv_loop_t *loop, const struct server_options *opts,
+		struct backend backend);
+/* Stop accepting and drop every client; in-flight work still completes. */
+void server_stop(struct server *srv);
+/* Every issued point has been observed complete. */
+bool server_idle(const struct server *srv);
+/* Release the sequencer (and the memory it holds through the backend). */
+void server_finish(struct server *srv);
+void server_close_handles(struct server *srv);
+/* Backend threads call this (through backend_complete_fn). */
+void server_push_completion(void *arg, struct seq_point p, int status);
+void server_finding(void *arg, const char *what);
+
+/* The Status a negative errno from the core or a backend maps to. */
+Sseq__Status server_status_from_errno(int err);
+
+/* Inspection (query.c): fills result for kind; allocations come from `a`. */
+struct arena;
+void query_answer(struct server *srv, struct session *asker, const Sseq__Query *q,
+		  Sseq__QueryResult *result, struct arena *a);
+
+#endif

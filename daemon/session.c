@@ -1,0 +1,1164 @@
+/* A client session: reads frames (and memfds) from its socket, runs each request through
+ * the sequencer, and queues replies and completions for the end of the loop turn.
+ * Handles are per-session numbers; another session's handle is simply unknown (I10). */
+#include "session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define SESSION_READ_CHUNK 65536u
+/* Stop reading a client that does not read its replies. */
+#define SESSION_OUT_HIGH (8u << 20)
+#define SESSION_MAX_ALLOC (1ull << 40)
+
+/* ---- handles ---------------------------------------------------------------------- */
+
+static uint64_t slot_handle(uint32_t index, uint32_t gen)
+{
+	return ((uint64_t)gen << 32) | (index + 1);
+}
+
+static int session_handle_new(struct session *s, enum handle_kind kind, void *obj,
+			      uint64_t *handle)
+{
+	uint32_t i;
+
+	if (s->free_slot) {
+		i = s->free_slot - 1;
+		s->free_slot = s->slots[i].next_free;
+	} else {
+		if ((s->nslots & (s->nslots - 1)) == 0) {
+			uint32_t cap = s->nslots ? s->nslots * 2 : 16;
+			struct handle_slot *n = realloc(s->slots, cap * sizeof(*n));
+			if (!n)
+				return -ENOMEM;
+			s->slots = n;
+		}
+		i = s->nslots++;
+		s->slots[i].gen = 1;
+	}
+	s->slots[i].kind = kind;
+	s->slots[i].obj = obj;
+	*handle = slot_handle(i, s->slots[i].gen);
+	return 0;
+}
+
+static void session_handle_drop(struct session *s, uint64_t handle)
+{
+	uint32_t i = (uint32_t)(handle & 0xffffffffu) - 1;
+
+	s->slots[i].kind = HANDLE_FREE;
+	s->slots[i].obj = NULL;
+	s->slots[i].gen++;
+	s->slots[i].next_free = s->free_slot;
+	s->free_slot = i + 1;
+}
+
+void *session_lookup(const struct session *s, uint64_t handle, enum handle_kind kind)
+{
+	uint32_t low = (uint32_t)(handle & 0xffffffffu);
+	const struct handle_slot *slot;
+
+	if (low == 0 || low > s->nslots)
+		return NULL;
+	slot = &s->slots[low - 1];
+	if (slot->kind != kind || slot->gen != (uint32_t)(handle >> 32))
+		return NULL;
+	return slot->obj;
+}
+
+/* ---- output ------------------------------------------------------------------------ */
+
+static void session_mark_dirty(struct session *s)
+{
+	if (s->dirty)
+		return;
+	s->dirty = true;
+	s->next_dirty = s->srv->dirty;
+	s->srv->dirty = s;
+}
+
+static void session_send(struct session *s, const Sseq__Message *m)
+{
+	size_t len, need;
+
+	if (!s->connected)
+		return;
+	len = sseq__message__get_packed_size(m);
+	need = s->out_len + 4 + len;
+	if (need > s->out_cap) {
+		size_t cap = s->out_cap ? s->out_cap : 4096;
+		uint8_t *n;
+		/* Reclaim what was written before growing. */
+		if (s->out_off) {
+			memmove(s->out, s->out + s->out_off, s->out_len - s->out_off);
+			s->out_len -= s->out_off;
+			s->out_off = 0;
+			need = s->out_len + 4 + len;
+		}
+		while (cap < need)
+			cap *= 2;
+		if (cap > s->out_cap) {
+			n = realloc(s->out, cap);
+			if (!n) {
+				log_err("session", "client %" PRIu64 ": out of memory for replies",
+					s->id);
+				s->closing = true;
+				return;
+			}
+			s->out = n;
+			s->out_cap = cap;
+		}
+	}
+	s->out[s->out_len + 0] = (uint8_t)len;
+	s->out[s->out_len + 1] = (uint8_t)(len >> 8);
+	s->out[s->out_len + 2] = (uint8_t)(len >> 16);
+	s->out[s->out_len + 3] = (uint8_t)(len >> 24);
+	sseq__message__pack(m, s->out + s->out_len + 4);
+	s->out_len += 4 + len;
+	session_mark_dirty(s);
+}
+
+static void session_reply_full(struct session *s, uint64_t tag, Sseq__Status status,
+			       const char *message, uint64_t handle, const struct seq_point *at,
+			       Sseq__Welcome *welcome)
+{
+	Sseq__Message m = SSEQ__MESSAGE__INIT;
+	Sseq__Reply r = SSEQ__REPLY__INIT;
+	Sseq__Point p = SSEQ__POINT__INIT;
+
+	r.tag = tag;
+	r.status = status;
+	r.message = (char *)(message ? message : "");
+	r.handle = handle;
+	if (at) {
+		p.stream = at->stream;
+		p.seq = at->seq;
+		r.point = &p;
+	}
+	r.welcome = welcome;
+	m.body_case = SSEQ__MESSAGE__BODY_REPLY;
+	m.reply = &r;
+	session_send(s, &m);
+}
+
+static void session_reply(struct session *s, uint64_t tag, Sseq__Status status,
+			  const char *message)
+{
+	session_reply_full(s, tag, status, message, 0, NULL, NULL);
+}
+
+static void session_complete(struct session *s, uint64_t tag, Sseq__Status status,
+			     const char *message, struct seq_point at)
+{
+	Sseq__Message m = SSEQ__MESSAGE__INIT;
+	Sseq__Completion c = SSEQ__COMPLETION__INIT;
+	Sseq__Point p = SSEQ__POINT__INIT;
+
+	c.tag = tag;
+	c.status = status;
+	c.message = (char *)(message ? message : "");
+	if (at.seq) {
+		p.stream = at.stream;
+		p.seq = at.seq;
+		c.point = &p;
+	}
+	m.body_case = SSEQ__MESSAGE__BODY_COMPLETION;
+	m.completion = &c;
+	session_send(s, &m);
+}
+
+void session_flush(struct session *s)
+{
+	while (s->connected && s->out_off < s->out_len) {
+		ssize_t n = send(s->fd, s->out + s->out_off, s->out_len - s->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			log_info("session", "client %" PRIu64 " (pid %u): write failed: %s", s->id,
+				 s->pid, strerror(errno));
+			session_disconnect(s);
+			return;
+		}
+		s->out_off += (size_t)n;
+	}
+	if (!s->connected)
+		return;
+	if (s->out_off == s->out_len) {
+		s->out_off = s->out_len = 0;
+		if (s->closing) {
+			session_disconnect(s);
+			return;
+		}
+	}
+	/* Poll for writability only while output is stuck; read unless paused. */
+	int events = 0;
+	if (s->out_off < s->out_len)
+		events |= UV_WRITABLE;
+	if (!s->blocked && !s->closing && s->out_len - s->out_off < SESSION_OUT_HIGH)
+		events |= UV_READABLE;
+	if (events != s->poll_events) {
+		s->poll_events = events;
+		if (events)
+			uv_poll_start(&s->poll, events, session_on_io);
+		else
+			uv_poll_stop(&s->poll);
+	}
+}
+
+/* ---- lifetime ------------------------------------------------------------------------ */
+
+struct session *session_new(struct server *srv, int fd)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (!s)
+		return NULL;
+	s->srv = srv;
+	s->fd = fd;
+	s->id = ++srv->next_session;
+	s->refs = 1;
+	s->connected = true;
+	arena_init(&s->arena);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+		s->pid = (uint32_t)cred.pid;
+		s->uid = cred.uid;
+	}
+	if (uv_poll_init(srv->loop, &s->poll, fd) < 0) {
+		free(s);
+		return NULL;
+	}
+	s->poll.data = s;
+	s->poll_events = UV_READABLE;
+	uv_poll_start(&s->poll, UV_READABLE, session_on_io);
+	s->next = srv->sessions;
+	if (srv->sessions)
+		srv->sessions->prev = s;
+	srv->sessions = s;
+	srv->nsessions++;
+	srv->sessions_total++;
+	return s;
+}
+
+static void session_free_memory(uv_handle_t *h)
+{
+	struct session *s = h->data;
+
+	arena_finish(&s->arena);
+	free(s->in);
+	free(s->out);
+	free(s->slots);
+	free(s);
+}
+
+void session_unref(struct session *s)
+{
+	if (--s->refs > 0)
+		return;
+	/* The poll handle is closed asynchronously; free once libuv lets go of it. */
+	uv_close((uv_handle_t *)&s->poll, session_free_memory);
+}
+
+static void staging_unref(struct server *srv, struct staging *st)
+{
+	if (--st->refs > 0)
+		return;
+	if (srv->backend.ops->staging_unregister)
+		srv->backend.ops->staging_unregister(srv->backend.ctx, st->addr, st->size);
+	munmap(st->addr, st->size);
+	free(st);
+}
+
+static void sbuf_release(struct session *s, struct sbuf *sb)
+{
+	struct seq_buffer *b = sb->buf;
+
+	if (!b->base) {
+		s->buffers--;
+		s->bytes -= b->size;
+	}
+	b->user = 0;
+	seq_buffer_free(s->srv->seq, b);
+	free(sb);
+}
+
+void session_disconnect(struct session *s)
+{
+	struct server *srv = s->srv;
+
+	if (!s->connected)
+		return;
+	s->connected = false;
+	log_info("session", "client %" PRIu64 " (pid %u, %s%s%s) disconnected: %" PRIu64
+			    " buffers, %" PRIu64 " ops in flight",
+		 s->id, s->pid, s->name[0] ? s->name : "unnamed", s->worker[0] ? " " : "",
+		 s->worker, s->buffers, s->inflight);
+	uv_poll_stop(&s->poll);
+	close(s->fd);
+	s->fd = -1;
+	for (unsigned i = 0; i < s->nfds; i++)
+		close(s->fds[i]);
+	s->nfds = 0;
+	/* Slices first: a base outlives its slices only as long as they hold it (I6). */
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t i = 0; i < s->nslots; i++) {
+			struct handle_slot *slot = &s->slots[i];
+			if (slot->kind == HANDLE_BUFFER) {
+				struct sbuf *sb = slot->obj;
+				if ((pass == 0) != (sb->buf->base != NULL))
+					continue;
+				sbuf_release(s, sb);
+				session_handle_drop(s, slot_handle(i, slot->gen));
+			} else if (slot->kind == HANDLE_STAGING && pass == 1) {
+				struct staging *st = slot->obj;
+				s->stagings--;
+				s->staging_bytes -= st->size;
+				staging_unref(srv, st);
+				session_handle_drop(s, slot_handle(i, slot->gen));
+			}
+		}
+	}
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		srv->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->prev = s->next = NULL;
+	srv->nsessions--;
+	session_unref(s);
+}
+
+/* ---- op records ---------------------------------------------------------------------- */
+
+static struct op_rec *op_rec_new(struct session *s, uint64_t tag, bool notify)
+{
+	struct server *srv = s->srv;
+	struct op_rec *rec = srv->op_free;
+
+	if (rec)
+		srv->op_free = rec->next_free;
+	else if (!(rec = malloc(sizeof(*rec))))
+		return NULL;
+	*rec = (struct op_rec){.session = s, .tag = tag, .notify = notify};
+	s->refs++;
+	s->inflight++;
+	return rec;
+}
+
+static void op_rec_free(struct op_rec *rec)
+{
+	struct session *s = rec->session;
+	struct server *srv = s->srv;
+
+	if (rec->staging)
+		staging_unref(srv, rec->staging);
+	s->inflight--;
+	rec->next_free = srv->op_free;
+	srv->op_free = rec;
+	session_unref(s);
+}
+
+static const char *status_text(int status)
+{
+	if (status == -BACKEND_EINJECTED)
+		return "injected fault";
+	return strerror(-status);
+}
+
+void session_op_done(struct op_rec *rec, int status)
+{
+	struct session *s = rec->session;
+
+	if (status < 0 || rec->notify) {
+		char msg[128] = "";
+		if (status < 0)
+			snprintf(msg, sizeof(msg), "operation at %u:%" PRIu64 " failed: %s",
+				 rec->at.stream, rec->at.seq, status_text(status));
+		session_complete(s, rec->tag, server_status_from_errno(status), msg, rec->at);
+	}
+	op_rec_free(rec);
+}
+
+/* ---- requests ------------------------------------------------------------------------ */
+
+/* A request's outcome: 0 done (replied), -EAGAIN come back later (nothing done). */
+struct req_ctx {
+	struct session *s;
+	const Sseq__Request *rq;
+};
+
+static int req_fail(struct session *s, uint64_t tag, Sseq__Status status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int req_fail(struct session *s, uint64_t tag, Sseq__Status status, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_debug("session", "client %" PRIu64 " (pid %u) tag %" PRIu64 ": %s", s->id, s->pid,
+		  tag, msg);
+	session_reply(s, tag, status, msg);
+	return 0;
+}
+
+static int req_hello(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__Hello *h = rq->hello;
+	struct backend_info info = {0};
+	Sseq__Welcome w = SSEQ__WELCOME__INIT;
+	Sseq__DeviceInfo d = SSEQ__DEVICE_INFO__INIT;
+
+	if (s->hello)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
+				"Hello sent twice");
+	if (h->protocol_major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR) {
+		req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNSUPPORTED_VERSION,
+			 "protocol major %u not supported: this daemon speaks %u.%u",
+			 h->protocol_major, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR,
+			 SSEQ__PROTOCOL_VERSION__PROTOCOL_MINOR);
+		s->closing = true;
+		return 0;
+	}
+	s->hello = true;
+	snprintf(s->name, sizeof(s->name), "%s", h->client_name ? h->client_name : "");
+	snprintf(s->worker, sizeof(s->worker), "%s", h->worker_id ? h->worker_id : "");
+	log_info("session", "client %" PRIu64 " connected: %s pid %u uid %u%s%s", s->id,
+		 s->name[0] ? s->name : "unnamed", s->pid, s->uid, s->worker[0] ? " worker " : "",
+		 s->worker);
+	s->srv->backend.ops->info(s->srv->backend.ctx, &info);
+	d.index = s->srv->opts.device;
+	d.name = info.name;
+	d.backend = (char *)info.backend;
+	d.arch = info.arch;
+	d.memory_total = info.memory_total;
+	d.memory_used = info.memory_used;
+	w.protocol_major = SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR;
+	w.protocol_minor = SSEQ__PROTOCOL_VERSION__PROTOCOL_MINOR;
+	w.session = s->id;
+	w.device = &d;
+	w.daemon_version = (char *)SSEQ_VERSION;
+	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", 0, NULL, &w);
+	return 0;
+}
+
+static int req_staging_register(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__StagingRegister *sr = rq->staging_register;
+	struct staging *st = NULL;
+	struct stat sb;
+	int fd, seals, r;
+	void *addr;
+
+	if (s->nfds == 0)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"StagingRegister without a memfd (send it with SCM_RIGHTS)");
+	fd = s->fds[0];
+	memmove(s->fds, s->fds + 1, --s->nfds * sizeof(int));
+	if (sr->size == 0 || sr->size > SESSION_MAX_ALLOC) {
+		close(fd);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"staging size %" PRIu64 " out of range", sr->size);
+	}
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+		close(fd);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_STAGING_UNSEALED,
+				"staging memfd is not sealed with F_SEAL_SHRINK (seals %#x)",
+				seals < 0 ? 0 : seals);
+	}
+	if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size < sr->size) {
+		close(fd);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_STAGING_UNSEALED,
+				"staging memfd holds %lld bytes, less than the %" PRIu64
+				" registered",
+				(long long)sb.st_size, sr->size);
+	}
+	addr = mmap(NULL, sr->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (addr == MAP_FAILED)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+				"cannot map staging arena: %s", strerror(errno));
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		munmap(addr, sr->size);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+				"out of memory");
+	}
+	*st = (struct staging){.owner = s, .addr = addr, .size = sr->size, .refs = 1};
+	snprintf(st->label, sizeof(st->label), "%s", sr->label ? sr->label : "");
+	r = s->srv->backend.ops->staging_register
+		    ? s->srv->backend.ops->staging_register(s->srv->backend.ctx, addr, sr->size)
+		    : 0;
+	if (r < 0 || session_handle_new(s, HANDLE_STAGING, st, &st->handle) < 0) {
+		if (r >= 0 && s->srv->backend.ops->staging_unregister)
+			s->srv->backend.ops->staging_unregister(s->srv->backend.ctx, addr,
+								 sr->size);
+		munmap(addr, sr->size);
+		free(st);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+				"cannot register staging arena: %s", strerror(-r));
+	}
+	s->stagings++;
+	s->staging_bytes += sr->size;
+	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", st->handle, NULL, NULL);
+	return 0;
+}
+
+static int req_staging_unregister(struct session *s, const Sseq__Request *rq)
+{
+	uint64_t h = rq->staging_unregister->staging;
+	struct staging *st = session_lookup(s, h, HANDLE_STAGING);
+
+	if (!st)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+				"unknown staging handle %#" PRIx64, h);
+	session_handle_drop(s, h);
+	s->stagings--;
+	s->staging_bytes -= st->size;
+	staging_unref(s->srv, st); /* copies in flight keep it mapped */
+	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
+	return 0;
+}
+
+static int sbuf_new(struct session *s, struct seq_buffer *b, const char *label, uint64_t *handle)
+{
+	struct sbuf *sb = calloc(1, sizeof(*sb));
+
+	if (!sb)
+		return -ENOMEM;
+	sb->buf = b;
+	sb->owner = s;
+	snprintf(sb->label, sizeof(sb->label), "%s", label ? label : "");
+	if (session_handle_new(s, HANDLE_BUFFER, sb, &sb->handle) < 0) {
+		free(sb);
+		return -ENOMEM;
+	}
+	b->user = (uint64_t)(uintptr_t)sb;
+	*handle = sb->handle;
+	return 0;
+}
+
+static int req_alloc(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__Alloc *a = rq->alloc;
+	struct seq_buffer *b;
+	uint64_t handle;
+	int r;
+
+	if (a->size == 0 || a->size > SESSION_MAX_ALLOC)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"alloc size %" PRIu64 " out of range (1 .. 2^40)", a->size);
+	r = seq_buffer_alloc(s->srv->seq, a->size, &b);
+	if (r < 0)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+				"cannot allocate %" PRIu64 " bytes: %s", a->size, strerror(-r));
+	if (sbuf_new(s, b, a->label, &handle) < 0) {
+		seq_buffer_free(s->srv->seq, b);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+				"out of memory");
+	}
+	s->buffers++;
+	s->bytes += a->size;
+	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", handle, NULL, NULL);
+	return 0;
+}
+
+static int req_free(struct session *s, const Sseq__Request *rq)
+{
+	uint64_t h = rq->free->buffer;
+	struct sbuf *sb = session_lookup(s, h, HANDLE_BUFFER);
+
+	if (!sb)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+				"unknown buffer handle %#" PRIx64, h);
+	session_handle_drop(s, h);
+	sbuf_release(s, sb); /* the sequencer defers the memory until it is idle (I5) */
+	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
+	return 0;
+}
+
+static int req_slice(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__Slice *sl = rq->slice;
+	struct sbuf *sb = session_lookup(s, sl->buffer, HANDLE_BUFFER);
+	struct seq_buffer *b;
+	uint64_t handle;
+
+	if (!sb)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+				"unknown buffer handle %#" PRIx64, sl->buffer);
+	if (sl->length == 0 || sl->offset > sb->buf->size ||
+	    sl->length > sb->buf->size - sl->offset)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_OUT_OF_RANGE,
+				"slice [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64
+				" bytes",
+				sl->offset, sl->length, sb->buf->size);
+	if (seq_buffer_slice(s->srv->seq, sb->buf, sl->offset, sl->length, &b) < 0)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+				"out of memory");
+	if (sbuf_new(s, b, sl->label, &handle) < 0) {
+		seq_buffer_free(s->srv->seq, b);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+				"out of memory");
+	}
+	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", handle, NULL, NULL);
+	return 0;
+}
+
+/* Sequence op and answer it: the Reply now, a Completion when its point completes. */
+static int session_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op,
+			  struct staging *st, bool notify)
+{
+	struct op_rec *rec = op_rec_new(s, rq->tag, notify);
+	struct seq_point at = {0, 0};
+	int r;
+
+	if (!rec)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+				"out of memory");
+	op->want_done = true;
+	op->cookie = (uint64_t)(uintptr_t)rec;
+	r = seq_submit(s->srv->seq, op, &at);
+	if (r == -EAGAIN) {
+		/* The stream's window is full of incomplete points: pause this client (I3). */
+		op_rec_free(rec);
+		return -EAGAIN;
+	}
+	if (r < 0) {
+		op_rec_free(rec);
+		switch (op->fail_cause) {
+		case SEQ_FAIL_INPUT:
+			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_DEPENDENCY_FAILED,
+					"not launched: an input's producer %u:%" PRIu64
+					" failed: %s",
+					op->failed_producer.stream, op->failed_producer.seq,
+					status_text(r));
+		case SEQ_FAIL_STREAM:
+			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_DEVICE_ERROR,
+					"not launched: stream %u failed: %s",
+					op->failed_producer.stream, status_text(r));
+		default:
+			break;
+		}
+		if (r == -EEXIST)
+			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_DOUBLE_DEFINITION,
+					"one operation writes the same buffer twice (I7)");
+		return req_fail(s, rq->tag, server_status_from_errno(r), "launch failed: %s",
+				status_text(r));
+	}
+	rec->at = at;
+	if (st) {
+		rec->staging = st;
+		st->refs++;
+	}
+	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", 0, &at, NULL);
+	return 0;
+}
+
+/* Look up a buffer and check [off, off + len) lies in it. */
+static struct sbuf *req_range(struct session *s, uint64_t tag, uint64_t handle, uint64_t off,
+			      uint64_t len, const char *what)
+{
+	struct sbuf *sb = session_lookup(s, handle, HANDLE_BUFFER);
+
+	if (!sb) {
+		req_fail(s, tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+			 "unknown %s buffer handle %#" PRIx64, what, handle);
+		return NULL;
+	}
+	if (off > sb->buf->size || len > sb->buf->size - off) {
+		req_fail(s, tag, SSEQ__STATUS__STATUS_OUT_OF_RANGE,
+			 "%s range [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64
+			 " bytes",
+			 what, off, len, sb->buf->size);
+		return NULL;
+	}
+	return sb;
+}
+
+static struct staging *req_staging_range(struct session *s, uint64_t tag, uint64_t handle,
+					 uint64_t off, uint64_t len)
+{
+	struct staging *st = session_lookup(s, handle, HANDLE_STAGING);
+
+	if (!st) {
+		req_fail(s, tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+			 "unknown staging handle %#" PRIx64, handle);
+		return NULL;
+	}
+	if (off > st->size || len > st->size - off) {
+		req_fail(s, tag, SSEQ__STATUS__STATUS_OUT_OF_RANGE,
+			 "staging range [%" PRIu64 ", +%" PRIu64 ") outside arena of %" PRIu64
+			 " bytes",
+			 off, len, st->size);
+		return NULL;
+	}
+	return st;
+}
+
+/* A write covering the whole view defines it anew; a partial one keeps the rest. */
+static unsigned write_mode(const struct seq_buffer *b, uint64_t off, uint64_t len)
+{
+	return (off == 0 && len == b->size) ? SEQ_WRITE : SEQ_READWRITE;
+}
+
+static int req_copy_h2d(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__CopyH2D *c = rq->copy_h2d;
+	struct op_payload pl = {0};
+	struct seq_op op = {.kind = SEQ_OP_H2D, .naccess = 1, .payload = &pl};
+	struct staging *st;
+	struct sbuf *dst;
+
+	if (c->length == 0)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"copy of 0 bytes");
+	if (!(st = req_staging_range(s, rq->tag, c->staging, c->staging_offset, c->length)) ||
+	    !(dst = req_range(s, rq->tag, c->dst, c->dst_offset, c->length, "destination")))
+		return 0;
+	op.access[0] = (struct seq_access){dst->buf,
+					   write_mode(dst->buf, c->dst_offset, c->length)};
+	pl.host = (char *)st->addr + c->staging_offset;
+	pl.dst_offset = c->dst_offset;
+	pl.length = c->length;
+	return session_submit(s, rq, &op, st, rq->want_completion);
+}
+
+static int req_copy_d2h(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__CopyD2H *c = rq->copy_d2h;
+	struct op_payload pl = {0};
+	struct seq_op op = {.kind = SEQ_OP_D2H, .naccess = 1, .payload = &pl};
+	struct staging *st;
+	struct sbuf *src;
+
+	if (c->length == 0)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"copy of 0 bytes");
+	if (!(src = req_range(s, rq->tag, c->src, c->src_offset, c->length, "source")) ||
+	    !(st = req_staging_range(s, rq->tag, c->staging, c->staging_offset, c->length)))
+		return 0;
+	op.access[0] = (struct seq_access){src->buf, SEQ_READ};
+	pl.host = (char *)st->addr + c->staging_offset;
+	pl.src_offset = c->src_offset;
+	pl.length = c->length;
+	return session_submit(s, rq, &op, st, true);
+}
+
+static int req_copy_d2d(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__CopyD2D *c = rq->copy_d2d;
+	struct op_payload pl = {0};
+	struct seq_op op = {.kind = SEQ_OP_D2D, .payload = &pl};
+	struct sbuf *src, *dst;
+	struct seq_buffer *sbase, *dbase;
+
+	if (c->length == 0)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"copy of 0 bytes");
+	if (!(src = req_range(s, rq->tag, c->src, c->src_offset, c->length, "source")) ||
+	    !(dst = req_range(s, rq->tag, c->dst, c->dst_offset, c->length, "destination")))
+		return 0;
+	sbase = src->buf->base ? src->buf->base : src->buf;
+	dbase = dst->buf->base ? dst->buf->base : dst->buf;
+	pl.length = c->length;
+	if (sbase == dbase) {
+		/* Within one buffer: one read-write access on the base, offsets rebased. */
+		op.naccess = 1;
+		op.access[0] = (struct seq_access){sbase, SEQ_READWRITE};
+		pl.src_offset = src->buf->offset + c->src_offset;
+		pl.dst_offset = dst->buf->offset + c->dst_offset;
+	} else {
+		op.naccess = 2;
+		op.access[0] = (struct seq_access){src->buf, SEQ_READ};
+		op.access[1] = (struct seq_access){dst->buf,
+						   write_mode(dst->buf, c->dst_offset, c->length)};
+		pl.src_offset = c->src_offset;
+		pl.dst_offset = c->dst_offset;
+	}
+	return session_submit(s, rq, &op, NULL, rq->want_completion);
+}
+
+static enum karg_type arg_type(const Sseq__Arg *a)
+{
+	switch (a->value_case) {
+	case SSEQ__ARG__VALUE_BUFFER:
+		return KARG_BUFFER;
+	case SSEQ__ARG__VALUE_I64:
+		return KARG_I64;
+	case SSEQ__ARG__VALUE_U64:
+		return KARG_U64;
+	case SSEQ__ARG__VALUE_F64:
+		return KARG_F64;
+	case SSEQ__ARG__VALUE_F32:
+		return KARG_F32;
+	case SSEQ__ARG__VALUE_I32:
+		return KARG_I32;
+	case SSEQ__ARG__VALUE_U32:
+		return KARG_U32;
+	default:
+		return (enum karg_type)-1;
+	}
+}
+
+static const char *access_name(unsigned access)
+{
+	static const char *const names[] = {"?", "in", "out", "inout"};
+	return names[access & 3];
+}
+
+static int req_execute(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__Execute *e = rq->execute;
+	struct op_payload pl = {0};
+	struct seq_op op = {.kind = SEQ_OP_EXEC, .payload = &pl};
+	const struct kernel_desc *k;
+	const char *why = NULL;
+	int r;
+
+	if (e->target_case != SSEQ__EXECUTE__TARGET_KERNEL || !e->kernel)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
+				"module functions need the hip backend and LoadModule");
+	k = kernel_find(e->kernel);
+	if (!k)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
+				"unknown kernel '%s'", e->kernel);
+	if (e->n_args != k->nargs)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
+				"%s takes %u arguments, got %zu", k->name, k->nargs, e->n_args);
+	for (unsigned i = 0; i < k->nargs; i++) {
+		const Sseq__Arg *a = e->args[i];
+		struct karg *ka = &pl.args[i];
+		enum karg_type t = arg_type(a);
+
+		if (t != k->types[i])
+			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
+					"%s argument %u must be %s, got %s", k->name, i,
+					karg_type_name(k->types[i]),
+					(int)t < 0 ? "nothing" : karg_type_name(t));
+		ka->type = t;
+		switch (t) {
+		case KARG_BUFFER: {
+			struct sbuf *sb = session_lookup(s, a->buffer->handle, HANDLE_BUFFER);
+			if (!sb)
+				return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+						"%s argument %u: unknown buffer handle %#" PRIx64,
+						k->name, i, a->buffer->handle);
+			if ((unsigned)a->buffer->access != k->access[i])
+				return req_fail(s, rq->tag,
+						SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
+						"%s argument %u must be marked %s, got %s",
+						k->name, i, access_name(k->access[i]),
+						access_name((unsigned)a->buffer->access));
+			ka->access = k->access[i];
+			ka->v.buf.ptr = NULL; /* resolved by the backend at launch */
+			ka->v.buf.size = sb->buf->size;
+			ka->v.buf.index = op.naccess;
+			op.access[op.naccess++] = (struct seq_access){sb->buf, k->access[i]};
+			break;
+		}
+		case KARG_I32:
+			ka->v.i32 = a->i32;
+			break;
+		case KARG_U32:
+			ka->v.u32 = a->u32;
+			break;
+		case KARG_I64:
+			ka->v.i64 = a->i64;
+			break;
+		case KARG_U64:
+			ka->v.u64 = a->u64;
+			break;
+		case KARG_F32:
+			ka->v.f32 = a->f32;
+			break;
+		case KARG_F64:
+			ka->v.f64 = a->f64;
+			break;
+		}
+	}
+	pl.kernel = k;
+	pl.nargs = k->nargs;
+	r = kernel_validate(k, pl.args, pl.nargs, &pl.elements, &why);
+	if (r < 0)
+		return req_fail(s, rq->tag,
+				r == -ERANGE ? SSEQ__STATUS__STATUS_OUT_OF_RANGE
+					     : SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"%s", why ? why : "invalid arguments");
+	/* Built-in kernels cover exactly what check() validated, whatever shape was asked. */
+	return session_submit(s, rq, &op, NULL, rq->want_completion);
+}
+
+static int session_watch(struct session *s, const Sseq__Request *rq, const struct seq_buffer *b)
+{
+	struct op_rec *rec = op_rec_new(s, rq->tag, true);
+	int r;
+
+	if (!rec)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+				"out of memory");
+	r = b ? seq_await(s->srv->seq, b, (uint64_t)(uintptr_t)rec)
+	      : seq_sync(s->srv->seq, (uint64_t)(uintptr_t)rec);
+	session_reply(s, rq->tag, r < 0 ? server_status_from_errno(r) : SSEQ__STATUS__STATUS_OK,
+		      r < 0 ? status_text(r) : "");
+	if (r == 0)
+		return 0; /* the Completion comes with the point */
+	session_op_done(rec, r < 0 ? r : 0);
+	return 0;
+}
+
+static int req_await(struct session *s, const Sseq__Request *rq)
+{
+	struct sbuf *sb = session_lookup(s, rq->await->buffer, HANDLE_BUFFER);
+
+	if (!sb)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+				"unknown buffer handle %#" PRIx64, rq->await->buffer);
+	return session_watch(s, rq, sb->buf);
+}
+
+static int req_query(struct session *s, const Sseq__Request *rq)
+{
+	Sseq__Message m = SSEQ__MESSAGE__INIT;
+	Sseq__QueryResult res = SSEQ__QUERY_RESULT__INIT;
+
+	res.tag = rq->tag;
+	query_answer(s->srv, s, rq->query, &res, &s->arena);
+	m.body_case = SSEQ__MESSAGE__BODY_QUERY_RESULT;
+	m.query_result = &res;
+	session_send(s, &m);
+	return 0;
+}
+
+static int session_request(struct session *s, const Sseq__Request *rq, bool nested);
+
+static int req_batch(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__Batch *b = rq->batch;
+
+	/* After backpressure the batch is unpacked again: skip what already ran. */
+	for (size_t i = s->batch_resume; i < b->n_requests; i++) {
+		int r = session_request(s, b->requests[i], true);
+		if (r == -EAGAIN) {
+			s->batch_resume = (uint32_t)i;
+			return -EAGAIN;
+		}
+		if (r < 0)
+			return r;
+	}
+	s->batch_resume = 0;
+	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
+	return 0;
+}
+
+/* 0: answered; -EAGAIN: window full, retry later; -EPROTO: close the connection. */
+static int session_request(struct session *s, const Sseq__Request *rq, bool nested)
+{
+	if (s->srv->stopping && rq->body_case != SSEQ__REQUEST__BODY_QUERY)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_SHUTTING_DOWN,
+				"the daemon is stopping");
+	if (!s->hello && rq->body_case != SSEQ__REQUEST__BODY_HELLO) {
+		req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
+			 "the first request must be Hello");
+		return -EPROTO;
+	}
+	switch (rq->body_case) {
+	case SSEQ__REQUEST__BODY_HELLO:
+		return req_hello(s, rq);
+	case SSEQ__REQUEST__BODY_STAGING_REGISTER:
+		return req_staging_register(s, rq);
+	case SSEQ__REQUEST__BODY_STAGING_UNREGISTER:
+		return req_staging_unregister(s, rq);
+	case SSEQ__REQUEST__BODY_ALLOC:
+		return req_alloc(s, rq);
+	case SSEQ__REQUEST__BODY_FREE:
+		return req_free(s, rq);
+	case SSEQ__REQUEST__BODY_SLICE:
+		return req_slice(s, rq);
+	case SSEQ__REQUEST__BODY_COPY_H2D:
+		return req_copy_h2d(s, rq);
+	case SSEQ__REQUEST__BODY_COPY_D2H:
+		return req_copy_d2h(s, rq);
+	case SSEQ__REQUEST__BODY_COPY_D2D:
+		return req_copy_d2d(s, rq);
+	case SSEQ__REQUEST__BODY_EXECUTE:
+		return req_execute(s, rq);
+	case SSEQ__REQUEST__BODY_LOAD_MODULE:
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"LoadModule needs the hip backend");
+	case SSEQ__REQUEST__BODY_AWAIT:
+		return req_await(s, rq);
+	case SSEQ__REQUEST__BODY_SYNC:
+		return session_watch(s, rq, NULL);
+	case SSEQ__REQUEST__BODY_BATCH:
+		if (nested) {
+			req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
+				 "batches do not nest");
+			return -EPROTO;
+		}
+		return req_batch(s, rq);
+	case SSEQ__REQUEST__BODY_QUERY:
+		return req_query(s, rq);
+	default:
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"request without a known body (%d)", (int)rq->body_case);
+	}
+}
+
+/* ---- input --------------------------------------------------------------------------- */
+
+static void session_protocol_error(struct session *s, Sseq__Status status, const char *why)
+{
+	log_notice("session", "client %" PRIu64 " (pid %u): %s; closing", s->id, s->pid, why);
+	s->srv->frames_bad++;
+	session_reply(s, 0, status, why);
+	s->closing = true;
+	s->in_len = 0;
+}
+
+void session_process(struct session *s)
+{
+	size_t off = 0;
+
+	while (s->connected && !s->closing && s->in_len - off >= 4) {
+		const uint8_t *p = s->in + off;
+		uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+			       (uint32_t)p[3] << 24;
+		Sseq__Request *rq;
+		int r;
+
+		if (len > SERVER_MAX_FRAME) {
+			char why[96];
+			snprintf(why, sizeof(why), "frame of %u bytes exceeds the limit of %u", len,
+				 SERVER_MAX_FRAME);
+			session_protocol_error(s, SSEQ__STATUS__STATUS_FRAME_TOO_LARGE, why);
+			return;
+		}
+		if (s->in_len - off - 4 < len)
+			break;
+		rq = sseq__request__unpack(&s->arena.pb, len, p + 4);
+		if (!rq) {
+			session_protocol_error(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
+					       "frame does not decode as a Request");
+			return;
+		}
+		s->srv->frames_in++;
+		r = session_request(s, rq, false);
+		arena_reset(&s->arena);
+		if (r == -EAGAIN) {
+			s->blocked = true;
+			break;
+		}
+		if (r == -EPROTO) {
+			s->closing = true;
+			s->in_len = 0;
+			return;
+		}
+		off += 4 + len;
+	}
+	if (off) {
+		memmove(s->in, s->in + off, s->in_len - off);
+		s->in_len -= off;
+	}
+}
+
+static void session_read(struct session *s)
+{
+	/* Bounded per turn so one busy client cannot starve the others. */
+	for (int rounds = 0; rounds < 4 && s->connected && !s->blocked && !s->closing;
+	     rounds++) {
+		union {
+			struct cmsghdr align;
+			char buf[CMSG_SPACE(sizeof(int) * SESSION_MAX_FDS)];
+		} ctl;
+		struct iovec iov;
+		struct msghdr msg = {0};
+		ssize_t n;
+
+		if (s->in_cap - s->in_len < SESSION_READ_CHUNK) {
+			size_t cap = s->in_cap ? s->in_cap * 2 : SESSION_READ_CHUNK * 2;
+			uint8_t *b;
+			while (cap - s->in_len < SESSION_READ_CHUNK)
+				cap *= 2;
+			b = realloc(s->in, cap);
+			if (!b) {
+				session_disconnect(s);
+				return;
+			}
+			s->in = b;
+			s->in_cap = cap;
+		}
+		iov.iov_base = s->in + s->in_len;
+		iov.iov_len = s->in_cap - s->in_len;
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof(ctl.buf);
+		n = recvmsg(s->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			log_info("session", "client %" PRIu64 " (pid %u): read failed: %s", s->id,
+				 s->pid, strerror(errno));
+			session_disconnect(s);
+			return;
+		}
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			const int *fds = (const int *)(const void *)CMSG_DATA(c);
+			for (size_t i = 0; i < nfd; i++) {
+				if (s->nfds < SESSION_MAX_FDS)
+					s->fds[s->nfds++] = fds[i];
+				else
+					close(fds[i]); /* more memfds than pending registrations */
+			}
+		}
+		if (n == 0) {
+			session_disconnect(s);
+			return;
+		}
+		s->in_len += (size_t)n;
+		session_process(s);
+		if ((size_t)n < iov.iov_len)
+			break;
+	}
+}
+
+void session_on_io(uv_poll_t *poll, int status, int events)
+{
+	struct session *s = poll->data;
+
+	if (status < 0) {
+		session_disconnect(s);
+		return;
+	}
+	if (events & UV_WRITABLE)
+		session_mark_dirty(s);
+	if (events & UV_READABLE)
+		session_read(s);
+	if (s->connected)
+		session_mark_dirty(s);
+}

@@ -1,0 +1,96 @@
+/* A client session: one connection, its handles (buffers, slices, staging arenas), its
+ * framed input and coalesced output. Everything here runs on the loop thread. */
+#ifndef SSEQ_SESSION_H
+#define SSEQ_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "arena.h"
+#include "server.h"
+
+enum handle_kind {
+	HANDLE_FREE,
+	HANDLE_BUFFER,
+	HANDLE_STAGING,
+};
+
+/* A staging arena: the client's sealed memfd, mapped here and registered with the device. */
+struct staging {
+	struct session *owner;
+	void *addr;
+	uint64_t size;
+	uint64_t handle;
+	unsigned refs; /* the handle's + one per copy in flight */
+	char label[48];
+};
+
+/* A client's buffer or slice handle. */
+struct sbuf {
+	struct seq_buffer *buf;
+	uint64_t handle;
+	struct session *owner;
+	char label[48];
+};
+
+struct handle_slot {
+	enum handle_kind kind;
+	uint32_t gen;
+	uint32_t next_free;
+	void *obj;
+};
+
+struct session {
+	struct server *srv;
+	struct session *prev, *next;
+	struct session *next_dirty;
+	bool dirty;
+	uint64_t id;
+	int fd;
+	uv_poll_t poll;
+	int poll_events;
+	unsigned refs; /* 1 while connected + one per op record */
+	bool connected;
+	bool closing; /* close once the output is written */
+	bool hello;
+	bool blocked; /* the sequencer's window is full: input paused (I3) */
+	uint32_t batch_resume; /* inner requests of the held batch already done */
+
+	uint32_t pid, uid;
+	char name[64];
+	char worker[32];
+
+	uint8_t *in;
+	size_t in_len, in_cap;
+	int fds[SESSION_MAX_FDS];
+	unsigned nfds;
+
+	uint8_t *out;
+	size_t out_len, out_off, out_cap;
+
+	struct arena arena; /* one frame's unpacked request and replies */
+
+	struct handle_slot *slots;
+	uint32_t nslots, free_slot; /* free_slot: index + 1, 0 = none */
+
+	uint64_t buffers, bytes, inflight, stagings, staging_bytes;
+};
+
+struct session *session_new(struct server *srv, int fd);
+/* The connection is gone (EOF, error, protocol violation, kill -9): free everything the
+ * client owned (deferred as the sequencer requires) and drop the connection's ref. */
+void session_disconnect(struct session *s);
+void session_unref(struct session *s);
+/* Parse and run buffered frames until none is whole, the window fills, or it closes. */
+void session_process(struct session *s);
+/* Readiness from the loop. */
+void session_on_io(uv_poll_t *poll, int status, int events);
+/* Write out what this turn produced. */
+void session_flush(struct session *s);
+/* An op or watch finished (from the sequencer's done callback). */
+void session_op_done(struct op_rec *rec, int status);
+/* Look up a handle of this session, or NULL. */
+void *session_lookup(const struct session *s, uint64_t handle, enum handle_kind kind);
+
+#endif
