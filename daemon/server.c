@@ -93,11 +93,12 @@ static void srv_done(void *ctx, uint64_t cookie, int status)
 static void srv_trace(void *ctx, const struct seq_trace *t)
 {
 	struct server *srv = ctx;
-	struct trace_ent *e = &srv->trace[srv->trace_seq % TRACE_RING];
+	uint64_t seqno = ++srv->trace_seq;
+	struct trace_ent *e = &srv->trace[seqno % TRACE_RING];
 	const struct sbuf *sb = t->buf ? (const struct sbuf *)(uintptr_t)t->buf->user : NULL;
 
 	*e = (struct trace_ent){
-		.seq = ++srv->trace_seq,
+		.seq = seqno,
 		.time_ns = now_ns() - srv->started_ns,
 		.session = sb ? sb->owner->id : 0,
 		.buffer = sb ? sb->handle : 0,

@@ -1,0 +1,873 @@
+/* Integration tests for sseqd: a real daemon process on a real Unix socket, driven with
+ * raw protobuf frames so that every request type and every kind of bad input (garbage,
+ * oversize frames, unsealed memfds, foreign handles) can be sent exactly as written. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sseq.pb-c.h"
+
+static const char *sseqd_path;
+
+struct daemon {
+	pid_t pid;
+	char sock[108];
+};
+
+static struct daemon D;
+
+static void daemon_start(const char *const *extra)
+{
+	const char *argv[32] = {sseqd_path, "--backend", "sim", "--socket", D.sock,
+				"--log-level", "notice"};
+	int n = 7;
+
+	snprintf(D.sock, sizeof(D.sock), "/tmp/sseq-test-%d-%ld.sock", (int)getpid(),
+		 (long)random());
+	argv[4] = D.sock;
+	for (; extra && *extra; extra++)
+		argv[n++] = *extra;
+	argv[n] = NULL;
+	D.pid = fork();
+	ck_assert_int_ge(D.pid, 0);
+	if (D.pid == 0) {
+		execv(sseqd_path, (char *const *)argv);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) {
+		if (access(D.sock, F_OK) == 0)
+			return;
+		usleep(10000);
+	}
+	ck_abort_msg("sseqd did not create its socket");
+}
+
+/* Stop the daemon and check it exited cleanly (the sanitizers make leaks fail it). */
+static void daemon_stop(void)
+{
+	int status = 0;
+
+	kill(D.pid, SIGTERM);
+	ck_assert_int_eq(waitpid(D.pid, &status, 0), D.pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "sseqd exited with status %#x", status);
+	unlink(D.sock);
+}
+
+static int conn_open(void)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	strcpy(addr.sun_path, D.sock);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	return fd;
+}
+
+static void send_raw(int fd, const void *data, size_t len, int passfd)
+{
+	struct iovec iov = {(void *)data, len};
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	if (passfd >= 0) {
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof(ctl.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &passfd, sizeof(int));
+	}
+	ck_assert_int_eq(sendmsg(fd, &msg, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+static void send_req_fd(int fd, const Sseq__Request *rq, int passfd)
+{
+	size_t len = sseq__request__get_packed_size(rq);
+	uint8_t *buf = malloc(len + 4);
+
+	buf[0] = (uint8_t)len;
+	buf[1] = (uint8_t)(len >> 8);
+	buf[2] = (uint8_t)(len >> 16);
+	buf[3] = (uint8_t)(len >> 24);
+	sseq__request__pack(rq, buf + 4);
+	send_raw(fd, buf, len + 4, passfd);
+	free(buf);
+}
+
+static void send_req(int fd, const Sseq__Request *rq)
+{
+	send_req_fd(fd, rq, -1);
+}
+
+/* Read exactly n bytes; false on EOF or after timeout_ms. */
+static bool read_full(int fd, void *buf, size_t n, int timeout_ms)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		struct pollfd p = {fd, POLLIN, 0};
+		ssize_t r;
+		if (poll(&p, 1, timeout_ms) <= 0)
+			return false;
+		r = read(fd, (char *)buf + got, n - got);
+		if (r <= 0)
+			return false;
+		got += (size_t)r;
+	}
+	return true;
+}
+
+/* The next message, or NULL on EOF/timeout. Free with sseq__message__free_unpacked. */
+static Sseq__Message *recv_msg(int fd)
+{
+	uint8_t hdr[4];
+	uint32_t len;
+	uint8_t *buf;
+	Sseq__Message *m;
+
+	if (!read_full(fd, hdr, 4, 5000))
+		return NULL;
+	len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
+	      (uint32_t)hdr[3] << 24;
+	ck_assert_uint_le(len, 1u << 20);
+	buf = malloc(len ? len : 1);
+	ck_assert(read_full(fd, buf, len, 5000));
+	m = sseq__message__unpack(NULL, len, buf);
+	free(buf);
+	ck_assert_ptr_nonnull(m);
+	return m;
+}
+
+/* The Reply for tag, skipping completions; returns its status and handle. */
+static Sseq__Status expect_reply(int fd, uint64_t tag, uint64_t *handle, char *msg, size_t msglen)
+{
+	for (;;) {
+		Sseq__Message *m = recv_msg(fd);
+		ck_assert_msg(m != NULL, "no reply for tag %llu", (unsigned long long)tag);
+		if (m->body_case == SSEQ__MESSAGE__BODY_REPLY && m->reply->tag == tag) {
+			Sseq__Status st = m->reply->status;
+			if (handle)
+				*handle = m->reply->handle;
+			if (msg)
+				snprintf(msg, msglen, "%s", m->reply->message);
+			sseq__message__free_unpacked(m, NULL);
+			return st;
+		}
+		sseq__message__free_unpacked(m, NULL);
+	}
+}
+
+static Sseq__Status expect_completion(int fd, uint64_t tag)
+{
+	for (;;) {
+		Sseq__Message *m = recv_msg(fd);
+		ck_assert_msg(m != NULL, "no completion for tag %llu", (unsigned long long)tag);
+		if (m->body_case == SSEQ__MESSAGE__BODY_COMPLETION && m->completion->tag == tag) {
+			Sseq__Status st = m->completion->status;
+			sseq__message__free_unpacked(m, NULL);
+			return st;
+		}
+		sseq__message__free_unpacked(m, NULL);
+	}
+}
+
+static void hello_as(int fd, uint32_t major, const char *worker)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Hello h = SSEQ__HELLO__INIT;
+
+	h.protocol_major = major;
+	h.client_name = (char *)"test-daemon";
+	h.pid = (uint32_t)getpid();
+	h.worker_id = (char *)worker;
+	rq.tag = 1;
+	rq.body_case = SSEQ__REQUEST__BODY_HELLO;
+	rq.hello = &h;
+	send_req(fd, &rq);
+}
+
+static int conn_hello(void)
+{
+	int fd = conn_open();
+	hello_as(fd, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR, "gw0");
+	ck_assert_int_eq(expect_reply(fd, 1, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	return fd;
+}
+
+static uint64_t next_tag = 100;
+
+static Sseq__Status do_alloc(int fd, uint64_t size, uint64_t *handle)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Alloc a = SSEQ__ALLOC__INIT;
+
+	a.size = size;
+	a.label = (char *)"t";
+	rq.tag = ++next_tag;
+	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	rq.alloc = &a;
+	send_req(fd, &rq);
+	return expect_reply(fd, rq.tag, handle, NULL, 0);
+}
+
+struct staging {
+	int memfd;
+	float *map;
+	size_t size;
+	uint64_t handle;
+};
+
+static Sseq__Status staging_register(int fd, struct staging *st, size_t size, bool seal)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__StagingRegister sr = SSEQ__STAGING_REGISTER__INIT;
+	Sseq__Status status;
+
+	st->size = size;
+	st->memfd = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ck_assert_int_ge(st->memfd, 0);
+	ck_assert_int_eq(ftruncate(st->memfd, (off_t)size), 0);
+	if (seal)
+		ck_assert_int_eq(fcntl(st->memfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	st->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, st->memfd, 0);
+	ck_assert(st->map != MAP_FAILED);
+	sr.size = size;
+	rq.tag = ++next_tag;
+	rq.body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
+	rq.staging_register = &sr;
+	send_req_fd(fd, &rq, st->memfd);
+	status = expect_reply(fd, rq.tag, &st->handle, NULL, 0);
+	close(st->memfd);
+	return status;
+}
+
+static uint64_t send_h2d(int fd, uint64_t staging, uint64_t soff, uint64_t dst, uint64_t doff,
+			 uint64_t len)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__CopyH2D c = SSEQ__COPY_H2_D__INIT;
+
+	c.staging = staging;
+	c.staging_offset = soff;
+	c.dst = dst;
+	c.dst_offset = doff;
+	c.length = len;
+	rq.tag = ++next_tag;
+	rq.body_case = SSEQ__REQUEST__BODY_COPY_H2D;
+	rq.copy_h2d = &c;
+	send_req(fd, &rq);
+	return rq.tag;
+}
+
+static uint64_t send_d2h(int fd, uint64_t src, uint64_t soff, uint64_t staging, uint64_t stoff,
+			 uint64_t len)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__CopyD2H c = SSEQ__COPY_D2_H__INIT;
+
+	c.src = src;
+	c.src_offset = soff;
+	c.staging = staging;
+	c.staging_offset = stoff;
+	c.length = len;
+	rq.tag = ++next_tag;
+	rq.body_case = SSEQ__REQUEST__BODY_COPY_D2H;
+	rq.copy_d2h = &c;
+	send_req(fd, &rq);
+	return rq.tag;
+}
+
+static uint64_t send_d2d(int fd, uint64_t src, uint64_t soff, uint64_t dst, uint64_t doff,
+			 uint64_t len)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__CopyD2D c = SSEQ__COPY_D2_D__INIT;
+
+	c.src = src;
+	c.src_offset = soff;
+	c.dst = dst;
+	c.dst_offset = doff;
+	c.length = len;
+	rq.tag = ++next_tag;
+	rq.body_case = SSEQ__REQUEST__BODY_COPY_D2D;
+	rq.copy_d2d = &c;
+	send_req(fd, &rq);
+	return rq.tag;
+}
+
+/* Execute `kernel` with args described by `sig`: 'i' in, 'o' out, 'x' inout buffer
+ * (from bufs in order), 'f' f32, 'u' u64, 'n' i32 (from the numeric array in order). */
+static uint64_t send_exec(int fd, const char *kernel, const char *sig, const uint64_t *bufs,
+			  const double *nums)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Execute e = SSEQ__EXECUTE__INIT;
+	Sseq__Arg args[32], *argp[32];
+	Sseq__BufferArg ba[32];
+	size_t n = strlen(sig);
+
+	for (size_t i = 0; i < n; i++) {
+		sseq__arg__init(&args[i]);
+		argp[i] = &args[i];
+		switch (sig[i]) {
+		case 'i':
+		case 'o':
+		case 'x':
+			sseq__buffer_arg__init(&ba[i]);
+			ba[i].handle = *bufs++;
+			ba[i].access = sig[i] == 'i'   ? SSEQ__ACCESS__ACCESS_IN
+				       : sig[i] == 'o' ? SSEQ__ACCESS__ACCESS_OUT
+						       : SSEQ__ACCESS__ACCESS_INOUT;
+			args[i].value_case = SSEQ__ARG__VALUE_BUFFER;
+			args[i].buffer = &ba[i];
+			break;
+		case 'f':
+			args[i].value_case = SSEQ__ARG__VALUE_F32;
+			args[i].f32 = (float)*nums++;
+			break;
+		case 'u':
+			args[i].value_case = SSEQ__ARG__VALUE_U64;
+			args[i].u64 = (uint64_t)*nums++;
+			break;
+		case 'n':
+			args[i].value_case = SSEQ__ARG__VALUE_I32;
+			args[i].i32 = (int32_t)*nums++;
+			break;
+		case 'd':
+			args[i].value_case = SSEQ__ARG__VALUE_F64;
+			args[i].f64 = *nums++;
+			break;
+		}
+	}
+	e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
+	e.kernel = (char *)kernel;
+	e.n_args = n;
+	e.args = argp;
+	rq.tag = ++next_tag;
+	rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
+	rq.execute = &e;
+	send_req(fd, &rq);
+	return rq.tag;
+}
+
+static Sseq__QueryResult *query(int fd, Sseq__QueryKind kind)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Query q = SSEQ__QUERY__INIT;
+
+	q.kind = kind;
+	rq.tag = ++next_tag;
+	rq.body_case = SSEQ__REQUEST__BODY_QUERY;
+	rq.query = &q;
+	send_req(fd, &rq);
+	for (;;) {
+		Sseq__Message *m = recv_msg(fd);
+		ck_assert_ptr_nonnull(m);
+		if (m->body_case == SSEQ__MESSAGE__BODY_QUERY_RESULT &&
+		    m->query_result->tag == rq.tag) {
+			Sseq__QueryResult *r = m->query_result;
+			m->query_result = NULL;
+			m->body_case = SSEQ__MESSAGE__BODY__NOT_SET;
+			sseq__message__free_unpacked(m, NULL);
+			return r;
+		}
+		sseq__message__free_unpacked(m, NULL);
+	}
+}
+
+static bool conn_closed(int fd)
+{
+	char c;
+	struct pollfd p = {fd, POLLIN, 0};
+	if (poll(&p, 1, 5000) <= 0)
+		return false;
+	return read(fd, &c, 1) == 0;
+}
+
+static void sync_all(int fd)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Sync s = SSEQ__SYNC__INIT;
+
+	rq.tag = ++next_tag;
+	rq.body_case = SSEQ__REQUEST__BODY_SYNC;
+	rq.sync = &s;
+	send_req(fd, &rq);
+	ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_completion(fd, rq.tag), SSEQ__STATUS__STATUS_OK);
+}
+
+/* ---- the tests ------------------------------------------------------------------------ */
+
+START_TEST(test_hello_welcomes_with_device)
+{
+	int fd;
+	Sseq__Message *m;
+
+	daemon_start(NULL);
+	fd = conn_open();
+	hello_as(fd, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR, "gw3");
+	m = recv_msg(fd);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(m->body_case, SSEQ__MESSAGE__BODY_REPLY);
+	ck_assert_int_eq(m->reply->status, SSEQ__STATUS__STATUS_OK);
+	ck_assert_ptr_nonnull(m->reply->welcome);
+	ck_assert_str_eq(m->reply->welcome->device->backend, "sim");
+	ck_assert_uint_gt(m->reply->welcome->session, 0);
+	sseq__message__free_unpacked(m, NULL);
+
+	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS);
+	ck_assert_uint_eq(r->n_clients, 1);
+	ck_assert_str_eq(r->clients[0]->worker_id, "gw3");
+	ck_assert_uint_eq(r->clients[0]->pid, (uint32_t)getpid());
+	sseq__query_result__free_unpacked(r, NULL);
+	close(fd);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_roundtrip_h2d_exec_d2d_d2h)
+{
+	struct staging st;
+	uint64_t a, b, c;
+	int fd;
+	const size_t n = 1024;
+
+	daemon_start((const char *const[]){"--sim-delay", "h2d=rand:0-300us", NULL});
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 4 * n * sizeof(float), true),
+			 SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, n * 4, &a), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, n * 4, &b), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, n * 4, &c), SSEQ__STATUS__STATUS_OK);
+	for (size_t i = 0; i < n; i++) {
+		st.map[i] = (float)i;
+		st.map[n + i] = 2.0f * (float)i;
+	}
+	/* Pipelined: nothing waits for a reply before the next request goes out. */
+	uint64_t t1 = send_h2d(fd, st.handle, 0, a, 0, n * 4);
+	send_h2d(fd, st.handle, n * 4, b, 0, n * 4);
+	send_exec(fd, "add", "iiou", (uint64_t[]){a, b, c}, (double[]){(double)n});
+	send_d2d(fd, c, 0, a, 0, n * 4);
+	uint64_t t5 = send_d2h(fd, a, 0, st.handle, 2 * n * 4, n * 4);
+	for (uint64_t tt = t1; tt <= t5; tt++)
+		ck_assert_int_eq(expect_reply(fd, tt, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_completion(fd, t5), SSEQ__STATUS__STATUS_OK);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_float_eq(st.map[2 * n + i], 3.0f * (float)i);
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_slice_await_sync_batch)
+{
+	struct staging st;
+	uint64_t a, s1, s2;
+	int fd;
+	Sseq__Request rq = SSEQ__REQUEST__INIT, inner[3], *innerp[3];
+	Sseq__Batch batch = SSEQ__BATCH__INIT;
+	Sseq__Slice sl[2];
+	Sseq__Await aw = SSEQ__AWAIT__INIT;
+
+	daemon_start((const char *const[]){"--sim-delay", "h2d=1ms", NULL});
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 1024, &a), SSEQ__STATUS__STATUS_OK);
+	/* Two slices in one batch. */
+	for (int i = 0; i < 2; i++) {
+		sseq__request__init(&inner[i]);
+		sseq__slice__init(&sl[i]);
+		sl[i].buffer = a;
+		sl[i].offset = (uint64_t)i * 512;
+		sl[i].length = 512;
+		inner[i].tag = 200 + (uint64_t)i;
+		inner[i].body_case = SSEQ__REQUEST__BODY_SLICE;
+		inner[i].slice = &sl[i];
+		innerp[i] = &inner[i];
+	}
+	batch.n_requests = 2;
+	batch.requests = innerp;
+	rq.tag = 199;
+	rq.body_case = SSEQ__REQUEST__BODY_BATCH;
+	rq.batch = &batch;
+	send_req(fd, &rq);
+	ck_assert_int_eq(expect_reply(fd, 200, &s1, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_reply(fd, 201, &s2, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_reply(fd, 199, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+
+	for (int i = 0; i < 128; i++)
+		st.map[i] = 7.0f;
+	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, s2, 0, 512), NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_OK);
+	/* Await on the base: the slice's H2D defines it (I6). */
+	aw.buffer = a;
+	rq = (Sseq__Request)SSEQ__REQUEST__INIT;
+	rq.tag = ++next_tag;
+	rq.body_case = SSEQ__REQUEST__BODY_AWAIT;
+	rq.await = &aw;
+	send_req(fd, &rq);
+	ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_completion(fd, rq.tag), SSEQ__STATUS__STATUS_OK);
+	uint64_t t = send_d2h(fd, a, 512, st.handle, 2048, 512);
+	ck_assert_int_eq(expect_reply(fd, t, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_completion(fd, t), SSEQ__STATUS__STATUS_OK);
+	ck_assert_float_eq(st.map[512], 7.0f);
+	ck_assert_float_eq(st.map[512 + 127], 7.0f);
+	sync_all(fd);
+	(void)s1;
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_bad_handles_and_ranges_get_clear_errors)
+{
+	struct staging st;
+	uint64_t a, other_buf;
+	int fd, fd2;
+	char msg[256];
+
+	daemon_start(NULL);
+	fd = conn_hello();
+	fd2 = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 1024, &a), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd2, 1024, &other_buf), SSEQ__STATUS__STATUS_OK);
+
+	/* Unknown handle. */
+	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, 0x999, 0, 16), NULL, msg,
+				      sizeof(msg)),
+			 SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
+	ck_assert_ptr_nonnull(strstr(msg, "unknown"));
+	/* Another session's handle is simply unknown here (I10). */
+	ck_assert_int_eq(expect_reply(fd, send_d2d(fd, a, 0, other_buf, 0, 16), NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
+	/* Out-of-range copies, on both sides. */
+	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, a, 1000, 100), NULL, msg,
+				      sizeof(msg)),
+			 SSEQ__STATUS__STATUS_OUT_OF_RANGE);
+	ck_assert_ptr_nonnull(strstr(msg, "outside"));
+	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 4000, a, 0, 200), NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_OUT_OF_RANGE);
+	ck_assert_int_eq(expect_reply(fd, send_d2h(fd, a, 0, st.handle, UINT64_MAX - 2, 16), NULL,
+				      NULL, 0),
+			 SSEQ__STATUS__STATUS_OUT_OF_RANGE);
+	/* Unknown kernel, wrong argument count, type and access. */
+	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "no_such_kernel", "i", &a, NULL), NULL,
+				      NULL, 0),
+			 SSEQ__STATUS__STATUS_UNKNOWN_KERNEL);
+	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "of", &a, (double[]){1}), NULL,
+				      msg, sizeof(msg)),
+			 SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE);
+	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "odu", &a, (double[]){1, 4}),
+				      NULL, msg, sizeof(msg)),
+			 SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE);
+	ck_assert_ptr_nonnull(strstr(msg, "f32"));
+	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ifu", &a, (double[]){1, 4}),
+				      NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE);
+	/* A kernel whose element count overruns its buffer is refused before launch. */
+	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &a, (double[]){1, 1000}),
+				      NULL, msg, sizeof(msg)),
+			 SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	/* Still serving both sessions. */
+	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &a, (double[]){1, 256}),
+				      NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_OK);
+	sync_all(fd2);
+	close(fd);
+	close(fd2);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_unsealed_memfd_refused)
+{
+	struct staging st;
+	int fd;
+
+	daemon_start(NULL);
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 4096, false),
+			 SSEQ__STATUS__STATUS_STAGING_UNSEALED);
+	munmap(st.map, st.size);
+	/* Claiming more than the memfd holds is refused too. */
+	{
+		Sseq__Request rq = SSEQ__REQUEST__INIT;
+		Sseq__StagingRegister sr = SSEQ__STAGING_REGISTER__INIT;
+		int mfd = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		ck_assert_int_eq(ftruncate(mfd, 4096), 0);
+		ck_assert_int_eq(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+		sr.size = 1 << 20;
+		rq.tag = ++next_tag;
+		rq.body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
+		rq.staging_register = &sr;
+		send_req_fd(fd, &rq, mfd);
+		close(mfd);
+		ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, NULL, 0),
+				 SSEQ__STATUS__STATUS_STAGING_UNSEALED);
+		/* And a registration with no fd at all. */
+		rq.tag = ++next_tag;
+		send_req(fd, &rq);
+		ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, NULL, 0),
+				 SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	}
+	close(fd);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_framing_errors_disconnect_cleanly)
+{
+	int fd, good;
+	uint8_t huge[4] = {0xff, 0xff, 0xff, 0x7f};
+	uint8_t garbage[16] = {8, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+	daemon_start(NULL);
+	good = conn_hello();
+	/* An oversize length: refused before allocating, then the connection closes. */
+	fd = conn_hello();
+	send_raw(fd, huge, 4, -1);
+	ck_assert_int_eq(expect_reply(fd, 0, NULL, NULL, 0), SSEQ__STATUS__STATUS_FRAME_TOO_LARGE);
+	ck_assert(conn_closed(fd));
+	close(fd);
+	/* Bytes that do not decode. */
+	fd = conn_hello();
+	send_raw(fd, garbage, 12, -1);
+	ck_assert_int_eq(expect_reply(fd, 0, NULL, NULL, 0), SSEQ__STATUS__STATUS_PROTOCOL_ERROR);
+	ck_assert(conn_closed(fd));
+	close(fd);
+	/* A request before Hello. */
+	fd = conn_open();
+	{
+		Sseq__Request rq = SSEQ__REQUEST__INIT;
+		Sseq__Sync s = SSEQ__SYNC__INIT;
+		rq.tag = 5;
+		rq.body_case = SSEQ__REQUEST__BODY_SYNC;
+		rq.sync = &s;
+		send_req(fd, &rq);
+		ck_assert_int_eq(expect_reply(fd, 5, NULL, NULL, 0),
+				 SSEQ__STATUS__STATUS_PROTOCOL_ERROR);
+		ck_assert(conn_closed(fd));
+	}
+	close(fd);
+	/* A wrong protocol major. */
+	fd = conn_open();
+	hello_as(fd, 99, "gw1");
+	ck_assert_int_eq(expect_reply(fd, 1, NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_UNSUPPORTED_VERSION);
+	ck_assert(conn_closed(fd));
+	close(fd);
+	/* The first client never noticed. */
+	sync_all(good);
+	Sseq__QueryResult *r = query(good, SSEQ__QUERY_KIND__QUERY_KIND_STATS);
+	ck_assert_uint_ge(r->counters->frames_bad, 2);
+	sseq__query_result__free_unpacked(r, NULL);
+	close(good);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_killed_client_leaves_nothing_behind)
+{
+	int fd, status;
+	pid_t child;
+	int ready[2];
+
+	daemon_start((const char *const[]){"--sim-delay", "compute=2ms", NULL});
+	ck_assert_int_eq(pipe(ready), 0);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		/* A client mid-work: buffers held, kernels queued, then kill -9. */
+		int c = conn_hello();
+		uint64_t bufs[16];
+		for (int i = 0; i < 16; i++) {
+			do_alloc(c, 4096, &bufs[i]);
+			send_exec(c, "fill", "ofu", &bufs[i], (double[]){1, 1024});
+			send_exec(c, "spin", "u", NULL, (double[]){500});
+		}
+		if (write(ready[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	char x;
+	ck_assert_int_eq(read(ready[0], &x, 1), 1);
+	usleep(20000);
+	fd = conn_hello();
+	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS);
+	ck_assert_uint_eq(r->n_buffers, 16);
+	sseq__query_result__free_unpacked(r, NULL);
+	kill(child, SIGKILL);
+	waitpid(child, &status, 0);
+	/* Its handles go at once; its memory once its in-flight work completes (I10, I5). */
+	for (int i = 0; i < 500; i++) {
+		r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
+		bool clean = r->n_clients == 1 && r->device->memory_used == 0;
+		sseq__query_result__free_unpacked(r, NULL);
+		if (clean)
+			break;
+		usleep(10000);
+	}
+	r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
+	ck_assert_uint_eq(r->n_clients, 1);
+	ck_assert_uint_eq(r->device->memory_used, 0);
+	ck_assert_uint_eq(r->counters->releases, 16);
+	sseq__query_result__free_unpacked(r, NULL);
+	r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS);
+	ck_assert_uint_eq(r->n_buffers, 0);
+	sseq__query_result__free_unpacked(r, NULL);
+	close(fd);
+	close(ready[0]);
+	close(ready[1]);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_full_window_applies_backpressure)
+{
+	int fd;
+	uint64_t a, first = 0, last = 0;
+
+	daemon_start((const char *const[]){"--window", "4", "--sim-delay", "compute=1ms", NULL});
+	fd = conn_hello();
+	ck_assert_int_eq(do_alloc(fd, 4096, &a), SSEQ__STATUS__STATUS_OK);
+	for (int i = 0; i < 40; i++) {
+		last = send_exec(fd, "fill", "ofu", &a, (double[]){(double)i, 1024});
+		if (!first)
+			first = last;
+	}
+	/* Every request is answered, in order, none refused: the daemon paused instead. */
+	for (uint64_t t = first; t <= last; t++)
+		ck_assert_int_eq(expect_reply(fd, t, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATS);
+	ck_assert_uint_gt(r->counters->backpressure_events, 0);
+	sseq__query_result__free_unpacked(r, NULL);
+	sync_all(fd);
+	close(fd);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_injected_fault_flows_to_dependents)
+{
+	struct staging st;
+	uint64_t a, b;
+	int fd;
+	char msg[256];
+
+	/* Launches: 1 = H2D into a (fails), 2 = fill b. */
+	daemon_start((const char *const[]){"--inject", "fail-op=1", NULL});
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 1024, &a), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 1024, &b), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, a, 0, 1024), NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_INJECTED_FAULT);
+	/* An execute reading a fails without launch, and so does the D2H of its output. */
+	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "scale", "iofu", (uint64_t[]){a, b},
+						    (double[]){2, 256}),
+				      NULL, msg, sizeof(msg)),
+			 SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
+	ck_assert_int_eq(expect_reply(fd, send_d2h(fd, b, 0, st.handle, 0, 1024), NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
+	/* A full rewrite makes b good again. */
+	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &b, (double[]){3, 256}),
+				      NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_OK);
+	uint64_t t = send_d2h(fd, b, 0, st.handle, 0, 1024);
+	ck_assert_int_eq(expect_reply(fd, t, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_completion(fd, t), SSEQ__STATUS__STATUS_OK);
+	ck_assert_float_eq(st.map[255], 3.0f);
+	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATS);
+	/* The H2D, the execute reading it and the D2H of the execute's output. */
+	ck_assert_uint_eq(r->counters->ops_failed, 3);
+	sseq__query_result__free_unpacked(r, NULL);
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_metrics_and_trace_answer)
+{
+	int fd;
+	uint64_t a;
+
+	daemon_start(NULL);
+	fd = conn_hello();
+	ck_assert_int_eq(do_alloc(fd, 4096, &a), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &a, (double[]){1, 8}),
+				      NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &a, (double[]){2, 8}),
+				      NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_OK);
+	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_METRICS);
+	ck_assert_ptr_nonnull(strstr(r->metrics_text, "sseq_ops_submitted_total{"));
+	ck_assert_ptr_nonnull(strstr(r->metrics_text, "# TYPE sseq_waits_enqueued_total counter"));
+	sseq__query_result__free_unpacked(r, NULL);
+	r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_TRACE);
+	ck_assert_uint_ge(r->n_trace, 1);
+	ck_assert_str_eq(r->trace[r->n_trace - 1]->decision, "elided: same stream");
+	sseq__query_result__free_unpacked(r, NULL);
+	close(fd);
+	daemon_stop();
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+	Suite *s = suite_create("daemon");
+	TCase *tc = tcase_create("daemon");
+	SRunner *sr;
+	int failed;
+
+	sseqd_path = argc > 1 ? argv[1] : getenv("SSEQD");
+	if (!sseqd_path) {
+		fprintf(stderr, "usage: test-daemon PATH-TO-SSEQD\n");
+		return 2;
+	}
+	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
+	signal(SIGPIPE, SIG_IGN);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_hello_welcomes_with_device);
+	tcase_add_test(tc, test_roundtrip_h2d_exec_d2d_d2h);
+	tcase_add_test(tc, test_slice_await_sync_batch);
+	tcase_add_test(tc, test_bad_handles_and_ranges_get_clear_errors);
+	tcase_add_test(tc, test_unsealed_memfd_refused);
+	tcase_add_test(tc, test_framing_errors_disconnect_cleanly);
+	tcase_add_test(tc, test_killed_client_leaves_nothing_behind);
+	tcase_add_test(tc, test_full_window_applies_backpressure);
+	tcase_add_test(tc, test_injected_fault_flows_to_dependents);
+	tcase_add_test(tc, test_metrics_and_trace_answer);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
