@@ -15,11 +15,15 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "wire.h"
 
 #define SESSION_READ_CHUNK 65536u
 /* Stop reading a client that does not read its replies. */
 #define SESSION_OUT_HIGH (8u << 20)
 #define SESSION_MAX_ALLOC (1ull << 40)
+
+/* Decoding storage for the loop thread (the only thread that touches sessions). */
+static struct wire_request session_wire;
 
 /* ---- handles ---------------------------------------------------------------------- */
 
@@ -88,45 +92,55 @@ static void session_mark_dirty(struct session *s)
 	s->srv->dirty = s;
 }
 
-static void session_send(struct session *s, const Sseq__Message *m)
+/* Room for n more bytes of output, or NULL (the session is then closing). */
+static uint8_t *session_out_reserve(struct session *s, size_t n)
 {
-	size_t len, need;
+	size_t need = s->out_len + n;
 
-	if (!s->connected)
-		return;
-	len = sseq__message__get_packed_size(m);
-	need = s->out_len + 4 + len;
 	if (need > s->out_cap) {
 		size_t cap = s->out_cap ? s->out_cap : 4096;
-		uint8_t *n;
+		uint8_t *b;
 		/* Reclaim what was written before growing. */
 		if (s->out_off) {
 			memmove(s->out, s->out + s->out_off, s->out_len - s->out_off);
 			s->out_len -= s->out_off;
 			s->out_off = 0;
-			need = s->out_len + 4 + len;
+			need = s->out_len + n;
 		}
 		while (cap < need)
 			cap *= 2;
 		if (cap > s->out_cap) {
-			n = realloc(s->out, cap);
-			if (!n) {
+			b = realloc(s->out, cap);
+			if (!b) {
 				log_err("session", "client %" PRIu64 ": out of memory for replies",
 					s->id);
 				s->closing = true;
-				return;
+				return NULL;
 			}
-			s->out = n;
+			s->out = b;
 			s->out_cap = cap;
 		}
 	}
-	s->out[s->out_len + 0] = (uint8_t)len;
-	s->out[s->out_len + 1] = (uint8_t)(len >> 8);
-	s->out[s->out_len + 2] = (uint8_t)(len >> 16);
-	s->out[s->out_len + 3] = (uint8_t)(len >> 24);
-	sseq__message__pack(m, s->out + s->out_len + 4);
-	s->out_len += 4 + len;
 	session_mark_dirty(s);
+	return s->out + s->out_len;
+}
+
+static void session_send(struct session *s, const Sseq__Message *m)
+{
+	size_t len;
+	uint8_t *o;
+
+	if (!s->connected)
+		return;
+	len = sseq__message__get_packed_size(m);
+	if (!(o = session_out_reserve(s, 4 + len)))
+		return;
+	o[0] = (uint8_t)len;
+	o[1] = (uint8_t)(len >> 8);
+	o[2] = (uint8_t)(len >> 16);
+	o[3] = (uint8_t)(len >> 24);
+	sseq__message__pack(m, o + 4);
+	s->out_len += 4 + len;
 }
 
 static void session_reply_full(struct session *s, uint64_t tag, Sseq__Status status,
@@ -137,6 +151,15 @@ static void session_reply_full(struct session *s, uint64_t tag, Sseq__Status sta
 	Sseq__Reply r = SSEQ__REPLY__INIT;
 	Sseq__Point p = SSEQ__POINT__INIT;
 
+	if (!welcome) {
+		/* The common reply, encoded by hand: see wire.c for why. */
+		uint8_t *o;
+		if (!s->connected ||
+		    !(o = session_out_reserve(s, WIRE_REPLY_MAX + (message ? strlen(message) : 0))))
+			return;
+		s->out_len += wire_encode_reply(o, tag, (int)status, message, handle, at);
+		return;
+	}
 	r.tag = tag;
 	r.status = status;
 	r.message = (char *)(message ? message : "");
@@ -1055,7 +1078,9 @@ void session_process(struct session *s)
 		}
 		if (s->in_len - off - 4 < len)
 			break;
-		rq = sseq__request__unpack(&s->arena.pb, len, p + 4);
+		/* The hot requests decode by hand; protobuf-c has the last word on the rest. */
+		rq = wire_decode_request(p + 4, len, &session_wire) ? &session_wire.rq
+			: sseq__request__unpack(&s->arena.pb, len, p + 4);
 		if (!rq) {
 			session_protocol_error(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
 					       "frame does not decode as a Request");

@@ -204,7 +204,7 @@ int kernel_conv2d_out_shape(struct kernel_conv2d *p, const char **why)
 		{"rhs_dil_w", p->rhs_dil_w},
 		{"groups", p->groups},
 	};
-	int64_t oh, ow;
+	int64_t oh = 0, ow = 0;
 	int r;
 
 	p->oh = p->ow = 0;
