@@ -1,0 +1,100 @@
+/* Packing of kernel arguments and launch shapes into the wire's Execute message.
+ * Malformed arguments are refused here, before anything is sent, so the error points
+ * at the caller's line rather than at a later Reply. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+
+void args_pack_finish(struct args_pack *p)
+{
+	free(p->args);
+	free(p->argv);
+	free(p->bufs);
+	p->args = NULL;
+	p->argv = NULL;
+	p->bufs = NULL;
+}
+
+static int pack_one(Sseq__Arg *out, Sseq__BufferArg *buf, const struct sseq_arg *a)
+{
+	switch (a->type) {
+	case SSEQ_ARG_BUFFER:
+		if (a->v.buffer == 0 || a->access < SSEQ_ACCESS_IN || a->access > SSEQ_ACCESS_INOUT)
+			return -EINVAL;
+		sseq__buffer_arg__init(buf);
+		buf->handle = a->v.buffer;
+		/* The public enum mirrors the wire's Access values. */
+		buf->access = (Sseq__Access)a->access;
+		out->value_case = SSEQ__ARG__VALUE_BUFFER;
+		out->buffer = buf;
+		return 0;
+	case SSEQ_ARG_I32:
+		out->value_case = SSEQ__ARG__VALUE_I32;
+		out->i32 = a->v.i32;
+		return 0;
+	case SSEQ_ARG_U32:
+		out->value_case = SSEQ__ARG__VALUE_U32;
+		out->u32 = a->v.u32;
+		return 0;
+	case SSEQ_ARG_I64:
+		out->value_case = SSEQ__ARG__VALUE_I64;
+		out->i64 = a->v.i64;
+		return 0;
+	case SSEQ_ARG_U64:
+		out->value_case = SSEQ__ARG__VALUE_U64;
+		out->u64 = a->v.u64;
+		return 0;
+	case SSEQ_ARG_F32:
+		out->value_case = SSEQ__ARG__VALUE_F32;
+		out->f32 = a->v.f32;
+		return 0;
+	case SSEQ_ARG_F64:
+		out->value_case = SSEQ__ARG__VALUE_F64;
+		out->f64 = a->v.f64;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int args_pack(struct args_pack *p, const struct sseq_arg *args, size_t nargs,
+	const struct sseq_launch *shape)
+{
+	memset(p, 0, sizeof(*p));
+	sseq__execute__init(&p->ex);
+	if (nargs > 0 && !args)
+		return -EINVAL;
+	if (nargs > 0) {
+		p->args = calloc(nargs, sizeof(*p->args));
+		p->argv = calloc(nargs, sizeof(*p->argv));
+		p->bufs = calloc(nargs, sizeof(*p->bufs));
+		if (!p->args || !p->argv || !p->bufs)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < nargs; i++) {
+		sseq__arg__init(&p->args[i]);
+		int r = pack_one(&p->args[i], &p->bufs[i], &args[i]);
+		if (r < 0)
+			return r;
+		p->argv[i] = &p->args[i];
+	}
+	p->ex.n_args = nargs;
+	p->ex.args = p->argv;
+	if (shape && shape->grid[0]) {
+		sseq__grid__init(&p->grid);
+		p->grid.grid_x = shape->grid[0];
+		p->grid.grid_y = shape->grid[1] ? shape->grid[1] : 1;
+		p->grid.grid_z = shape->grid[2] ? shape->grid[2] : 1;
+		p->grid.block_x = shape->block[0] ? shape->block[0] : 1;
+		p->grid.block_y = shape->block[1] ? shape->block[1] : 1;
+		p->grid.block_z = shape->block[2] ? shape->block[2] : 1;
+		p->grid.shared_mem = shape->shared_mem;
+		p->ex.launch_shape_case = SSEQ__EXECUTE__LAUNCH_SHAPE_GRID;
+		p->ex.grid = &p->grid;
+	} else if (shape && shape->elements) {
+		p->ex.launch_shape_case = SSEQ__EXECUTE__LAUNCH_SHAPE_ELEMENTS;
+		p->ex.elements = shape->elements;
+	}
+	return 0;
+}

@@ -1,0 +1,130 @@
+/* libsseq internals shared by its modules: the connection, the table of requests in
+ * flight, and the helpers that submit a request and wait for it. Not installed. */
+#ifndef SSEQ_CLIENT_CLIENT_H
+#define SSEQ_CLIENT_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "frame.h"
+#include "sseq-internal.h"
+#include "staging.h"
+
+/* Soft and hard limits on bytes buffered for sending: past the soft one a submission
+ * tries a non-blocking send, past the hard one it waits for the socket. */
+#define CLIENT_SEND_SOFT (64u << 10)
+#define CLIENT_SEND_HARD (4u << 20)
+#define CLIENT_DEFAULT_STAGING (64u << 20)
+
+/* One request from submission until it is finished (its Completion, or the Reply
+ * when no Completion follows) and, if someone waits for it, until they looked. */
+struct op {
+	uint64_t tag;
+	struct op *hnext;
+	Sseq__Request__BodyCase kind;
+	bool want_completion;
+	bool replied;
+	bool completed;
+	bool done;
+	bool waited; /* a caller inside the library collects the result */
+	bool user_tag; /* the application has the tag: the callback applies */
+	bool follow; /* a trace query that keeps answering; never done */
+	bool active; /* counted in nactive */
+	int status; /* 0 or the first error: -SSEQ_ERR_* or -errno */
+	char *message; /* the daemon's detail for status, or NULL */
+	uint64_t handle; /* from the Reply */
+	/* The staging range the request uses, released when it is finished; for a D2H
+	 * through library staging, where to copy the result to. */
+	struct staging_arena *arena;
+	uint64_t staging_off;
+	void *copy_out;
+	uint64_t copy_len;
+	/* Query results not yet collected, oldest first. */
+	Sseq__QueryResult **results;
+	size_t nresults, results_cap;
+};
+
+struct client_error {
+	uint64_t tag;
+	int code;
+	char *message;
+};
+
+struct sseq {
+	int sock;
+	struct frame_writer w;
+	struct frame_reader r;
+	uint64_t next_tag;
+	/* Requests in flight, by tag (chained hash). */
+	struct op **buckets;
+	size_t nbuckets, nops;
+	size_t nactive; /* not yet finished, follow queries aside */
+	uint64_t finished; /* requests finished so far, for sseq_poll */
+	/* Staging arenas; the first one is kept for the connection's life. */
+	struct staging_arena *arenas;
+	uint64_t staging_size;
+	uint64_t staging_refs; /* range references held by requests in flight */
+	/* Errors nobody collected yet, oldest first (a ring). */
+	struct client_error *errors;
+	size_t errors_head, nerrors, errors_cap;
+	int broken; /* 0, or why the connection is unusable */
+	int fatal; /* a tag-0 status the daemon sent before closing */
+	sseq_completion_fn cb;
+	void *cb_data;
+	char errmsg[256];
+	struct {
+		uint64_t session;
+		uint32_t major, minor;
+		char *daemon_version;
+		uint32_t device_index;
+		char *device_name, *backend, *arch;
+		uint64_t memory_total;
+	} info;
+};
+
+/* Translate a wire status into the library's code (0 or -SSEQ_ERR_*). */
+int client_status_code(int status);
+/* Record a message for sseq_last_error_message. */
+void client_set_error(struct sseq *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+struct op *client_op_new(void);
+/* Give `req` a fresh tag (also in *tag if not NULL), track `op` for it and queue it (fd
+ * >= 0 travels with it). Set op's fields (waited, user_tag, staging) first: from here on
+ * the table owns it, and unless waited it is freed once finished, possibly before this
+ * returns. On failure op and its staging reference are released. */
+int client_submit(struct sseq *s, Sseq__Request *req, int fd, struct op *op, uint64_t *tag);
+/* Wait until a waited op is done and return its status (and Reply handle); drop it. */
+int client_op_collect(struct sseq *s, struct op *op);
+int client_op_collect_handle(struct sseq *s, struct op *op, uint64_t *handle);
+/* Submit a request and wait for it to finish; *handle (may be NULL) from its Reply. */
+int client_request_wait(struct sseq *s, Sseq__Request *req, uint64_t *handle);
+/* Send everything buffered, processing input meanwhile. */
+int client_flush(struct sseq *s);
+/* Process input, waiting up to timeout_ms for it (-1: forever). Returns messages
+ * handled, -ETIMEDOUT, or the connection's error. */
+int client_pump(struct sseq *s, int timeout_ms);
+struct op *client_op_find(struct sseq *s, uint64_t tag);
+/* Drop a staging reference an op held (the op failed before it was queued). */
+void client_staging_unref(struct sseq *s, struct staging_arena *a, uint64_t off);
+
+/* Drop empty extra staging arenas (at quiet points, so ranges are not thrashed). */
+void client_staging_trim(struct sseq *s);
+void client_staging_destroy(struct sseq *s);
+
+/* Execute packing, kept separate so tests can check it without a daemon. */
+struct args_pack {
+	Sseq__Execute ex;
+	Sseq__ModuleFunction fn;
+	Sseq__Grid grid;
+	Sseq__Arg *args;
+	Sseq__Arg **argv;
+	Sseq__BufferArg *bufs;
+};
+
+/* Fill p->ex from the arguments and shape (the target is the caller's). -EINVAL for a
+ * malformed argument, -ENOMEM. Free with args_pack_finish() either way. */
+int args_pack(struct args_pack *p, const struct sseq_arg *args, size_t nargs,
+	const struct sseq_launch *shape);
+void args_pack_finish(struct args_pack *p);
+
+#endif

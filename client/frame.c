@@ -1,0 +1,203 @@
+/* Wire framing for libsseq: batching writer with descriptor passing, and a bounded
+ * frame reader. Everything here is non-blocking; waiting is the caller's business. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "frame.h"
+
+void frame_writer_init(struct frame_writer *w)
+{
+	memset(w, 0, sizeof(*w));
+}
+
+void frame_writer_finish(struct frame_writer *w)
+{
+	free(w->data);
+	free(w->fds);
+	memset(w, 0, sizeof(*w));
+}
+
+static int grow(void **data, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t ncap = *cap ? *cap : 16;
+	while (ncap < need)
+		ncap *= 2;
+	void *p = realloc(*data, ncap * elem);
+	if (!p)
+		return -ENOMEM;
+	*data = p;
+	*cap = ncap;
+	return 0;
+}
+
+/* Drop what was already sent so the buffer does not grow while the peer lags. */
+static void writer_compact(struct frame_writer *w)
+{
+	if (w->sent == 0)
+		return;
+	memmove(w->data, w->data + w->sent, w->len - w->sent);
+	for (size_t i = w->fds_sent; i < w->nfds; i++)
+		w->fds[i - w->fds_sent] = (struct frame_fd){
+			.offset = w->fds[i].offset - w->sent,
+			.fd = w->fds[i].fd,
+		};
+	w->nfds -= w->fds_sent;
+	w->fds_sent = 0;
+	w->len -= w->sent;
+	w->sent = 0;
+}
+
+int frame_writer_add(struct frame_writer *w, const ProtobufCMessage *msg, int fd)
+{
+	size_t size = protobuf_c_message_get_packed_size(msg);
+	if (size > FRAME_MAX_SIZE)
+		return -EMSGSIZE;
+	if (w->sent > 0 && (w->sent == w->len || w->sent >= 65536))
+		writer_compact(w);
+	int r = grow((void **)&w->data, &w->cap, w->len + FRAME_HEADER_SIZE + size, 1);
+	if (r < 0)
+		return r;
+	if (fd >= 0) {
+		r = grow((void **)&w->fds, &w->fds_cap, w->nfds + 1, sizeof(*w->fds));
+		if (r < 0)
+			return r;
+		w->fds[w->nfds++] = (struct frame_fd){.offset = w->len, .fd = fd};
+	}
+	uint8_t *p = w->data + w->len;
+	p[0] = size & 0xff;
+	p[1] = (size >> 8) & 0xff;
+	p[2] = (size >> 16) & 0xff;
+	p[3] = (size >> 24) & 0xff;
+	protobuf_c_message_pack(msg, p + FRAME_HEADER_SIZE);
+	w->len += FRAME_HEADER_SIZE + size;
+	return 0;
+}
+
+size_t frame_writer_pending(const struct frame_writer *w)
+{
+	return w->len - w->sent;
+}
+
+/* One sendmsg of [sent, end), with `fd` as SCM_RIGHTS when fd >= 0. */
+static ssize_t send_chunk(int sock, const uint8_t *data, size_t len, int fd)
+{
+	struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (fd >= 0) {
+		memset(&control, 0, sizeof(control));
+		mh.msg_control = control.buf;
+		mh.msg_controllen = sizeof(control.buf);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	ssize_t n;
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+int frame_writer_send(struct frame_writer *w, int sock)
+{
+	while (w->sent < w->len) {
+		size_t end = w->len;
+		int fd = -1;
+		if (w->fds_sent < w->nfds) {
+			const struct frame_fd *next = &w->fds[w->fds_sent];
+			if (next->offset == w->sent)
+				fd = next->fd;
+			else
+				end = next->offset; /* stop before it: it must ride its own first byte */
+			if (fd >= 0 && w->fds_sent + 1 < w->nfds)
+				end = w->fds[w->fds_sent + 1].offset;
+		}
+		ssize_t n = send_chunk(sock, w->data + w->sent, end - w->sent, fd);
+		if (n == -EWOULDBLOCK)
+			return -EAGAIN;
+		if (n < 0)
+			return (int)n;
+		if (fd >= 0)
+			w->fds_sent++;
+		w->sent += (size_t)n;
+	}
+	w->len = w->sent = 0;
+	w->nfds = w->fds_sent = 0;
+	return 0;
+}
+
+void frame_reader_init(struct frame_reader *r)
+{
+	memset(r, 0, sizeof(*r));
+}
+
+void frame_reader_finish(struct frame_reader *r)
+{
+	free(r->data);
+	memset(r, 0, sizeof(*r));
+}
+
+int frame_reader_fill(struct frame_reader *r, int sock)
+{
+	if (r->start > 0) {
+		memmove(r->data, r->data + r->start, r->len - r->start);
+		r->len -= r->start;
+		r->start = 0;
+	}
+	/* Read in 64 KiB steps; the buffer only grows past that for a frame that needs it
+	 * (frame_reader_next asks for the room once the length has been checked). */
+	if (r->cap - r->len < 65536) {
+		int g = grow((void **)&r->data, &r->cap, r->len + 65536, 1);
+		if (g < 0)
+			return g;
+	}
+	ssize_t n;
+	do
+		n = recv(sock, r->data + r->len, r->cap - r->len, MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		return -ECONNRESET;
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	r->len += (size_t)n;
+	return (int)n;
+}
+
+int frame_reader_next(struct frame_reader *r, const uint8_t **frame, size_t *len)
+{
+	size_t avail = r->len - r->start;
+	if (avail < FRAME_HEADER_SIZE)
+		return 0;
+	const uint8_t *p = r->data + r->start;
+	uint32_t size = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+		(uint32_t)p[3] << 24;
+	if (size > FRAME_MAX_SIZE)
+		return -EMSGSIZE;
+	if (avail < FRAME_HEADER_SIZE + (size_t)size) {
+		/* Make sure the whole frame will fit once it arrives. */
+		size_t need = FRAME_HEADER_SIZE + (size_t)size;
+		if (need > r->cap) {
+			int g = grow((void **)&r->data, &r->cap, need, 1);
+			if (g < 0)
+				return g;
+		}
+		return 0;
+	}
+	*frame = p + FRAME_HEADER_SIZE;
+	*len = size;
+	r->start += FRAME_HEADER_SIZE + size;
+	if (r->start == r->len)
+		r->start = r->len = 0;
+	return 1;
+}

@@ -1,0 +1,58 @@
+/* Wire framing for libsseq: a 4-byte little-endian length, then one packed protobuf
+ * message. The writer batches frames and can attach a descriptor to a frame's first
+ * byte (SCM_RIGHTS); the reader cuts frames out of a byte stream, never trusting a
+ * length. Message-agnostic, so both ends of a test can use it. */
+#ifndef SSEQ_CLIENT_FRAME_H
+#define SSEQ_CLIENT_FRAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#define FRAME_HEADER_SIZE 4
+#define FRAME_MAX_SIZE (1u << 20)
+
+struct frame_fd {
+	size_t offset; /* byte of the send buffer the descriptor travels with */
+	int fd; /* borrowed: the owner keeps it open until frame_writer_pending_fds() drops */
+};
+
+struct frame_writer {
+	uint8_t *data;
+	size_t len; /* bytes queued */
+	size_t sent; /* of which already sent */
+	size_t cap;
+	struct frame_fd *fds;
+	size_t nfds, fds_sent, fds_cap;
+};
+
+struct frame_reader {
+	uint8_t *data;
+	size_t start; /* first unconsumed byte */
+	size_t len; /* bytes held, from data[0] */
+	size_t cap;
+};
+
+void frame_writer_init(struct frame_writer *w);
+void frame_writer_finish(struct frame_writer *w);
+/* Append one frame holding `msg`; with fd >= 0 the descriptor is sent along with the
+ * frame's first byte. -EMSGSIZE if the packed message exceeds FRAME_MAX_SIZE. */
+int frame_writer_add(struct frame_writer *w, const ProtobufCMessage *msg, int fd);
+/* Bytes still to send. */
+size_t frame_writer_pending(const struct frame_writer *w);
+/* Send as much as the socket takes without blocking. Returns 0 when everything was
+ * sent, -EAGAIN when the socket is full, or a negative errno. */
+int frame_writer_send(struct frame_writer *w, int sock);
+
+void frame_reader_init(struct frame_reader *r);
+void frame_reader_finish(struct frame_reader *r);
+/* Read what the socket has without blocking. Returns bytes read (> 0), -EAGAIN when
+ * nothing is there, -ECONNRESET at end of stream, or a negative errno. */
+int frame_reader_fill(struct frame_reader *r, int sock);
+/* Take the next complete frame: 1 with *frame / *len set (valid until the next reader
+ * call), 0 when more bytes are needed, -EMSGSIZE for a length over FRAME_MAX_SIZE. */
+int frame_reader_next(struct frame_reader *r, const uint8_t **frame, size_t *len);
+
+#endif

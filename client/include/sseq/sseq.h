@@ -1,0 +1,345 @@
+/* libsseq: the C client of sseqd, the per-GPU event-sequencing daemon. A client holds no
+ * GPU context; it submits allocations, copies and kernels to the daemon over a Unix
+ * socket and moves bulk data through shared-memory staging arenas. See libsseq(3). */
+#ifndef SSEQ_SSEQ_H
+#define SSEQ_SSEQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Conventions
+ * -----------
+ * Every fallible function returns 0 (or a documented non-negative value) on success and
+ * a negative code on failure:
+ *
+ *   - a negative errno for system and library errors (-ENOMEM, -ECONNRESET when the
+ *     daemon went away, -EPROTO when it broke the protocol, -EINVAL for bad arguments
+ *     caught before anything is sent, -ETIMEDOUT for an expired poll);
+ *   - -SSEQ_ERR_* (below) for a status the daemon returned for a request.
+ *
+ * sseq_strerror() names any of them; sseq_last_error_message() gives the daemon's own
+ * detail text for the most recent daemon error returned on a connection.
+ *
+ * Threads: a struct sseq must be used by one thread at a time (callers serialise; the
+ * library takes no locks). Different connections are fully independent and may be used
+ * from different threads concurrently. Callbacks run on the thread that called into the
+ * library and must not call libsseq functions on the same connection.
+ *
+ * Submission is non-blocking: copy, execute and await-style requests are packed into a
+ * send buffer and leave in batches, when the buffer fills, on sseq_flush(), or on any
+ * call that waits (sseq_wait, sseq_sync, sseq_alloc, ...). Each such request gets a tag;
+ * sseq_wait(tag) blocks until that request is finished. An error for a request nobody
+ * waits on is never lost: it is kept and returned, once, by a later sseq_sync() (or
+ * sseq_next_error()).
+ *
+ * Handles (buffers, slices, modules) are per-connection numbers assigned by the daemon;
+ * 0 is never a valid handle.
+ */
+
+/* Daemon statuses, as returned negated (-SSEQ_ERR_UNKNOWN_HANDLE). The value minus
+ * SSEQ_ERR_BASE is the wire protocol's Status; errno values never reach this range. */
+enum sseq_error {
+	SSEQ_ERR_BASE = 4000,
+	SSEQ_ERR_INVALID_ARGUMENT = SSEQ_ERR_BASE + 1,
+	SSEQ_ERR_UNKNOWN_HANDLE = SSEQ_ERR_BASE + 2,
+	SSEQ_ERR_OUT_OF_RANGE = SSEQ_ERR_BASE + 3,
+	SSEQ_ERR_PERMISSION_DENIED = SSEQ_ERR_BASE + 4,
+	SSEQ_ERR_UNSUPPORTED_VERSION = SSEQ_ERR_BASE + 5,
+	SSEQ_ERR_UNKNOWN_KERNEL = SSEQ_ERR_BASE + 6,
+	SSEQ_ERR_BAD_ARGUMENT_TYPE = SSEQ_ERR_BASE + 7,
+	SSEQ_ERR_RESOURCE_EXHAUSTED = SSEQ_ERR_BASE + 8,
+	SSEQ_ERR_DEVICE_ERROR = SSEQ_ERR_BASE + 9,
+	SSEQ_ERR_DEPENDENCY_FAILED = SSEQ_ERR_BASE + 10,
+	SSEQ_ERR_INJECTED_FAULT = SSEQ_ERR_BASE + 11,
+	SSEQ_ERR_DOUBLE_DEFINITION = SSEQ_ERR_BASE + 12,
+	SSEQ_ERR_STAGING_UNSEALED = SSEQ_ERR_BASE + 13,
+	SSEQ_ERR_FRAME_TOO_LARGE = SSEQ_ERR_BASE + 14,
+	SSEQ_ERR_BUSY = SSEQ_ERR_BASE + 15,
+	SSEQ_ERR_SHUTTING_DOWN = SSEQ_ERR_BASE + 16,
+	SSEQ_ERR_INTERNAL = SSEQ_ERR_BASE + 17,
+	SSEQ_ERR_PROTOCOL_ERROR = SSEQ_ERR_BASE + 18,
+	/* One past the last status this header knows; a newer daemon may send more. */
+	SSEQ_ERR_END,
+};
+
+/* True for a (negative) code that carries a daemon status rather than an errno. */
+#define SSEQ_IS_DAEMON_ERROR(code) ((code) <= -SSEQ_ERR_BASE && (code) > -(SSEQ_ERR_BASE + 1000))
+
+/* A readable description of 0, any negative errno or any -SSEQ_ERR_*. Never NULL; the
+ * string is static. */
+const char *sseq_strerror(int code);
+
+struct sseq;
+
+/* Optional settings for sseq_connect(). Zero-initialise, set .size to sizeof the struct
+ * (0 is read as this first version's size), and fill what you need; zero or NULL fields
+ * take the defaults. Fields are only ever appended. */
+struct sseq_connect_options {
+	size_t size;
+	/* Shown by sseqctl. Default: the program's short name. */
+	const char *client_name;
+	/* Grouping label, e.g. a pytest-xdist worker id. Default: $PYTEST_XDIST_WORKER. */
+	const char *worker_id;
+	/* Bytes of the first staging arena, created on first use. More arenas are added on
+	 * demand (a request larger than this gets one of its own). Default: 64 MiB. */
+	uint64_t staging_size;
+};
+
+/* Connect to the daemon at `path` and say Hello. path NULL: $SSEQ_SOCKET if set and not
+ * empty, else /run/sseq/gpu0.sock. opts may be NULL. Waits for the Welcome. On success
+ * *out is the connection (free it with sseq_close). On failure *out is NULL and
+ * sseq_last_error_message(NULL) says why on this thread. Returns 0, a negative errno
+ * (-ENOENT / -ECONNREFUSED: no daemon there) or -SSEQ_ERR_UNSUPPORTED_VERSION. */
+int sseq_connect(const char *path, const struct sseq_connect_options *opts, struct sseq **out);
+
+/* Close the connection and free everything the library holds for it, including staging
+ * arenas and memory from sseq_host_alloc(). Requests still buffered are sent first, but
+ * nothing is waited for: the daemon frees the session's buffers once its in-flight work
+ * is complete. Call sseq_sync() first to learn how that work ended. NULL is a no-op. */
+void sseq_close(struct sseq *s);
+
+/* What the daemon said in its Welcome. The strings belong to the connection. */
+struct sseq_info {
+	uint64_t session;
+	uint32_t protocol_major;
+	uint32_t protocol_minor;
+	const char *daemon_version;
+	uint32_t device_index;
+	const char *device_name;
+	const char *backend; /* "sim" or "hip" */
+	const char *arch; /* "gfx90a", "sm_90", "" for sim */
+	uint64_t memory_total;
+};
+
+/* Fill *info from the Welcome (no I/O). Returns 0. */
+int sseq_get_info(struct sseq *s, struct sseq_info *info);
+
+/* The daemon's detail text for the last daemon error (-SSEQ_ERR_*) a function returned
+ * on this connection, or a description of the last local failure; "" if none. With
+ * s == NULL: the calling thread's last failed sseq_connect(). Valid until the next call
+ * on the connection (or the next sseq_connect on this thread). */
+const char *sseq_last_error_message(struct sseq *s);
+
+/*
+ * Device buffers
+ * --------------
+ * These wait for the daemon's Reply (one round trip; queued requests are sent first).
+ */
+
+/* Allocate `size` bytes of device memory; *buf is its handle. label is shown by sseqctl
+ * and in leak reports (NULL: none). The contents are undefined until written. */
+int sseq_alloc(struct sseq *s, uint64_t size, const char *label, uint64_t *buf);
+
+/* Release a buffer or slice handle. The daemon defers the actual free until every
+ * operation submitted before it that uses the buffer is complete, and keeps a base alive
+ * while slices of it exist, so it is safe to free right after submitting a kernel that
+ * reads the buffer. Waits for the Reply only. */
+int sseq_free(struct sseq *s, uint64_t buf);
+
+/* A view of bytes [offset, offset + length) of buffer `buf` (a base or a slice); *slice
+ * is its handle. A slice shares its base's contents and ordering and keeps the base
+ * alive; free it with sseq_free(). label may be NULL. */
+int sseq_slice(struct sseq *s, uint64_t buf, uint64_t offset, uint64_t length, const char *label,
+	uint64_t *slice);
+
+/*
+ * Host memory
+ * -----------
+ * Bulk data moves through staging arenas: memfd mappings shared with the daemon. Memory
+ * from sseq_host_alloc() lies inside an arena, so copies from and to it need no extra
+ * host copy. Any other host memory works too; the library stages it.
+ */
+
+/* Allocate `size` bytes of host memory inside a staging arena, 64-byte aligned, valid
+ * until sseq_host_free() or sseq_close(). May wait for earlier copies to release arena
+ * space, or register a new arena with the daemon. */
+int sseq_host_alloc(struct sseq *s, uint64_t size, void **ptr);
+
+/* Give back memory from sseq_host_alloc(). Copies still in flight from or to it keep
+ * the space reserved until they complete, so this never waits. Returns -EINVAL if ptr is
+ * not the start of a live host allocation. */
+int sseq_host_free(struct sseq *s, void *ptr);
+
+/*
+ * Asynchronous operations
+ * -----------------------
+ * These queue a request and return without waiting for the daemon. If `tag` is not NULL
+ * it receives the request's tag for sseq_wait() and the daemon is asked to report the
+ * operation's completion; with NULL nobody waits, but a failure still reaches the next
+ * sseq_sync(). They return a negative code only for problems found before sending
+ * (bad arguments, a lost connection, no memory); the daemon's verdict comes from
+ * sseq_wait() or sseq_sync().
+ */
+
+/* Copy `len` bytes from host `src` to bytes [dst_off, dst_off + len) of buffer `dst`.
+ * If src lies inside memory from sseq_host_alloc() the copy reads it in place: do not
+ * modify that range until the copy is finished (sseq_wait). Otherwise src is copied into
+ * staging before this returns and may be reused at once. */
+int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *src, uint64_t len,
+	uint64_t *tag);
+
+/* Copy `len` bytes from buffer `src` at src_off to host `dst`. dst is written only when
+ * the completion is processed (during sseq_wait, sseq_sync, sseq_poll or any other
+ * waiting call): do not read it before sseq_wait(tag) or sseq_sync() returned 0, and keep
+ * it valid until then. If the copy fails, dst is left untouched. */
+int sseq_copy_d2h(struct sseq *s, uint64_t src, uint64_t src_off, void *dst, uint64_t len,
+	uint64_t *tag);
+
+/* Copy `len` bytes between device buffers (they may be views of one base if the ranges
+ * do not overlap). */
+int sseq_copy_d2d(struct sseq *s, uint64_t src, uint64_t src_off, uint64_t dst, uint64_t dst_off,
+	uint64_t len, uint64_t *tag);
+
+enum sseq_arg_type {
+	SSEQ_ARG_BUFFER = 1,
+	SSEQ_ARG_I32,
+	SSEQ_ARG_U32,
+	SSEQ_ARG_I64,
+	SSEQ_ARG_U64,
+	SSEQ_ARG_F32,
+	SSEQ_ARG_F64,
+};
+
+/* How a kernel uses a buffer argument; the daemon orders the launch from it. */
+enum sseq_access {
+	SSEQ_ACCESS_IN = 1,
+	SSEQ_ACCESS_OUT = 2,
+	SSEQ_ACCESS_INOUT = 3,
+};
+
+/* One kernel argument: a buffer with its access, or a typed scalar. Build them with the
+ * SSEQ_IN/SSEQ_F32/... macros below. */
+struct sseq_arg {
+	enum sseq_arg_type type;
+	enum sseq_access access; /* buffers only */
+	union {
+		uint64_t buffer;
+		int32_t i32;
+		uint32_t u32;
+		int64_t i64;
+		uint64_t u64;
+		float f32;
+		double f64;
+	} v;
+};
+
+static inline struct sseq_arg sseq_arg_buffer(uint64_t buf, enum sseq_access access)
+{
+	struct sseq_arg a;
+	a.type = SSEQ_ARG_BUFFER;
+	a.access = access;
+	a.v.buffer = buf;
+	return a;
+}
+
+#define SSEQ__ARG_SCALAR(name, ctype, kind)                                                       \
+	static inline struct sseq_arg sseq_arg_##name(ctype x)                                   \
+	{                                                                                         \
+		struct sseq_arg a;                                                                \
+		a.type = kind;                                                                    \
+		a.access = (enum sseq_access)0;                                                   \
+		a.v.name = x;                                                                     \
+		return a;                                                                         \
+	}
+SSEQ__ARG_SCALAR(i32, int32_t, SSEQ_ARG_I32)
+SSEQ__ARG_SCALAR(u32, uint32_t, SSEQ_ARG_U32)
+SSEQ__ARG_SCALAR(i64, int64_t, SSEQ_ARG_I64)
+SSEQ__ARG_SCALAR(u64, uint64_t, SSEQ_ARG_U64)
+SSEQ__ARG_SCALAR(f32, float, SSEQ_ARG_F32)
+SSEQ__ARG_SCALAR(f64, double, SSEQ_ARG_F64)
+#undef SSEQ__ARG_SCALAR
+
+#define SSEQ_IN(buf) sseq_arg_buffer((buf), SSEQ_ACCESS_IN)
+#define SSEQ_OUT(buf) sseq_arg_buffer((buf), SSEQ_ACCESS_OUT)
+#define SSEQ_INOUT(buf) sseq_arg_buffer((buf), SSEQ_ACCESS_INOUT)
+#define SSEQ_I32(x) sseq_arg_i32((int32_t)(x))
+#define SSEQ_U32(x) sseq_arg_u32((uint32_t)(x))
+#define SSEQ_I64(x) sseq_arg_i64((int64_t)(x))
+#define SSEQ_U64(x) sseq_arg_u64((uint64_t)(x))
+#define SSEQ_F32(x) sseq_arg_f32((float)(x))
+#define SSEQ_F64(x) sseq_arg_f64((double)(x))
+
+/* The launch shape: an explicit grid (grid[0] != 0), else an element count
+ * (elements != 0) from which the daemon derives the grid. A NULL shape, or one with
+ * both zero, lets the daemon derive the count from the arguments. */
+struct sseq_launch {
+	uint64_t elements;
+	uint32_t grid[3];
+	uint32_t block[3];
+	uint32_t shared_mem; /* dynamic shared memory, bytes */
+};
+
+/* Launch the built-in kernel `kernel` (e.g. "axpy") with `nargs` arguments. It runs after
+ * every earlier operation that writes a buffer it reads, and after earlier readers and
+ * writers of buffers it writes, whatever stream those ran on. Fails with -EINVAL before
+ * sending if an argument is malformed; the daemon checks the signature
+ * (-SSEQ_ERR_UNKNOWN_KERNEL, -SSEQ_ERR_BAD_ARGUMENT_TYPE). */
+int sseq_execute(struct sseq *s, const char *kernel, const struct sseq_arg *args, size_t nargs,
+	const struct sseq_launch *shape, uint64_t *tag);
+
+/* Load a code object (a path inside the daemon's --module-dir; HIP backend only) and wait
+ * for its handle. */
+int sseq_load_module(struct sseq *s, const char *path, uint64_t *module);
+
+/* Like sseq_execute(), for function `name` of a module from sseq_load_module(). */
+int sseq_execute_function(struct sseq *s, uint64_t module, const char *name,
+	const struct sseq_arg *args, size_t nargs, const struct sseq_launch *shape, uint64_t *tag);
+
+/*
+ * Waiting
+ * -------
+ */
+
+/* Send every buffered request. Waits only for the socket to take them (processing any
+ * replies that arrive meanwhile). */
+int sseq_flush(struct sseq *s);
+
+/* Wait until request `tag` is finished: its Completion, or the Reply that rejected it.
+ * Returns its status: 0, or the error (then it is not reported again by sseq_sync).
+ * A tag that already finished returns 0, or its error if that was not yet reported.
+ * -EINVAL for a tag this connection never issued. */
+int sseq_wait(struct sseq *s, uint64_t tag);
+
+/* Wait until the buffer's contents are defined: its producing operation completed.
+ * Returns 0 or that operation's error (e.g. -SSEQ_ERR_DEPENDENCY_FAILED). */
+int sseq_await(struct sseq *s, uint64_t buf);
+
+/* Wait until everything submitted on this connection is complete and every outstanding
+ * request is finished. Returns 0, or the oldest error not yet reported (the detail is
+ * in sseq_last_error_message). Further unreported errors stay queued for the next call. */
+int sseq_sync(struct sseq *s);
+
+/* Pop the oldest unreported error without any I/O: returns it (0 if none) and its
+ * request's tag in *tag (may be NULL). */
+int sseq_next_error(struct sseq *s, uint64_t *tag);
+
+/* Send buffered requests, then process messages from the daemon, waiting at most
+ * timeout_ms for the first one (0: do not wait, -1: wait indefinitely). Returns the
+ * number of requests that finished (>= 0), -ETIMEDOUT if nothing arrived in time, or a
+ * negative error. */
+int sseq_poll(struct sseq *s, int timeout_ms);
+
+/* Requests submitted and not yet finished. */
+uint64_t sseq_outstanding(struct sseq *s);
+
+/* The socket, for use in an event loop: when it is readable call sseq_poll(s, 0). */
+int sseq_get_fd(struct sseq *s);
+
+/* Called when a request that returned a tag finishes, with its status. Return nonzero to
+ * take charge of an error (it is then not kept for sseq_sync); return 0 to leave it
+ * queued. A D2H destination is already written when the callback runs. */
+typedef int (*sseq_completion_fn)(void *userdata, uint64_t tag, int status);
+
+/* Set (or clear, with NULL) the completion callback. */
+void sseq_set_completion_callback(struct sseq *s, sseq_completion_fn fn, void *userdata);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

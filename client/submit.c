@@ -1,0 +1,456 @@
+/* libsseq requests: buffers, staging and host memory, copies, kernels, modules and
+ * queries. Each call packs one Request and hands it to client_submit(); the ones that
+ * return a handle wait for their Reply. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+
+#define STAGING_ROUND (1u << 20)
+
+/* ---- buffers ---- */
+
+int sseq_alloc(struct sseq *s, uint64_t size, const char *label, uint64_t *buf)
+{
+	Sseq__Alloc al = SSEQ__ALLOC__INIT;
+	al.size = size;
+	al.label = (char *)(label ? label : "");
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	req.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	req.alloc = &al;
+	return client_request_wait(s, &req, buf);
+}
+
+int sseq_free(struct sseq *s, uint64_t buf)
+{
+	Sseq__Free fr = SSEQ__FREE__INIT;
+	fr.buffer = buf;
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	req.body_case = SSEQ__REQUEST__BODY_FREE;
+	req.free = &fr;
+	return client_request_wait(s, &req, NULL);
+}
+
+int sseq_slice(struct sseq *s, uint64_t buf, uint64_t offset, uint64_t length, const char *label,
+	uint64_t *slice)
+{
+	Sseq__Slice sl = SSEQ__SLICE__INIT;
+	sl.buffer = buf;
+	sl.offset = offset;
+	sl.length = length;
+	sl.label = (char *)(label ? label : "");
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	req.body_case = SSEQ__REQUEST__BODY_SLICE;
+	req.slice = &sl;
+	return client_request_wait(s, &req, slice);
+}
+
+int sseq_load_module(struct sseq *s, const char *path, uint64_t *module)
+{
+	if (!path || !*path)
+		return -EINVAL;
+	Sseq__LoadModule lm = SSEQ__LOAD_MODULE__INIT;
+	lm.path = (char *)path;
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	req.body_case = SSEQ__REQUEST__BODY_LOAD_MODULE;
+	req.load_module = &lm;
+	return client_request_wait(s, &req, module);
+}
+
+/* ---- staging ---- */
+
+/* Register a new arena able to hold `len` bytes. The first one gets the configured
+ * size; later ones at least that, so one large request does not leave us with a
+ * string of tiny arenas. */
+static int staging_add_arena(struct sseq *s, uint64_t len)
+{
+	uint64_t size = s->staging_size;
+	if (len > size)
+		size = (len + STAGING_ROUND - 1) / STAGING_ROUND * STAGING_ROUND;
+	struct staging_arena *a;
+	int r = staging_arena_create(size, "sseq-staging", &a);
+	if (r < 0) {
+		client_set_error(s, "cannot create a %llu-byte staging memfd: %s",
+			(unsigned long long)size, sseq_strerror(r));
+		return r;
+	}
+	Sseq__StagingRegister reg = SSEQ__STAGING_REGISTER__INIT;
+	reg.size = size;
+	reg.label = "sseq-staging";
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	req.body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
+	req.staging_register = &reg;
+	struct op *op = client_op_new();
+	if (!op) {
+		staging_arena_destroy(a);
+		return -ENOMEM;
+	}
+	op->waited = true;
+	r = client_submit(s, &req, a->fd, op, NULL);
+	if (r == 0)
+		r = client_op_collect_handle(s, op, &a->handle);
+	if (r < 0) {
+		staging_arena_destroy(a);
+		return r;
+	}
+	struct staging_arena **tail = &s->arenas;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = a;
+	return 0;
+}
+
+/* Reserve `len` bytes of staging, held by the application (user) or by one request
+ * (refs = 1). When the arenas are full, wait for copies in flight to release space
+ * before growing: that bounds memory under a steady stream of copies. */
+static int staging_get(struct sseq *s, uint64_t len, bool user, struct staging_arena **out,
+	uint64_t *off)
+{
+	for (;;) {
+		bool could_fit = false;
+		for (struct staging_arena *a = s->arenas; a; a = a->next) {
+			int r = staging_arena_reserve(a, len, off);
+			if (r == 0) {
+				struct staging_range *rg = staging_arena_find(a, *off, len);
+				if (user) {
+					rg->user = true;
+				} else {
+					rg->refs = 1;
+					s->staging_refs++;
+				}
+				*out = a;
+				return 0;
+			}
+			if (r != -ENOSPC)
+				return r;
+			if (a->size >= len)
+				could_fit = true;
+		}
+		int r;
+		if (could_fit && s->staging_refs > 0) {
+			r = client_flush(s);
+			if (r == 0)
+				r = client_pump(s, -1);
+			if (r < 0 && r != -ETIMEDOUT)
+				return r;
+		} else {
+			r = staging_add_arena(s, len);
+			if (r < 0)
+				return r;
+		}
+	}
+}
+
+void client_staging_trim(struct sseq *s)
+{
+	if (!s->arenas)
+		return;
+	struct staging_arena **p = &s->arenas->next;
+	while (*p) {
+		struct staging_arena *a = *p;
+		if (a->nranges > 0) {
+			p = &a->next;
+			continue;
+		}
+		Sseq__StagingUnregister un = SSEQ__STAGING_UNREGISTER__INIT;
+		un.staging = a->handle;
+		Sseq__Request req = SSEQ__REQUEST__INIT;
+		req.body_case = SSEQ__REQUEST__BODY_STAGING_UNREGISTER;
+		req.staging_unregister = &un;
+		struct op *op = client_op_new();
+		if (!op || client_submit(s, &req, -1, op, NULL) < 0)
+			return; /* keep the arena; try again at the next sync */
+		/* The daemon has its own mapping and drops it once no copy uses it. */
+		*p = a->next;
+		staging_arena_destroy(a);
+	}
+}
+
+void client_staging_destroy(struct sseq *s)
+{
+	while (s->arenas) {
+		struct staging_arena *a = s->arenas;
+		s->arenas = a->next;
+		staging_arena_destroy(a);
+	}
+}
+
+static struct staging_arena *arena_of(struct sseq *s, const void *p)
+{
+	for (struct staging_arena *a = s->arenas; a; a = a->next)
+		if (staging_arena_contains(a, p))
+			return a;
+	return NULL;
+}
+
+int sseq_host_alloc(struct sseq *s, uint64_t size, void **ptr)
+{
+	*ptr = NULL;
+	if (size == 0)
+		return -EINVAL;
+	if (s->broken)
+		return s->broken;
+	struct staging_arena *a;
+	uint64_t off;
+	int r = staging_get(s, size, true, &a, &off);
+	if (r < 0)
+		return r;
+	*ptr = a->base + off;
+	return 0;
+}
+
+int sseq_host_free(struct sseq *s, void *ptr)
+{
+	if (!ptr)
+		return 0;
+	struct staging_arena *a = arena_of(s, ptr);
+	if (!a)
+		return -EINVAL;
+	uint64_t off = (uint64_t)((uint8_t *)ptr - a->base);
+	struct staging_range *rg = staging_arena_find(a, off, 0);
+	if (!rg || rg->offset != off || !rg->user)
+		return -EINVAL;
+	staging_range_unhold(a, rg);
+	return 0;
+}
+
+/* Point op at the staging for host memory [p, p + len): in place if it lies in memory
+ * from sseq_host_alloc, else in a fresh range (filled from p for H2D; for D2H copied to
+ * p on completion). *copy_off is where the daemon reads or writes. */
+static int staging_attach(struct sseq *s, struct op *op, void *p, uint64_t len, bool to_device,
+	uint64_t *copy_off)
+{
+	struct staging_arena *a = arena_of(s, p);
+	if (a) {
+		uint64_t off = (uint64_t)((uint8_t *)p - a->base);
+		struct staging_range *rg = staging_arena_find(a, off, len);
+		if (!rg || !rg->user) {
+			client_set_error(s, "host range is inside a staging arena but not inside "
+					    "one live sseq_host_alloc allocation");
+			return -EINVAL;
+		}
+		rg->refs++;
+		s->staging_refs++;
+		op->arena = a;
+		op->staging_off = rg->offset;
+		*copy_off = off;
+		return 0;
+	}
+	uint64_t off;
+	int r = staging_get(s, len, false, &a, &off);
+	if (r < 0)
+		return r;
+	op->arena = a;
+	op->staging_off = off;
+	if (to_device) {
+		memcpy(a->base + off, p, len);
+	} else {
+		op->copy_out = p;
+		op->copy_len = len;
+	}
+	*copy_off = off;
+	return 0;
+}
+
+/* ---- copies and kernels ---- */
+
+int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *src, uint64_t len,
+	uint64_t *tag)
+{
+	if (!src || len == 0)
+		return -EINVAL;
+	if (s->broken)
+		return s->broken;
+	struct op *op = client_op_new();
+	if (!op)
+		return -ENOMEM;
+	uint64_t off;
+	int r = staging_attach(s, op, (void *)src, len, true, &off);
+	if (r < 0) {
+		free(op);
+		return r;
+	}
+	Sseq__CopyH2D c = SSEQ__COPY_H2_D__INIT;
+	c.staging = op->arena->handle;
+	c.staging_offset = off;
+	c.dst = dst;
+	c.dst_offset = dst_off;
+	c.length = len;
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	req.body_case = SSEQ__REQUEST__BODY_COPY_H2D;
+	req.copy_h2d = &c;
+	/* The staging range may be reused only once the copy is complete. */
+	req.want_completion = true;
+	op->user_tag = tag != NULL;
+	return client_submit(s, &req, -1, op, tag);
+}
+
+int sseq_copy_d2h(struct sseq *s, uint64_t src, uint64_t src_off, void *dst, uint64_t len,
+	uint64_t *tag)
+{
+	if (!dst || len == 0)
+		return -EINVAL;
+	if (s->broken)
+		return s->broken;
+	struct op *op = client_op_new();
+	if (!op)
+		return -ENOMEM;
+	uint64_t off;
+	int r = staging_attach(s, op, dst, len, false, &off);
+	if (r < 0) {
+		free(op);
+		return r;
+	}
+	Sseq__CopyD2H c = SSEQ__COPY_D2_H__INIT;
+	c.src = src;
+	c.src_offset = src_off;
+	c.staging = op->arena->handle;
+	c.staging_offset = off;
+	c.length = len;
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	req.body_case = SSEQ__REQUEST__BODY_COPY_D2H;
+	req.copy_d2h = &c;
+	req.want_completion = true;
+	op->user_tag = tag != NULL;
+	return client_submit(s, &req, -1, op, tag);
+}
+
+/* Queue a request that returns at once; with a tag the caller can wait for it. */
+static int submit_async(struct sseq *s, Sseq__Request *req, uint64_t *tag)
+{
+	struct op *op = client_op_new();
+	if (!op)
+		return -ENOMEM;
+	req->want_completion = tag != NULL;
+	op->user_tag = tag != NULL;
+	return client_submit(s, req, -1, op, tag);
+}
+
+int sseq_copy_d2d(struct sseq *s, uint64_t src, uint64_t src_off, uint64_t dst, uint64_t dst_off,
+	uint64_t len, uint64_t *tag)
+{
+	if (len == 0)
+		return -EINVAL;
+	Sseq__CopyD2D c = SSEQ__COPY_D2_D__INIT;
+	c.src = src;
+	c.src_offset = src_off;
+	c.dst = dst;
+	c.dst_offset = dst_off;
+	c.length = len;
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	req.body_case = SSEQ__REQUEST__BODY_COPY_D2D;
+	req.copy_d2d = &c;
+	return submit_async(s, &req, tag);
+}
+
+static int execute(struct sseq *s, const char *kernel, uint64_t module, const char *name,
+	const struct sseq_arg *args, size_t nargs, const struct sseq_launch *shape, uint64_t *tag)
+{
+	struct args_pack p;
+	int r = args_pack(&p, args, nargs, shape);
+	if (r == 0) {
+		if (kernel) {
+			p.ex.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
+			p.ex.kernel = (char *)kernel;
+		} else {
+			sseq__module_function__init(&p.fn);
+			p.fn.module = module;
+			p.fn.name = (char *)name;
+			p.ex.target_case = SSEQ__EXECUTE__TARGET_FUNCTION;
+			p.ex.function = &p.fn;
+		}
+		Sseq__Request req = SSEQ__REQUEST__INIT;
+		req.body_case = SSEQ__REQUEST__BODY_EXECUTE;
+		req.execute = &p.ex;
+		r = submit_async(s, &req, tag);
+	} else if (r == -EINVAL) {
+		client_set_error(s, "malformed kernel argument (type, access or zero handle)");
+	}
+	args_pack_finish(&p);
+	return r;
+}
+
+int sseq_execute(struct sseq *s, const char *kernel, const struct sseq_arg *args, size_t nargs,
+	const struct sseq_launch *shape, uint64_t *tag)
+{
+	if (!kernel || !*kernel)
+		return -EINVAL;
+	return execute(s, kernel, 0, NULL, args, nargs, shape, tag);
+}
+
+int sseq_execute_function(struct sseq *s, uint64_t module, const char *name,
+	const struct sseq_arg *args, size_t nargs, const struct sseq_launch *shape, uint64_t *tag)
+{
+	if (!name || !*name || module == 0)
+		return -EINVAL;
+	return execute(s, NULL, module, name, args, nargs, shape, tag);
+}
+
+/* ---- queries (sseq-internal.h) ---- */
+
+int sseq_query_send(struct sseq *s, const Sseq__Query *query, uint64_t *tag)
+{
+	struct op *op = client_op_new();
+	if (!op)
+		return -ENOMEM;
+	/* Results wait in the op until sseq_query_next collects them. */
+	op->waited = true;
+	op->follow = query->trace && query->trace->follow;
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	req.body_case = SSEQ__REQUEST__BODY_QUERY;
+	req.query = (Sseq__Query *)query;
+	int r = client_submit(s, &req, -1, op, tag);
+	if (r == 0)
+		r = client_flush(s);
+	return r;
+}
+
+int sseq_query_next(struct sseq *s, uint64_t tag, int timeout_ms, Sseq__QueryResult **result)
+{
+	*result = NULL;
+	struct op *op = client_op_find(s, tag);
+	if (!op || op->kind != SSEQ__REQUEST__BODY_QUERY)
+		return -EINVAL;
+	while (op->nresults == 0 && !op->done) {
+		/* Good enough for a tool: each message restarts the timeout. */
+		int r = client_pump(s, timeout_ms);
+		if (r == -ETIMEDOUT)
+			return r;
+		if (r < 0 && !op->done)
+			return r;
+	}
+	if (op->nresults == 0)
+		return client_op_collect(s, op);
+	Sseq__QueryResult *qr = op->results[0];
+	memmove(&op->results[0], &op->results[1], --op->nresults * sizeof(*op->results));
+	if (op->done && op->nresults == 0)
+		client_op_collect(s, op);
+	int code = client_status_code((int)qr->status);
+	if (code != 0) {
+		client_set_error(s, "%s", qr->message[0] ? qr->message : sseq_strerror(code));
+		sseq__query_result__free_unpacked(qr, NULL);
+		return code;
+	}
+	*result = qr;
+	return 0;
+}
+
+int sseq_query(struct sseq *s, Sseq__QueryKind kind, uint64_t session, Sseq__QueryResult **result)
+{
+	*result = NULL;
+	Sseq__Query q = SSEQ__QUERY__INIT;
+	q.kind = kind;
+	q.session = session;
+	uint64_t tag;
+	int r = sseq_query_send(s, &q, &tag);
+	if (r < 0)
+		return r;
+	return sseq_query_next(s, tag, -1, result);
+}
+
+void sseq_query_result_free(Sseq__QueryResult *result)
+{
+	if (result)
+		sseq__query_result__free_unpacked(result, NULL);
+}
