@@ -1,0 +1,63 @@
+/* The sim backend: a CPU device with one worker thread per stream, host memory as device
+ * memory, configurable delays and injected faults, and a shadow race detector that checks
+ * every access against the point that last wrote or read its allocation. */
+#ifndef SSEQ_SIM_H
+#define SSEQ_SIM_H
+
+#include <stdint.h>
+
+#include "backend.h"
+
+#define SIM_SCRIPT_MAX 64
+#define SIM_INJECT_MAX 32
+#define SIM_DEFAULT_MEMORY (16ull << 30)
+
+enum sim_delay_mode {
+	SIM_DELAY_NONE,
+	SIM_DELAY_FIXED, /* lo */
+	SIM_DELAY_RAND, /* uniform in [lo, hi], per-stream seeded PRNG */
+	SIM_DELAY_SCRIPT, /* script[0], script[1], ... then again from the start */
+};
+
+/* Slept before each op of one stream kind (not before waits or records). */
+struct sim_delay {
+	enum sim_delay_mode mode;
+	uint64_t lo_ns, hi_ns;
+	unsigned nscript;
+	uint64_t script_ns[SIM_SCRIPT_MAX];
+};
+
+/* All zero is a valid configuration: no delays, no faults, 1 D2H and 1 D2D stream,
+ * SIM_DEFAULT_MEMORY bytes, seed 0. */
+struct sim_config {
+	/* Must equal the sequencer's seq_config: streams are numbered as the core numbers
+	 * them (0 compute, 1 H2D, then the D2H streams, then the D2D streams). 0 means 1. */
+	unsigned n_d2h;
+	unsigned n_d2d;
+	uint64_t memory; /* bytes the device offers; 0: SIM_DEFAULT_MEMORY */
+	uint64_t seed; /* for random delays */
+	struct sim_delay delay[SEQ_STREAM_D2D + 1]; /* by enum seq_stream_kind */
+	/* Launch calls (1-based, counted over all streams) that fail with
+	 * -BACKEND_EINJECTED without enqueuing anything. */
+	unsigned nfail;
+	uint64_t fail_op[SIM_INJECT_MAX];
+};
+
+/* Parse one --sim-delay spec into cfg: KIND=DELAY where KIND is compute, h2d, d2h, d2d or
+ * all, and DELAY is a duration (2ms), rand:LO-HI (rand:0-500us; a bare LO takes HI's
+ * unit) or script:D,D,... (cycled). Durations are a number with ns, us, ms or s; a bare
+ * 0 is allowed. Returns 0, or -EINVAL with *why set to a static reason. */
+int sim_parse_delay(struct sim_config *cfg, const char *spec, const char **why);
+/* Parse one --sim-inject spec: fail-op=N (N >= 1; repeatable). Returns 0 or -EINVAL
+ * with *why set. */
+int sim_parse_inject(struct sim_config *cfg, const char *spec, const char **why);
+
+/* Start the device: its worker threads are running when this returns 0. `complete` is
+ * called from a worker for every recorded event reached; `finding` (may be NULL) for
+ * each race-detector finding, from a worker or from the thread calling launch or
+ * mem_release. Neither may call back into the backend. Returns 0, -EINVAL for a bad
+ * config, or -ENOMEM / a thread-creation error. */
+int sim_create(struct backend *out, const struct sim_config *cfg, backend_complete_fn complete,
+	backend_finding_fn finding, void *arg);
+
+#endif

@@ -1,0 +1,1063 @@
+/* Tests for the sim backend (daemon/sim.c), mostly through the real sequencer core: data
+ * round trips, the race detector staying quiet when the core waits and speaking up when a
+ * wait is missing (bypassed, legacy window, early free), injected faults, spec parsing. */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "sequencer.h"
+#include "sim.h"
+
+#define MAX_FINDINGS 64
+
+/* One test's world: the sim, the core driving it, and what came back from the workers.
+ * The workers only push to the locked queues; the test thread calls seq_complete(). */
+struct harness {
+	struct backend be;
+	struct seq *seq;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct seq_point *done_q; /* completions not yet handed to the core */
+	int *status_q;
+	size_t nq, capq;
+	char *findings[MAX_FINDINGS];
+	unsigned nfindings;
+	uint64_t dones; /* done callbacks from the core */
+};
+
+static struct harness H;
+
+static void h_complete(void *arg, struct seq_point p, int status)
+{
+	pthread_mutex_lock(&H.mu);
+	if (H.nq == H.capq) {
+		size_t cap = H.capq ? 2 * H.capq : 64;
+
+		H.done_q = realloc(H.done_q, cap * sizeof(*H.done_q));
+		H.status_q = realloc(H.status_q, cap * sizeof(*H.status_q));
+		if (!H.done_q || !H.status_q)
+			abort();
+		H.capq = cap;
+	}
+	H.done_q[H.nq] = p;
+	H.status_q[H.nq] = status;
+	H.nq++;
+	pthread_cond_signal(&H.cond);
+	pthread_mutex_unlock(&H.mu);
+}
+
+static void h_finding(void *arg, const char *what)
+{
+	pthread_mutex_lock(&H.mu);
+	if (H.nfindings < MAX_FINDINGS)
+		H.findings[H.nfindings] = strdup(what);
+	H.nfindings++;
+	pthread_mutex_unlock(&H.mu);
+}
+
+static void h_done(void *ctx, uint64_t cookie, int status)
+{
+	H.dones++;
+}
+
+/* Hand queued completions to the core; with `block`, wait (bounded) for at least one. */
+static size_t h_drain(bool block)
+{
+	struct seq_point *q;
+	int *st;
+	size_t n;
+
+	pthread_mutex_lock(&H.mu);
+	if (block && H.nq == 0) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 20;
+		while (H.nq == 0)
+			if (pthread_cond_timedwait(&H.cond, &H.mu, &until) == ETIMEDOUT)
+				break;
+	}
+	q = H.done_q;
+	st = H.status_q;
+	n = H.nq;
+	H.done_q = NULL;
+	H.status_q = NULL;
+	H.nq = H.capq = 0;
+	pthread_mutex_unlock(&H.mu);
+	if (block)
+		ck_assert_msg(n > 0, "no completion within 20 s");
+	for (size_t i = 0; i < n; i++)
+		if (H.seq)
+			seq_complete(H.seq, q[i], st[i]);
+	free(q);
+	free(st);
+	return n;
+}
+
+/* Until n more completions came back (used without the core). */
+static void h_drain_n(size_t n)
+{
+	while (n)
+		n -= h_drain(true);
+}
+
+static void h_setup(const struct seq_config *scfg, const struct sim_config *simcfg)
+{
+	struct seq_backend sb;
+
+	memset(&H, 0, sizeof(H));
+	pthread_mutex_init(&H.mu, NULL);
+	pthread_cond_init(&H.cond, NULL);
+	ck_assert_int_eq(sim_create(&H.be, simcfg, h_complete, h_finding, NULL), 0);
+	if (!scfg)
+		return;
+	sb = H.be.ops->seq;
+	sb.ctx = H.be.ctx;
+	sb.done = h_done;
+	ck_assert_int_eq(seq_create(&H.seq, scfg, &sb), 0);
+}
+
+/* Until everything issued so far has completed. */
+static void h_sync(void)
+{
+	uint64_t want = H.dones + 1;
+	int r = seq_sync(H.seq, 1);
+
+	ck_assert_int_ge(r, 0);
+	if (r == 1)
+		return;
+	while (H.dones < want) {
+		seq_flush(H.seq);
+		h_drain(true);
+	}
+}
+
+/* Until buf's producer has completed. */
+static void h_await(struct seq_buffer *buf)
+{
+	uint64_t want = H.dones + 1;
+	int r = seq_await(H.seq, buf, 1);
+
+	ck_assert_int_ge(r, 0);
+	if (r == 1)
+		return;
+	while (H.dones < want) {
+		seq_flush(H.seq);
+		h_drain(true);
+	}
+}
+
+static uint64_t h_findings(void)
+{
+	return H.be.ops->findings(H.be.ctx);
+}
+
+static bool h_found(const char *needle)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&H.mu);
+	for (unsigned i = 0; i < H.nfindings && i < MAX_FINDINGS; i++)
+		if (strstr(H.findings[i], needle))
+			found = true;
+	pthread_mutex_unlock(&H.mu);
+	return found;
+}
+
+static void h_teardown(void)
+{
+	if (H.seq) {
+		h_sync();
+		seq_destroy(H.seq);
+		H.seq = NULL;
+	}
+	H.be.ops->destroy(H.be.ctx);
+	/* Workers are gone: what they queued needs no core any more. */
+	h_drain(false);
+	for (unsigned i = 0; i < H.nfindings && i < MAX_FINDINGS; i++)
+		free(H.findings[i]);
+	pthread_cond_destroy(&H.cond);
+	pthread_mutex_destroy(&H.mu);
+}
+
+static void h_delay(struct sim_config *cfg, const char *spec)
+{
+	const char *why;
+
+	ck_assert_msg(sim_parse_delay(cfg, spec, &why) == 0, "%s: %s", spec, why);
+}
+
+/* ---- test kernels (the sim only needs desc->cpu) ---- */
+
+static void cpu_add_one(const struct karg *args, uint64_t elements)
+{
+	const uint32_t *in = args[0].v.buf.ptr;
+	uint32_t *out = args[1].v.buf.ptr;
+
+	for (uint64_t i = 0; i < elements; i++)
+		out[i] = in[i] + 1;
+}
+
+static const struct kernel_desc k_add_one = {
+	.name = "add_one",
+	.nargs = 2,
+	.types = {KARG_BUFFER, KARG_BUFFER},
+	.access = {KARG_IN, KARG_OUT},
+	.cpu = cpu_add_one,
+};
+
+static atomic_uint touched;
+
+static void cpu_touch(const struct karg *args, uint64_t elements)
+{
+	atomic_fetch_add(&touched, 1);
+}
+
+static const struct kernel_desc k_touch = {
+	.name = "touch",
+	.nargs = 1,
+	.types = {KARG_BUFFER},
+	.access = {KARG_INOUT},
+	.cpu = cpu_touch,
+};
+
+/* ---- ops through the core ---- */
+
+static int h_copy(enum seq_op_kind kind, struct seq_buffer *buf, void *host, uint64_t len)
+{
+	struct op_payload p = {.host = host, .length = len};
+	struct seq_op op = {
+		.kind = kind,
+		.naccess = 1,
+		.access = {{buf, kind == SEQ_OP_H2D ? SEQ_WRITE : SEQ_READ}},
+		.payload = &p,
+	};
+
+	return seq_submit(H.seq, &op, NULL);
+}
+
+static int h_d2d(struct seq_buffer *src, struct seq_buffer *dst, uint64_t len)
+{
+	struct op_payload p = {.length = len};
+	struct seq_op op = {
+		.kind = SEQ_OP_D2D,
+		.naccess = 2,
+		.access = {{src, SEQ_READ}, {dst, SEQ_WRITE}},
+		.payload = &p,
+	};
+
+	return seq_submit(H.seq, &op, NULL);
+}
+
+static int h_add_one(struct seq_buffer *in, struct seq_buffer *out, uint64_t n)
+{
+	struct op_payload p = {
+		.kernel = &k_add_one,
+		.nargs = 2,
+		.args = {{KARG_BUFFER, KARG_IN, {.buf = {.index = 0}}},
+			{KARG_BUFFER, KARG_OUT, {.buf = {.index = 1}}}},
+		.elements = n,
+	};
+	struct seq_op op = {
+		.kind = SEQ_OP_EXEC,
+		.naccess = 2,
+		.access = {{in, SEQ_READ}, {out, SEQ_WRITE}},
+		.payload = &p,
+	};
+
+	return seq_submit(H.seq, &op, NULL);
+}
+
+static int h_touch(struct seq_buffer *buf)
+{
+	struct op_payload p = {
+		.kernel = &k_touch,
+		.nargs = 1,
+		.args = {{KARG_BUFFER, KARG_INOUT, {.buf = {.index = 0}}}},
+		.elements = 1,
+	};
+	struct seq_op op = {
+		.kind = SEQ_OP_EXEC,
+		.naccess = 1,
+		.access = {{buf, SEQ_READWRITE}},
+		.payload = &p,
+	};
+
+	return seq_submit(H.seq, &op, NULL);
+}
+
+static uint32_t *pattern(size_t n, uint32_t base)
+{
+	uint32_t *v = malloc(n * sizeof(*v));
+
+	ck_assert_ptr_nonnull(v);
+	for (size_t i = 0; i < n; i++)
+		v[i] = base + (uint32_t)i;
+	return v;
+}
+
+/* How many of out[i] differ from in[i] + 1. */
+static size_t wrong_add_one(const uint32_t *in, const uint32_t *out, size_t n)
+{
+	size_t wrong = 0;
+
+	for (size_t i = 0; i < n; i++)
+		wrong += out[i] != in[i] + 1;
+	return wrong;
+}
+
+/* H2D -> add_one -> D2H through the core; returns the number of wrong elements. */
+static size_t round_trip(size_t n, uint32_t base)
+{
+	struct seq_buffer *in, *out;
+	uint32_t *src = pattern(n, base), *dst = calloc(n, sizeof(uint32_t));
+	size_t wrong;
+
+	ck_assert_ptr_nonnull(dst);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, n * 4, &in), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, n * 4, &out), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, in, src, n * 4), 0);
+	ck_assert_int_eq(h_add_one(in, out, n), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, out, dst, n * 4), 0);
+	h_sync();
+	wrong = wrong_add_one(src, dst, n);
+	seq_buffer_free(H.seq, in);
+	seq_buffer_free(H.seq, out);
+	free(src);
+	free(dst);
+	return wrong;
+}
+
+/* ---- data through the core ---- */
+
+START_TEST(test_round_trip_gives_right_data)
+{
+	struct seq_config scfg = {0};
+
+	h_setup(&scfg, NULL);
+	ck_assert_uint_eq(round_trip(4096, 7), 0);
+	ck_assert_uint_eq(round_trip(1 << 20, 1000), 0); /* mmap-backed blocks too */
+	ck_assert_uint_eq(h_findings(), 0);
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_delayed_h2d_is_waited_for_and_detector_is_quiet)
+{
+	struct seq_config scfg = {0};
+	struct sim_config cfg = {0};
+
+	h_delay(&cfg, "h2d=5ms");
+	h_setup(&scfg, &cfg);
+	for (uint32_t i = 0; i < 4; i++)
+		ck_assert_uint_eq(round_trip(8192, 100 * i), 0);
+	ck_assert_uint_ge(seq_counters(H.seq)->waits_enqueued, 4);
+	ck_assert_uint_eq(h_findings(), 0);
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_copies_over_several_d2h_and_d2d_streams_are_ordered)
+{
+	struct seq_config scfg = {.n_d2h = 2, .n_d2d = 2};
+	struct sim_config cfg = {.n_d2h = 2, .n_d2d = 2};
+	enum { N = 2048 };
+	struct seq_buffer *a, *b, *c;
+	uint32_t *src = pattern(N, 5), *d1 = calloc(N, 4), *d2 = calloc(N, 4);
+
+	h_delay(&cfg, "all=rand:0-300us");
+	h_setup(&scfg, &cfg);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * 4, &a), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * 4, &b), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * 4, &c), 0);
+	for (int round = 0; round < 8; round++) {
+		memset(d1, 0, N * 4);
+		memset(d2, 0, N * 4);
+		src[0] = (uint32_t)round;
+		ck_assert_int_eq(h_copy(SEQ_OP_H2D, a, src, N * 4), 0);
+		ck_assert_int_eq(h_d2d(a, b, N * 4), 0); /* D2D stream 4 or 5 */
+		ck_assert_int_eq(h_d2d(b, c, N * 4), 0);
+		ck_assert_int_eq(h_copy(SEQ_OP_D2H, b, d1, N * 4), 0); /* D2H stream 2 or 3 */
+		ck_assert_int_eq(h_copy(SEQ_OP_D2H, c, d2, N * 4), 0);
+		h_sync();
+		ck_assert_mem_eq(d1, src, N * 4);
+		ck_assert_mem_eq(d2, src, N * 4);
+	}
+	ck_assert_uint_eq(h_findings(), 0);
+	free(src);
+	free(d1);
+	free(d2);
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_stream_layout_must_match_the_core)
+{
+	/* The core has two D2H streams; the sim one, so the core's stream 3 is a D2D
+	 * stream to the sim and the second D2H copy is refused, not run on the wrong queue. */
+	struct seq_config scfg = {.n_d2h = 2};
+	struct seq_buffer *a;
+	uint32_t host[16] = {0};
+
+	h_setup(&scfg, NULL);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, sizeof(host), &a), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, a, host, sizeof(host)), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, a, host, sizeof(host)), -EINVAL);
+	h_teardown();
+}
+END_TEST
+
+/* ---- the detector can fail: launches that bypass the core's waits ---- */
+
+static uint64_t sim_alloc(uint64_t size)
+{
+	uint64_t addr = 0;
+
+	ck_assert_int_eq(H.be.ops->seq.mem_alloc(H.be.ctx, size, &addr), 0);
+	ck_assert_uint_eq(addr % 256, 0);
+	return addr;
+}
+
+static int sim_launch(struct seq_point at, enum seq_op_kind kind, struct op_payload *p,
+	unsigned naccess, const uint64_t *addr, const unsigned *mode, uint64_t size)
+{
+	struct seq_op op = {.kind = kind, .naccess = naccess, .payload = p};
+
+	for (unsigned i = 0; i < naccess; i++) {
+		op.access[i].mode = mode[i];
+		op.access[i].addr = addr[i];
+		op.access[i].size = size;
+	}
+	return H.be.ops->seq.launch(H.be.ctx, at, &op);
+}
+
+/* Record (s, n) and wait for its completion to come back. */
+static void sim_record_wait(uint32_t s, uint64_t n)
+{
+	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){s, n}), 0);
+	h_drain(true);
+}
+
+/* H2D into `in` on stream 1 while its copy is delayed, then add_one reading `in` on the
+ * compute stream, with or without the wait the core would have emitted. */
+static void bypass_scenario(bool with_wait, size_t *wrong)
+{
+	enum { N = 1024 };
+	uint32_t *src = pattern(N, 1), *dst = calloc(N, 4);
+	uint64_t in = sim_alloc(N * 4), out = sim_alloc(N * 4);
+	struct op_payload h2d = {.host = src, .length = N * 4};
+	struct op_payload k = {
+		.kernel = &k_add_one,
+		.nargs = 2,
+		.args = {{KARG_BUFFER, KARG_IN, {.buf = {.index = 0}}},
+			{KARG_BUFFER, KARG_OUT, {.buf = {.index = 1}}}},
+		.elements = N,
+	};
+	struct op_payload d2h = {.host = dst, .length = N * 4};
+	const uint64_t kaddr[] = {in, out};
+	const unsigned kmode[] = {SEQ_READ, SEQ_WRITE};
+	const unsigned w = SEQ_WRITE, r = SEQ_READ;
+
+	ck_assert_int_eq(
+		sim_launch((struct seq_point){1, 1}, SEQ_OP_H2D, &h2d, 1, &in, &w, N * 4), 0);
+	if (with_wait) {
+		ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){1, 1}), 0);
+		ck_assert_int_eq(H.be.ops->seq.wait(H.be.ctx, 0, (struct seq_point){1, 1}), 0);
+	}
+	ck_assert_int_eq(
+		sim_launch((struct seq_point){0, 1}, SEQ_OP_EXEC, &k, 2, kaddr, kmode, N * 4), 0);
+	/* The D2H always waits for the kernel: the only missing wait is the one above. */
+	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){0, 1}), 0);
+	ck_assert_int_eq(H.be.ops->seq.wait(H.be.ctx, 2, (struct seq_point){0, 1}), 0);
+	ck_assert_int_eq(
+		sim_launch((struct seq_point){2, 1}, SEQ_OP_D2H, &d2h, 1, &out, &r, N * 4), 0);
+	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){2, 1}), 0);
+	if (!with_wait)
+		ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){1, 1}), 0);
+	h_drain_n(3);
+	*wrong = wrong_add_one(src, dst, N);
+	H.be.ops->seq.mem_release(H.be.ctx, in, N * 4);
+	H.be.ops->seq.mem_release(H.be.ctx, out, N * 4);
+	free(src);
+	free(dst);
+}
+
+START_TEST(test_kernel_launched_without_wait_on_delayed_h2d_is_a_race)
+{
+	struct sim_config cfg = {0};
+	size_t wrong;
+
+	h_delay(&cfg, "h2d=50ms");
+	h_setup(NULL, &cfg);
+	bypass_scenario(false, &wrong);
+	ck_assert_uint_eq(h_findings(), 1);
+	ck_assert(h_found("race: kernel add_one at 0:1 read buffer"));
+	ck_assert(h_found("before its producer 1:1 completed (missing wait)"));
+	ck_assert_uint_eq(wrong, 1024); /* it read the zeros of fresh memory */
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_same_launches_with_the_wait_are_clean)
+{
+	struct sim_config cfg = {0};
+	size_t wrong;
+
+	h_delay(&cfg, "h2d=50ms");
+	h_setup(NULL, &cfg);
+	bypass_scenario(true, &wrong);
+	ck_assert_uint_eq(h_findings(), 0);
+	ck_assert_uint_eq(wrong, 0);
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_write_before_pending_reader_is_a_race)
+{
+	struct sim_config cfg = {0};
+	uint32_t host[64] = {0};
+	uint64_t a;
+	struct op_payload k = {
+		.kernel = &k_touch,
+		.nargs = 1,
+		.args = {{KARG_BUFFER, KARG_IN, {.buf = {.index = 0}}}},
+		.elements = 1,
+	};
+	struct op_payload h2d = {.host = host, .length = sizeof(host)};
+	const unsigned r = SEQ_READ, w = SEQ_WRITE;
+
+	h_delay(&cfg, "compute=50ms");
+	h_setup(NULL, &cfg);
+	a = sim_alloc(sizeof(host));
+	ck_assert_int_eq(sim_launch((struct seq_point){0, 1}, SEQ_OP_EXEC, &k, 1, &a, &r, 256), 0);
+	ck_assert_int_eq(sim_launch((struct seq_point){1, 1}, SEQ_OP_H2D, &h2d, 1, &a, &w, 256), 0);
+	sim_record_wait(1, 1);
+	sim_record_wait(0, 1);
+	ck_assert_uint_eq(h_findings(), 1);
+	ck_assert(h_found("race: h2d at 1:1 wrote buffer"));
+	ck_assert(h_found("before its reader 0:1 completed"));
+	H.be.ops->seq.mem_release(H.be.ctx, a, sizeof(host));
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_release_while_op_pending_is_reported)
+{
+	struct sim_config cfg = {0};
+	uint64_t a;
+	struct op_payload k = {
+		.kernel = &k_touch,
+		.nargs = 1,
+		.args = {{KARG_BUFFER, KARG_INOUT, {.buf = {.index = 0}}}},
+		.elements = 1,
+	};
+	const unsigned rw = SEQ_READWRITE;
+	char expect[96];
+
+	h_delay(&cfg, "compute=50ms");
+	h_setup(NULL, &cfg);
+	a = sim_alloc(512);
+	ck_assert_int_eq(sim_launch((struct seq_point){0, 1}, SEQ_OP_EXEC, &k, 1, &a, &rw, 512), 0);
+	H.be.ops->seq.mem_release(H.be.ctx, a, 512);
+	snprintf(expect, sizeof(expect), "memory %#" PRIx64 " released while 0:1 still uses it", a);
+	ck_assert(h_found(expect));
+	sim_record_wait(0, 1);
+	/* Released, not reused: the op still ran on it and said so. */
+	ck_assert(h_found("use-after-free: kernel touch at 0:1 touched buffer"));
+	ck_assert_uint_eq(h_findings(), 2);
+	h_teardown();
+}
+END_TEST
+
+/* ---- the legacy bugs, injected in the core, are caught ---- */
+
+/* The seed: an H2D copy, the compute stream moving past a small window (each kernel seen
+ * complete), then a kernel reading the copy. */
+static void seed_scenario(unsigned legacy_window, size_t *wrong, uint64_t *elided)
+{
+	struct seq_config scfg = {.legacy_sync_window = legacy_window};
+	struct sim_config cfg = {0};
+	enum { N = 64 << 10 };
+	uint32_t *src = pattern(N, 3), *dst = calloc(N, 4);
+	struct seq_buffer *in, *tmp, *out;
+
+	h_delay(&cfg, "h2d=100ms");
+	h_setup(&scfg, &cfg);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * 4, &in), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &tmp), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * 4, &out), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, in, src, N * 4), 0);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(h_touch(tmp), 0);
+		h_await(tmp);
+	}
+	ck_assert_int_eq(h_add_one(in, out, N), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, out, dst, N * 4), 0);
+	h_sync();
+	*wrong = wrong_add_one(src, dst, N);
+	*elided = seq_counters(H.seq)->waits_elided_legacy;
+	free(src);
+	free(dst);
+}
+
+START_TEST(test_legacy_sync_window_race_is_caught)
+{
+	size_t wrong;
+	uint64_t elided;
+
+	seed_scenario(2, &wrong, &elided);
+	ck_assert_uint_eq(elided, 1);
+	ck_assert_uint_ge(h_findings(), 1);
+	ck_assert(h_found("race: kernel add_one at 0:5 read buffer"));
+	ck_assert(h_found("before its producer 1:1 completed (missing wait)"));
+	ck_assert_uint_gt(wrong, 0);
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_seed_scenario_without_legacy_window_is_clean)
+{
+	size_t wrong;
+	uint64_t elided;
+
+	seed_scenario(0, &wrong, &elided);
+	ck_assert_uint_eq(elided, 0);
+	ck_assert_uint_eq(h_findings(), 0);
+	ck_assert_uint_eq(wrong, 0);
+	h_teardown();
+}
+END_TEST
+
+/* A kernel reads `a` while delayed; the owner frees `a` and allocates `b` of the same size
+ * and fills it. With the legacy early free, b reuses a's memory under the kernel's feet. */
+static void early_free_scenario(bool legacy, bool *reused, size_t *wrong)
+{
+	struct seq_config scfg = {.legacy_early_free = legacy};
+	struct sim_config cfg = {0};
+	enum { N = 1024 };
+	uint32_t *src = pattern(N, 10), *other = pattern(N, 5000), *dst = calloc(N, 4);
+	struct seq_buffer *a, *b, *out;
+	uint64_t a_addr;
+
+	h_delay(&cfg, "compute=script:0,100ms");
+	h_setup(&scfg, &cfg);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * 4, &a), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * 4, &out), 0);
+	a_addr = a->addr;
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, a, src, N * 4), 0);
+	h_sync();
+	ck_assert_int_eq(h_touch(out), 0); /* the script's 0 delay */
+	ck_assert_int_eq(h_add_one(a, out, N), 0); /* runs 100 ms late */
+	seq_buffer_free(H.seq, a);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * 4, &b), 0);
+	*reused = b->addr == a_addr;
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, other, N * 4), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, out, dst, N * 4), 0);
+	h_sync();
+	*wrong = wrong_add_one(src, dst, N);
+	free(src);
+	free(other);
+	free(dst);
+}
+
+START_TEST(test_legacy_early_free_reuse_is_a_use_after_free)
+{
+	bool reused;
+	size_t wrong;
+
+	early_free_scenario(true, &reused, &wrong);
+	ck_assert(reused);
+	ck_assert_uint_ge(h_findings(), 2);
+	ck_assert(h_found("released while 0:2 still uses it"));
+	ck_assert(h_found("use-after-free: kernel add_one at 0:2 touched buffer"));
+	ck_assert_uint_gt(wrong, 0); /* it read the new owner's data */
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_deferred_free_keeps_memory_until_last_use)
+{
+	bool reused;
+	size_t wrong;
+
+	early_free_scenario(false, &reused, &wrong);
+	ck_assert(!reused);
+	ck_assert_uint_eq(h_findings(), 0);
+	ck_assert_uint_eq(wrong, 0);
+	h_teardown();
+}
+END_TEST
+
+/* ---- faults, memory, delays ---- */
+
+START_TEST(test_fail_op_fails_that_launch_only)
+{
+	struct seq_config scfg = {0};
+	struct sim_config cfg = {0};
+	struct seq_buffer *buf[4];
+	uint32_t host[64] = {0};
+	const char *why;
+
+	ck_assert_int_eq(sim_parse_inject(&cfg, "fail-op=3", &why), 0);
+	h_setup(&scfg, &cfg);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(seq_buffer_alloc(H.seq, sizeof(host), &buf[i]), 0);
+		ck_assert_int_eq(h_copy(SEQ_OP_H2D, buf[i], host, sizeof(host)),
+			i == 2 ? -BACKEND_EINJECTED : 0);
+	}
+	h_sync();
+	ck_assert_int_eq(seq_buffer_error(H.seq, buf[2]), -BACKEND_EINJECTED);
+	ck_assert_int_eq(seq_buffer_error(H.seq, buf[3]), 0);
+	ck_assert_uint_eq(seq_counters(H.seq)->ops_failed, 1);
+	ck_assert_uint_eq(seq_counters(H.seq)->ops_completed, 3);
+	ck_assert_uint_eq(h_findings(), 0);
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_released_memory_is_reused_lifo_and_counted)
+{
+	struct sim_config cfg = {.memory = 1 << 20};
+	struct backend_info info;
+	uint64_t a, b, c, d, e;
+
+	h_setup(NULL, &cfg);
+	a = sim_alloc(1000);
+	b = sim_alloc(1000);
+	c = sim_alloc(5000);
+	H.be.ops->info(H.be.ctx, &info);
+	ck_assert_str_eq(info.backend, "sim");
+	ck_assert_str_eq(info.name, "sseq sim device");
+	ck_assert_str_eq(info.arch, "");
+	ck_assert_uint_eq(info.memory_total, 1 << 20);
+	ck_assert_uint_eq(info.memory_used, 1024 + 1024 + 5120);
+	H.be.ops->seq.mem_release(H.be.ctx, a, 1000);
+	H.be.ops->seq.mem_release(H.be.ctx, c, 5000);
+	H.be.ops->seq.mem_release(H.be.ctx, b, 1000);
+	d = sim_alloc(1001); /* same 1024 class: the latest released first */
+	e = sim_alloc(1024);
+	ck_assert_uint_eq(d, b);
+	ck_assert_uint_eq(e, a);
+	ck_assert_int_eq(H.be.ops->seq.mem_alloc(H.be.ctx, 1 << 20, &a), -ENOMEM);
+	H.be.ops->info(H.be.ctx, &info);
+	ck_assert_uint_eq(info.memory_used, 2048);
+	ck_assert_uint_eq(h_findings(), 0);
+	H.be.ops->seq.mem_release(H.be.ctx, d, 1001);
+	H.be.ops->seq.mem_release(H.be.ctx, e, 1024);
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_script_delay_is_slept_before_each_op_in_turn)
+{
+	struct seq_config scfg = {0};
+	struct sim_config cfg = {0};
+	struct seq_buffer *buf;
+	struct timespec t0, t1;
+	double ms;
+
+	h_delay(&cfg, "compute=script:20ms,0");
+	h_setup(&scfg, &cfg);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 256, &buf), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(h_touch(buf), 0);
+	h_sync();
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	ck_assert_msg(ms >= 40.0, "4 ops with script 20ms,0 took %.1f ms", ms);
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_destroy_runs_everything_queued)
+{
+	struct sim_config cfg = {0};
+	struct op_payload k = {
+		.kernel = &k_touch,
+		.nargs = 1,
+		.args = {{KARG_BUFFER, KARG_INOUT, {.buf = {.index = 0}}}},
+		.elements = 1,
+	};
+	const unsigned rw = SEQ_READWRITE;
+	uint64_t a;
+
+	h_delay(&cfg, "compute=5ms");
+	h_setup(NULL, &cfg);
+	atomic_store(&touched, 0);
+	a = sim_alloc(256);
+	for (uint64_t i = 1; i <= 5; i++)
+		ck_assert_int_eq(
+			sim_launch((struct seq_point){0, i}, SEQ_OP_EXEC, &k, 1, &a, &rw, 256), 0);
+	ck_assert_uint_lt(atomic_load(&touched), 5);
+	h_teardown();
+	ck_assert_uint_eq(atomic_load(&touched), 5);
+}
+END_TEST
+
+START_TEST(test_launch_refuses_what_it_cannot_run_safely)
+{
+	struct sim_config cfg = {0};
+	uint32_t host[64];
+	struct op_payload h2d = {.host = host, .length = sizeof(host)};
+	const unsigned w = SEQ_WRITE;
+	uint64_t a, bogus = 0x1000;
+
+	h_setup(NULL, &cfg);
+	a = sim_alloc(sizeof(host));
+	/* Past the view, wrong stream for the kind, out-of-order point, unknown memory. */
+	ck_assert_int_eq(
+		sim_launch((struct seq_point){1, 1}, SEQ_OP_H2D, &h2d, 1, &a, &w, 128), -EINVAL);
+	ck_assert_int_eq(
+		sim_launch((struct seq_point){0, 1}, SEQ_OP_H2D, &h2d, 1, &a, &w, 256), -EINVAL);
+	ck_assert_int_eq(
+		sim_launch((struct seq_point){1, 2}, SEQ_OP_H2D, &h2d, 1, &a, &w, 256), -EINVAL);
+	ck_assert_int_eq(sim_launch((struct seq_point){1, 1}, SEQ_OP_H2D, &h2d, 1, &bogus, &w, 256),
+		-EFAULT);
+	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){1, 1}), -EINVAL);
+	ck_assert_int_eq(sim_launch((struct seq_point){1, 1}, SEQ_OP_H2D, &h2d, 1, &a, &w, 256), 0);
+	sim_record_wait(1, 1);
+	H.be.ops->seq.mem_release(H.be.ctx, a, sizeof(host));
+	h_teardown();
+}
+END_TEST
+
+/* ---- spec parsing ---- */
+
+START_TEST(test_delay_specs_parse)
+{
+	struct sim_config cfg = {0};
+
+	h_delay(&cfg, "h2d=2ms");
+	ck_assert_int_eq(cfg.delay[SEQ_STREAM_H2D].mode, SIM_DELAY_FIXED);
+	ck_assert_uint_eq(cfg.delay[SEQ_STREAM_H2D].lo_ns, 2000000);
+	h_delay(&cfg, "d2d=rand:0-500us");
+	ck_assert_int_eq(cfg.delay[SEQ_STREAM_D2D].mode, SIM_DELAY_RAND);
+	ck_assert_uint_eq(cfg.delay[SEQ_STREAM_D2D].lo_ns, 0);
+	ck_assert_uint_eq(cfg.delay[SEQ_STREAM_D2D].hi_ns, 500000);
+	h_delay(&cfg, "d2h=rand:1-3ms"); /* a bare LO takes HI's unit */
+	ck_assert_uint_eq(cfg.delay[SEQ_STREAM_D2H].lo_ns, 1000000);
+	ck_assert_uint_eq(cfg.delay[SEQ_STREAM_D2H].hi_ns, 3000000);
+	h_delay(&cfg, "compute=script:1ms,0,5ms");
+	ck_assert_int_eq(cfg.delay[SEQ_STREAM_COMPUTE].mode, SIM_DELAY_SCRIPT);
+	ck_assert_uint_eq(cfg.delay[SEQ_STREAM_COMPUTE].nscript, 3);
+	ck_assert_uint_eq(cfg.delay[SEQ_STREAM_COMPUTE].script_ns[0], 1000000);
+	ck_assert_uint_eq(cfg.delay[SEQ_STREAM_COMPUTE].script_ns[1], 0);
+	ck_assert_uint_eq(cfg.delay[SEQ_STREAM_COMPUTE].script_ns[2], 5000000);
+	h_delay(&cfg, "all=1.5us");
+	for (int k = 0; k <= SEQ_STREAM_D2D; k++)
+		ck_assert_uint_eq(cfg.delay[k].lo_ns, 1500);
+	h_delay(&cfg, "h2d=100ns");
+	h_delay(&cfg, "d2h=1s");
+	ck_assert_uint_eq(cfg.delay[SEQ_STREAM_D2H].lo_ns, 1000000000);
+	h_delay(&cfg, "all=0");
+	ck_assert_uint_eq(cfg.delay[SEQ_STREAM_H2D].lo_ns, 0);
+}
+END_TEST
+
+START_TEST(test_bad_delay_specs_are_rejected_with_a_reason)
+{
+	static const char *const bad[] = {
+		"",
+		"h2d",
+		"h2d=",
+		"gpu=1ms",
+		"h2d=5",
+		"h2d=5xs",
+		"h2d=-1ms",
+		"h2d= 1ms",
+		"h2d=1ms,2ms",
+		"h2d=rand:5ms-1ms",
+		"h2d=rand:1ms",
+		"h2d=rand:-",
+		"h2d=script:",
+		"h2d=script:1ms,",
+		"h2d=script:1ms,,2ms",
+		"h2d=inf",
+		"h2d=nanms",
+		"h2d=2h",
+		"h2d=7200s",
+		"H2D=1ms",
+		"all=rand:1-2",
+		"compute=script:1,2ms",
+	};
+	struct sim_config cfg = {0};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *why = NULL;
+
+		ck_assert_msg(
+			sim_parse_delay(&cfg, bad[i], &why) == -EINVAL, "accepted '%s'", bad[i]);
+		ck_assert_msg(why && *why, "no reason for '%s'", bad[i]);
+	}
+	for (int k = 0; k <= SEQ_STREAM_D2D; k++)
+		ck_assert_int_eq(cfg.delay[k].mode, SIM_DELAY_NONE);
+}
+END_TEST
+
+START_TEST(test_inject_specs_parse)
+{
+	static const char *const bad[] = {
+		"",
+		"fail-op",
+		"fail-op=",
+		"fail-op=0",
+		"fail-op=abc",
+		"fail-op=3x",
+		"fail-op=-1",
+		"fail-op=99999999999999999999999",
+		"crash=1",
+	};
+	struct sim_config cfg = {0};
+	const char *why;
+
+	ck_assert_int_eq(sim_parse_inject(&cfg, "fail-op=3", &why), 0);
+	ck_assert_int_eq(sim_parse_inject(&cfg, "fail-op=17", &why), 0);
+	ck_assert_uint_eq(cfg.nfail, 2);
+	ck_assert_uint_eq(cfg.fail_op[0], 3);
+	ck_assert_uint_eq(cfg.fail_op[1], 17);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why = NULL;
+		ck_assert_msg(
+			sim_parse_inject(&cfg, bad[i], &why) == -EINVAL, "accepted '%s'", bad[i]);
+		ck_assert_msg(why && *why, "no reason for '%s'", bad[i]);
+	}
+	ck_assert_uint_eq(cfg.nfail, 2);
+}
+END_TEST
+
+/* ---- throughput ---- */
+
+/* Submit n ops made by `submit` through the core, flushing and handing completions back
+ * the way the server's loop does; returns ops/s. */
+static double pump(uint64_t n, int (*submit)(uint64_t i, void *arg), void *arg)
+{
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (uint64_t i = 0; i < n;) {
+		int r = submit(i, arg);
+
+		if (r == -EAGAIN) {
+			seq_flush(H.seq);
+			h_drain(true);
+			continue;
+		}
+		if (r != 0) /* not ck_assert: each of those writes to Check's pipe */
+			ck_abort_msg("op %" PRIu64 " failed: %d", i, r);
+		if (++i % 128 == 0) {
+			seq_flush(H.seq);
+			h_drain(false);
+		}
+	}
+	h_sync();
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)n /
+		((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+}
+
+static int submit_touch(uint64_t i, void *arg)
+{
+	return h_touch(arg);
+}
+
+static int submit_pipeline(uint64_t i, void *arg)
+{
+	struct seq_buffer **b = arg;
+	static uint32_t in[16], out[16]; /* D2H copies all run on the one D2H stream */
+
+	switch (i % 3) {
+	case 0:
+		return h_copy(SEQ_OP_H2D, b[(i / 3) % 4], in, sizeof(in));
+	case 1:
+		return h_touch(b[(i / 3) % 4]);
+	default:
+		return h_copy(SEQ_OP_D2H, b[(i / 3) % 4], out, sizeof(out));
+	}
+}
+
+START_TEST(test_throughput_of_simple_ops)
+{
+	struct seq_config scfg = {0};
+	struct seq_buffer *buf[4];
+	uint64_t n = 300000;
+	const char *env = getenv("SSEQ_SIM_OPS");
+	double same, pipe;
+
+	if (env)
+		n = strtoull(env, NULL, 10);
+	h_setup(&scfg, NULL);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(seq_buffer_alloc(H.seq, 64, &buf[i]), 0);
+	same = pump(n, submit_touch, buf[0]);
+	pipe = pump(n, submit_pipeline, buf);
+	printf("sim throughput: %.0f ops/s one stream, %.0f ops/s h2d->kernel->d2h "
+	       "(%" PRIu64 " waits)\n",
+		same, pipe, seq_counters(H.seq)->waits_enqueued);
+	ck_assert_uint_eq(h_findings(), 0);
+	/* Loose: sanitizer builds are several times slower. */
+	ck_assert_msg(same > 20000 && pipe > 20000, "%.0f / %.0f ops/s", same, pipe);
+	h_teardown();
+}
+END_TEST
+
+static Suite *sim_suite(void)
+{
+	Suite *s = suite_create("sim");
+	TCase *data = tcase_create("data");
+	TCase *detector = tcase_create("detector");
+	TCase *device = tcase_create("device");
+	TCase *parse = tcase_create("parse");
+	TCase *speed = tcase_create("throughput");
+
+	tcase_add_test(data, test_round_trip_gives_right_data);
+	tcase_add_test(data, test_delayed_h2d_is_waited_for_and_detector_is_quiet);
+	tcase_add_test(data, test_copies_over_several_d2h_and_d2d_streams_are_ordered);
+	tcase_add_test(data, test_stream_layout_must_match_the_core);
+	suite_add_tcase(s, data);
+
+	tcase_add_test(detector, test_kernel_launched_without_wait_on_delayed_h2d_is_a_race);
+	tcase_add_test(detector, test_same_launches_with_the_wait_are_clean);
+	tcase_add_test(detector, test_write_before_pending_reader_is_a_race);
+	tcase_add_test(detector, test_release_while_op_pending_is_reported);
+	tcase_add_test(detector, test_legacy_sync_window_race_is_caught);
+	tcase_add_test(detector, test_seed_scenario_without_legacy_window_is_clean);
+	tcase_add_test(detector, test_legacy_early_free_reuse_is_a_use_after_free);
+	tcase_add_test(detector, test_deferred_free_keeps_memory_until_last_use);
+	suite_add_tcase(s, detector);
+
+	tcase_add_test(device, test_fail_op_fails_that_launch_only);
+	tcase_add_test(device, test_released_memory_is_reused_lifo_and_counted);
+	tcase_add_test(device, test_script_delay_is_slept_before_each_op_in_turn);
+	tcase_add_test(device, test_destroy_runs_everything_queued);
+	tcase_add_test(device, test_launch_refuses_what_it_cannot_run_safely);
+	suite_add_tcase(s, device);
+
+	tcase_add_test(parse, test_delay_specs_parse);
+	tcase_add_test(parse, test_bad_delay_specs_are_rejected_with_a_reason);
+	tcase_add_test(parse, test_inject_specs_parse);
+	suite_add_tcase(s, parse);
+
+	tcase_add_test(speed, test_throughput_of_simple_ops);
+	suite_add_tcase(s, speed);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(sim_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
