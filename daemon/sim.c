@@ -628,7 +628,6 @@ static int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	e->at = at;
 	e->kind = op->kind;
 	e->naccess = op->naccess;
-	sim_describe(who, sizeof(who), op->kind, p, at);
 
 	/* Resolve every view before changing any shadow, so a refused op leaves none. */
 	for (unsigned i = 0; i < op->naccess; i++) {
@@ -639,6 +638,7 @@ static int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 		v->block = sim_block_find(sim, v->addr, v->size);
 		if (!v->block) {
 			/* Not host memory the sim owns any more: running it could crash. */
+			sim_describe(who, sizeof(who), op->kind, p, at);
 			sim_report(sim, "use-after-free: %s touches unallocated memory %#" PRIx64,
 				who, v->addr);
 			r = -EFAULT;
@@ -646,11 +646,13 @@ static int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 		}
 		v->gen = atomic_load(&v->block->gen);
 		v->reported = !v->block->live;
-		if (v->reported)
+		if (v->reported) {
+			sim_describe(who, sizeof(who), op->kind, p, at);
 			sim_report(sim,
 				"use-after-free: %s touches buffer %#" PRIx64
 				" after it was released",
 				who, v->block->addr);
+		}
 	}
 	/* What the op must run after, by the shadow as launched so far (I2, I4). All found
 	 * before any update, so an op reading and writing one allocation needs itself not. */
