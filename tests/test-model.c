@@ -22,6 +22,8 @@
 #define MODEL_MAX_HANDLES 32
 #define MODEL_MAX_OP_ACCESS 4
 #define MODEL_PRINT_BUDGET 12
+/* Launch faults: rare, because a failure spreads to every later reader (I9). */
+#define MODEL_INJECT_PERCENT 1
 #define OWNER_FREE (-1)
 #define OWNER_PENDING (-2)
 
@@ -40,7 +42,10 @@ enum model_violation {
 };
 
 static const char *const violation_name[V_COUNT] = {
-	"RACE", "USE-AFTER-FREE", "EARLY-RELEASE", "VIOLATION",
+	"RACE",
+	"USE-AFTER-FREE",
+	"EARLY-RELEASE",
+	"VIOLATION",
 };
 
 /* splitmix64: tiny, and every 64-bit seed gives a good stream, so a sequence's seed can
@@ -179,6 +184,8 @@ struct model {
 	struct seq_config config;
 	struct seq *seq;
 	unsigned nstreams;
+	unsigned window; /* the window the core should apply */
+	unsigned eager; /* % of actions followed by device progress: how fast the device is */
 	bool destroyed;
 
 	int owner[MODEL_SPACE]; /* base id per address unit */
@@ -209,7 +216,7 @@ struct model {
 		struct seq_point at;
 	} sub;
 
-	uint64_t n_failed, n_eexist, n_eagain, n_records, n_waits, n_releases;
+	uint64_t n_failed, n_eexist, n_eagain, n_waits, n_releases;
 	unsigned violations[V_COUNT];
 };
 
@@ -228,8 +235,7 @@ static void model_fail(struct model *m, enum model_violation v, const char *fmt,
 	if (!print_budget)
 		return;
 	print_budget--;
-	fprintf(stderr,
-		"test-model: %s: seed=%" PRIu64 " sequence=%u action=%ld (%s)%s\n  ",
+	fprintf(stderr, "test-model: %s: seed=%" PRIu64 " sequence=%u action=%ld (%s)%s\n  ",
 		violation_name[v], m->master_seed, m->index, m->action, m->what,
 		m->mode == MODE_STRICT ? "" : " [legacy bug injected]");
 	va_start(ap, fmt);
@@ -239,8 +245,7 @@ static void model_fail(struct model *m, enum model_violation v, const char *fmt,
 		m->master_seed, m->index, m->mode == MODE_STRICT ? "" : " (legacy test)");
 }
 
-static void model_log(struct model *m, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+static void model_log(struct model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void model_log(struct model *m, const char *fmt, ...)
 {
@@ -297,9 +302,9 @@ static void op_describe(const struct model_op *op, char *out, size_t len)
 	int n = snprintf(out, len, "%s [", op_kind_name(op->kind));
 
 	for (unsigned i = 0; i < op->naccess && n > 0 && (size_t)n < len; i++)
-		n += snprintf(out + n, len - (size_t)n, "%s%s b%u+%" PRIu64 ":%" PRIu64,
-			      i ? ", " : "", mode_name(op->access[i].mode), op->access[i].base,
-			      op->access[i].addr - 0, op->access[i].size);
+		n += snprintf(out + n, len - (size_t)n, "%s%s b%u@%" PRIu64 "+%" PRIu64,
+			i ? ", " : "", mode_name(op->access[i].mode), op->access[i].base,
+			op->access[i].addr, op->access[i].size);
 	if (n > 0 && (size_t)n < len)
 		snprintf(out + n, len - (size_t)n, "]");
 }
@@ -326,7 +331,7 @@ static bool stream_fits_op(const struct model *m, uint32_t s, enum seq_op_kind k
 		[SEQ_OP_EXEC] = SEQ_STREAM_COMPUTE,
 	};
 
-	return s < m->nstreams && stream_kind(m, s) == want[kind];
+	return kind <= SEQ_OP_EXEC && s < m->nstreams && stream_kind(m, s) == want[kind];
 }
 
 static void dev_push(struct dev_stream *d, struct dev_cmd cmd)
@@ -384,8 +389,8 @@ static void dev_mem_release(void *ctx, uint64_t addr, uint64_t size)
 	if (m->destroyed)
 		model_fail(m, V_OTHER, "mem_release(%" PRIu64 ") after seq_destroy", addr);
 	if (addr >= MODEL_SPACE || size > MODEL_SPACE - addr) {
-		model_fail(m, V_OTHER, "mem_release of a range never allocated: %" PRIu64
-			   "+%" PRIu64, addr, size);
+		model_fail(m, V_OTHER,
+			"mem_release of a range never allocated: %" PRIu64 "+%" PRIu64, addr, size);
 		return;
 	}
 	owner = m->owner[addr];
@@ -397,24 +402,30 @@ static void dev_mem_release(void *ctx, uint64_t addr, uint64_t size)
 		return;
 	}
 	if (owner < 0) {
-		model_fail(m, V_OTHER, "mem_release of unallocated memory %" PRIu64 "+%" PRIu64
-			   " (double release?)", addr, size);
+		model_fail(m, V_OTHER,
+			"mem_release of unallocated memory %" PRIu64 "+%" PRIu64
+			" (double release?)",
+			addr, size);
 		return;
 	}
 	b = &m->bases[owner];
 	if (b->addr != addr || b->alloc_size != size) {
-		model_fail(m, V_OTHER, "mem_release(%" PRIu64 "+%" PRIu64 ") does not match b%d's "
-			   "allocation %" PRIu64 "+%" PRIu64, addr, size, owner, b->addr,
-			   b->alloc_size);
+		model_fail(m, V_OTHER,
+			"mem_release(%" PRIu64 "+%" PRIu64 ") does not match b%d's "
+			"allocation %" PRIu64 "+%" PRIu64,
+			addr, size, owner, b->addr, b->alloc_size);
 		return;
 	}
 	if (!b->client_freed || b->live_slices)
-		model_fail(m, V_EARLY_RELEASE, "b%d released while the client still holds it "
-			   "(base freed: %d, live slices: %u)", owner, b->client_freed,
-			   b->live_slices);
+		model_fail(m, V_EARLY_RELEASE,
+			"b%d released while the client still holds it "
+			"(base freed: %d, live slices: %u)",
+			owner, b->client_freed, b->live_slices);
 	if (b->pending)
-		model_fail(m, V_EARLY_RELEASE, "b%d released while %u accepted op(s) touching it "
-			   "have not executed on the device (I5)", owner, b->pending);
+		model_fail(m, V_EARLY_RELEASE,
+			"b%d released while %u accepted op(s) touching it "
+			"have not executed on the device (I5)",
+			owner, b->pending);
 	for (uint64_t u = addr; u < addr + size; u++)
 		m->owner[u] = OWNER_FREE;
 	b->released = true;
@@ -435,16 +446,16 @@ static int dev_record(void *ctx, struct seq_point at)
 	}
 	d = &m->dev[at.stream];
 	if (at.seq != d->launched || at.seq == 0)
-		model_fail(m, V_OTHER, "record at (%u,%" PRIu64 ") but the stream's last launched "
-			   "point is %" PRIu64, at.stream, at.seq, d->launched);
-	m->n_records++;
+		model_fail(m, V_OTHER,
+			"record at (%u,%" PRIu64 ") but the stream's last launched "
+			"point is %" PRIu64,
+			at.stream, at.seq, d->launched);
 	if (m->sub.active)
 		m->sub.records++;
 	if (d->nevents && d->events[d->nevents - 1] >= at.seq)
 		return 0; /* the same point twice: the event already exists */
 	d->events = vec_reserve(d->events, &d->cap_events, d->nevents + 1, sizeof(*d->events));
-	d->retired = vec_reserve(d->retired, &d->cap_retired, d->nevents + 1,
-				 sizeof(*d->retired));
+	d->retired = vec_reserve(d->retired, &d->cap_retired, d->nevents + 1, sizeof(*d->retired));
 	d->events[d->nevents] = at.seq;
 	d->retired[d->nevents] = false;
 	d->nevents++;
@@ -461,24 +472,24 @@ static int dev_wait(void *ctx, uint32_t stream, struct seq_point event)
 		model_fail(m, V_OTHER, "wait after seq_destroy");
 	if (stream >= m->nstreams || event.stream >= m->nstreams) {
 		model_fail(m, V_OTHER, "wait %u on (%u,%" PRIu64 "): no such stream", stream,
-			   event.stream, event.seq);
+			event.stream, event.seq);
 		return -EINVAL;
 	}
 	m->n_waits++;
 	if (stream == event.stream)
-		model_fail(m, V_OTHER, "stream %u waits on its own event (%u,%" PRIu64 ")",
-			   stream, event.stream, event.seq);
+		model_fail(m, V_OTHER, "stream %u waits on its own event (%u,%" PRIu64 ")", stream,
+			event.stream, event.seq);
 	e = dev_find_event(&m->dev[event.stream], event.seq);
 	if (e < 0)
 		model_fail(m, V_OTHER, "wait on (%u,%" PRIu64 "): no event was recorded there",
-			   event.stream, event.seq);
+			event.stream, event.seq);
 	else if (m->dev[event.stream].retired[e])
 		model_fail(m, V_OTHER, "wait on (%u,%" PRIu64 "), an event already retired",
-			   event.stream, event.seq);
+			event.stream, event.seq);
 	if (m->sub.active) {
 		if (m->sub.waits && m->sub.wait_stream != stream)
 			model_fail(m, V_OTHER, "one op's waits go to streams %u and %u",
-				   m->sub.wait_stream, stream);
+				m->sub.wait_stream, stream);
 		if (m->sub.waited & (1u << event.stream))
 			model_fail(m, V_OTHER, "two waits on stream %u for one op", event.stream);
 		m->sub.waits++;
@@ -487,7 +498,7 @@ static int dev_wait(void *ctx, uint32_t stream, struct seq_point event)
 	} else {
 		model_fail(m, V_OTHER, "wait emitted outside seq_submit");
 	}
-	dev_push(&m->dev[stream], (struct dev_cmd){ .is_wait = true, .event = event });
+	dev_push(&m->dev[stream], (struct dev_cmd){.is_wait = true, .event = event});
 	return 0;
 }
 
@@ -497,8 +508,8 @@ static int dev_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	const struct model_op *want = m->sub.op;
 	struct dev_stream *d;
 
-	model_log(m, "launch %s at (%u,%" PRIu64 ")%s", op_kind_name(op->kind), at.stream,
-		  at.seq, m->sub.inject ? " -> injected -EIO" : "");
+	model_log(m, "launch %s at (%u,%" PRIu64 ")%s", op_kind_name(op->kind), at.stream, at.seq,
+		m->sub.inject ? " -> injected -EIO" : "");
 	if (m->destroyed)
 		model_fail(m, V_OTHER, "launch after seq_destroy");
 	if (!m->sub.active || !want) {
@@ -511,33 +522,34 @@ static int dev_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 		return -EINVAL;
 	}
 	if (!stream_fits_op(m, at.stream, op->kind)) {
-		model_fail(m, V_OTHER, "%s launched on stream %u", op_kind_name(op->kind),
-			   at.stream);
+		model_fail(
+			m, V_OTHER, "%s launched on stream %u", op_kind_name(op->kind), at.stream);
 		return -EINVAL;
 	}
 	if (m->sub.waits && m->sub.wait_stream != at.stream)
 		model_fail(m, V_OTHER, "the op's waits went to stream %u, it runs on %u",
-			   m->sub.wait_stream, at.stream);
+			m->sub.wait_stream, at.stream);
 	if (m->sub.waited & (1u << at.stream))
 		model_fail(m, V_OTHER, "stream %u waited on itself", at.stream);
 	d = &m->dev[at.stream];
 	if (at.seq != d->launched + 1)
-		model_fail(m, V_OTHER, "launch at (%u,%" PRIu64 ") after point %" PRIu64,
-			   at.stream, at.seq, d->launched);
+		model_fail(m, V_OTHER, "launch at (%u,%" PRIu64 ") after point %" PRIu64, at.stream,
+			at.seq, d->launched);
 	if (op->naccess != want->naccess) {
 		model_fail(m, V_OTHER, "launch with %u accesses, submitted %u", op->naccess,
-			   want->naccess);
+			want->naccess);
 		return -EINVAL;
 	}
 	for (unsigned i = 0; i < op->naccess; i++) {
 		if (op->access[i].addr != want->access[i].addr ||
-		    op->access[i].size != want->access[i].size ||
-		    op->access[i].mode != want->access[i].mode)
-			model_fail(m, V_OTHER, "access %u launched as %s %" PRIu64 "+%" PRIu64
-				   ", the view is %s %" PRIu64 "+%" PRIu64, i,
-				   mode_name(op->access[i].mode), op->access[i].addr,
-				   op->access[i].size, mode_name(want->access[i].mode),
-				   want->access[i].addr, want->access[i].size);
+			op->access[i].size != want->access[i].size ||
+			op->access[i].mode != want->access[i].mode)
+			model_fail(m, V_OTHER,
+				"access %u launched as %s %" PRIu64 "+%" PRIu64
+				", the view is %s %" PRIu64 "+%" PRIu64,
+				i, mode_name(op->access[i].mode), op->access[i].addr,
+				op->access[i].size, mode_name(want->access[i].mode),
+				want->access[i].addr, want->access[i].size);
 	}
 	if (m->sub.inject)
 		return -EIO;
@@ -545,7 +557,7 @@ static int dev_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	m->sub.launched = true;
 	m->sub.at = at;
 	/* The op will get the next id when seq_submit() reports it accepted. */
-	dev_push(d, (struct dev_cmd){ .is_wait = false, .op = (unsigned)m->nops });
+	dev_push(d, (struct dev_cmd){.is_wait = false, .op = (unsigned)m->nops});
 	return 0;
 }
 
@@ -566,16 +578,17 @@ static void dev_retire(void *ctx, struct seq_point event)
 	e = dev_find_event(d, event.seq);
 	if (e < 0) {
 		model_fail(m, V_OTHER, "retire of (%u,%" PRIu64 "), never recorded", event.stream,
-			   event.seq);
+			event.seq);
 		return;
 	}
 	if (d->retired[e])
 		model_fail(m, V_OTHER, "(%u,%" PRIu64 ") retired twice", event.stream, event.seq);
 	/* I3: only a reported event, or one before it on the same stream, is complete. */
 	if (event.seq > d->reported)
-		model_fail(m, V_OTHER, "(%u,%" PRIu64 ") retired but the stream was reported "
-			   "only through %" PRIu64 " (completion inferred, I3)", event.stream,
-			   event.seq, d->reported);
+		model_fail(m, V_OTHER,
+			"(%u,%" PRIu64 ") retired but the stream was reported "
+			"only through %" PRIu64 " (completion inferred, I3)",
+			event.stream, event.seq, d->reported);
 	d->retired[e] = true;
 }
 
@@ -606,25 +619,30 @@ static void dev_done(void *ctx, uint64_t cookie, int status)
 	c = &m->cookies[cookie];
 	if (c->state != COOKIE_EXPECTED) {
 		model_fail(m, V_OTHER, "done(%" PRIu64 ", %d) %s", cookie, status,
-			   c->state == COOKIE_DONE ? "called twice" :
-			   "for a request that was not to call done (yet)");
+			c->state == COOKIE_DONE ? "called twice"
+						: "for a request that was not to call done (yet)");
 		return;
 	}
 	c->state = COOKIE_DONE;
 	if (status != 0)
-		model_fail(m, V_OTHER, "done(%" PRIu64 ") with status %d; no device error was "
-			   "injected", cookie, status);
+		model_fail(m, V_OTHER,
+			"done(%" PRIu64 ") with status %d; no device error was "
+			"injected",
+			cookie, status);
 	if (c->kind == COOKIE_SYNC) {
 		if (!model_ops_executed(m, c->nops, &missing))
-			model_fail(m, V_RACE, "sync done(%" PRIu64 ") but op %ld (%s at (%u,%"
-				   PRIu64 ")) has not executed", cookie, missing,
-				   op_kind_name(m->ops[missing].kind),
-				   m->ops[missing].at.stream, m->ops[missing].at.seq);
+			model_fail(m, V_RACE,
+				"sync done(%" PRIu64 ") but op %ld (%s at (%u,%" PRIu64
+				")) has not executed",
+				cookie, missing, op_kind_name(m->ops[missing].kind),
+				m->ops[missing].at.stream, m->ops[missing].at.seq);
 	} else if (c->op >= 0 && !m->ops[c->op].executed) {
-		model_fail(m, V_RACE, "%s done(%" PRIu64 ") but op %ld (%s at (%u,%" PRIu64 ")) "
-			   "has not executed", c->kind == COOKIE_OP ? "op" : "await", cookie,
-			   c->op, op_kind_name(m->ops[c->op].kind), m->ops[c->op].at.stream,
-			   m->ops[c->op].at.seq);
+		model_fail(m, V_RACE,
+			"%s done(%" PRIu64 ") but op %ld (%s at (%u,%" PRIu64 ")) "
+			"has not executed",
+			c->kind == COOKIE_OP ? "op" : "await", cookie, c->op,
+			op_kind_name(m->ops[c->op].kind), m->ops[c->op].at.stream,
+			m->ops[c->op].at.seq);
 	}
 }
 
@@ -649,20 +667,24 @@ static void dev_execute(struct model *m, uint32_t s, unsigned id)
 		const struct model_op *q = &m->ops[p->op];
 
 		if (!q->executed)
-			model_fail(m, V_RACE, "op %u %s at (%u,%" PRIu64 ", action %ld) ran before op %u "
-				   "%s at (%u,%" PRIu64 ", action %ld) on b%u (%s): missing wait", id,
-				   desc, s, op->at.seq, op->action, p->op, op_kind_name(q->kind),
-				   q->at.stream, q->at.seq, q->action, p->base, p->why);
+			model_fail(m, V_RACE,
+				"op %u %s at (%u,%" PRIu64 ", action %ld) ran before op %u "
+				"%s at (%u,%" PRIu64 ", action %ld) on b%u (%s): missing wait",
+				id, desc, s, op->at.seq, op->action, p->op, op_kind_name(q->kind),
+				q->at.stream, q->at.seq, q->action, p->base, p->why);
 	}
 	for (unsigned i = 0; i < op->naccess; i++) {
 		const struct model_access *a = &op->access[i];
 
 		for (uint64_t u = a->addr; u < a->addr + a->size; u++) {
 			if (u >= MODEL_SPACE || m->owner[u] != (int)a->base) {
-				model_fail(m, V_UAF, "op %u %s at (%u,%" PRIu64 ") touches %" PRIu64
-					   " for b%u, but that memory is %s", id, desc, s, op->at.seq,
-					   u, a->base, u >= MODEL_SPACE ? "outside the device" :
-					   m->owner[u] == OWNER_FREE ? "free" : "another base's");
+				model_fail(m, V_UAF,
+					"op %u %s at (%u,%" PRIu64 ") touches %" PRIu64
+					" for b%u, but that memory is %s",
+					id, desc, s, op->at.seq, u, a->base,
+					u >= MODEL_SPACE		    ? "outside the device"
+						: m->owner[u] == OWNER_FREE ? "free"
+									    : "another base's");
 				break;
 			}
 		}
@@ -704,9 +726,7 @@ static bool dev_step(struct model *m)
 		return false;
 	s = cand[rng_below(&m->rng, n)];
 	c = m->dev[s].q[m->dev[s].head++];
-	if (c.is_wait)
-		m->dev[s].executed += 0; /* a wait moves nothing but the queue */
-	else
+	if (!c.is_wait)
 		dev_execute(m, s, c.op);
 	return true;
 }
@@ -719,12 +739,13 @@ static void model_check_streams(struct model *m)
 
 		seq_stream_info(m->seq, s, &info);
 		if (info.completed > m->dev[s].reported)
-			model_fail(m, V_OTHER, "stream %u completed through %" PRIu64 " but reported "
-				   "only through %" PRIu64 " (I3)", s, info.completed,
-				   m->dev[s].reported);
+			model_fail(m, V_OTHER,
+				"stream %u completed through %" PRIu64 " but reported "
+				"only through %" PRIu64 " (I3)",
+				s, info.completed, m->dev[s].reported);
 		if (info.issued != m->dev[s].launched)
 			model_fail(m, V_OTHER, "stream %u issued %" PRIu64 ", launched %" PRIu64, s,
-				   info.issued, m->dev[s].launched);
+				info.issued, m->dev[s].launched);
 	}
 }
 
@@ -746,7 +767,7 @@ static bool dev_report(struct model *m, uint32_t s, bool latest)
 	if (lo == d->nevents)
 		return false;
 	pick = latest ? hi - 1 : lo + rng_below(&m->rng, (unsigned)(hi - lo));
-	through = (struct seq_point){ .stream = s, .seq = d->events[pick] };
+	through = (struct seq_point){.stream = s, .seq = d->events[pick]};
 	model_log(m, "complete (%u,%" PRIu64 ")", s, through.seq);
 	d->reported = through.seq;
 	seq_complete(m->seq, through, 0);
@@ -790,7 +811,7 @@ static void model_progress(struct model *m, bool full)
 static void model_pred_add(struct model *m, unsigned op, unsigned base, const char *why)
 {
 	m->preds = vec_reserve(m->preds, &m->cap_preds, m->npreds + 1, sizeof(*m->preds));
-	m->preds[m->npreds++] = (struct model_pred){ .op = op, .base = base, .why = why };
+	m->preds[m->npreds++] = (struct model_pred){.op = op, .base = base, .why = why};
 }
 
 static bool op_writes_twice(const struct model_op *op)
@@ -798,14 +819,16 @@ static bool op_writes_twice(const struct model_op *op)
 	for (unsigned i = 0; i < op->naccess; i++)
 		for (unsigned j = i + 1; j < op->naccess; j++)
 			if (op->access[i].base == op->access[j].base &&
-			    (op->access[i].mode & SEQ_WRITE) && (op->access[j].mode & SEQ_WRITE))
+				(op->access[i].mode & SEQ_WRITE) &&
+				(op->access[j].mode & SEQ_WRITE))
 				return true;
 	return false;
 }
 
-static bool op_malformed(const struct model_op *op)
+static bool op_malformed(const struct seq_op *op)
 {
-	if (op->naccess == 0)
+	/* No access at all is fine (a kernel on scalars only); too many is not. */
+	if (op->naccess > SEQ_MAX_ACCESS || op->kind > SEQ_OP_EXEC)
 		return true;
 	for (unsigned i = 0; i < op->naccess; i++)
 		if (op->access[i].mode < SEQ_READ || op->access[i].mode > SEQ_READWRITE)
@@ -848,14 +871,14 @@ static void model_accept(struct model *m, const struct model_op *want)
 
 		if ((op->access[i].mode & SEQ_READ) && b->last_writer >= 0)
 			model_pred_add(m, (unsigned)b->last_writer, op->access[i].base,
-				       "read after write");
+				"read after write");
 		if (op->access[i].mode & SEQ_WRITE) {
 			if (b->last_writer >= 0)
 				model_pred_add(m, (unsigned)b->last_writer, op->access[i].base,
-					       "write after write");
+					"write after write");
 			for (size_t r = 0; r < b->nreaders; r++)
-				model_pred_add(m, b->readers[r], op->access[i].base,
-					       "write after read");
+				model_pred_add(
+					m, b->readers[r], op->access[i].base, "write after read");
 		}
 	}
 	op->npred = m->npreds - op->pred_start;
@@ -881,28 +904,29 @@ static void model_accept(struct model *m, const struct model_op *want)
 			continue;
 		if (b->nreaders && b->readers[b->nreaders - 1] == id)
 			continue;
-		b->readers = vec_reserve(b->readers, &b->cap_readers, b->nreaders + 1,
-					 sizeof(*b->readers));
+		b->readers = vec_reserve(
+			b->readers, &b->cap_readers, b->nreaders + 1, sizeof(*b->readers));
 		b->readers[b->nreaders++] = id;
 	}
 }
 
 static size_t model_cookie_new(struct model *m, enum cookie_kind kind)
 {
-	m->cookies = vec_reserve(m->cookies, &m->cap_cookies, m->ncookies + 1,
-				 sizeof(*m->cookies));
+	m->cookies = vec_reserve(m->cookies, &m->cap_cookies, m->ncookies + 1, sizeof(*m->cookies));
 	m->cookies[m->ncookies] = (struct model_cookie){
-		.kind = kind, .state = COOKIE_UNEXPECTED, .op = -1,
+		.kind = kind,
+		.state = COOKIE_UNEXPECTED,
+		.op = -1,
 	};
 	return m->ncookies++;
 }
 
-static void model_access_set(struct model *m, struct model_op *mop, struct seq_op *op,
-			     unsigned i, const struct model_handle *h, unsigned mode)
+static void model_access_set(struct model *m, struct model_op *mop, struct seq_op *op, unsigned i,
+	const struct model_handle *h, unsigned mode)
 {
 	const struct model_base *b = &m->bases[h->base];
 
-	op->access[i] = (struct seq_access){ .buf = h->buf, .mode = mode };
+	op->access[i] = (struct seq_access){.buf = h->buf, .mode = mode};
 	mop->access[i] = (struct model_access){
 		.base = h->base,
 		.mode = mode,
@@ -914,26 +938,26 @@ static void model_access_set(struct model *m, struct model_op *mop, struct seq_o
 
 /* Submit, predict the outcome from the model alone, and hold the core to it. Backpressure
  * is retried after device progress; it must clear (liveness). */
-static void model_submit(struct model *m, struct seq_op *op, struct model_op *mop,
-			 bool inject)
+static void model_submit(struct model *m, struct seq_op *op, struct model_op *mop, bool inject)
 {
 	int expect = 0, rc;
+	bool by_input = false;
 	size_t cookie = 0;
 	unsigned tries = 0;
 	char desc[200];
 
-	mop->naccess = op->naccess;
+	mop->naccess = op->naccess <= MODEL_MAX_OP_ACCESS ? op->naccess : 0;
 	mop->kind = op->kind;
 	op_describe(mop, desc, sizeof(desc));
-	snprintf(m->what, sizeof(m->what), "submit %s%s", desc,
-		 inject ? " with launch fault" : "");
+	snprintf(m->what, sizeof(m->what), "submit %s%s", desc, inject ? " with launch fault" : "");
 	model_log(m, "%s", m->what);
-	if (op_malformed(mop))
+	if (op_malformed(op))
 		expect = -EINVAL;
 	else if (op_writes_twice(mop))
 		expect = -EEXIST;
 	else
 		expect = op_input_error(m, mop);
+	by_input = expect && expect != -EINVAL && expect != -EEXIST;
 	if (!expect && inject)
 		expect = -EIO;
 	if (op->want_done) {
@@ -952,28 +976,47 @@ static void model_submit(struct model *m, struct seq_op *op, struct model_op *mo
 		m->n_eagain++;
 		if (expect == -EINVAL || expect == -EEXIST)
 			model_fail(m, V_OTHER, "-EAGAIN for an op that must be refused with %d",
-				   expect);
+				expect);
 		if (m->sub.launches || m->sub.waits)
 			model_fail(m, V_OTHER, "-EAGAIN but %u wait(s) and %u launch(es) emitted",
-				   m->sub.waits, m->sub.launches);
+				m->sub.waits, m->sub.launches);
 		if (m->sub.launched)
 			break;
 		tries++;
 		if (tries > 12) {
-			model_fail(m, V_OTHER, "LIVENESS: still -EAGAIN after the device ran to idle "
-				   "and every fired event was reported");
+			model_fail(m, V_OTHER,
+				"LIVENESS: still -EAGAIN after the device ran to idle "
+				"and every fired event was reported");
 			return;
 		}
 		model_progress(m, tries > 8);
 	}
 	if (rc != expect)
 		model_fail(m, V_OTHER, "seq_submit returned %d, the model expects %d%s", rc, expect,
-			   expect == -EIO ? " (injected launch fault)" :
-			   expect < 0 && expect != -EINVAL && expect != -EEXIST ?
-			   " (reads a base in error, I9)" : "");
+			by_input		 ? " (reads a base in error, I9)"
+				: expect == -EIO ? " (injected launch fault)"
+						 : "");
+	if (rc != -EINVAL && rc != -EEXIST &&
+		op->fail_cause !=
+			(rc == 0		   ? SEQ_FAIL_NONE
+					: by_input ? SEQ_FAIL_INPUT
+						   : SEQ_FAIL_LAUNCH))
+		model_fail(m, V_OTHER, "seq_submit returned %d with fail_cause %d", rc,
+			(int)op->fail_cause);
 	if (m->sub.launched) {
 		/* Launched: the device will run it whatever seq_submit said. */
 		model_accept(m, mop);
+		if (m->sub.at.stream < m->nstreams) {
+			struct seq_stream_info info;
+
+			/* I3's backpressure: never more incomplete points than the window. */
+			seq_stream_info(m->seq, m->sub.at.stream, &info);
+			if (info.issued - info.completed > m->window)
+				model_fail(m, V_OTHER,
+					"stream %u has %" PRIu64 " incomplete points, "
+					"window %u",
+					m->sub.at.stream, info.issued - info.completed, m->window);
+		}
 		if (rc == 0 && op->want_done) {
 			m->cookies[cookie].state = COOKIE_EXPECTED;
 			m->cookies[cookie].op = (long)m->nops - 1;
@@ -986,20 +1029,23 @@ static void model_submit(struct model *m, struct seq_op *op, struct model_op *mo
 	}
 	if (expect == -EINVAL || expect == -EEXIST) {
 		if (m->sub.records || m->sub.waits || m->sub.launches)
-			model_fail(m, V_OTHER, "refused op emitted %u record(s), %u wait(s), "
-				   "%u launch(es)", m->sub.records, m->sub.waits, m->sub.launches);
+			model_fail(m, V_OTHER,
+				"refused op emitted %u record(s), %u wait(s), "
+				"%u launch(es)",
+				m->sub.records, m->sub.waits, m->sub.launches);
 		if (expect == -EEXIST)
 			m->n_eexist++;
 		return;
 	}
-	if (expect == -EIO) {
+	if (!by_input) {
 		if (m->sub.launches != 1)
 			model_fail(m, V_OTHER, "launch fault expected, %u launch(es) tried",
-				   m->sub.launches);
+				m->sub.launches);
 	} else if (m->sub.records || m->sub.waits || m->sub.launches) {
-		model_fail(m, V_OTHER, "op failed by its input (I9) but %u record(s), %u wait(s), "
-			   "%u launch(es) were emitted", m->sub.records, m->sub.waits,
-			   m->sub.launches);
+		model_fail(m, V_OTHER,
+			"op failed by its input (I9) but %u record(s), %u wait(s), "
+			"%u launch(es) were emitted",
+			m->sub.records, m->sub.waits, m->sub.launches);
 	}
 	model_mark_failed(m, mop, expect);
 }
@@ -1027,7 +1073,7 @@ static void model_alloc(struct model *m, uint64_t size, int *handle)
 	if (rc) {
 		if (rc != -ENOMEM || m->alloc_called)
 			model_fail(m, V_OTHER, "seq_buffer_alloc: %d (mem_alloc %s)", rc,
-				   m->alloc_called ? "succeeded" : "failed with -ENOMEM");
+				m->alloc_called ? "succeeded" : "failed with -ENOMEM");
 		return;
 	}
 	if (!m->alloc_called) {
@@ -1035,19 +1081,24 @@ static void model_alloc(struct model *m, uint64_t size, int *handle)
 		return;
 	}
 	if (buf->addr != m->alloc_addr || buf->size != size || buf->base)
-		model_fail(m, V_OTHER, "new base: addr %" PRIu64 " size %" PRIu64 " base %p, "
-			   "expected addr %" PRIu64 " size %" PRIu64, buf->addr, buf->size,
-			   (void *)buf->base, m->alloc_addr, size);
+		model_fail(m, V_OTHER,
+			"new base: addr %" PRIu64 " size %" PRIu64 " base %p, "
+			"expected addr %" PRIu64 " size %" PRIu64,
+			buf->addr, buf->size, (void *)buf->base, m->alloc_addr, size);
 	m->bases = vec_reserve(m->bases, &m->cap_bases, m->nbases + 1, sizeof(*m->bases));
 	b = &m->bases[m->nbases];
 	*b = (struct model_base){
-		.addr = m->alloc_addr, .size = size, .alloc_size = m->alloc_size,
+		.addr = m->alloc_addr,
+		.size = size,
+		.alloc_size = m->alloc_size,
 		.last_writer = -1,
 	};
 	for (uint64_t u = b->addr; u < b->addr + b->alloc_size; u++)
 		m->owner[u] = (int)m->nbases;
 	m->handles[m->nhandles] = (struct model_handle){
-		.buf = buf, .base = (unsigned)m->nbases, .size = size,
+		.buf = buf,
+		.base = (unsigned)m->nbases,
+		.size = size,
 	};
 	*handle = (int)m->nhandles++;
 	m->nbases++;
@@ -1067,8 +1118,9 @@ static void model_slice(struct model *m, int of, bool in_bounds)
 		off = rng_below(&m->rng, (unsigned)h->size + 1);
 		size = h->size - off + 1 + rng_below(&m->rng, 4);
 	}
-	snprintf(m->what, sizeof(m->what), "slice b%u[%" PRIu64 "+%" PRIu64 "] at %" PRIu64
-		 "+%" PRIu64, h->base, h->offset, h->size, off, size);
+	snprintf(m->what, sizeof(m->what),
+		"slice b%u[%" PRIu64 "+%" PRIu64 "] at %" PRIu64 "+%" PRIu64, h->base, h->offset,
+		h->size, off, size);
 	model_log(m, "%s", m->what);
 	if (m->nhandles == MODEL_MAX_HANDLES)
 		return;
@@ -1085,12 +1137,15 @@ static void model_slice(struct model *m, int of, bool in_bounds)
 		return;
 	}
 	if (buf->addr != m->bases[h->base].addr + h->offset + off || buf->size != size)
-		model_fail(m, V_OTHER, "slice view %" PRIu64 "+%" PRIu64 ", expected %" PRIu64
-			   "+%" PRIu64, buf->addr, buf->size,
-			   m->bases[h->base].addr + h->offset + off, size);
+		model_fail(m, V_OTHER,
+			"slice view %" PRIu64 "+%" PRIu64 ", expected %" PRIu64 "+%" PRIu64,
+			buf->addr, buf->size, m->bases[h->base].addr + h->offset + off, size);
 	m->bases[h->base].live_slices++;
 	m->handles[m->nhandles++] = (struct model_handle){
-		.buf = buf, .base = h->base, .offset = h->offset + off, .size = size,
+		.buf = buf,
+		.base = h->base,
+		.offset = h->offset + off,
+		.size = size,
 		.is_slice = true,
 	};
 }
@@ -1099,8 +1154,7 @@ static void model_free(struct model *m, int i)
 {
 	struct model_handle h = m->handles[i];
 
-	snprintf(m->what, sizeof(m->what), "free %s of b%u", h.is_slice ? "slice" : "base",
-		 h.base);
+	snprintf(m->what, sizeof(m->what), "free %s of b%u", h.is_slice ? "slice" : "base", h.base);
 	model_log(m, "%s", m->what);
 	/* The model moves first: the release this may trigger is checked against it. */
 	if (h.is_slice)
@@ -1124,21 +1178,25 @@ static void model_await(struct model *m, int i)
 	err = seq_buffer_error(m->seq, h->buf);
 	if (err != b->error)
 		model_fail(m, V_OTHER, "seq_buffer_error(b%u) = %d, the model says %d", h->base,
-			   err, b->error);
+			err, b->error);
 	if (seq_buffer_idle(m->seq, h->buf) && b->pending)
-		model_fail(m, V_OTHER, "seq_buffer_idle(b%u) but %u op(s) touching it have not "
-			   "executed", h->base, b->pending);
+		model_fail(m, V_OTHER,
+			"seq_buffer_idle(b%u) but %u op(s) touching it have not "
+			"executed",
+			h->base, b->pending);
 	rc = seq_await(m->seq, h->buf, cookie);
 	if (b->error) {
 		if (rc != b->error)
 			model_fail(m, V_OTHER, "await of b%u in error %d returned %d", h->base,
-				   b->error, rc);
+				b->error, rc);
 		return;
 	}
 	if (rc == 1) {
 		if (b->last_writer >= 0 && !m->ops[b->last_writer].executed)
-			model_fail(m, V_RACE, "await(b%u) returned 1 but its writer, op %ld, has not "
-				   "executed", h->base, b->last_writer);
+			model_fail(m, V_RACE,
+				"await(b%u) returned 1 but its writer, op %ld, has not "
+				"executed",
+				h->base, b->last_writer);
 	} else if (rc == 0) {
 		if (b->last_writer < 0)
 			model_fail(m, V_OTHER, "await(b%u), never written, returned 0", h->base);
@@ -1160,7 +1218,8 @@ static void model_sync(struct model *m)
 	rc = seq_sync(m->seq, cookie);
 	if (rc == 1) {
 		if (!model_ops_executed(m, m->nops, &missing))
-			model_fail(m, V_RACE, "sync returned 1 but op %ld has not executed", missing);
+			model_fail(
+				m, V_RACE, "sync returned 1 but op %ld has not executed", missing);
 	} else if (rc == 0) {
 		m->cookies[cookie].state = COOKIE_EXPECTED;
 	} else {
@@ -1177,14 +1236,16 @@ static void model_flush(struct model *m)
 		const struct dev_stream *d = &m->dev[s];
 
 		if (d->launched && (!d->nevents || d->events[d->nevents - 1] < d->launched))
-			model_fail(m, V_OTHER, "after seq_flush stream %u has no event at its last "
-				   "point %" PRIu64, s, d->launched);
+			model_fail(m, V_OTHER,
+				"after seq_flush stream %u has no event at its last "
+				"point %" PRIu64,
+				s, d->launched);
 	}
 }
 
 static unsigned model_random_mode(struct model *m)
 {
-	static const unsigned modes[] = { SEQ_READ, SEQ_READ, SEQ_WRITE, SEQ_READWRITE };
+	static const unsigned modes[] = {SEQ_READ, SEQ_READ, SEQ_WRITE, SEQ_READWRITE};
 
 	return modes[rng_below(&m->rng, 4)];
 }
@@ -1199,19 +1260,21 @@ static int model_handle_of_base(struct model *m, unsigned base)
 	return -1;
 }
 
-static unsigned model_inject_percent(const struct model *m)
-{
-	return m->mode == MODE_STRICT ? 3 : 1;
-}
-
 static void model_copy(struct model *m, enum seq_op_kind kind)
 {
-	struct seq_op op = { .kind = kind };
-	struct model_op mop = { 0 };
+	struct seq_op op = {.kind = kind};
+	struct model_op mop = {0};
 	int src = model_pick(m), dst = model_pick(m);
 
 	switch (kind) {
 	case SEQ_OP_H2D:
+		/* Uploads mostly fill a whole base: the write that clears an error (I9). */
+		for (unsigned i = 0; i < m->nhandles && rng_chance(&m->rng, 50); i++) {
+			if (!m->handles[(dst + i) % m->nhandles].is_slice) {
+				dst = (int)((dst + i) % m->nhandles);
+				break;
+			}
+		}
 		model_access_set(m, &mop, &op, 0, &m->handles[dst], SEQ_WRITE);
 		op.naccess = 1;
 		break;
@@ -1233,38 +1296,62 @@ static void model_copy(struct model *m, enum seq_op_kind kind)
 		break;
 	}
 	op.want_done = rng_chance(&m->rng, kind == SEQ_OP_D2H ? 60 : 15);
-	model_submit(m, &op, &mop, rng_chance(&m->rng, model_inject_percent(m)));
+	model_submit(m, &op, &mop, rng_chance(&m->rng, MODEL_INJECT_PERCENT));
 }
 
 static void model_exec(struct model *m)
 {
-	struct seq_op op = { .kind = SEQ_OP_EXEC };
-	struct model_op mop = { 0 };
+	struct seq_op op = {.kind = SEQ_OP_EXEC};
+	struct model_op mop = {0};
 	unsigned n = 1 + rng_below(&m->rng, MODEL_MAX_OP_ACCESS);
+	int pick[MODEL_MAX_OP_ACCESS];
+	unsigned mode[MODEL_MAX_OP_ACCESS];
 
-	for (unsigned i = 0; i < n; i++)
-		model_access_set(m, &mop, &op, i, &m->handles[model_pick(m)],
-				 model_random_mode(m));
-	op.naccess = n;
-	if (n >= 2 && rng_chance(&m->rng, 10)) {
-		/* Two writes of one base, possibly through different views: -EEXIST (I7). */
-		int other = model_handle_of_base(m, mop.access[0].base);
-
-		model_access_set(m, &mop, &op, 0, &m->handles[model_handle_of_base(
-			m, mop.access[0].base)], SEQ_WRITE);
-		model_access_set(m, &mop, &op, 1, &m->handles[other], SEQ_READWRITE);
+	for (unsigned i = 0; i < n; i++) {
+		pick[i] = model_pick(m);
+		mode[i] = model_random_mode(m);
 	}
-	if (rng_chance(&m->rng, 2)) {
-		/* Malformed: no accesses, or a mode that is none of the three. */
-		if (rng_chance(&m->rng, 50)) {
+	if (n >= 2 && rng_chance(&m->rng, 5)) {
+		/* Two writes of one base, possibly through different views: -EEXIST (I7). */
+		pick[1] = model_handle_of_base(m, m->handles[pick[0]].base);
+		mode[0] = SEQ_WRITE;
+		mode[1] = rng_chance(&m->rng, 50) ? SEQ_WRITE : SEQ_READWRITE;
+	}
+	for (unsigned i = 0; i < n; i++)
+		model_access_set(m, &mop, &op, i, &m->handles[pick[i]], mode[i]);
+	op.naccess = n;
+	if (rng_chance(&m->rng, 3)) {
+		switch (rng_below(&m->rng, 4)) {
+		case 0: /* a kernel that touches no buffer: valid */
 			op.naccess = 0;
-		} else {
+			break;
+		case 1: /* more accesses than an op can carry */
+			op.naccess = SEQ_MAX_ACCESS + 1;
+			break;
+		case 2: /* no such kind */
+			op.kind = (enum seq_op_kind)(SEQ_OP_EXEC + 1);
+			break;
+		default: /* a mode that is none of the three */
 			op.access[n - 1].mode = rng_chance(&m->rng, 50) ? 0 : 4;
 			mop.access[n - 1].mode = op.access[n - 1].mode;
+			break;
 		}
 	}
 	op.want_done = rng_chance(&m->rng, 15);
-	model_submit(m, &op, &mop, rng_chance(&m->rng, model_inject_percent(m)));
+	model_submit(m, &op, &mop, rng_chance(&m->rng, MODEL_INJECT_PERCENT));
+}
+
+/* Submit a plain op on one or two handles (h1 < 0: one), without fault injection. */
+static void model_submit_plain(
+	struct model *m, enum seq_op_kind kind, int h0, unsigned mode0, int h1, unsigned mode1)
+{
+	struct seq_op op = {.kind = kind, .naccess = h1 < 0 ? 1 : 2};
+	struct model_op mop = {0};
+
+	model_access_set(m, &mop, &op, 0, &m->handles[h0], mode0);
+	if (h1 >= 0)
+		model_access_set(m, &mop, &op, 1, &m->handles[h1], mode1);
+	model_submit(m, &op, &mop, false);
 }
 
 /* A fresh base written by H2D, several EXECs on the compute stream, then an EXEC reading
@@ -1272,31 +1359,17 @@ static void model_exec(struct model *m)
  * wait is elided while the copy may still be pending. */
 static void model_pattern_sync_window(struct model *m)
 {
-	int a, scratch;
 	unsigned execs = m->config.legacy_sync_window + 1 + rng_below(&m->rng, 2);
+	int a, scratch;
 
 	model_alloc(m, 1 + rng_below(&m->rng, MODEL_MAX_SIZE), &a);
 	model_alloc(m, 1 + rng_below(&m->rng, MODEL_MAX_SIZE), &scratch);
 	if (a < 0 || scratch < 0)
 		return;
-	{
-		struct seq_op op = { .kind = SEQ_OP_H2D, .naccess = 1 };
-		struct model_op mop = { 0 };
-
-		model_access_set(m, &mop, &op, 0, &m->handles[a], SEQ_WRITE);
-		model_submit(m, &op, &mop, false);
-	}
-	for (unsigned i = 0; i <= execs; i++) {
-		struct seq_op op = { .kind = SEQ_OP_EXEC, .naccess = 1 };
-		struct model_op mop = { 0 };
-
-		model_access_set(m, &mop, &op, 0, &m->handles[scratch], SEQ_WRITE);
-		if (i == execs) {
-			model_access_set(m, &mop, &op, 1, &m->handles[a], SEQ_READ);
-			op.naccess = 2;
-		}
-		model_submit(m, &op, &mop, false);
-	}
+	model_submit_plain(m, SEQ_OP_H2D, a, SEQ_WRITE, -1, 0);
+	for (unsigned i = 0; i < execs; i++)
+		model_submit_plain(m, SEQ_OP_EXEC, scratch, SEQ_WRITE, -1, 0);
+	model_submit_plain(m, SEQ_OP_EXEC, scratch, SEQ_WRITE, a, SEQ_READ);
 }
 
 /* A buffer read by a pending EXEC, freed, and its memory handed out again at once. */
@@ -1309,30 +1382,13 @@ static void model_pattern_early_free(struct model *m)
 	model_alloc(m, 1 + rng_below(&m->rng, MODEL_MAX_SIZE), &out);
 	if (a < 0 || out < 0)
 		return;
-	{
-		struct seq_op op = { .kind = SEQ_OP_H2D, .naccess = 1 };
-		struct model_op mop = { 0 };
-
-		model_access_set(m, &mop, &op, 0, &m->handles[a], SEQ_WRITE);
-		model_submit(m, &op, &mop, false);
-	}
-	{
-		struct seq_op op = { .kind = SEQ_OP_EXEC, .naccess = 2 };
-		struct model_op mop = { 0 };
-
-		model_access_set(m, &mop, &op, 0, &m->handles[a], SEQ_READ);
-		model_access_set(m, &mop, &op, 1, &m->handles[out], SEQ_WRITE);
-		model_submit(m, &op, &mop, false);
-	}
+	model_submit_plain(m, SEQ_OP_H2D, a, SEQ_WRITE, -1, 0);
+	model_submit_plain(m, SEQ_OP_EXEC, a, SEQ_READ, out, SEQ_WRITE);
 	model_free(m, a);
+	/* First fit: the same size lands on the range just released. */
 	model_alloc(m, size, &again);
-	if (again >= 0) {
-		struct seq_op op = { .kind = SEQ_OP_H2D, .naccess = 1 };
-		struct model_op mop = { 0 };
-
-		model_access_set(m, &mop, &op, 0, &m->handles[again], SEQ_WRITE);
-		model_submit(m, &op, &mop, false);
-	}
+	if (again >= 0)
+		model_submit_plain(m, SEQ_OP_H2D, again, SEQ_WRITE, -1, 0);
 }
 
 static void model_action(struct model *m)
@@ -1376,9 +1432,11 @@ static void model_action(struct model *m)
 		model_flush(m);
 	else if (r < 93) {
 		snprintf(m->what, sizeof(m->what), "device steps");
+		model_log(m, "%s", m->what);
 		model_progress(m, false);
 	} else {
 		snprintf(m->what, sizeof(m->what), "report completions");
+		model_log(m, "%s", m->what);
 		for (unsigned i = 1 + rng_below(&m->rng, 3); i > 0; i--)
 			dev_report_random(m);
 	}
@@ -1393,6 +1451,23 @@ static void model_finish(struct model *m)
 	m->action = -1;
 	while (m->nhandles)
 		model_free(m, model_pick(m));
+	/* Deferred frees, awaits and syncs record their own events: without a flush, running
+	 * the device to idle and reporting what fired must release and answer them all. */
+	snprintf(m->what, sizeof(m->what), "teardown: run to idle without a flush");
+	model_progress(m, true);
+	for (size_t b = 0; b < m->nbases; b++)
+		if (!m->bases[b].released)
+			model_fail(m, V_OTHER,
+				"b%zu, freed, not released once the device was idle "
+				"and every recorded event reported (no event for its deferred "
+				"free?)",
+				b);
+	for (size_t k = 0; k < m->ncookies; k++)
+		if (m->cookies[k].state == COOKIE_EXPECTED && m->cookies[k].kind != COOKIE_OP)
+			model_fail(m, V_OTHER,
+				"%s done(%zu) not called once the device was idle and "
+				"every recorded event reported",
+				m->cookies[k].kind == COOKIE_SYNC ? "sync" : "await", k);
 	snprintf(m->what, sizeof(m->what), "teardown: flush and run to idle");
 	seq_flush(m->seq);
 	model_progress(m, true);
@@ -1409,22 +1484,24 @@ static void model_finish(struct model *m)
 
 		seq_stream_info(m->seq, s, &info);
 		if (info.completed != info.issued || info.window_used)
-			model_fail(m, V_OTHER, "stream %u at idle: issued %" PRIu64 " completed %"
-				   PRIu64 " window %u", s, info.issued, info.completed,
-				   info.window_used);
+			model_fail(m, V_OTHER,
+				"stream %u at idle: issued %" PRIu64 " completed %" PRIu64
+				" window %u",
+				s, info.issued, info.completed, info.window_used);
 	}
 	c = seq_counters(m->seq);
 	if (c->ops_submitted != m->nops || c->ops_completed != m->nops ||
-	    c->ops_failed != m->n_failed || c->double_definitions != m->n_eexist ||
-	    c->backpressure != m->n_eagain || c->releases != m->n_releases ||
-	    c->waits_enqueued != m->n_waits)
-		model_fail(m, V_OTHER, "counters: submitted %" PRIu64 "/%zu completed %" PRIu64
-			   "/%zu failed %" PRIu64 "/%" PRIu64 " double_definitions %" PRIu64 "/%"
-			   PRIu64 " backpressure %" PRIu64 "/%" PRIu64 " releases %" PRIu64 "/%"
-			   PRIu64 " waits %" PRIu64 "/%" PRIu64 " (core/model)", c->ops_submitted,
-			   m->nops, c->ops_completed, m->nops, c->ops_failed, m->n_failed,
-			   c->double_definitions, m->n_eexist, c->backpressure, m->n_eagain,
-			   c->releases, m->n_releases, c->waits_enqueued, m->n_waits);
+		c->ops_failed != m->n_failed || c->double_definitions != m->n_eexist ||
+		c->backpressure != m->n_eagain || c->releases != m->n_releases ||
+		c->waits_enqueued != m->n_waits)
+		model_fail(m, V_OTHER,
+			"counters: submitted %" PRIu64 "/%zu completed %" PRIu64
+			"/%zu failed %" PRIu64 "/%" PRIu64 " double_definitions %" PRIu64
+			"/%" PRIu64 " backpressure %" PRIu64 "/%" PRIu64 " releases %" PRIu64
+			"/%" PRIu64 " waits %" PRIu64 "/%" PRIu64 " (core/model)",
+			c->ops_submitted, m->nops, c->ops_completed, m->nops, c->ops_failed,
+			m->n_failed, c->double_definitions, m->n_eexist, c->backpressure,
+			m->n_eagain, c->releases, m->n_releases, c->waits_enqueued, m->n_waits);
 	seq_destroy(m->seq);
 	m->destroyed = true;
 	m->seq = NULL;
@@ -1452,16 +1529,21 @@ struct model_run {
 	bool verbose;
 };
 
+/* What the sequences exercised, so a passing run shows it tested something. */
+static struct {
+	uint64_t sequences, ops, preds, failed, eexist, eagain, waits, releases, dones;
+} stats;
+
 static uint64_t sequence_seed(uint64_t master, unsigned index)
 {
-	struct rng r = { master ^ (0xd1b54a32d192ed03ull * (index + 1)) };
+	struct rng r = {master ^ (0xd1b54a32d192ed03ull * (index + 1))};
 
 	return rng_next(&r);
 }
 
 /* One sequence; returns its violations by kind in counts[]. */
-static void model_run_sequence(const struct model_run *run, unsigned index,
-			       enum model_mode mode, unsigned counts[V_COUNT])
+static void model_run_sequence(
+	const struct model_run *run, unsigned index, enum model_mode mode, unsigned counts[V_COUNT])
 {
 	struct model *m = calloc(1, sizeof(*m));
 	struct seq_backend backend;
@@ -1479,11 +1561,14 @@ static void model_run_sequence(const struct model_run *run, unsigned index,
 	m->config = (struct seq_config){
 		.n_d2h = 1 + rng_below(&m->rng, 3),
 		.n_d2d = 1 + rng_below(&m->rng, 3),
-		.window = 2 + rng_below(&m->rng, 15),
+		/* Small windows exercise backpressure; 0 asks for the default. */
+		.window = rng_chance(&m->rng, 5) ? 0 : 2 + rng_below(&m->rng, 15),
 		.legacy_sync_window = mode == MODE_LEGACY_SYNC_WINDOW ? 2 : 0,
 		.legacy_early_free = mode == MODE_LEGACY_EARLY_FREE,
 	};
 	m->nstreams = 2 + m->config.n_d2h + m->config.n_d2d;
+	m->window = m->config.window ? m->config.window : SEQ_DEFAULT_WINDOW;
+	m->eager = rng_below(&m->rng, 4) * 20;
 	backend = (struct seq_backend){
 		.ctx = m,
 		.mem_alloc = dev_mem_alloc,
@@ -1497,7 +1582,7 @@ static void model_run_sequence(const struct model_run *run, unsigned index,
 		.trace = rng_chance(&m->rng, 50) ? dev_trace : NULL,
 	};
 	snprintf(m->what, sizeof(m->what), "seq_create n_d2h=%u n_d2d=%u window=%u",
-		 m->config.n_d2h, m->config.n_d2d, m->config.window);
+		m->config.n_d2h, m->config.n_d2d, m->config.window);
 	model_log(m, "%s", m->what);
 	rc = seq_create(&m->seq, &m->config, &backend);
 	if (rc) {
@@ -1506,24 +1591,36 @@ static void model_run_sequence(const struct model_run *run, unsigned index,
 	}
 	if (seq_stream_count(m->seq) != m->nstreams)
 		model_fail(m, V_OTHER, "%u streams, expected %u", seq_stream_count(m->seq),
-			   m->nstreams);
+			m->nstreams);
 	for (uint32_t s = 0; s < m->nstreams && s < seq_stream_count(m->seq); s++) {
 		struct seq_stream_info info;
 
 		seq_stream_info(m->seq, s, &info);
-		if (info.kind != stream_kind(m, s) || info.window_capacity != m->config.window)
+		if (info.kind != stream_kind(m, s) || info.window_capacity != m->window)
 			model_fail(m, V_OTHER, "stream %u: kind %d window %u", s, info.kind,
-				   info.window_capacity);
+				info.window_capacity);
 	}
-	nactions = 200 + rng_below(&m->rng, 201);
+	nactions = 400 + rng_below(&m->rng, 401);
 	for (unsigned i = 0; i < nactions; i++) {
 		m->action = i;
 		model_action(m);
+		if (rng_chance(&m->rng, m->eager))
+			model_progress(m, false);
 		/* In strict mode the first violation is the story; what follows is noise. */
 		if (mode == MODE_STRICT && model_total(m))
 			break;
 	}
 	model_finish(m);
+	stats.sequences++;
+	stats.ops += m->nops;
+	stats.preds += m->npreds;
+	stats.failed += m->n_failed;
+	stats.eexist += m->n_eexist;
+	stats.eagain += m->n_eagain;
+	stats.waits += m->n_waits;
+	stats.releases += m->n_releases;
+	for (size_t k = 0; k < m->ncookies; k++)
+		stats.dones += m->cookies[k].state == COOKIE_DONE;
 out:
 	for (unsigned v = 0; v < V_COUNT; v++)
 		counts[v] = m->violations[v];
@@ -1533,8 +1630,8 @@ out:
 
 static struct model_run the_run;
 
-static void model_run_all(enum model_mode mode, unsigned sequences, unsigned totals[V_COUNT],
-			  unsigned *failing)
+static void model_run_all(
+	enum model_mode mode, unsigned sequences, unsigned totals[V_COUNT], unsigned *failing)
 {
 	memset(totals, 0, V_COUNT * sizeof(*totals));
 	*failing = 0;
@@ -1561,11 +1658,18 @@ START_TEST(test_model_random_sequences_match_model)
 	unsigned totals[V_COUNT], failing;
 
 	model_run_all(MODE_STRICT, the_run.sequences, totals, &failing);
+	fprintf(stderr,
+		"test-model: %" PRIu64 " sequences: %" PRIu64 " ops executed, %" PRIu64
+		" ordering constraints checked, %" PRIu64 " waits, %" PRIu64
+		" failed ops (I9), %" PRIu64 " -EEXIST, %" PRIu64 " -EAGAIN, %" PRIu64
+		" releases, %" PRIu64 " done\n",
+		stats.sequences, stats.ops, stats.preds, stats.waits, stats.failed, stats.eexist,
+		stats.eagain, stats.releases, stats.dones);
 	ck_assert_msg(failing == 0,
-		      "%u sequence(s) violated the model (races %u, use-after-free %u, early "
-		      "releases %u, other %u); seed=%" PRIu64 ", details above", failing,
-		      totals[V_RACE], totals[V_UAF], totals[V_EARLY_RELEASE], totals[V_OTHER],
-		      the_run.seed);
+		"%u sequence(s) violated the model (races %u, use-after-free %u, early "
+		"releases %u, other %u); seed=%" PRIu64 ", details above",
+		failing, totals[V_RACE], totals[V_UAF], totals[V_EARLY_RELEASE], totals[V_OTHER],
+		the_run.seed);
 }
 END_TEST
 
@@ -1575,14 +1679,22 @@ static void model_expect_caught(enum model_mode mode, const char *name)
 	unsigned totals[V_COUNT], failing;
 	unsigned sequences = the_run.sequences < 200 ? the_run.sequences : 200;
 
-	print_budget = 1; /* one example is enough */
+	if (!getenv("SSEQ_MODEL_PRINT"))
+		print_budget = 1; /* one example is enough */
+	if (the_run.only >= 0)
+		sequences = (unsigned)the_run.only + 1;
 	model_run_all(mode, sequences, totals, &failing);
-	fprintf(stderr, "test-model: %s: %u of %u sequences caught (races %u, use-after-free "
-		"%u, early releases %u, other %u)\n", name, failing, sequences, totals[V_RACE],
-		totals[V_UAF], totals[V_EARLY_RELEASE], totals[V_OTHER]);
-	ck_assert_msg(totals[V_RACE] + totals[V_UAF] + totals[V_EARLY_RELEASE] > 0,
-		      "%s injected, but the model found no race or use-after-free in %u "
-		      "sequences (seed=%" PRIu64 ")", name, sequences, the_run.seed);
+	fprintf(stderr,
+		"test-model: %s: %u of %u sequences caught (races %u, use-after-free "
+		"%u, early releases %u, other %u)\n",
+		name, failing, the_run.only >= 0 ? 1 : sequences, totals[V_RACE], totals[V_UAF],
+		totals[V_EARLY_RELEASE], totals[V_OTHER]);
+	/* Replaying one sequence (SSEQ_MODEL_ONLY) is for reading its trace, not a verdict. */
+	ck_assert_msg(
+		the_run.only >= 0 || totals[V_RACE] + totals[V_UAF] + totals[V_EARLY_RELEASE] > 0,
+		"%s injected, but the model found no race or use-after-free in %u "
+		"sequences (seed=%" PRIu64 ")",
+		name, sequences, the_run.seed);
 }
 
 START_TEST(test_model_catches_legacy_sync_window)
@@ -1624,14 +1736,16 @@ int main(void)
 	int failed;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	the_run.seed = env_u64("SSEQ_MODEL_SEED", (uint64_t)ts.tv_sec * 1000000007ull ^
-					  (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32));
+	the_run.seed = env_u64("SSEQ_MODEL_SEED",
+		(uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^
+			((uint64_t)getpid() << 32));
 	the_run.sequences = (unsigned)env_u64("SSEQ_MODEL_SEQUENCES", 3000);
 	the_run.only = getenv("SSEQ_MODEL_ONLY") ? (long)env_u64("SSEQ_MODEL_ONLY", 0) : -1;
 	the_run.verbose = env_u64("SSEQ_MODEL_VERBOSE", 0) != 0;
+	print_budget = (unsigned)env_u64("SSEQ_MODEL_PRINT", MODEL_PRINT_BUDGET);
 	printf("test-model: seed=%" PRIu64 " sequences=%u (set SSEQ_MODEL_SEED to reproduce, "
 	       "SSEQ_MODEL_ONLY=<index> to run one sequence, SSEQ_MODEL_VERBOSE=1 to trace it)\n",
-	       the_run.seed, the_run.sequences);
+		the_run.seed, the_run.sequences);
 	fflush(stdout);
 
 	/* Under ASan on a small machine the full run takes tens of seconds. */
