@@ -219,19 +219,24 @@ static int backend_start(struct daemon_opts *o, struct server *srv, struct backe
 
 struct daemon_state {
 	struct server srv;
-	uv_signal_t sigint, sigterm;
-	uv_timer_t drain;
+	uv_signal_t sigint, sigterm, sighup;
+	uv_timer_t drain, watchdog, status;
 	uint64_t drain_started;
+	char last_status[160];
 };
 
 static void on_drain_tick(uv_timer_t *t)
 {
 	struct daemon_state *d = t->data;
+	bool idle = server_idle(&d->srv);
 
-	if (server_idle(&d->srv) || uv_now(t->loop) - d->drain_started > DRAIN_TIMEOUT_MS) {
-		if (!server_idle(&d->srv))
+	if (idle || uv_now(t->loop) - d->drain_started > DRAIN_TIMEOUT_MS) {
+		if (!idle)
 			log_warn("main", "work still in flight after %u ms; exiting anyway",
 				 DRAIN_TIMEOUT_MS);
+		else
+			log_notice("main", "drained: all work in flight completed");
+		server_drop_clients(&d->srv);
 		uv_stop(t->loop);
 	}
 }
@@ -239,15 +244,41 @@ static void on_drain_tick(uv_timer_t *t)
 static void on_signal(uv_signal_t *h, int signum)
 {
 	struct daemon_state *d = h->data;
+	char summary[160];
 
+	if (signum == SIGHUP) {
+		/* Nothing is read from disk after start-up; SIGHUP reports where things stand
+		 * (the journal keeps stderr, so there is no log file to reopen). */
+		server_summary(&d->srv, summary, sizeof(summary));
+		log_notice("main", "SIGHUP: %s", summary);
+		return;
+	}
 	if (d->srv.stopping)
 		return;
-	log_notice("main", "%s: stopping; draining work in flight",
-		   signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	log_notice("main", "%s: stopping; draining work in flight (at most %u ms)",
+		   signum == SIGTERM ? "SIGTERM" : "SIGINT", DRAIN_TIMEOUT_MS);
 	sd_notify(0, "STOPPING=1");
 	server_stop(&d->srv);
 	d->drain_started = uv_now(h->loop);
 	uv_timer_start(&d->drain, on_drain_tick, 0, 5);
+}
+
+static void on_watchdog(uv_timer_t *t)
+{
+	/* The loop is alive if this timer fires: that is what the watchdog guards. */
+	sd_notify(0, "WATCHDOG=1");
+}
+
+static void on_status(uv_timer_t *t)
+{
+	struct daemon_state *d = t->data;
+	char status[160];
+
+	server_summary(&d->srv, status, sizeof(status));
+	if (strcmp(status, d->last_status) == 0)
+		return;
+	memcpy(d->last_status, status, sizeof(status));
+	sd_notifyf(0, "STATUS=%s", status);
 }
 
 static void on_close(uv_handle_t *h)
@@ -301,13 +332,26 @@ int main(int argc, char **argv)
 
 	uv_signal_init(loop, &d.sigint);
 	uv_signal_init(loop, &d.sigterm);
-	d.sigint.data = d.sigterm.data = &d;
+	uv_signal_init(loop, &d.sighup);
+	d.sigint.data = d.sigterm.data = d.sighup.data = &d;
 	uv_signal_start(&d.sigint, on_signal, SIGINT);
 	uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+	uv_signal_start(&d.sighup, on_signal, SIGHUP);
 	uv_timer_init(loop, &d.drain);
-	d.drain.data = &d;
+	uv_timer_init(loop, &d.watchdog);
+	uv_timer_init(loop, &d.status);
+	d.drain.data = d.watchdog.data = d.status.data = &d;
 	signal(SIGPIPE, SIG_IGN);
 
+	{
+		uint64_t usec = 0;
+		if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000) {
+			uv_timer_start(&d.watchdog, on_watchdog, 0, usec / 2000);
+			log_info("main", "watchdog: pinging every %" PRIu64 " ms", usec / 2000);
+		}
+	}
+	uv_timer_start(&d.status, on_status, 0, 1000);
+	/* The device is initialised and the socket listens: clients can be served. */
 	sd_notify(0, "READY=1");
 	uv_run(loop, UV_RUN_DEFAULT);
 
@@ -316,7 +360,10 @@ int main(int argc, char **argv)
 	server_close_handles(&d.srv);
 	uv_close((uv_handle_t *)&d.sigint, on_close);
 	uv_close((uv_handle_t *)&d.sigterm, on_close);
+	uv_close((uv_handle_t *)&d.sighup, on_close);
 	uv_close((uv_handle_t *)&d.drain, on_close);
+	uv_close((uv_handle_t *)&d.watchdog, on_close);
+	uv_close((uv_handle_t *)&d.status, on_close);
 	uv_run(loop, UV_RUN_DEFAULT);
 	uv_loop_close(loop);
 	log_notice("main", "stopped");

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -351,9 +352,32 @@ void server_stop(struct server *srv)
 		return;
 	srv->stopping = true;
 	uv_poll_stop(&srv->listen_poll);
-	/* Clients are told by the connection closing; their work in flight still drains. */
+	/* Clients hear it now; their work in flight still completes and is reported, and
+	 * new requests are refused with SHUTTING_DOWN until the drain ends. */
+	for (struct session *s = srv->sessions; s; s = s->next)
+		session_notice(s, SSEQ__STATUS__STATUS_SHUTTING_DOWN,
+			       "sseqd is stopping: work in flight completes, new work is refused");
+}
+
+void server_drop_clients(struct server *srv)
+{
+	for (struct session *s = srv->sessions; s; s = s->next)
+		session_flush(s);
 	while (srv->sessions)
 		session_disconnect(srv->sessions);
+}
+
+void server_summary(const struct server *srv, char *buf, size_t size)
+{
+	uint64_t inflight = 0;
+	const struct seq_counters *c = seq_counters(srv->seq);
+
+	for (const struct session *s = srv->sessions; s; s = s->next)
+		inflight += s->inflight;
+	snprintf(buf, size,
+		 "%u clients, %" PRIu64 " ops in flight, %" PRIu64 " ops done, %" PRIu64
+		 " waits enqueued",
+		 srv->nsessions, inflight, c->ops_completed, c->waits_enqueued);
 }
 
 static void server_close_cb(uv_handle_t *h)

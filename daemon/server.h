@@ -85,8 +85,12 @@ struct server {
 
 int server_init(struct server *srv, uv_loop_t *loop, const struct server_options *opts,
 		struct backend backend);
-/* Stop accepting and drop every client; in-flight work still completes. */
+/* Stop accepting, tell every client, refuse new work; in-flight work still completes. */
 void server_stop(struct server *srv);
+/* Write what is pending and close every connection (the end of a drain). */
+void server_drop_clients(struct server *srv);
+/* One line for STATUS= and the log: clients, ops in flight, totals. */
+void server_summary(const struct server *srv, char *buf, size_t size);
 /* Every issued point has been observed complete. */
 bool server_idle(const struct server *srv);
 /* Release the sequencer (and the memory it holds through the backend). */

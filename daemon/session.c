@@ -181,6 +181,11 @@ static void session_reply(struct session *s, uint64_t tag, Sseq__Status status,
 	session_reply_full(s, tag, status, message, 0, NULL, NULL);
 }
 
+void session_notice(struct session *s, Sseq__Status status, const char *message)
+{
+	session_reply(s, 0, status, message);
+}
+
 static void session_complete(struct session *s, uint64_t tag, Sseq__Status status,
 			     const char *message, struct seq_point at)
 {

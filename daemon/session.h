@@ -90,6 +90,8 @@ void session_on_io(uv_poll_t *poll, int status, int events);
 void session_flush(struct session *s);
 /* An op or watch finished (from the sequencer's done callback). */
 void session_op_done(struct op_rec *rec, int status);
+/* A daemon-originated Reply (tag 0): shutdown notices. */
+void session_notice(struct session *s, Sseq__Status status, const char *message);
 /* Look up a handle of this session, or NULL. */
 void *session_lookup(const struct session *s, uint64_t handle, enum handle_kind kind);
 
