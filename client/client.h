@@ -15,6 +15,8 @@
 #define CLIENT_SEND_SOFT (64u << 10)
 #define CLIENT_SEND_HARD (4u << 20)
 #define CLIENT_DEFAULT_STAGING (64u << 20)
+/* Reported errors kept for a later sseq_wait on their tag. */
+#define CLIENT_REPORTED_KEEP 4096
 
 /* One request from submission until it is finished (its Completion, or the Reply
  * when no Completion follows) and, if someone waits for it, until they looked. */
@@ -48,6 +50,8 @@ struct client_error {
 	uint64_t tag;
 	int code;
 	char *message;
+	bool tagged; /* the application holds the tag and may still sseq_wait on it */
+	bool reported; /* sync, next_error or the callback already saw it */
 };
 
 struct sseq {
@@ -64,14 +68,15 @@ struct sseq {
 	struct staging_arena *arenas;
 	uint64_t staging_size;
 	uint64_t staging_refs; /* range references held by requests in flight */
-	/* Errors nobody collected yet, oldest first (a ring). */
+	/* Errors not yet collected, oldest first (see libsseq.c). */
 	struct client_error *errors;
-	size_t errors_head, nerrors, errors_cap;
+	size_t nerrors, errors_cap, nreported;
 	int broken; /* 0, or why the connection is unusable */
 	int fatal; /* a tag-0 status the daemon sent before closing */
 	sseq_completion_fn cb;
 	void *cb_data;
 	char errmsg[256];
+	uint64_t errtag; /* the request errmsg is about, or 0 */
 	struct {
 		uint64_t session;
 		uint32_t major, minor;

@@ -66,11 +66,17 @@ void client_set_error(struct sseq *s, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
 	va_end(ap);
+	s->errtag = 0;
 }
 
 const char *sseq_last_error_message(struct sseq *s)
 {
 	return s ? s->errmsg : connect_errmsg;
+}
+
+uint64_t sseq_last_error_tag(struct sseq *s)
+{
+	return s->errtag;
 }
 
 /* ---- the table of requests in flight ---- */
@@ -132,56 +138,89 @@ static void op_free(struct op *op)
 	free(op);
 }
 
-/* ---- errors nobody has collected yet ---- */
+/* ---- errors ----
+ *
+ * Every error of a request nobody collected is kept here until it has been reported:
+ * by sseq_sync / sseq_next_error (oldest first, each once) or by sseq_wait on its tag.
+ * An error of a request whose tag the application holds stays after sync reported it,
+ * so a later sseq_wait on that tag still tells the truth; the oldest of those are
+ * dropped past CLIENT_REPORTED_KEEP. */
 
-static void errors_push(struct sseq *s, uint64_t tag, int code, const char *message)
+static void errors_remove(struct sseq *s, size_t i)
 {
-	if (s->nerrors == s->errors_cap) {
-		size_t ncap = s->errors_cap ? s->errors_cap * 2 : 16;
-		struct client_error *n = malloc(ncap * sizeof(*n));
-		if (!n) {
-			/* Keep the oldest errors: dropping the newest loses the least. */
-			return;
-		}
-		for (size_t i = 0; i < s->nerrors; i++)
-			n[i] = s->errors[(s->errors_head + i) % s->errors_cap];
-		free(s->errors);
-		s->errors = n;
-		s->errors_cap = ncap;
-		s->errors_head = 0;
-	}
-	struct client_error *e = &s->errors[(s->errors_head + s->nerrors) % s->errors_cap];
-	e->tag = tag;
-	e->code = code;
-	e->message = message && *message ? strdup(message) : NULL;
-	s->nerrors++;
+	free(s->errors[i].message);
+	if (s->errors[i].reported)
+		s->nreported--;
+	memmove(&s->errors[i], &s->errors[i + 1], (s->nerrors - i - 1) * sizeof(*s->errors));
+	s->nerrors--;
 }
 
-/* Remove error i (counted from the oldest) and return its code, leaving its text in
- * errmsg. */
-static int errors_take(struct sseq *s, size_t i, uint64_t *tag)
+static void errors_push(struct sseq *s, uint64_t tag, int code, const char *message, bool tagged,
+	bool reported)
 {
-	size_t cap = s->errors_cap;
-	struct client_error e = s->errors[(s->errors_head + i) % cap];
-	for (size_t j = i; j > 0; j--)
-		s->errors[(s->errors_head + j) % cap] = s->errors[(s->errors_head + j - 1) % cap];
-	s->errors_head = (s->errors_head + 1) % cap;
-	s->nerrors--;
+	if (reported && !tagged)
+		return;
+	if (reported && s->nreported >= CLIENT_REPORTED_KEEP) {
+		for (size_t i = 0; i < s->nerrors; i++)
+			if (s->errors[i].reported) {
+				errors_remove(s, i);
+				break;
+			}
+	}
+	if (s->nerrors == s->errors_cap) {
+		size_t ncap = s->errors_cap ? s->errors_cap * 2 : 16;
+		struct client_error *n = realloc(s->errors, ncap * sizeof(*n));
+		if (!n)
+			return; /* keep the older errors: the first one matters most */
+		s->errors = n;
+		s->errors_cap = ncap;
+	}
+	s->errors[s->nerrors++] = (struct client_error){
+		.tag = tag,
+		.code = code,
+		.message = message && *message ? strdup(message) : NULL,
+		.tagged = tagged,
+		.reported = reported,
+	};
+	if (reported)
+		s->nreported++;
+}
+
+/* Report error i: its code, with its text in errmsg. Once reported it is gone unless
+ * its tag may still be waited on. */
+static int errors_report(struct sseq *s, size_t i, bool waited)
+{
+	struct client_error *e = &s->errors[i];
+	int code = e->code;
+	client_set_error(s, "%s", e->message ? e->message : sseq_strerror(code));
+	s->errtag = e->tag;
+	if (waited || !e->tagged) {
+		errors_remove(s, i);
+	} else {
+		e->reported = true;
+		s->nreported++;
+	}
+	return code;
+}
+
+/* The oldest error not yet reported, or 0. */
+static int errors_next(struct sseq *s, uint64_t *tag)
+{
+	for (size_t i = 0; i < s->nerrors; i++) {
+		if (s->errors[i].reported)
+			continue;
+		if (tag)
+			*tag = s->errors[i].tag;
+		return errors_report(s, i, false);
+	}
 	if (tag)
-		*tag = e.tag;
-	client_set_error(s, "%s", e.message ? e.message : sseq_strerror(e.code));
-	free(e.message);
-	return e.code;
+		*tag = 0;
+	return 0;
 }
 
 int sseq_next_error(struct sseq *s, uint64_t *tag)
 {
-	if (s->nerrors == 0) {
-		if (tag)
-			*tag = 0;
-		return 0;
-	}
-	return errors_take(s, 0, tag);
+	return errors_next(s, tag);
 }
 
 /* ---- finishing requests ---- */
@@ -215,8 +254,8 @@ static void op_finish(struct sseq *s, struct op *op, bool keep_error)
 		consumed = s->cb(s->cb_data, op->tag, op->status) != 0;
 	if (op->waited)
 		return;
-	if (op->status != 0 && !consumed && keep_error)
-		errors_push(s, op->tag, op->status, op->message);
+	if (op->status != 0 && keep_error)
+		errors_push(s, op->tag, op->status, op->message, op->user_tag, consumed);
 	table_remove(s, op);
 	op_free(op);
 }
@@ -283,7 +322,7 @@ static void on_reply(struct sseq *s, const Sseq__Reply *rep)
 			s->fatal = code;
 			client_set_error(s, "%s", rep->message[0] ? rep->message : sseq_strerror(code));
 		} else if (code != 0) {
-			errors_push(s, rep->tag, code, rep->message);
+			errors_push(s, rep->tag, code, rep->message, false, false);
 		}
 		return;
 	}
@@ -307,7 +346,7 @@ static void on_completion(struct sseq *s, const Sseq__Completion *c)
 	if (!op || op->done) {
 		/* A request that finished at its Reply failed later (I9): keep the error. */
 		if (code != 0)
-			errors_push(s, c->tag, code, c->message);
+			errors_push(s, c->tag, code, c->message, false, false);
 		return;
 	}
 	op->completed = true;
@@ -533,8 +572,10 @@ int client_op_collect_handle(struct sseq *s, struct op *op, uint64_t *handle)
 	int status = op->status;
 	if (handle)
 		*handle = op->handle;
-	if (status != 0)
+	if (status != 0) {
 		client_set_error(s, "%s", op->message ? op->message : sseq_strerror(status));
+		s->errtag = op->user_tag ? op->tag : 0;
+	}
 	table_remove(s, op);
 	op_free(op);
 	return status;
@@ -579,7 +620,7 @@ static void client_free(struct sseq *s)
 	}
 	free(s->buckets);
 	while (s->nerrors)
-		free(s->errors[(s->errors_head + --s->nerrors) % s->errors_cap].message);
+		errors_remove(s, s->nerrors - 1);
 	free(s->errors);
 	client_staging_destroy(s);
 	frame_writer_finish(&s->w);
@@ -729,8 +770,8 @@ int sseq_wait(struct sseq *s, uint64_t tag)
 	if (op && !op->follow)
 		return client_op_collect(s, op);
 	for (size_t i = 0; i < s->nerrors; i++)
-		if (s->errors[(s->errors_head + i) % s->errors_cap].tag == tag)
-			return errors_take(s, i, NULL);
+		if (s->errors[i].tag == tag)
+			return errors_report(s, i, true);
 	if (tag == 0 || tag >= s->next_tag || op) {
 		client_set_error(s, "tag %llu was not issued on this connection",
 			(unsigned long long)tag);
@@ -766,13 +807,10 @@ int sseq_sync(struct sseq *s)
 	if (s->broken)
 		return s->broken;
 	client_staging_trim(s);
-	if (s->nerrors) {
-		/* The Sync itself failing is one more error; keep it behind older ones. */
-		if (r < 0)
-			errors_push(s, 0, r, s->errmsg);
-		return errors_take(s, 0, NULL);
-	}
-	return r;
+	/* The Sync itself failing is one more error; report it after older ones. */
+	if (r < 0)
+		errors_push(s, 0, r, s->errmsg, false, false);
+	return errors_next(s, NULL);
 }
 
 int sseq_poll(struct sseq *s, int timeout_ms)

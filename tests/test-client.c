@@ -867,6 +867,26 @@ START_TEST(test_client_wait_takes_error)
 }
 END_TEST
 
+/* Sync reporting an error must not make a later wait on its tag claim success: the
+ * caller would read a D2H destination that was never written. */
+START_TEST(test_client_wait_truthful_after_sync_reported)
+{
+	struct fake *f = fake_start();
+	struct sseq *s = fake_connect(f, 0);
+	f->fail_reply_tag = 4; /* hello, alloc, staging register, then the copy */
+	uint64_t b, t;
+	float x[4];
+	ck_assert_int_eq(sseq_alloc(s, 64, NULL, &b), 0);
+	ck_assert_int_eq(sseq_copy_d2h(s, b, 0, x, sizeof(x), &t), 0);
+	ck_assert_int_eq(sseq_sync(s), -SSEQ_ERR_UNKNOWN_HANDLE);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	ck_assert_int_eq(sseq_next_error(s, NULL), 0);
+	ck_assert_int_eq(sseq_wait(s, t), -SSEQ_ERR_UNKNOWN_HANDLE);
+	ck_assert_int_eq(sseq_wait(s, t), 0); /* collected: gone */
+	fake_stop(f, s);
+}
+END_TEST
+
 struct seen {
 	uint64_t tags[16];
 	int status[16];
@@ -908,6 +928,7 @@ START_TEST(test_client_completions_out_of_order)
 	}
 	ck_assert(out[0][3] == 4.0f);
 	ck_assert(out[2][0] == 1.0f);
+	ck_assert_int_eq(sseq_wait(s, tags[2]), -SSEQ_ERR_DEVICE_ERROR);
 	fake_stop(f, s);
 }
 END_TEST
@@ -984,6 +1005,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_client_unwaited_reply_error_kept_for_sync);
 	tcase_add_test(tc, test_client_late_failure_kept_for_sync);
 	tcase_add_test(tc, test_client_wait_takes_error);
+	tcase_add_test(tc, test_client_wait_truthful_after_sync_reported);
 	tcase_add_test(tc, test_client_completions_out_of_order);
 	tcase_add_test(tc, test_client_connection_loss);
 	tcase_add_test(tc, test_client_strerror_covers_all);

@@ -125,6 +125,11 @@ int sseq_get_info(struct sseq *s, struct sseq_info *info);
  * on the connection (or the next sseq_connect on this thread). */
 const char *sseq_last_error_message(struct sseq *s);
 
+/* The tag of the request whose error a function last returned on this connection (from
+ * sseq_sync, sseq_next_error or sseq_wait), or 0 when that error was not a tagged
+ * request's. Lets a caller of sseq_sync tell which request failed. */
+uint64_t sseq_last_error_tag(struct sseq *s);
+
 /*
  * Device buffers
  * --------------
@@ -300,9 +305,10 @@ int sseq_execute_function(struct sseq *s, uint64_t module, const char *name,
 int sseq_flush(struct sseq *s);
 
 /* Wait until request `tag` is finished: its Completion, or the Reply that rejected it.
- * Returns its status: 0, or the error (then it is not reported again by sseq_sync).
- * A tag that already finished returns 0, or its error if that was not yet reported.
- * -EINVAL for a tag this connection never issued. */
+ * Returns its status: 0 or its error, also when sseq_sync, sseq_next_error or the
+ * callback already saw that error (the library remembers the last 4096 failures of
+ * tagged requests until they are waited on). Collecting an error here means sseq_sync
+ * will not report it. -EINVAL for a tag this connection never issued. */
 int sseq_wait(struct sseq *s, uint64_t tag);
 
 /* Wait until the buffer's contents are defined: its producing operation completed.
@@ -311,11 +317,13 @@ int sseq_await(struct sseq *s, uint64_t buf);
 
 /* Wait until everything submitted on this connection is complete and every outstanding
  * request is finished. Returns 0, or the oldest error not yet reported (the detail is
- * in sseq_last_error_message). Further unreported errors stay queued for the next call. */
+ * in sseq_last_error_message). Each error is reported once; further ones stay queued
+ * for the next call or sseq_next_error(). */
 int sseq_sync(struct sseq *s);
 
-/* Pop the oldest unreported error without any I/O: returns it (0 if none) and its
- * request's tag in *tag (may be NULL). */
+/* Report the oldest unreported error without any I/O: returns it (0 if none) and its
+ * request's tag in *tag (may be NULL). Only messages already processed count: call
+ * sseq_poll() or sseq_sync() to process more. */
 int sseq_next_error(struct sseq *s, uint64_t *tag);
 
 /* Send buffered requests, then process messages from the daemon, waiting at most
@@ -331,8 +339,9 @@ uint64_t sseq_outstanding(struct sseq *s);
 int sseq_get_fd(struct sseq *s);
 
 /* Called when a request that returned a tag finishes, with its status. Return nonzero to
- * take charge of an error (it is then not kept for sseq_sync); return 0 to leave it
- * queued. A D2H destination is already written when the callback runs. */
+ * take charge of an error: sseq_sync will then not report it (sseq_wait on the tag still
+ * returns it); return 0 to leave it for sseq_sync. A D2H destination is already written
+ * when the callback runs. */
 typedef int (*sseq_completion_fn)(void *userdata, uint64_t tag, int status);
 
 /* Set (or clear, with NULL) the completion callback. */
