@@ -193,15 +193,22 @@ static void query_trace(struct server *srv, struct session *asker, const Sseq__Q
 	uint64_t max = q->trace && q->trace->max_entries ? q->trace->max_entries : 100;
 	uint64_t since = q->trace ? q->trace->since_seq : 0;
 	uint64_t first = srv->trace_seq > TRACE_RING ? srv->trace_seq - TRACE_RING + 1 : 1;
+	uint64_t last = srv->trace_seq;
 
 	if (max > TRACE_RING)
 		max = TRACE_RING;
-	if (srv->trace_seq >= max && srv->trace_seq - max + 1 > first)
+	if (since) {
+		/* Following: the oldest entries after `since`, so none is skipped. */
+		if (since + 1 > first)
+			first = since + 1;
+		if (last >= first && last - first + 1 > max)
+			last = first + max - 1;
+	} else if (srv->trace_seq >= max && srv->trace_seq - max + 1 > first) {
+		/* A snapshot: the most recent entries. */
 		first = srv->trace_seq - max + 1;
-	if (since + 1 > first)
-		first = since + 1;
+	}
 	res->trace = arena_alloc(a, (max + 1) * sizeof(*res->trace));
-	for (uint64_t seqno = first; seqno <= srv->trace_seq; seqno++) {
+	for (uint64_t seqno = first; seqno <= last; seqno++) {
 		const struct trace_ent *e = &srv->trace[seqno % TRACE_RING];
 		Sseq__TraceEntry *te = arena_alloc(a, sizeof(*te));
 		sseq__trace_entry__init(te);

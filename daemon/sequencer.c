@@ -407,7 +407,9 @@ static int op_validate(const struct seq_op *op)
 		return -EINVAL;
 	for (unsigned i = 0; i < op->naccess; i++) {
 		const struct seq_access *a = &op->access[i];
-		if (!a->buf || a->buf->freed || a->mode < SEQ_READ || a->mode > SEQ_READWRITE)
+		/* A base its owner freed may still be named through a live slice (I6). */
+		if (!a->buf || (a->buf->freed && a->buf->refs == 0) || a->mode < SEQ_READ ||
+		    a->mode > SEQ_READWRITE)
 			return -EINVAL;
 	}
 	/* I7: one definition per write. */

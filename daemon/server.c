@@ -188,6 +188,9 @@ static void server_on_turn_end(uv_check_t *h)
 	struct server *srv = h->data;
 
 	seq_flush(srv->seq);
+	for (struct session *s = srv->sessions; s; s = s->next)
+		if (s->following)
+			session_follow_trace(s);
 	while (srv->dirty) {
 		struct session *s = srv->dirty;
 		srv->dirty = s->next_dirty;

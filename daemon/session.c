@@ -932,6 +932,13 @@ static int req_execute(struct session *s, const Sseq__Request *rq)
 				r == -ERANGE ? SSEQ__STATUS__STATUS_OUT_OF_RANGE
 					     : SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
 				"%s", why ? why : "invalid arguments");
+	/* Every built-in kernel writes one float per element: an output it covers only in
+	 * part keeps the rest of its old contents, so it is a read-write for sequencing and
+	 * for error flow (I9), not a fresh definition. */
+	for (unsigned i = 0; i < op.naccess; i++)
+		if (op.access[i].mode == SEQ_WRITE &&
+		    pl.elements * sizeof(float) < op.access[i].buf->size)
+			op.access[i].mode = SEQ_READWRITE;
 	/* Built-in kernels cover exactly what check() validated, whatever shape was asked. */
 	return session_submit(s, rq, &op, NULL, rq->want_completion);
 }
@@ -974,7 +981,41 @@ static int req_query(struct session *s, const Sseq__Request *rq)
 	m.body_case = SSEQ__MESSAGE__BODY_QUERY_RESULT;
 	m.query_result = &res;
 	session_send(s, &m);
+	if (rq->query->kind == SSEQ__QUERY_KIND__QUERY_KIND_TRACE && rq->query->trace &&
+	    rq->query->trace->follow) {
+		s->following = true;
+		s->follow_tag = rq->tag;
+		s->follow_since = res.n_trace ? res.trace[res.n_trace - 1]->seq
+					      : (rq->query->trace->since_seq > s->srv->trace_seq
+							 ? s->srv->trace_seq
+							 : rq->query->trace->since_seq);
+		if (s->follow_since < s->srv->trace_seq && !res.n_trace)
+			s->follow_since = s->srv->trace_seq;
+	}
 	return 0;
+}
+
+void session_follow_trace(struct session *s)
+{
+	Sseq__Message m = SSEQ__MESSAGE__INIT;
+	Sseq__QueryResult res = SSEQ__QUERY_RESULT__INIT;
+	Sseq__Query q = SSEQ__QUERY__INIT;
+	Sseq__TraceOptions t = SSEQ__TRACE_OPTIONS__INIT;
+
+	if (!s->connected || !s->following || s->srv->trace_seq <= s->follow_since)
+		return;
+	t.max_entries = 256;
+	t.since_seq = s->follow_since;
+	q.kind = SSEQ__QUERY_KIND__QUERY_KIND_TRACE;
+	q.trace = &t;
+	res.tag = s->follow_tag;
+	query_answer(s->srv, s, &q, &res, &s->arena);
+	if (res.n_trace)
+		s->follow_since = res.trace[res.n_trace - 1]->seq;
+	m.body_case = SSEQ__MESSAGE__BODY_QUERY_RESULT;
+	m.query_result = &res;
+	session_send(s, &m);
+	arena_reset(&s->arena);
 }
 
 static int session_request(struct session *s, const Sseq__Request *rq, bool nested);

@@ -75,6 +75,10 @@ struct session {
 	uint32_t nslots, free_slot; /* free_slot: index + 1, 0 = none */
 
 	uint64_t buffers, bytes, inflight, stagings, staging_bytes;
+
+	/* A TRACE query with follow: new entries go out under follow_tag each turn. */
+	bool following;
+	uint64_t follow_tag, follow_since;
 };
 
 struct session *session_new(struct server *srv, int fd);
@@ -90,6 +94,8 @@ void session_on_io(uv_poll_t *poll, int status, int events);
 void session_flush(struct session *s);
 /* An op or watch finished (from the sequencer's done callback). */
 void session_op_done(struct op_rec *rec, int status);
+/* Send trace entries newer than the last sent to a following session. */
+void session_follow_trace(struct session *s);
 /* A daemon-originated Reply (tag 0): shutdown notices. */
 void session_notice(struct session *s, Sseq__Status status, const char *message);
 /* Look up a handle of this session, or NULL. */
