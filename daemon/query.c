@@ -214,7 +214,11 @@ static void query_trace(struct server *srv, struct session *asker, const Sseq__Q
 		sseq__trace_entry__init(te);
 		te->seq = e->seq;
 		te->time_ns = e->time_ns;
-		te->op = arena_strdup(a, e->op <= SEQ_OP_EXEC ? op_names[e->op] : "?");
+		te->op = arena_strdup(a, e->decision == SEQ_TRACE_RELEASE ||
+						 e->decision == SEQ_TRACE_DEFER_FREE
+					 ? "free"
+				 : e->op <= SEQ_OP_EXEC ? op_names[e->op]
+							: "?");
 		te->stream = arena_printf(a, "%u", e->at.stream);
 		te->point = query_point_text(a, e->at);
 		te->decision = arena_strdup(a, e->decision <= SEQ_TRACE_RELEASE

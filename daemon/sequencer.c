@@ -470,6 +470,7 @@ static int op_fail(struct seq *seq, struct seq_op *op, uint32_t s, int error,
 int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 {
 	uint64_t need[SEQ_MAX_STREAMS] = {0};
+	const struct seq_buffer *need_buf[SEQ_MAX_STREAMS]; /* for the trace */
 	struct point_rec rec = {.cookie = op->cookie, .want_done = op->want_done};
 	struct stream *st;
 	struct seq_point p;
@@ -508,14 +509,18 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 
 		a->addr = a->buf->addr;
 		a->size = a->buf->size;
-		if (op_needs(seq, s, b, b->def, op->kind) && need[b->def.stream] < b->def.seq)
+		if (op_needs(seq, s, b, b->def, op->kind) && need[b->def.stream] < b->def.seq) {
 			need[b->def.stream] = b->def.seq;
+			need_buf[b->def.stream] = b;
+		}
 		if (!(a->mode & SEQ_WRITE))
 			continue;
 		for (uint32_t x = 0; x < seq->nstreams; x++) {
 			p = (struct seq_point){x, b->readers[x]};
-			if (op_needs(seq, s, b, p, op->kind) && need[x] < p.seq)
+			if (op_needs(seq, s, b, p, op->kind) && need[x] < p.seq) {
 				need[x] = p.seq;
+				need_buf[x] = b;
+			}
 		}
 	}
 
@@ -531,7 +536,7 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 				       (struct seq_point){x, need[x]});
 		seq->counters.waits_enqueued++;
 		seq_trace_emit(seq, SEQ_TRACE_WAIT, (struct seq_point){s, st->issued + 1}, op->kind,
-			       NULL, (struct seq_point){x, need[x]});
+			       need_buf[x], (struct seq_point){x, need[x]});
 		rec.waits[rec.nwaits++] = (struct point_wait){x, event};
 	}
 
