@@ -1,0 +1,143 @@
+/* A tiny streaming JSON writer for sseqctl --json. The caller nests begin/end pairs
+ * correctly; the writer only tracks commas and indentation. */
+#include "ctl-json.h"
+
+#include <inttypes.h>
+
+void json_init(struct json *j, FILE *f, bool pretty)
+{
+	*j = (struct json){.f = f, .pretty = pretty};
+	j->empty[0] = true;
+}
+
+static void json_indent(struct json *j)
+{
+	if (!j->pretty)
+		return;
+	fputc('\n', j->f);
+	for (unsigned i = 0; i < j->depth; i++)
+		fputs("  ", j->f);
+}
+
+static void json_escape(struct json *j, const char *s)
+{
+	fputc('"', j->f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		switch (*p) {
+		case '"':
+			fputs("\\\"", j->f);
+			break;
+		case '\\':
+			fputs("\\\\", j->f);
+			break;
+		case '\n':
+			fputs("\\n", j->f);
+			break;
+		case '\r':
+			fputs("\\r", j->f);
+			break;
+		case '\t':
+			fputs("\\t", j->f);
+			break;
+		default:
+			/* Bytes >= 0x80 pass through: labels come from clients as UTF-8, and
+			 * protobuf-c has already refused strings that are not. */
+			if (*p < 0x20 || *p == 0x7f)
+				fprintf(j->f, "\\u%04x", *p);
+			else
+				fputc(*p, j->f);
+		}
+	}
+	fputc('"', j->f);
+}
+
+/* Separator, indentation and key before any value. */
+static void json_member(struct json *j, const char *key)
+{
+	if (j->depth > 0) {
+		if (!j->empty[j->depth])
+			fputc(',', j->f);
+		json_indent(j);
+	}
+	j->empty[j->depth] = false;
+	if (key) {
+		json_escape(j, key);
+		fputs(j->pretty ? ": " : ":", j->f);
+	}
+}
+
+static void json_open(struct json *j, const char *key, char c)
+{
+	json_member(j, key);
+	fputc(c, j->f);
+	/* Deeper nesting than sseqctl ever writes would be a bug here, not bad input. */
+	if (j->depth + 1 < JSON_MAX_DEPTH)
+		j->depth++;
+	j->empty[j->depth] = true;
+}
+
+static void json_close(struct json *j, char c)
+{
+	bool was_empty = j->empty[j->depth];
+
+	if (j->depth > 0)
+		j->depth--;
+	if (!was_empty)
+		json_indent(j);
+	fputc(c, j->f);
+}
+
+void json_object_begin(struct json *j, const char *key)
+{
+	json_open(j, key, '{');
+}
+
+void json_object_end(struct json *j)
+{
+	json_close(j, '}');
+}
+
+void json_array_begin(struct json *j, const char *key)
+{
+	json_open(j, key, '[');
+}
+
+void json_array_end(struct json *j)
+{
+	json_close(j, ']');
+}
+
+void json_string(struct json *j, const char *key, const char *value)
+{
+	json_member(j, key);
+	if (value)
+		json_escape(j, value);
+	else
+		fputs("null", j->f);
+}
+
+void json_uint(struct json *j, const char *key, uint64_t value)
+{
+	json_member(j, key);
+	fprintf(j->f, "%" PRIu64, value);
+}
+
+void json_bool(struct json *j, const char *key, bool value)
+{
+	json_member(j, key);
+	fputs(value ? "true" : "false", j->f);
+}
+
+void json_null(struct json *j, const char *key)
+{
+	json_member(j, key);
+	fputs("null", j->f);
+}
+
+void json_finish(struct json *j)
+{
+	fputc('\n', j->f);
+	fflush(j->f);
+	j->depth = 0;
+	j->empty[0] = true;
+}

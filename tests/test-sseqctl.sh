@@ -1,0 +1,168 @@
+#!/bin/bash
+# sseqctl against a live sim daemon: every command as tables and as JSON, the JSON
+# shapes scripts rely on, and the exit codes for no daemon, a silent one, a refusing one.
+# Usage: test-sseqctl.sh SSEQD SSEQCTL
+set -euo pipefail
+
+sseqd=$1
+sseqctl=$2
+dir=$(mktemp -d "${TMPDIR:-/tmp}/test-sseqctl.XXXXXX")
+sock=$dir/s.sock
+daemon_pid=
+helper_pid=
+
+cleanup() {
+	if [[ -n $helper_pid ]]; then kill "$helper_pid" 2>/dev/null || true; fi
+	if [[ -n $daemon_pid ]]; then kill "$daemon_pid" 2>/dev/null || true; fi
+	wait 2>/dev/null || true
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+wait_socket() {
+	for _ in $(seq 100); do
+		[[ -S $1 ]] && return 0
+		sleep 0.05
+	done
+	fail "no socket at $1"
+}
+
+# Runs sseqctl expecting exit code $1; output in $dir/out and $dir/err.
+expect_rc() {
+	local want=$1 rc=0
+	shift
+	"$sseqctl" "$@" >"$dir/out" 2>"$dir/err" || rc=$?
+	[[ $rc == "$want" ]] || fail "sseqctl $* exited $rc, want $want: $(cat "$dir/err")"
+}
+
+"$sseqd" --backend sim --socket "$sock" 2>"$dir/sseqd.log" &
+daemon_pid=$!
+wait_socket "$sock"
+
+for cmd in status clients buffers streams stats trace metrics; do
+	expect_rc 0 --socket "$sock" "$cmd"
+	[[ -s $dir/out ]] || fail "sseqctl $cmd printed nothing"
+	expect_rc 0 --socket "$sock" --json "$cmd"
+	python3 -m json.tool "$dir/out" >/dev/null || fail "sseqctl --json $cmd: not JSON: $(cat "$dir/out")"
+done
+
+# The shapes scripts depend on, on an idle daemon (sseqctl leaves itself out of clients).
+expect_rc 0 --socket "$sock" --json buffers
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d == {"buffers": []}, d' \
+	"$dir/out" || fail "idle buffers JSON: $(cat "$dir/out")"
+expect_rc 0 --socket "$sock" --json status
+python3 - "$dir/out" <<'EOF' || fail "status JSON shape: $(cat "$dir/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert set(d) == {"device", "streams", "counters", "clients"}, d.keys()
+assert d["device"]["backend"] == "sim", d["device"]
+assert isinstance(d["streams"], list) and d["streams"], d["streams"]
+assert d["streams"][0]["kind"] == "compute", d["streams"][0]
+assert d["counters"]["waits_enqueued"] == 0, d["counters"]
+assert d["clients"] == [], d["clients"]
+EOF
+expect_rc 0 --socket "$sock" --json stats
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "ops_submitted" in d["counters"], d' \
+	"$dir/out" || fail "stats JSON: $(cat "$dir/out")"
+expect_rc 0 --socket "$sock" --json metrics
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "sseq_ops_submitted_total" in d["metrics"], d' \
+	"$dir/out" || fail "metrics JSON: $(cat "$dir/out")"
+expect_rc 0 --socket "$sock" metrics
+grep -q '^# TYPE sseq_ops_submitted_total counter$' "$dir/out" || fail "metrics text: $(cat "$dir/out")"
+
+# SSEQ_SOCKET sets the socket; -n is accepted by trace.
+SSEQ_SOCKET=$sock expect_rc 0 --json trace -n 5
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert isinstance(d["trace"], list), d' \
+	"$dir/out" || fail "trace JSON: $(cat "$dir/out")"
+
+# --follow keeps polling until interrupted, then exits 0; every line is a JSON document.
+# The signal goes to sseqctl alone: timeout(1) would signal its whole process group,
+# LeakSanitizer's exit-time tracer included, which can hang it under ASan.
+"$sseqctl" --socket "$sock" --json trace --follow >"$dir/out" 2>"$dir/err" &
+helper_pid=$!
+sleep 1
+kill -INT "$helper_pid"
+rc=0
+wait "$helper_pid" || rc=$?
+helper_pid=
+[[ $rc == 0 ]] || fail "trace --follow exited $rc: $(cat "$dir/err")"
+[[ -s $dir/out ]] || fail "trace --follow printed nothing"
+while IFS= read -r line; do
+	python3 -c 'import json,sys; json.loads(sys.argv[1])' "$line" || fail "follow line: $line"
+done <"$dir/out"
+
+# Bad usage.
+expect_rc 2 --socket "$sock" frobnicate
+expect_rc 2 --socket "$sock" status -n 3
+expect_rc 2 --socket "$sock" trace -n 0
+expect_rc 2
+expect_rc 0 --help
+expect_rc 0 --version
+
+kill -TERM "$daemon_pid"
+wait "$daemon_pid" || fail "sseqd exited $? after SIGTERM: $(cat "$dir/sseqd.log")"
+daemon_pid=
+
+# No daemon: one clear line and exit 3, for a missing socket and a dead one.
+expect_rc 3 --socket "$dir/missing.sock" status
+grep -q "^sseqctl: no daemon answers at $dir/missing.sock: No such file or directory" "$dir/err" ||
+	fail "missing socket message: $(cat "$dir/err")"
+[[ $(wc -l <"$dir/err") == 1 ]] || fail "more than one line: $(cat "$dir/err")"
+python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$dir/dead.sock"
+expect_rc 3 --socket "$dir/dead.sock" --json buffers
+grep -q "Connection refused (is sseqd running? set --socket or SSEQ_SOCKET)" "$dir/err" ||
+	fail "dead socket message: $(cat "$dir/err")"
+[[ ! -s $dir/out ]] || fail "printed output without a daemon: $(cat "$dir/out")"
+
+# A peer that accepts and never answers: a timeout and exit 3, not a hang.
+python3 -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(4)
+c, _ = s.accept(); time.sleep(30)' "$dir/mute.sock" &
+helper_pid=$!
+wait_socket "$dir/mute.sock"
+expect_rc 3 --socket "$dir/mute.sock" status
+grep -q "within 5 s" "$dir/err" || fail "timeout message: $(cat "$dir/err")"
+kill "$helper_pid" 2>/dev/null || true
+wait "$helper_pid" 2>/dev/null || true
+helper_pid=
+
+# A daemon that welcomes and then refuses the query: its message, exit 1. The frames
+# are encoded by hand (field tags and varints) to keep the test free of protobuf.
+python3 -c '
+import socket, struct, sys
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7f; n >>= 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n: return out
+def field(num, payload):
+    if isinstance(payload, int): return varint(num << 3) + varint(payload)
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+def frame(msg): return struct.pack("<I", len(msg)) + msg
+def read_frame(c):
+    n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
+    return c.recv(n, socket.MSG_WAITALL)
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(4)
+c, _ = s.accept()
+read_frame(c)
+welcome = field(3, 7)
+c.sendall(frame(field(1, field(1, 1) + field(6, welcome))))
+read_frame(c)
+result = field(1, 2) + field(2, 15) + field(3, b"window full, try later")
+c.sendall(frame(field(3, result)))
+c.recv(1)' "$dir/busy.sock" &
+helper_pid=$!
+wait_socket "$dir/busy.sock"
+expect_rc 1 --socket "$dir/busy.sock" stats
+grep -q "busy: window full, try later" "$dir/err" || fail "daemon error message: $(cat "$dir/err")"
+wait "$helper_pid" 2>/dev/null || true
+helper_pid=
+
+echo "ok"
