@@ -16,6 +16,9 @@
 #include "log.h"
 #include "server.h"
 #include "sim.h"
+#ifdef SSEQ_HAVE_HIP
+#include "hip.h"
+#endif
 
 #define DRAIN_TIMEOUT_MS 10000
 
@@ -23,6 +26,7 @@ struct daemon_opts {
 	struct server_options srv;
 	struct sim_config sim;
 	const char *backend;
+	const char *kernels; /* --kernels: the hip backend's kernel image */
 	char socket_buf[108];
 };
 
@@ -45,6 +49,8 @@ static void usage(FILE *f)
 		"      --d2h-streams N      device-to-host streams (default 1)\n"
 		"      --d2d-streams N      device-to-device streams (default 1)\n"
 		"      --module-dir DIR     where LoadModule may load code objects from\n"
+		"      --kernels PATH       the built-in kernels' code object for the hip backend\n"
+		"                           (default: the build tree's, else the installed one)\n"
 		"  -l, --log-level LEVEL    err, warning, notice, info (default), debug\n"
 		"  -h, --help               show this help\n"
 		"  -V, --version            show the version\n",
@@ -91,7 +97,15 @@ static int parse_inject(struct daemon_opts *o, const char *spec)
 
 static int parse_args(struct daemon_opts *o, int argc, char **argv)
 {
-	enum { OPT_SIM_DELAY = 256, OPT_INJECT, OPT_WINDOW, OPT_D2H, OPT_D2D, OPT_MODULE_DIR };
+	enum {
+		OPT_SIM_DELAY = 256,
+		OPT_INJECT,
+		OPT_WINDOW,
+		OPT_D2H,
+		OPT_D2D,
+		OPT_MODULE_DIR,
+		OPT_KERNELS,
+	};
 	static const struct option longopts[] = {
 		{"socket", required_argument, NULL, 's'},
 		{"device", required_argument, NULL, 'd'},
@@ -102,6 +116,7 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 		{"d2h-streams", required_argument, NULL, OPT_D2H},
 		{"d2d-streams", required_argument, NULL, OPT_D2D},
 		{"module-dir", required_argument, NULL, OPT_MODULE_DIR},
+		{"kernels", required_argument, NULL, OPT_KERNELS},
 		{"log-level", required_argument, NULL, 'l'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -149,6 +164,9 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 			break;
 		case OPT_MODULE_DIR:
 			o->srv.module_dir = optarg;
+			break;
+		case OPT_KERNELS:
+			o->kernels = optarg;
 			break;
 		case 'l':
 			level = log_parse_level(optarg);
@@ -205,6 +223,47 @@ static int backend_start(struct daemon_opts *o, struct server *srv, struct backe
 {
 	const char *want = o->backend ? o->backend : "auto";
 
+#ifdef SSEQ_HAVE_HIP
+	/* ---- hip (daemon/hip.c): a GPU if there is one; auto falls back to the sim ---- */
+	if (strcmp(want, "sim") != 0) {
+		const struct hip_config hc = {
+			.device = o->srv.device,
+			.n_d2h = o->srv.seq.n_d2h,
+			.n_d2d = o->srv.seq.n_d2d,
+			.kernels = o->kernels,
+		};
+		const bool must = strcmp(want, "hip") == 0;
+		int n = hip_device_count(), r;
+
+		if (n > (int)o->srv.device) {
+			if (o->sim.nfail || o->sim.delay[0].mode || o->sim.delay[1].mode ||
+				o->sim.delay[2].mode || o->sim.delay[3].mode)
+				log_warn("main", "--sim-delay and --inject fail-op act on the sim "
+						 "backend only: ignored with hip");
+			r = hip_create(out, &hc, server_push_completion, server_finding, srv);
+			if (r == 0 || must)
+				return r;
+			log_warn("main", "auto: the hip backend did not start (%s): using the sim "
+					 "backend",
+				strerror(-r));
+		} else if (n < 0) {
+			log_msg(must ? LOG_LVL_ERR : LOG_LVL_NOTICE, "main",
+				"%s: the HIP runtime cannot start (no GPU driver: %s)%s",
+				must ? "--backend hip" : "auto", strerror(-n),
+				must ? "" : ": using the sim backend");
+		} else if (n == 0) {
+			log_msg(must ? LOG_LVL_ERR : LOG_LVL_NOTICE, "main", "%s: no GPU found%s",
+				must ? "--backend hip" : "auto", must ? "" : ": using the sim backend");
+		} else {
+			log_msg(must ? LOG_LVL_ERR : LOG_LVL_NOTICE, "main",
+				"%s: no GPU %u (the HIP runtime sees %d)%s",
+				must ? "--backend hip" : "auto", o->srv.device, n,
+				must ? "" : ": using the sim backend");
+		}
+		if (must)
+			return -ENODEV;
+	}
+#else
 	if (strcmp(want, "hip") == 0) {
 		log_err("main", "--backend hip: this sseqd was built without HIP "
 				"(configure with -Dhip=enabled)");
@@ -212,6 +271,8 @@ static int backend_start(struct daemon_opts *o, struct server *srv, struct backe
 	}
 	if (strcmp(want, "auto") == 0)
 		log_notice("main", "no HIP support built in: using the sim backend");
+	(void)o->kernels;
+#endif
 	o->sim.n_d2h = o->srv.seq.n_d2h;
 	o->sim.n_d2d = o->srv.seq.n_d2d;
 	return sim_create(out, &o->sim, server_push_completion, server_finding, srv);

@@ -179,6 +179,36 @@ static void query_buffers(struct server *srv, struct session *asker, uint64_t on
 			res->buffers[n++] = bi;
 		}
 	}
+	/* Freed bases whose memory waits for their last use (I5): no handle any more. */
+	if (asker->uid == 0 && !only) {
+		size_t np = seq_pending_count(srv->seq);
+		Sseq__BufferInfo **all = arena_alloc(a, (n + np + 1) * sizeof(*all));
+		memcpy(all, res->buffers, n * sizeof(*all));
+		res->buffers = all;
+		for (size_t i = 0; i < np; i++) {
+			const struct seq_buffer *b = seq_pending_get(srv->seq, i);
+			Sseq__BufferInfo *bi = arena_alloc(a, sizeof(*bi));
+			struct seq_stream_info def_stream;
+			sseq__buffer_info__init(bi);
+			bi->session = b->owner;
+			bi->label = (char *)"(freed)";
+			bi->size = b->size;
+			bi->producer = query_point(a, b->def);
+			seq_stream_info(srv->seq, b->def.stream, &def_stream);
+			bi->producer_complete = b->def.seq <= def_stream.completed;
+			bi->readers = arena_alloc(a, nstreams * sizeof(*bi->readers));
+			for (unsigned x = 0; x < nstreams; x++) {
+				struct seq_stream_info si;
+				seq_stream_info(srv->seq, x, &si);
+				if (b->readers[x] > si.completed)
+					bi->readers[bi->n_readers++] =
+						query_point(a, (struct seq_point){x, b->readers[x]});
+			}
+			bi->pending_free = true;
+			bi->producer_status = server_status_from_errno(seq_buffer_error(srv->seq, b));
+			res->buffers[n++] = bi;
+		}
+	}
 	res->n_buffers = n;
 }
 
@@ -210,7 +240,13 @@ static void query_trace(struct server *srv, struct session *asker, const Sseq__Q
 	res->trace = arena_alloc(a, (max + 1) * sizeof(*res->trace));
 	for (uint64_t seqno = first; seqno <= last; seqno++) {
 		const struct trace_ent *e = &srv->trace[seqno % TRACE_RING];
-		Sseq__TraceEntry *te = arena_alloc(a, sizeof(*te));
+		Sseq__TraceEntry *te;
+
+		/* Root and the same user see every session's entries; others their own. */
+		if ((q->session && e->session != q->session) ||
+		    (asker->uid != 0 && e->session != asker->id && e->uid != asker->uid))
+			continue;
+		te = arena_alloc(a, sizeof(*te));
 		sseq__trace_entry__init(te);
 		te->seq = e->seq;
 		te->time_ns = e->time_ns;

@@ -279,6 +279,16 @@ int seq_buffer_error(const struct seq *seq, const struct seq_buffer *buf)
 	return 0;
 }
 
+size_t seq_pending_count(const struct seq *seq)
+{
+	return seq->npending;
+}
+
+const struct seq_buffer *seq_pending_get(const struct seq *seq, size_t i)
+{
+	return i < seq->npending ? seq->pending[i] : NULL;
+}
+
 static struct seq_buffer *buffer_new(struct seq *seq)
 {
 	struct seq_buffer *b = calloc(1, sizeof(*b));

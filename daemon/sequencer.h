@@ -138,6 +138,7 @@ struct seq_buffer {
 	uint64_t size;
 	uint64_t addr; /* device address of this view */
 	uint64_t user; /* opaque for the owner of the handle */
+	uint64_t owner; /* opaque: who held it, kept after the handle is gone (inspection) */
 	/* Base only: */
 	unsigned refs; /* the owner's + one per live slice */
 	bool freed; /* the owner let go; memory goes back at refs 0 and no use pending */
@@ -182,6 +183,10 @@ int seq_buffer_slice(struct seq *seq, struct seq_buffer *of, uint64_t offset, ui
 void seq_buffer_free(struct seq *seq, struct seq_buffer *buf);
 /* Whether every point that defines or reads buf's base is known complete. */
 bool seq_buffer_idle(const struct seq *seq, const struct seq_buffer *buf);
+/* Bases freed by their owner whose memory waits for their last use (I5), for
+ * inspection: the count, and the i-th. */
+size_t seq_pending_count(const struct seq *seq);
+const struct seq_buffer *seq_pending_get(const struct seq *seq, size_t i);
 /* The base's failure, or 0. */
 int seq_buffer_error(const struct seq *seq, const struct seq_buffer *buf);
 

@@ -101,7 +101,8 @@ static void srv_trace(void *ctx, const struct seq_trace *t)
 	*e = (struct trace_ent){
 		.seq = seqno,
 		.time_ns = now_ns() - srv->started_ns,
-		.session = sb ? sb->owner->id : 0,
+		.session = sb ? sb->owner->id : t->buf ? t->buf->owner : 0,
+		.uid = sb ? sb->owner->uid : 0,
 		.buffer = sb ? sb->handle : 0,
 		.at = t->at,
 		.producer = t->producer,

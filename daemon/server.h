@@ -32,6 +32,7 @@ struct trace_ent {
 	uint64_t seq;
 	uint64_t time_ns;
 	uint64_t session;
+	uint32_t uid; /* the session's, for who may see the entry */
 	uint64_t buffer; /* handle, 0 if none or gone */
 	struct seq_point at, producer;
 	uint8_t decision;

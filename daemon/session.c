@@ -469,6 +469,13 @@ static int req_hello(struct session *s, const Sseq__Request *rq)
 	s->hello = true;
 	snprintf(s->name, sizeof(s->name), "%s", h->client_name ? h->client_name : "");
 	snprintf(s->worker, sizeof(s->worker), "%s", h->worker_id ? h->worker_id : "");
+	/* Names go into log lines and tables: nothing that could forge or break a line. */
+	for (char *c = s->name; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	for (char *c = s->worker; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
 	log_info("session", "client %" PRIu64 " connected: %s pid %u uid %u%s%s", s->id,
 		 s->name[0] ? s->name : "unnamed", s->pid, s->uid, s->worker[0] ? " worker " : "",
 		 s->worker);
@@ -581,6 +588,7 @@ static int sbuf_new(struct session *s, struct seq_buffer *b, const char *label, 
 		return -ENOMEM;
 	}
 	b->user = (uint64_t)(uintptr_t)sb;
+	b->owner = s->id;
 	*handle = sb->handle;
 	return 0;
 }

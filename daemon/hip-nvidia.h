@@ -1,0 +1,98 @@
+/* The HIP calls daemon/hip.c makes, mapped onto CUDA's runtime API for NVIDIA builds
+ * (-Dhip_platform=nvidia). Only what hip.c uses is here: Debian's HIP 5.2 NVIDIA headers
+ * do not compile against CUDA 13, and a small table we own is easier to keep right. */
+#ifndef SSEQ_HIP_NVIDIA_H
+#define SSEQ_HIP_NVIDIA_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+
+typedef cudaError_t hipError_t;
+typedef cudaStream_t hipStream_t;
+typedef cudaEvent_t hipEvent_t;
+typedef struct cudaDeviceProp hipDeviceProp_t;
+/* Modules go through the runtime's library API (CUDA >= 12.5), not the driver API: the
+ * daemon then never links libcuda, so an NVIDIA build still starts, and falls back to
+ * the sim, on a machine without the driver. cudaLaunchKernel takes a cudaKernel_t. */
+typedef cudaLibrary_t hipModule_t;
+typedef cudaKernel_t hipFunction_t;
+
+#define hipSuccess cudaSuccess
+#define hipErrorNotReady cudaErrorNotReady
+#define hipErrorOutOfMemory cudaErrorMemoryAllocation
+#define hipErrorInvalidValue cudaErrorInvalidValue
+#define hipErrorInvalidDevicePointer cudaErrorInvalidDevicePointer
+#define hipErrorInvalidResourceHandle cudaErrorInvalidResourceHandle
+#define hipErrorInvalidConfiguration cudaErrorInvalidConfiguration
+#define hipErrorNoDevice cudaErrorNoDevice
+#define hipErrorInvalidDevice cudaErrorInvalidDevice
+#define hipErrorInsufficientDriver cudaErrorInsufficientDriver
+#define hipErrorInitializationError cudaErrorInitializationError
+#define hipErrorFileNotFound cudaErrorFileNotFound
+#define hipErrorNotFound cudaErrorSymbolNotFound
+#define hipErrorInvalidImage cudaErrorInvalidKernelImage
+#define hipErrorNoBinaryForGpu cudaErrorNoKernelImageForDevice
+#define hipErrorSharedObjectInitFailed cudaErrorSharedObjectInitFailed
+#define hipErrorHostMemoryAlreadyRegistered cudaErrorHostMemoryAlreadyRegistered
+#define hipErrorHostMemoryNotRegistered cudaErrorHostMemoryNotRegistered
+#define hipErrorNotSupported cudaErrorNotSupported
+#define hipErrorLaunchOutOfResources cudaErrorLaunchOutOfResources
+
+#define hipStreamNonBlocking cudaStreamNonBlocking
+#define hipEventDefault cudaEventDefault
+#define hipEventDisableTiming cudaEventDisableTiming
+#define hipHostRegisterDefault cudaHostRegisterDefault
+#define hipMemcpyHostToDevice cudaMemcpyHostToDevice
+#define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+
+#define hipGetErrorName cudaGetErrorName
+#define hipGetErrorString cudaGetErrorString
+#define hipGetDeviceCount cudaGetDeviceCount
+#define hipSetDevice cudaSetDevice
+#define hipGetDeviceProperties cudaGetDeviceProperties
+#define hipMemGetInfo cudaMemGetInfo
+#define hipDeviceSynchronize cudaDeviceSynchronize
+#define hipStreamCreateWithFlags cudaStreamCreateWithFlags
+#define hipStreamDestroy cudaStreamDestroy
+#define hipEventCreateWithFlags cudaEventCreateWithFlags
+#define hipEventDestroy cudaEventDestroy
+#define hipEventRecord cudaEventRecord
+#define hipEventQuery cudaEventQuery
+#define hipEventSynchronize cudaEventSynchronize
+#define hipStreamWaitEvent cudaStreamWaitEvent
+#define hipMalloc cudaMalloc
+#define hipFree cudaFree
+#define hipMemcpyAsync cudaMemcpyAsync
+#define hipHostRegister cudaHostRegister
+#define hipHostUnregister cudaHostUnregister
+
+static inline hipError_t hipModuleLoad(hipModule_t *module, const char *path)
+{
+	return cudaLibraryLoadFromFile(module, path, NULL, NULL, 0, NULL, NULL, 0);
+}
+
+static inline hipError_t hipModuleUnload(hipModule_t module)
+{
+	return cudaLibraryUnload(module);
+}
+
+static inline hipError_t hipModuleGetFunction(hipFunction_t *f, hipModule_t module,
+	const char *name)
+{
+	return cudaLibraryGetKernel(f, module, name);
+}
+
+/* cuLaunchKernel's shape; `extra` (packed arguments) is not used by hip.c. */
+static inline hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned gx, unsigned gy,
+	unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared, hipStream_t stream,
+	void **params, void **extra)
+{
+	dim3 grid = {gx, gy, gz}, block = {bx, by, bz};
+
+	if (extra)
+		return cudaErrorInvalidValue;
+	return cudaLaunchKernel((const void *)f, grid, block, params, shared, stream);
+}
+
+#endif

@@ -1,0 +1,1287 @@
+/* The hip backend: the sequencer's commands as HIP stream operations on one GPU. The loop
+ * thread only enqueues (copies, kernels, event records and waits); one thread per stream
+ * waits for that stream's recorded events in order and reports them; device memory comes
+ * from a caching pool so that no hipFree, which synchronizes the device, runs on the loop. */
+#include "hip.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef SSEQ_HIP_NVIDIA
+#include "hip-nvidia.h"
+#else
+#include <hip/hip_runtime_api.h>
+#endif
+
+#include "log.h"
+
+#define HIP_BLOCK 256
+#define HIP_GRID_MAX 0x7fffffffu
+/* Size classes: multiples of 256 up to 4 KiB, then 8 per power of two (at most 12.5%
+ * slack), so released blocks fit the next request of about the same size. */
+#define HIP_ALIGN 256
+#define HIP_SMALL_MAX 4096
+#define HIP_SMALL_CLASSES (HIP_SMALL_MAX / HIP_ALIGN)
+#define HIP_CLASS_STEPS 8
+#define HIP_MAX_ALLOC (1ull << 48)
+#define HIP_NCLASSES (HIP_SMALL_CLASSES + (48 - 12) * HIP_CLASS_STEPS)
+#define HIP_EVENTS_PRECREATED 64
+#define HIP_MAX_KERNELS 32
+/* Polling: a few queries back to back (1-2 us each) catch short ops; then sleep. */
+#define HIP_POLL_SPINS 16
+#define HIP_POLL_SLEEP_NS 20000
+/* gfx90a and gfx94x run the wall clock behind wall_clock64() at 100 MHz; HIP 5.2 cannot
+ * query it (hipDeviceAttributeWallClockRate came later). NVIDIA's %globaltimer is in ns. */
+#define HIP_AMD_WALL_CLOCK_KHZ 100000ull
+#define HIP_NV_GLOBALTIMER_KHZ 1000000ull
+
+#ifndef SSEQ_KERNELS_INSTALL_PATH
+#define SSEQ_KERNELS_INSTALL_PATH "/usr/local/lib/sseq/sseq-kernels"
+#endif
+
+/* Hidden arguments a built-in kernel's device wrapper takes after its signature's. */
+enum hip_extra {
+	HIP_EXTRA_NONE,
+	HIP_EXTRA_CLOCK, /* spin: the device clock's rate in kHz */
+	HIP_EXTRA_CONV2D, /* conv2d: struct kernel_conv2d with the output extent */
+};
+
+struct hip_fn {
+	hipFunction_t f; /* NULL: not in the image */
+	enum hip_extra extra;
+};
+
+/* One device allocation, live or cached; found by address for release and destroy. */
+struct hip_block {
+	uint64_t addr;
+	uint64_t size; /* its class size */
+	unsigned cls;
+	bool live;
+	struct hip_block *next_free; /* in its class's free list */
+	struct hip_block *hnext; /* hash chain */
+};
+
+struct hip_event_ent {
+	uint64_t seq;
+	hipEvent_t ev;
+};
+
+/* A scratch block retired from an overlapping D2D; back to the pool once `seq` is done. */
+struct hip_deferred {
+	uint64_t addr;
+	uint64_t seq;
+	struct hip_deferred *next;
+};
+
+struct hip;
+
+struct hip_stream {
+	struct hip *h;
+	uint32_t index;
+	enum seq_stream_kind kind;
+	hipStream_t stream;
+	pthread_t thread;
+	bool started;
+	/* The loop thread's. */
+	uint64_t launched;
+	uint64_t recorded;
+	uint64_t scratch; /* for overlapping D2D copies (D2D streams) */
+	uint64_t scratch_size;
+	struct hip_deferred *deferred;
+	/* Recorded events in ascending order: a ring [head, head + count). The first
+	 * `nreported` were reported and wait for retire. Only the loop thread changes the
+	 * ring; it does so, and the completion thread reads it, under mu. */
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct hip_event_ent *ring;
+	size_t cap, head, count, nreported;
+	bool sleeping;
+	bool stop;
+};
+
+struct hip {
+	backend_complete_fn complete;
+	backend_finding_fn finding;
+	void *arg;
+	struct hip_config cfg;
+	int device;
+	bool device_open;
+	char name[96];
+	char arch[32];
+	uint64_t clock_khz;
+	_Atomic uint64_t findings;
+	unsigned nstreams;
+	struct hip_stream streams[SEQ_MAX_STREAMS];
+	hipModule_t module;
+	bool module_loaded;
+	const struct kernel_desc *const *kernels;
+	struct hip_fn fn[HIP_MAX_KERNELS];
+	unsigned nfn;
+	/* Event pool: the loop thread's alone. */
+	hipEvent_t *events;
+	size_t nevents, capevents;
+	unsigned event_flags;
+	/* Memory pool: the loop thread's alone. */
+	struct hip_block **hash;
+	size_t nhash, nblocks;
+	struct hip_block *free_class[HIP_NCLASSES];
+	uint64_t used_bytes, cached_bytes;
+	/* Registered staging ranges, unregistered at destroy if the server did not. */
+	struct hip_staging {
+		void *addr;
+		size_t size;
+	} *staging;
+	size_t nstaging, capstaging;
+	/* Cached blocks handed back to the device off the loop thread (hipFree syncs). */
+	pthread_t reaper;
+	bool reaper_started;
+	pthread_mutex_t reap_mu;
+	pthread_cond_t reap_cond;
+	struct hip_block *reap_list;
+	bool reap_stop;
+};
+
+/* ---- errors: translated once, here ---- */
+
+static int hip_errno(hipError_t e)
+{
+	switch (e) {
+	case hipSuccess:
+		return 0;
+	case hipErrorOutOfMemory:
+		return -ENOMEM;
+	case hipErrorInvalidValue:
+	case hipErrorInvalidDevicePointer:
+	case hipErrorInvalidResourceHandle:
+	case hipErrorInvalidConfiguration:
+		return -EINVAL;
+	case hipErrorNoDevice:
+	case hipErrorInvalidDevice:
+	case hipErrorInsufficientDriver:
+	case hipErrorInitializationError:
+		return -ENODEV;
+	case hipErrorFileNotFound:
+	case hipErrorNotFound:
+		return -ENOENT;
+	case hipErrorInvalidImage:
+	case hipErrorNoBinaryForGpu:
+	case hipErrorSharedObjectInitFailed:
+		return -ENOEXEC;
+	case hipErrorHostMemoryAlreadyRegistered:
+		return -EEXIST;
+	case hipErrorHostMemoryNotRegistered:
+		return -ENOENT;
+	case hipErrorNotSupported:
+		return -ENOTSUP;
+	case hipErrorLaunchOutOfResources:
+		return -E2BIG;
+	case hipErrorNotReady:
+		return -EAGAIN;
+	default:
+		/* Faults on the device (illegal address, launch failure, ECC, ...). */
+		return -EIO;
+	}
+}
+
+static const char *hip_op_name(enum seq_op_kind kind)
+{
+	switch (kind) {
+	case SEQ_OP_H2D:
+		return "h2d";
+	case SEQ_OP_D2H:
+		return "d2h";
+	case SEQ_OP_D2D:
+		return "d2d";
+	case SEQ_OP_EXEC:
+		return "kernel";
+	}
+	return "op";
+}
+
+/* Log a failed call with what it was doing and return the translated error. */
+static int hip_fail(hipError_t e, const char *call, const char *what, struct seq_point at)
+{
+	int r = hip_errno(e);
+
+	log_err("hip", "%s for %s at %" PRIu32 ":%" PRIu64 " failed: %s (%s) -> %s", call, what,
+		at.stream, at.seq, hipGetErrorName(e), hipGetErrorString(e), strerror(-r));
+	return r;
+}
+
+/* ---- memory: a caching pool by size class ---- */
+
+static uint64_t hip_class(uint64_t size, unsigned *cls)
+{
+	unsigned e;
+	uint64_t step, c;
+
+	if (size == 0)
+		size = 1;
+	if (size <= HIP_SMALL_MAX) {
+		c = (size + HIP_ALIGN - 1) & ~(uint64_t)(HIP_ALIGN - 1);
+		*cls = (unsigned)(c / HIP_ALIGN) - 1;
+		return c;
+	}
+	/* size in (2^e, 2^(e+1)], e >= 12: steps of 2^(e-3). */
+	e = 63u - (unsigned)__builtin_clzll(size - 1);
+	step = 1ull << (e - 3);
+	c = (size + step - 1) & ~(step - 1);
+	*cls = HIP_SMALL_CLASSES + (e - 12) * HIP_CLASS_STEPS +
+	       (unsigned)((c - (1ull << e)) / step) - 1;
+	return c;
+}
+
+static size_t hip_hash_slot(const struct hip *h, uint64_t addr)
+{
+	return (size_t)(((addr / HIP_ALIGN) * 0x9e3779b97f4a7c15ull) >> 20) & (h->nhash - 1);
+}
+
+static struct hip_block *hip_block_find(const struct hip *h, uint64_t addr)
+{
+	struct hip_block *b;
+
+	if (!h->nhash)
+		return NULL;
+	for (b = h->hash[hip_hash_slot(h, addr)]; b; b = b->hnext)
+		if (b->addr == addr)
+			return b;
+	return NULL;
+}
+
+static int hip_block_insert(struct hip *h, struct hip_block *b)
+{
+	size_t slot;
+
+	if (h->nblocks + 1 > h->nhash / 2) {
+		size_t n = h->nhash ? 2 * h->nhash : 256;
+		struct hip_block **t = calloc(n, sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		for (size_t i = 0; i < h->nhash; i++) {
+			struct hip_block *x = h->hash[i];
+
+			while (x) {
+				struct hip_block *next = x->hnext;
+				size_t s = (size_t)(((x->addr / HIP_ALIGN) * 0x9e3779b97f4a7c15ull) >>
+						    20) &
+					   (n - 1);
+
+				x->hnext = t[s];
+				t[s] = x;
+				x = next;
+			}
+		}
+		free(h->hash);
+		h->hash = t;
+		h->nhash = n;
+	}
+	slot = hip_hash_slot(h, b->addr);
+	b->hnext = h->hash[slot];
+	h->hash[slot] = b;
+	h->nblocks++;
+	return 0;
+}
+
+static void hip_block_unlink(struct hip *h, struct hip_block *b)
+{
+	struct hip_block **p = &h->hash[hip_hash_slot(h, b->addr)];
+
+	while (*p != b)
+		p = &(*p)->hnext;
+	*p = b->hnext;
+	h->nblocks--;
+}
+
+/* Hand every cached block to the reaper: memory goes back to the device for a request
+ * that no cached block can serve. */
+static void hip_cache_reap(struct hip *h)
+{
+	struct hip_block *list = NULL;
+
+	for (unsigned c = 0; c < HIP_NCLASSES; c++) {
+		while (h->free_class[c]) {
+			struct hip_block *b = h->free_class[c];
+
+			h->free_class[c] = b->next_free;
+			hip_block_unlink(h, b);
+			b->next_free = list;
+			list = b;
+		}
+	}
+	h->cached_bytes = 0;
+	if (!list)
+		return;
+	pthread_mutex_lock(&h->reap_mu);
+	for (struct hip_block *b = list, *next; b; b = next) {
+		next = b->next_free;
+		b->next_free = h->reap_list;
+		h->reap_list = b;
+	}
+	pthread_cond_signal(&h->reap_cond);
+	pthread_mutex_unlock(&h->reap_mu);
+}
+
+static void *hip_reaper(void *arg)
+{
+	struct hip *h = arg;
+
+	hipSetDevice(h->device);
+	pthread_mutex_lock(&h->reap_mu);
+	for (;;) {
+		struct hip_block *list;
+
+		while (!h->reap_list && !h->reap_stop)
+			pthread_cond_wait(&h->reap_cond, &h->reap_mu);
+		if (!h->reap_list)
+			break;
+		list = h->reap_list;
+		h->reap_list = NULL;
+		pthread_mutex_unlock(&h->reap_mu);
+		while (list) {
+			struct hip_block *next = list->next_free;
+			hipError_t e = hipFree((void *)(uintptr_t)list->addr);
+
+			if (e != hipSuccess)
+				log_warn("hip", "hipFree(%#" PRIx64 ") failed: %s", list->addr,
+					hipGetErrorName(e));
+			free(list);
+			list = next;
+		}
+		pthread_mutex_lock(&h->reap_mu);
+	}
+	pthread_mutex_unlock(&h->reap_mu);
+	return NULL;
+}
+
+static int hip_mem_alloc(void *ctx, uint64_t size, uint64_t *addr)
+{
+	struct hip *h = ctx;
+	struct hip_block *b;
+	unsigned cls;
+	uint64_t csize;
+	hipError_t e;
+	void *p = NULL;
+
+	if (size > HIP_MAX_ALLOC)
+		return -ENOMEM;
+	csize = hip_class(size, &cls);
+	b = h->free_class[cls];
+	if (b) {
+		h->free_class[cls] = b->next_free;
+		h->cached_bytes -= b->size;
+		goto found;
+	}
+	e = hipMalloc(&p, csize);
+	if (e == hipErrorOutOfMemory) {
+		/* A larger cached block serves the request (release goes by its own class);
+		 * failing that, the cache goes back to the device for the next attempt. */
+		for (unsigned c = cls + 1; c < HIP_NCLASSES; c++) {
+			b = h->free_class[c];
+			if (b) {
+				h->free_class[c] = b->next_free;
+				h->cached_bytes -= b->size;
+				goto found;
+			}
+		}
+		if (h->cached_bytes) {
+			log_notice("hip", "out of device memory for %" PRIu64 " bytes; returning "
+					  "%" PRIu64 " cached bytes to the device",
+				size, h->cached_bytes);
+			hip_cache_reap(h);
+		}
+	}
+	if (e != hipSuccess)
+		return hip_errno(e);
+	b = calloc(1, sizeof(*b));
+	if (b) {
+		b->addr = (uint64_t)(uintptr_t)p;
+		b->size = csize;
+		b->cls = cls;
+	}
+	if (!b || hip_block_insert(h, b) < 0) {
+		free(b);
+		/* hipFree synchronizes, but only on a host allocation failure. */
+		hipFree(p);
+		return -ENOMEM;
+	}
+found:
+	b->live = true;
+	b->next_free = NULL;
+	h->used_bytes += b->size;
+	*addr = b->addr;
+	return 0;
+}
+
+static void hip_mem_release(void *ctx, uint64_t addr, uint64_t size)
+{
+	struct hip *h = ctx;
+	struct hip_block *b = hip_block_find(h, addr);
+
+	if (!b || !b->live) {
+		char what[128];
+
+		snprintf(what, sizeof(what), "release of device memory %#" PRIx64
+					     " (%" PRIu64 " bytes) that is not allocated",
+			addr, size);
+		log_err("hip", "%s", what);
+		atomic_fetch_add(&h->findings, 1);
+		if (h->finding)
+			h->finding(h->arg, what);
+		return;
+	}
+	/* Newest first: a just-released block is the most likely to be warm. */
+	b->live = false;
+	b->next_free = h->free_class[b->cls];
+	h->free_class[b->cls] = b;
+	h->used_bytes -= b->size;
+	h->cached_bytes += b->size;
+}
+
+/* ---- events ---- */
+
+static int hip_event_get(struct hip *h, hipEvent_t *ev)
+{
+	hipError_t e;
+
+	if (h->nevents) {
+		*ev = h->events[--h->nevents];
+		return 0;
+	}
+	e = hipEventCreateWithFlags(ev, h->event_flags);
+	if (e != hipSuccess)
+		return hip_fail(e, "hipEventCreateWithFlags", "event", (struct seq_point){0, 0});
+	return 0;
+}
+
+static void hip_event_put(struct hip *h, hipEvent_t ev)
+{
+	if (h->nevents == h->capevents) {
+		size_t cap = h->capevents ? 2 * h->capevents : 64;
+		hipEvent_t *v = realloc(h->events, cap * sizeof(*v));
+
+		if (!v) {
+			hipEventDestroy(ev);
+			return;
+		}
+		h->events = v;
+		h->capevents = cap;
+	}
+	h->events[h->nevents++] = ev;
+}
+
+static struct hip_event_ent *hip_ring_at(struct hip_stream *st, size_t i)
+{
+	return &st->ring[(st->head + i) % st->cap];
+}
+
+static int hip_record(void *ctx, struct seq_point at)
+{
+	struct hip *h = ctx;
+	struct hip_stream *st;
+	hipEvent_t ev;
+	hipError_t e;
+	int r;
+
+	if (at.stream >= h->nstreams)
+		return -EINVAL;
+	st = &h->streams[at.stream];
+	if (at.seq > st->launched || at.seq <= st->recorded)
+		return -EINVAL;
+	r = hip_event_get(h, &ev);
+	if (r < 0)
+		return r;
+	e = hipEventRecord(ev, st->stream);
+	if (e != hipSuccess) {
+		hip_event_put(h, ev);
+		return hip_fail(e, "hipEventRecord", "event", at);
+	}
+	pthread_mutex_lock(&st->mu);
+	if (st->count == st->cap) {
+		size_t cap = st->cap ? 2 * st->cap : 64;
+		struct hip_event_ent *ring = malloc(cap * sizeof(*ring));
+
+		if (!ring) {
+			pthread_mutex_unlock(&st->mu);
+			/* Recorded but never reported: the core fails the op's stream. */
+			hip_event_put(h, ev);
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < st->count; i++)
+			ring[i] = *hip_ring_at(st, i);
+		free(st->ring);
+		st->ring = ring;
+		st->cap = cap;
+		st->head = 0;
+	}
+	*hip_ring_at(st, st->count) = (struct hip_event_ent){at.seq, ev};
+	st->count++;
+	st->recorded = at.seq;
+	/* Only a sleeping thread needs the wake-up; a busy one finds the entry itself. */
+	if (st->sleeping)
+		pthread_cond_signal(&st->cond);
+	pthread_mutex_unlock(&st->mu);
+	return 0;
+}
+
+/* The event recorded at exactly `seq` on st. Loop thread only: it is the ring's only
+ * writer, so reading without the lock is safe. */
+static struct hip_event_ent *hip_event_find(struct hip_stream *st, uint64_t seq)
+{
+	size_t lo = 0, hi = st->count;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		struct hip_event_ent *x = hip_ring_at(st, mid);
+
+		if (x->seq == seq)
+			return x;
+		if (x->seq < seq)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static int hip_wait(void *ctx, uint32_t stream, struct seq_point event)
+{
+	struct hip *h = ctx;
+	struct hip_event_ent *x;
+	hipError_t e;
+
+	if (stream >= h->nstreams || event.stream >= h->nstreams)
+		return -EINVAL;
+	if (stream == event.stream)
+		return 0; /* an in-order stream already waits for itself */
+	x = hip_event_find(&h->streams[event.stream], event.seq);
+	if (!x)
+		return -EINVAL; /* not recorded, or retired: nothing to wait on */
+	e = hipStreamWaitEvent(h->streams[stream].stream, x->ev, 0);
+	if (e != hipSuccess)
+		return hip_fail(e, "hipStreamWaitEvent", "wait", event);
+	return 0;
+}
+
+static void hip_retire(void *ctx, struct seq_point event)
+{
+	struct hip *h = ctx;
+	struct hip_stream *st;
+	hipEvent_t done[32];
+	unsigned n;
+
+	if (event.stream >= h->nstreams)
+		return;
+	st = &h->streams[event.stream];
+	do {
+		n = 0;
+		pthread_mutex_lock(&st->mu);
+		while (n < 32 && st->nreported && st->ring[st->head].seq <= event.seq) {
+			done[n++] = st->ring[st->head].ev;
+			st->head = (st->head + 1) % st->cap;
+			st->count--;
+			st->nreported--;
+		}
+		pthread_mutex_unlock(&st->mu);
+		for (unsigned i = 0; i < n; i++)
+			hip_event_put(h, done[i]);
+	} while (n == 32);
+	/* Scratch blocks whose last user is now known complete. */
+	for (struct hip_deferred **p = &st->deferred; *p;) {
+		struct hip_deferred *d = *p;
+
+		if (d->seq <= event.seq) {
+			*p = d->next;
+			hip_mem_release(h, d->addr, 0);
+			free(d);
+		} else {
+			p = &d->next;
+		}
+	}
+}
+
+/* ---- launch ---- */
+
+static bool hip_range_ok(uint64_t offset, uint64_t length, uint64_t size)
+{
+	return offset <= size && length <= size - offset;
+}
+
+static int hip_op_check(const struct hip *h, struct seq_point at, const struct seq_op *op)
+{
+	static const enum seq_stream_kind stream_of[] = {
+		[SEQ_OP_H2D] = SEQ_STREAM_H2D,
+		[SEQ_OP_D2H] = SEQ_STREAM_D2H,
+		[SEQ_OP_D2D] = SEQ_STREAM_D2D,
+		[SEQ_OP_EXEC] = SEQ_STREAM_COMPUTE,
+	};
+	const struct op_payload *p = op->payload;
+	const struct seq_access *a = op->access;
+
+	if (at.stream >= h->nstreams || (unsigned)op->kind > SEQ_OP_EXEC ||
+		h->streams[at.stream].kind != stream_of[op->kind] ||
+		at.seq != h->streams[at.stream].launched + 1 || op->naccess > SEQ_MAX_ACCESS || !p)
+		return -EINVAL;
+	switch (op->kind) {
+	case SEQ_OP_H2D:
+		if (op->naccess < 1 || !hip_range_ok(p->dst_offset, p->length, a[0].size) ||
+			(p->length && !p->host))
+			return -EINVAL;
+		break;
+	case SEQ_OP_D2H:
+		if (op->naccess < 1 || !hip_range_ok(p->src_offset, p->length, a[0].size) ||
+			(p->length && !p->host))
+			return -EINVAL;
+		break;
+	case SEQ_OP_D2D:
+		if (op->naccess < 1 || !hip_range_ok(p->src_offset, p->length, a[0].size) ||
+			!hip_range_ok(p->dst_offset, p->length, a[op->naccess > 1].size))
+			return -EINVAL;
+		break;
+	case SEQ_OP_EXEC:
+		if ((!p->kernel && !p->function) || p->nargs > KERNEL_MAX_ARGS)
+			return -EINVAL;
+		for (unsigned i = 0; i < p->nargs; i++)
+			if (p->args[i].type == KARG_BUFFER && p->args[i].v.buf.index >= op->naccess)
+				return -EINVAL;
+		break;
+	}
+	return 0;
+}
+
+/* A D2D copy within one allocation whose ranges overlap goes through the stream's
+ * scratch block (cudaMemcpy leaves overlap undefined). The stream is in order, so the
+ * scratch is free for the next copy once this one is enqueued; a smaller one it replaces
+ * goes back to the pool when the last copy that used it is retired. */
+static int hip_d2d_overlapping(struct hip *h, struct hip_stream *st, struct seq_point at,
+	uint64_t dst, uint64_t src, uint64_t len)
+{
+	hipError_t e;
+	int r;
+
+	if (st->scratch_size < len) {
+		uint64_t addr;
+
+		r = hip_mem_alloc(h, len, &addr);
+		if (r < 0)
+			return r;
+		if (st->scratch) {
+			struct hip_deferred *d = malloc(sizeof(*d));
+
+			if (!d) {
+				hip_mem_release(h, addr, len);
+				return -ENOMEM;
+			}
+			*d = (struct hip_deferred){st->scratch, st->launched, st->deferred};
+			st->deferred = d;
+		}
+		st->scratch = addr;
+		st->scratch_size = len;
+	}
+	e = hipMemcpyAsync((void *)(uintptr_t)st->scratch, (void *)(uintptr_t)src, len,
+		hipMemcpyDeviceToDevice, st->stream);
+	if (e == hipSuccess)
+		e = hipMemcpyAsync((void *)(uintptr_t)dst, (void *)(uintptr_t)st->scratch, len,
+			hipMemcpyDeviceToDevice, st->stream);
+	if (e != hipSuccess)
+		return hip_fail(e, "hipMemcpyAsync", "overlapping d2d", at);
+	return 0;
+}
+
+static int hip_launch_kernel(struct hip *h, struct hip_stream *st, struct seq_point at,
+	const struct seq_op *op)
+{
+	const struct op_payload *p = op->payload;
+	union {
+		void *ptr;
+		int32_t i32;
+		uint32_t u32;
+		int64_t i64;
+		uint64_t u64;
+		float f32;
+		double f64;
+	} v[KERNEL_MAX_ARGS];
+	void *params[KERNEL_MAX_ARGS + 2];
+	const struct hip_fn *fn = NULL;
+	struct kernel_conv2d conv;
+	hipFunction_t f = p->function;
+	uint64_t elements = p->elements;
+	uint32_t grid[3] = {1, 1, 1}, block[3] = {HIP_BLOCK, 1, 1};
+	unsigned n = 0;
+	hipError_t e;
+
+	if (!f) {
+		for (unsigned i = 0; i < h->nfn; i++)
+			if (h->kernels[i] == p->kernel)
+				fn = &h->fn[i];
+		if (!fn || !fn->f) {
+			log_err("hip", "kernel %s at %" PRIu32 ":%" PRIu64 " is not in the image",
+				p->kernel->name ? p->kernel->name : "?", at.stream, at.seq);
+			return -ENOSYS;
+		}
+		f = fn->f;
+	}
+	for (unsigned i = 0; i < p->nargs; i++) {
+		const struct karg *a = &p->args[i];
+
+		switch (a->type) {
+		case KARG_BUFFER:
+			v[i].ptr = (void *)(uintptr_t)op->access[a->v.buf.index].addr;
+			break;
+		case KARG_I32:
+			v[i].i32 = a->v.i32;
+			break;
+		case KARG_U32:
+			v[i].u32 = a->v.u32;
+			break;
+		case KARG_I64:
+			v[i].i64 = a->v.i64;
+			break;
+		case KARG_U64:
+			v[i].u64 = a->v.u64;
+			break;
+		case KARG_F32:
+			v[i].f32 = a->v.f32;
+			break;
+		case KARG_F64:
+			v[i].f64 = a->v.f64;
+			break;
+		default:
+			return -EINVAL;
+		}
+		params[n++] = &v[i];
+	}
+	if (fn) {
+		params[n++] = &elements;
+		if (fn->extra == HIP_EXTRA_CLOCK) {
+			params[n++] = &h->clock_khz;
+		} else if (fn->extra == HIP_EXTRA_CONV2D) {
+			/* The output extent from its one definition, not recomputed per thread. */
+			kernel_conv2d_from_args(p->args, &conv);
+			if (kernel_conv2d_out_shape(&conv, NULL) < 0)
+				return -EINVAL;
+			params[n++] = &conv;
+		}
+	}
+	if (p->grid.grid[0]) {
+		memcpy(grid, p->grid.grid, sizeof(grid));
+		memcpy(block, p->grid.block, sizeof(block));
+	} else {
+		uint64_t blocks;
+
+		/* Nothing to run; the point still counts (its event completes in order). */
+		if (elements == 0)
+			return 0;
+		blocks = elements / HIP_BLOCK + (elements % HIP_BLOCK != 0);
+		if (blocks > HIP_GRID_MAX)
+			return -E2BIG;
+		grid[0] = (uint32_t)blocks;
+	}
+	e = hipModuleLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+		p->grid.shared_mem, st->stream, params, NULL);
+	if (e != hipSuccess) {
+		char what[96];
+
+		snprintf(what, sizeof(what), "kernel %s",
+			p->kernel && p->kernel->name ? p->kernel->name : "(module function)");
+		return hip_fail(e, "hipModuleLaunchKernel", what, at);
+	}
+	return 0;
+}
+
+static int hip_launch(void *ctx, struct seq_point at, const struct seq_op *op)
+{
+	struct hip *h = ctx;
+	const struct op_payload *p = op->payload;
+	struct hip_stream *st;
+	uint64_t src, dst;
+	hipError_t e = hipSuccess;
+	int r;
+
+	r = hip_op_check(h, at, op);
+	if (r < 0)
+		return r;
+	st = &h->streams[at.stream];
+	switch (op->kind) {
+	case SEQ_OP_H2D:
+		if (p->length)
+			e = hipMemcpyAsync((void *)(uintptr_t)(op->access[0].addr + p->dst_offset),
+				p->host, p->length, hipMemcpyHostToDevice, st->stream);
+		break;
+	case SEQ_OP_D2H:
+		if (p->length)
+			e = hipMemcpyAsync(p->host,
+				(void *)(uintptr_t)(op->access[0].addr + p->src_offset), p->length,
+				hipMemcpyDeviceToHost, st->stream);
+		break;
+	case SEQ_OP_D2D:
+		src = op->access[0].addr + p->src_offset;
+		dst = op->access[op->naccess > 1].addr + p->dst_offset;
+		if (!p->length || src == dst)
+			break;
+		if (src < dst + p->length && dst < src + p->length) {
+			r = hip_d2d_overlapping(h, st, at, dst, src, p->length);
+			if (r < 0)
+				return r;
+			break;
+		}
+		e = hipMemcpyAsync((void *)(uintptr_t)dst, (void *)(uintptr_t)src, p->length,
+			hipMemcpyDeviceToDevice, st->stream);
+		break;
+	case SEQ_OP_EXEC:
+		r = hip_launch_kernel(h, st, at, op);
+		if (r < 0)
+			return r;
+		break;
+	}
+	if (e != hipSuccess)
+		return hip_fail(e, "hipMemcpyAsync", hip_op_name(op->kind), at);
+	st->launched = at.seq;
+	return 0;
+}
+
+/* ---- completion threads ---- */
+
+static hipError_t hip_event_poll(hipEvent_t ev)
+{
+	const struct timespec nap = {0, HIP_POLL_SLEEP_NS};
+
+	for (unsigned i = 0;; i++) {
+		hipError_t e = hipEventQuery(ev);
+
+		if (e != hipErrorNotReady)
+			return e;
+		if (i >= HIP_POLL_SPINS)
+			nanosleep(&nap, NULL);
+	}
+}
+
+/* Waits for the oldest unreported event, then takes every later one already complete
+ * along, and reports the newest: on an in-order stream that covers them all. */
+static void *hip_completer(void *arg)
+{
+	struct hip_stream *st = arg;
+	struct hip *h = st->h;
+	const bool poll = h->cfg.completion == HIP_COMPLETION_POLL;
+
+	hipSetDevice(h->device);
+	if (poll)
+		prctl(PR_SET_TIMERSLACK, 1000ul); /* the naps are short; keep them so */
+	pthread_mutex_lock(&st->mu);
+	for (;;) {
+		struct hip_event_ent x;
+		hipError_t e;
+		size_t taken = 1;
+
+		while (st->nreported == st->count && !st->stop) {
+			st->sleeping = true;
+			pthread_cond_wait(&st->cond, &st->mu);
+			st->sleeping = false;
+		}
+		if (st->nreported == st->count)
+			break;
+		x = *hip_ring_at(st, st->nreported);
+		pthread_mutex_unlock(&st->mu);
+
+		e = poll ? hip_event_poll(x.ev) : hipEventSynchronize(x.ev);
+		pthread_mutex_lock(&st->mu);
+		while (e == hipSuccess && st->nreported + taken < st->count) {
+			struct hip_event_ent next = *hip_ring_at(st, st->nreported + taken);
+
+			pthread_mutex_unlock(&st->mu);
+			if (hipEventQuery(next.ev) != hipSuccess) {
+				pthread_mutex_lock(&st->mu);
+				break;
+			}
+			x = next;
+			taken++;
+			pthread_mutex_lock(&st->mu);
+		}
+		st->nreported += taken;
+		pthread_mutex_unlock(&st->mu);
+
+		if (e != hipSuccess) {
+			/* A device fault: this point and, through the core, all that depends on
+			 * it fail with it (I9). */
+			log_err("hip", "stream %" PRIu32 ": event at %" PRIu32 ":%" PRIu64
+				       " completed with %s (%s)",
+				st->index, st->index, x.seq, hipGetErrorName(e),
+				hipGetErrorString(e));
+		}
+		h->complete(h->arg, (struct seq_point){st->index, x.seq}, hip_errno(e));
+		pthread_mutex_lock(&st->mu);
+	}
+	pthread_mutex_unlock(&st->mu);
+	return NULL;
+}
+
+/* ---- staging, info, destroy ---- */
+
+static int hip_staging_register(void *ctx, void *addr, size_t size)
+{
+	struct hip *h = ctx;
+	hipError_t e;
+
+	if (h->nstaging == h->capstaging) {
+		size_t cap = h->capstaging ? 2 * h->capstaging : 16;
+		struct hip_staging *v = realloc(h->staging, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		h->staging = v;
+		h->capstaging = cap;
+	}
+	/* Pinned pages let copies run at DMA speed and keep hipMemcpyAsync asynchronous
+	 * (from pageable memory it would stage, and can block, the loop). */
+	e = hipHostRegister(addr, size, hipHostRegisterDefault);
+	if (e != hipSuccess) {
+		int r = hip_errno(e);
+
+		log_err("hip", "hipHostRegister(%p, %zu) failed: %s (%s)", addr, size,
+			hipGetErrorName(e), hipGetErrorString(e));
+		return r;
+	}
+	h->staging[h->nstaging++] = (struct hip_staging){addr, size};
+	return 0;
+}
+
+static void hip_staging_unregister(void *ctx, void *addr, size_t size)
+{
+	struct hip *h = ctx;
+	hipError_t e;
+
+	for (size_t i = 0; i < h->nstaging; i++) {
+		if (h->staging[i].addr != addr)
+			continue;
+		h->staging[i] = h->staging[--h->nstaging];
+		e = hipHostUnregister(addr);
+		if (e != hipSuccess)
+			log_warn("hip", "hipHostUnregister(%p, %zu) failed: %s", addr, size,
+				hipGetErrorName(e));
+		return;
+	}
+	log_warn("hip", "staging range %p (%zu bytes) was not registered", addr, size);
+}
+
+static uint64_t hip_findings(void *ctx)
+{
+	struct hip *h = ctx;
+
+	return atomic_load(&h->findings);
+}
+
+static void hip_info(void *ctx, struct backend_info *info)
+{
+	struct hip *h = ctx;
+	size_t free_b = 0, total = 0;
+
+	memset(info, 0, sizeof(*info));
+	info->backend = "hip";
+	snprintf(info->name, sizeof(info->name), "%s", h->name);
+	snprintf(info->arch, sizeof(info->arch), "%s", h->arch);
+	if (hipMemGetInfo(&free_b, &total) == hipSuccess) {
+		info->memory_total = total;
+		info->memory_used = total - free_b;
+	}
+}
+
+static void hip_destroy(void *ctx)
+{
+	struct hip *h = ctx;
+
+	/* The caller promised an idle device; make sure before anything goes away. */
+	if (h->device_open)
+		hipDeviceSynchronize();
+	for (unsigned i = 0; i < h->nstreams; i++) {
+		struct hip_stream *st = &h->streams[i];
+
+		if (!st->started)
+			continue;
+		pthread_mutex_lock(&st->mu);
+		st->stop = true;
+		pthread_cond_signal(&st->cond);
+		pthread_mutex_unlock(&st->mu);
+	}
+	for (unsigned i = 0; i < h->nstreams; i++) {
+		struct hip_stream *st = &h->streams[i];
+
+		if (st->started)
+			pthread_join(st->thread, NULL);
+		for (size_t j = 0; j < st->count; j++)
+			hipEventDestroy(hip_ring_at(st, j)->ev);
+		free(st->ring);
+		while (st->deferred) {
+			struct hip_deferred *d = st->deferred;
+
+			st->deferred = d->next;
+			free(d);
+		}
+		if (st->stream)
+			hipStreamDestroy(st->stream);
+	}
+	for (unsigned i = 0; i < SEQ_MAX_STREAMS; i++) {
+		pthread_cond_destroy(&h->streams[i].cond);
+		pthread_mutex_destroy(&h->streams[i].mu);
+	}
+	if (h->reaper_started) {
+		pthread_mutex_lock(&h->reap_mu);
+		h->reap_stop = true;
+		pthread_cond_signal(&h->reap_cond);
+		pthread_mutex_unlock(&h->reap_mu);
+		pthread_join(h->reaper, NULL);
+	}
+	pthread_cond_destroy(&h->reap_cond);
+	pthread_mutex_destroy(&h->reap_mu);
+	for (size_t i = 0; i < h->nevents; i++)
+		hipEventDestroy(h->events[i]);
+	free(h->events);
+	/* Live blocks too (scratch, or buffers the core still held): the device is idle. */
+	for (size_t i = 0; i < h->nhash; i++) {
+		struct hip_block *b = h->hash[i];
+
+		while (b) {
+			struct hip_block *next = b->hnext;
+
+			hipFree((void *)(uintptr_t)b->addr);
+			free(b);
+			b = next;
+		}
+	}
+	free(h->hash);
+	for (size_t i = 0; i < h->nstaging; i++)
+		hipHostUnregister(h->staging[i].addr);
+	free(h->staging);
+	if (h->module_loaded)
+		hipModuleUnload(h->module);
+	free(h);
+}
+
+static const struct backend_ops hip_ops = {
+	.seq =
+		{
+			.mem_alloc = hip_mem_alloc,
+			.mem_release = hip_mem_release,
+			.record = hip_record,
+			.wait = hip_wait,
+			.launch = hip_launch,
+			.retire = hip_retire,
+		},
+	.staging_register = hip_staging_register,
+	.staging_unregister = hip_staging_unregister,
+	.findings = hip_findings,
+	.info = hip_info,
+	.destroy = hip_destroy,
+};
+
+/* ---- set-up ---- */
+
+int hip_device_count(void)
+{
+	int n = 0;
+	hipError_t e = hipGetDeviceCount(&n);
+
+	if (e == hipErrorNoDevice)
+		return 0;
+	if (e != hipSuccess) {
+		log_info("hip", "hipGetDeviceCount: %s (%s)", hipGetErrorName(e),
+			hipGetErrorString(e));
+		return hip_errno(e) ? hip_errno(e) : -ENODEV;
+	}
+	return n;
+}
+
+const char *hip_kernels_path(void)
+{
+#ifdef SSEQ_KERNELS_BUILD_PATH
+	if (access(SSEQ_KERNELS_BUILD_PATH, R_OK) == 0)
+		return SSEQ_KERNELS_BUILD_PATH;
+#endif
+	return SSEQ_KERNELS_INSTALL_PATH;
+}
+
+static enum seq_stream_kind hip_stream_kind(const struct hip_config *cfg, unsigned i)
+{
+	if (i == 0)
+		return SEQ_STREAM_COMPUTE;
+	if (i == 1)
+		return SEQ_STREAM_H2D;
+	return i < 2 + cfg->n_d2h ? SEQ_STREAM_D2H : SEQ_STREAM_D2D;
+}
+
+static int hip_device_open(struct hip *h)
+{
+	hipDeviceProp_t prop;
+	hipError_t e;
+	int n = hip_device_count();
+
+	if (n < 0) {
+		log_err("hip", "the HIP runtime cannot start (no driver?): %s", strerror(-n));
+		return -ENODEV;
+	}
+	if ((unsigned)n <= h->cfg.device) {
+		log_err("hip", "no GPU %u: the HIP runtime sees %d device%s", h->cfg.device, n,
+			n == 1 ? "" : "s");
+		return -ENODEV;
+	}
+	h->device = (int)h->cfg.device;
+	e = hipSetDevice(h->device);
+	if (e == hipSuccess)
+		e = hipGetDeviceProperties(&prop, h->device);
+	if (e != hipSuccess) {
+		log_err("hip", "GPU %d: %s (%s)", h->device, hipGetErrorName(e),
+			hipGetErrorString(e));
+		return hip_errno(e);
+	}
+	h->device_open = true;
+	snprintf(h->name, sizeof(h->name), "%.*s", (int)sizeof(h->name) - 1, prop.name);
+#ifdef SSEQ_HIP_NVIDIA
+	snprintf(h->arch, sizeof(h->arch), "sm_%d%d", prop.major, prop.minor);
+	h->clock_khz = HIP_NV_GLOBALTIMER_KHZ;
+#else
+	snprintf(h->arch, sizeof(h->arch), "%.*s", (int)sizeof(h->arch) - 1, prop.gcnArchName);
+	h->clock_khz = HIP_AMD_WALL_CLOCK_KHZ;
+#endif
+	return 0;
+}
+
+static int hip_kernels_load(struct hip *h)
+{
+	const char *path = h->cfg.kernels ? h->cfg.kernels : hip_kernels_path();
+	hipError_t e = hipModuleLoad(&h->module, path);
+	unsigned missing = 0;
+
+	if (e != hipSuccess) {
+		const bool readable = access(path, R_OK) == 0;
+		int r = hip_errno(e);
+
+		log_err("hip", "cannot load the kernel image %s: %s (%s)%s", path,
+			hipGetErrorName(e), hipGetErrorString(e),
+			readable ? "" : "; the file is not readable (use --kernels PATH)");
+		/* A file that is there but does not load is not a code object for this GPU. */
+		if (!readable)
+			return -ENOENT;
+		return r == -EIO || r == -EINVAL ? -ENOEXEC : r;
+	}
+	h->module_loaded = true;
+	h->kernels = kernel_list();
+	for (h->nfn = 0; h->kernels[h->nfn] && h->nfn < HIP_MAX_KERNELS; h->nfn++) {
+		const char *kname = h->kernels[h->nfn]->name;
+		struct hip_fn *fn = &h->fn[h->nfn];
+		char sym[64];
+
+		snprintf(sym, sizeof(sym), "sseq_%s", kname);
+		e = hipModuleGetFunction(&fn->f, h->module, sym);
+		if (e != hipSuccess) {
+			log_warn("hip", "%s: no %s in the image: %s", path, sym, hipGetErrorName(e));
+			fn->f = NULL;
+			missing++;
+		}
+		if (strcmp(kname, "spin") == 0)
+			fn->extra = HIP_EXTRA_CLOCK;
+		else if (strcmp(kname, "conv2d") == 0)
+			fn->extra = HIP_EXTRA_CONV2D;
+	}
+	log_info("hip", "loaded %u kernels from %s%s", h->nfn - missing, path,
+		missing ? " (some missing: an image from another version?)" : "");
+	return 0;
+}
+
+int hip_create(struct backend *out, const struct hip_config *cfg, backend_complete_fn complete,
+	backend_finding_fn finding, void *arg)
+{
+	struct hip *h;
+	hipError_t e;
+	int r;
+
+	if (!complete)
+		return -EINVAL;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	if (cfg)
+		h->cfg = *cfg;
+	if (!h->cfg.n_d2h)
+		h->cfg.n_d2h = 1;
+	if (!h->cfg.n_d2d)
+		h->cfg.n_d2d = 1;
+	h->complete = complete;
+	h->finding = finding;
+	h->arg = arg;
+	h->event_flags = h->cfg.timing ? hipEventDefault : hipEventDisableTiming;
+	pthread_mutex_init(&h->reap_mu, NULL);
+	pthread_cond_init(&h->reap_cond, NULL);
+	for (unsigned i = 0; i < SEQ_MAX_STREAMS; i++) {
+		pthread_mutex_init(&h->streams[i].mu, NULL);
+		pthread_cond_init(&h->streams[i].cond, NULL);
+	}
+	if (2 + h->cfg.n_d2h + h->cfg.n_d2d > SEQ_MAX_STREAMS ||
+		(h->cfg.completion != HIP_COMPLETION_SYNC &&
+			h->cfg.completion != HIP_COMPLETION_POLL)) {
+		r = -EINVAL;
+		goto fail;
+	}
+	h->nstreams = 2 + h->cfg.n_d2h + h->cfg.n_d2d;
+	r = hip_device_open(h);
+	if (r < 0)
+		goto fail;
+	r = hip_kernels_load(h);
+	if (r < 0)
+		goto fail;
+	for (unsigned i = 0; i < h->nstreams; i++) {
+		struct hip_stream *st = &h->streams[i];
+
+		st->h = h;
+		st->index = i;
+		st->kind = hip_stream_kind(&h->cfg, i);
+		/* Non-blocking: no implicit ordering with the legacy default stream. */
+		e = hipStreamCreateWithFlags(&st->stream, hipStreamNonBlocking);
+		if (e != hipSuccess) {
+			r = hip_fail(e, "hipStreamCreateWithFlags", "stream",
+				(struct seq_point){i, 0});
+			goto fail;
+		}
+	}
+	for (unsigned i = 0; i < HIP_EVENTS_PRECREATED; i++) {
+		hipEvent_t ev;
+
+		e = hipEventCreateWithFlags(&ev, h->event_flags);
+		if (e != hipSuccess) {
+			r = hip_fail(e, "hipEventCreateWithFlags", "event pool",
+				(struct seq_point){0, 0});
+			goto fail;
+		}
+		hip_event_put(h, ev);
+	}
+	for (unsigned i = 0; i < h->nstreams; i++) {
+		struct hip_stream *st = &h->streams[i];
+
+		r = -pthread_create(&st->thread, NULL, hip_completer, st);
+		if (r < 0)
+			goto fail;
+		st->started = true;
+	}
+	r = -pthread_create(&h->reaper, NULL, hip_reaper, h);
+	if (r < 0)
+		goto fail;
+	h->reaper_started = true;
+	log_info("hip", "GPU %d: %s (%s), %u streams, completion by %s", h->device, h->name,
+		h->arch, h->nstreams,
+		h->cfg.completion == HIP_COMPLETION_POLL ? "hipEventQuery polling"
+							 : "hipEventSynchronize");
+	out->ops = &hip_ops;
+	out->ctx = h;
+	return 0;
+fail:
+	/* What was never created is NULL or zero, as calloc left it. */
+	hip_destroy(h);
+	return r;
+}
