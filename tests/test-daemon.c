@@ -839,6 +839,83 @@ START_TEST(test_metrics_and_trace_answer)
 }
 END_TEST
 
+
+START_TEST(test_copy_between_slices_of_freed_base)
+{
+	struct staging st;
+	uint64_t a, lo, hi;
+	int fd;
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Slice sl = SSEQ__SLICE__INIT;
+	Sseq__Free fr = SSEQ__FREE__INIT;
+
+	daemon_start(NULL);
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 1024, &a), SSEQ__STATUS__STATUS_OK);
+	rq.body_case = SSEQ__REQUEST__BODY_SLICE;
+	rq.slice = &sl;
+	sl.buffer = a;
+	sl.length = 512;
+	rq.tag = ++next_tag;
+	send_req(fd, &rq);
+	ck_assert_int_eq(expect_reply(fd, rq.tag, &lo, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	sl.offset = 512;
+	rq.tag = ++next_tag;
+	send_req(fd, &rq);
+	ck_assert_int_eq(expect_reply(fd, rq.tag, &hi, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	for (int i = 0; i < 128; i++)
+		st.map[i] = (float)i;
+	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, lo, 0, 512), NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_OK);
+	/* The base's own handle goes; its slices keep it alive and usable (I6). */
+	fr.buffer = a;
+	rq.body_case = SSEQ__REQUEST__BODY_FREE;
+	rq.free = &fr;
+	rq.tag = ++next_tag;
+	send_req(fd, &rq);
+	ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_reply(fd, send_d2d(fd, lo, 0, hi, 0, 512), NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_OK);
+	uint64_t t = send_d2h(fd, hi, 0, st.handle, 2048, 512);
+	ck_assert_int_eq(expect_reply(fd, t, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_completion(fd, t), SSEQ__STATUS__STATUS_OK);
+	for (int i = 0; i < 128; i++)
+		ck_assert_float_eq(st.map[512 + i], (float)i);
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_partial_kernel_output_keeps_failure)
+{
+	struct staging st;
+	uint64_t y;
+	int fd;
+
+	/* Launch 1, the H2D defining y, fails. */
+	daemon_start((const char *const[]){"--inject", "fail-op=1", NULL});
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 1024, &y), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, y, 0, 1024), NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_INJECTED_FAULT);
+	/* fill covers 1 of 256 floats: the other 255 are still the failed copy's (I9). */
+	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &y, (double[]){5, 1}),
+				      NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
+	/* Covering all of it defines it anew. */
+	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &y, (double[]){5, 256}),
+				      NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_OK);
+	sync_all(fd);
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
 	Suite *s = suite_create("daemon");
@@ -864,6 +941,8 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, test_full_window_applies_backpressure);
 	tcase_add_test(tc, test_injected_fault_flows_to_dependents);
 	tcase_add_test(tc, test_metrics_and_trace_answer);
+	tcase_add_test(tc, test_copy_between_slices_of_freed_base);
+	tcase_add_test(tc, test_partial_kernel_output_keeps_failure);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
