@@ -916,6 +916,108 @@ START_TEST(test_partial_kernel_output_keeps_failure)
 }
 END_TEST
 
+START_TEST(test_staging_unregister_and_load_module)
+{
+	struct staging st;
+	uint64_t a;
+	int fd;
+	char msg[256];
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__StagingUnregister su = SSEQ__STAGING_UNREGISTER__INIT;
+	Sseq__LoadModule lm = SSEQ__LOAD_MODULE__INIT;
+
+	daemon_start(NULL);
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 1024, &a), SSEQ__STATUS__STATUS_OK);
+	/* A copy in flight keeps the arena mapped after its handle goes. */
+	uint64_t t = send_h2d(fd, st.handle, 0, a, 0, 1024);
+	su.staging = st.handle;
+	rq.body_case = SSEQ__REQUEST__BODY_STAGING_UNREGISTER;
+	rq.staging_unregister = &su;
+	rq.tag = ++next_tag;
+	send_req(fd, &rq);
+	ck_assert_int_eq(expect_reply(fd, t, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, a, 0, 16), NULL, NULL, 0),
+			 SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
+	/* The sim cannot load code objects, and says so. */
+	lm.path = (char *)"kernels.hsaco";
+	rq.body_case = SSEQ__REQUEST__BODY_LOAD_MODULE;
+	rq.load_module = &lm;
+	rq.tag = ++next_tag;
+	send_req(fd, &rq);
+	ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, msg, sizeof(msg)),
+			 SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_ptr_nonnull(strstr(msg, "hip"));
+	sync_all(fd);
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_sigterm_drains_work_in_flight)
+{
+	int fd, status = 0;
+	uint64_t first = 0, last = 0;
+	bool notice = false, refused_seen = false;
+	uint64_t refused = 0;
+	unsigned done = 0;
+
+	daemon_start((const char *const[]){"--sim-delay", "compute=20ms", NULL});
+	fd = conn_hello();
+	for (int i = 0; i < 10; i++) {
+		Sseq__Request rq = SSEQ__REQUEST__INIT;
+		Sseq__Execute e = SSEQ__EXECUTE__INIT;
+		Sseq__Arg arg = SSEQ__ARG__INIT, *argp = &arg;
+		arg.value_case = SSEQ__ARG__VALUE_U64;
+		arg.u64 = 100;
+		e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
+		e.kernel = (char *)"spin";
+		e.n_args = 1;
+		e.args = &argp;
+		rq.tag = ++next_tag;
+		rq.want_completion = true;
+		rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
+		rq.execute = &e;
+		send_req(fd, &rq);
+		if (!first)
+			first = rq.tag;
+		last = rq.tag;
+	}
+	for (uint64_t t = first; t <= last; t++)
+		ck_assert_int_eq(expect_reply(fd, t, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	/* ~200 ms of work queued; stop now. */
+	kill(D.pid, SIGTERM);
+	for (;;) {
+		Sseq__Message *m = recv_msg(fd);
+		if (!m)
+			break; /* the daemon closed the connection once drained */
+		if (m->body_case == SSEQ__MESSAGE__BODY_REPLY && m->reply->tag == 0) {
+			ck_assert_int_eq(m->reply->status, SSEQ__STATUS__STATUS_SHUTTING_DOWN);
+			notice = true;
+			/* New work is refused while the old drains. */
+			refused = send_exec(fd, "spin", "u", NULL, (double[]){1});
+		} else if (m->body_case == SSEQ__MESSAGE__BODY_REPLY && m->reply->tag == refused) {
+			ck_assert_int_eq(m->reply->status, SSEQ__STATUS__STATUS_SHUTTING_DOWN);
+			refused_seen = true;
+		} else if (m->body_case == SSEQ__MESSAGE__BODY_COMPLETION) {
+			ck_assert_int_eq(m->completion->status, SSEQ__STATUS__STATUS_OK);
+			done++;
+		}
+		sseq__message__free_unpacked(m, NULL);
+	}
+	ck_assert(notice);
+	ck_assert(refused_seen);
+	ck_assert_uint_eq(done, 10);
+	ck_assert_int_eq(waitpid(D.pid, &status, 0), D.pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %#x", status);
+	close(fd);
+	unlink(D.sock);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
 	Suite *s = suite_create("daemon");
@@ -943,6 +1045,8 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, test_metrics_and_trace_answer);
 	tcase_add_test(tc, test_copy_between_slices_of_freed_base);
 	tcase_add_test(tc, test_partial_kernel_output_keeps_failure);
+	tcase_add_test(tc, test_staging_unregister_and_load_module);
+	tcase_add_test(tc, test_sigterm_drains_work_in_flight);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
