@@ -1,0 +1,113 @@
+#!/bin/bash
+# systemd integration with the real tools: the daemon started by systemd-socket-activate
+# serves clients; a real NOTIFY_SOCKET listener receives READY=1, STATUS=, WATCHDOG=1 and
+# STOPPING=1; an install into a DESTDIR lists what lands where and its units pass
+# systemd-analyze verify. Usage: test-systemd.sh SSEQD SSEQCTL SSEQ_DEMO BUILD_DIR
+set -euo pipefail
+sseqd=$1 ctl=$2 demo=$3 build=$4
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+echo "== socket activation: systemd-socket-activate -l SOCK sseqd --backend sim"
+sock=$tmp/act.sock
+systemd-socket-activate -l "$sock" "$sseqd" --backend sim --log-level info \
+	2>"$tmp/act.log" &
+pids+=($!)
+for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+[ -S "$sock" ] || fail "systemd-socket-activate did not listen"
+"$ctl" --socket "$sock" status >"$tmp/status.txt" || fail "sseqctl through the activated socket"
+grep -q 'backend sim' "$tmp/status.txt" || fail "unexpected status: $(cat "$tmp/status.txt")"
+"$demo" "$sock" >"$tmp/demo.txt" || fail "sseq-demo through the activated socket: $(cat "$tmp/demo.txt")"
+grep -q 'every value right' "$tmp/demo.txt" || fail "demo result: $(cat "$tmp/demo.txt")"
+grep -q '(systemd socket)' "$tmp/act.log" || fail "sseqd did not take the passed socket: $(cat "$tmp/act.log")"
+echo "served sseqctl and sseq-demo on the socket systemd-socket-activate passed"
+kill -TERM "${pids[0]}"
+wait "${pids[0]}" || fail "sseqd under socket activation exited with $?"
+pids=()
+
+echo "== sd_notify: a real NOTIFY_SOCKET datagram listener"
+python3 - "$sseqd" "$tmp" <<'EOF'
+import os, signal, socket, subprocess, sys, time
+sseqd, tmp = sys.argv[1], sys.argv[2]
+path = os.path.join(tmp, "notify.sock")
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+listener.bind(path)
+listener.settimeout(10)
+env = dict(os.environ, NOTIFY_SOCKET=path, WATCHDOG_USEC="200000")
+proc = subprocess.Popen([sseqd, "--backend", "sim", "--socket", os.path.join(tmp, "n.sock")],
+                        env=env, stderr=subprocess.DEVNULL)
+got = []
+def until(pred, what):
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            msg = listener.recv(4096).decode()
+        except socket.timeout:
+            break
+        got.extend(msg.split("\n"))
+        if pred():
+            return
+    proc.kill()
+    sys.exit(f"FAIL: no {what} from sseqd; got {got}")
+until(lambda: "READY=1" in got, "READY=1")
+until(lambda: any(m.startswith("STATUS=") for m in got), "STATUS=")
+# WATCHDOG_USEC=200000: pings every 100 ms; wait for three.
+until(lambda: got.count("WATCHDOG=1") >= 3, "three WATCHDOG=1 pings")
+proc.send_signal(signal.SIGTERM)
+until(lambda: "STOPPING=1" in got, "STOPPING=1 after SIGTERM")
+rc = proc.wait(timeout=15)
+if rc != 0:
+    sys.exit(f"FAIL: sseqd exited {rc} after SIGTERM")
+status = [m for m in got if m.startswith("STATUS=")][0]
+print(f"received READY=1, {status!r}, {got.count('WATCHDOG=1')} x WATCHDOG=1, STOPPING=1; exit 0")
+EOF
+
+echo "== install into a DESTDIR"
+dest=$tmp/dest
+DESTDIR=$dest meson install -C "$build" --no-rebuild --quiet >"$tmp/install.log" 2>&1 ||
+	fail "meson install: $(cat "$tmp/install.log")"
+(cd "$dest" && find . -type f -o -type l | sort | sed 's|^\.|    |')
+for f in sseqd sseqctl sseq-stress sseq-demo sseq-enable-gpus 'sseqd@.service' 'sseqd@.socket' \
+	sseq.h sseq.pc; do
+	[ -n "$(find "$dest" -name "$f" -print -quit)" ] || fail "$f was not installed"
+done
+[ -n "$(find "$dest" -name 'libsseq.so*' -print -quit)" ] || fail "libsseq was not installed"
+[ -n "$(find "$dest" -path '*sysusers.d/sseq.conf' -print -quit)" ] || fail "no sysusers.d snippet"
+[ -n "$(find "$dest" -path '*tmpfiles.d/sseq.conf' -print -quit)" ] || fail "no tmpfiles.d snippet"
+
+echo "== systemd-analyze verify on the installed units"
+units=$tmp/units
+mkdir -p "$units"
+service=$(find "$dest" -name 'sseqd@.service' -print -quit)
+socket_unit=$(find "$dest" -name 'sseqd@.socket' -print -quit)
+installed_sseqd=$(find "$dest" -path '*/sbin/sseqd' -print -quit)
+# The units name the final path of sseqd; point them at the staged copy so verify can
+# check it exists and is executable.
+exec_path=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$service")
+sed "s|$exec_path|$installed_sseqd|" "$service" >"$units/sseqd@.service"
+cp "$socket_unit" "$units/sseqd@.socket"
+manpath=$(find "$dest" -type d -name man -path '*share/man' -print -quit || true)
+if [ -n "$manpath" ] && command -v man >/dev/null; then
+	man_opt=--man=yes
+	export MANPATH=$manpath
+else
+	man_opt=--man=no
+fi
+if ! systemd-analyze verify "$man_opt" "$units/sseqd@0.service" "$units/sseqd@0.socket" \
+	>"$tmp/verify.log" 2>&1; then
+	cat "$tmp/verify.log" >&2
+	fail "systemd-analyze verify"
+fi
+if [ -s "$tmp/verify.log" ]; then
+	cat "$tmp/verify.log" >&2
+	fail "systemd-analyze verify printed warnings"
+fi
+echo "systemd-analyze verify ($man_opt): clean"
+echo "PASS"
