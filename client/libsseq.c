@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -839,4 +840,44 @@ void sseq_set_completion_callback(struct sseq *s, sseq_completion_fn fn, void *u
 {
 	s->cb = fn;
 	s->cb_data = userdata;
+}
+
+/* ---- counters ---- */
+
+int sseq_stats(struct sseq *s, struct sseq_stats *stats)
+{
+	const size_t size = stats->size ? stats->size : sizeof(*stats);
+	Sseq__QueryResult *qr = NULL;
+	int r;
+
+	if (size < offsetof(struct sseq_stats, waits_enqueued) + sizeof(uint64_t))
+		return -EINVAL;
+	r = sseq_query(s, SSEQ__QUERY_KIND__QUERY_KIND_STATS, 0, &qr);
+	if (r < 0)
+		return r;
+	const Sseq__Counters *c = qr->counters;
+	struct sseq_stats st = {.size = size};
+	if (c) {
+		st.waits_enqueued = c->waits_enqueued;
+		st.waits_elided_same_stream = c->waits_elided_same_stream;
+		st.waits_elided_observed = c->waits_elided_observed;
+		st.waits_elided_legacy = c->waits_elided_legacy;
+		st.backpressure_events = c->backpressure_events;
+		st.race_findings = c->race_findings;
+		st.ops_submitted = c->ops_submitted;
+		st.ops_completed = c->ops_completed;
+		st.ops_failed = c->ops_failed;
+		st.events_recorded = c->events_recorded;
+		st.frees_deferred = c->frees_deferred;
+		st.releases = c->releases;
+		st.double_definitions = c->double_definitions;
+		st.audit_findings = c->audit_findings;
+		st.sessions_total = c->sessions_total;
+		st.frames_in = c->frames_in;
+		st.frames_bad = c->frames_bad;
+	}
+	sseq_query_result_free(qr);
+	/* A caller built against an older header passes a smaller struct. */
+	memcpy(stats, &st, size < sizeof(st) ? size : sizeof(st));
+	return 0;
 }

@@ -347,6 +347,41 @@ typedef int (*sseq_completion_fn)(void *userdata, uint64_t tag, int status);
 /* Set (or clear, with NULL) the completion callback. */
 void sseq_set_completion_callback(struct sseq *s, sseq_completion_fn fn, void *userdata);
 
+/*
+ * Counters
+ * --------
+ */
+
+/* The daemon's counters since it started, for the whole daemon (every session, not
+ * just this connection): what `sseqctl stats` shows. Set .size to sizeof the struct
+ * before the call (0 is read as this first version's size); fields are only ever
+ * appended, and those beyond .size are left alone. */
+struct sseq_stats {
+	size_t size;
+	uint64_t waits_enqueued; /* a stream was made to wait on another's event */
+	uint64_t waits_elided_same_stream; /* no wait: same in-order stream */
+	uint64_t waits_elided_observed; /* no wait: producer seen complete */
+	uint64_t waits_elided_legacy; /* skipped by the injected legacy bug; else 0 */
+	uint64_t backpressure_events;
+	uint64_t race_findings; /* the sim's race detector */
+	uint64_t ops_submitted;
+	uint64_t ops_completed;
+	uint64_t ops_failed;
+	uint64_t events_recorded;
+	uint64_t frees_deferred;
+	uint64_t releases; /* buffers whose memory went back to the device */
+	uint64_t double_definitions;
+	uint64_t audit_findings;
+	uint64_t sessions_total;
+	uint64_t frames_in;
+	uint64_t frames_bad;
+};
+
+/* Ask the daemon for its counters (one round trip; queued requests are sent first) and
+ * fill *stats. Returns 0, -EINVAL for a .size too small to hold any counter, or the
+ * error of the query. */
+int sseq_stats(struct sseq *s, struct sseq_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif
