@@ -1,0 +1,166 @@
+/* The daemon's side of the native comparisons: the same work as bench-native, done by a
+ * client with no GPU context through libsseq and sseqd. Each mode prints one line of
+ * key=value figures. Modes: copy, latency, launch, first-kernel, hold. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sseq/sseq.h>
+
+static struct sseq *s;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void check(int r, const char *what)
+{
+	if (r < 0) {
+		fprintf(stderr, "bench-client: %s: %s: %s\n", what, sseq_strerror(r),
+			sseq_last_error_message(s));
+		exit(1);
+	}
+}
+
+static void open_session(uint64_t staging)
+{
+	struct sseq_connect_options o = {.size = sizeof(o), .client_name = "bench-client",
+					 .staging_size = staging};
+	check(sseq_connect(NULL, &o, &s), "connect");
+}
+
+/* H2D, D2H, D2D of `size` bytes, staged zero-copy in the registered memfd arena. */
+static void mode_copy(uint64_t size, int reps)
+{
+	void *up, *down;
+	uint64_t a, b, tag;
+	double best[3] = {1e9, 1e9, 1e9};
+
+	open_session(size);
+	check(sseq_host_alloc(s, size, &up), "host_alloc");
+	check(sseq_host_alloc(s, size, &down), "host_alloc");
+	memset(up, 1, size);
+	check(sseq_alloc(s, size, "a", &a), "alloc");
+	check(sseq_alloc(s, size, "b", &b), "alloc");
+	for (int r = 0; r < reps + 1; r++) {
+		for (int k = 0; k < 3; k++) {
+			double t0 = now_s(), t;
+			if (k == 0)
+				check(sseq_copy_h2d(s, a, 0, up, size, &tag), "h2d");
+			else if (k == 1)
+				check(sseq_copy_d2h(s, a, 0, down, size, &tag), "d2h");
+			else
+				check(sseq_copy_d2d(s, a, 0, b, 0, size, &tag), "d2d");
+			check(sseq_wait(s, tag), "wait");
+			t = now_s() - t0;
+			if (r > 0 && t < best[k])
+				best[k] = t;
+		}
+	}
+	printf("daemon copy bytes=%" PRIu64 " h2d_GBps=%.2f d2h_GBps=%.2f d2d_GBps=%.2f\n", size,
+	       (double)size / best[0] / 1e9, (double)size / best[1] / 1e9,
+	       (double)size / best[2] / 1e9);
+}
+
+/* 4 KiB H2D followed by await on the buffer, median of `reps`. */
+static void mode_latency(int reps)
+{
+	void *up;
+	uint64_t a;
+	double *t = calloc((size_t)reps, sizeof(double));
+
+	open_session(0);
+	check(sseq_host_alloc(s, 4096, &up), "host_alloc");
+	memset(up, 1, 4096);
+	check(sseq_alloc(s, 4096, "a", &a), "alloc");
+	for (int r = 0; r < reps; r++) {
+		double t0 = now_s();
+		check(sseq_copy_h2d(s, a, 0, up, 4096, NULL), "h2d");
+		check(sseq_await(s, a), "await");
+		t[r] = now_s() - t0;
+	}
+	qsort(t, (size_t)reps, sizeof(double), cmp_double);
+	printf("daemon latency bytes=4096 median_us=%.2f p10_us=%.2f p90_us=%.2f\n",
+	       t[reps / 2] * 1e6, t[reps / 10] * 1e6, t[reps * 9 / 10] * 1e6);
+	free(t);
+}
+
+/* `count` pipelined executes of spin(0): the empty kernel. */
+static void mode_launch(long count)
+{
+	const struct sseq_arg args[] = {SSEQ_U64(0)};
+	double t0;
+
+	open_session(0);
+	for (int i = 0; i < 1000; i++)
+		check(sseq_execute(s, "spin", args, 1, NULL, NULL), "execute");
+	check(sseq_sync(s), "sync");
+	t0 = now_s();
+	for (long i = 0; i < count; i++)
+		check(sseq_execute(s, "spin", args, 1, NULL, NULL), "execute");
+	check(sseq_sync(s), "sync");
+	printf("daemon launch count=%ld seconds=%.4f launches_per_s=%.0f\n", count, now_s() - t0,
+	       (double)count / (now_s() - t0));
+}
+
+/* What a fresh worker does through the daemon: connect, allocate, one kernel, wait. */
+static void mode_first_kernel(void)
+{
+	const struct sseq_arg args[] = {SSEQ_U64(0)};
+	uint64_t a, tag;
+
+	open_session(0);
+	check(sseq_alloc(s, 4096, "a", &a), "alloc");
+	check(sseq_execute(s, "spin", args, 1, NULL, &tag), "execute");
+	check(sseq_wait(s, tag), "wait");
+	printf("daemon first-kernel done\n");
+}
+
+/* Stay connected with a 4 KiB buffer until stdin closes: for device-memory figures. */
+static void mode_hold(void)
+{
+	uint64_t a;
+	char c;
+
+	open_session(0);
+	check(sseq_alloc(s, 4096, "a", &a), "alloc");
+	printf("daemon hold ready\n");
+	fflush(stdout);
+	while (read(0, &c, 1) > 0)
+		;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+
+	if (!strcmp(mode, "copy"))
+		mode_copy(argc > 2 ? strtoull(argv[2], NULL, 0) : 256u << 20, 5);
+	else if (!strcmp(mode, "latency"))
+		mode_latency(argc > 2 ? atoi(argv[2]) : 2000);
+	else if (!strcmp(mode, "launch"))
+		mode_launch(argc > 2 ? atol(argv[2]) : 200000);
+	else if (!strcmp(mode, "first-kernel"))
+		mode_first_kernel();
+	else if (!strcmp(mode, "hold"))
+		mode_hold();
+	else {
+		fprintf(stderr, "usage: SSEQ_SOCKET=... bench-client copy [BYTES] | latency [N] |"
+				" launch [N] | first-kernel | hold\n");
+		return 2;
+	}
+	sseq_close(s);
+	return 0;
+}

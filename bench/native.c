@@ -1,0 +1,187 @@
+/* The native baseline: the same work as bench-client, done directly with HIP in one
+ * process (built through the same platform header as the daemon). Each mode prints one
+ * line of key=value figures. Modes: copy, latency, launch, first-kernel, hold. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef SSEQ_HIP_NVIDIA
+#include "hip-nvidia.h"
+#else
+#include <hip/hip_runtime_api.h>
+#endif
+
+#define CHECK(call)                                                                               \
+	do {                                                                                      \
+		hipError_t err_ = (call);                                                         \
+		if (err_ != hipSuccess) {                                                         \
+			fprintf(stderr, "bench-native: %s: %s\n", #call, hipGetErrorString(err_)); \
+			exit(1);                                                                  \
+		}                                                                                 \
+	} while (0)
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void *pinned(size_t size)
+{
+	void *p = aligned_alloc(4096, size);
+	if (!p) {
+		fprintf(stderr, "bench-native: out of host memory\n");
+		exit(1);
+	}
+	memset(p, 1, size);
+	CHECK(hipHostRegister(p, size, hipHostRegisterDefault));
+	return p;
+}
+
+/* H2D, D2H and D2D of `size` bytes from registered host memory, best of `reps`. */
+static void mode_copy(size_t size, int reps)
+{
+	hipStream_t st;
+	void *host = pinned(size), *dev, *dev2;
+	double best[3] = {1e9, 1e9, 1e9};
+
+	CHECK(hipStreamCreateWithFlags(&st, hipStreamNonBlocking));
+	CHECK(hipMalloc(&dev, size));
+	CHECK(hipMalloc(&dev2, size));
+	for (int r = 0; r < reps + 1; r++) {
+		for (int k = 0; k < 3; k++) {
+			double t0 = now_s(), t;
+			if (k == 0)
+				CHECK(hipMemcpyAsync(dev, host, size, hipMemcpyHostToDevice, st));
+			else if (k == 1)
+				CHECK(hipMemcpyAsync(host, dev, size, hipMemcpyDeviceToHost, st));
+			else
+				CHECK(hipMemcpyAsync(dev2, dev, size, hipMemcpyDeviceToDevice, st));
+			CHECK(hipStreamSynchronize(st));
+			t = now_s() - t0;
+			if (r > 0 && t < best[k]) /* the first round warms up */
+				best[k] = t;
+		}
+	}
+	printf("native copy bytes=%zu h2d_GBps=%.2f d2h_GBps=%.2f d2d_GBps=%.2f\n", size,
+	       (double)size / best[0] / 1e9, (double)size / best[1] / 1e9,
+	       (double)size / best[2] / 1e9);
+}
+
+/* 4 KiB H2D then synchronize, median of `reps`. */
+static void mode_latency(int reps)
+{
+	hipStream_t st;
+	void *host = pinned(4096), *dev;
+	double *t = calloc((size_t)reps, sizeof(double));
+
+	CHECK(hipStreamCreateWithFlags(&st, hipStreamNonBlocking));
+	CHECK(hipMalloc(&dev, 4096));
+	for (int r = 0; r < reps; r++) {
+		double t0 = now_s();
+		CHECK(hipMemcpyAsync(dev, host, 4096, hipMemcpyHostToDevice, st));
+		CHECK(hipStreamSynchronize(st));
+		t[r] = now_s() - t0;
+	}
+	qsort(t, (size_t)reps, sizeof(double), cmp_double);
+	printf("native latency bytes=4096 median_us=%.2f p10_us=%.2f p90_us=%.2f\n",
+	       t[reps / 2] * 1e6, t[reps / 10] * 1e6, t[reps * 9 / 10] * 1e6);
+	free(t);
+}
+
+static hipFunction_t load_spin(const char *image)
+{
+	hipModule_t mod;
+	hipFunction_t f;
+
+	CHECK(hipModuleLoad(&mod, image));
+	CHECK(hipModuleGetFunction(&f, mod, "sseq_spin"));
+	return f;
+}
+
+/* `count` launches of the built-in spin kernel for 0 us (an empty kernel), one stream. */
+static void mode_launch(const char *image, long count)
+{
+	hipStream_t st;
+	hipFunction_t f = load_spin(image);
+	uint64_t us = 0, elements = 1, khz = 0;
+	void *params[] = {&us, &elements, &khz};
+	double t0;
+
+	CHECK(hipStreamCreateWithFlags(&st, hipStreamNonBlocking));
+	for (int i = 0; i < 1000; i++) /* warm-up */
+		CHECK(hipModuleLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, st, params, NULL));
+	CHECK(hipStreamSynchronize(st));
+	t0 = now_s();
+	for (long i = 0; i < count; i++)
+		CHECK(hipModuleLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, st, params, NULL));
+	CHECK(hipStreamSynchronize(st));
+	printf("native launch count=%ld seconds=%.4f launches_per_s=%.0f\n", count, now_s() - t0,
+	       (double)count / (now_s() - t0));
+}
+
+/* What a fresh worker does natively: create a context, load the kernels, allocate, run
+ * one kernel and wait for it. Timed from outside (process start to exit). */
+static void mode_first_kernel(const char *image)
+{
+	hipStream_t st;
+	hipFunction_t f;
+	uint64_t us = 0, elements = 1, khz = 0;
+	void *params[] = {&us, &elements, &khz};
+	void *dev;
+
+	CHECK(hipSetDevice(0));
+	f = load_spin(image);
+	CHECK(hipStreamCreateWithFlags(&st, hipStreamNonBlocking));
+	CHECK(hipMalloc(&dev, 4096));
+	CHECK(hipModuleLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, st, params, NULL));
+	CHECK(hipStreamSynchronize(st));
+	printf("native first-kernel done\n");
+}
+
+/* Hold a context (and a 4 KiB buffer) until stdin closes: for device-memory figures. */
+static void mode_hold(void)
+{
+	void *dev;
+	char c;
+
+	CHECK(hipSetDevice(0));
+	CHECK(hipMalloc(&dev, 4096));
+	printf("native hold ready\n");
+	fflush(stdout);
+	while (read(0, &c, 1) > 0)
+		;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+
+	if (!strcmp(mode, "copy"))
+		mode_copy(argc > 2 ? strtoull(argv[2], NULL, 0) : 256u << 20, 5);
+	else if (!strcmp(mode, "latency"))
+		mode_latency(argc > 2 ? atoi(argv[2]) : 2000);
+	else if (!strcmp(mode, "launch") && argc > 2)
+		mode_launch(argv[2], argc > 3 ? atol(argv[3]) : 200000);
+	else if (!strcmp(mode, "first-kernel") && argc > 2)
+		mode_first_kernel(argv[2]);
+	else if (!strcmp(mode, "hold"))
+		mode_hold();
+	else {
+		fprintf(stderr, "usage: bench-native copy [BYTES] | latency [N] | launch IMAGE [N] |"
+				" first-kernel IMAGE | hold\n");
+		return 2;
+	}
+	return 0;
+}
