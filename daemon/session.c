@@ -906,7 +906,9 @@ static int req_execute(struct session *s, const Sseq__Request *rq)
 						k->name, i, access_name(k->access[i]),
 						access_name((unsigned)a->buffer->access));
 			ka->access = k->access[i];
-			ka->v.buf.ptr = NULL; /* resolved by the backend at launch */
+			/* The view's address lets kernel_validate check its alignment; the
+			 * backend resolves the real pointer at launch. */
+			ka->v.buf.ptr = (void *)(uintptr_t)sb->buf->addr;
 			ka->v.buf.size = sb->buf->size;
 			ka->v.buf.index = op.naccess;
 			op.access[op.naccess++] = (struct seq_access){sb->buf, k->access[i]};
@@ -961,11 +963,16 @@ static int session_watch(struct session *s, const Sseq__Request *rq, const struc
 				"out of memory");
 	r = b ? seq_await(s->srv->seq, b, (uint64_t)(uintptr_t)rec)
 	      : seq_sync(s->srv->seq, (uint64_t)(uintptr_t)rec);
-	session_reply(s, rq->tag, r < 0 ? server_status_from_errno(r) : SSEQ__STATUS__STATUS_OK,
-		      r < 0 ? status_text(r) : "");
+	if (r < 0) {
+		/* The Reply carries the error; no Completion repeats it. */
+		session_reply(s, rq->tag, server_status_from_errno(r), status_text(r));
+		op_rec_free(rec);
+		return 0;
+	}
+	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
 	if (r == 0)
 		return 0; /* the Completion comes with the point */
-	session_op_done(rec, r < 0 ? r : 0);
+	session_op_done(rec, 0);
 	return 0;
 }
 

@@ -591,6 +591,24 @@ START_TEST(test_bad_handles_and_ranges_get_clear_errors)
 	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &a, (double[]){1, 1000}),
 				      NULL, msg, sizeof(msg)),
 			 SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	/* A slice starting off a float boundary cannot be a kernel argument. */
+	{
+		Sseq__Request rq = SSEQ__REQUEST__INIT;
+		Sseq__Slice sl = SSEQ__SLICE__INIT;
+		uint64_t odd;
+		sl.buffer = a;
+		sl.offset = 2;
+		sl.length = 64;
+		rq.tag = ++next_tag;
+		rq.body_case = SSEQ__REQUEST__BODY_SLICE;
+		rq.slice = &sl;
+		send_req(fd, &rq);
+		ck_assert_int_eq(expect_reply(fd, rq.tag, &odd, NULL, 0), SSEQ__STATUS__STATUS_OK);
+		ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &odd,
+							    (double[]){1, 4}),
+					      NULL, msg, sizeof(msg)),
+				 SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	}
 	/* Still serving both sessions. */
 	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &a, (double[]){1, 256}),
 				      NULL, NULL, 0),
