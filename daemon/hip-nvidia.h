@@ -51,7 +51,6 @@ typedef cudaKernel_t hipFunction_t;
 #define hipGetDeviceCount cudaGetDeviceCount
 #define hipSetDevice cudaSetDevice
 #define hipGetDeviceProperties cudaGetDeviceProperties
-#define hipMemGetInfo cudaMemGetInfo
 #define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipStreamCreateWithFlags cudaStreamCreateWithFlags
 #define hipStreamDestroy cudaStreamDestroy
@@ -77,8 +76,8 @@ static inline hipError_t hipModuleUnload(hipModule_t module)
 	return cudaLibraryUnload(module);
 }
 
-static inline hipError_t hipModuleGetFunction(hipFunction_t *f, hipModule_t module,
-	const char *name)
+static inline hipError_t hipModuleGetFunction(
+	hipFunction_t *f, hipModule_t module, const char *name)
 {
 	return cudaLibraryGetKernel(f, module, name);
 }

@@ -78,6 +78,7 @@ struct hip_event_ent {
 /* A scratch block retired from an overlapping D2D; back to the pool once `seq` is done. */
 struct hip_deferred {
 	uint64_t addr;
+	uint64_t size;
 	uint64_t seq;
 	struct hip_deferred *next;
 };
@@ -117,6 +118,7 @@ struct hip {
 	bool device_open;
 	char name[96];
 	char arch[32];
+	uint64_t memory_total;
 	uint64_t clock_khz;
 	_Atomic uint64_t findings;
 	unsigned nstreams;
@@ -135,11 +137,12 @@ struct hip {
 	size_t nhash, nblocks;
 	struct hip_block *free_class[HIP_NCLASSES];
 	uint64_t used_bytes, cached_bytes;
+	uint64_t scratch_bytes; /* of used_bytes, the D2D streams' scratch blocks */
 	/* Registered staging ranges, unregistered at destroy if the server did not. */
 	struct hip_staging {
 		void *addr;
 		size_t size;
-	} *staging;
+	} * staging;
 	size_t nstaging, capstaging;
 	/* Cached blocks handed back to the device off the loop thread (hipFree syncs). */
 	pthread_t reaper;
@@ -236,7 +239,7 @@ static uint64_t hip_class(uint64_t size, unsigned *cls)
 	step = 1ull << (e - 3);
 	c = (size + step - 1) & ~(step - 1);
 	*cls = HIP_SMALL_CLASSES + (e - 12) * HIP_CLASS_STEPS +
-	       (unsigned)((c - (1ull << e)) / step) - 1;
+		(unsigned)((c - (1ull << e)) / step) - 1;
 	return c;
 }
 
@@ -272,9 +275,10 @@ static int hip_block_insert(struct hip *h, struct hip_block *b)
 
 			while (x) {
 				struct hip_block *next = x->hnext;
-				size_t s = (size_t)(((x->addr / HIP_ALIGN) * 0x9e3779b97f4a7c15ull) >>
-						    20) &
-					   (n - 1);
+				size_t s =
+					(size_t)(((x->addr / HIP_ALIGN) * 0x9e3779b97f4a7c15ull) >>
+						20) &
+					(n - 1);
 
 				x->hnext = t[s];
 				t[s] = x;
@@ -394,8 +398,9 @@ static int hip_mem_alloc(void *ctx, uint64_t size, uint64_t *addr)
 			}
 		}
 		if (h->cached_bytes) {
-			log_notice("hip", "out of device memory for %" PRIu64 " bytes; returning "
-					  "%" PRIu64 " cached bytes to the device",
+			log_notice("hip",
+				"out of device memory for %" PRIu64 " bytes; returning "
+				"%" PRIu64 " cached bytes to the device",
 				size, h->cached_bytes);
 			hip_cache_reap(h);
 		}
@@ -430,8 +435,9 @@ static void hip_mem_release(void *ctx, uint64_t addr, uint64_t size)
 	if (!b || !b->live) {
 		char what[128];
 
-		snprintf(what, sizeof(what), "release of device memory %#" PRIx64
-					     " (%" PRIu64 " bytes) that is not allocated",
+		snprintf(what, sizeof(what),
+			"release of device memory %#" PRIx64 " (%" PRIu64
+			" bytes) that is not allocated",
 			addr, size);
 		log_err("hip", "%s", what);
 		atomic_fetch_add(&h->findings, 1);
@@ -601,7 +607,8 @@ static void hip_retire(void *ctx, struct seq_point event)
 
 		if (d->seq <= event.seq) {
 			*p = d->next;
-			hip_mem_release(h, d->addr, 0);
+			hip_mem_release(h, d->addr, d->size);
+			h->scratch_bytes -= d->size;
 			free(d);
 		} else {
 			p = &d->next;
@@ -681,11 +688,13 @@ static int hip_d2d_overlapping(struct hip *h, struct hip_stream *st, struct seq_
 				hip_mem_release(h, addr, len);
 				return -ENOMEM;
 			}
-			*d = (struct hip_deferred){st->scratch, st->launched, st->deferred};
+			*d = (struct hip_deferred){
+				st->scratch, st->scratch_size, st->launched, st->deferred};
 			st->deferred = d;
 		}
 		st->scratch = addr;
-		st->scratch_size = len;
+		st->scratch_size = hip_block_find(h, addr)->size; /* the class, or more */
+		h->scratch_bytes += st->scratch_size;
 	}
 	e = hipMemcpyAsync((void *)(uintptr_t)st->scratch, (void *)(uintptr_t)src, len,
 		hipMemcpyDeviceToDevice, st->stream);
@@ -697,8 +706,8 @@ static int hip_d2d_overlapping(struct hip *h, struct hip_stream *st, struct seq_
 	return 0;
 }
 
-static int hip_launch_kernel(struct hip *h, struct hip_stream *st, struct seq_point at,
-	const struct seq_op *op)
+static int hip_launch_kernel(
+	struct hip *h, struct hip_stream *st, struct seq_point at, const struct seq_op *op)
 {
 	const struct op_payload *p = op->payload;
 	union {
@@ -912,8 +921,9 @@ static void *hip_completer(void *arg)
 		if (e != hipSuccess) {
 			/* A device fault: this point and, through the core, all that depends on
 			 * it fail with it (I9). */
-			log_err("hip", "stream %" PRIu32 ": event at %" PRIu32 ":%" PRIu64
-				       " completed with %s (%s)",
+			log_err("hip",
+				"stream %" PRIu32 ": event at %" PRIu32 ":%" PRIu64
+				" completed with %s (%s)",
 				st->index, st->index, x.seq, hipGetErrorName(e),
 				hipGetErrorString(e));
 		}
@@ -979,19 +989,19 @@ static uint64_t hip_findings(void *ctx)
 	return atomic_load(&h->findings);
 }
 
+/* Used is what the daemon's buffers hold (as the sim counts it, and as sseqctl and the
+ * metrics mean it), not the device-wide figure, which includes the context and the pool's
+ * cached blocks; the loop thread must not need a driver call to answer it either. */
 static void hip_info(void *ctx, struct backend_info *info)
 {
 	struct hip *h = ctx;
-	size_t free_b = 0, total = 0;
 
 	memset(info, 0, sizeof(*info));
 	info->backend = "hip";
 	snprintf(info->name, sizeof(info->name), "%s", h->name);
 	snprintf(info->arch, sizeof(info->arch), "%s", h->arch);
-	if (hipMemGetInfo(&free_b, &total) == hipSuccess) {
-		info->memory_total = total;
-		info->memory_used = total - free_b;
-	}
+	info->memory_total = h->memory_total;
+	info->memory_used = h->used_bytes - h->scratch_bytes;
 }
 
 static void hip_destroy(void *ctx)
@@ -1142,6 +1152,7 @@ static int hip_device_open(struct hip *h)
 		return hip_errno(e);
 	}
 	h->device_open = true;
+	h->memory_total = prop.totalGlobalMem;
 	snprintf(h->name, sizeof(h->name), "%.*s", (int)sizeof(h->name) - 1, prop.name);
 #ifdef SSEQ_HIP_NVIDIA
 	snprintf(h->arch, sizeof(h->arch), "sm_%d%d", prop.major, prop.minor);
@@ -1181,7 +1192,8 @@ static int hip_kernels_load(struct hip *h)
 		snprintf(sym, sizeof(sym), "sseq_%s", kname);
 		e = hipModuleGetFunction(&fn->f, h->module, sym);
 		if (e != hipSuccess) {
-			log_warn("hip", "%s: no %s in the image: %s", path, sym, hipGetErrorName(e));
+			log_warn(
+				"hip", "%s: no %s in the image: %s", path, sym, hipGetErrorName(e));
 			fn->f = NULL;
 			missing++;
 		}
@@ -1245,8 +1257,8 @@ int hip_create(struct backend *out, const struct hip_config *cfg, backend_comple
 		/* Non-blocking: no implicit ordering with the legacy default stream. */
 		e = hipStreamCreateWithFlags(&st->stream, hipStreamNonBlocking);
 		if (e != hipSuccess) {
-			r = hip_fail(e, "hipStreamCreateWithFlags", "stream",
-				(struct seq_point){i, 0});
+			r = hip_fail(
+				e, "hipStreamCreateWithFlags", "stream", (struct seq_point){i, 0});
 			goto fail;
 		}
 	}
