@@ -631,7 +631,7 @@ int seq_await(struct seq *seq, const struct seq_buffer *buf, uint64_t cookie)
 	return r;
 }
 
-int seq_sync(struct seq *seq, uint64_t cookie)
+int seq_sync_points(struct seq *seq, const uint64_t *upto, uint64_t cookie)
 {
 	struct watch *w = calloc(1, sizeof(*w));
 	int r = 0;
@@ -641,15 +641,24 @@ int seq_sync(struct seq *seq, uint64_t cookie)
 	w->cookie = cookie;
 	/* Held by one extra count while the entries go in, so none can finish it early. */
 	w->pending = 1;
-	for (uint32_t x = 0; x < seq->nstreams && r >= 0; x++)
-		if (seq->streams[x].issued > seq->streams[x].completed)
-			r = watch_add(seq, x, seq->streams[x].issued, w);
+	for (uint32_t x = 0; x < seq->nstreams && r >= 0; x++) {
+		uint64_t n = upto ? upto[x] : seq->streams[x].issued;
+		if (n > seq->streams[x].issued)
+			n = seq->streams[x].issued;
+		if (n > seq->streams[x].completed)
+			r = watch_add(seq, x, n, w);
+	}
 	if (--w->pending == 0) {
 		free(w);
 		return r < 0 ? r : 1;
 	}
 	/* On a partial failure the entries already in still finish (and free) the watch. */
 	return r < 0 ? r : 0;
+}
+
+int seq_sync(struct seq *seq, uint64_t cookie)
+{
+	return seq_sync_points(seq, NULL, cookie);
 }
 
 void seq_flush(struct seq *seq)

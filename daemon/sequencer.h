@@ -203,6 +203,8 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at);
 int seq_await(struct seq *seq, const struct seq_buffer *buf, uint64_t cookie);
 /* Likewise for everything issued on every stream so far. */
 int seq_sync(struct seq *seq, uint64_t cookie);
+/* Likewise for every point up to upto[stream] on each stream (one client's last ops). */
+int seq_sync_points(struct seq *seq, const uint64_t *upto, uint64_t cookie);
 
 /* Record events on streams whose issued work has none yet, so that its completion will
  * be learned. The server calls it once per loop turn; recording is otherwise lazy. */

@@ -702,6 +702,7 @@ static int session_submit(struct session *s, const Sseq__Request *rq, struct seq
 				status_text(r));
 	}
 	rec->at = at;
+	s->last_point[at.stream] = at.seq;
 	if (st) {
 		rec->staging = st;
 		st->refs++;
@@ -961,8 +962,9 @@ static int session_watch(struct session *s, const Sseq__Request *rq, const struc
 	if (!rec)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
 				"out of memory");
+	/* Sync covers this session's own work, not other clients'. */
 	r = b ? seq_await(s->srv->seq, b, (uint64_t)(uintptr_t)rec)
-	      : seq_sync(s->srv->seq, (uint64_t)(uintptr_t)rec);
+	      : seq_sync_points(s->srv->seq, s->last_point, (uint64_t)(uintptr_t)rec);
 	if (r < 0) {
 		/* The Reply carries the error; no Completion repeats it. */
 		session_reply(s, rq->tag, server_status_from_errno(r), status_text(r));

@@ -75,6 +75,7 @@ struct session {
 	uint32_t nslots, free_slot; /* free_slot: index + 1, 0 = none */
 
 	uint64_t buffers, bytes, inflight, stagings, staging_bytes;
+	uint64_t last_point[SEQ_MAX_STREAMS]; /* this session's last op per stream, for Sync */
 
 	/* A TRACE query with follow: new entries go out under follow_tag each turn. */
 	bool following;

@@ -1497,6 +1497,31 @@ START_TEST(test_await_and_sync_report_completion)
 }
 END_TEST
 
+START_TEST(test_sync_points_waits_only_for_the_sessions_ops)
+{
+	struct seq_buffer *a, *b;
+	struct seq_point mine, theirs;
+	uint64_t upto[SEQ_MAX_STREAMS] = {0};
+
+	fx_start(NULL);
+	a = buf_new(64);
+	b = buf_new(64);
+	ck_assert_int_eq(submit(SEQ_OP_EXEC, &mine, 1, a, SEQ_WRITE), 0);
+	ck_assert_int_eq(submit(SEQ_OP_H2D, &theirs, 1, b, SEQ_WRITE), 0);
+	/* One client's sync names its own last point per stream: compute 1 only. */
+	upto[mine.stream] = mine.seq;
+	ck_assert_int_eq(seq_sync_points(F.seq, upto, 40), 0);
+	complete(S_COMPUTE, 1, 0);
+	ck_log_has("done 40 0");
+	/* The other client's H2D is still running; a full sync would still wait for it. */
+	ck_assert_int_eq(seq_sync(F.seq, 41), 0);
+	ck_log_count("done 41", 0);
+	complete(S_H2D, 1, 0);
+	ck_log_has("done 41 0");
+	(void)theirs;
+}
+END_TEST
+
 START_TEST(test_counters_match_decisions)
 {
 	struct seq_config cfg = {.window = 2};
@@ -1780,6 +1805,7 @@ static Suite *sequencer_suite(void)
 		{"config", test_default_config},
 		{"config", test_destroy_releases_everything_held},
 		{"input", test_bad_input_naccess},
+		{"input", test_sync_points_waits_only_for_the_sessions_ops},
 		{"input", test_bad_input_null_buf_or_mode},
 		{"input", test_bad_input_freed_buf},
 		{"input", test_bad_input_slice_out_of_bounds},
