@@ -1,0 +1,69 @@
+#!/bin/bash
+# The daemon against native HIP, side by side in one run on a GPU machine. Run from the
+# repository root with a HIP build (default build-hipnv); prints one key=value line per
+# measurement and writes everything under $OUT (default /tmp/sseq-bench).
+# Usage: bench/h200.sh [BUILD_DIR]
+set -uo pipefail
+B=${1:-build-hipnv}
+O=${OUT:-/tmp/sseq-bench}
+mkdir -p "$O"
+export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/$B/client${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+img=$(ls "$B"/kernels/sseq-kernels.* 2>/dev/null | head -1)
+native=$B/bench/bench-native
+client=$B/bench/bench-client
+log=$O/bench.txt
+say() { echo "$*" | tee -a "$log"; }
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+gpu_mem() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
+time_ms() { local t0 t1; t0=$(date +%s%N); "$@" >/dev/null 2>&1 || echo "FAILED: $*" >&2; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 )); }
+
+say "date=$(date -u +%FT%TZ) host=$(hostname) gpu=\"$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)\" image=$img"
+
+# ---- native, one process ----
+say "$("$native" copy $((256 << 20)))"
+say "$("$native" latency 2000)"
+say "$("$native" launch "$img" 200000)"
+for i in $(seq 10); do time_ms "$native" first-kernel "$img"; done | median >"$O/native-first.txt"
+say "native first_kernel_process_median_us=$(cat "$O/native-first.txt")"
+base=$(gpu_mem)
+coproc NH { "$native" hold; }
+read -r _ <&"${NH[0]}"
+sleep 1
+say "native hold_context_MiB=$(( $(gpu_mem) - base ))"
+eval "exec ${NH[1]}>&-"
+wait
+
+# ---- through the daemon ----
+sock=/tmp/sseq-bench.sock
+export SSEQ_SOCKET=$sock
+rm -f "$sock"
+"$B/daemon/sseqd" --backend hip --kernels "$img" --socket "$sock" --log-level notice 2>"$O/sseqd.log" &
+dpid=$!
+for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+say "$("$client" copy $((256 << 20)))"
+say "$("$client" latency 2000)"
+say "$("$client" launch 200000)"
+t0=$(date +%s%N)
+for i in $(seq 16); do "$client" launch 50000 >"$O/multi-$i.txt" 2>&1 & done
+wait $(jobs -p | grep -v "^$dpid$") 2>/dev/null
+t1=$(date +%s%N)
+say "daemon launch clients=16 each=50000 wall_s=$(awk "BEGIN {print ($t1 - $t0) / 1e9}") aggregate_launches_per_s=$(awk "BEGIN {printf \"%.0f\", 16 * 50000 / (($t1 - $t0) / 1e9)}")"
+for i in $(seq 10); do time_ms "$client" first-kernel; done | median >"$O/daemon-first.txt"
+say "daemon first_kernel_process_median_us=$(cat "$O/daemon-first.txt")"
+base=$(gpu_mem)
+holders=()
+for i in $(seq 16); do
+	coproc H { "$client" hold; }
+	read -r _ <&"${H[0]}"
+	holders+=("${H[1]}")
+	exec {H[0]}<&-
+done 2>/dev/null
+sleep 1
+say "daemon hold clients=16 device_MiB_delta=$(( $(gpu_mem) - base ))"
+"$B/client/sseqctl" --socket "$sock" clients >"$O/clients.txt" 2>&1
+for fd in "${holders[@]}"; do eval "exec $fd>&-"; done
+sleep 0.5
+"$B/client/sseqctl" --socket "$sock" stats >"$O/stats.txt" 2>&1
+kill -TERM "$dpid"
+wait "$dpid"
+say "sseqd exit=$?"
