@@ -1,0 +1,192 @@
+"""Loading libsseq and declaring its C API for ctypes.
+
+The library is found once, on first use, so that ``import sseq`` works (and the
+pytest plugin can skip with a reason) on a machine without it. The structures here
+mirror ``<sseq/sseq.h>`` field for field; keep them in step with it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno as _errno
+import os
+import threading
+from typing import Optional
+
+__all__ = ["lib", "library_path", "SseqConnectOptions", "SseqInfo", "SseqArg", "SseqLaunch",
+           "SseqStats", "ARG_BUFFER", "ARG_I32", "ARG_U32", "ARG_I64", "ARG_U64", "ARG_F32",
+           "ARG_F64", "ACCESS_IN", "ACCESS_OUT", "ACCESS_INOUT", "LibraryNotFoundError"]
+
+# enum sseq_arg_type and enum sseq_access
+ARG_BUFFER, ARG_I32, ARG_U32, ARG_I64, ARG_U64, ARG_F32, ARG_F64 = range(1, 8)
+ACCESS_IN, ACCESS_OUT, ACCESS_INOUT = 1, 2, 3
+
+
+class SseqConnectOptions(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("client_name", ctypes.c_char_p),
+        ("worker_id", ctypes.c_char_p),
+        ("staging_size", ctypes.c_uint64),
+    ]
+
+
+class SseqInfo(ctypes.Structure):
+    _fields_ = [
+        ("session", ctypes.c_uint64),
+        ("protocol_major", ctypes.c_uint32),
+        ("protocol_minor", ctypes.c_uint32),
+        ("daemon_version", ctypes.c_char_p),
+        ("device_index", ctypes.c_uint32),
+        ("device_name", ctypes.c_char_p),
+        ("backend", ctypes.c_char_p),
+        ("arch", ctypes.c_char_p),
+        ("memory_total", ctypes.c_uint64),
+    ]
+
+
+class _ArgValue(ctypes.Union):
+    _fields_ = [
+        ("buffer", ctypes.c_uint64),
+        ("i32", ctypes.c_int32),
+        ("u32", ctypes.c_uint32),
+        ("i64", ctypes.c_int64),
+        ("u64", ctypes.c_uint64),
+        ("f32", ctypes.c_float),
+        ("f64", ctypes.c_double),
+    ]
+
+
+class SseqArg(ctypes.Structure):
+    # enum members are ints in the C ABI used here (gcc, clang on Linux).
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("access", ctypes.c_int),
+        ("v", _ArgValue),
+    ]
+
+
+class SseqLaunch(ctypes.Structure):
+    _fields_ = [
+        ("elements", ctypes.c_uint64),
+        ("grid", ctypes.c_uint32 * 3),
+        ("block", ctypes.c_uint32 * 3),
+        ("shared_mem", ctypes.c_uint32),
+    ]
+
+
+# struct sseq_stats, counters in header order after .size.
+STATS_FIELDS = (
+    "waits_enqueued",
+    "waits_elided_same_stream",
+    "waits_elided_observed",
+    "waits_elided_legacy",
+    "backpressure_events",
+    "race_findings",
+    "ops_submitted",
+    "ops_completed",
+    "ops_failed",
+    "events_recorded",
+    "frees_deferred",
+    "releases",
+    "double_definitions",
+    "audit_findings",
+    "sessions_total",
+    "frames_in",
+    "frames_bad",
+)
+
+
+class SseqStats(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t)] + [(f, ctypes.c_uint64) for f in STATS_FIELDS]
+
+
+class LibraryNotFoundError(OSError):
+    """libsseq could not be loaded: neither ``$SSEQ_LIBRARY`` nor an installed copy."""
+
+
+_P = ctypes.c_void_p
+_U64 = ctypes.c_uint64
+_PU64 = ctypes.POINTER(ctypes.c_uint64)
+
+# name: (restype, argtypes)
+_PROTOTYPES = {
+    "sseq_strerror": (ctypes.c_char_p, [ctypes.c_int]),
+    "sseq_connect": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(SseqConnectOptions),
+                                    ctypes.POINTER(_P)]),
+    "sseq_close": (None, [_P]),
+    "sseq_get_info": (ctypes.c_int, [_P, ctypes.POINTER(SseqInfo)]),
+    "sseq_last_error_message": (ctypes.c_char_p, [_P]),
+    "sseq_last_error_tag": (_U64, [_P]),
+    "sseq_alloc": (ctypes.c_int, [_P, _U64, ctypes.c_char_p, _PU64]),
+    "sseq_free": (ctypes.c_int, [_P, _U64]),
+    "sseq_slice": (ctypes.c_int, [_P, _U64, _U64, _U64, ctypes.c_char_p, _PU64]),
+    "sseq_host_alloc": (ctypes.c_int, [_P, _U64, ctypes.POINTER(_P)]),
+    "sseq_host_free": (ctypes.c_int, [_P, _P]),
+    "sseq_copy_h2d": (ctypes.c_int, [_P, _U64, _U64, _P, _U64, _PU64]),
+    "sseq_copy_d2h": (ctypes.c_int, [_P, _U64, _U64, _P, _U64, _PU64]),
+    "sseq_copy_d2d": (ctypes.c_int, [_P, _U64, _U64, _U64, _U64, _U64, _PU64]),
+    "sseq_execute": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(SseqArg),
+                                    ctypes.c_size_t, ctypes.POINTER(SseqLaunch), _PU64]),
+    "sseq_load_module": (ctypes.c_int, [_P, ctypes.c_char_p, _PU64]),
+    "sseq_execute_function": (ctypes.c_int, [_P, _U64, ctypes.c_char_p,
+                                             ctypes.POINTER(SseqArg), ctypes.c_size_t,
+                                             ctypes.POINTER(SseqLaunch), _PU64]),
+    "sseq_flush": (ctypes.c_int, [_P]),
+    "sseq_wait": (ctypes.c_int, [_P, _U64]),
+    "sseq_await": (ctypes.c_int, [_P, _U64]),
+    "sseq_sync": (ctypes.c_int, [_P]),
+    "sseq_outstanding": (_U64, [_P]),
+    "sseq_get_fd": (ctypes.c_int, [_P]),
+    "sseq_stats": (ctypes.c_int, [_P, ctypes.POINTER(SseqStats)]),
+}
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+_path: Optional[str] = None
+
+
+def _candidates() -> list[str]:
+    env = os.environ.get("SSEQ_LIBRARY")
+    if env:
+        # An explicit choice is the only one tried: silently falling back to another
+        # copy would test the wrong library.
+        return [env]
+    found = ctypes.util.find_library("sseq")
+    names = [found] if found else []
+    return names + ["libsseq.so.0"]
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded libsseq, with prototypes declared. Raises LibraryNotFoundError."""
+    global _lib, _path
+    with _lock:
+        if _lib is not None:
+            return _lib
+        errors = []
+        for name in _candidates():
+            try:
+                handle = ctypes.CDLL(name)
+            except OSError as e:
+                errors.append(f"{name}: {e}")
+                continue
+            missing = [f for f in _PROTOTYPES if not hasattr(handle, f)]
+            if missing:
+                errors.append(f"{name}: too old, lacks {', '.join(missing)}")
+                continue
+            for fname, (restype, argtypes) in _PROTOTYPES.items():
+                fn = getattr(handle, fname)
+                fn.restype = restype
+                fn.argtypes = argtypes
+            _lib, _path = handle, name
+            return handle
+        raise LibraryNotFoundError(
+            _errno.ENOENT,
+            "libsseq not found (set SSEQ_LIBRARY to the path of libsseq.so): "
+            + "; ".join(errors))
+
+
+def library_path() -> Optional[str]:
+    """The name or path libsseq was loaded from, or None before the first use."""
+    return _path

@@ -1,0 +1,263 @@
+"""Kernel arguments: buffer access markers, typed scalars, and the built-in kernels'
+signatures used to type plain Python numbers.
+
+A kernel argument is either a buffer marked with how the kernel uses it (the daemon
+orders the launch from that: ``In`` waits for the buffer's producer, ``Out`` and
+``InOut`` also for its pending readers) or a scalar with a C type. Typed scalars
+(``f32(0.5)``, ``u64(n)``) and numpy scalars (``np.float32``, ``np.uint64``, ...)
+always pass as they are; the daemon checks them against the kernel's signature.
+Plain Python ``int``/``float`` values are accepted only for the built-in kernels,
+whose signatures this module knows (see BUILTIN_KERNELS): each is converted to the
+parameter's type, range-checked, and a float where an integer is expected is
+refused. For any other kernel a plain number raises TypeError: give its type.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import numbers
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _lib
+
+if TYPE_CHECKING:
+    from .session import Buffer
+
+__all__ = ["In", "Out", "InOut", "Scalar", "i32", "u32", "i64", "u64", "f32", "f64",
+           "BUILTIN_KERNELS", "Arg", "pack_args"]
+
+
+class _Access:
+    """A buffer argument with its access mode."""
+
+    access: int = 0
+    name: str = ""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer: "Buffer") -> None:
+        from .session import Buffer
+        if not isinstance(buffer, Buffer):
+            raise TypeError(f"sseq.{self.name}() takes an sseq.Buffer, not "
+                            f"{type(buffer).__name__}")
+        self.buffer = buffer
+
+    def __repr__(self) -> str:
+        return f"sseq.{self.name}({self.buffer!r})"
+
+
+class In(_Access):
+    """A buffer the kernel only reads."""
+
+    access = _lib.ACCESS_IN
+    name = "In"
+    __slots__ = ()
+
+
+class Out(_Access):
+    """A buffer the kernel only writes (its previous contents are not read)."""
+
+    access = _lib.ACCESS_OUT
+    name = "Out"
+    __slots__ = ()
+
+
+class InOut(_Access):
+    """A buffer the kernel reads and writes."""
+
+    access = _lib.ACCESS_INOUT
+    name = "InOut"
+    __slots__ = ()
+
+
+class Scalar:
+    """A scalar kernel argument with a C type. Use the subclasses: ``sseq.f32(0.5)``."""
+
+    type_code: int = 0
+    type_name: str = ""
+    __slots__ = ("value",)
+
+    def __init__(self, value: Union[int, float, np.number]) -> None:
+        self.value = self._convert(value)
+
+    def _convert(self, value: Any) -> Union[int, float]:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"sseq.{self.type_name}({self.value!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.value == self.value  # type: ignore
+
+    def __hash__(self) -> int:
+        return hash((self.type_name, self.value))
+
+
+class _Int(Scalar):
+    lo = 0
+    hi = 0
+    __slots__ = ()
+
+    def _convert(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"sseq.{self.type_name}() takes an integer, not "
+                            f"{type(value).__name__} {value!r}")
+        v = int(value)
+        if not self.lo <= v <= self.hi:
+            raise OverflowError(f"sseq.{self.type_name}({v}): out of range "
+                                f"[{self.lo}, {self.hi}]")
+        return v
+
+
+class _Float(Scalar):
+    __slots__ = ()
+
+    def _convert(self, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"sseq.{self.type_name}() takes a real number, not "
+                            f"{type(value).__name__} {value!r}")
+        return float(value)
+
+
+class i32(_Int):
+    """A signed 32-bit integer argument."""
+
+    type_code, type_name, lo, hi = _lib.ARG_I32, "i32", -(1 << 31), (1 << 31) - 1
+    __slots__ = ()
+
+
+class u32(_Int):
+    """An unsigned 32-bit integer argument."""
+
+    type_code, type_name, lo, hi = _lib.ARG_U32, "u32", 0, (1 << 32) - 1
+    __slots__ = ()
+
+
+class i64(_Int):
+    """A signed 64-bit integer argument."""
+
+    type_code, type_name, lo, hi = _lib.ARG_I64, "i64", -(1 << 63), (1 << 63) - 1
+    __slots__ = ()
+
+
+class u64(_Int):
+    """An unsigned 64-bit integer argument."""
+
+    type_code, type_name, lo, hi = _lib.ARG_U64, "u64", 0, (1 << 64) - 1
+    __slots__ = ()
+
+
+class f32(_Float):
+    """A 32-bit float argument (rounded to float32 when packed)."""
+
+    type_code, type_name = _lib.ARG_F32, "f32"
+    __slots__ = ()
+
+    def _convert(self, value: Any) -> float:
+        v = super()._convert(value)
+        if math.isfinite(v) and abs(v) > float(np.finfo(np.float32).max):
+            raise OverflowError(f"sseq.f32({v!r}): out of float32 range")
+        return v
+
+
+class f64(_Float):
+    """A 64-bit float argument."""
+
+    type_code, type_name = _lib.ARG_F64, "f64"
+    __slots__ = ()
+
+
+_SCALARS = {cls.type_name: cls for cls in (i32, u32, i64, u64, f32, f64)}
+_NUMPY_SCALARS = {np.dtype(np.int32): i32, np.dtype(np.uint32): u32, np.dtype(np.int64): i64,
+                  np.dtype(np.uint64): u64, np.dtype(np.float32): f32,
+                  np.dtype(np.float64): f64}
+
+Arg = Union[In, Out, InOut, Scalar, np.number, int, float]
+
+# The built-in kernels' signatures, as in kernels/kernels.c: (parameter, kind), kind
+# one of "in", "out", "inout" (buffers) or a scalar type name. Used only to type plain
+# Python numbers and to name parameters in errors; the daemon stays the judge
+# (tests/python/test_client.py checks this table against it).
+_CONV2D_INTS = ("N", "C", "H", "W", "O", "KH", "KW", "stride_h", "stride_w", "pad_top",
+                "pad_bottom", "pad_left", "pad_right", "lhs_dil_h", "lhs_dil_w",
+                "rhs_dil_h", "rhs_dil_w", "groups")
+BUILTIN_KERNELS: dict[str, tuple[tuple[str, str], ...]] = {
+    "fill": (("y", "out"), ("value", "f32"), ("n", "u64")),
+    "iota": (("y", "out"), ("start", "f32"), ("step", "f32"), ("n", "u64")),
+    "add": (("a", "in"), ("b", "in"), ("c", "out"), ("n", "u64")),
+    "axpy": (("alpha", "f32"), ("x", "in"), ("y", "inout"), ("n", "u64")),
+    "scale": (("x", "in"), ("y", "out"), ("alpha", "f32"), ("n", "u64")),
+    "reduce_sum": (("x", "in"), ("y", "out"), ("n", "u64")),
+    "spin": (("microseconds", "u64"),),
+    "conv2d": (("x", "in"), ("w", "in"), ("y", "out"))
+    + tuple((name, "i32") for name in _CONV2D_INTS),
+}
+
+_MARKERS = {"in": "In", "out": "Out", "inout": "InOut"}
+
+
+def _describe(kernel: str, i: int, sig: Optional[Sequence[tuple[str, str]]]) -> str:
+    if sig is not None and i < len(sig):
+        return f"{kernel}: argument {i} ({sig[i][0]})"
+    return f"{kernel}: argument {i}"
+
+
+def _scalar_for(kernel: str, i: int, value: Any,
+                sig: Optional[Sequence[tuple[str, str]]]) -> Scalar:
+    """Type a plain Python number from the kernel's known signature."""
+    where = _describe(kernel, i, sig)
+    if sig is None or i >= len(sig):
+        raise TypeError(
+            f"{where} is a plain {type(value).__name__} ({value!r}) and the kernel's "
+            f"signature is not known here: give its type, e.g. sseq.u64({value!r}) or "
+            f"sseq.f32({value!r})")
+    kind = sig[i][1]
+    if kind in _MARKERS:
+        raise TypeError(f"{where} must be a buffer marked sseq.{_MARKERS[kind]}(...), got "
+                        f"{type(value).__name__} {value!r}")
+    cls = _SCALARS[kind]
+    if issubclass(cls, _Int) and not isinstance(value, numbers.Integral):
+        raise TypeError(f"{where} expects {kind} (sseq.{kind}), got "
+                        f"{type(value).__name__} {value!r}")
+    try:
+        return cls(value)
+    except OverflowError as e:
+        raise OverflowError(f"{where}: {e}") from None
+
+
+def pack_args(kernel: str, args: Sequence[Any], *,
+              builtin: bool = True) -> "ctypes.Array[_lib.SseqArg]":
+    """Build the ``struct sseq_arg`` array for a launch. ``builtin`` says whether the
+    built-in signature table may type plain numbers (False for module functions)."""
+    from .session import Buffer
+
+    sig = BUILTIN_KERNELS.get(kernel) if builtin else None
+    packed = (_lib.SseqArg * max(len(args), 1))()
+    for i, a in enumerate(args):
+        out = packed[i]
+        if isinstance(a, _Access):
+            a.buffer._check_live()
+            out.type = _lib.ARG_BUFFER
+            out.access = a.access
+            out.v.buffer = a.buffer.handle
+            continue
+        if isinstance(a, Buffer):
+            hint = ""
+            if sig is not None and i < len(sig) and sig[i][1] in _MARKERS:
+                hint = f": sseq.{_MARKERS[sig[i][1]]}(buf)"
+            raise TypeError(f"{_describe(kernel, i, sig)} is a bare buffer; mark how the "
+                            f"kernel uses it with sseq.In, sseq.Out or sseq.InOut{hint}")
+        if isinstance(a, np.generic) and a.dtype in _NUMPY_SCALARS:
+            a = _NUMPY_SCALARS[a.dtype](a.item())
+        elif isinstance(a, (int, float)) and not isinstance(a, bool):
+            a = _scalar_for(kernel, i, a, sig)
+        if not isinstance(a, Scalar):
+            raise TypeError(f"{_describe(kernel, i, sig)}: cannot pass "
+                            f"{type(a).__name__} {a!r} to a kernel")
+        out.type = a.type_code
+        out.access = 0
+        setattr(out.v, a.type_name, a.value)
+    return packed

@@ -1,0 +1,90 @@
+"""sseq.Error: a libsseq failure with the daemon's status (or errno) and detail text."""
+
+from __future__ import annotations
+
+import enum
+import errno as _errno
+from typing import Optional
+
+__all__ = ["Error", "Status", "ERR_BASE"]
+
+ERR_BASE = 4000
+
+
+class Status(enum.IntEnum):
+    """The daemon's statuses, numbered as libsseq's ``enum sseq_error`` (4000 + the
+    wire protocol's Status). libsseq returns them negated."""
+
+    INVALID_ARGUMENT = ERR_BASE + 1
+    UNKNOWN_HANDLE = ERR_BASE + 2
+    OUT_OF_RANGE = ERR_BASE + 3
+    PERMISSION_DENIED = ERR_BASE + 4
+    UNSUPPORTED_VERSION = ERR_BASE + 5
+    UNKNOWN_KERNEL = ERR_BASE + 6
+    BAD_ARGUMENT_TYPE = ERR_BASE + 7
+    RESOURCE_EXHAUSTED = ERR_BASE + 8
+    DEVICE_ERROR = ERR_BASE + 9
+    DEPENDENCY_FAILED = ERR_BASE + 10
+    INJECTED_FAULT = ERR_BASE + 11
+    DOUBLE_DEFINITION = ERR_BASE + 12
+    STAGING_UNSEALED = ERR_BASE + 13
+    FRAME_TOO_LARGE = ERR_BASE + 14
+    BUSY = ERR_BASE + 15
+    SHUTTING_DOWN = ERR_BASE + 16
+    INTERNAL = ERR_BASE + 17
+    PROTOCOL_ERROR = ERR_BASE + 18
+
+
+def _is_daemon_code(code: int) -> bool:
+    # SSEQ_IS_DAEMON_ERROR
+    return -(ERR_BASE + 1000) < code <= -ERR_BASE
+
+
+class Error(Exception):
+    """A failure reported by libsseq or the daemon.
+
+    Attributes:
+        code: libsseq's negative return code (``-errno`` or ``-SSEQ_ERR_*``).
+        name: the daemon status (``"UNKNOWN_HANDLE"``) or errno (``"ECONNREFUSED"``).
+        number: the positive number behind ``name`` (``4002``, ``111``).
+        status: the :class:`Status` for a daemon error, else None.
+        errno: the errno for a system error, else None.
+        description: libsseq's text for the code (``sseq_strerror``).
+        message: the daemon's own detail (``sseq_last_error_message``), may be "".
+        operation: what was being done ("alloc", "execute conv2d", ...).
+        tag: the request's tag when the error came from a tagged request, else 0.
+    """
+
+    def __init__(self, code: int, description: str = "", message: str = "",
+                 operation: str = "", tag: int = 0) -> None:
+        self.code = code
+        self.number = -code
+        self.status: Optional[Status]
+        self.errno: Optional[int]
+        if _is_daemon_code(code):
+            try:
+                self.status = Status(-code)
+                self.name = self.status.name
+            except ValueError:
+                self.status = None
+                self.name = f"STATUS_{-code - ERR_BASE}"
+            self.errno = None
+        else:
+            self.status = None
+            self.errno = -code
+            self.name = _errno.errorcode.get(-code, f"ERRNO_{-code}")
+        self.description = description
+        self.message = message
+        self.operation = operation
+        self.tag = tag
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        # The daemon's detail is the more specific; the name already says the kind.
+        text = f"{self.name} ({self.number}): {self.message or self.description}"
+        if self.operation:
+            text = f"{self.operation}: {text}"
+        return text
+
+    def __reduce__(self):  # picklable, e.g. across xdist workers
+        return (Error, (self.code, self.description, self.message, self.operation, self.tag))
