@@ -1,0 +1,316 @@
+"""The sseq package over libsseq: buffers, copies, zero-copy staging, slices, kernels
+and their argument typing, errors, waiting, context managers, counters."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import sseq
+from sseq import _lib
+
+
+def test_upload_download_roundtrip(sseq_session: sseq.Session) -> None:
+    s = sseq_session
+    data = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    with s.alloc(data.shape, np.float32, label="roundtrip") as b:
+        assert (b.nbytes, b.shape, b.dtype) == (96, (2, 3, 4), np.dtype(np.float32))
+        b.upload(data)
+        np.testing.assert_array_equal(b.download(), data)
+        # Another view of the bytes, and into a caller's array.
+        np.testing.assert_array_equal(b.download((24,), np.int32), data.view(np.int32).ravel())
+        out = np.zeros(4, np.float32)
+        assert b.download(out=out, offset=8 * 4) is out
+        np.testing.assert_array_equal(out, [8, 9, 10, 11])
+        # Partial upload at a byte offset; a non-contiguous source is made contiguous.
+        b.upload(np.array([[100, 0], [101, 0]], np.float32)[:, 0], offset=4)
+        assert b.download((3,), np.float32).tolist() == [0, 100, 101]
+        with pytest.raises(ValueError):
+            b.upload(np.zeros(25, np.float32))
+        with pytest.raises(ValueError):
+            b.download(out=np.zeros(2, np.float32), offset=90)
+
+
+def test_untyped_alloc_is_bytes(sseq_session: sseq.Session) -> None:
+    with sseq_session.alloc(10, label="bytes") as b:
+        assert (b.nbytes, b.shape, b.dtype) == (10, None, None)
+        b.upload(np.frombuffer(b"0123456789", np.uint8))
+        assert b.download((10,), np.uint8).tobytes() == b"0123456789"
+    with pytest.raises(TypeError):
+        sseq_session.alloc((2, 2))
+
+
+def test_host_array_is_staging_memory_uploaded_in_place(
+        sseq_session: sseq.Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = sseq_session
+    x = s.host_array((4, 256), np.float32)
+    assert x.shape == (4, 256) and x.dtype == np.float32 and x.flags.c_contiguous
+    assert x.ctypes.data % 64 == 0, "sseq_host_alloc memory is 64-byte aligned"
+    x[...] = np.arange(x.size, dtype=np.float32).reshape(x.shape)
+    lib = _lib.lib()
+    real = lib.sseq_copy_h2d
+    seen = []
+
+    def spy(conn, dst, off, src, length, tag):  # type: ignore[no-untyped-def]
+        seen.append((src, length))
+        return real(conn, dst, off, src, length, tag)
+
+    monkeypatch.setattr(lib, "sseq_copy_h2d", spy)
+    with s.alloc(x.shape, np.float32, label="from-staging") as b:
+        b.upload(x).wait()
+        monkeypatch.setattr(lib, "sseq_copy_h2d", real)
+        # The pointer handed to libsseq is the array's own: no copy in Python.
+        assert seen == [(x.ctypes.data, x.nbytes)]
+        y = s.host_array(x.shape, np.float32)
+        b.download(out=y)
+        np.testing.assert_array_equal(y, x)
+    assert s.host_array((0, 3)).shape == (0, 3)
+
+
+def test_slices_by_bytes_and_by_index(sseq_session: sseq.Session) -> None:
+    s = sseq_session
+    with s.alloc((4, 3), np.float32, label="rows") as b:
+        b.upload(np.zeros((4, 3), np.float32))
+        with b.slice(12, 12, "row1") as r1:
+            assert (r1.base, r1.offset, r1.shape, r1.label) == (b, 12, (3,), "row1")
+            r1.upload(np.array([1, 2, 3], np.float32))
+        with b[2] as r2, b[-1] as r3, b[1:3] as mid:
+            assert r2.shape == (3,) and r2.offset == 24 and r3.offset == 36
+            r3.upload(np.array([7, 8, 9], np.float32))
+            assert mid.shape == (2, 3)
+            np.testing.assert_array_equal(mid.download(), [[1, 2, 3], [0, 0, 0]])
+            # A slice of a slice (I6: still views of the one base).
+            with mid[1] as inner:
+                inner.upload(np.array([4, 5, 6], np.float32))
+        np.testing.assert_array_equal(b.download(),
+                                      [[0, 0, 0], [1, 2, 3], [4, 5, 6], [7, 8, 9]])
+        with pytest.raises(IndexError):
+            b[4]
+        with pytest.raises(ValueError):
+            b[::2]
+        with pytest.raises(sseq.Error) as e:
+            b.slice(40, 16)
+        assert e.value.status == sseq.Status.OUT_OF_RANGE
+    with s.alloc(16) as raw, pytest.raises(TypeError):
+        raw[0]
+
+
+def test_copy_to_device_to_device(sseq_session: sseq.Session) -> None:
+    s = sseq_session
+    with s.alloc(8, np.float32, label="src") as a, s.alloc(8, np.float32, label="dst") as b:
+        a.upload(np.arange(8, dtype=np.float32))
+        b.upload(np.zeros(8, np.float32))
+        a.copy_to(b, src_offset=4, dst_offset=8, nbytes=12).wait()
+        assert b.download().tolist() == [0, 0, 1, 2, 3, 0, 0, 0]
+        a.copy_to(b)
+        assert b.download().tolist() == list(range(8))
+
+
+def test_execute_typed_numpy_and_plain_scalars(sseq_session: sseq.Session) -> None:
+    s = sseq_session
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    with s.alloc(64, np.float32, label="x") as a, s.alloc(64, np.float32, label="y") as b:
+        a.upload(x)
+        s.execute("scale", sseq.In(a), sseq.Out(b), sseq.f32(3), sseq.u64(64))
+        np.testing.assert_array_equal(b.download(), 3 * x)
+        s.execute("scale", sseq.In(a), sseq.Out(b), np.float32(-2), np.uint64(64))
+        np.testing.assert_array_equal(b.download(), -2 * x)
+        # Plain numbers take the built-in signature's types (f32 alpha, u64 n).
+        s.execute("axpy", 2, sseq.In(a), sseq.InOut(b), 64)
+        np.testing.assert_array_equal(b.download(), 0 * x)
+        s.execute("iota", sseq.Out(b), 1.5, 0.5, 64, elements=64)
+        np.testing.assert_array_equal(b.download(), 1.5 + 0.5 * np.arange(64, dtype=np.float32))
+
+
+def test_plain_numbers_rejected_with_the_expected_type(sseq_session: sseq.Session) -> None:
+    s = sseq_session
+    with s.alloc(64, np.float32, label="t") as b:
+        with pytest.raises(TypeError, match=r"fill: argument 2 \(n\) expects u64"):
+            s.execute("fill", sseq.Out(b), 0.0, 16.0)
+        with pytest.raises(TypeError, match=r"signature is not known.*sseq\.u64"):
+            s.execute("not_builtin", sseq.Out(b), 3)
+        with pytest.raises(TypeError, match=r"bare buffer.*sseq\.Out\(buf\)"):
+            s.execute("fill", b, 0.0, 16)
+        with pytest.raises(TypeError, match=r"argument 0 \(y\) must be a buffer"):
+            s.execute("fill", 1, 0.0, 16)
+        with pytest.raises(TypeError):
+            s.execute("fill", sseq.Out(b), True, 16)
+        with pytest.raises(OverflowError, match="u64"):
+            s.execute("fill", sseq.Out(b), 0.0, -1)
+        with pytest.raises(OverflowError):
+            sseq.i32(1 << 31)
+        with pytest.raises(TypeError):
+            sseq.u64(1.0)
+        with pytest.raises(OverflowError):
+            sseq.f32(1e39)
+        with pytest.raises(TypeError):
+            sseq.In(np.zeros(3))  # type: ignore[arg-type]
+        assert sseq.f32(1) == sseq.f32(1.0) and sseq.f32(1) != sseq.f64(1)
+    assert s.outstanding() == 0, "a refused argument list must send nothing"
+
+
+_SCALAR = {"f32": sseq.f32(0), "u64": sseq.u64(0), "i32": sseq.i32(1)}
+_MARK = {"in": sseq.In, "out": sseq.Out, "inout": sseq.InOut}
+
+
+def _args_from_table(sig, buf):  # type: ignore[no-untyped-def]
+    return [_MARK[k](buf) if k in _MARK else _SCALAR[k] for _, k in sig]
+
+
+@pytest.mark.parametrize("kernel", sorted(sseq.BUILTIN_KERNELS))
+def test_builtin_signature_table_matches_the_daemon(sseq_session: sseq.Session,
+                                                    kernel: str) -> None:
+    """Arguments built from sseq.BUILTIN_KERNELS pass the daemon's type and access
+    checks (a value may still be refused, e.g. conv2d with 1x1x1x1 shapes and 64-byte
+    buffers is fine, but nothing may be the wrong type or count)."""
+    s = sseq_session
+    sig = sseq.BUILTIN_KERNELS[kernel]
+    with s.alloc(64, label=f"sig-{kernel}") as b:
+        try:
+            s.execute(kernel, *_args_from_table(sig, b)).wait()
+        except sseq.Error as e:
+            assert e.status != sseq.Status.BAD_ARGUMENT_TYPE, e
+            assert e.status != sseq.Status.UNKNOWN_KERNEL, e
+        # The check itself can fail: one argument more is refused as a type error.
+        with pytest.raises(sseq.Error) as e:
+            s.execute(kernel, *_args_from_table(sig, b), sseq.u32(0)).wait()
+        assert e.value.status == sseq.Status.BAD_ARGUMENT_TYPE
+
+
+def test_error_names_number_message_and_tag(sseq_session: sseq.Session) -> None:
+    s = sseq_session
+    op = s.execute("no_such_kernel", sseq.u64(1))
+    with pytest.raises(sseq.Error) as e:
+        op.wait()
+    err = e.value
+    assert (err.name, err.number, err.code) == ("UNKNOWN_KERNEL", 4006, -4006)
+    assert err.status is sseq.Status.UNKNOWN_KERNEL and err.errno is None
+    assert "no_such_kernel" in err.message and err.tag == op.tag
+    assert str(err).startswith("execute no_such_kernel: UNKNOWN_KERNEL (4006): ")
+    # Not waited on: the error reaches the next sync, once.
+    s.execute("no_such_kernel", sseq.u64(2))
+    with pytest.raises(sseq.Error, match="UNKNOWN_KERNEL"):
+        s.sync()
+    s.sync()
+
+
+def test_connect_without_daemon_is_an_errno_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(sseq.Error) as e:
+        sseq.connect(tmp_path / "nobody.sock")
+    assert e.value.name == "ENOENT" and e.value.errno == 2 and e.value.status is None
+    assert "nobody.sock" in str(e.value)
+
+
+def test_context_managers_free_and_close(sseq_session: sseq.Session) -> None:
+    with sseq.connect(sseq_session.socket, name="ctx-check") as s:
+        with s.alloc(32, label="scoped") as b:
+            assert s.buffers() == [b]
+        assert b.freed and s.buffers() == []
+        with pytest.raises(ValueError, match="already freed"):
+            b.download()
+        kept = s.alloc(32, label="kept")
+    assert s.closed and kept.freed
+    with pytest.raises(ValueError, match="closed"):
+        s.alloc(8)
+    s.close()  # twice is fine
+
+
+def test_await_and_failures_flow_forward(start_daemon) -> None:  # type: ignore[no-untyped-def]
+    """I9 through the Python API: an injected failure reaches await_ and sync, and an
+    operation depending on its output fails with DEPENDENCY_FAILED."""
+    d = start_daemon("--inject", "fail-op=2")
+    with sseq.connect(d.socket) as s:
+        x, y, z = (s.alloc(16, np.float32, label=n) for n in "xyz")
+        x.upload(np.ones(16, np.float32))  # op 1
+        s.await_(x)
+        s.execute("scale", sseq.In(x), sseq.Out(y), 2.0, 16)  # op 2: fails
+        with pytest.raises(sseq.Error) as e:
+            s.await_(y)
+        assert e.value.status == sseq.Status.INJECTED_FAULT
+        dep = s.execute("scale", sseq.In(y), sseq.Out(z), 2.0, 16)
+        with pytest.raises(sseq.Error) as e:
+            dep.wait()
+        assert e.value.status == sseq.Status.DEPENDENCY_FAILED
+        # The failed launch was never waited on: sync reports it (and a Sync over a
+        # failed point fails too), one error per call, until none is left.
+        errors = []
+        for _ in range(5):
+            try:
+                s.sync()
+                break
+            except sseq.Error as err:
+                errors.append(err)
+        assert errors and all(e.status == sseq.Status.INJECTED_FAULT for e in errors)
+        assert len(errors) < 5
+        for b in (x, y, z):
+            b.free()
+
+
+def test_stats_counts_work(sseq_session: sseq.Session) -> None:
+    s = sseq_session
+    before = s.stats()
+    with s.alloc(16, np.float32, label="counted") as b:
+        for _ in range(3):
+            s.execute("fill", sseq.Out(b), 1.0, 16)
+        s.sync()
+    delta = s.stats() - before
+    # Daemon-wide counters: other workers only add to them.
+    assert delta.ops_submitted >= 3 and delta.ops_completed >= 3
+    assert delta.waits_elided_same_stream >= 2
+    assert set(delta.as_dict()) == set(_lib.STATS_FIELDS)
+
+
+def test_sseq_stats_respects_a_smaller_struct(sseq_session: sseq.Session) -> None:
+    """An older caller's struct: fields beyond .size stay untouched; too small is EINVAL."""
+    s = sseq_session
+    s.execute("spin", 1)
+    s.sync()
+    st = _lib.SseqStats()
+    ctypes.memset(ctypes.byref(st), 0xAB, ctypes.sizeof(st))
+    st.size = 16  # .size and waits_enqueued
+    assert _lib.lib().sseq_stats(s._ptr, ctypes.byref(st)) == 0
+    assert st.size == 16 and st.waits_enqueued != 0xABABABABABABABAB
+    assert st.ops_submitted == 0xABABABABABABABAB
+    st.size = 8
+    assert _lib.lib().sseq_stats(s._ptr, ctypes.byref(st)) == -22
+    st.size = 0
+    assert _lib.lib().sseq_stats(s._ptr, ctypes.byref(st)) == 0
+    assert st.size == ctypes.sizeof(st) and st.ops_submitted >= 1
+
+
+def test_library_not_found_is_reported_on_use(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code = ("import sseq\n"
+            "try:\n"
+            "    sseq.connect()\n"
+            "except sseq.LibraryNotFoundError as e:\n"
+            "    print('NOTFOUND', e)\n")
+    env = dict(os.environ, SSEQ_LIBRARY=str(tmp_path / "libsseq.so"))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert "NOTFOUND" in out.stdout and "SSEQ_LIBRARY" in out.stdout, out.stderr
+
+
+def test_worker_id_and_name_reach_sseqctl(sseq_session: sseq.Session) -> None:
+    ctl = os.environ.get("SSEQCTL")
+    if not ctl:
+        pytest.skip("SSEQCTL is not set: it names the sseqctl binary")
+    with sseq.connect(sseq_session.socket, name="wid-check", worker_id="gw77") as s:
+        argv = [ctl, "clients", "--json"]
+        if s.socket:
+            argv[1:1] = ["--socket", s.socket]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
+        clients = json.loads(out.stdout)["clients"]
+        mine = {c["session"]: c for c in clients}
+        assert mine[s.info.session]["worker_id"] == "gw77"
+        assert mine[s.info.session]["name"] == "wid-check"
+        # The plugin's own session says which xdist worker it is.
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        if worker:
+            assert mine[sseq_session.info.session]["worker_id"] == worker
+            assert mine[sseq_session.info.session]["name"] == "pytest"

@@ -1,0 +1,220 @@
+"""The pytest plugin, run on inner test files through pytester (in subprocesses, with
+-p sseq.pytest_plugin): skipping, the leak and error checks, counters, and the
+worker-to-daemon mapping."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from sseq.pytest_plugin import socket_for_worker, split_sockets
+
+pytestmark = pytest.mark.usefixtures("inner_env")
+
+
+def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "sseq.pytest_plugin", "-p", "no:cacheprovider",
+                                         *args, timeout=120)
+
+
+def test_split_and_map_sockets() -> None:
+    assert split_sockets("/a.sock:/b.sock,/c.sock") == ["/a.sock", "/b.sock", "/c.sock"]
+    assert split_sockets("/a.sock::") == ["/a.sock"] and split_sockets(None) == []
+    socks = ["/g0.sock", "/g1.sock", "/g2.sock"]
+    assert [socket_for_worker(f"gw{n}", socks) for n in range(5)] == socks + socks[:2]
+    assert socket_for_worker(None, socks) == "/g0.sock"
+    assert socket_for_worker("master", socks) == "/g0.sock"
+    assert socket_for_worker("gw3", []) is None
+
+
+def test_leaked_buffers_fail_the_test_by_label(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_inner="""
+        import pytest
+
+        @pytest.fixture(scope="module")
+        def shared(sseq_session):
+            b = sseq_session.alloc(64, label="module-owned")
+            yield b
+            b.free()
+
+        @pytest.fixture
+        def scratch(sseq_session):
+            with sseq_session.alloc(64, label="fixture-freed") as b:
+                yield b
+
+        def test_leaks(sseq_session, shared, scratch):
+            b = sseq_session.alloc(128, label="left-behind")
+            b.slice(0, 64, "its-slice")
+
+        def test_clean(sseq_session, shared, scratch):
+            with sseq_session.alloc(16, label="freed") as b:
+                b.slice(0, 8, "freed-slice").free()
+
+        @pytest.mark.sseq(check_leaks=False)
+        def test_allowed(sseq_session):
+            sseq_session.alloc(16, label="allowed")
+
+        def test_after(sseq_session):
+            # The plugin freed what test_leaks left; the module fixture's buffer is kept.
+            labels = sorted(b.label for b in sseq_session.buffers())
+            assert labels == ["module-owned"], labels
+    """)
+    r = run_inner(pytester, "-rf")
+    r.assert_outcomes(passed=3, failed=1)
+    r.stdout.fnmatch_lines(["FAILED test_inner.py::test_leaks*"])
+    out = r.stdout.str()
+    assert "the test leaked 2 buffers" in out
+    assert "left-behind (handle" in out and "its-slice (handle" in out
+    for ok in ("module-owned (", "fixture-freed (", "freed (", "allowed ("):
+        assert ok not in out, ok
+
+
+def test_uncollected_error_fails_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_inner="""
+        import pytest, sseq
+
+        def test_lost_error(sseq_session):
+            sseq_session.execute("no_such_kernel", sseq.u64(1))
+
+        def test_collected_error(sseq_session):
+            with pytest.raises(sseq.Error):
+                sseq_session.execute("no_such_kernel", sseq.u64(1)).wait()
+
+        @pytest.mark.sseq(check_errors=False)
+        def test_allowed_error(sseq_session):
+            sseq_session.execute("no_such_kernel", sseq.u64(1))
+    """)
+    r = run_inner(pytester)
+    r.assert_outcomes(passed=2, failed=1)
+    r.stdout.fnmatch_lines(["*errors nobody collected*", "*UNKNOWN_KERNEL (4006)*"])
+
+
+def test_skips_with_the_reason_when_no_daemon(pytester: pytest.Pytester,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SSEQ_SOCKETS", raising=False)
+    monkeypatch.setenv("SSEQ_SOCKET", str(pytester.path / "no-daemon.sock"))
+    pytester.makepyfile(test_inner="""
+        import pytest
+
+        def test_fixture(sseq_session):
+            pass
+
+        @pytest.mark.sseq
+        def test_marker():
+            pass
+
+        def test_unrelated():
+            pass
+    """)
+    r = run_inner(pytester, "-rs")
+    r.assert_outcomes(passed=1, skipped=2)
+    r.stdout.fnmatch_lines(["*SKIPPED*sseq: no sseqd answers at *no-daemon.sock: ENOENT*"])
+
+
+def test_counters_per_test_and_in_verbose_summary(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_inner="""
+        import numpy as np, pytest, sseq
+
+        def test_work(sseq_session, sseq_counters):
+            with sseq_session.alloc(16, np.float32, label="c") as b:
+                for _ in range(3):
+                    sseq_session.execute("fill", sseq.Out(b), 1.0, 16)
+                sseq_session.sync()
+            d = sseq_counters.delta()
+            assert d.ops_submitted >= 3 and d.waits_elided_same_stream >= 2
+            assert sseq_counters.start.ops_submitted <= sseq_counters.now().ops_submitted
+
+        def test_plain():
+            pass
+    """)
+    pytester.makeconftest("""
+        import pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_runtest_logreport(report):
+            if report.when == "teardown" and report.nodeid.endswith("test_work"):
+                print("DELTA-OPS", report.sseq_counters["ops_submitted"])
+    """)
+    r = run_inner(pytester, "-v", "-s")
+    r.assert_outcomes(passed=2)
+    out = r.stdout.str()
+    assert "sseq counters per test (daemon-wide deltas)" in out
+    r.stdout.fnmatch_lines(["*test_inner.py::test_work: waits * enqueued, elided * same-stream"
+                            " / * observed; ops *, races 0, backpressure *"])
+    assert "test_inner.py::test_plain:" not in out
+    ops = [int(n) for n in re.findall(r"DELTA-OPS (\d+)", out)]
+    assert ops and ops[0] >= 3
+    quiet = run_inner(pytester, "-q")
+    assert "sseq counters per test" not in quiet.stdout.str()
+
+
+def test_item_carries_counters_after_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+        import pytest
+        seen = {}
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_teardown(item):
+            yield
+            seen[item.name] = getattr(item, "sseq_counters", None)
+
+        def pytest_sessionfinish(session):
+            c = seen.get("test_one")
+            assert c is not None and c["ops_submitted"] >= 1, seen
+            print("ITEM-COUNTERS-OK")
+    """)
+    pytester.makepyfile(test_inner="""
+        import sseq
+        def test_one(sseq_session):
+            sseq_session.execute("spin", 1)
+    """)
+    r = run_inner(pytester, "-s")
+    r.assert_outcomes(passed=1)
+    assert "ITEM-COUNTERS-OK" in r.stdout.str()
+
+
+def test_sseq_sockets_spread_xdist_workers(pytester: pytest.Pytester,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SSEQ_SOCKETS", "/gpu0.sock,/gpu1.sock")
+    out = pytester.path / "seen"
+    pytester.makepyfile(test_inner=f"""
+        import os, time, pytest
+
+        @pytest.mark.parametrize("i", range(12))
+        def test_where(sseq_socket, i):
+            time.sleep(0.05)
+            with open({str(out)!r}, "a") as f:
+                f.write(os.environ.get("PYTEST_XDIST_WORKER", "none") + " "
+                        + str(sseq_socket) + "\\n")
+    """)
+    r = run_inner(pytester, "-n", "3")
+    r.assert_outcomes(passed=12)
+    pairs = {tuple(line.split()) for line in out.read_text().splitlines()}
+    expect = {"gw0": "/gpu0.sock", "gw1": "/gpu1.sock", "gw2": "/gpu0.sock"}
+    assert pairs and all(expect[w] == s for w, s in pairs), pairs
+    # --sseq-socket wins over the environment.
+    out.unlink()
+    r = run_inner(pytester, "--sseq-socket", "/chosen.sock", "-k", "where[0]")
+    r.assert_outcomes(passed=1)
+    assert out.read_text().split() == ["none", "/chosen.sock"]
+
+
+def test_xdist_worker_id_reaches_the_daemon(pytester: pytest.Pytester) -> None:
+    if not os.environ.get("SSEQCTL"):
+        pytest.skip("SSEQCTL is not set: it names the sseqctl binary")
+    pytester.makepyfile(test_inner="""
+        import json, os, subprocess
+
+        def test_me(sseq_session, sseq_socket):
+            argv = [os.environ["SSEQCTL"], "clients", "--json"]
+            if sseq_socket:
+                argv[1:1] = ["--socket", sseq_socket]
+            clients = json.loads(subprocess.run(argv, capture_output=True, check=True,
+                                                text=True).stdout)["clients"]
+            me = [c for c in clients if c["session"] == sseq_session.info.session]
+            assert me[0]["worker_id"] == os.environ["PYTEST_XDIST_WORKER"]
+            assert me[0]["name"] == "pytest"
+    """)
+    run_inner(pytester, "-n", "2").assert_outcomes(passed=1)
