@@ -17,6 +17,9 @@
 #include "log.h"
 #include "session.h"
 
+/* How long the loop keeps polling for completions after it last sent something. */
+#define SERVER_SPIN_NS 200000u
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -155,9 +158,30 @@ static void server_resume_blocked(struct server *srv)
 	}
 }
 
+static void server_drain(struct server *srv);
+
 static void server_on_wake(uv_async_t *h)
 {
+	server_drain(h->data);
+}
+
+/* While work is in flight, poll the completion queue on each loop turn for a short
+ * while: a waiting client then hears of its completion without the loop's sleep and
+ * wake-up in between (latency-bound clients pay for every microsecond). The loop still
+ * never waits on the GPU: it only looks at the queue. */
+static void server_on_spin(uv_idle_t *h)
+{
 	struct server *srv = h->data;
+
+	server_drain(srv);
+	if (server_idle(srv) || now_ns() > srv->spin_until_ns) {
+		uv_idle_stop(&srv->spin);
+		srv->spinning = false;
+	}
+}
+
+static void server_drain(struct server *srv)
+{
 	struct completion_ent *batch;
 	size_t n, cap;
 
@@ -189,6 +213,13 @@ static void server_on_turn_end(uv_check_t *h)
 	struct server *srv = h->data;
 
 	seq_flush(srv->seq);
+	if (srv->dirty && !server_idle(srv)) {
+		srv->spin_until_ns = now_ns() + SERVER_SPIN_NS;
+		if (!srv->spinning) {
+			srv->spinning = true;
+			uv_idle_start(&srv->spin, server_on_spin);
+		}
+	}
 	for (struct session *s = srv->sessions; s; s = s->next)
 		if (s->following)
 			session_follow_trace(s);
@@ -309,6 +340,8 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	}
 	uv_async_init(loop, &srv->wake, server_on_wake);
 	srv->wake.data = srv;
+	uv_idle_init(loop, &srv->spin);
+	srv->spin.data = srv;
 	uv_check_init(loop, &srv->turn_end);
 	srv->turn_end.data = srv;
 	uv_check_start(&srv->turn_end, server_on_turn_end);
@@ -392,5 +425,6 @@ void server_close_handles(struct server *srv)
 {
 	uv_close((uv_handle_t *)&srv->wake, server_close_cb);
 	uv_close((uv_handle_t *)&srv->turn_end, server_close_cb);
+	uv_close((uv_handle_t *)&srv->spin, server_close_cb);
 	uv_close((uv_handle_t *)&srv->listen_poll, server_close_cb);
 }

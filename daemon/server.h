@@ -59,6 +59,11 @@ struct server {
 	uv_poll_t listen_poll;
 	uv_async_t wake;
 	uv_check_t turn_end;
+	/* Busy-polls the completion queue for a moment after work was issued, instead of
+	 * sleeping until uv_async wakes the loop: see server_on_turn_end. */
+	uv_idle_t spin;
+	bool spinning;
+	uint64_t spin_until_ns;
 	bool stopping;
 	uint64_t started_ns;
 

@@ -29,7 +29,7 @@ run() { # $1: label, $2: ops, rest: sseqd args
 	wait "$pid"
 	local findings
 	findings=$(grep -c -E 'detector|audit' "$O/sseqd-$label.log")
-	echo "race-harness $label args=\"$*\" $out seconds=$(echo "$t1 - $t0" | bc) log_findings=$findings"
+	echo "race-harness $label args=\"$*\" $out seconds=$(awk "BEGIN {print $t1 - $t0}") log_findings=$findings"
 	LAST=$out
 }
 run clean 100000 "$@"
