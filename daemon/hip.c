@@ -39,6 +39,8 @@
 /* Polling: a few queries back to back (1-2 us each) catch short ops; then sleep. */
 #define HIP_POLL_SPINS 16
 #define HIP_POLL_SLEEP_NS 20000
+/* How long an idle completion thread keeps looking for new events before it sleeps. */
+#define HIP_IDLE_SPIN_NS 100000L
 /* gfx90a and gfx94x run the wall clock behind wall_clock64() at 100 MHz; HIP 5.2 cannot
  * query it (hipDeviceAttributeWallClockRate came later). NVIDIA's %globaltimer is in ns. */
 #define HIP_AMD_WALL_CLOCK_KHZ 100000ull
@@ -891,6 +893,22 @@ static void *hip_completer(void *arg)
 		hipError_t e;
 		size_t taken = 1;
 
+		/* Work tends to come in bursts: look again for a short while before sleeping,
+		 * since a futex wake-up costs more than the copy a latency-bound client waits
+		 * for. */
+		if (st->nreported == st->count && !st->stop) {
+			struct timespec t0, t;
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			do {
+				pthread_mutex_unlock(&st->mu);
+				for (int i = 0; i < 64; i++)
+					__atomic_thread_fence(__ATOMIC_SEQ_CST);
+				clock_gettime(CLOCK_MONOTONIC, &t);
+				pthread_mutex_lock(&st->mu);
+			} while (st->nreported == st->count && !st->stop &&
+				 (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) <
+					 HIP_IDLE_SPIN_NS);
+		}
 		while (st->nreported == st->count && !st->stop) {
 			st->sleeping = true;
 			pthread_cond_wait(&st->cond, &st->mu);
