@@ -40,8 +40,10 @@ struct op_payload {
 	struct karg args[KERNEL_MAX_ARGS];
 	uint64_t elements;
 	struct kernel_grid grid; /* all zero: derive from elements */
-	/* The module function for user code objects (hip only), else NULL. */
+	/* The module function for user code objects (hip only), else NULL, and its name
+	 * for log lines and audit findings. */
 	void *function;
+	const char *function_name;
 };
 
 struct backend_info {
@@ -63,8 +65,17 @@ struct backend_ops {
 	/* Make a staging arena's mapping fast to copy from (hipHostRegister). */
 	int (*staging_register)(void *ctx, void *addr, size_t size);
 	void (*staging_unregister)(void *ctx, void *addr, size_t size);
-	/* Race-detector / audit findings so far. */
+	/* Race-detector / audit findings so far (every finding the backend reported). */
 	uint64_t (*findings)(void *ctx);
+	/* Of those, the GPU-timestamp audit's (hip --audit); NULL where there is none. */
+	uint64_t (*audit_findings)(void *ctx);
+	/* User code objects (LoadModule); NULL where the backend cannot run them (sim).
+	 * module_load reads the file at `path` (already checked against --module-dir);
+	 * module_function looks up a kernel by name (-ENOENT when there is none);
+	 * module_unload may be called only once no launch of the module is in flight. */
+	int (*module_load)(void *ctx, const char *path, void **module);
+	int (*module_function)(void *ctx, void *module, const char *name, void **function);
+	void (*module_unload)(void *ctx, void *module);
 	void (*info)(void *ctx, struct backend_info *info);
 	/* Stop threads and free everything; the device must be idle. */
 	void (*destroy)(void *ctx);

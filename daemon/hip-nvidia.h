@@ -59,6 +59,7 @@ typedef cudaKernel_t hipFunction_t;
 #define hipEventRecord cudaEventRecord
 #define hipEventQuery cudaEventQuery
 #define hipEventSynchronize cudaEventSynchronize
+#define hipEventElapsedTime cudaEventElapsedTime
 #define hipStreamSynchronize cudaStreamSynchronize
 #define hipStreamWaitEvent cudaStreamWaitEvent
 #define hipMalloc cudaMalloc

@@ -1,7 +1,9 @@
 /* The hip backend: the sequencer's commands as HIP stream operations on one GPU. The loop
  * thread only enqueues (copies, kernels, event records and waits); one thread per stream
  * waits for that stream's recorded events in order and reports them; device memory comes
- * from a caching pool so that no hipFree, which synchronizes the device, runs on the loop. */
+ * from a caching pool so that no hipFree, which synchronizes the device, runs on the loop.
+ * With --audit, timing events bracket every launch and an audit thread checks on the GPU's
+ * timestamps that each operation started after the operations it depends on finished. */
 #include "hip.h"
 
 #include <errno.h>
@@ -77,6 +79,33 @@ struct hip_event_ent {
 	hipEvent_t ev;
 };
 
+/* Audit: the timestamps around one launched point. Its stream's table holds one reference
+ * until the core retires the point (it is then known complete, so later consumers need no
+ * check); each queued check holds one more, so the end event outlives the table entry for
+ * as long as a consumer still has to be compared with it. At zero the op and its events go
+ * back to a free list for reuse. */
+struct hip_audit_op {
+	atomic_uint refs;
+	struct seq_point at;
+	hipEvent_t start, end;
+	char what[48]; /* "kernel scale", "h2d", ... */
+	struct hip_audit_op *next_free;
+};
+
+/* One check for the audit thread: consumer must have started after producer finished. */
+struct hip_audit_check {
+	struct hip_audit_op *consumer, *producer;
+	bool war; /* producer is a reader of what the consumer overwrites */
+	uint64_t addr, size; /* the base buffer, for the report */
+	struct hip_audit_check *next;
+};
+
+/* A module whose last launch is complete, unloaded off the loop thread. */
+struct hip_reap_module {
+	hipModule_t module;
+	struct hip_reap_module *next;
+};
+
 /* A scratch block retired from an overlapping D2D; back to the pool once `seq` is done. */
 struct hip_deferred {
 	uint64_t addr;
@@ -100,6 +129,12 @@ struct hip_stream {
 	uint64_t scratch; /* for overlapping D2D copies (D2D streams) */
 	uint64_t scratch_size;
 	struct hip_deferred *deferred;
+	/* Audit (loop thread only): the launched, unretired points' timestamps, a ring
+	 * [ahead, ahead + acount) whose first entry is point afirst. An entry is NULL when the
+	 * timestamps could not be recorded. */
+	struct hip_audit_op **aops;
+	size_t acap, ahead, acount;
+	uint64_t afirst;
 	/* Recorded events in ascending order: a ring [head, head + count). The first
 	 * `nreported` were reported and wait for retire. Only the loop thread changes the
 	 * ring; it does so, and the completion thread reads it, under mu. */
@@ -152,7 +187,22 @@ struct hip {
 	pthread_mutex_t reap_mu;
 	pthread_cond_t reap_cond;
 	struct hip_block *reap_list;
+	struct hip_reap_module *reap_modules;
 	bool reap_stop;
+	/* Audit: checks queued by the loop thread for the audit thread, and spent ops; both
+	 * under audit_mu. */
+	pthread_t auditor;
+	bool auditor_started;
+	pthread_mutex_t audit_mu;
+	pthread_cond_t audit_cond;
+	struct hip_audit_check *aq_head, *aq_tail;
+	struct hip_audit_op *afree;
+	bool audit_stop;
+	bool audit_warned;
+	_Atomic uint64_t audit_queued; /* checks queued, */
+	_Atomic uint64_t audit_done; /* taken off the queue, */
+	_Atomic uint64_t audit_checks; /* of which timed, */
+	_Atomic uint64_t audit_findings; /* of which found a missing wait */
 };
 
 /* ---- errors: translated once, here ---- */
@@ -346,13 +396,26 @@ static void *hip_reaper(void *arg)
 	for (;;) {
 		struct hip_block *list;
 
-		while (!h->reap_list && !h->reap_stop)
+		struct hip_reap_module *mods;
+
+		while (!h->reap_list && !h->reap_modules && !h->reap_stop)
 			pthread_cond_wait(&h->reap_cond, &h->reap_mu);
-		if (!h->reap_list)
+		if (!h->reap_list && !h->reap_modules)
 			break;
 		list = h->reap_list;
 		h->reap_list = NULL;
+		mods = h->reap_modules;
+		h->reap_modules = NULL;
 		pthread_mutex_unlock(&h->reap_mu);
+		while (mods) {
+			struct hip_reap_module *next = mods->next;
+			hipError_t e = hipModuleUnload(mods->module);
+
+			if (e != hipSuccess)
+				log_warn("hip", "hipModuleUnload failed: %s", hipGetErrorName(e));
+			free(mods);
+			mods = next;
+		}
 		while (list) {
 			struct hip_block *next = list->next_free;
 			hipError_t e = hipFree((void *)(uintptr_t)list->addr);
@@ -580,6 +643,225 @@ static int hip_wait(void *ctx, uint32_t stream, struct seq_point event)
 	return 0;
 }
 
+/* ---- audit: timestamps around every launch ---- */
+
+static void hip_audit_op_put(struct hip *h, struct hip_audit_op *a)
+{
+	if (!a || atomic_fetch_sub(&a->refs, 1) != 1)
+		return;
+	pthread_mutex_lock(&h->audit_mu);
+	a->next_free = h->afree;
+	h->afree = a;
+	pthread_mutex_unlock(&h->audit_mu);
+}
+
+/* A spent op with its two timing events, or a new one. */
+static struct hip_audit_op *hip_audit_op_get(struct hip *h)
+{
+	struct hip_audit_op *a;
+	hipError_t e;
+
+	pthread_mutex_lock(&h->audit_mu);
+	a = h->afree;
+	if (a)
+		h->afree = a->next_free;
+	pthread_mutex_unlock(&h->audit_mu);
+	if (a)
+		return a;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return NULL;
+	/* Timing on, whatever cfg.timing says: the audit is about the timestamps. */
+	e = hipEventCreateWithFlags(&a->start, hipEventDefault);
+	if (e == hipSuccess) {
+		e = hipEventCreateWithFlags(&a->end, hipEventDefault);
+		if (e != hipSuccess)
+			hipEventDestroy(a->start);
+	}
+	if (e != hipSuccess) {
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
+static void hip_audit_op_destroy(struct hip_audit_op *a)
+{
+	hipEventDestroy(a->start);
+	hipEventDestroy(a->end);
+	free(a);
+}
+
+/* Timestamps are best effort: an op whose start or end cannot be recorded still runs, it
+ * just goes unchecked, and the log says so once. */
+static void hip_audit_warn(struct hip *h, const char *why, hipError_t e)
+{
+	if (h->audit_warned)
+		return;
+	h->audit_warned = true;
+	log_warn("hip", "audit: %s (%s): some operations go unchecked", why,
+		e == hipSuccess ? "out of memory" : hipGetErrorName(e));
+}
+
+/* Before the op is enqueued: its start timestamp, after the waits the core enqueued. */
+static struct hip_audit_op *hip_audit_begin(
+	struct hip *h, struct hip_stream *st, struct seq_point at, const struct seq_op *op)
+{
+	const struct op_payload *p = op->payload;
+	struct hip_audit_op *a = hip_audit_op_get(h);
+	hipError_t e;
+
+	if (!a) {
+		hip_audit_warn(h, "cannot create timing events", hipSuccess);
+		return NULL;
+	}
+	e = hipEventRecord(a->start, st->stream);
+	if (e != hipSuccess) {
+		hip_audit_warn(h, "cannot record a start event", e);
+		atomic_store(&a->refs, 1);
+		hip_audit_op_put(h, a);
+		return NULL;
+	}
+	atomic_store(&a->refs, 1);
+	a->at = at;
+	if (op->kind == SEQ_OP_EXEC)
+		snprintf(a->what, sizeof(a->what), "kernel %s",
+			p->kernel && p->kernel->name ? p->kernel->name
+			: p->function_name	     ? p->function_name
+						     : "(module function)");
+	else
+		snprintf(a->what, sizeof(a->what), "%s", hip_op_name(op->kind));
+	return a;
+}
+
+/* The entry for point seq of st: NULL when retired (known complete) or unrecorded. */
+static struct hip_audit_op *hip_audit_lookup(struct hip_stream *st, uint64_t seq)
+{
+	if (seq < st->afirst || seq - st->afirst >= st->acount)
+		return NULL;
+	return st->aops[(st->ahead + (seq - st->afirst)) % st->acap];
+}
+
+static int hip_audit_push(struct hip_stream *st, struct seq_point at, struct hip_audit_op *a)
+{
+	if (st->acount == 0)
+		st->afirst = at.seq;
+	if (at.seq != st->afirst + st->acount)
+		return -EINVAL; /* launches are consecutive; anything else is a bug */
+	if (st->acount == st->acap) {
+		size_t cap = st->acap ? 2 * st->acap : 256;
+		struct hip_audit_op **v = malloc(cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		for (size_t i = 0; i < st->acount; i++)
+			v[i] = st->aops[(st->ahead + i) % st->acap];
+		free(st->aops);
+		st->aops = v;
+		st->acap = cap;
+		st->ahead = 0;
+	}
+	st->aops[(st->ahead + st->acount) % st->acap] = a;
+	st->acount++;
+	return 0;
+}
+
+/* After the op is enqueued: its end timestamp, its table entry, and a check against the
+ * newest producer on each other stream that is not yet known complete. The core calls
+ * launch before it updates the buffers, so a base's def and readers still name what this
+ * op must come after: the writer of everything it touches (read after write, write after
+ * write) and, for what it writes, the readers since (write after read). */
+static void hip_audit_end(struct hip *h, struct hip_stream *st, struct seq_point at,
+	const struct seq_op *op, struct hip_audit_op *a)
+{
+	struct hip_audit_check *checks = NULL, *last = NULL;
+	uint64_t need[SEQ_MAX_STREAMS] = {0};
+	const struct seq_buffer *need_buf[SEQ_MAX_STREAMS] = {0};
+	bool need_war[SEQ_MAX_STREAMS] = {0};
+	hipError_t e = hipSuccess;
+
+	if (a)
+		e = hipEventRecord(a->end, st->stream);
+	if (a && e != hipSuccess) {
+		hip_audit_warn(h, "cannot record an end event", e);
+		hip_audit_op_put(h, a);
+		a = NULL;
+	}
+	/* Keep the table consecutive even for an unchecked point. */
+	if (hip_audit_push(st, at, a) < 0) {
+		hip_audit_warn(h, "cannot grow the audit table", hipSuccess);
+		hip_audit_op_put(h, a);
+		return;
+	}
+	if (!a)
+		return;
+	for (unsigned i = 0; i < op->naccess; i++) {
+		const struct seq_buffer *b = op->access[i].buf;
+
+		if (!b)
+			continue;
+		b = b->base ? b->base : b;
+		if (b->def.seq && b->def.stream != at.stream && b->def.stream < h->nstreams &&
+			need[b->def.stream] < b->def.seq) {
+			need[b->def.stream] = b->def.seq;
+			need_buf[b->def.stream] = b;
+			need_war[b->def.stream] = false;
+		}
+		if (!(op->access[i].mode & SEQ_WRITE))
+			continue;
+		for (uint32_t x = 0; x < h->nstreams; x++) {
+			if (x == at.stream || need[x] >= b->readers[x])
+				continue;
+			need[x] = b->readers[x];
+			need_buf[x] = b;
+			need_war[x] = true;
+		}
+	}
+	for (uint32_t x = 0; x < h->nstreams; x++) {
+		struct hip_audit_op *prod;
+		struct hip_audit_check *c;
+
+		if (!need[x] || !(prod = hip_audit_lookup(&h->streams[x], need[x])))
+			continue;
+		c = malloc(sizeof(*c));
+		if (!c) {
+			hip_audit_warn(h, "cannot queue a check", hipSuccess);
+			continue;
+		}
+		atomic_fetch_add(&a->refs, 1);
+		atomic_fetch_add(&prod->refs, 1);
+		atomic_fetch_add(&h->audit_queued, 1);
+		*c = (struct hip_audit_check){a, prod, need_war[x], need_buf[x]->addr,
+			need_buf[x]->size, NULL};
+		if (last)
+			last->next = c;
+		else
+			checks = c;
+		last = c;
+	}
+	if (!checks)
+		return;
+	pthread_mutex_lock(&h->audit_mu);
+	if (h->aq_tail)
+		h->aq_tail->next = checks;
+	else
+		h->aq_head = checks;
+	h->aq_tail = last;
+	pthread_cond_signal(&h->audit_cond);
+	pthread_mutex_unlock(&h->audit_mu);
+}
+
+/* The core retired `through`: every point up to it on the stream is known complete. */
+static void hip_audit_retire(struct hip *h, struct hip_stream *st, uint64_t through)
+{
+	while (st->acount && st->afirst <= through) {
+		hip_audit_op_put(h, st->aops[st->ahead]);
+		st->ahead = (st->ahead + 1) % st->acap;
+		st->acount--;
+		st->afirst++;
+	}
+}
+
 static void hip_retire(void *ctx, struct seq_point event)
 {
 	struct hip *h = ctx;
@@ -603,6 +885,7 @@ static void hip_retire(void *ctx, struct seq_point event)
 		for (unsigned i = 0; i < n; i++)
 			hip_event_put(h, done[i]);
 	} while (n == 32);
+	hip_audit_retire(h, st, event.seq);
 	/* Scratch blocks whose last user is now known complete. */
 	for (struct hip_deferred **p = &st->deferred; *p;) {
 		struct hip_deferred *d = *p;
@@ -803,7 +1086,9 @@ static int hip_launch_kernel(
 		char what[96];
 
 		snprintf(what, sizeof(what), "kernel %s",
-			p->kernel && p->kernel->name ? p->kernel->name : "(module function)");
+			p->kernel && p->kernel->name ? p->kernel->name
+			: p->function_name	     ? p->function_name
+						     : "(module function)");
 		return hip_fail(e, "hipModuleLaunchKernel", what, at);
 	}
 	return 0;
@@ -813,6 +1098,7 @@ static int hip_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 {
 	struct hip *h = ctx;
 	const struct op_payload *p = op->payload;
+	struct hip_audit_op *aud = NULL;
 	struct hip_stream *st;
 	uint64_t src, dst;
 	hipError_t e = hipSuccess;
@@ -822,6 +1108,8 @@ static int hip_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	if (r < 0)
 		return r;
 	st = &h->streams[at.stream];
+	if (h->cfg.audit)
+		aud = hip_audit_begin(h, st, at, op);
 	switch (op->kind) {
 	case SEQ_OP_H2D:
 		if (p->length)
@@ -841,8 +1129,6 @@ static int hip_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 			break;
 		if (src < dst + p->length && dst < src + p->length) {
 			r = hip_d2d_overlapping(h, st, at, dst, src, p->length);
-			if (r < 0)
-				return r;
 			break;
 		}
 		e = hipMemcpyAsync((void *)(uintptr_t)dst, (void *)(uintptr_t)src, p->length,
@@ -850,12 +1136,17 @@ static int hip_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 		break;
 	case SEQ_OP_EXEC:
 		r = hip_launch_kernel(h, st, at, op);
-		if (r < 0)
-			return r;
 		break;
 	}
 	if (e != hipSuccess)
-		return hip_fail(e, "hipMemcpyAsync", hip_op_name(op->kind), at);
+		r = hip_fail(e, "hipMemcpyAsync", hip_op_name(op->kind), at);
+	if (r < 0) {
+		/* Not launched: the point is not used, and neither are its timestamps. */
+		hip_audit_op_put(h, aud);
+		return r;
+	}
+	if (h->cfg.audit)
+		hip_audit_end(h, st, at, op, aud);
 	st->launched = at.seq;
 	return 0;
 }
@@ -952,6 +1243,94 @@ static void *hip_completer(void *arg)
 	return NULL;
 }
 
+/* ---- the audit thread ---- */
+
+/* Compare one consumer's start with its producer's end, both read off the GPU's clock.
+ * A negative gap is a consumer that started before its producer finished: a missing
+ * wait, whatever the data turned out to be. */
+static void hip_audit_check_one(struct hip *h, const struct hip_audit_check *c)
+{
+	const bool poll = h->cfg.completion == HIP_COMPLETION_POLL;
+	const struct hip_audit_op *con = c->consumer, *prod = c->producer;
+	char what[320];
+	float ms = 0;
+	hipError_t e;
+
+	e = poll ? hip_event_poll(con->start) : hipEventSynchronize(con->start);
+	if (e == hipSuccess)
+		e = poll ? hip_event_poll(prod->end) : hipEventSynchronize(prod->end);
+	if (e == hipSuccess)
+		e = hipEventElapsedTime(&ms, prod->end, con->start);
+	if (e == hipSuccess && ms <= 0) {
+		float back = 0;
+
+		/* Measured the other way round too, whichever way a runtime reports an
+		 * interval that ends before it starts (negative, or clamped to 0). */
+		if (hipEventElapsedTime(&back, con->start, prod->end) == hipSuccess && back > 0)
+			ms = -back;
+	}
+	if (e != hipSuccess) {
+		/* A device fault: the completion threads report it; nothing to time. */
+		log_debug("hip", "audit: %s at %" PRIu32 ":%" PRIu64 " not checked: %s", con->what,
+			con->at.stream, con->at.seq, hipGetErrorName(e));
+		return;
+	}
+	atomic_fetch_add(&h->audit_checks, 1);
+	if (ms >= 0)
+		return;
+	if (c->war)
+		snprintf(what, sizeof(what),
+			"audit: %s at %" PRIu32 ":%" PRIu64 " started %.3f ms before its reader "
+			"%" PRIu32 ":%" PRIu64 " (%s) finished (missing wait: it overwrites what "
+			"that reads, buffer %#" PRIx64 ", %" PRIu64 " bytes)",
+			con->what, con->at.stream, con->at.seq, -ms, prod->at.stream, prod->at.seq,
+			prod->what, c->addr, c->size);
+	else
+		snprintf(what, sizeof(what),
+			"audit: %s at %" PRIu32 ":%" PRIu64 " started %.3f ms before its producer "
+			"%" PRIu32 ":%" PRIu64 " (%s) finished (missing wait, buffer %#" PRIx64
+			", %" PRIu64 " bytes)",
+			con->what, con->at.stream, con->at.seq, -ms, prod->at.stream, prod->at.seq,
+			prod->what, c->addr, c->size);
+	atomic_fetch_add(&h->audit_findings, 1);
+	atomic_fetch_add(&h->findings, 1);
+	if (h->finding)
+		h->finding(h->arg, what);
+	else
+		log_err("hip", "%s", what);
+}
+
+/* Checks in the order they were queued; it may block on one event at a time, which only
+ * delays the audit, never the loop or the completion threads. */
+static void *hip_auditor(void *arg)
+{
+	struct hip *h = arg;
+
+	hipSetDevice(h->device);
+	pthread_mutex_lock(&h->audit_mu);
+	for (;;) {
+		struct hip_audit_check *c;
+
+		while (!h->aq_head && !h->audit_stop)
+			pthread_cond_wait(&h->audit_cond, &h->audit_mu);
+		if (!h->aq_head)
+			break;
+		c = h->aq_head;
+		h->aq_head = c->next;
+		if (!h->aq_head)
+			h->aq_tail = NULL;
+		pthread_mutex_unlock(&h->audit_mu);
+		hip_audit_check_one(h, c);
+		hip_audit_op_put(h, c->consumer);
+		hip_audit_op_put(h, c->producer);
+		free(c);
+		atomic_fetch_add(&h->audit_done, 1);
+		pthread_mutex_lock(&h->audit_mu);
+	}
+	pthread_mutex_unlock(&h->audit_mu);
+	return NULL;
+}
+
 /* ---- staging, info, destroy ---- */
 
 static int hip_staging_register(void *ctx, void *addr, size_t size)
@@ -1007,6 +1386,77 @@ static uint64_t hip_findings(void *ctx)
 	return atomic_load(&h->findings);
 }
 
+static uint64_t hip_audit_findings(void *ctx)
+{
+	struct hip *h = ctx;
+
+	return atomic_load(&h->audit_findings);
+}
+
+uint64_t hip_audit_checks(void *ctx, uint64_t *pending)
+{
+	struct hip *h = ctx;
+	uint64_t done = atomic_load(&h->audit_done);
+
+	if (pending)
+		*pending = atomic_load(&h->audit_queued) - done;
+	return atomic_load(&h->audit_checks);
+}
+
+/* ---- user code objects ---- */
+
+/* On the loop thread: loading reads a file and may take milliseconds, which is why
+ * clients load modules once per session, not per launch. */
+static int hip_module_load(void *ctx, const char *path, void **module)
+{
+	hipModule_t m;
+	hipError_t e = hipModuleLoad(&m, path);
+	int r;
+
+	if (e != hipSuccess) {
+		r = hip_errno(e);
+		log_info("hip", "cannot load module %s: %s (%s)", path, hipGetErrorName(e),
+			hipGetErrorString(e));
+		/* The file is there (the caller checked): it is not code for this GPU. */
+		return r == -EIO || r == -EINVAL || r == -ENOENT ? -ENOEXEC : r;
+	}
+	*module = (void *)m;
+	return 0;
+}
+
+static int hip_module_function(void *ctx, void *module, const char *name, void **function)
+{
+	hipFunction_t f;
+	hipError_t e = hipModuleGetFunction(&f, (hipModule_t)module, name);
+
+	if (e != hipSuccess) {
+		log_debug("hip", "no function %s in module %p: %s", name, module,
+			hipGetErrorName(e));
+		return hip_errno(e) == -ENOMEM ? -ENOMEM : -ENOENT;
+	}
+	*function = (void *)f;
+	return 0;
+}
+
+/* Unloading may synchronize; the reaper does it, as it does hipFree. */
+static void hip_module_unload(void *ctx, void *module)
+{
+	struct hip *h = ctx;
+	struct hip_reap_module *m = malloc(sizeof(*m));
+
+	if (!m) {
+		/* Better a module left loaded than a blocked loop. */
+		log_warn("hip", "out of memory unloading module %p: it stays loaded", module);
+		return;
+	}
+	m->module = (hipModule_t)module;
+	pthread_mutex_lock(&h->reap_mu);
+	m->next = h->reap_modules;
+	h->reap_modules = m;
+	pthread_cond_signal(&h->reap_cond);
+	pthread_mutex_unlock(&h->reap_mu);
+}
+
 /* Used is what the daemon's buffers hold (as the sim counts it, and as sseqctl and the
  * metrics mean it), not the device-wide figure, which includes the context and the pool's
  * cached blocks; the loop thread must not need a driver call to answer it either. */
@@ -1039,11 +1489,24 @@ static void hip_destroy(void *ctx)
 		pthread_cond_signal(&st->cond);
 		pthread_mutex_unlock(&st->mu);
 	}
+	if (h->auditor_started) {
+		/* It finishes the queued checks first: the device is idle, so they are quick. */
+		pthread_mutex_lock(&h->audit_mu);
+		h->audit_stop = true;
+		pthread_cond_signal(&h->audit_cond);
+		pthread_mutex_unlock(&h->audit_mu);
+		pthread_join(h->auditor, NULL);
+	}
+	if (h->cfg.audit)
+		log_info("hip", "audit: %" PRIu64 " checks, %" PRIu64 " findings",
+			atomic_load(&h->audit_checks), atomic_load(&h->audit_findings));
 	for (unsigned i = 0; i < h->nstreams; i++) {
 		struct hip_stream *st = &h->streams[i];
 
 		if (st->started)
 			pthread_join(st->thread, NULL);
+		hip_audit_retire(h, st, UINT64_MAX);
+		free(st->aops);
 		for (size_t j = 0; j < st->count; j++)
 			hipEventDestroy(hip_ring_at(st, j)->ev);
 		free(st->ring);
@@ -1069,6 +1532,23 @@ static void hip_destroy(void *ctx)
 	}
 	pthread_cond_destroy(&h->reap_cond);
 	pthread_mutex_destroy(&h->reap_mu);
+	/* Checks never processed (the auditor did not start) still hold their ops. */
+	while (h->aq_head) {
+		struct hip_audit_check *c = h->aq_head;
+
+		h->aq_head = c->next;
+		hip_audit_op_put(h, c->consumer);
+		hip_audit_op_put(h, c->producer);
+		free(c);
+	}
+	while (h->afree) {
+		struct hip_audit_op *a = h->afree;
+
+		h->afree = a->next_free;
+		hip_audit_op_destroy(a);
+	}
+	pthread_cond_destroy(&h->audit_cond);
+	pthread_mutex_destroy(&h->audit_mu);
 	for (size_t i = 0; i < h->nevents; i++)
 		hipEventDestroy(h->events[i]);
 	free(h->events);
@@ -1106,6 +1586,10 @@ static const struct backend_ops hip_ops = {
 	.staging_register = hip_staging_register,
 	.staging_unregister = hip_staging_unregister,
 	.findings = hip_findings,
+	.audit_findings = hip_audit_findings,
+	.module_load = hip_module_load,
+	.module_function = hip_module_function,
+	.module_unload = hip_module_unload,
 	.info = hip_info,
 	.destroy = hip_destroy,
 };
@@ -1249,6 +1733,8 @@ int hip_create(struct backend *out, const struct hip_config *cfg, backend_comple
 	h->event_flags = h->cfg.timing ? hipEventDefault : hipEventDisableTiming;
 	pthread_mutex_init(&h->reap_mu, NULL);
 	pthread_cond_init(&h->reap_cond, NULL);
+	pthread_mutex_init(&h->audit_mu, NULL);
+	pthread_cond_init(&h->audit_cond, NULL);
 	for (unsigned i = 0; i < SEQ_MAX_STREAMS; i++) {
 		pthread_mutex_init(&h->streams[i].mu, NULL);
 		pthread_cond_init(&h->streams[i].cond, NULL);
@@ -1303,10 +1789,19 @@ int hip_create(struct backend *out, const struct hip_config *cfg, backend_comple
 	if (r < 0)
 		goto fail;
 	h->reaper_started = true;
-	log_info("hip", "GPU %d: %s (%s), %u streams, completion by %s", h->device, h->name,
+	if (h->cfg.audit) {
+		r = -pthread_create(&h->auditor, NULL, hip_auditor, h);
+		if (r < 0)
+			goto fail;
+		h->auditor_started = true;
+	}
+	log_info("hip", "GPU %d: %s (%s), %u streams, completion by %s%s", h->device, h->name,
 		h->arch, h->nstreams,
 		h->cfg.completion == HIP_COMPLETION_POLL ? "hipEventQuery polling"
-							 : "hipEventSynchronize");
+							 : "hipEventSynchronize",
+		h->cfg.audit ? "; audit on: every launch is timestamped and checked against "
+			       "its producers"
+			     : "");
 	out->ops = &hip_ops;
 	out->ctx = h;
 	return 0;

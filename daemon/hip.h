@@ -15,7 +15,7 @@ enum hip_completion {
 };
 
 /* All zero is valid: device 0, 1 D2H and 1 D2D stream, the kernel image found where the
- * build put it or where it was installed, hipEventSynchronize, untimed events. */
+ * build put it or where it was installed, hipEventSynchronize, untimed events, no audit. */
 struct hip_config {
 	unsigned device;
 	/* Must equal the sequencer's seq_config (streams are numbered as the core numbers
@@ -27,6 +27,11 @@ struct hip_config {
 	enum hip_completion completion;
 	/* Events carry timestamps (for profiling); off, they are cheaper to record. */
 	bool timing;
+	/* Audit (sseqd --audit): timing events around every launch, and a check on the GPU's
+	 * own timestamps that each operation started after the producers of what it reads
+	 * (and the readers and writer of what it writes) finished. A violation is reported
+	 * through the finding callback and counted by the audit_findings op. */
+	bool audit;
 };
 
 /* Devices the HIP runtime sees: >= 0, or a negative errno when the runtime cannot start
@@ -40,11 +45,17 @@ const char *hip_kernels_path(void);
 
 /* Open the device, create its streams and completion threads and load the kernels.
  * `complete` is called from a completion thread for every recorded event reached, with
- * 0 or a negative errno (-EIO for a device fault); `finding` may be NULL (the hip
- * backend has no race detector). Returns 0, -ENODEV without a usable device, -ENOENT /
+ * 0 or a negative errno (-EIO for a device fault); `finding` may be NULL; it is
+ * called from the audit thread for each audit finding (and from the loop thread for a
+ * release of memory that is not allocated). Returns 0, -ENODEV without a usable device, -ENOENT /
  * -ENOEXEC for a missing or unloadable kernel image, -ENOMEM, or another translated
  * HIP error; the reason is logged. */
 int hip_create(struct backend *out, const struct hip_config *cfg, backend_complete_fn complete,
 	backend_finding_fn finding, void *arg);
+
+/* Audit checks made so far (both timestamps read), whether or not they found anything,
+ * and in *pending (when not NULL) those queued and not yet made: 0 when the audit is off.
+ * `ctx` is the backend's. */
+uint64_t hip_audit_checks(void *ctx, uint64_t *pending);
 
 #endif

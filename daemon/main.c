@@ -27,6 +27,7 @@ struct daemon_opts {
 	struct sim_config sim;
 	const char *backend;
 	const char *kernels; /* --kernels: the hip backend's kernel image */
+	bool audit; /* --audit: the hip backend checks ordering on GPU timestamps */
 	char socket_buf[108];
 };
 
@@ -48,7 +49,9 @@ static void usage(FILE *f)
 		"                           (default %u)\n"
 		"      --d2h-streams N      device-to-host streams (default 1)\n"
 		"      --d2d-streams N      device-to-device streams (default 1)\n"
-		"      --module-dir DIR     where LoadModule may load code objects from\n"
+		"      --module-dir DIR     where LoadModule may load code objects from (hip)\n"
+		"      --audit              check on the GPU's timestamps that every operation\n"
+		"                           started after its producers finished (hip)\n"
 		"      --kernels PATH       the built-in kernels' code object for the hip backend\n"
 		"                           (default: the build tree's, else the installed one)\n"
 		"  -l, --log-level LEVEL    err, warning, notice, info (default), debug\n"
@@ -105,6 +108,7 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 		OPT_D2D,
 		OPT_MODULE_DIR,
 		OPT_KERNELS,
+		OPT_AUDIT,
 	};
 	static const struct option longopts[] = {
 		{"socket", required_argument, NULL, 's'},
@@ -117,6 +121,7 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 		{"d2d-streams", required_argument, NULL, OPT_D2D},
 		{"module-dir", required_argument, NULL, OPT_MODULE_DIR},
 		{"kernels", required_argument, NULL, OPT_KERNELS},
+		{"audit", no_argument, NULL, OPT_AUDIT},
 		{"log-level", required_argument, NULL, 'l'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -167,6 +172,9 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 			break;
 		case OPT_KERNELS:
 			o->kernels = optarg;
+			break;
+		case OPT_AUDIT:
+			o->audit = true;
 			break;
 		case 'l':
 			level = log_parse_level(optarg);
@@ -231,6 +239,7 @@ static int backend_start(struct daemon_opts *o, struct server *srv, struct backe
 			.n_d2h = o->srv.seq.n_d2h,
 			.n_d2d = o->srv.seq.n_d2d,
 			.kernels = o->kernels,
+			.audit = o->audit,
 		};
 		const bool must = strcmp(want, "hip") == 0;
 		int n = hip_device_count(), r;
@@ -273,6 +282,9 @@ static int backend_start(struct daemon_opts *o, struct server *srv, struct backe
 		log_notice("main", "no HIP support built in: using the sim backend");
 	(void)o->kernels;
 #endif
+	if (o->audit)
+		log_notice("main", "--audit: the sim backend's race detector already checks every "
+				   "access against its producer; --audit adds nothing to it");
 	o->sim.n_d2h = o->srv.seq.n_d2h;
 	o->sim.n_d2d = o->srv.seq.n_d2d;
 	return sim_create(out, &o->sim, server_push_completion, server_finding, srv);
@@ -368,6 +380,15 @@ int main(int argc, char **argv)
 	if (!o.srv.socket_path)
 		o.srv.socket_path = "(systemd socket)";
 
+	if (o.srv.module_dir) {
+		struct stat sb;
+
+		/* Not fatal: the directory may be mounted or filled later; say so now. */
+		if (stat(o.srv.module_dir, &sb) < 0 || !S_ISDIR(sb.st_mode))
+			log_warn("main", "--module-dir %s is not a directory: LoadModule finds "
+					 "nothing there",
+				o.srv.module_dir);
+	}
 	r = backend_start(&o, &d.srv, &be);
 	if (r < 0) {
 		log_err("main", "cannot start the %s backend: %s", o.backend ? o.backend : "sim",
@@ -384,9 +405,10 @@ int main(int argc, char **argv)
 		struct backend_info info = {0};
 		be.ops->info(be.ctx, &info);
 		log_notice("main",
-			   "sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s",
+			   "sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s",
 			   SSEQ_VERSION, o.srv.device, info.name, info.backend, o.srv.socket_path,
 			   o.srv.seq.window ? o.srv.seq.window : SEQ_DEFAULT_WINDOW,
+			   o.audit && be.ops->audit_findings ? "; audit on" : "",
 			   o.srv.seq.legacy_sync_window ? "; INJECTED legacy-sync-window" : "",
 			   o.srv.seq.legacy_early_free ? "; INJECTED early-free" : "");
 	}

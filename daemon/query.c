@@ -84,6 +84,10 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 	c->double_definitions = sc->double_definitions;
 	c->race_findings = srv->backend.ops->findings ? srv->backend.ops->findings(srv->backend.ctx)
 						      : 0;
+	/* Of those, the hip audit's (also counted in race_findings); 0 on the sim. */
+	c->audit_findings = srv->backend.ops->audit_findings
+				    ? srv->backend.ops->audit_findings(srv->backend.ctx)
+				    : 0;
 	c->sessions_total = srv->sessions_total;
 	c->frames_bad = srv->frames_bad;
 	c->frames_in = srv->frames_in;
@@ -329,6 +333,7 @@ static char *query_metrics(struct server *srv, struct arena *a)
 	COUNTER(releases, "Buffers whose memory went back to the device.");
 	COUNTER(double_definitions, "Operations refused for defining a buffer twice.");
 	COUNTER(race_findings, "Race-detector or audit findings.");
+	COUNTER(audit_findings, "Of those, hip --audit findings (GPU timestamps).");
 	COUNTER(frames_in, "Frames received.");
 	COUNTER(frames_bad, "Frames refused.");
 #undef COUNTER

@@ -23,6 +23,7 @@ struct op_rec {
 	struct session *session;
 	uint64_t tag;
 	struct staging *staging; /* holds the arena while a copy uses it */
+	struct smodule *module; /* holds the module while one of its functions runs */
 	struct seq_point at;
 	bool notify; /* send a Completion on success too */
 	struct op_rec *next_free;

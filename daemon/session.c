@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,12 +16,18 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "modpath.h"
 #include "wire.h"
 
 #define SESSION_READ_CHUNK 65536u
 /* Stop reading a client that does not read its replies. */
 #define SESSION_OUT_HIGH (8u << 20)
 #define SESSION_MAX_ALLOC (1ull << 40)
+/* Each module holds device memory for its code; functions are cached up to a bound (a
+ * lookup past it still works, uncached). */
+#define SESSION_MAX_MODULES 64
+#define SESSION_MAX_MODULE_FNS 256
+#define SESSION_MAX_FN_NAME 255
 
 /* Decoding storage for the loop thread (the only thread that touches sessions). */
 static struct wire_request session_wire;
@@ -312,6 +319,50 @@ static void staging_unref(struct server *srv, struct staging *st)
 	free(st);
 }
 
+static void smodule_unref(struct server *srv, struct smodule *m)
+{
+	if (--m->refs > 0)
+		return;
+	while (m->fns) {
+		struct smodule_fn *f = m->fns;
+
+		m->fns = f->next;
+		free(f->name);
+		free(f);
+	}
+	srv->backend.ops->module_unload(srv->backend.ctx, m->module);
+	free(m);
+}
+
+/* The function `name` of m, from the cache or looked up (and cached). */
+static int smodule_function(struct server *srv, struct smodule *m, const char *name, void **fn)
+{
+	struct smodule_fn *f;
+	int r;
+
+	for (f = m->fns; f; f = f->next) {
+		if (strcmp(f->name, name) == 0) {
+			*fn = f->function;
+			return 0;
+		}
+	}
+	r = srv->backend.ops->module_function(srv->backend.ctx, m->module, name, fn);
+	if (r < 0 || m->nfns >= SESSION_MAX_MODULE_FNS)
+		return r;
+	f = calloc(1, sizeof(*f));
+	if (f && !(f->name = strdup(name))) {
+		free(f);
+		f = NULL;
+	}
+	if (!f)
+		return 0; /* found; just not cached */
+	f->function = *fn;
+	f->next = m->fns;
+	m->fns = f;
+	m->nfns++;
+	return 0;
+}
+
 static void sbuf_release(struct session *s, struct sbuf *sb)
 {
 	struct seq_buffer *b = sb->buf;
@@ -351,6 +402,11 @@ void session_disconnect(struct session *s)
 				if ((pass == 0) != (sb->buf->base != NULL))
 					continue;
 				sbuf_release(s, sb);
+				session_handle_drop(s, slot_handle(i, slot->gen));
+			} else if (slot->kind == HANDLE_MODULE && pass == 1) {
+				/* Launches in flight keep it loaded until they complete. */
+				s->modules--;
+				smodule_unref(srv, slot->obj);
 				session_handle_drop(s, slot_handle(i, slot->gen));
 			} else if (slot->kind == HANDLE_STAGING && pass == 1) {
 				struct staging *st = slot->obj;
@@ -396,6 +452,8 @@ static void op_rec_free(struct op_rec *rec)
 
 	if (rec->staging)
 		staging_unref(srv, rec->staging);
+	if (rec->module)
+		smodule_unref(srv, rec->module);
 	s->inflight--;
 	rec->next_free = srv->op_free;
 	srv->op_free = rec;
@@ -660,9 +718,10 @@ static int req_slice(struct session *s, const Sseq__Request *rq)
 	return 0;
 }
 
-/* Sequence op and answer it: the Reply now, a Completion when its point completes. */
+/* Sequence op and answer it: the Reply now, a Completion when its point completes. The
+ * staging arena or module the op uses, if any, stays alive until then. */
 static int session_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op,
-			  struct staging *st, bool notify)
+			  struct staging *st, struct smodule *mod, bool notify)
 {
 	struct op_rec *rec = op_rec_new(s, rq->tag, notify);
 	struct seq_point at = {0, 0};
@@ -706,6 +765,10 @@ static int session_submit(struct session *s, const Sseq__Request *rq, struct seq
 	if (st) {
 		rec->staging = st;
 		st->refs++;
+	}
+	if (mod) {
+		rec->module = mod;
+		mod->refs++;
 	}
 	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", 0, &at, NULL);
 	return 0;
@@ -777,7 +840,7 @@ static int req_copy_h2d(struct session *s, const Sseq__Request *rq)
 	pl.host = (char *)st->addr + c->staging_offset;
 	pl.dst_offset = c->dst_offset;
 	pl.length = c->length;
-	return session_submit(s, rq, &op, st, rq->want_completion);
+	return session_submit(s, rq, &op, st, NULL, rq->want_completion);
 }
 
 static int req_copy_d2h(struct session *s, const Sseq__Request *rq)
@@ -798,7 +861,7 @@ static int req_copy_d2h(struct session *s, const Sseq__Request *rq)
 	pl.host = (char *)st->addr + c->staging_offset;
 	pl.src_offset = c->src_offset;
 	pl.length = c->length;
-	return session_submit(s, rq, &op, st, true);
+	return session_submit(s, rq, &op, st, NULL, true);
 }
 
 static int req_copy_d2d(struct session *s, const Sseq__Request *rq)
@@ -832,7 +895,7 @@ static int req_copy_d2d(struct session *s, const Sseq__Request *rq)
 		pl.src_offset = c->src_offset;
 		pl.dst_offset = c->dst_offset;
 	}
-	return session_submit(s, rq, &op, NULL, rq->want_completion);
+	return session_submit(s, rq, &op, NULL, NULL, rq->want_completion);
 }
 
 static enum karg_type arg_type(const Sseq__Arg *a)
@@ -863,6 +926,192 @@ static const char *access_name(unsigned access)
 	return names[access & 3];
 }
 
+/* A scalar argument's value, by the type arg_type() found. */
+static void arg_scalar(struct karg *ka, const Sseq__Arg *a)
+{
+	switch (ka->type) {
+	case KARG_I32:
+		ka->v.i32 = a->i32;
+		break;
+	case KARG_U32:
+		ka->v.u32 = a->u32;
+		break;
+	case KARG_I64:
+		ka->v.i64 = a->i64;
+		break;
+	case KARG_U64:
+		ka->v.u64 = a->u64;
+		break;
+	case KARG_F32:
+		ka->v.f32 = a->f32;
+		break;
+	case KARG_F64:
+		ka->v.f64 = a->f64;
+		break;
+	case KARG_BUFFER:
+		break;
+	}
+}
+
+/* A path as the client sent it, fit for a reply and a log line. */
+static void shown_path(char *out, size_t size, const char *path)
+{
+	snprintf(out, size, "%s", path ? path : "");
+	for (char *c = out; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+}
+
+static int req_load_module(struct session *s, const Sseq__Request *rq)
+{
+	const struct backend_ops *ops = s->srv->backend.ops;
+	const char *path = rq->load_module->path;
+	char real[PATH_MAX], shown[96];
+	const char *why = NULL;
+	struct smodule *m;
+	void *mod = NULL;
+	int r;
+
+	if (!ops->module_load) {
+		struct backend_info info = {0};
+
+		ops->info(s->srv->backend.ctx, &info);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"LoadModule needs the hip backend (this daemon runs the %s backend)",
+				info.backend ? info.backend : "?");
+	}
+	if (!s->srv->opts.module_dir)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PERMISSION_DENIED,
+				"no --module-dir configured");
+	shown_path(shown, sizeof(shown), path);
+	r = module_path_resolve(s->srv->opts.module_dir, path, real, sizeof(real), &why);
+	if (r == -EPERM || r == -EACCES)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PERMISSION_DENIED,
+				"module '%s': %s", shown, why);
+	if (r < 0)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT, "module '%s': %s",
+				shown, why);
+	if (s->modules >= SESSION_MAX_MODULES)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+				"this session already holds %u modules", SESSION_MAX_MODULES);
+	r = ops->module_load(s->srv->backend.ctx, real, &mod);
+	if (r == -ENOMEM)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+				"cannot load module '%s': out of memory", shown);
+	if (r < 0)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"module '%s' does not load: not a code object for this device (%s)",
+				shown, strerror(-r));
+	m = calloc(1, sizeof(*m));
+	if (!m || session_handle_new(s, HANDLE_MODULE, m, &m->handle) < 0) {
+		free(m);
+		ops->module_unload(s->srv->backend.ctx, mod);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+				"out of memory");
+	}
+	m->module = mod;
+	m->refs = 1;
+	memcpy(m->path, shown, sizeof(m->path));
+	s->modules++;
+	log_info("session", "client %" PRIu64 " (pid %u) loaded module %s as %#" PRIx64, s->id,
+		 s->pid, m->path, m->handle);
+	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", m->handle, NULL, NULL);
+	return 0;
+}
+
+/* A user kernel: no signature to check against, so every argument goes by value in
+ * order (a buffer as its view's device address) and the access marks alone drive the
+ * waits. The daemon cannot bound what the kernel touches: a kernel that writes past its
+ * views or through a buffer marked in breaks the ordering, as it would anywhere. */
+static int req_execute_function(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__Execute *e = rq->execute;
+	const Sseq__ModuleFunction *mf = e->function;
+	struct op_payload pl = {0};
+	struct seq_op op = {.kind = SEQ_OP_EXEC, .payload = &pl};
+	const Sseq__Grid *g = e->grid;
+	struct smodule *m;
+	void *fn = NULL;
+	int r;
+
+	if (!s->srv->backend.ops->module_function)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
+				"module functions need the hip backend and LoadModule");
+	if (!mf)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"Execute without a module function");
+	m = session_lookup(s, mf->module, HANDLE_MODULE);
+	if (!m)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+				"unknown module handle %#" PRIx64, mf->module);
+	if (!mf->name || !*mf->name || strlen(mf->name) > SESSION_MAX_FN_NAME)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"a module function needs a name of 1 to %u bytes",
+				SESSION_MAX_FN_NAME);
+	if (e->launch_shape_case != SSEQ__EXECUTE__LAUNCH_SHAPE_GRID || !g)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"module function '%.64s' needs an explicit grid: the daemon cannot "
+				"derive one for code it does not know",
+				mf->name);
+	if (!g->grid_x || !g->block_x)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"grid_x and block_x must be at least 1");
+	if (e->n_args > KERNEL_MAX_ARGS)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"%zu arguments: at most %u", e->n_args, KERNEL_MAX_ARGS);
+	r = smodule_function(s->srv, m, mf->name, &fn);
+	if (r == -ENOMEM)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+				"out of memory");
+	if (r < 0)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
+				"module %s has no function '%.64s'", m->path, mf->name);
+	for (unsigned i = 0; i < e->n_args; i++) {
+		const Sseq__Arg *a = e->args[i];
+		struct karg *ka = &pl.args[i];
+		enum karg_type t = arg_type(a);
+		struct sbuf *sb;
+		unsigned access;
+
+		if ((int)t < 0)
+			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
+					"argument %u has no value", i);
+		ka->type = t;
+		if (t != KARG_BUFFER) {
+			arg_scalar(ka, a);
+			continue;
+		}
+		sb = session_lookup(s, a->buffer->handle, HANDLE_BUFFER);
+		if (!sb)
+			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+					"argument %u: unknown buffer handle %#" PRIx64, i,
+					a->buffer->handle);
+		access = (unsigned)a->buffer->access;
+		if (access < KARG_IN || access > KARG_INOUT)
+			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
+					"argument %u: a buffer must be marked in, out or inout", i);
+		if (op.naccess == SEQ_MAX_ACCESS)
+			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+					"at most %u buffer arguments", SEQ_MAX_ACCESS);
+		ka->access = access;
+		ka->v.buf.ptr = (void *)(uintptr_t)sb->buf->addr;
+		ka->v.buf.size = sb->buf->size;
+		ka->v.buf.index = op.naccess;
+		/* in, out, inout are read, write, read-write: "out" is the client's word that
+		 * the kernel defines the whole view (use inout for a partial write). */
+		op.access[op.naccess++] = (struct seq_access){sb->buf, access};
+	}
+	pl.function = fn;
+	pl.function_name = mf->name;
+	pl.nargs = (unsigned)e->n_args;
+	pl.grid = (struct kernel_grid){
+		.grid = {g->grid_x, g->grid_y ? g->grid_y : 1, g->grid_z ? g->grid_z : 1},
+		.block = {g->block_x, g->block_y ? g->block_y : 1, g->block_z ? g->block_z : 1},
+		.shared_mem = g->shared_mem,
+	};
+	return session_submit(s, rq, &op, NULL, m, rq->want_completion);
+}
+
 static int req_execute(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__Execute *e = rq->execute;
@@ -872,9 +1121,11 @@ static int req_execute(struct session *s, const Sseq__Request *rq)
 	const char *why = NULL;
 	int r;
 
+	if (e->target_case == SSEQ__EXECUTE__TARGET_FUNCTION)
+		return req_execute_function(s, rq);
 	if (e->target_case != SSEQ__EXECUTE__TARGET_KERNEL || !e->kernel)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
-				"module functions need the hip backend and LoadModule");
+				"Execute names neither a kernel nor a module function");
 	k = kernel_find(e->kernel);
 	if (!k)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
@@ -915,23 +1166,8 @@ static int req_execute(struct session *s, const Sseq__Request *rq)
 			op.access[op.naccess++] = (struct seq_access){sb->buf, k->access[i]};
 			break;
 		}
-		case KARG_I32:
-			ka->v.i32 = a->i32;
-			break;
-		case KARG_U32:
-			ka->v.u32 = a->u32;
-			break;
-		case KARG_I64:
-			ka->v.i64 = a->i64;
-			break;
-		case KARG_U64:
-			ka->v.u64 = a->u64;
-			break;
-		case KARG_F32:
-			ka->v.f32 = a->f32;
-			break;
-		case KARG_F64:
-			ka->v.f64 = a->f64;
+		default:
+			arg_scalar(ka, a);
 			break;
 		}
 	}
@@ -951,7 +1187,7 @@ static int req_execute(struct session *s, const Sseq__Request *rq)
 		    pl.elements * sizeof(float) < op.access[i].buf->size)
 			op.access[i].mode = SEQ_READWRITE;
 	/* Built-in kernels cover exactly what check() validated, whatever shape was asked. */
-	return session_submit(s, rq, &op, NULL, rq->want_completion);
+	return session_submit(s, rq, &op, NULL, NULL, rq->want_completion);
 }
 
 static int session_watch(struct session *s, const Sseq__Request *rq, const struct seq_buffer *b)
@@ -1089,8 +1325,7 @@ static int session_request(struct session *s, const Sseq__Request *rq, bool nest
 	case SSEQ__REQUEST__BODY_EXECUTE:
 		return req_execute(s, rq);
 	case SSEQ__REQUEST__BODY_LOAD_MODULE:
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"LoadModule needs the hip backend");
+		return req_load_module(s, rq);
 	case SSEQ__REQUEST__BODY_AWAIT:
 		return req_await(s, rq);
 	case SSEQ__REQUEST__BODY_SYNC:

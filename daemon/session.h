@@ -1,4 +1,4 @@
-/* A client session: one connection, its handles (buffers, slices, staging arenas), its
+/* A client session: one connection, its handles (buffers, slices, staging arenas, modules), its
  * framed input and coalesced output. Everything here runs on the loop thread. */
 #ifndef SSEQ_SESSION_H
 #define SSEQ_SESSION_H
@@ -14,6 +14,7 @@ enum handle_kind {
 	HANDLE_FREE,
 	HANDLE_BUFFER,
 	HANDLE_STAGING,
+	HANDLE_MODULE,
 };
 
 /* A staging arena: the client's sealed memfd, mapped here and registered with the device. */
@@ -24,6 +25,24 @@ struct staging {
 	uint64_t handle;
 	unsigned refs; /* the handle's + one per copy in flight */
 	char label[48];
+};
+
+/* A function looked up in a module, cached by name. */
+struct smodule_fn {
+	char *name;
+	void *function; /* the backend's */
+	struct smodule_fn *next;
+};
+
+/* A user code object from LoadModule (hip backend). Unloaded once the handle is gone (the
+ * session ended) and no launch of one of its functions is in flight. */
+struct smodule {
+	void *module; /* the backend's */
+	uint64_t handle;
+	unsigned refs; /* the handle's + one per launch in flight */
+	unsigned nfns;
+	struct smodule_fn *fns;
+	char path[96]; /* as the client named it, for the log */
 };
 
 /* A client's buffer or slice handle. */
@@ -74,7 +93,7 @@ struct session {
 	struct handle_slot *slots;
 	uint32_t nslots, free_slot; /* free_slot: index + 1, 0 = none */
 
-	uint64_t buffers, bytes, inflight, stagings, staging_bytes;
+	uint64_t buffers, bytes, inflight, stagings, staging_bytes, modules;
 	uint64_t last_point[SEQ_MAX_STREAMS]; /* this session's last op per stream, for Sync */
 
 	/* A TRACE query with follow: new entries go out under follow_tag each turn. */

@@ -1,20 +1,30 @@
 /* Tests for the hip backend (daemon/hip.c) on a real GPU, through the real sequencer core:
  * data round trips through every built-in kernel, the seed scenario, the caching pool,
- * errors flowing forward, and how fast completion is learned. Skips (77) without a GPU;
- * HIP is first touched in a forked child, so Check's fork() always comes first. */
+ * errors flowing forward, how fast completion is learned, the --audit mode's checks on
+ * GPU timestamps, and user code objects, also through a real sseqd and libsseq. Skips
+ * (77) without a GPU; HIP is first touched in a forked child, so Check's fork() always
+ * comes first. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <sseq/sseq.h>
 
 #include "backend.h"
 #include "hip.h"
@@ -34,6 +44,9 @@ struct harness {
 	size_t nq, capq;
 	uint64_t dones;
 	int last_status;
+	/* Audit findings, reported from the audit thread (under mu). */
+	unsigned findings;
+	char finding[512];
 };
 
 static struct harness H;
@@ -54,6 +67,15 @@ static void h_complete(void *arg, struct seq_point p, int status)
 	H.status_q[H.nq] = status;
 	H.nq++;
 	pthread_cond_signal(&H.cond);
+	pthread_mutex_unlock(&H.mu);
+}
+
+static void h_finding(void *arg, const char *what)
+{
+	printf("hip: %s\n", what);
+	pthread_mutex_lock(&H.mu);
+	H.findings++;
+	snprintf(H.finding, sizeof(H.finding), "%s", what);
 	pthread_mutex_unlock(&H.mu);
 }
 
@@ -100,10 +122,30 @@ static size_t h_drain(bool block)
 	return n;
 }
 
+/* This executable's directory: the build tree's tests/, wherever it was moved to. */
+static void exe_dir(char *out, size_t size)
+{
+	char buf[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+
+	ck_assert_int_gt(n, 0);
+	buf[n] = '\0';
+	snprintf(out, size, "%s", dirname(buf));
+}
+
 static const char *h_kernels(void)
 {
-	/* The build tree moves when the tests run elsewhere (the GPU machine). */
-	return getenv("SSEQ_KERNELS");
+	static char path[PATH_MAX + 32];
+	const char *env = getenv("SSEQ_KERNELS");
+	char dir[PATH_MAX];
+
+	/* The build tree moves when the tests run elsewhere (the GPU machine): the image
+	 * next to this build's tests/, unless the environment names one. */
+	if (env && *env)
+		return env;
+	exe_dir(dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/../kernels/%s", dir, SSEQ_KERNELS_NAME);
+	return access(path, R_OK) == 0 ? path : NULL;
 }
 
 static int h_try_setup(const struct seq_config *scfg, struct hip_config *hcfg)
@@ -123,7 +165,7 @@ static int h_try_setup(const struct seq_config *scfg, struct hip_config *hcfg)
 		hcfg->n_d2h = scfg->n_d2h;
 		hcfg->n_d2d = scfg->n_d2d;
 	}
-	r = hip_create(&H.be, hcfg, h_complete, NULL, NULL);
+	r = hip_create(&H.be, hcfg, h_complete, h_finding, NULL);
 	if (r < 0 || !scfg)
 		return r;
 	sb = H.be.ops->seq;
@@ -811,6 +853,636 @@ START_TEST(test_completion_by_event_query_polling)
 }
 END_TEST
 
+/* ---- audit (--audit): ordering checked on the GPU's own timestamps ---- */
+
+/* Until the audit thread has made every check queued so far. */
+static void h_audit_settle(void)
+{
+	double t0 = now_s();
+	uint64_t pending;
+
+	for (;;) {
+		hip_audit_checks(H.be.ctx, &pending);
+		if (!pending)
+			return;
+		ck_assert_msg(now_s() - t0 < 20, "%" PRIu64 " audit checks still pending", pending);
+		usleep(1000);
+	}
+}
+
+static void h_last_finding(char *out, size_t size)
+{
+	pthread_mutex_lock(&H.mu);
+	snprintf(out, size, "%s", H.finding);
+	pthread_mutex_unlock(&H.mu);
+}
+
+START_TEST(test_audit_catches_a_launch_made_without_its_wait)
+{
+	struct hip_config cfg = {.audit = true};
+	enum { N = 64 << 20 }; /* floats: 256 MiB, several ms to copy */
+	const size_t bytes = (size_t)N * 4;
+	struct seq_buffer in = {.size = bytes}, out = {.size = bytes};
+	struct op_payload cp = {0};
+	struct op_payload kp = {.kernel = kernel_find("scale"), .nargs = 4, .elements = N};
+	struct seq_op h2d = {.kind = SEQ_OP_H2D, .naccess = 1, .payload = &cp};
+	struct seq_op k = {.kind = SEQ_OP_EXEC, .naccess = 2, .payload = &kp};
+	char msg[512];
+	float *host;
+	size_t got = 0;
+
+	/* The core is bypassed, so nothing puts the wait in: the backend alone must see the
+	 * kernel start before the copy it reads has landed. */
+	h_setup(NULL, &cfg);
+	host = h_stage(bytes);
+	fill_pattern(host, N, 1);
+	in.addr = be_alloc(bytes);
+	out.addr = be_alloc(bytes);
+	cp.host = host;
+	cp.length = bytes;
+	h2d.access[0] = (struct seq_access){&in, SEQ_WRITE, in.addr, bytes};
+	ck_assert_int_eq(H.be.ops->seq.launch(H.be.ctx, (struct seq_point){1, 1}, &h2d), 0);
+	in.def = (struct seq_point){1, 1}; /* as the core records it after the launch */
+	kp.args[0] = (struct karg){KARG_BUFFER, KARG_IN, {.buf = {NULL, bytes, 0}}};
+	kp.args[1] = (struct karg){KARG_BUFFER, KARG_OUT, {.buf = {NULL, bytes, 1}}};
+	kp.args[2] = F32(2.0f);
+	kp.args[3] = U64(N);
+	k.access[0] = (struct seq_access){&in, SEQ_READ, in.addr, bytes};
+	k.access[1] = (struct seq_access){&out, SEQ_WRITE, out.addr, bytes};
+	ck_assert_int_eq(H.be.ops->seq.launch(H.be.ctx, (struct seq_point){0, 1}, &k), 0);
+	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){1, 1}), 0);
+	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){0, 1}), 0);
+	while (got < 2)
+		got += h_drain(true);
+	h_audit_settle();
+	ck_assert_uint_eq(hip_audit_checks(H.be.ctx, NULL), 1);
+	ck_assert_uint_eq(H.be.ops->audit_findings(H.be.ctx), 1);
+	ck_assert_uint_eq(H.be.ops->findings(H.be.ctx), 1);
+	h_last_finding(msg, sizeof(msg));
+	ck_assert_msg(strstr(msg, "audit: kernel scale at 0:1 started ") &&
+			strstr(msg, " ms before its producer 1:1 (h2d) finished (missing wait"),
+		"finding: %s", msg);
+	H.be.ops->seq.mem_release(H.be.ctx, in.addr, bytes);
+	H.be.ops->seq.mem_release(H.be.ctx, out.addr, bytes);
+	h_unstage(host, bytes);
+	h_teardown();
+	ck_assert_uint_eq(H.findings, 1);
+}
+END_TEST
+
+/* The seed scenario with the audit on: a 256 MiB H2D copy, four small kernels on the
+ * compute stream (not awaited, so the copy cannot be seen complete), then a kernel that
+ * reads the copy. Returns the audit's findings; *checks gets the checks made. */
+static uint64_t audit_seed(unsigned legacy_window, uint64_t *checks)
+{
+	struct seq_config scfg = {.legacy_sync_window = legacy_window};
+	struct hip_config cfg = {.audit = true};
+	enum { N = 64 << 20 };
+	const size_t bytes = (size_t)N * 4;
+	struct seq_buffer *in, *out, *tmp;
+	uint64_t findings;
+	float *host;
+
+	h_setup(&scfg, &cfg);
+	host = h_stage(bytes);
+	fill_pattern(host, N, 2);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &in), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &out), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &tmp), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, in, host, bytes), 0);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(1)}, 3,
+					 (struct seq_buffer *[]){tmp}),
+			0);
+	ck_assert_int_eq(h_exec("scale", (struct karg[]){BUF, BUF, F32(1.0f), U64(N)}, 4,
+				 (struct seq_buffer *[]){in, out}),
+		0);
+	if (legacy_window)
+		ck_assert_uint_eq(seq_counters(H.seq)->waits_elided_legacy, 1);
+	else
+		ck_assert_uint_eq(seq_counters(H.seq)->waits_enqueued, 1);
+	ck_assert_int_eq(h_sync(), 0);
+	h_audit_settle();
+	*checks = hip_audit_checks(H.be.ctx, NULL);
+	findings = H.be.ops->audit_findings(H.be.ctx);
+	seq_buffer_free(H.seq, in);
+	seq_buffer_free(H.seq, out);
+	seq_buffer_free(H.seq, tmp);
+	h_unstage(host, bytes);
+	h_teardown();
+	return findings;
+}
+
+START_TEST(test_audit_catches_the_injected_legacy_window)
+{
+	uint64_t checks, findings = audit_seed(4, &checks);
+	char msg[512];
+
+	h_last_finding(msg, sizeof(msg));
+	ck_assert_uint_eq(checks, 1);
+	ck_assert_uint_eq(findings, 1);
+	ck_assert_msg(strstr(msg, "audit: kernel scale at 0:5 started ") &&
+			strstr(msg, "before its producer 1:1 (h2d) finished"),
+		"finding: %s", msg);
+}
+END_TEST
+
+START_TEST(test_audit_passes_the_waited_seed_scenario)
+{
+	uint64_t checks, findings = audit_seed(0, &checks);
+
+	/* The same timestamps, compared the same way: this time in order. */
+	ck_assert_uint_eq(checks, 1);
+	ck_assert_uint_eq(findings, 0);
+	ck_assert_uint_eq(H.findings, 0);
+}
+END_TEST
+
+START_TEST(test_audit_finds_nothing_in_a_sequenced_run)
+{
+	struct seq_config scfg = {.n_d2h = 2, .n_d2d = 2};
+	struct hip_config cfg = {.audit = true};
+	enum { N = 1 << 18, ROUNDS = 100 };
+	const size_t bytes = N * 4;
+	struct seq_buffer *a, *b, *c, *d, *e;
+	float *ha, *hb, *out, *outa;
+	uint64_t checks;
+
+	h_setup(&scfg, &cfg);
+	ha = h_stage(bytes);
+	hb = h_stage(bytes);
+	out = h_stage(bytes);
+	outa = h_stage(bytes);
+	fill_pattern(ha, N, 3);
+	fill_pattern(hb, N, 4);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &a), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &b), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &c), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &d), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &e), 0);
+	/* Twelve ops a round over every stream kind, with every hazard the core orders:
+	 * read after write across streams, write after read, write after write. */
+	for (int round = 0; round < ROUNDS; round++) {
+		ck_assert_int_eq(h_copy(SEQ_OP_H2D, a, ha, bytes), 0);
+		ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, hb, bytes), 0);
+		ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
+					 (struct seq_buffer *[]){a, b, c}),
+			0);
+		ck_assert_int_eq(h_exec("scale", (struct karg[]){BUF, BUF, F32(0.5f), U64(N)}, 4,
+					 (struct seq_buffer *[]){c, d}),
+			0);
+		ck_assert_int_eq(h_d2d(d, e, bytes), 0);
+		ck_assert_int_eq(h_copy(SEQ_OP_D2H, e, out, bytes), 0);
+		ck_assert_int_eq(h_copy(SEQ_OP_D2H, a, outa, bytes), 0);
+		ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(-1.0f), U64(N)}, 3,
+					 (struct seq_buffer *[]){a}),
+			0);
+		ck_assert_int_eq(h_d2d(a, b, bytes), 0);
+		ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, hb, bytes), 0);
+		ck_assert_int_eq(h_exec("scale", (struct karg[]){BUF, BUF, F32(2.0f), U64(N)}, 4,
+					 (struct seq_buffer *[]){b, c}),
+			0);
+		ck_assert_int_eq(h_copy(SEQ_OP_H2D, a, ha, bytes), 0);
+		if (round % 10 != 9)
+			continue;
+		ck_assert_int_eq(h_sync(), 0);
+		for (size_t i = 0; i < N; i++) {
+			ck_assert_msg(out[i] == (ha[i] + hb[i]) * 0.5f, "round %d: out[%zu]", round,
+				i);
+			ck_assert_msg(outa[i] == ha[i], "round %d: outa[%zu]", round, i);
+		}
+	}
+	ck_assert_uint_ge(seq_counters(H.seq)->ops_submitted, 1000);
+	ck_assert_uint_gt(seq_counters(H.seq)->waits_enqueued, 0);
+	h_audit_settle();
+	checks = hip_audit_checks(H.be.ctx, NULL);
+	printf("hip: audit of %" PRIu64 " sequenced ops: %" PRIu64 " checks, %" PRIu64
+	       " findings\n",
+		seq_counters(H.seq)->ops_submitted, checks, H.be.ops->audit_findings(H.be.ctx));
+	ck_assert_uint_ge(checks, 100);
+	ck_assert_uint_eq(H.be.ops->audit_findings(H.be.ctx), 0);
+	seq_buffer_free(H.seq, a);
+	seq_buffer_free(H.seq, b);
+	seq_buffer_free(H.seq, c);
+	seq_buffer_free(H.seq, d);
+	seq_buffer_free(H.seq, e);
+	h_unstage(ha, bytes);
+	h_unstage(hb, bytes);
+	h_unstage(out, bytes);
+	h_unstage(outa, bytes);
+	h_teardown();
+	ck_assert_uint_eq(H.findings, 0);
+}
+END_TEST
+
+/* ---- user code objects ---- */
+
+/* tests/gpu-module.cu as built beside this test, or $SSEQ_TEST_MODULE. */
+static void module_path(char *out, size_t size)
+{
+	const char *env = getenv("SSEQ_TEST_MODULE");
+	char dir[PATH_MAX];
+
+	if (env && *env) {
+		snprintf(out, size, "%s", env);
+		return;
+	}
+	exe_dir(dir, sizeof(dir));
+	ck_assert_int_lt(snprintf(out, size, "%s/%s", dir, SSEQ_TEST_MODULE_NAME), (int)size);
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+	close(fd);
+}
+
+static int h_exec_function(void *fn, const char *name, const struct karg *in, unsigned nargs,
+	struct seq_buffer *const *bufs, const unsigned *modes, uint32_t grid, uint32_t block)
+{
+	struct op_payload p = {.function = fn, .function_name = name, .nargs = nargs};
+	struct seq_op op = {.kind = SEQ_OP_EXEC, .payload = &p};
+
+	p.grid = (struct kernel_grid){{grid, 1, 1}, {block, 1, 1}, 0};
+	for (unsigned i = 0; i < nargs; i++) {
+		p.args[i] = in[i];
+		if (in[i].type != KARG_BUFFER)
+			continue;
+		p.args[i].access = modes[op.naccess];
+		p.args[i].v.buf.index = op.naccess;
+		op.access[op.naccess] = (struct seq_access){bufs[op.naccess], modes[op.naccess]};
+		op.naccess++;
+	}
+	return seq_submit(H.seq, &op, NULL);
+}
+
+START_TEST(test_module_functions_run_in_order_through_the_core)
+{
+	struct seq_config scfg = {0};
+	struct hip_config cfg = {.audit = true};
+	enum { N = (1 << 20) + 5 };
+	char path[PATH_MAX], junk[] = "/tmp/sseq-not-code.XXXXXX";
+	void *mod = NULL, *twice = NULL, *scalars = NULL, *nope = NULL;
+	struct seq_buffer *x, *y;
+	float *hx, *back;
+	double *hy;
+	int fd;
+
+	module_path(path, sizeof(path));
+	h_setup(&scfg, &cfg);
+	ck_assert_int_eq(H.be.ops->module_load(H.be.ctx, path, &mod), 0);
+	ck_assert_int_eq(H.be.ops->module_function(H.be.ctx, mod, "twice", &twice), 0);
+	ck_assert_int_eq(H.be.ops->module_function(H.be.ctx, mod, "scalars", &scalars), 0);
+	ck_assert_int_eq(H.be.ops->module_function(H.be.ctx, mod, "nope", &nope), -ENOENT);
+	fd = mkstemp(junk);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	write_file(junk, "not a code object\n", 18);
+	{
+		void *bad = NULL;
+
+		ck_assert_int_eq(H.be.ops->module_load(H.be.ctx, junk, &bad), -ENOEXEC);
+	}
+	unlink(junk);
+
+	hx = h_stage(N * 4);
+	back = h_stage(N * 4);
+	hy = h_stage(4096);
+	fill_pattern(hx, N, 9);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * 4, &x), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 6 * sizeof(double), &y), 0);
+	/* H2D on its stream, the module's kernel on the compute stream: a real wait. */
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, x, hx, N * 4), 0);
+	ck_assert_int_eq(h_exec_function(twice, "twice", (struct karg[]){BUF, U64(N)}, 2,
+				 (struct seq_buffer *[]){x}, (unsigned[]){SEQ_READWRITE},
+				 (N + 255) / 256, 256),
+		0);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, x, back, N * 4), 0);
+	ck_assert_int_eq(h_exec_function(scalars, "scalars",
+				 (struct karg[]){BUF, I32(-7),
+					 {.type = KARG_U32, .v.u32 = 4000000000u},
+					 {.type = KARG_I64, .v.i64 = -(1ll << 40)},
+					 U64(1ull << 50), F32(1.5f),
+					 {.type = KARG_F64, .v.f64 = -2.25}},
+				 7, (struct seq_buffer *[]){y}, (unsigned[]){SEQ_WRITE}, 1, 32),
+		0);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, y, hy, 6 * sizeof(double)), 0);
+	ck_assert_int_eq(h_sync(), 0);
+	for (size_t i = 0; i < N; i++)
+		ck_assert_msg(back[i] == 2.0f * hx[i], "[%zu] %g != 2 * %g", i, back[i], hx[i]);
+	ck_assert(hy[0] == -7.0 && hy[1] == 4000000000.0 && hy[2] == -1099511627776.0);
+	ck_assert(hy[3] == 1125899906842624.0 && hy[4] == 1.5 && hy[5] == -2.25);
+	h_audit_settle();
+	ck_assert_uint_ge(hip_audit_checks(H.be.ctx, NULL), 2);
+	ck_assert_uint_eq(H.be.ops->audit_findings(H.be.ctx), 0);
+	seq_buffer_free(H.seq, x);
+	seq_buffer_free(H.seq, y);
+	H.be.ops->module_unload(H.be.ctx, mod);
+	h_unstage(hx, N * 4);
+	h_unstage(back, N * 4);
+	h_unstage(hy, 4096);
+	h_teardown();
+}
+END_TEST
+
+/* ---- through a real sseqd and libsseq ---- */
+
+struct hipd {
+	pid_t pid;
+	char sock[108];
+	char dir[64]; /* its --module-dir */
+};
+
+/* Start `sseqd --backend hip` with a fresh --module-dir holding the test module, a file
+ * that is no code object, and a symlink that leads out of the directory. */
+static void hipd_start(struct hipd *d, const char *const *extra)
+{
+	const char *kernels = h_kernels();
+	const char *argv[32];
+	char sseqd[PATH_MAX], mod[PATH_MAX], link[PATH_MAX + 16], copy[PATH_MAX + 16];
+	char *image;
+	size_t len;
+	FILE *f;
+	int n = 0;
+
+	if (getenv("SSEQD") && *getenv("SSEQD")) {
+		snprintf(sseqd, sizeof(sseqd), "%s", getenv("SSEQD"));
+	} else {
+		char dir[PATH_MAX];
+
+		exe_dir(dir, sizeof(dir));
+		ck_assert_int_lt(snprintf(sseqd, sizeof(sseqd), "%s/../daemon/sseqd", dir),
+			(int)sizeof(sseqd));
+	}
+	snprintf(d->dir, sizeof(d->dir), "/tmp/sseq-hip-mods.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(d->dir));
+	module_path(mod, sizeof(mod));
+	f = fopen(mod, "rb");
+	ck_assert_msg(f != NULL, "%s: %s", mod, strerror(errno));
+	image = malloc(1 << 24);
+	ck_assert_ptr_nonnull(image);
+	len = fread(image, 1, 1 << 24, f);
+	fclose(f);
+	snprintf(copy, sizeof(copy), "%s/%s", d->dir, SSEQ_TEST_MODULE_NAME);
+	write_file(copy, image, len);
+	free(image);
+	snprintf(copy, sizeof(copy), "%s/notcode.bin", d->dir);
+	write_file(copy, "not a code object\n", 18);
+	snprintf(link, sizeof(link), "%s/escape", d->dir);
+	ck_assert_int_eq(symlink(mod, link), 0);
+
+	snprintf(d->sock, sizeof(d->sock), "/tmp/sseq-hip-%d.sock", (int)getpid());
+	argv[n++] = sseqd;
+	argv[n++] = "--backend";
+	argv[n++] = "hip";
+	argv[n++] = "--socket";
+	argv[n++] = d->sock;
+	argv[n++] = "--module-dir";
+	argv[n++] = d->dir;
+	argv[n++] = "--log-level";
+	argv[n++] = "notice";
+	if (kernels) {
+		argv[n++] = "--kernels";
+		argv[n++] = kernels;
+	}
+	for (; extra && *extra; extra++)
+		argv[n++] = *extra;
+	argv[n] = NULL;
+	d->pid = fork();
+	ck_assert_int_ge(d->pid, 0);
+	if (d->pid == 0) {
+		/* A failed check ends the test process: the daemon must not outlive it and
+		 * keep the GPU. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		execv(sseqd, (char *const *)argv);
+		_exit(127);
+	}
+	/* Opening the GPU takes a moment. */
+	for (int i = 0; i < 600; i++) {
+		int status;
+
+		if (access(d->sock, F_OK) == 0)
+			return;
+		ck_assert_msg(waitpid(d->pid, &status, WNOHANG) == 0,
+			"%s exited at start-up (status %#x)", sseqd, status);
+		usleep(50000);
+	}
+	ck_abort_msg("sseqd did not create its socket in 30 s");
+}
+
+static void hipd_stop(struct hipd *d)
+{
+	char cmd[128];
+	int status = 0;
+
+	kill(d->pid, SIGTERM);
+	ck_assert_int_eq(waitpid(d->pid, &status, 0), d->pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sseqd exited with %#x",
+		status);
+	unlink(d->sock);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static struct sseq *hipd_connect(const struct hipd *d, uint64_t staging)
+{
+	struct sseq_connect_options o = {
+		.size = sizeof(o), .client_name = "test-hip", .staging_size = staging};
+	struct sseq_info info;
+	struct sseq *s = NULL;
+	int r = sseq_connect(d->sock, &o, &s);
+
+	ck_assert_msg(r == 0, "connect: %s", sseq_strerror(r));
+	ck_assert_int_eq(sseq_get_info(s, &info), 0);
+	ck_assert_str_eq(info.backend, "hip");
+	return s;
+}
+
+static void hipd_stats(struct sseq *s, struct sseq_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->size = sizeof(*st);
+	ck_assert_int_eq(sseq_stats(s, st), 0);
+}
+
+/* Run twice() over x (n floats) and check every element doubled. */
+static void hipd_twice(struct sseq *s, uint64_t module, uint64_t n)
+{
+	const struct sseq_launch grid = {
+		.grid = {(uint32_t)((n + 255) / 256), 1, 1}, .block = {256, 1, 1}};
+	float *host, *back;
+	uint64_t x;
+
+	ck_assert_int_eq(sseq_host_alloc(s, n * 4, (void **)&host), 0);
+	back = malloc(n * 4);
+	ck_assert_ptr_nonnull(back);
+	fill_pattern(host, n, 11);
+	ck_assert_int_eq(sseq_alloc(s, n * 4, "x", &x), 0);
+	ck_assert_int_eq(sseq_copy_h2d(s, x, 0, host, n * 4, NULL), 0);
+	ck_assert_int_eq(sseq_execute_function(s, module, "twice",
+				 (struct sseq_arg[]){SSEQ_INOUT(x), SSEQ_U64(n)}, 2, &grid, NULL),
+		0);
+	ck_assert_int_eq(sseq_copy_d2h(s, x, 0, back, n * 4, NULL), 0);
+	ck_assert_msg(sseq_sync(s) == 0, "twice: %s", sseq_last_error_message(s));
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(back[i] == 2.0f * host[i], "[%zu] %g != 2 * %g", i, back[i], host[i]);
+	free(back);
+	ck_assert_int_eq(sseq_host_free(s, host), 0);
+	ck_assert_int_eq(sseq_free(s, x), 0);
+}
+
+/* A request that the daemon refuses: its status, and its message in msg. */
+static int hipd_refused(struct sseq *s, uint64_t module, const char *fn,
+	const struct sseq_arg *args, size_t nargs, const struct sseq_launch *shape, char *msg,
+	size_t size)
+{
+	uint64_t tag = 0;
+	int r = sseq_execute_function(s, module, fn, args, nargs, shape, &tag);
+
+	ck_assert_int_eq(r, 0);
+	r = sseq_wait(s, tag);
+	snprintf(msg, size, "%s", sseq_last_error_message(s));
+	return r;
+}
+
+START_TEST(test_daemon_loads_and_runs_a_user_module)
+{
+	enum { N = (1 << 20) + 3 };
+	const struct sseq_launch grid = {.grid = {1, 1, 1}, .block = {64, 1, 1}};
+	struct hipd d;
+	struct sseq_stats st;
+	struct sseq *s;
+	uint64_t m = 0, x, y;
+	char path[PATH_MAX], msg[512];
+	float *res, *host;
+
+	hipd_start(&d, (const char *const[]){"--audit", NULL});
+	s = hipd_connect(&d, 0);
+
+	/* Path rules (the full set is test-modpath's): applied on the daemon path. */
+	module_path(path, sizeof(path));
+	ck_assert_int_eq(sseq_load_module(s, path, &m), -SSEQ_ERR_PERMISSION_DENIED);
+	ck_assert_int_eq(sseq_load_module(s, "../x.fatbin", &m), -SSEQ_ERR_PERMISSION_DENIED);
+	ck_assert_int_eq(sseq_load_module(s, "escape", &m), -SSEQ_ERR_PERMISSION_DENIED);
+	ck_assert_int_eq(sseq_load_module(s, "missing.bin", &m), -SSEQ_ERR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(sseq_last_error_message(s), "no such file"), "%s",
+		sseq_last_error_message(s));
+	ck_assert_int_eq(sseq_load_module(s, "notcode.bin", &m), -SSEQ_ERR_INVALID_ARGUMENT);
+	ck_assert_int_eq(sseq_load_module(s, SSEQ_TEST_MODULE_NAME, &m), 0);
+	ck_assert_uint_ne(m, 0);
+
+	hipd_twice(s, m, N);
+
+	/* An input from an H2D copy on the other stream, through a second function. */
+	ck_assert_int_eq(sseq_host_alloc(s, N * 4, (void **)&host), 0);
+	fill_pattern(host, N, 12);
+	res = malloc(N * 4);
+	ck_assert_ptr_nonnull(res);
+	ck_assert_int_eq(sseq_alloc(s, N * 4, "in", &x), 0);
+	ck_assert_int_eq(sseq_alloc(s, N * 4, "out", &y), 0);
+	ck_assert_int_eq(sseq_copy_h2d(s, x, 0, host, N * 4, NULL), 0);
+	{
+		const struct sseq_launch g = {.grid = {(N + 255) / 256, 1, 1}, .block = {256, 1, 1}};
+
+		ck_assert_int_eq(sseq_execute_function(s, m, "scaled",
+					 (struct sseq_arg[]){SSEQ_IN(x), SSEQ_OUT(y), SSEQ_F32(3),
+						 SSEQ_U64(N)},
+					 4, &g, NULL),
+			0);
+	}
+	ck_assert_int_eq(sseq_copy_d2h(s, y, 0, res, N * 4, NULL), 0);
+	ck_assert_msg(sseq_sync(s) == 0, "scaled: %s", sseq_last_error_message(s));
+	for (size_t i = 0; i < N; i++)
+		ck_assert_msg(res[i] == 3.0f * host[i], "[%zu] %g != 3 * %g", i, res[i], host[i]);
+	free(res);
+
+	/* What the daemon refuses for module functions. */
+	ck_assert_int_eq(hipd_refused(s, m, "twice",
+				 (struct sseq_arg[]){SSEQ_INOUT(x), SSEQ_U64(N)}, 2, NULL, msg,
+				 sizeof(msg)),
+		-SSEQ_ERR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(msg, "grid"), "%s", msg);
+	ck_assert_int_eq(hipd_refused(s, m, "nope", (struct sseq_arg[]){SSEQ_U64(1)}, 1, &grid,
+				 msg, sizeof(msg)),
+		-SSEQ_ERR_UNKNOWN_KERNEL);
+	ck_assert_int_eq(hipd_refused(s, m ^ (1ull << 32), "twice",
+				 (struct sseq_arg[]){SSEQ_INOUT(x), SSEQ_U64(1)}, 2, &grid, msg,
+				 sizeof(msg)),
+		-SSEQ_ERR_UNKNOWN_HANDLE);
+	ck_assert_int_eq(sseq_sync(s), 0);
+
+	/* Leave with launches in flight: the module stays loaded until they complete. */
+	for (int i = 0; i < 20; i++) {
+		const struct sseq_launch g = {.grid = {(N + 255) / 256, 1, 1}, .block = {256, 1, 1}};
+
+		ck_assert_int_eq(sseq_execute_function(s, m, "twice",
+					 (struct sseq_arg[]){SSEQ_INOUT(x), SSEQ_U64(N)}, 2, &g,
+					 NULL),
+			0);
+	}
+	ck_assert_int_eq(sseq_flush(s), 0);
+	sseq_close(s);
+
+	s = hipd_connect(&d, 0);
+	ck_assert_int_eq(sseq_load_module(s, SSEQ_TEST_MODULE_NAME, &m), 0);
+	hipd_twice(s, m, 1000);
+	/* The checks run behind the work; give them a moment before the count is read. */
+	usleep(200000);
+	hipd_stats(s, &st);
+	printf("hip: daemon with --audit, module functions: %" PRIu64 " audit findings\n",
+		st.audit_findings);
+	ck_assert_uint_eq(st.audit_findings, 0);
+	sseq_close(s);
+	hipd_stop(&d);
+}
+END_TEST
+
+START_TEST(test_daemon_audit_catches_the_injected_legacy_window)
+{
+	enum { N = 16 << 20 }; /* floats: 64 MiB, as in the seed */
+	struct hipd d;
+	struct sseq_stats st;
+	struct sseq *s;
+	uint64_t in, out;
+	float *host;
+
+	hipd_start(&d, (const char *const[]){"--audit", "--inject", "legacy-sync-window=4", NULL});
+	s = hipd_connect(&d, 128u << 20);
+	ck_assert_int_eq(sseq_host_alloc(s, (uint64_t)N * 4, (void **)&host), 0);
+	fill_pattern(host, N, 13);
+	ck_assert_int_eq(sseq_alloc(s, (uint64_t)N * 4, "in", &in), 0);
+	ck_assert_int_eq(sseq_alloc(s, (uint64_t)N * 4, "out", &out), 0);
+	ck_assert_int_eq(sseq_copy_h2d(s, in, 0, host, (uint64_t)N * 4, NULL), 0);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(sseq_execute(s, "spin", (struct sseq_arg[]){SSEQ_U64(10)}, 1, NULL,
+					 NULL),
+			0);
+	ck_assert_int_eq(sseq_execute(s, "scale",
+				 (struct sseq_arg[]){SSEQ_IN(in), SSEQ_OUT(out), SSEQ_F32(1),
+					 SSEQ_U64(N)},
+				 4, NULL, NULL),
+		0);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	for (int i = 0; i < 100; i++) {
+		hipd_stats(s, &st);
+		if (st.audit_findings)
+			break;
+		usleep(50000);
+	}
+	printf("hip: daemon with --audit and legacy-sync-window=4: %" PRIu64
+	       " legacy-elided waits, %" PRIu64 " audit findings, %" PRIu64 " race findings\n",
+		st.waits_elided_legacy, st.audit_findings, st.race_findings);
+	ck_assert_uint_eq(st.waits_elided_legacy, 1);
+	ck_assert_uint_eq(st.audit_findings, 1);
+	ck_assert_uint_ge(st.race_findings, st.audit_findings);
+	sseq_close(s);
+	hipd_stop(&d);
+}
+END_TEST
+
 static Suite *hip_suite(void)
 {
 	Suite *s = suite_create("hip");
@@ -819,6 +1491,9 @@ static Suite *hip_suite(void)
 	TCase *pool = tcase_create("pool");
 	TCase *errors = tcase_create("errors");
 	TCase *speed = tcase_create("completion");
+	TCase *audit = tcase_create("audit");
+	TCase *modules = tcase_create("modules");
+	TCase *daemon = tcase_create("daemon");
 
 	tcase_add_test(data, test_h2d_add_scale_d2d_d2h_round_trip);
 	tcase_add_test(data, test_conv2d_matches_the_cpu_version);
@@ -844,6 +1519,21 @@ static Suite *hip_suite(void)
 	tcase_add_test(speed, test_completion_by_event_synchronize);
 	tcase_add_test(speed, test_completion_by_event_query_polling);
 	suite_add_tcase(s, speed);
+
+	tcase_add_test(audit, test_audit_catches_a_launch_made_without_its_wait);
+	tcase_add_test(audit, test_audit_catches_the_injected_legacy_window);
+	tcase_add_test(audit, test_audit_passes_the_waited_seed_scenario);
+	tcase_add_test(audit, test_audit_finds_nothing_in_a_sequenced_run);
+	suite_add_tcase(s, audit);
+
+	tcase_add_test(modules, test_module_functions_run_in_order_through_the_core);
+	suite_add_tcase(s, modules);
+
+	/* sseqd takes a few seconds to open the GPU and a few more to drain. */
+	tcase_set_timeout(daemon, 120);
+	tcase_add_test(daemon, test_daemon_loads_and_runs_a_user_module);
+	tcase_add_test(daemon, test_daemon_audit_catches_the_injected_legacy_window);
+	suite_add_tcase(s, daemon);
 	return s;
 }
 

@@ -363,7 +363,7 @@ struct sseq_stats {
 	uint64_t waits_elided_observed; /* no wait: producer seen complete */
 	uint64_t waits_elided_legacy; /* skipped by the injected legacy bug; else 0 */
 	uint64_t backpressure_events;
-	uint64_t race_findings; /* the sim's race detector */
+	uint64_t race_findings; /* the sim's race detector, or the hip backend's audit */
 	uint64_t ops_submitted;
 	uint64_t ops_completed;
 	uint64_t ops_failed;
@@ -371,7 +371,7 @@ struct sseq_stats {
 	uint64_t frees_deferred;
 	uint64_t releases; /* buffers whose memory went back to the device */
 	uint64_t double_definitions;
-	uint64_t audit_findings;
+	uint64_t audit_findings; /* of those, sseqd --audit's (hip: GPU timestamps) */
 	uint64_t sessions_total;
 	uint64_t frames_in;
 	uint64_t frames_bad;
