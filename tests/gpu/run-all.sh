@@ -1,0 +1,55 @@
+#!/bin/bash
+# Everything that needs the GPU, in one visit: the hip backend's Check suite (audit and
+# user modules included), sseq-stress under --audit clean and with the legacy bug, the
+# race harness, the daemon-vs-native benchmarks, the Python suite with -n 8 and -n 1
+# against one hip daemon, and conv2d against PyTorch. Logs go to $OUT.
+# Usage: tests/gpu/run-all.sh DEBUG_BUILD RELEASE_BUILD   (e.g. build-hipnv build-hiprel)
+set -uo pipefail
+D=${1:?usage: run-all.sh DEBUG_BUILD RELEASE_BUILD} R=${2:?}
+O=${OUT:-/tmp/sseq-gpu}
+mkdir -p "$O"
+S=$O/summary.txt
+step() { echo "$*" | tee -a "$S"; }
+t0=$(date +%s)
+el() { echo "$(( $(date +%s) - t0 ))s"; }
+export CK_DEFAULT_TIMEOUT=120
+
+# ---- the debug build's suites ----
+export LD_LIBRARY_PATH=$PWD/$D/lib:$PWD/$D/client
+export SSEQ_KERNELS=$PWD/$D/kernels/sseq-kernels.fatbin
+"$D/tests/test-modpath" >"$O/test-modpath.log" 2>&1
+step "test-modpath rc=$? $(grep Checks "$O/test-modpath.log")"
+timeout 300 "$D/tests/test-hip" >"$O/test-hip.log" 2>&1
+step "test-hip rc=$? ($(el)) $(grep -E 'Checks' "$O/test-hip.log")"
+grep -E ":F:|:E:" "$O/test-hip.log" | head -20 | tee -a "$S"
+
+# ---- release build: audit, race harness, benchmarks ----
+export LD_LIBRARY_PATH=$PWD/$R/lib:$PWD/$R/client
+img=$PWD/$R/kernels/sseq-kernels.fatbin
+sock=/tmp/sseq-gpu.sock
+start() { rm -f "$sock"; "$R/daemon/sseqd" --backend hip --kernels "$img" --socket "$sock" --log-level warning "$@" 2>"$O/sseqd-$tag.log" & pid=$!; for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.05; done; }
+stop() { kill -TERM "$pid"; wait "$pid"; }
+tag=audit-clean; start --audit
+out=$("$R/client/sseq-stress" --socket "$sock" --ops 100000 --clients 8 --seed 3 | tail -1)
+"$R/client/sseqctl" --socket "$sock" --json stats >"$O/stats-$tag.json"; stop
+step "audit clean: $out audit_findings=$(python3 -c "import json;print(json.load(open('$O/stats-$tag.json'))['counters']['audit_findings'])") ($(el))"
+tag=audit-legacy; start --audit --inject legacy-sync-window=4
+out=$("$R/client/sseq-stress" --socket "$sock" --ops 20000 --clients 4 --seed 7 | tail -1)
+"$R/client/sseqctl" --socket "$sock" --json stats >"$O/stats-$tag.json"; stop
+step "audit legacy-sync-window=4: $out audit_findings=$(python3 -c "import json;print(json.load(open('$O/stats-$tag.json'))['counters']['audit_findings'])") first: $(grep -m1 'audit:' "$O/sseqd-$tag.log")"
+OUT=$O bash tests/gpu/race-harness.sh "$R" >"$O/race.txt" 2>&1; step "$(cat "$O/race.txt")"
+OUT=$O bash bench/h200.sh "$R" >/dev/null 2>&1; step "$(cat "$O/bench.txt")"
+
+# ---- Python: the suite with -n 8 and -n 1 against one hip daemon; conv2d vs torch ----
+tag=python; start
+export PYTHONPATH=$PWD/client/python SSEQ_SOCKET=$sock SSEQ_LIBRARY=$PWD/$R/client/libsseq.so.0 PYTHONDONTWRITEBYTECODE=1
+for n in 8 1; do
+	s0=$(date +%s.%N)
+	timeout 240 python3 -m pytest -q -n $n -p sseq.pytest_plugin tests/python >"$O/pytest-n$n.log" 2>&1
+	rc=$?
+	step "pytest -n $n rc=$rc seconds=$(awk "BEGIN {print $(date +%s.%N) - $s0}") $(tail -1 "$O/pytest-n$n.log")"
+done
+timeout 240 python3 tests/gpu/conv2d_torch.py 300 1 >"$O/conv2d-torch.log" 2>&1
+step "conv2d_torch rc=$? $(tail -1 "$O/conv2d-torch.log")"
+stop
+step "done ($(el))"
