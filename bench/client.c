@@ -10,7 +10,9 @@
 
 #include <sseq/sseq.h>
 
-#define COPY_BURST 8
+/* Copies per timed burst: $SSEQ_BENCH_BURST, default 8. */
+static int COPY_BURST = 8;
+#define COPY_BURST_MAX 64
 
 static struct sseq *s;
 
@@ -59,7 +61,7 @@ static void mode_copy(uint64_t size, int reps)
 	/* COPY_BURST copies back to back, then wait for them: bandwidth, not latency. */
 	for (int r = 0; r < reps + 1; r++) {
 		for (int k = 0; k < 3; k++) {
-			uint64_t tags[COPY_BURST];
+			uint64_t tags[COPY_BURST_MAX];
 			double t0 = now_s(), t;
 			for (int i = 0; i < COPY_BURST; i++) {
 				if (k == 0)
@@ -153,6 +155,10 @@ int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
 
+	if (getenv("SSEQ_BENCH_BURST"))
+		COPY_BURST = atoi(getenv("SSEQ_BENCH_BURST"));
+	if (COPY_BURST < 1 || COPY_BURST > COPY_BURST_MAX)
+		COPY_BURST = 8;
 	if (!strcmp(mode, "copy"))
 		mode_copy(argc > 2 ? strtoull(argv[2], NULL, 0) : 256u << 20, 5);
 	else if (!strcmp(mode, "latency"))

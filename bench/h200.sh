@@ -21,6 +21,7 @@ say "date=$(date -u +%FT%TZ) host=$(hostname) gpu=\"$(nvidia-smi --query-gpu=nam
 
 # ---- native, one process ----
 say "$("$native" copy $((256 << 20)))"
+say "$(SSEQ_BENCH_BURST=32 "$native" copy $((256 << 20)))"
 say "$("$native" latency 2000)"
 say "$("$native" launch "$img" 200000)"
 for i in $(seq 10); do time_ms "$native" first-kernel "$img"; done | median >"$O/native-first.txt"
@@ -41,6 +42,8 @@ rm -f "$sock"
 dpid=$!
 for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
 say "$("$client" copy $((256 << 20)))"
+say "$(SSEQ_BENCH_BURST=32 "$client" copy $((256 << 20)))"
+"$B/client/sseqctl" --socket "$sock" stats >"$O/stats-after-copy.txt" 2>&1
 say "$("$client" latency 2000)"
 say "$("$client" launch 200000)"
 t0=$(date +%s%N)

@@ -24,7 +24,9 @@
 		}                                                                                 \
 	} while (0)
 
-#define COPY_BURST 8
+/* Copies per timed burst: $SSEQ_BENCH_BURST, default 8. */
+static int COPY_BURST = 8;
+#define COPY_BURST_MAX 64
 
 static double now_s(void)
 {
@@ -176,6 +178,10 @@ int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
 
+	if (getenv("SSEQ_BENCH_BURST"))
+		COPY_BURST = atoi(getenv("SSEQ_BENCH_BURST"));
+	if (COPY_BURST < 1 || COPY_BURST > COPY_BURST_MAX)
+		COPY_BURST = 8;
 	if (!strcmp(mode, "copy"))
 		mode_copy(argc > 2 ? strtoull(argv[2], NULL, 0) : 256u << 20, 5);
 	else if (!strcmp(mode, "latency"))

@@ -53,3 +53,5 @@ timeout 240 python3 tests/gpu/conv2d_torch.py 300 1 >"$O/conv2d-torch.log" 2>&1
 step "conv2d_torch rc=$? $(tail -1 "$O/conv2d-torch.log")"
 stop
 step "done ($(el))"
+# Only eight files come back: pack the logs into one.
+tar czf /tmp/sseq-gpu-logs.tgz -C "$O" . && find "$O" -type f ! -name summary.txt -delete && mv /tmp/sseq-gpu-logs.tgz "$O/logs.tgz"
