@@ -68,9 +68,23 @@ typedef cudaKernel_t hipFunction_t;
 #define hipHostRegister cudaHostRegister
 #define hipHostUnregister cudaHostUnregister
 
+/* With lazy loading (CUDA's default) the library call accepts any file, a text file as
+ * PTX to compile later, and the failure would surface at the first launch. Counting the
+ * kernels (CUDA >= 12.4) makes the driver read the image now, as hipModuleLoad does on
+ * AMD: an error, or an image without kernels, fails the load. */
 static inline hipError_t hipModuleLoad(hipModule_t *module, const char *path)
 {
-	return cudaLibraryLoadFromFile(module, path, NULL, NULL, 0, NULL, NULL, 0);
+	unsigned count = 0;
+	cudaError_t e = cudaLibraryLoadFromFile(module, path, NULL, NULL, 0, NULL, NULL, 0);
+
+	if (e != cudaSuccess)
+		return e;
+	e = cudaLibraryGetKernelCount(&count, *module);
+	if (e == cudaSuccess && count == 0)
+		e = cudaErrorInvalidKernelImage;
+	if (e != cudaSuccess)
+		cudaLibraryUnload(*module);
+	return e;
 }
 
 static inline hipError_t hipModuleUnload(hipModule_t module)

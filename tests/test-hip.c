@@ -46,6 +46,7 @@ struct harness {
 	int last_status;
 	/* Audit findings, reported from the audit thread (under mu). */
 	unsigned findings;
+	char first_finding[512];
 	char finding[512];
 };
 
@@ -74,7 +75,8 @@ static void h_finding(void *arg, const char *what)
 {
 	printf("hip: %s\n", what);
 	pthread_mutex_lock(&H.mu);
-	H.findings++;
+	if (H.findings++ == 0)
+		snprintf(H.first_finding, sizeof(H.first_finding), "%s", what);
 	snprintf(H.finding, sizeof(H.finding), "%s", what);
 	pthread_mutex_unlock(&H.mu);
 }
@@ -930,30 +932,53 @@ START_TEST(test_audit_catches_a_launch_made_without_its_wait)
 }
 END_TEST
 
-/* The seed scenario with the audit on: a 256 MiB H2D copy, four small kernels on the
- * compute stream (not awaited, so the copy cannot be seen complete), then a kernel that
- * reads the copy. Returns the audit's findings; *checks gets the checks made. */
-static uint64_t audit_seed(unsigned legacy_window, uint64_t *checks)
+/* CUDA loads a kernel on its first launch (lazy loading), and loading may synchronize the
+ * whole device: a first launch inside a race waits for the copy it was to overtake, and
+ * there is no race left to see. A scenario that must race runs its kernels once, alone,
+ * first (three compute points: fill, scale, spin). */
+static void h_warm_up(void)
+{
+	struct seq_buffer *a, *b;
+
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &a), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &b), 0);
+	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(0.5f), U64(1024)}, 3,
+				 (struct seq_buffer *[]){a}),
+		0);
+	ck_assert_int_eq(h_exec("scale", (struct karg[]){BUF, BUF, F32(1.0f), U64(1024)}, 4,
+				 (struct seq_buffer *[]){a, b}),
+		0);
+	ck_assert_int_eq(h_exec("spin", (struct karg[]){U64(0)}, 1, NULL), 0);
+	ck_assert_int_eq(h_sync(), 0);
+	seq_buffer_free(H.seq, a);
+	seq_buffer_free(H.seq, b);
+}
+
+/* The seed scenario with the audit on, pipelined so that it races for real: a 256 MiB
+ * H2D copy from pinned memory (about 5 ms), four empty kernels that move the compute
+ * stream on, a kernel that reads the copy and a D2H of its output, nothing awaited until
+ * the end. Returns the audit's findings; *checks gets the checks made, *stale the output
+ * elements that do not hold the copied data. */
+static uint64_t audit_seed(unsigned legacy_window, uint64_t *checks, size_t *stale)
 {
 	struct seq_config scfg = {.legacy_sync_window = legacy_window};
 	struct hip_config cfg = {.audit = true};
 	enum { N = 64 << 20 };
 	const size_t bytes = (size_t)N * 4;
-	struct seq_buffer *in, *out, *tmp;
+	struct seq_buffer *in, *out;
 	uint64_t findings;
-	float *host;
+	float *host, *back;
 
 	h_setup(&scfg, &cfg);
+	h_warm_up();
 	host = h_stage(bytes);
+	back = h_stage(bytes);
 	fill_pattern(host, N, 2);
 	ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &in), 0);
 	ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &out), 0);
-	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &tmp), 0);
 	ck_assert_int_eq(h_copy(SEQ_OP_H2D, in, host, bytes), 0);
 	for (int i = 0; i < 4; i++)
-		ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(1)}, 3,
-					 (struct seq_buffer *[]){tmp}),
-			0);
+		ck_assert_int_eq(h_exec("spin", (struct karg[]){U64(0)}, 1, NULL), 0);
 	ck_assert_int_eq(h_exec("scale", (struct karg[]){BUF, BUF, F32(1.0f), U64(N)}, 4,
 				 (struct seq_buffer *[]){in, out}),
 		0);
@@ -961,40 +986,53 @@ static uint64_t audit_seed(unsigned legacy_window, uint64_t *checks)
 		ck_assert_uint_eq(seq_counters(H.seq)->waits_elided_legacy, 1);
 	else
 		ck_assert_uint_eq(seq_counters(H.seq)->waits_enqueued, 1);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, out, back, bytes), 0);
 	ck_assert_int_eq(h_sync(), 0);
 	h_audit_settle();
 	*checks = hip_audit_checks(H.be.ctx, NULL);
 	findings = H.be.ops->audit_findings(H.be.ctx);
+	*stale = 0;
+	for (size_t i = 0; i < N; i++)
+		*stale += back[i] != host[i];
 	seq_buffer_free(H.seq, in);
 	seq_buffer_free(H.seq, out);
-	seq_buffer_free(H.seq, tmp);
 	h_unstage(host, bytes);
+	h_unstage(back, bytes);
 	h_teardown();
 	return findings;
 }
 
 START_TEST(test_audit_catches_the_injected_legacy_window)
 {
-	uint64_t checks, findings = audit_seed(4, &checks);
-	char msg[512];
+	uint64_t checks, findings;
+	size_t stale;
 
-	h_last_finding(msg, sizeof(msg));
-	ck_assert_uint_eq(checks, 1);
-	ck_assert_uint_eq(findings, 1);
-	ck_assert_msg(strstr(msg, "audit: kernel scale at 0:5 started ") &&
-			strstr(msg, "before its producer 1:1 (h2d) finished"),
-		"finding: %s", msg);
+	findings = audit_seed(4, &checks, &stale);
+	printf("hip: audit, seed with legacy window 4: %" PRIu64 " checks, %" PRIu64
+	       " findings, %zu of %d elements stale\n",
+		checks, findings, stale, 64 << 20);
+	/* How many checks fail depends on what else overlapped; the kernel that read the
+	 * copy too early is the first. The backend's threads are joined: no lock needed. */
+	ck_assert_uint_ge(checks, 1);
+	ck_assert_uint_ge(findings, 1);
+	ck_assert_msg(strstr(H.first_finding, "audit: kernel scale at 0:") &&
+			strstr(H.first_finding,
+				" ms before its producer 1:1 (h2d) finished (missing wait"),
+		"finding: %s", H.first_finding);
 }
 END_TEST
 
 START_TEST(test_audit_passes_the_waited_seed_scenario)
 {
-	uint64_t checks, findings = audit_seed(0, &checks);
+	uint64_t checks, findings;
+	size_t stale;
 
-	/* The same timestamps, compared the same way: this time in order. */
-	ck_assert_uint_eq(checks, 1);
+	/* The same pipeline and timestamps, compared the same way: this time in order. */
+	findings = audit_seed(0, &checks, &stale);
+	ck_assert_uint_ge(checks, 1);
 	ck_assert_uint_eq(findings, 0);
 	ck_assert_uint_eq(H.findings, 0);
+	ck_assert_uint_eq(stale, 0);
 }
 END_TEST
 
@@ -1370,7 +1408,10 @@ START_TEST(test_daemon_loads_and_runs_a_user_module)
 	ck_assert_int_eq(sseq_load_module(s, "missing.bin", &m), -SSEQ_ERR_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(sseq_last_error_message(s), "no such file"), "%s",
 		sseq_last_error_message(s));
+	/* Refused at load, not at the first launch, whatever the runtime's loading mode. */
 	ck_assert_int_eq(sseq_load_module(s, "notcode.bin", &m), -SSEQ_ERR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(sseq_last_error_message(s), "not a code object for this device"), "%s",
+		sseq_last_error_message(s));
 	ck_assert_int_eq(sseq_load_module(s, SSEQ_TEST_MODULE_NAME, &m), 0);
 	ck_assert_uint_ne(m, 0);
 
@@ -1440,32 +1481,65 @@ START_TEST(test_daemon_loads_and_runs_a_user_module)
 }
 END_TEST
 
+/* The kernels a racing scenario uses, run once through the daemon first (see
+ * h_warm_up: a first launch may synchronize the device). */
+static void hipd_warm_up(struct sseq *s)
+{
+	uint64_t a, b;
+
+	ck_assert_int_eq(sseq_alloc(s, 4096, "warm-a", &a), 0);
+	ck_assert_int_eq(sseq_alloc(s, 4096, "warm-b", &b), 0);
+	ck_assert_int_eq(sseq_execute(s, "fill",
+				 (struct sseq_arg[]){SSEQ_OUT(a), SSEQ_F32(0.5f), SSEQ_U64(1024)},
+				 3, NULL, NULL),
+		0);
+	ck_assert_int_eq(
+		sseq_execute(s, "scale",
+			(struct sseq_arg[]){SSEQ_IN(a), SSEQ_OUT(b), SSEQ_F32(1), SSEQ_U64(1024)},
+			4, NULL, NULL),
+		0);
+	ck_assert_int_eq(
+		sseq_execute(s, "spin", (struct sseq_arg[]){SSEQ_U64(0)}, 1, NULL, NULL), 0);
+	ck_assert_msg(sseq_sync(s) == 0, "warm-up: %s", sseq_last_error_message(s));
+	ck_assert_int_eq(sseq_free(s, a), 0);
+	ck_assert_int_eq(sseq_free(s, b), 0);
+}
+
 START_TEST(test_daemon_audit_catches_the_injected_legacy_window)
 {
-	enum { N = 16 << 20 }; /* floats: 64 MiB, as in the seed */
+	enum { N = 64 << 20 }; /* floats: 256 MiB, about 5 ms to copy */
+	const uint64_t bytes = (uint64_t)N * 4;
 	struct hipd d;
 	struct sseq_stats st;
 	struct sseq *s;
 	uint64_t in, out;
-	float *host;
+	float *host, *back;
+	size_t stale = 0;
 
 	hipd_start(&d, (const char *const[]){"--audit", "--inject", "legacy-sync-window=4", NULL});
-	s = hipd_connect(&d, 128u << 20);
-	ck_assert_int_eq(sseq_host_alloc(s, (uint64_t)N * 4, (void **)&host), 0);
+	s = hipd_connect(&d, 2 * bytes + (64u << 20));
+	hipd_warm_up(s);
+	ck_assert_int_eq(sseq_host_alloc(s, bytes, (void **)&host), 0);
+	ck_assert_int_eq(sseq_host_alloc(s, bytes, (void **)&back), 0);
 	fill_pattern(host, N, 13);
-	ck_assert_int_eq(sseq_alloc(s, (uint64_t)N * 4, "in", &in), 0);
-	ck_assert_int_eq(sseq_alloc(s, (uint64_t)N * 4, "out", &out), 0);
-	ck_assert_int_eq(sseq_copy_h2d(s, in, 0, host, (uint64_t)N * 4, NULL), 0);
+	ck_assert_int_eq(sseq_alloc(s, bytes, "in", &in), 0);
+	ck_assert_int_eq(sseq_alloc(s, bytes, "out", &out), 0);
+	/* One pipelined burst: the copy, four empty kernels that take the compute stream past
+	 * the window, the kernel that reads the copy, and the read-back. */
+	ck_assert_int_eq(sseq_copy_h2d(s, in, 0, host, bytes, NULL), 0);
 	for (int i = 0; i < 4; i++)
-		ck_assert_int_eq(sseq_execute(s, "spin", (struct sseq_arg[]){SSEQ_U64(10)}, 1, NULL,
-					 NULL),
+		ck_assert_int_eq(
+			sseq_execute(s, "spin", (struct sseq_arg[]){SSEQ_U64(0)}, 1, NULL, NULL),
 			0);
-	ck_assert_int_eq(sseq_execute(s, "scale",
-				 (struct sseq_arg[]){SSEQ_IN(in), SSEQ_OUT(out), SSEQ_F32(1),
-					 SSEQ_U64(N)},
-				 4, NULL, NULL),
+	ck_assert_int_eq(
+		sseq_execute(s, "scale",
+			(struct sseq_arg[]){SSEQ_IN(in), SSEQ_OUT(out), SSEQ_F32(1), SSEQ_U64(N)},
+			4, NULL, NULL),
 		0);
+	ck_assert_int_eq(sseq_copy_d2h(s, out, 0, back, bytes, NULL), 0);
 	ck_assert_int_eq(sseq_sync(s), 0);
+	for (size_t i = 0; i < N; i++)
+		stale += back[i] != host[i];
 	for (int i = 0; i < 100; i++) {
 		hipd_stats(s, &st);
 		if (st.audit_findings)
@@ -1473,11 +1547,16 @@ START_TEST(test_daemon_audit_catches_the_injected_legacy_window)
 		usleep(50000);
 	}
 	printf("hip: daemon with --audit and legacy-sync-window=4: %" PRIu64
-	       " legacy-elided waits, %" PRIu64 " audit findings, %" PRIu64 " race findings\n",
-		st.waits_elided_legacy, st.audit_findings, st.race_findings);
+	       " legacy-elided waits, %" PRIu64 " audit findings, %" PRIu64
+	       " race findings, %zu of %d elements stale\n",
+		st.waits_elided_legacy, st.audit_findings, st.race_findings, stale, N);
 	ck_assert_uint_eq(st.waits_elided_legacy, 1);
-	ck_assert_uint_eq(st.audit_findings, 1);
+	ck_assert_uint_ge(st.audit_findings, 1);
 	ck_assert_uint_ge(st.race_findings, st.audit_findings);
+	/* The daemon logs what the finding names; here the data shows the same early read. */
+	ck_assert_uint_gt(stale, 0);
+	ck_assert_int_eq(sseq_host_free(s, host), 0);
+	ck_assert_int_eq(sseq_host_free(s, back), 0);
 	sseq_close(s);
 	hipd_stop(&d);
 }
