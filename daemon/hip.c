@@ -1596,10 +1596,23 @@ static const struct backend_ops hip_ops = {
 
 /* ---- set-up ---- */
 
+/* Load every kernel when its module loads, not at its first launch: CUDA's lazy
+ * loading may synchronize the whole device at that first launch, stalling every
+ * client's work in flight. Must run before the runtime starts. */
+static void hip_runtime_setup(void)
+{
+#ifdef SSEQ_HIP_NVIDIA
+	setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+#endif
+}
+
 int hip_device_count(void)
 {
 	int n = 0;
-	hipError_t e = hipGetDeviceCount(&n);
+	hipError_t e;
+
+	hip_runtime_setup();
+	e = hipGetDeviceCount(&n);
 
 	if (e == hipErrorNoDevice)
 		return 0;
@@ -1718,6 +1731,7 @@ int hip_create(struct backend *out, const struct hip_config *cfg, backend_comple
 
 	if (!complete)
 		return -EINVAL;
+	hip_runtime_setup();
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
