@@ -25,15 +25,20 @@ log=/tmp/sseqd-hardening.log
 unshare --mount --propagation private bash -s "$sseqd" "$stress" "$ctl" "$uid" "$gid" "$log" <<'EOF'
 set -euo pipefail
 sseqd=$1 stress=$2 ctl=$3 uid=$4 gid=$5 log=$6
-# The build tree stays readable (the binaries live there) but, like all of /, read-only.
+# A fresh /run holds the runtime directory and copies of the binaries: the build tree
+# may itself live under /tmp, /home or /root, which the sandbox hides.
+mount -t tmpfs -o mode=0755 tmpfs /run
+mkdir -p /run/sseq /run/sseq-test
+cp "$sseqd" "$stress" "$ctl" /run/sseq-test/
+sseqd=/run/sseq-test/$(basename "$sseqd")
+stress=/run/sseq-test/$(basename "$stress")
+ctl=/run/sseq-test/$(basename "$ctl")
+chown "$uid:$gid" /run/sseq
+# Then / read-only (ProtectSystem=strict), homes hidden, a private /tmp.
 mount --bind / /
 mount -o remount,bind,ro /
-for d in /home /root /run/user; do [ -d "$d" ] && mount -t tmpfs -o ro,mode=0755 tmpfs "$d"; done
+for d in /home /root; do [ -d "$d" ] && mount -t tmpfs -o ro,mode=0755 tmpfs "$d"; done
 mount -t tmpfs -o mode=1777 tmpfs /tmp
-mkdir -p /run/sseq 2>/dev/null || mount -t tmpfs -o mode=0755 tmpfs /run
-mkdir -p /run/sseq
-mount -t tmpfs -o mode=0755 tmpfs /run/sseq
-chown "$uid:$gid" /run/sseq
 setpriv --reuid="$uid" --regid="$gid" --clear-groups --no-new-privs --inh-caps=-all \
 	--bounding-set=-all "$sseqd" --backend sim --device 0 --log-level notice 2>"$log" &
 pid=$!
