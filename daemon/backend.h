@@ -5,6 +5,7 @@
 #define SSEQ_BACKEND_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,5 +81,10 @@ struct backend_ops {
 	/* Stop threads and free everything; the device must be idle. */
 	void (*destroy)(void *ctx);
 };
+
+/* The checks every backend makes before launching op at `at` on a stream of kind
+ * stream_kind whose last launched point is `launched`: 0 or -EINVAL. */
+int backend_op_check(enum seq_stream_kind stream_kind, uint64_t launched, struct seq_point at,
+		     const struct seq_op *op);
 
 #endif

@@ -903,51 +903,11 @@ static void hip_retire(void *ctx, struct seq_point event)
 
 /* ---- launch ---- */
 
-static bool hip_range_ok(uint64_t offset, uint64_t length, uint64_t size)
-{
-	return offset <= size && length <= size - offset;
-}
-
 static int hip_op_check(const struct hip *h, struct seq_point at, const struct seq_op *op)
 {
-	static const enum seq_stream_kind stream_of[] = {
-		[SEQ_OP_H2D] = SEQ_STREAM_H2D,
-		[SEQ_OP_D2H] = SEQ_STREAM_D2H,
-		[SEQ_OP_D2D] = SEQ_STREAM_D2D,
-		[SEQ_OP_EXEC] = SEQ_STREAM_COMPUTE,
-	};
-	const struct op_payload *p = op->payload;
-	const struct seq_access *a = op->access;
-
-	if (at.stream >= h->nstreams || (unsigned)op->kind > SEQ_OP_EXEC ||
-		h->streams[at.stream].kind != stream_of[op->kind] ||
-		at.seq != h->streams[at.stream].launched + 1 || op->naccess > SEQ_MAX_ACCESS || !p)
+	if (at.stream >= h->nstreams)
 		return -EINVAL;
-	switch (op->kind) {
-	case SEQ_OP_H2D:
-		if (op->naccess < 1 || !hip_range_ok(p->dst_offset, p->length, a[0].size) ||
-			(p->length && !p->host))
-			return -EINVAL;
-		break;
-	case SEQ_OP_D2H:
-		if (op->naccess < 1 || !hip_range_ok(p->src_offset, p->length, a[0].size) ||
-			(p->length && !p->host))
-			return -EINVAL;
-		break;
-	case SEQ_OP_D2D:
-		if (op->naccess < 1 || !hip_range_ok(p->src_offset, p->length, a[0].size) ||
-			!hip_range_ok(p->dst_offset, p->length, a[op->naccess > 1].size))
-			return -EINVAL;
-		break;
-	case SEQ_OP_EXEC:
-		if ((!p->kernel && !p->function) || p->nargs > KERNEL_MAX_ARGS)
-			return -EINVAL;
-		for (unsigned i = 0; i < p->nargs; i++)
-			if (p->args[i].type == KARG_BUFFER && p->args[i].v.buf.index >= op->naccess)
-				return -EINVAL;
-		break;
-	}
-	return 0;
+	return backend_op_check(h->streams[at.stream].kind, h->streams[at.stream].launched, at, op);
 }
 
 /* A D2D copy within one allocation whose ranges overlap goes through the stream's

@@ -532,54 +532,18 @@ out:
 	return r;
 }
 
-static bool sim_range_ok(uint64_t offset, uint64_t length, uint64_t size)
-{
-	return offset <= size && length <= size - offset;
-}
-
-/* What the sim can check of an op before it touches anything: the stream fits its kind,
- * the copy stays inside its views, kernel buffer arguments name a view. */
+/* What the sim can check of an op before it touches anything (backend_op_check), plus
+ * that a kernel has a CPU version. */
 static int sim_op_check(const struct sim *sim, struct seq_point at, const struct seq_op *op)
 {
-	static const enum seq_stream_kind stream_of[] = {
-		[SEQ_OP_H2D] = SEQ_STREAM_H2D,
-		[SEQ_OP_D2H] = SEQ_STREAM_D2H,
-		[SEQ_OP_D2D] = SEQ_STREAM_D2D,
-		[SEQ_OP_EXEC] = SEQ_STREAM_COMPUTE,
-	};
 	const struct op_payload *p = op->payload;
-	const struct seq_access *a = op->access;
 
-	if (at.stream >= sim->nstreams || (unsigned)op->kind > SEQ_OP_EXEC ||
-		sim->streams[at.stream].kind != stream_of[op->kind] ||
-		at.seq != sim->streams[at.stream].launched + 1 || op->naccess > SEQ_MAX_ACCESS ||
-		!p)
+	if (at.stream >= sim->nstreams)
 		return -EINVAL;
-	switch (op->kind) {
-	case SEQ_OP_H2D:
-		if (op->naccess < 1 || !sim_range_ok(p->dst_offset, p->length, a[0].size) ||
-			(p->length && !p->host))
-			return -EINVAL;
-		break;
-	case SEQ_OP_D2H:
-		if (op->naccess < 1 || !sim_range_ok(p->src_offset, p->length, a[0].size) ||
-			(p->length && !p->host))
-			return -EINVAL;
-		break;
-	case SEQ_OP_D2D:
-		if (op->naccess < 1 || !sim_range_ok(p->src_offset, p->length, a[0].size) ||
-			!sim_range_ok(p->dst_offset, p->length, a[op->naccess > 1].size))
-			return -EINVAL;
-		break;
-	case SEQ_OP_EXEC:
-		if (!p->kernel || !p->kernel->cpu || p->nargs > KERNEL_MAX_ARGS)
-			return -EINVAL;
-		for (unsigned i = 0; i < p->nargs; i++)
-			if (p->args[i].type == KARG_BUFFER && p->args[i].v.buf.index >= op->naccess)
-				return -EINVAL;
-		break;
-	}
-	return 0;
+	if (op->kind == SEQ_OP_EXEC && p && (!p->kernel || !p->kernel->cpu))
+		return -EINVAL;
+	return backend_op_check(sim->streams[at.stream].kind, sim->streams[at.stream].launched, at,
+				op);
 }
 
 static bool sim_injected(const struct sim *sim)
