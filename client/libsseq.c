@@ -444,8 +444,22 @@ static int read_input(struct sseq *s)
 	return handled;
 }
 
-/* How long a waiting call looks for the daemon's answer before it sleeps in poll(). */
-#define CLIENT_SPIN_NS 50000L
+/* How long a waiting call looks for the daemon's answer before it sleeps in poll():
+ * $SSEQ_SPIN_US, default 2 ms. Waking a sleeping thread costs tens of microseconds on
+ * a GPU host; a native synchronize spins the same way. */
+#define CLIENT_DEFAULT_SPIN_US 2000L
+
+static long client_spin_ns(void)
+{
+	const char *e = getenv("SSEQ_SPIN_US");
+	char *end;
+	long us;
+
+	if (!e || !*e)
+		return CLIENT_DEFAULT_SPIN_US * 1000L;
+	us = strtol(e, &end, 10);
+	return *end || us < 0 ? CLIENT_DEFAULT_SPIN_US * 1000L : us * 1000L;
+}
 
 int client_pump(struct sseq *s, int timeout_ms)
 {
@@ -466,7 +480,8 @@ int client_pump(struct sseq *s, int timeout_ms)
 	/* An answer usually comes within tens of microseconds: look for it for a moment
 	 * before sleeping, since waking from poll() costs about as much again (the native
 	 * alternative, a synchronize on the GPU, spins as well). */
-	if (timeout_ms != 0) {
+	long spin_ns = timeout_ms != 0 ? client_spin_ns() : 0;
+	if (spin_ns > 0) {
 		struct timespec t0, t;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		do {
@@ -475,7 +490,7 @@ int client_pump(struct sseq *s, int timeout_ms)
 				break;
 			clock_gettime(CLOCK_MONOTONIC, &t);
 		} while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) <
-			 CLIENT_SPIN_NS);
+			 spin_ns);
 	}
 	while (n == 0 || (n < 0 && errno == EINTR)) {
 		n = poll(&pfd, 1, timeout_ms);

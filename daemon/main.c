@@ -54,10 +54,12 @@ static void usage(FILE *f)
 		"                           started after its producers finished (hip)\n"
 		"      --kernels PATH       the built-in kernels' code object for the hip backend\n"
 		"                           (default: the build tree's, else the installed one)\n"
+		"      --spin-us N          after sending work, poll for completions for N us\n"
+		"                           before sleeping (default %u; 0: never)\n"
 		"  -l, --log-level LEVEL    err, warning, notice, info (default), debug\n"
 		"  -h, --help               show this help\n"
 		"  -V, --version            show the version\n",
-		SEQ_DEFAULT_WINDOW);
+		SEQ_DEFAULT_WINDOW, SERVER_DEFAULT_SPIN_US);
 }
 
 static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
@@ -109,6 +111,7 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 		OPT_MODULE_DIR,
 		OPT_KERNELS,
 		OPT_AUDIT,
+		OPT_SPIN,
 	};
 	static const struct option longopts[] = {
 		{"socket", required_argument, NULL, 's'},
@@ -122,6 +125,7 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 		{"module-dir", required_argument, NULL, OPT_MODULE_DIR},
 		{"kernels", required_argument, NULL, OPT_KERNELS},
 		{"audit", no_argument, NULL, OPT_AUDIT},
+		{"spin-us", required_argument, NULL, OPT_SPIN},
 		{"log-level", required_argument, NULL, 'l'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -175,6 +179,10 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 			break;
 		case OPT_AUDIT:
 			o->audit = true;
+			break;
+		case OPT_SPIN:
+			if (parse_uint(optarg, 0, 1000000, &o->srv.spin_us) < 0)
+				goto bad;
 			break;
 		case 'l':
 			level = log_parse_level(optarg);
@@ -361,7 +369,7 @@ static void on_close(uv_handle_t *h)
 int main(int argc, char **argv)
 {
 	static struct daemon_state d;
-	struct daemon_opts o = {.srv = {.listen_fd = -1}};
+	struct daemon_opts o = {.srv = {.listen_fd = -1, .spin_us = SERVER_DEFAULT_SPIN_US}};
 	struct backend be = {0};
 	uv_loop_t *loop = uv_default_loop();
 	int r;

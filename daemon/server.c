@@ -17,9 +17,6 @@
 #include "log.h"
 #include "session.h"
 
-/* How long the loop keeps polling for completions after it last sent something. */
-#define SERVER_SPIN_NS 200000u
-
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -213,8 +210,8 @@ static void server_on_turn_end(uv_check_t *h)
 	struct server *srv = h->data;
 
 	seq_flush(srv->seq);
-	if (srv->dirty && !server_idle(srv)) {
-		srv->spin_until_ns = now_ns() + SERVER_SPIN_NS;
+	if (srv->dirty && srv->opts.spin_us && !server_idle(srv)) {
+		srv->spin_until_ns = now_ns() + (uint64_t)srv->opts.spin_us * 1000u;
 		if (!srv->spinning) {
 			srv->spinning = true;
 			uv_idle_start(&srv->spin, server_on_spin);

@@ -45,7 +45,13 @@ struct completion_ent {
 	int status;
 };
 
+/* How long the loop polls for completions after it sent work (--spin-us): a sleeping
+ * thread takes tens of microseconds to wake on a GPU host (deep idle states), which a
+ * client waiting on a short operation pays in full. */
+#define SERVER_DEFAULT_SPIN_US 2000u
+
 struct server_options {
+	unsigned spin_us;
 	const char *socket_path;
 	int listen_fd; /* from systemd, or -1 */
 	unsigned device;
