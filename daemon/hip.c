@@ -42,7 +42,7 @@
 #define HIP_POLL_SPINS 16
 #define HIP_POLL_SLEEP_NS 20000
 /* How long an idle completion thread keeps looking for new events before it sleeps. */
-#define HIP_IDLE_SPIN_NS 100000L
+#define HIP_IDLE_SPIN_NS 1000000L
 /* gfx90a and gfx94x run the wall clock behind wall_clock64() at 100 MHz; HIP 5.2 cannot
  * query it (hipDeviceAttributeWallClockRate came later). NVIDIA's %globaltimer is in ns. */
 #define HIP_AMD_WALL_CLOCK_KHZ 100000ull

@@ -54,7 +54,7 @@ static void usage(FILE *f)
 		"                           started after its producers finished (hip)\n"
 		"      --kernels PATH       the built-in kernels' code object for the hip backend\n"
 		"                           (default: the build tree's, else the installed one)\n"
-		"      --spin-us N          after sending work, poll for completions for N us\n"
+		"      --spin-us N          after answering, poll sockets and completions for N us\n"
 		"                           before sleeping (default %u; 0: never)\n"
 		"  -l, --log-level LEVEL    err, warning, notice, info (default), debug\n"
 		"  -h, --help               show this help\n"

@@ -162,16 +162,19 @@ static void server_on_wake(uv_async_t *h)
 	server_drain(h->data);
 }
 
-/* While work is in flight, poll the completion queue on each loop turn for a short
- * while: a waiting client then hears of its completion without the loop's sleep and
- * wake-up in between (latency-bound clients pay for every microsecond). The loop still
- * never waits on the GPU: it only looks at the queue. */
+/* For a short while after it sent something (--spin-us), poll the socket and the
+ * completion queue on each loop turn instead of sleeping: a waiting client then hears of
+ * its completion, and its next request is read, without a sleep and wake-up in between
+ * (latency-bound clients pay for every microsecond). The loop still never waits on the
+ * GPU: it only looks at the queue. */
 static void server_on_spin(uv_idle_t *h)
 {
 	struct server *srv = h->data;
 
 	server_drain(srv);
-	if (server_idle(srv) || now_ns() > srv->spin_until_ns) {
+	/* Not stopped when the device goes idle: the client that sent the last request is
+	 * likely to send the next one within the window, and then no wake-up is paid. */
+	if (now_ns() > srv->spin_until_ns) {
 		uv_idle_stop(&srv->spin);
 		srv->spinning = false;
 	}
@@ -210,7 +213,7 @@ static void server_on_turn_end(uv_check_t *h)
 	struct server *srv = h->data;
 
 	seq_flush(srv->seq);
-	if (srv->dirty && srv->opts.spin_us && !server_idle(srv)) {
+	if (srv->dirty && srv->opts.spin_us) {
 		srv->spin_until_ns = now_ns() + (uint64_t)srv->opts.spin_us * 1000u;
 		if (!srv->spinning) {
 			srv->spinning = true;
