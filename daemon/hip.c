@@ -3,12 +3,15 @@
  * waits for that stream's recorded events in order and reports them; device memory comes
  * from a caching pool so that no hipFree, which synchronizes the device, runs on the loop.
  * With --audit, timing events bracket every launch and an audit thread checks on the GPU's
- * timestamps that each operation started after the operations it depends on finished. */
+ * timestamps that each operation started after the operations it depends on finished.
+ * The enqueue calls themselves run on a submit thread (see hip_submit_*), unless
+ * SSEQ_HIP_SUBMIT=inline. */
 #include "hip.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -43,6 +46,8 @@
 #define HIP_POLL_SLEEP_NS 20000
 /* How long an idle completion thread keeps looking for new events before it sleeps. */
 #define HIP_IDLE_SPIN_NS 1000000L
+/* Commands the loop may queue ahead of the submit thread (a power of two). */
+#define HIP_SUBMIT_QUEUE 4096
 /* gfx90a and gfx94x run the wall clock behind wall_clock64() at 100 MHz; HIP 5.2 cannot
  * query it (hipDeviceAttributeWallClockRate came later). NVIDIA's %globaltimer is in ns. */
 #define HIP_AMD_WALL_CLOCK_KHZ 100000ull
@@ -77,6 +82,10 @@ struct hip_block {
 struct hip_event_ent {
 	uint64_t seq;
 	hipEvent_t ev;
+	/* Set by whoever records it: the stream's failure (reported instead of success), and
+	 * whether the record itself failed (nothing to wait for on the event). */
+	int status;
+	bool unrecorded;
 };
 
 /* Audit: the timestamps around one launched point. Its stream's table holds one reference
@@ -89,6 +98,8 @@ struct hip_audit_op {
 	struct seq_point at;
 	hipEvent_t start, end;
 	char what[48]; /* "kernel scale", "h2d", ... */
+	/* A timestamp is missing or the op did not run: checks naming it are skipped. */
+	bool bad;
 	struct hip_audit_op *next_free;
 };
 
@@ -114,6 +125,48 @@ struct hip_deferred {
 	struct hip_deferred *next;
 };
 
+/* One kernel argument's value, as the launch call takes it by address. */
+union hip_karg {
+	void *ptr;
+	int32_t i32;
+	uint32_t u32;
+	int64_t i64;
+	uint64_t u64;
+	float f32;
+	double f64;
+};
+
+/* One enqueue for the submit thread, with everything it needs copied in: the caller's op
+ * and payload are gone once launch returns. */
+struct hip_cmd {
+	enum { HIP_CMD_LAUNCH, HIP_CMD_WAIT, HIP_CMD_RECORD } kind;
+	uint32_t stream; /* launch, record: the op's stream; wait: the waiting stream */
+	struct seq_point at; /* launch, record: the point; wait: the event waited for */
+	hipEvent_t ev; /* wait, record */
+	/* Launch: */
+	enum seq_op_kind op;
+	bool empty; /* nothing to enqueue (zero length, zero elements) */
+	struct hip_audit_op *audit; /* holds one reference for the command */
+	struct hip_audit_check *checks; /* queued once the timestamps are recorded */
+	union {
+		struct {
+			void *dst;
+			const void *src;
+			uint64_t len;
+			uint64_t scratch; /* overlapping D2D: through this block */
+		} copy;
+		struct {
+			hipFunction_t f;
+			uint32_t grid[3], block[3], shared;
+			unsigned nv; /* values in v, then conv when has_conv */
+			bool has_conv;
+			union hip_karg v[KERNEL_MAX_ARGS + 2];
+			struct kernel_conv2d conv;
+			char what[48];
+		} kernel;
+	};
+};
+
 struct hip;
 
 struct hip_stream {
@@ -135,13 +188,18 @@ struct hip_stream {
 	struct hip_audit_op **aops;
 	size_t acap, ahead, acount;
 	uint64_t afirst;
-	/* Recorded events in ascending order: a ring [head, head + count). The first
-	 * `nreported` were reported and wait for retire. Only the loop thread changes the
-	 * ring; it does so, and the completion thread reads it, under mu. */
+	/* Events in ascending order: a ring [head, head + count) the loop thread pushes to
+	 * when it picks an event for a point. The first `nsubmitted` were recorded on the
+	 * device (by whoever runs the commands: the completion thread must not look at an
+	 * event before, I3); of those the first `nreported` were reported and wait for
+	 * retire. Only the loop thread changes the ring's shape; it does so, and the others
+	 * read it, under mu. */
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	struct hip_event_ent *ring;
-	size_t cap, head, count, nreported;
+	size_t cap, head, count, nsubmitted, nreported;
+	/* The submitting thread's: the error that failed the stream there (sticky). */
+	int failed;
 	bool sleeping;
 	bool stop;
 };
@@ -158,6 +216,8 @@ struct hip {
 	uint64_t memory_total;
 	uint64_t clock_khz;
 	_Atomic uint64_t findings;
+	/* A device fault seen by a completion thread: later launches are refused. */
+	_Atomic int device_error;
 	unsigned nstreams;
 	struct hip_stream streams[SEQ_MAX_STREAMS];
 	hipModule_t module;
@@ -198,11 +258,22 @@ struct hip {
 	struct hip_audit_check *aq_head, *aq_tail;
 	struct hip_audit_op *afree;
 	bool audit_stop;
-	bool audit_warned;
+	atomic_bool audit_warned;
 	_Atomic uint64_t audit_queued; /* checks queued, */
 	_Atomic uint64_t audit_done; /* taken off the queue, */
 	_Atomic uint64_t audit_checks; /* of which timed, */
 	_Atomic uint64_t audit_findings; /* of which found a missing wait */
+	/* The submit queue (see hip_submit_*): the loop thread produces at q_tail, the
+	 * submit thread consumes at q_head. */
+	bool submit_thread;
+	struct hip_cmd *q;
+	_Atomic size_t q_head, q_tail;
+	atomic_bool q_sleeping;
+	bool q_stop;
+	pthread_mutex_t q_mu;
+	pthread_cond_t q_cond;
+	pthread_t submitter;
+	bool submitter_started;
 };
 
 /* ---- errors: translated once, here ---- */
@@ -555,12 +626,15 @@ static struct hip_event_ent *hip_ring_at(struct hip_stream *st, size_t i)
 	return &st->ring[(st->head + i) % st->cap];
 }
 
+static struct hip_cmd *hip_submit_begin(struct hip *h, struct hip_cmd *local);
+static int hip_submit_end(struct hip *h, struct hip_cmd *c);
+
 static int hip_record(void *ctx, struct seq_point at)
 {
 	struct hip *h = ctx;
 	struct hip_stream *st;
+	struct hip_cmd local, *c;
 	hipEvent_t ev;
-	hipError_t e;
 	int r;
 
 	if (at.stream >= h->nstreams)
@@ -571,11 +645,6 @@ static int hip_record(void *ctx, struct seq_point at)
 	r = hip_event_get(h, &ev);
 	if (r < 0)
 		return r;
-	e = hipEventRecord(ev, st->stream);
-	if (e != hipSuccess) {
-		hip_event_put(h, ev);
-		return hip_fail(e, "hipEventRecord", "event", at);
-	}
 	pthread_mutex_lock(&st->mu);
 	if (st->count == st->cap) {
 		size_t cap = st->cap ? 2 * st->cap : 64;
@@ -583,7 +652,6 @@ static int hip_record(void *ctx, struct seq_point at)
 
 		if (!ring) {
 			pthread_mutex_unlock(&st->mu);
-			/* Recorded but never reported: the core fails the op's stream. */
 			hip_event_put(h, ev);
 			return -ENOMEM;
 		}
@@ -594,14 +662,17 @@ static int hip_record(void *ctx, struct seq_point at)
 		st->cap = cap;
 		st->head = 0;
 	}
-	*hip_ring_at(st, st->count) = (struct hip_event_ent){at.seq, ev};
+	*hip_ring_at(st, st->count) = (struct hip_event_ent){at.seq, ev, 0, false};
 	st->count++;
 	st->recorded = at.seq;
-	/* Only a sleeping thread needs the wake-up; a busy one finds the entry itself. */
-	if (st->sleeping)
-		pthread_cond_signal(&st->cond);
 	pthread_mutex_unlock(&st->mu);
-	return 0;
+	/* The completion thread sees the event once the command has recorded it. */
+	c = hip_submit_begin(h, &local);
+	c->kind = HIP_CMD_RECORD;
+	c->stream = at.stream;
+	c->at = at;
+	c->ev = ev;
+	return hip_submit_end(h, c);
 }
 
 /* The event recorded at exactly `seq` on st. Loop thread only: it is the ring's only
@@ -628,7 +699,7 @@ static int hip_wait(void *ctx, uint32_t stream, struct seq_point event)
 {
 	struct hip *h = ctx;
 	struct hip_event_ent *x;
-	hipError_t e;
+	struct hip_cmd local, *c;
 
 	if (stream >= h->nstreams || event.stream >= h->nstreams)
 		return -EINVAL;
@@ -637,10 +708,13 @@ static int hip_wait(void *ctx, uint32_t stream, struct seq_point event)
 	x = hip_event_find(&h->streams[event.stream], event.seq);
 	if (!x)
 		return -EINVAL; /* not recorded, or retired: nothing to wait on */
-	e = hipStreamWaitEvent(h->streams[stream].stream, x->ev, 0);
-	if (e != hipSuccess)
-		return hip_fail(e, "hipStreamWaitEvent", "wait", event);
-	return 0;
+	/* Queued after the command that records it: the queue runs in order. */
+	c = hip_submit_begin(h, &local);
+	c->kind = HIP_CMD_WAIT;
+	c->stream = stream;
+	c->at = event;
+	c->ev = x->ev;
+	return hip_submit_end(h, c);
 }
 
 /* ---- audit: timestamps around every launch ---- */
@@ -696,33 +770,26 @@ static void hip_audit_op_destroy(struct hip_audit_op *a)
  * just goes unchecked, and the log says so once. */
 static void hip_audit_warn(struct hip *h, const char *why, hipError_t e)
 {
-	if (h->audit_warned)
+	if (atomic_exchange(&h->audit_warned, true))
 		return;
-	h->audit_warned = true;
 	log_warn("hip", "audit: %s (%s): some operations go unchecked", why,
 		e == hipSuccess ? "out of memory" : hipGetErrorName(e));
 }
 
-/* Before the op is enqueued: its start timestamp, after the waits the core enqueued. */
-static struct hip_audit_op *hip_audit_begin(
-	struct hip *h, struct hip_stream *st, struct seq_point at, const struct seq_op *op)
+/* The op's timestamps, with one reference for the launch command, which records them
+ * around the op (the start after the waits the core enqueued). */
+static struct hip_audit_op *hip_audit_prepare(
+	struct hip *h, struct seq_point at, const struct seq_op *op)
 {
 	const struct op_payload *p = op->payload;
 	struct hip_audit_op *a = hip_audit_op_get(h);
-	hipError_t e;
 
 	if (!a) {
 		hip_audit_warn(h, "cannot create timing events", hipSuccess);
 		return NULL;
 	}
-	e = hipEventRecord(a->start, st->stream);
-	if (e != hipSuccess) {
-		hip_audit_warn(h, "cannot record a start event", e);
-		atomic_store(&a->refs, 1);
-		hip_audit_op_put(h, a);
-		return NULL;
-	}
 	atomic_store(&a->refs, 1);
+	a->bad = false;
 	a->at = at;
 	if (op->kind == SEQ_OP_EXEC)
 		snprintf(a->what, sizeof(a->what), "kernel %s",
@@ -766,35 +833,28 @@ static int hip_audit_push(struct hip_stream *st, struct seq_point at, struct hip
 	return 0;
 }
 
-/* After the op is enqueued: its end timestamp, its table entry, and a check against the
- * newest producer on each other stream that is not yet known complete. The core calls
- * launch before it updates the buffers, so a base's def and readers still name what this
- * op must come after: the writer of everything it touches (read after write, write after
- * write) and, for what it writes, the readers since (write after read). */
-static void hip_audit_end(struct hip *h, struct hip_stream *st, struct seq_point at,
-	const struct seq_op *op, struct hip_audit_op *a)
+/* On the loop thread, as the op is launched: its table entry, and the checks against the
+ * newest producer on each other stream that is not yet known complete, for the launch
+ * command to queue once the timestamps are recorded. The core calls launch before it
+ * updates the buffers, so a base's def and readers still name what this op must come
+ * after: the writer of everything it touches (read after write, write after write) and,
+ * for what it writes, the readers since (write after read). */
+static struct hip_audit_check *hip_audit_table(struct hip *h, struct hip_stream *st,
+	struct seq_point at, const struct seq_op *op, struct hip_audit_op *a)
 {
 	struct hip_audit_check *checks = NULL, *last = NULL;
 	uint64_t need[SEQ_MAX_STREAMS] = {0};
 	const struct seq_buffer *need_buf[SEQ_MAX_STREAMS] = {0};
 	bool need_war[SEQ_MAX_STREAMS] = {0};
-	hipError_t e = hipSuccess;
 
-	if (a)
-		e = hipEventRecord(a->end, st->stream);
-	if (a && e != hipSuccess) {
-		hip_audit_warn(h, "cannot record an end event", e);
-		hip_audit_op_put(h, a);
-		a = NULL;
-	}
 	/* Keep the table consecutive even for an unchecked point. */
 	if (hip_audit_push(st, at, a) < 0) {
 		hip_audit_warn(h, "cannot grow the audit table", hipSuccess);
-		hip_audit_op_put(h, a);
-		return;
+		return NULL;
 	}
 	if (!a)
-		return;
+		return NULL;
+	atomic_fetch_add(&a->refs, 1); /* the table's */
 	for (unsigned i = 0; i < op->naccess; i++) {
 		const struct seq_buffer *b = op->access[i].buf;
 
@@ -839,8 +899,40 @@ static void hip_audit_end(struct hip *h, struct hip_stream *st, struct seq_point
 			checks = c;
 		last = c;
 	}
+	return checks;
+}
+
+/* A launch the inline path could not enqueue: its table entry goes again. */
+static void hip_audit_unpush(struct hip *h, struct hip_stream *st, struct seq_point at)
+{
+	if (!st->acount || st->afirst + st->acount - 1 != at.seq)
+		return;
+	st->acount--;
+	hip_audit_op_put(h, st->aops[(st->ahead + st->acount) % st->acap]);
+}
+
+/* Hand a launch's checks to the audit thread once its timestamps are recorded (every
+ * producer they name was recorded earlier, in queue order); a bad op's are dropped. */
+static void hip_audit_queue(struct hip *h, struct hip_audit_op *a, struct hip_audit_check *checks)
+{
+	struct hip_audit_check *last = checks;
+
 	if (!checks)
 		return;
+	if (!a || a->bad) {
+		while (checks) {
+			struct hip_audit_check *next = checks->next;
+
+			hip_audit_op_put(h, checks->consumer);
+			hip_audit_op_put(h, checks->producer);
+			free(checks);
+			atomic_fetch_add(&h->audit_done, 1);
+			checks = next;
+		}
+		return;
+	}
+	while (last->next)
+		last = last->next;
 	pthread_mutex_lock(&h->audit_mu);
 	if (h->aq_tail)
 		h->aq_tail->next = checks;
@@ -879,6 +971,7 @@ static void hip_retire(void *ctx, struct seq_point event)
 			done[n++] = st->ring[st->head].ev;
 			st->head = (st->head + 1) % st->cap;
 			st->count--;
+			st->nsubmitted--;
 			st->nreported--;
 		}
 		pthread_mutex_unlock(&st->mu);
@@ -913,11 +1006,10 @@ static int hip_op_check(const struct hip *h, struct seq_point at, const struct s
 /* A D2D copy within one allocation whose ranges overlap goes through the stream's
  * scratch block (cudaMemcpy leaves overlap undefined). The stream is in order, so the
  * scratch is free for the next copy once this one is enqueued; a smaller one it replaces
- * goes back to the pool when the last copy that used it is retired. */
-static int hip_d2d_overlapping(struct hip *h, struct hip_stream *st, struct seq_point at,
-	uint64_t dst, uint64_t src, uint64_t len)
+ * goes back to the pool when the last copy that used it is retired. The block comes from
+ * the pool here, on the loop thread; the copies are the command's. */
+static int hip_d2d_scratch(struct hip *h, struct hip_stream *st, uint64_t len, uint64_t *scratch)
 {
-	hipError_t e;
 	int r;
 
 	if (st->scratch_size < len) {
@@ -941,37 +1033,20 @@ static int hip_d2d_overlapping(struct hip *h, struct hip_stream *st, struct seq_
 		st->scratch_size = hip_block_find(h, addr)->size; /* the class, or more */
 		h->scratch_bytes += st->scratch_size;
 	}
-	e = hipMemcpyAsync((void *)(uintptr_t)st->scratch, (void *)(uintptr_t)src, len,
-		hipMemcpyDeviceToDevice, st->stream);
-	if (e == hipSuccess)
-		e = hipMemcpyAsync((void *)(uintptr_t)dst, (void *)(uintptr_t)st->scratch, len,
-			hipMemcpyDeviceToDevice, st->stream);
-	if (e != hipSuccess)
-		return hip_fail(e, "hipMemcpyAsync", "overlapping d2d", at);
+	*scratch = st->scratch;
 	return 0;
 }
 
-static int hip_launch_kernel(
-	struct hip *h, struct hip_stream *st, struct seq_point at, const struct seq_op *op)
+/* A kernel launch's function, grid and argument values into its command; the refusals
+ * that need no HIP call (not in the image, a grid too large) are made here. */
+static int hip_kernel_prepare(
+	struct hip *h, struct seq_point at, const struct seq_op *op, struct hip_cmd *c)
 {
 	const struct op_payload *p = op->payload;
-	union {
-		void *ptr;
-		int32_t i32;
-		uint32_t u32;
-		int64_t i64;
-		uint64_t u64;
-		float f32;
-		double f64;
-	} v[KERNEL_MAX_ARGS];
-	void *params[KERNEL_MAX_ARGS + 2];
 	const struct hip_fn *fn = NULL;
-	struct kernel_conv2d conv;
 	hipFunction_t f = p->function;
 	uint64_t elements = p->elements;
-	uint32_t grid[3] = {1, 1, 1}, block[3] = {HIP_BLOCK, 1, 1};
 	unsigned n = 0;
-	hipError_t e;
 
 	if (!f) {
 		for (unsigned i = 0; i < h->nfn; i++)
@@ -984,131 +1059,380 @@ static int hip_launch_kernel(
 		}
 		f = fn->f;
 	}
+	c->kernel.f = f;
+	c->kernel.has_conv = false;
 	for (unsigned i = 0; i < p->nargs; i++) {
 		const struct karg *a = &p->args[i];
+		union hip_karg *v = &c->kernel.v[n++];
 
 		switch (a->type) {
 		case KARG_BUFFER:
-			v[i].ptr = (void *)(uintptr_t)op->access[a->v.buf.index].addr;
+			v->ptr = (void *)(uintptr_t)op->access[a->v.buf.index].addr;
 			break;
 		case KARG_I32:
-			v[i].i32 = a->v.i32;
+			v->i32 = a->v.i32;
 			break;
 		case KARG_U32:
-			v[i].u32 = a->v.u32;
+			v->u32 = a->v.u32;
 			break;
 		case KARG_I64:
-			v[i].i64 = a->v.i64;
+			v->i64 = a->v.i64;
 			break;
 		case KARG_U64:
-			v[i].u64 = a->v.u64;
+			v->u64 = a->v.u64;
 			break;
 		case KARG_F32:
-			v[i].f32 = a->v.f32;
+			v->f32 = a->v.f32;
 			break;
 		case KARG_F64:
-			v[i].f64 = a->v.f64;
+			v->f64 = a->v.f64;
 			break;
 		default:
 			return -EINVAL;
 		}
-		params[n++] = &v[i];
 	}
 	if (fn) {
-		params[n++] = &elements;
+		c->kernel.v[n++].u64 = elements;
 		if (fn->extra == HIP_EXTRA_CLOCK) {
-			params[n++] = &h->clock_khz;
+			c->kernel.v[n++].u64 = h->clock_khz;
 		} else if (fn->extra == HIP_EXTRA_CONV2D) {
 			/* The output extent from its one definition, not recomputed per thread. */
-			kernel_conv2d_from_args(p->args, &conv);
-			if (kernel_conv2d_out_shape(&conv, NULL) < 0)
+			kernel_conv2d_from_args(p->args, &c->kernel.conv);
+			if (kernel_conv2d_out_shape(&c->kernel.conv, NULL) < 0)
 				return -EINVAL;
-			params[n++] = &conv;
+			c->kernel.has_conv = true;
 		}
 	}
+	c->kernel.nv = n;
+	snprintf(c->kernel.what, sizeof(c->kernel.what), "kernel %s",
+		p->kernel && p->kernel->name ? p->kernel->name
+		: p->function_name	     ? p->function_name
+					     : "(module function)");
+	c->kernel.shared = p->grid.shared_mem;
 	if (p->grid.grid[0]) {
-		memcpy(grid, p->grid.grid, sizeof(grid));
-		memcpy(block, p->grid.block, sizeof(block));
+		memcpy(c->kernel.grid, p->grid.grid, sizeof(c->kernel.grid));
+		memcpy(c->kernel.block, p->grid.block, sizeof(c->kernel.block));
 	} else {
 		uint64_t blocks;
 
 		/* Nothing to run; the point still counts (its event completes in order). */
-		if (elements == 0)
+		if (elements == 0) {
+			c->empty = true;
 			return 0;
+		}
 		blocks = elements / HIP_BLOCK + (elements % HIP_BLOCK != 0);
 		if (blocks > HIP_GRID_MAX)
 			return -E2BIG;
-		grid[0] = (uint32_t)blocks;
-	}
-	e = hipModuleLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-		p->grid.shared_mem, st->stream, params, NULL);
-	if (e != hipSuccess) {
-		char what[96];
-
-		snprintf(what, sizeof(what), "kernel %s",
-			p->kernel && p->kernel->name ? p->kernel->name
-			: p->function_name	     ? p->function_name
-						     : "(module function)");
-		return hip_fail(e, "hipModuleLaunchKernel", what, at);
+		c->kernel.grid[0] = (uint32_t)blocks;
+		c->kernel.grid[1] = c->kernel.grid[2] = 1;
+		c->kernel.block[0] = HIP_BLOCK;
+		c->kernel.block[1] = c->kernel.block[2] = 1;
 	}
 	return 0;
+}
+
+/* Everything launch needs into c: addresses, sizes, the kernel's argument values. */
+static int hip_launch_prepare(struct hip *h, struct hip_stream *st, struct seq_point at,
+	const struct seq_op *op, struct hip_cmd *c)
+{
+	const struct op_payload *p = op->payload;
+	uint64_t src, dst;
+
+	c->kind = HIP_CMD_LAUNCH;
+	c->stream = at.stream;
+	c->at = at;
+	c->op = op->kind;
+	c->empty = false;
+	c->audit = NULL;
+	c->checks = NULL;
+	switch (op->kind) {
+	case SEQ_OP_H2D:
+		c->copy.dst = (void *)(uintptr_t)(op->access[0].addr + p->dst_offset);
+		c->copy.src = p->host;
+		c->copy.len = p->length;
+		c->empty = !p->length;
+		return 0;
+	case SEQ_OP_D2H:
+		c->copy.dst = p->host;
+		c->copy.src = (void *)(uintptr_t)(op->access[0].addr + p->src_offset);
+		c->copy.len = p->length;
+		c->empty = !p->length;
+		return 0;
+	case SEQ_OP_D2D:
+		src = op->access[0].addr + p->src_offset;
+		dst = op->access[op->naccess > 1].addr + p->dst_offset;
+		c->copy.dst = (void *)(uintptr_t)dst;
+		c->copy.src = (void *)(uintptr_t)src;
+		c->copy.len = p->length;
+		c->copy.scratch = 0;
+		c->empty = !p->length || src == dst;
+		if (!c->empty && src < dst + p->length && dst < src + p->length)
+			return hip_d2d_scratch(h, st, p->length, &c->copy.scratch);
+		return 0;
+	case SEQ_OP_EXEC:
+		return hip_kernel_prepare(h, at, op, c);
+	}
+	return -EINVAL;
 }
 
 static int hip_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 {
 	struct hip *h = ctx;
-	const struct op_payload *p = op->payload;
-	struct hip_audit_op *aud = NULL;
 	struct hip_stream *st;
-	uint64_t src, dst;
-	hipError_t e = hipSuccess;
+	struct hip_cmd local, *c;
 	int r;
 
 	r = hip_op_check(h, at, op);
 	if (r < 0)
 		return r;
+	/* After a device fault every HIP call fails: refuse at once, as inline would. */
+	r = atomic_load_explicit(&h->device_error, memory_order_relaxed);
+	if (r < 0)
+		return r;
 	st = &h->streams[at.stream];
-	if (h->cfg.audit)
-		aud = hip_audit_begin(h, st, at, op);
-	switch (op->kind) {
+	c = hip_submit_begin(h, &local);
+	r = hip_launch_prepare(h, st, at, op, c);
+	if (r < 0)
+		return r; /* the slot is not published: the next command takes it */
+	if (h->cfg.audit) {
+		c->audit = hip_audit_prepare(h, at, op);
+		c->checks = hip_audit_table(h, st, at, op, c->audit);
+	}
+	r = hip_submit_end(h, c);
+	if (r < 0) {
+		/* Inline only: not launched, the point is not used. */
+		if (h->cfg.audit)
+			hip_audit_unpush(h, st, at);
+		return r;
+	}
+	st->launched = at.seq;
+	return 0;
+}
+
+/* ---- submission: the enqueue calls, off the loop thread ----
+ *
+ * An enqueue (cudaLaunchKernel, cudaMemcpyAsync, ...) costs microseconds, about what the
+ * loop spends on everything else for a request, so with the calls on the loop a daemon
+ * launches at most half as fast as its clients. The loop queues fixed-size commands
+ * instead; one thread per device runs them strictly in queue order, which keeps every
+ * order the core relies on (a wait after the record it names, a stream's launches by
+ * seq). Two consequences shape the rest of the file: an event enters the completion
+ * thread's view only once its record command ran (I3: an unrecorded event reads as
+ * complete), and an enqueue error surfaces here, after launch returned, so it fails the
+ * stream forward: the stream's next event is reported with the error (I9). */
+
+static void hip_submit_fail(struct hip_stream *st, const struct hip_cmd *c, int r)
+{
+	if (st->failed)
+		return;
+	st->failed = r;
+	log_err("hip",
+		"stream %" PRIu32 " failed at %" PRIu32 ":%" PRIu64 " (%s): its later operations "
+		"are not enqueued and its events report the error",
+		st->index, c->at.stream, c->at.seq, strerror(-r));
+}
+
+static int hip_submit_copy(struct hip_stream *st, const struct hip_cmd *c)
+{
+	hipError_t e;
+
+	switch (c->op) {
 	case SEQ_OP_H2D:
-		if (p->length)
-			e = hipMemcpyAsync((void *)(uintptr_t)(op->access[0].addr + p->dst_offset),
-				p->host, p->length, hipMemcpyHostToDevice, st->stream);
+		e = hipMemcpyAsync(
+			c->copy.dst, c->copy.src, c->copy.len, hipMemcpyHostToDevice, st->stream);
 		break;
 	case SEQ_OP_D2H:
-		if (p->length)
-			e = hipMemcpyAsync(p->host,
-				(void *)(uintptr_t)(op->access[0].addr + p->src_offset), p->length,
-				hipMemcpyDeviceToHost, st->stream);
+		e = hipMemcpyAsync(
+			c->copy.dst, c->copy.src, c->copy.len, hipMemcpyDeviceToHost, st->stream);
 		break;
-	case SEQ_OP_D2D:
-		src = op->access[0].addr + p->src_offset;
-		dst = op->access[op->naccess > 1].addr + p->dst_offset;
-		if (!p->length || src == dst)
-			break;
-		if (src < dst + p->length && dst < src + p->length) {
-			r = hip_d2d_overlapping(h, st, at, dst, src, p->length);
-			break;
+	default:
+		if (c->copy.scratch) {
+			void *scratch = (void *)(uintptr_t)c->copy.scratch;
+
+			e = hipMemcpyAsync(scratch, c->copy.src, c->copy.len,
+				hipMemcpyDeviceToDevice, st->stream);
+			if (e == hipSuccess)
+				e = hipMemcpyAsync(c->copy.dst, scratch, c->copy.len,
+					hipMemcpyDeviceToDevice, st->stream);
+			if (e != hipSuccess)
+				return hip_fail(e, "hipMemcpyAsync", "overlapping d2d", c->at);
+			return 0;
 		}
-		e = hipMemcpyAsync((void *)(uintptr_t)dst, (void *)(uintptr_t)src, p->length,
-			hipMemcpyDeviceToDevice, st->stream);
-		break;
-	case SEQ_OP_EXEC:
-		r = hip_launch_kernel(h, st, at, op);
+		e = hipMemcpyAsync(
+			c->copy.dst, c->copy.src, c->copy.len, hipMemcpyDeviceToDevice, st->stream);
 		break;
 	}
 	if (e != hipSuccess)
-		r = hip_fail(e, "hipMemcpyAsync", hip_op_name(op->kind), at);
-	if (r < 0) {
-		/* Not launched: the point is not used, and neither are its timestamps. */
-		hip_audit_op_put(h, aud);
-		return r;
-	}
-	if (h->cfg.audit)
-		hip_audit_end(h, st, at, op, aud);
-	st->launched = at.seq;
+		return hip_fail(e, "hipMemcpyAsync", hip_op_name(c->op), c->at);
 	return 0;
+}
+
+static int hip_submit_kernel(struct hip_stream *st, struct hip_cmd *c)
+{
+	void *params[KERNEL_MAX_ARGS + 3];
+	unsigned n;
+	hipError_t e;
+
+	for (n = 0; n < c->kernel.nv; n++)
+		params[n] = &c->kernel.v[n];
+	if (c->kernel.has_conv)
+		params[n++] = &c->kernel.conv;
+	e = hipModuleLaunchKernel(c->kernel.f, c->kernel.grid[0], c->kernel.grid[1],
+		c->kernel.grid[2], c->kernel.block[0], c->kernel.block[1], c->kernel.block[2],
+		c->kernel.shared, st->stream, params, NULL);
+	if (e != hipSuccess)
+		return hip_fail(e, "hipModuleLaunchKernel", c->kernel.what, c->at);
+	return 0;
+}
+
+/* The op between its timestamps. A stream that already failed enqueues nothing more:
+ * its events report the failure, and what depends on it fails in the core. */
+static int hip_submit_launch(struct hip *h, struct hip_cmd *c)
+{
+	struct hip_stream *st = &h->streams[c->stream];
+	struct hip_audit_op *a = c->audit;
+	const bool skip = st->failed != 0;
+	hipError_t e;
+	int r = 0;
+
+	if (a && !skip) {
+		e = hipEventRecord(a->start, st->stream);
+		if (e != hipSuccess) {
+			hip_audit_warn(h, "cannot record a start event", e);
+			a->bad = true;
+		}
+	}
+	if (!skip && !c->empty)
+		r = c->op == SEQ_OP_EXEC ? hip_submit_kernel(st, c) : hip_submit_copy(st, c);
+	if (a) {
+		if (skip || r < 0) {
+			a->bad = true;
+		} else if (!a->bad) {
+			e = hipEventRecord(a->end, st->stream);
+			if (e != hipSuccess) {
+				hip_audit_warn(h, "cannot record an end event", e);
+				a->bad = true;
+			}
+		}
+		hip_audit_queue(h, a, c->checks);
+		hip_audit_op_put(h, a);
+	}
+	return r;
+}
+
+/* Record: then, and only then, the completion thread may wait for the event. */
+static void hip_submit_record(struct hip *h, const struct hip_cmd *c)
+{
+	struct hip_stream *st = &h->streams[c->stream];
+	hipError_t e = hipEventRecord(c->ev, st->stream);
+	int r = e == hipSuccess ? st->failed : hip_fail(e, "hipEventRecord", "event", c->at);
+	struct hip_event_ent *x;
+
+	pthread_mutex_lock(&st->mu);
+	x = hip_ring_at(st, st->nsubmitted);
+	x->status = r;
+	x->unrecorded = e != hipSuccess;
+	st->nsubmitted++;
+	/* Only a sleeping thread needs the wake-up; a busy one finds the entry itself. */
+	if (st->sleeping)
+		pthread_cond_signal(&st->cond);
+	pthread_mutex_unlock(&st->mu);
+}
+
+/* One command: 0 or the error of the enqueue (a record's goes into its event). */
+static int hip_submit_run(struct hip *h, struct hip_cmd *c)
+{
+	hipError_t e;
+
+	switch (c->kind) {
+	case HIP_CMD_LAUNCH:
+		return hip_submit_launch(h, c);
+	case HIP_CMD_WAIT:
+		e = hipStreamWaitEvent(h->streams[c->stream].stream, c->ev, 0);
+		if (e != hipSuccess)
+			return hip_fail(e, "hipStreamWaitEvent", "wait", c->at);
+		return 0;
+	case HIP_CMD_RECORD:
+		hip_submit_record(h, c);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* Where the loop builds its next command: the queue's free slot (waiting, as a full
+ * launch queue would make the enqueue call wait, while the submit thread is a whole
+ * queue behind), or `local` when commands run inline. */
+static struct hip_cmd *hip_submit_begin(struct hip *h, struct hip_cmd *local)
+{
+	size_t tail = atomic_load_explicit(&h->q_tail, memory_order_relaxed);
+
+	if (!h->submit_thread)
+		return local;
+	while (tail - atomic_load_explicit(&h->q_head, memory_order_acquire) >= HIP_SUBMIT_QUEUE)
+		sched_yield();
+	return &h->q[tail % HIP_SUBMIT_QUEUE];
+}
+
+/* Run c (inline: its error comes back) or hand it to the submit thread. */
+static int hip_submit_end(struct hip *h, struct hip_cmd *c)
+{
+	if (!h->submit_thread)
+		return hip_submit_run(h, c);
+	/* Sequentially consistent, with the load of q_sleeping after it, against the submit
+	 * thread's store of q_sleeping and load of q_tail: one of the two sees the other. */
+	atomic_fetch_add(&h->q_tail, 1);
+	if (atomic_load(&h->q_sleeping)) {
+		pthread_mutex_lock(&h->q_mu);
+		pthread_cond_signal(&h->q_cond);
+		pthread_mutex_unlock(&h->q_mu);
+	}
+	return 0;
+}
+
+static void *hip_submitter(void *arg)
+{
+	struct hip *h = arg;
+	size_t head = atomic_load(&h->q_head);
+
+	hipSetDevice(h->device);
+	for (;;) {
+		struct timespec t0, t;
+		struct hip_cmd *c;
+		int r;
+
+		if (head == atomic_load_explicit(&h->q_tail, memory_order_acquire)) {
+			/* Requests come in bursts: look again for a while before sleeping, since
+			 * a futex wake-up costs more than a launch. */
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			for (unsigned i = 1;; i++) {
+				if (head != atomic_load_explicit(&h->q_tail, memory_order_acquire))
+					break;
+				if (i % 64)
+					continue;
+				clock_gettime(CLOCK_MONOTONIC, &t);
+				if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >=
+					HIP_IDLE_SPIN_NS)
+					break;
+			}
+			if (head != atomic_load_explicit(&h->q_tail, memory_order_acquire))
+				continue;
+			pthread_mutex_lock(&h->q_mu);
+			atomic_store(&h->q_sleeping, true);
+			while (head == atomic_load(&h->q_tail) && !h->q_stop)
+				pthread_cond_wait(&h->q_cond, &h->q_mu);
+			atomic_store(&h->q_sleeping, false);
+			pthread_mutex_unlock(&h->q_mu);
+			if (head == atomic_load_explicit(&h->q_tail, memory_order_acquire))
+				break; /* stopped, and drained */
+			continue;
+		}
+		c = &h->q[head % HIP_SUBMIT_QUEUE];
+		r = hip_submit_run(h, c);
+		if (r < 0)
+			hip_submit_fail(&h->streams[c->stream], c, r);
+		atomic_store_explicit(&h->q_head, ++head, memory_order_release);
+	}
+	return NULL;
 }
 
 /* ---- completion threads ---- */
@@ -1143,11 +1467,12 @@ static void *hip_completer(void *arg)
 		struct hip_event_ent x;
 		hipError_t e;
 		size_t taken = 1;
+		int status;
 
 		/* Work tends to come in bursts: look again for a short while before sleeping,
 		 * since a futex wake-up costs more than the copy a latency-bound client waits
 		 * for. */
-		if (st->nreported == st->count && !st->stop) {
+		if (st->nreported == st->nsubmitted && !st->stop) {
 			struct timespec t0, t;
 			clock_gettime(CLOCK_MONOTONIC, &t0);
 			do {
@@ -1156,25 +1481,33 @@ static void *hip_completer(void *arg)
 					__atomic_thread_fence(__ATOMIC_SEQ_CST);
 				clock_gettime(CLOCK_MONOTONIC, &t);
 				pthread_mutex_lock(&st->mu);
-			} while (st->nreported == st->count && !st->stop &&
+			} while (st->nreported == st->nsubmitted && !st->stop &&
 				 (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) <
 					 HIP_IDLE_SPIN_NS);
 		}
-		while (st->nreported == st->count && !st->stop) {
+		while (st->nreported == st->nsubmitted && !st->stop) {
 			st->sleeping = true;
 			pthread_cond_wait(&st->cond, &st->mu);
 			st->sleeping = false;
 		}
-		if (st->nreported == st->count)
+		if (st->nreported == st->nsubmitted)
 			break;
 		x = *hip_ring_at(st, st->nreported);
 		pthread_mutex_unlock(&st->mu);
 
-		e = poll ? hip_event_poll(x.ev) : hipEventSynchronize(x.ev);
+		/* An event whose record failed marks nothing: wait for the stream instead, so
+		 * that what ran before is done before the core hears of the failure. */
+		if (x.unrecorded)
+			e = hipStreamSynchronize(st->stream);
+		else
+			e = poll ? hip_event_poll(x.ev) : hipEventSynchronize(x.ev);
+		status = e == hipSuccess ? x.status : hip_errno(e);
 		pthread_mutex_lock(&st->mu);
-		while (e == hipSuccess && st->nreported + taken < st->count) {
+		while (status == 0 && st->nreported + taken < st->nsubmitted) {
 			struct hip_event_ent next = *hip_ring_at(st, st->nreported + taken);
 
+			if (next.status)
+				break; /* reported on its own, with its error */
 			pthread_mutex_unlock(&st->mu);
 			if (hipEventQuery(next.ev) != hipSuccess) {
 				pthread_mutex_lock(&st->mu);
@@ -1189,14 +1522,18 @@ static void *hip_completer(void *arg)
 
 		if (e != hipSuccess) {
 			/* A device fault: this point and, through the core, all that depends on
-			 * it fail with it (I9). */
+			 * it fail with it (I9); so does every later launch. */
+			int none = 0;
+
 			log_err("hip",
 				"stream %" PRIu32 ": event at %" PRIu32 ":%" PRIu64
 				" completed with %s (%s)",
 				st->index, st->index, x.seq, hipGetErrorName(e),
 				hipGetErrorString(e));
+			if (status == -EIO)
+				atomic_compare_exchange_strong(&h->device_error, &none, status);
 		}
-		h->complete(h->arg, (struct seq_point){st->index, x.seq}, hip_errno(e));
+		h->complete(h->arg, (struct seq_point){st->index, x.seq}, status);
 		pthread_mutex_lock(&st->mu);
 	}
 	pthread_mutex_unlock(&st->mu);
@@ -1280,7 +1617,8 @@ static void *hip_auditor(void *arg)
 		if (!h->aq_head)
 			h->aq_tail = NULL;
 		pthread_mutex_unlock(&h->audit_mu);
-		hip_audit_check_one(h, c);
+		if (!c->consumer->bad && !c->producer->bad)
+			hip_audit_check_one(h, c);
 		hip_audit_op_put(h, c->consumer);
 		hip_audit_op_put(h, c->producer);
 		free(c);
@@ -1436,6 +1774,17 @@ static void hip_destroy(void *ctx)
 {
 	struct hip *h = ctx;
 
+	/* The queued commands run first: they hold events and audit references. */
+	if (h->submitter_started) {
+		pthread_mutex_lock(&h->q_mu);
+		h->q_stop = true;
+		pthread_cond_signal(&h->q_cond);
+		pthread_mutex_unlock(&h->q_mu);
+		pthread_join(h->submitter, NULL);
+	}
+	free(h->q);
+	pthread_cond_destroy(&h->q_cond);
+	pthread_mutex_destroy(&h->q_mu);
 	/* The caller promised an idle device; make sure before anything goes away. */
 	if (h->device_open)
 		hipDeviceSynchronize();
@@ -1686,6 +2035,7 @@ int hip_create(struct backend *out, const struct hip_config *cfg, backend_comple
 	backend_finding_fn finding, void *arg)
 {
 	struct hip *h;
+	const char *submit;
 	hipError_t e;
 	int r;
 
@@ -1697,6 +2047,13 @@ int hip_create(struct backend *out, const struct hip_config *cfg, backend_comple
 		return -ENOMEM;
 	if (cfg)
 		h->cfg = *cfg;
+	submit = getenv("SSEQ_HIP_SUBMIT");
+	if (submit && strcmp(submit, "inline") == 0)
+		h->cfg.submit = HIP_SUBMIT_INLINE;
+	else if (submit && strcmp(submit, "thread") == 0)
+		h->cfg.submit = HIP_SUBMIT_THREAD;
+	else if (submit && *submit)
+		log_warn("hip", "SSEQ_HIP_SUBMIT=%s is neither thread nor inline: ignored", submit);
 	if (!h->cfg.n_d2h)
 		h->cfg.n_d2h = 1;
 	if (!h->cfg.n_d2d)
@@ -1709,13 +2066,16 @@ int hip_create(struct backend *out, const struct hip_config *cfg, backend_comple
 	pthread_cond_init(&h->reap_cond, NULL);
 	pthread_mutex_init(&h->audit_mu, NULL);
 	pthread_cond_init(&h->audit_cond, NULL);
+	pthread_mutex_init(&h->q_mu, NULL);
+	pthread_cond_init(&h->q_cond, NULL);
 	for (unsigned i = 0; i < SEQ_MAX_STREAMS; i++) {
 		pthread_mutex_init(&h->streams[i].mu, NULL);
 		pthread_cond_init(&h->streams[i].cond, NULL);
 	}
 	if (2 + h->cfg.n_d2h + h->cfg.n_d2d > SEQ_MAX_STREAMS ||
 		(h->cfg.completion != HIP_COMPLETION_SYNC &&
-			h->cfg.completion != HIP_COMPLETION_POLL)) {
+			h->cfg.completion != HIP_COMPLETION_POLL) ||
+		(h->cfg.submit != HIP_SUBMIT_THREAD && h->cfg.submit != HIP_SUBMIT_INLINE)) {
 		r = -EINVAL;
 		goto fail;
 	}
@@ -1769,8 +2129,21 @@ int hip_create(struct backend *out, const struct hip_config *cfg, backend_comple
 			goto fail;
 		h->auditor_started = true;
 	}
-	log_info("hip", "GPU %d: %s (%s), %u streams, completion by %s%s", h->device, h->name,
-		h->arch, h->nstreams,
+	if (h->cfg.submit == HIP_SUBMIT_THREAD) {
+		h->q = malloc(HIP_SUBMIT_QUEUE * sizeof(*h->q));
+		if (!h->q) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		r = -pthread_create(&h->submitter, NULL, hip_submitter, h);
+		if (r < 0)
+			goto fail;
+		h->submitter_started = true;
+		h->submit_thread = true;
+	}
+	log_info("hip", "GPU %d: %s (%s), %u streams, enqueued %s, completion by %s%s",
+		h->device, h->name, h->arch, h->nstreams,
+		h->submit_thread ? "by a submit thread" : "inline on the loop thread",
 		h->cfg.completion == HIP_COMPLETION_POLL ? "hipEventQuery polling"
 							 : "hipEventSynchronize",
 		h->cfg.audit ? "; audit on: every launch is timestamped and checked against "

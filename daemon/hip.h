@@ -14,8 +14,19 @@ enum hip_completion {
 	HIP_COMPLETION_POLL, /* hipEventQuery, spinning briefly, then short sleeps */
 };
 
+/* Who makes the enqueue calls (hipModuleLaunchKernel, hipMemcpyAsync, event records and
+ * waits). A submit thread takes their microseconds off the loop thread; an enqueue error
+ * then fails the op's stream from that point on (its next event reports it) instead of
+ * failing the launch call. The SSEQ_HIP_SUBMIT environment variable (thread or inline)
+ * overrides the config, for comparisons. */
+enum hip_submit {
+	HIP_SUBMIT_THREAD, /* one submit thread per device, in queue order */
+	HIP_SUBMIT_INLINE, /* on the caller's (the loop) thread */
+};
+
 /* All zero is valid: device 0, 1 D2H and 1 D2D stream, the kernel image found where the
- * build put it or where it was installed, hipEventSynchronize, untimed events, no audit. */
+ * build put it or where it was installed, hipEventSynchronize, untimed events, no audit,
+ * a submit thread. */
 struct hip_config {
 	unsigned device;
 	/* Must equal the sequencer's seq_config (streams are numbered as the core numbers
@@ -25,6 +36,7 @@ struct hip_config {
 	/* The built-in kernels' code object (.hsaco / .fatbin); NULL: hip_kernels_path(). */
 	const char *kernels;
 	enum hip_completion completion;
+	enum hip_submit submit;
 	/* Events carry timestamps (for profiling); off, they are cheaper to record. */
 	bool timing;
 	/* Audit (sseqd --audit): timing events around every launch, and a check on the GPU's

@@ -574,6 +574,63 @@ END_TEST
 /* The bug sseq exists for: a 64 MiB H2D copy on its stream, the compute stream moving on
  * (small kernels, each seen complete), then a kernel reading the copy. Returns the trials
  * (of `trials`) whose kernel read anything but the copied data. */
+/* 100k kernels back to back, each reading what the one before wrote: the submit thread
+ * must enqueue them exactly in order (and inline must too), or the sum comes out short. */
+static void pipelined_launches(enum hip_submit mode)
+{
+	struct seq_config scfg = {0};
+	struct hip_config cfg = {.submit = mode};
+	enum { N = 1000, LAUNCHES = 100000 };
+	struct seq_buffer *one, *p, *q;
+	float *out;
+
+	h_setup(&scfg, &cfg);
+	out = h_stage(N * sizeof(float));
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * sizeof(float), &one), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * sizeof(float), &p), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * sizeof(float), &q), 0);
+	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(N)}, 3,
+				 (struct seq_buffer *[]){one}),
+		0);
+	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(0.0f), U64(N)}, 3,
+				 (struct seq_buffer *[]){q}),
+		0);
+	for (unsigned i = 0; i < LAUNCHES; i++) {
+		struct seq_buffer *src = i % 2 ? p : q, *dst = i % 2 ? q : p;
+		int r;
+
+		while ((r = h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
+				(struct seq_buffer *[]){src, one, dst})) == -EAGAIN) {
+			seq_flush(H.seq);
+			h_drain(true);
+		}
+		ck_assert_int_eq(r, 0);
+		h_drain(false);
+	}
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, q, out, N * sizeof(float)), 0);
+	ck_assert_int_eq(h_sync(), 0);
+	for (unsigned i = 0; i < N; i++)
+		ck_assert_msg(out[i] == (float)LAUNCHES, "[%u] %g != %d", i, out[i], LAUNCHES);
+	ck_assert_uint_eq(seq_counters(H.seq)->ops_failed, 0);
+	seq_buffer_free(H.seq, one);
+	seq_buffer_free(H.seq, p);
+	seq_buffer_free(H.seq, q);
+	h_unstage(out, N * sizeof(float));
+	h_teardown();
+}
+
+START_TEST(test_pipelined_launches_by_the_submit_thread_run_in_order)
+{
+	pipelined_launches(HIP_SUBMIT_THREAD);
+}
+END_TEST
+
+START_TEST(test_pipelined_launches_inline_run_in_order)
+{
+	pipelined_launches(HIP_SUBMIT_INLINE);
+}
+END_TEST
+
 static unsigned seed_trials(unsigned legacy_window, unsigned trials)
 {
 	struct seq_config scfg = {.legacy_sync_window = legacy_window};
@@ -792,6 +849,68 @@ START_TEST(test_device_fault_flows_forward)
 	r = h_copy(SEQ_OP_H2D, b, host, 4096);
 	ck_assert_int_lt(r, 0);
 	h_unstage(host, 4096);
+	h_teardown();
+}
+END_TEST
+
+/* A launch the runtime refuses (a block larger than any GPU allows) fails on the submit
+ * thread, after seq_submit returned: the failure must still reach the core, fail the
+ * stream from that point and what waited on it (I9), and leave other streams alone. */
+START_TEST(test_launch_refused_on_the_submit_thread_fails_its_stream)
+{
+	struct seq_config scfg = {0};
+	struct hip_config cfg = {.submit = HIP_SUBMIT_THREAD};
+	struct seq_stream_info info;
+	struct seq_buffer *a, *b, *c, *d;
+	uint32_t *host;
+	int r;
+
+	unsetenv("SSEQ_HIP_SUBMIT");
+	h_setup(&scfg, &cfg);
+	host = h_stage(4096);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &a), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &b), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &c), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &d), 0);
+	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(1024)}, 3,
+				 (struct seq_buffer *[]){a}),
+		0);
+	ck_assert_int_eq(h_sync(), 0);
+	{
+		struct op_payload p = {.kernel = kernel_find("fill"), .nargs = 3, .elements = 1024};
+		struct seq_op op = {.kind = SEQ_OP_EXEC, .naccess = 1, .payload = &p};
+
+		p.args[0] = (struct karg){KARG_BUFFER, KARG_OUT, {.buf = {NULL, 4096, 0}}};
+		p.args[1] = F32(2.0f);
+		p.args[2] = U64(1024);
+		p.grid = (struct kernel_grid){{1, 1, 1}, {1u << 16, 1, 1}, 0};
+		op.access[0] = (struct seq_access){a, SEQ_WRITE};
+		/* Queued: the runtime has not seen it yet. */
+		ck_assert_int_eq(seq_submit(H.seq, &op, NULL), 0);
+	}
+	/* Waits for the refused launch on another stream. */
+	ck_assert_int_eq(h_d2d(a, b, 4096), 0);
+	r = h_sync();
+	printf("hip: launch refused on the submit thread reported as %d (%s)\n", r,
+		strerror(-r));
+	ck_assert_int_lt(r, 0);
+	seq_stream_info(H.seq, 0, &info);
+	ck_assert_int_lt(info.error, 0);
+	ck_assert_int_lt(seq_buffer_error(H.seq, b), 0);
+	/* Sticky: the compute stream takes nothing more. */
+	r = h_exec("fill", (struct karg[]){BUF, F32(3.0f), U64(1024)}, 3,
+		(struct seq_buffer *[]){c});
+	ck_assert_int_lt(r, 0);
+	/* An independent copy on the H2D stream still runs. */
+	memset(host, 0x5a, 4096);
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, d, host, 4096), 0);
+	h_await(d);
+	ck_assert_int_eq(seq_buffer_error(H.seq, d), 0);
+	h_unstage(host, 4096);
+	seq_buffer_free(H.seq, a);
+	seq_buffer_free(H.seq, b);
+	seq_buffer_free(H.seq, c);
+	seq_buffer_free(H.seq, d);
 	h_teardown();
 }
 END_TEST
@@ -1580,6 +1699,8 @@ static Suite *hip_suite(void)
 	tcase_add_test(data, test_zero_element_launch_enqueues_nothing_and_completes);
 	tcase_add_test(data, test_copies_over_several_d2h_and_d2d_streams_are_ordered);
 	tcase_add_test(data, test_overlapping_d2d_within_a_buffer_is_a_memmove);
+	tcase_add_test(data, test_pipelined_launches_by_the_submit_thread_run_in_order);
+	tcase_add_test(data, test_pipelined_launches_inline_run_in_order);
 	suite_add_tcase(s, data);
 
 	tcase_add_test(seed, test_seed_registered_h2d_then_kernel_reads_the_copy);
@@ -1593,6 +1714,7 @@ static Suite *hip_suite(void)
 	tcase_add_test(errors, test_missing_kernel_image_fails_create_clearly);
 	tcase_add_test(errors, test_kernel_not_in_the_image_fails_its_launch);
 	tcase_add_test(errors, test_device_fault_flows_forward);
+	tcase_add_test(errors, test_launch_refused_on_the_submit_thread_fails_its_stream);
 	suite_add_tcase(s, errors);
 
 	tcase_add_test(speed, test_completion_by_event_synchronize);
