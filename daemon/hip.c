@@ -4,8 +4,8 @@
  * from a caching pool so that no hipFree, which synchronizes the device, runs on the loop.
  * With --audit, timing events bracket every launch and an audit thread checks on the GPU's
  * timestamps that each operation started after the operations it depends on finished.
- * The enqueue calls themselves run on a submit thread (see hip_submit_*), unless
- * SSEQ_HIP_SUBMIT=inline. */
+ * With SSEQ_HIP_SUBMIT=thread the enqueue calls run on a submit thread instead (see
+ * hip_submit_*; not the default yet, see enum hip_submit). */
 #include "hip.h"
 
 #include <errno.h>
