@@ -318,20 +318,6 @@ static int hip_errno(hipError_t e)
 	}
 }
 
-static const char *hip_op_name(enum seq_op_kind kind)
-{
-	switch (kind) {
-	case SEQ_OP_H2D:
-		return "h2d";
-	case SEQ_OP_D2H:
-		return "d2h";
-	case SEQ_OP_D2D:
-		return "d2d";
-	case SEQ_OP_EXEC:
-		return "kernel";
-	}
-	return "op";
-}
 
 /* Log a failed call with what it was doing and return the translated error. */
 static int hip_fail(hipError_t e, const char *call, const char *what, struct seq_point at)
@@ -797,7 +783,7 @@ static struct hip_audit_op *hip_audit_prepare(
 			: p->function_name	     ? p->function_name
 						     : "(module function)");
 	else
-		snprintf(a->what, sizeof(a->what), "%s", hip_op_name(op->kind));
+		snprintf(a->what, sizeof(a->what), "%s", backend_op_name(op->kind));
 	return a;
 }
 
@@ -1263,7 +1249,7 @@ static int hip_submit_copy(struct hip_stream *st, const struct hip_cmd *c)
 		break;
 	}
 	if (e != hipSuccess)
-		return hip_fail(e, "hipMemcpyAsync", hip_op_name(c->op), c->at);
+		return hip_fail(e, "hipMemcpyAsync", backend_op_name(c->op), c->at);
 	return 0;
 }
 

@@ -172,20 +172,6 @@ static uint64_t sim_splitmix(uint64_t *x)
 	return z ^ (z >> 31);
 }
 
-static const char *sim_op_name(enum seq_op_kind kind)
-{
-	switch (kind) {
-	case SEQ_OP_H2D:
-		return "h2d";
-	case SEQ_OP_D2H:
-		return "d2h";
-	case SEQ_OP_D2D:
-		return "d2d";
-	case SEQ_OP_EXEC:
-		return "kernel";
-	}
-	return "op";
-}
 
 /* "kernel add at 0:5" or "h2d at 1:2", for findings. */
 static void sim_describe(char *buf, size_t size, enum seq_op_kind kind, const struct op_payload *p,
@@ -195,7 +181,7 @@ static void sim_describe(char *buf, size_t size, enum seq_op_kind kind, const st
 		snprintf(buf, size, "kernel %s at %" PRIu32 ":%" PRIu64, p->kernel->name, at.stream,
 			at.seq);
 	else
-		snprintf(buf, size, "%s at %" PRIu32 ":%" PRIu64, sim_op_name(kind), at.stream,
+		snprintf(buf, size, "%s at %" PRIu32 ":%" PRIu64, backend_op_name(kind), at.stream,
 			at.seq);
 }
 
