@@ -4,6 +4,11 @@
 # race harness, the daemon-vs-native benchmarks, the Python suite with -n 8 and -n 1
 # against one hip daemon, and conv2d against PyTorch. Logs go to $OUT.
 # Usage: tests/gpu/run-all.sh DEBUG_BUILD RELEASE_BUILD   (e.g. build-hipnv build-hiprel)
+# Preparing the builds on a machine without a GPU, for one that lacks libuv/protobuf-c:
+#   meson setup build-hipnv -Dhip=enabled -Dhip_platform=nvidia
+#   meson setup build-hiprel -Dhip=enabled -Dhip_platform=nvidia --buildtype=release -Dtests=false
+#   ninja -C build-hipnv && ninja -C build-hiprel
+#   for b in build-hipnv build-hiprel; do mkdir -p $b/lib; cp /usr/lib/x86_64-linux-gnu/{libuv.so.1,libprotobuf-c.so.1,libsubunit.so.0} $b/lib/; done
 set -uo pipefail
 D=${1:?usage: run-all.sh DEBUG_BUILD RELEASE_BUILD} R=${2:?}
 O=${OUT:-/tmp/sseq-gpu}
