@@ -22,9 +22,8 @@ enum hip_completion {
 enum hip_submit {
 	/* The default: on the caller's (the loop) thread. The submit thread is faster
 	 * (launch rate at native, against ~89% inline, on an H200) but two cross-stream
-	 * tests of test-hip timed out with it there under Check's fork mode (they pass
-	 * in-process, CK_FORK=no): opt in with SSEQ_HIP_SUBMIT=thread until that is
-	 * understood. */
+	 * tests of test-hip timed out once with it there (not reproduced in three later
+	 * runs): opt in with SSEQ_HIP_SUBMIT=thread until that is understood. */
 	HIP_SUBMIT_INLINE,
 	HIP_SUBMIT_THREAD, /* one submit thread per device, in queue order */
 };
