@@ -435,7 +435,8 @@ static int op_validate(const struct seq_op *op)
 static bool op_needs(struct seq *seq, uint32_t s, const struct seq_buffer *b,
 		     struct seq_point p, enum seq_op_kind kind)
 {
-	struct seq_point at = {s, 0};
+	/* The point the op gets if it launches: what the trace shows it under. */
+	struct seq_point at = {s, seq->streams[s].issued + 1};
 	unsigned window = seq->config.legacy_sync_window;
 
 	if (p.seq == 0)

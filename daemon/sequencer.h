@@ -100,7 +100,7 @@ enum seq_decision {
 
 struct seq_trace {
 	enum seq_decision decision;
-	struct seq_point at; /* the op (seq 0: not yet issued) */
+	struct seq_point at; /* the op (for decisions before launch: the point it will get) */
 	enum seq_op_kind op;
 	const struct seq_buffer *buf;
 	struct seq_point producer; /* the point waited for or elided */
