@@ -1,0 +1,767 @@
+/* A CPU stand-in for the CUDA runtime calls daemon/hip-nvidia.h maps HIP onto, so CI
+ * without a GPU runs test-hip through the hip backend's own threads, pool and error
+ * flow (-Dfake_cuda=true). Each stream is a worker thread running its queue in order
+ * with small random delays; events complete when their stream reaches the record; the
+ * built-in kernels run their CPU versions from kernels/. Device memory is host memory. */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels.h"
+
+/* The image cudaLibraryLoadFromFile accepts: nvcc's fatbin (its magic) or the
+ * placeholder a -Dfake_cuda build writes. Either stands for the built-in kernels. */
+#define FAKE_FATBIN_MAGIC 0xba55ed50u
+#define FAKE_IMAGE_TEXT "sseq-fakecuda"
+/* What a launch of more elements than this stands for: a kernel running off the end of
+ * its buffers, which on a GPU is an illegal address, sticky for the process. */
+#define FAKE_FAULT_ELEMENTS (1ull << 32)
+#define FAKE_MAX_BLOCK 1024u
+#define FAKE_MEMORY (64ull << 30)
+
+/* A device fault: every later call returns it, as CUDA's context does. */
+static _Atomic int fake_sticky = cudaSuccess;
+
+static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
+
+struct fake_range {
+	struct fake_range *next;
+	char *addr;
+	size_t size;
+};
+
+/* Under fake_mu: device allocations and registered host ranges. */
+static struct fake_range *fake_allocs, *fake_registered;
+static uint64_t fake_allocated;
+
+struct CUevent_st {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	uint64_t recorded; /* generation of the latest cudaEventRecord */
+	uint64_t reached; /* latest generation its stream has run */
+	uint64_t reached_ns; /* host time the stream ran it */
+	bool timing;
+};
+
+enum fake_op_type { FAKE_COPY, FAKE_KERNEL, FAKE_RECORD, FAKE_WAIT, FAKE_MARK };
+
+struct fake_op {
+	struct fake_op *next;
+	enum fake_op_type type;
+	void *dst;
+	const void *src;
+	size_t len;
+	struct CUevent_st *ev;
+	uint64_t gen;
+	const struct kernel_desc *k;
+	struct karg args[KERNEL_MAX_ARGS];
+	uint64_t elements;
+	bool fault;
+};
+
+struct CUstream_st {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct fake_op *head, *tail;
+	uint64_t queued, ran; /* ops pushed, ops finished (for cudaStreamSynchronize) */
+	bool stop;
+	unsigned seed;
+	pthread_t thread;
+	struct CUstream_st *next; /* all streams, under fake_mu */
+};
+
+static struct CUstream_st *fake_streams;
+
+struct CUkern_st {
+	const struct kernel_desc *k;
+};
+
+struct CUlib_st {
+	int unused;
+};
+
+static struct CUkern_st fake_kernels[64];
+static unsigned fake_nkernels;
+static pthread_once_t fake_kernels_once = PTHREAD_ONCE_INIT;
+
+/* Tests read it to relax what depends on a real GPU's timing. */
+__attribute__((constructor)) static void fake_announce(void)
+{
+	setenv("SSEQ_FAKE_CUDA", "1", 1);
+}
+
+static uint64_t fake_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static cudaError_t fake_error(void)
+{
+	return (cudaError_t)atomic_load(&fake_sticky);
+}
+
+static void fake_reach(struct CUevent_st *ev, uint64_t gen)
+{
+	pthread_mutex_lock(&ev->mu);
+	if (gen > ev->reached) {
+		ev->reached = gen;
+		ev->reached_ns = fake_now_ns();
+	}
+	pthread_cond_broadcast(&ev->cond);
+	pthread_mutex_unlock(&ev->mu);
+}
+
+static void fake_wait_reached(struct CUevent_st *ev, uint64_t gen)
+{
+	pthread_mutex_lock(&ev->mu);
+	while (ev->reached < gen)
+		pthread_cond_wait(&ev->cond, &ev->mu);
+	pthread_mutex_unlock(&ev->mu);
+}
+
+/* Copies and kernels touch device memory: a race there is the device's (the audit's and
+ * the sim's business), not the host's, and the tests make such races on purpose. */
+#if defined(__SANITIZE_THREAD__)
+void __tsan_ignore_thread_begin(void);
+void __tsan_ignore_thread_end(void);
+#define FAKE_DEVICE_ACCESS_BEGIN() __tsan_ignore_thread_begin()
+#define FAKE_DEVICE_ACCESS_END() __tsan_ignore_thread_end()
+#else
+#define FAKE_DEVICE_ACCESS_BEGIN() ((void)0)
+#define FAKE_DEVICE_ACCESS_END() ((void)0)
+#endif
+
+static void fake_run(struct CUstream_st *s, struct fake_op *o)
+{
+	/* Copies and kernels take a while, and not always the same while: the orders a
+	 * missing wait allows show up. */
+	if (o->type == FAKE_COPY || o->type == FAKE_KERNEL) {
+		unsigned r = (unsigned)rand_r(&s->seed) % 100;
+
+		if (r < 30)
+			usleep(r * 10);
+	}
+	switch (o->type) {
+	case FAKE_COPY:
+		if (!fake_error()) {
+			FAKE_DEVICE_ACCESS_BEGIN();
+			memcpy(o->dst, o->src, o->len);
+			FAKE_DEVICE_ACCESS_END();
+		}
+		break;
+	case FAKE_KERNEL:
+		if (o->fault) {
+			int ok = cudaSuccess;
+
+			atomic_compare_exchange_strong(&fake_sticky, &ok, cudaErrorIllegalAddress);
+		} else if (!fake_error()) {
+			FAKE_DEVICE_ACCESS_BEGIN();
+			o->k->cpu(o->args, o->elements);
+			FAKE_DEVICE_ACCESS_END();
+		}
+		break;
+	case FAKE_RECORD:
+		fake_reach(o->ev, o->gen);
+		break;
+	case FAKE_WAIT:
+		fake_wait_reached(o->ev, o->gen);
+		break;
+	case FAKE_MARK:
+		break;
+	}
+}
+
+static void *fake_worker(void *arg)
+{
+	struct CUstream_st *s = arg;
+
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		struct fake_op *o;
+
+		while (!s->head && !s->stop)
+			pthread_cond_wait(&s->cond, &s->mu);
+		if (!s->head)
+			break;
+		o = s->head;
+		s->head = o->next;
+		if (!s->head)
+			s->tail = NULL;
+		pthread_mutex_unlock(&s->mu);
+		fake_run(s, o);
+		free(o);
+		pthread_mutex_lock(&s->mu);
+		s->ran++;
+		pthread_cond_broadcast(&s->cond);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+static cudaError_t fake_push(cudaStream_t s, struct fake_op *o)
+{
+	if (!s) {
+		free(o);
+		return cudaErrorInvalidResourceHandle;
+	}
+	pthread_mutex_lock(&s->mu);
+	o->next = NULL;
+	if (s->tail)
+		s->tail->next = o;
+	else
+		s->head = o;
+	s->tail = o;
+	s->queued++;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+	return cudaSuccess;
+}
+
+static struct fake_op *fake_op_new(enum fake_op_type type)
+{
+	struct fake_op *o = calloc(1, sizeof(*o));
+
+	if (o)
+		o->type = type;
+	return o;
+}
+
+static void fake_stream_drain(struct CUstream_st *s)
+{
+	pthread_mutex_lock(&s->mu);
+	{
+		const uint64_t want = s->queued;
+
+		while (s->ran < want)
+			pthread_cond_wait(&s->cond, &s->mu);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- errors and the device ---- */
+
+const char *cudaGetErrorName(cudaError_t e)
+{
+	switch (e) {
+#define FAKE_NAME(x)                                                                               \
+	case x:                                                                                    \
+		return #x;
+		FAKE_NAME(cudaSuccess)
+		FAKE_NAME(cudaErrorInvalidValue)
+		FAKE_NAME(cudaErrorMemoryAllocation)
+		FAKE_NAME(cudaErrorInvalidConfiguration)
+		FAKE_NAME(cudaErrorInvalidDevicePointer)
+		FAKE_NAME(cudaErrorInvalidResourceHandle)
+		FAKE_NAME(cudaErrorNotReady)
+		FAKE_NAME(cudaErrorFileNotFound)
+		FAKE_NAME(cudaErrorSymbolNotFound)
+		FAKE_NAME(cudaErrorInvalidKernelImage)
+		FAKE_NAME(cudaErrorIllegalAddress)
+		FAKE_NAME(cudaErrorHostMemoryAlreadyRegistered)
+		FAKE_NAME(cudaErrorHostMemoryNotRegistered)
+		FAKE_NAME(cudaErrorInvalidDevice)
+#undef FAKE_NAME
+	default:
+		return "cudaErrorUnknown";
+	}
+}
+
+const char *cudaGetErrorString(cudaError_t e)
+{
+	return e == cudaSuccess ? "no error" : "fake CUDA runtime error";
+}
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+	*count = 1;
+	return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+	return device == 0 ? fake_error() : cudaErrorInvalidDevice;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+	if (device != 0)
+		return cudaErrorInvalidDevice;
+	memset(prop, 0, sizeof(*prop));
+	snprintf(prop->name, sizeof(prop->name), "fake CUDA device (CPU threads)");
+	prop->major = 9;
+	prop->minor = 0;
+	prop->totalGlobalMem = FAKE_MEMORY;
+	return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+	pthread_mutex_lock(&fake_mu);
+	for (struct CUstream_st *s = fake_streams; s; s = s->next)
+		fake_stream_drain(s);
+	pthread_mutex_unlock(&fake_mu);
+	return fake_error();
+}
+
+/* ---- streams ---- */
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned int flags)
+{
+	static unsigned seeds;
+	struct CUstream_st *s;
+	cudaError_t e = fake_error();
+
+	if (e != cudaSuccess)
+		return e;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return cudaErrorMemoryAllocation;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	pthread_mutex_lock(&fake_mu);
+	s->seed = ++seeds;
+	if (pthread_create(&s->thread, NULL, fake_worker, s) != 0) {
+		pthread_mutex_unlock(&fake_mu);
+		pthread_cond_destroy(&s->cond);
+		pthread_mutex_destroy(&s->mu);
+		free(s);
+		return cudaErrorMemoryAllocation;
+	}
+	s->next = fake_streams;
+	fake_streams = s;
+	pthread_mutex_unlock(&fake_mu);
+	*out = s;
+	return cudaSuccess;
+}
+
+/* As CUDA: returns at once, the work queued so far still runs (here: before the
+ * worker is joined). */
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+	pthread_mutex_lock(&fake_mu);
+	for (struct CUstream_st **p = &fake_streams; *p; p = &(*p)->next) {
+		if (*p == s) {
+			*p = s->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fake_mu);
+	pthread_mutex_lock(&s->mu);
+	s->stop = true;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+	pthread_join(s->thread, NULL);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+	if (!s)
+		return cudaErrorInvalidResourceHandle;
+	fake_stream_drain(s);
+	return fake_error();
+}
+
+/* Waits for the event's latest record as of this call; an event never recorded is no
+ * wait at all, as in CUDA. */
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int flags)
+{
+	struct fake_op *o;
+	uint64_t gen;
+	cudaError_t e = fake_error();
+
+	if (e != cudaSuccess)
+		return e;
+	pthread_mutex_lock(&ev->mu);
+	gen = ev->recorded;
+	pthread_mutex_unlock(&ev->mu);
+	if (gen == 0)
+		return cudaSuccess;
+	o = fake_op_new(FAKE_WAIT);
+	if (!o)
+		return cudaErrorMemoryAllocation;
+	o->ev = ev;
+	o->gen = gen;
+	return fake_push(s, o);
+}
+
+/* ---- events ---- */
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned int flags)
+{
+	struct CUevent_st *ev;
+	cudaError_t e = fake_error();
+
+	if (e != cudaSuccess)
+		return e;
+	ev = calloc(1, sizeof(*ev));
+	if (!ev)
+		return cudaErrorMemoryAllocation;
+	pthread_mutex_init(&ev->mu, NULL);
+	pthread_cond_init(&ev->cond, NULL);
+	ev->timing = !(flags & cudaEventDisableTiming);
+	*out = ev;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t ev)
+{
+	if (!ev)
+		return cudaErrorInvalidResourceHandle;
+	/* CUDA defers the release until a pending record ran; so does this. */
+	pthread_mutex_lock(&ev->mu);
+	{
+		const uint64_t want = ev->recorded;
+
+		while (ev->reached < want)
+			pthread_cond_wait(&ev->cond, &ev->mu);
+	}
+	pthread_mutex_unlock(&ev->mu);
+	pthread_cond_destroy(&ev->cond);
+	pthread_mutex_destroy(&ev->mu);
+	free(ev);
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
+{
+	struct fake_op *o;
+	cudaError_t e = fake_error();
+
+	if (e != cudaSuccess)
+		return e;
+	o = fake_op_new(FAKE_RECORD);
+	if (!o)
+		return cudaErrorMemoryAllocation;
+	o->ev = ev;
+	pthread_mutex_lock(&ev->mu);
+	o->gen = ++ev->recorded;
+	pthread_mutex_unlock(&ev->mu);
+	return fake_push(s, o);
+}
+
+/* Both ask about the latest record as of the call; never recorded is complete. */
+cudaError_t cudaEventQuery(cudaEvent_t ev)
+{
+	bool done;
+	cudaError_t e = fake_error();
+
+	if (e != cudaSuccess)
+		return e;
+	pthread_mutex_lock(&ev->mu);
+	done = ev->reached >= ev->recorded;
+	pthread_mutex_unlock(&ev->mu);
+	return done ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t ev)
+{
+	uint64_t gen;
+	cudaError_t e = fake_error();
+
+	if (e != cudaSuccess)
+		return e;
+	pthread_mutex_lock(&ev->mu);
+	gen = ev->recorded;
+	pthread_mutex_unlock(&ev->mu);
+	fake_wait_reached(ev, gen);
+	return fake_error();
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+	uint64_t t0 = 0, t1 = 0;
+	bool ready = true, timed = start->timing && end->timing;
+	cudaError_t e = fake_error();
+
+	if (e != cudaSuccess)
+		return e;
+	pthread_mutex_lock(&start->mu);
+	ready = ready && start->recorded && start->reached >= start->recorded;
+	t0 = start->reached_ns;
+	pthread_mutex_unlock(&start->mu);
+	pthread_mutex_lock(&end->mu);
+	ready = ready && end->recorded && end->reached >= end->recorded;
+	t1 = end->reached_ns;
+	pthread_mutex_unlock(&end->mu);
+	if (!timed)
+		return cudaErrorInvalidResourceHandle;
+	if (!ready)
+		return cudaErrorNotReady;
+	*ms = (float)((double)((int64_t)t1 - (int64_t)t0) / 1e6);
+	return cudaSuccess;
+}
+
+/* ---- memory ---- */
+
+static bool fake_range_add(struct fake_range **list, void *addr, size_t size)
+{
+	struct fake_range *r = malloc(sizeof(*r));
+
+	if (!r)
+		return false;
+	r->addr = addr;
+	r->size = size;
+	r->next = *list;
+	*list = r;
+	return true;
+}
+
+static struct fake_range *fake_range_take(struct fake_range **list, void *addr)
+{
+	for (struct fake_range **p = list; *p; p = &(*p)->next) {
+		if ((*p)->addr == addr) {
+			struct fake_range *r = *p;
+
+			*p = r->next;
+			return r;
+		}
+	}
+	return NULL;
+}
+
+cudaError_t cudaMalloc(void **out, size_t size)
+{
+	const size_t rounded = (size + 255) & ~(size_t)255;
+	void *p;
+	cudaError_t e = fake_error();
+
+	if (e != cudaSuccess)
+		return e;
+	pthread_mutex_lock(&fake_mu);
+	if (size == 0 || fake_allocated + rounded > FAKE_MEMORY) {
+		pthread_mutex_unlock(&fake_mu);
+		return size ? cudaErrorMemoryAllocation : cudaErrorInvalidValue;
+	}
+	p = aligned_alloc(256, rounded);
+	if (!p || !fake_range_add(&fake_allocs, p, rounded)) {
+		pthread_mutex_unlock(&fake_mu);
+		free(p);
+		return cudaErrorMemoryAllocation;
+	}
+	fake_allocated += rounded;
+	pthread_mutex_unlock(&fake_mu);
+	/* Fresh device memory is not zero: a read before the write shows. */
+	memset(p, 0xab, rounded);
+	*out = p;
+	return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p)
+{
+	struct fake_range *r;
+
+	if (!p)
+		return cudaSuccess;
+	/* Frees wait for the device, as CUDA's do. */
+	cudaDeviceSynchronize();
+	pthread_mutex_lock(&fake_mu);
+	r = fake_range_take(&fake_allocs, p);
+	if (r)
+		fake_allocated -= r->size;
+	pthread_mutex_unlock(&fake_mu);
+	if (!r)
+		return cudaErrorInvalidDevicePointer;
+	free(r->addr);
+	free(r);
+	return fake_error();
+}
+
+cudaError_t cudaMemcpyAsync(
+	void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+	struct fake_op *o;
+	cudaError_t e = fake_error();
+
+	if (e != cudaSuccess)
+		return e;
+	/* Overlap is undefined in CUDA: hip.c must never ask for it. */
+	if ((const char *)src < (char *)dst + count && (char *)dst < (const char *)src + count) {
+		fprintf(stderr, "fakecuda: overlapping cudaMemcpyAsync(%p, %p, %zu)\n", dst, src,
+			count);
+		abort();
+	}
+	if (count == 0)
+		return cudaSuccess;
+	o = fake_op_new(FAKE_COPY);
+	if (!o)
+		return cudaErrorMemoryAllocation;
+	o->dst = dst;
+	o->src = src;
+	o->len = count;
+	return fake_push(s, o);
+}
+
+cudaError_t cudaHostRegister(void *p, size_t size, unsigned int flags)
+{
+	cudaError_t e = fake_error();
+
+	if (e != cudaSuccess)
+		return e;
+	pthread_mutex_lock(&fake_mu);
+	for (struct fake_range *r = fake_registered; r; r = r->next) {
+		if ((char *)p < r->addr + r->size && r->addr < (char *)p + size) {
+			pthread_mutex_unlock(&fake_mu);
+			return cudaErrorHostMemoryAlreadyRegistered;
+		}
+	}
+	e = fake_range_add(&fake_registered, p, size) ? cudaSuccess : cudaErrorMemoryAllocation;
+	pthread_mutex_unlock(&fake_mu);
+	return e;
+}
+
+cudaError_t cudaHostUnregister(void *p)
+{
+	struct fake_range *r;
+
+	pthread_mutex_lock(&fake_mu);
+	r = fake_range_take(&fake_registered, p);
+	pthread_mutex_unlock(&fake_mu);
+	free(r);
+	return r ? cudaSuccess : cudaErrorHostMemoryNotRegistered;
+}
+
+/* ---- the kernel library ---- */
+
+static void fake_kernels_init(void)
+{
+	const struct kernel_desc *const *list = kernel_list();
+
+	for (fake_nkernels = 0; list[fake_nkernels] && fake_nkernels < 64; fake_nkernels++)
+		fake_kernels[fake_nkernels].k = list[fake_nkernels];
+}
+
+cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t *out, const char *path, enum cudaJitOption *jit,
+	void **jit_values, unsigned int njit, enum cudaLibraryOption *opt, void **opt_values,
+	unsigned int nopt)
+{
+	char head[sizeof(FAKE_IMAGE_TEXT)] = {0};
+	uint32_t magic;
+	FILE *f;
+	size_t n;
+
+	f = fopen(path, "rb");
+	if (!f)
+		return cudaErrorFileNotFound;
+	n = fread(head, 1, sizeof(head) - 1, f);
+	fclose(f);
+	memcpy(&magic, head, sizeof(magic));
+	if (!(n >= 4 && magic == FAKE_FATBIN_MAGIC) && strcmp(head, FAKE_IMAGE_TEXT) != 0)
+		return cudaErrorInvalidKernelImage;
+	*out = calloc(1, sizeof(**out));
+	if (!*out)
+		return cudaErrorMemoryAllocation;
+	pthread_once(&fake_kernels_once, fake_kernels_init);
+	return cudaSuccess;
+}
+
+cudaError_t cudaLibraryUnload(cudaLibrary_t lib)
+{
+	free(lib);
+	return cudaSuccess;
+}
+
+cudaError_t cudaLibraryGetKernelCount(unsigned int *count, cudaLibrary_t lib)
+{
+	*count = fake_nkernels;
+	return cudaSuccess;
+}
+
+cudaError_t cudaLibraryGetKernel(cudaKernel_t *out, cudaLibrary_t lib, const char *name)
+{
+	if (strncmp(name, "sseq_", 5) == 0) {
+		for (unsigned i = 0; i < fake_nkernels; i++) {
+			if (strcmp(fake_kernels[i].k->name, name + 5) == 0) {
+				*out = &fake_kernels[i];
+				return cudaSuccess;
+			}
+		}
+	}
+	return cudaErrorSymbolNotFound;
+}
+
+/* The GPU argument layout (kernels-gpu.cu) back into the CPU one: the signature, then
+ * `elements`, then spin's clock rate or conv2d's parameters, which must agree with what
+ * the arguments say. A mismatch is a hip.c bug: abort loudly. */
+static void fake_args(struct fake_op *o, const struct kernel_desc *k, void **params)
+{
+	for (unsigned i = 0; i < k->nargs; i++) {
+		o->args[i].type = k->types[i];
+		o->args[i].access = k->access[i];
+		switch (k->types[i]) {
+		case KARG_BUFFER:
+			memcpy(&o->args[i].v.buf.ptr, params[i], sizeof(void *));
+			break;
+		case KARG_I32:
+		case KARG_U32:
+		case KARG_F32:
+			memcpy(&o->args[i].v, params[i], 4);
+			break;
+		default:
+			memcpy(&o->args[i].v, params[i], 8);
+			break;
+		}
+	}
+	memcpy(&o->elements, params[k->nargs], sizeof(o->elements));
+	if (strcmp(k->name, "spin") == 0) {
+		uint64_t khz;
+
+		memcpy(&khz, params[k->nargs + 1], sizeof(khz));
+		if (khz != 1000000) {
+			fprintf(stderr, "fakecuda: spin's clock rate %lu, not 1e6 kHz\n",
+				(unsigned long)khz);
+			abort();
+		}
+	} else if (strcmp(k->name, "conv2d") == 0) {
+		struct kernel_conv2d want = {0}, got;
+
+		memcpy(&got, params[k->nargs + 1], sizeof(got));
+		kernel_conv2d_from_args(o->args, &want);
+		if (kernel_conv2d_out_shape(&want, NULL) < 0 || memcmp(&got, &want, sizeof(got))) {
+			fprintf(stderr, "fakecuda: conv2d's parameters disagree with its args\n");
+			abort();
+		}
+	}
+}
+
+cudaError_t cudaLaunchKernel(
+	const void *func, dim3 grid, dim3 block, void **params, size_t shared, cudaStream_t s)
+{
+	const struct CUkern_st *kern = func;
+	const uint64_t threads = (uint64_t)block.x * block.y * block.z;
+	struct fake_op *o;
+	cudaError_t e = fake_error();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!kern || kern < fake_kernels || kern >= fake_kernels + fake_nkernels)
+		return cudaErrorInvalidResourceHandle;
+	if (threads == 0 || threads > FAKE_MAX_BLOCK || !grid.x || !grid.y || !grid.z)
+		return cudaErrorInvalidConfiguration;
+	o = fake_op_new(FAKE_KERNEL);
+	if (!o)
+		return cudaErrorMemoryAllocation;
+	o->k = kern->k;
+	fake_args(o, kern->k, params);
+	if ((uint64_t)grid.x * grid.y * grid.z * threads < o->elements) {
+		fprintf(stderr, "fakecuda: %s: grid %ux%u of %lu threads misses elements %lu\n",
+			kern->k->name, grid.x, grid.y, (unsigned long)threads,
+			(unsigned long)o->elements);
+		abort();
+	}
+	o->fault = o->elements > FAKE_FAULT_ELEMENTS;
+	return fake_push(s, o);
+}
