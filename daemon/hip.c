@@ -1437,6 +1437,17 @@ static hipError_t hip_event_poll(hipEvent_t ev)
 	}
 }
 
+/* A pause between looks at shared state while spinning: tells the CPU (and a sibling
+ * hyperthread) that this is a wait loop. */
+static inline void hip_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 /* Waits for the oldest unreported event, then takes every later one already complete
  * along, and reports the newest: on an in-order stream that covers them all. */
 static void *hip_completer(void *arg)
@@ -1464,7 +1475,7 @@ static void *hip_completer(void *arg)
 			do {
 				pthread_mutex_unlock(&st->mu);
 				for (int i = 0; i < 64; i++)
-					__atomic_thread_fence(__ATOMIC_SEQ_CST);
+					hip_cpu_relax();
 				clock_gettime(CLOCK_MONOTONIC, &t);
 				pthread_mutex_lock(&st->mu);
 			} while (st->nreported == st->nsubmitted && !st->stop &&
