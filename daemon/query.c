@@ -133,11 +133,34 @@ static Sseq__Point *query_point(struct arena *a, struct seq_point p)
 	return pt;
 }
 
+/* What the sequencer knows of a base: its producer, pending readers, failure (I1, I4, I9). */
+static void query_buffer_state(struct server *srv, struct arena *a, const struct seq_buffer *base,
+			       Sseq__BufferInfo *bi)
+{
+	unsigned nstreams = seq_stream_count(srv->seq);
+	struct seq_stream_info si;
+
+	bi->producer = query_point(a, base->def);
+	seq_stream_info(srv->seq, base->def.stream, &si);
+	bi->producer_complete = base->def.seq <= si.completed;
+	bi->readers = arena_alloc(a, nstreams * sizeof(*bi->readers));
+	for (unsigned x = 0; x < nstreams; x++) {
+		seq_stream_info(srv->seq, x, &si);
+		if (base->readers[x] > si.completed)
+			bi->readers[bi->n_readers++] =
+				query_point(a, (struct seq_point){x, base->readers[x]});
+	}
+	bi->pending_free = base->pending;
+	bi->producer_status = server_status_from_errno(seq_buffer_error(srv->seq, base));
+}
+
 static void query_buffers(struct server *srv, struct session *asker, uint64_t only,
 			  Sseq__QueryResult *res, struct arena *a)
 {
-	size_t total = 0, n = 0;
-	unsigned nstreams = seq_stream_count(srv->seq);
+	/* Freed bases whose memory waits for their last use (I5) have no handle any more:
+	 * root sees them too. */
+	size_t np = asker->uid == 0 && !only ? seq_pending_count(srv->seq) : 0;
+	size_t total = np, n = 0;
 
 	for (struct session *s = srv->sessions; s; s = s->next)
 		total += s->nslots;
@@ -149,7 +172,6 @@ static void query_buffers(struct server *srv, struct session *asker, uint64_t on
 			const struct sbuf *sb;
 			const struct seq_buffer *b, *base;
 			Sseq__BufferInfo *bi;
-			struct seq_stream_info def_stream;
 
 			if (s->slots[i].kind != HANDLE_BUFFER)
 				continue;
@@ -166,52 +188,20 @@ static void query_buffers(struct server *srv, struct session *asker, uint64_t on
 			if (b->base && base->user)
 				bi->base_handle = ((const struct sbuf *)(uintptr_t)base->user)->handle;
 			bi->offset = b->offset;
-			bi->producer = query_point(a, base->def);
-			seq_stream_info(srv->seq, base->def.stream, &def_stream);
-			bi->producer_complete = base->def.seq <= def_stream.completed;
-			bi->readers = arena_alloc(a, nstreams * sizeof(*bi->readers));
-			for (unsigned x = 0; x < nstreams; x++) {
-				struct seq_stream_info si;
-				seq_stream_info(srv->seq, x, &si);
-				if (base->readers[x] > si.completed)
-					bi->readers[bi->n_readers++] =
-						query_point(a, (struct seq_point){x, base->readers[x]});
-			}
 			bi->slices = base->refs - (base->freed ? 0 : 1);
-			bi->pending_free = base->pending;
-			bi->producer_status = server_status_from_errno(seq_buffer_error(srv->seq, b));
+			query_buffer_state(srv, a, base, bi);
 			res->buffers[n++] = bi;
 		}
 	}
-	/* Freed bases whose memory waits for their last use (I5): no handle any more. */
-	if (asker->uid == 0 && !only) {
-		size_t np = seq_pending_count(srv->seq);
-		Sseq__BufferInfo **all = arena_alloc(a, (n + np + 1) * sizeof(*all));
-		memcpy(all, res->buffers, n * sizeof(*all));
-		res->buffers = all;
-		for (size_t i = 0; i < np; i++) {
-			const struct seq_buffer *b = seq_pending_get(srv->seq, i);
-			Sseq__BufferInfo *bi = arena_alloc(a, sizeof(*bi));
-			struct seq_stream_info def_stream;
-			sseq__buffer_info__init(bi);
-			bi->session = b->owner;
-			bi->label = (char *)"(freed)";
-			bi->size = b->size;
-			bi->producer = query_point(a, b->def);
-			seq_stream_info(srv->seq, b->def.stream, &def_stream);
-			bi->producer_complete = b->def.seq <= def_stream.completed;
-			bi->readers = arena_alloc(a, nstreams * sizeof(*bi->readers));
-			for (unsigned x = 0; x < nstreams; x++) {
-				struct seq_stream_info si;
-				seq_stream_info(srv->seq, x, &si);
-				if (b->readers[x] > si.completed)
-					bi->readers[bi->n_readers++] =
-						query_point(a, (struct seq_point){x, b->readers[x]});
-			}
-			bi->pending_free = true;
-			bi->producer_status = server_status_from_errno(seq_buffer_error(srv->seq, b));
-			res->buffers[n++] = bi;
-		}
+	for (size_t i = 0; i < np; i++) {
+		const struct seq_buffer *b = seq_pending_get(srv->seq, i);
+		Sseq__BufferInfo *bi = arena_alloc(a, sizeof(*bi));
+		sseq__buffer_info__init(bi);
+		bi->session = b->owner;
+		bi->label = (char *)"(freed)";
+		bi->size = b->size;
+		query_buffer_state(srv, a, b, bi);
+		res->buffers[n++] = bi;
 	}
 	res->n_buffers = n;
 }
