@@ -220,7 +220,7 @@ static void server_on_turn_end(uv_check_t *h)
 			uv_idle_start(&srv->spin, server_on_spin);
 		}
 	}
-	for (struct session *s = srv->sessions; s; s = s->next)
+	for (struct session *s = srv->nfollowing ? srv->sessions : NULL; s; s = s->next)
 		if (s->following)
 			session_follow_trace(s);
 	while (srv->dirty) {

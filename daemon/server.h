@@ -86,6 +86,7 @@ struct server {
 	struct session *sessions;
 	struct session *dirty; /* sessions with output to write this turn */
 	unsigned nsessions;
+	unsigned nfollowing; /* sessions following the trace: the turn's loop skips them at 0 */
 	uint64_t next_session;
 	struct op_rec *op_free;
 

@@ -383,6 +383,9 @@ void session_disconnect(struct session *s)
 	if (!s->connected)
 		return;
 	s->connected = false;
+	if (s->following)
+		srv->nfollowing--;
+	s->following = false;
 	log_info("session", "client %" PRIu64 " (pid %u, %s%s%s) disconnected: %" PRIu64
 			    " buffers, %" PRIu64 " ops in flight",
 		 s->id, s->pid, s->name[0] ? s->name : "unnamed", s->worker[0] ? " " : "",
@@ -1236,6 +1239,8 @@ static int req_query(struct session *s, const Sseq__Request *rq)
 	session_send(s, &m);
 	if (rq->query->kind == SSEQ__QUERY_KIND__QUERY_KIND_TRACE && rq->query->trace &&
 	    rq->query->trace->follow) {
+		if (!s->following)
+			s->srv->nfollowing++;
 		s->following = true;
 		s->follow_tag = rq->tag;
 		s->follow_since = res.n_trace ? res.trace[res.n_trace - 1]->seq
