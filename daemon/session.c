@@ -1186,9 +1186,9 @@ static int req_execute(struct session *s, const Sseq__Request *rq)
 	 * part keeps the rest of its old contents, so it is a read-write for sequencing and
 	 * for error flow (I9), not a fresh definition. */
 	for (unsigned i = 0; i < op.naccess; i++)
-		if (op.access[i].mode == SEQ_WRITE &&
-		    pl.elements * sizeof(float) < op.access[i].buf->size)
-			op.access[i].mode = SEQ_READWRITE;
+		if (op.access[i].mode == SEQ_WRITE)
+			op.access[i].mode = write_mode(op.access[i].buf, 0,
+						       pl.elements * sizeof(float));
 	/* Built-in kernels cover exactly what check() validated, whatever shape was asked. */
 	return session_submit(s, rq, &op, NULL, NULL, rq->want_completion);
 }
