@@ -910,6 +910,7 @@ int sseq_stats(struct sseq *s, struct sseq_stats *stats)
 		st.sessions_total = c->sessions_total;
 		st.frames_in = c->frames_in;
 		st.frames_bad = c->frames_bad;
+		st.placed_by_affinity = c->placed_by_affinity;
 	}
 	sseq_query_result_free(qr);
 	/* A caller built against an older header passes a smaller struct. */

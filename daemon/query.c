@@ -82,6 +82,7 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 	c->frees_deferred = sc->frees_deferred;
 	c->releases = sc->releases;
 	c->double_definitions = sc->double_definitions;
+	c->placed_by_affinity = sc->placed_by_affinity;
 	c->race_findings = srv->backend.ops->findings ? srv->backend.ops->findings(srv->backend.ctx)
 						      : 0;
 	/* Of those, the hip audit's (also counted in race_findings); 0 on the sim. */
@@ -322,6 +323,7 @@ static char *query_metrics(struct server *srv, struct arena *a)
 	COUNTER(frees_deferred, "Frees deferred until last use completed.");
 	COUNTER(releases, "Buffers whose memory went back to the device.");
 	COUNTER(double_definitions, "Operations refused for defining a buffer twice.");
+	COUNTER(placed_by_affinity, "Copies placed on the pool stream they depend on.");
 	COUNTER(race_findings, "Race-detector or audit findings.");
 	COUNTER(audit_findings, "Of those, hip --audit findings (GPU timestamps).");
 	COUNTER(frames_in, "Frames received.");

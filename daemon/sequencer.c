@@ -396,19 +396,57 @@ void seq_buffer_free(struct seq *seq, struct seq_buffer *buf)
 		buffer_drop(seq, base);
 }
 
-static uint32_t seq_pick_stream(struct seq *seq, enum seq_op_kind kind)
+/* A stream of the pool [first, first + n) holding an unfinished point the op must wait
+ * for, or UINT32_MAX. Putting the op there turns that wait into stream order: a chain of
+ * dependent copies (a burst into one buffer, a gather) runs back to back on one stream
+ * instead of hopping between streams through events, each hop costing the GPU an event
+ * wait (microseconds). */
+static uint32_t pool_affinity(const struct seq *seq, const struct seq_op *op, uint32_t first,
+			      uint32_t n)
 {
-	switch (kind) {
+	for (unsigned i = 0; i < op->naccess; i++) {
+		const struct seq_buffer *b = buffer_base(op->access[i].buf);
+
+		if (b->def.stream - first < n && !point_complete(seq, b->def))
+			return b->def.stream;
+		if (!(op->access[i].mode & SEQ_WRITE))
+			continue;
+		for (uint32_t x = first; x < first + n; x++)
+			if (b->readers[x] && !point_complete(seq, (struct seq_point){x, b->readers[x]}))
+				return x;
+	}
+	return UINT32_MAX;
+}
+
+/* Compute and H2D have one stream each. D2H and D2D have pools: an op goes where an
+ * unfinished point it depends on already is (pool_affinity), else round robin, so that
+ * independent copies overlap. */
+static uint32_t seq_pick_stream(const struct seq *seq, const struct seq_op *op, bool *affine)
+{
+	uint32_t first, n, s;
+	unsigned rr;
+
+	*affine = false;
+	switch (op->kind) {
 	case SEQ_OP_EXEC:
 		return 0;
 	case SEQ_OP_H2D:
 		return 1;
 	case SEQ_OP_D2H:
-		return STREAM_D2H0 + seq->rr_d2h % seq->config.n_d2h;
+		first = STREAM_D2H0;
+		n = seq->config.n_d2h;
+		rr = seq->rr_d2h;
+		break;
 	case SEQ_OP_D2D:
-		return STREAM_D2H0 + seq->config.n_d2h + seq->rr_d2d % seq->config.n_d2d;
+	default:
+		first = STREAM_D2H0 + seq->config.n_d2h;
+		n = seq->config.n_d2d;
+		rr = seq->rr_d2d;
+		break;
 	}
-	return 0;
+	s = n > 1 ? pool_affinity(seq, op, first, n) : UINT32_MAX;
+	*affine = s != UINT32_MAX;
+	return *affine ? s : first + rr % n;
 }
 
 static int op_validate(const struct seq_op *op)
@@ -486,6 +524,7 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 	struct stream *st;
 	struct seq_point p;
 	uint32_t s;
+	bool affine;
 	int r;
 
 	op->fail_cause = SEQ_FAIL_NONE;
@@ -495,7 +534,7 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 	if (r < 0)
 		return r;
 
-	s = seq_pick_stream(seq, op->kind);
+	s = seq_pick_stream(seq, op, &affine);
 	st = &seq->streams[s];
 	if (st->issued - st->completed >= seq->config.window) {
 		seq->counters.backpressure++;
@@ -559,7 +598,9 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 	st->issued = p.seq;
 	st->recs[p.seq % seq->config.window] = rec;
 	seq->counters.ops_submitted++;
-	if (op->kind == SEQ_OP_D2H)
+	if (affine)
+		seq->counters.placed_by_affinity++;
+	else if (op->kind == SEQ_OP_D2H)
 		seq->rr_d2h++;
 	else if (op->kind == SEQ_OP_D2D)
 		seq->rr_d2d++;

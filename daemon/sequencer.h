@@ -128,6 +128,7 @@ struct seq_counters {
 	uint64_t frees_deferred;
 	uint64_t releases;
 	uint64_t double_definitions;
+	uint64_t placed_by_affinity; /* D2H/D2D ops put on the pool stream they depend on */
 };
 
 /* A buffer is a base (owns memory) or a slice (a view of its base, I6). Fields are

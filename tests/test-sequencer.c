@@ -26,6 +26,7 @@
  *   I9 device error not spread along waits   -> i9_device_error_fails_stream_and_waiters
  *   I9 partial write clears error            -> i9_partial_write_keeps_error
  *   I9 failed launch uses up a point         -> i9_launch_failure_does_not_consume_point (+2)
+ *   copies ignore their pool's pending deps -> copies_follow_their_pending_dependency...
  *   eager events / legacy switches inert     -> lazy_events_only_when_needed,
  *                                               legacy_sync_window_elides_wait,
  *                                               i5_legacy_early_free_releases_at_once
@@ -1618,6 +1619,48 @@ START_TEST(test_streams_layout_and_round_robin)
 }
 END_TEST
 
+/* A copy that depends on an unfinished copy of its own pool goes on that copy's stream:
+ * stream order instead of an event wait. Independent copies still spread round robin. */
+START_TEST(test_copies_follow_their_pending_dependency_in_the_pool)
+{
+	struct seq_config cfg = {.n_d2h = 2, .n_d2d = 2};
+	struct seq_buffer *a, *b, *c;
+	struct seq_point at;
+
+	fx_start(&cfg);
+	a = buf_new(64);
+	b = buf_new(64);
+	c = buf_new(64);
+	log_clear();
+	/* A burst of copies into b: each redefines b, so each depends on the one before. */
+	for (uint64_t i = 1; i <= 4; i++) {
+		ck_assert_int_eq(submit(SEQ_OP_D2D, &at, 2, a, SEQ_READ, b, SEQ_WRITE), 0);
+		ck_point(at, 4, i);
+	}
+	ck_log_count("wait ", 0);
+	ck_assert_uint_eq(seq_counters(F.seq)->placed_by_affinity, 3);
+	ck_assert_uint_eq(seq_counters(F.seq)->waits_elided_same_stream, 3);
+	/* An independent copy takes the pool's next stream. */
+	ck_assert_int_eq(submit(SEQ_OP_D2D, &at, 2, a, SEQ_READ, c, SEQ_WRITE), 0);
+	ck_point(at, 5, 1);
+	/* Writing a buffer still being read on stream 5 goes there too (its other reads,
+	 * on stream 4, are seen complete). */
+	complete(4, 4, 0);
+	ck_assert_int_eq(submit(SEQ_OP_D2D, &at, 2, b, SEQ_READ, a, SEQ_WRITE), 0);
+	ck_point(at, 5, 2);
+	ck_log_count("wait ", 0);
+	/* Once everything it depends on is seen complete, round robin again. */
+	complete(5, 2, 0);
+	ck_assert_int_eq(submit(SEQ_OP_D2D, &at, 2, a, SEQ_READ, b, SEQ_WRITE), 0);
+	ck_point(at, 4, 5);
+	/* The D2H pool is another pool: a D2H of b waits for the D2D stream's event. */
+	ck_assert_int_eq(submit(SEQ_OP_D2H, &at, 1, b, SEQ_READ), 0);
+	ck_point(at, 2, 1);
+	ck_log_has("wait 2 4:5");
+	ck_assert_uint_eq(seq_counters(F.seq)->placed_by_affinity, 4);
+}
+END_TEST
+
 START_TEST(test_default_config)
 {
 	fx_start(NULL);
@@ -1802,6 +1845,7 @@ static Suite *sequencer_suite(void)
 		{"legacy", test_legacy_sync_window_elides_wait},
 		{"legacy", test_legacy_sync_window_waits_inside_window},
 		{"config", test_streams_layout_and_round_robin},
+		{"config", test_copies_follow_their_pending_dependency_in_the_pool},
 		{"config", test_default_config},
 		{"config", test_destroy_releases_everything_held},
 		{"input", test_bad_input_naccess},

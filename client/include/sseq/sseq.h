@@ -375,6 +375,7 @@ struct sseq_stats {
 	uint64_t sessions_total;
 	uint64_t frames_in;
 	uint64_t frames_bad;
+	uint64_t placed_by_affinity; /* copies put on the D2H/D2D stream they depend on */
 };
 
 /* Ask the daemon for its counters (one round trip; queued requests are sent first) and

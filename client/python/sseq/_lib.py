@@ -95,6 +95,7 @@ STATS_FIELDS = (
     "sessions_total",
     "frames_in",
     "frames_bad",
+    "placed_by_affinity",
 )
 
 

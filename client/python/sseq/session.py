@@ -87,6 +87,7 @@ class Stats:
     sessions_total: int = 0
     frames_in: int = 0
     frames_bad: int = 0
+    placed_by_affinity: int = 0
 
     def __sub__(self, other: "Stats") -> "Stats":
         if not isinstance(other, Stats):
