@@ -27,6 +27,7 @@
 #include <sseq/sseq.h>
 
 #include "backend.h"
+#include "completion-queue.h"
 #include "hip.h"
 #include "kernels.h"
 #include "sequencer.h"
@@ -37,11 +38,8 @@
 struct harness {
 	struct backend be;
 	struct seq *seq;
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	struct seq_point *done_q;
-	int *status_q;
-	size_t nq, capq;
+	struct completion_queue cq;
+	pthread_mutex_t mu; /* for the findings */
 	uint64_t dones;
 	int last_status;
 	/* Audit findings, reported from the audit thread (under mu). */
@@ -54,21 +52,7 @@ static struct harness H;
 
 static void h_complete(void *arg, struct seq_point p, int status)
 {
-	pthread_mutex_lock(&H.mu);
-	if (H.nq == H.capq) {
-		size_t cap = H.capq ? 2 * H.capq : 64;
-
-		H.done_q = realloc(H.done_q, cap * sizeof(*H.done_q));
-		H.status_q = realloc(H.status_q, cap * sizeof(*H.status_q));
-		if (!H.done_q || !H.status_q)
-			abort();
-		H.capq = cap;
-	}
-	H.done_q[H.nq] = p;
-	H.status_q[H.nq] = status;
-	H.nq++;
-	pthread_cond_signal(&H.cond);
-	pthread_mutex_unlock(&H.mu);
+	cq_push(&H.cq, p, status);
 }
 
 static void h_finding(void *arg, const char *what)
@@ -94,23 +78,7 @@ static size_t h_drain(bool block)
 	int *st;
 	size_t n;
 
-	pthread_mutex_lock(&H.mu);
-	if (block && H.nq == 0) {
-		struct timespec until;
-
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += 20;
-		while (H.nq == 0)
-			if (pthread_cond_timedwait(&H.cond, &H.mu, &until) == ETIMEDOUT)
-				break;
-	}
-	q = H.done_q;
-	st = H.status_q;
-	n = H.nq;
-	H.done_q = NULL;
-	H.status_q = NULL;
-	H.nq = H.capq = 0;
-	pthread_mutex_unlock(&H.mu);
+	n = cq_take(&H.cq, block, 20, &q, &st);
 	if (block)
 		ck_assert_msg(n > 0, "no completion within 20 s");
 	for (size_t i = 0; i < n; i++) {
@@ -158,7 +126,7 @@ static int h_try_setup(const struct seq_config *scfg, struct hip_config *hcfg)
 
 	memset(&H, 0, sizeof(H));
 	pthread_mutex_init(&H.mu, NULL);
-	pthread_cond_init(&H.cond, NULL);
+	cq_init(&H.cq);
 	if (!hcfg)
 		hcfg = &def;
 	if (!hcfg->kernels)
@@ -223,7 +191,7 @@ static void h_teardown(void)
 	}
 	H.be.ops->destroy(H.be.ctx);
 	h_drain(false);
-	pthread_cond_destroy(&H.cond);
+	cq_destroy(&H.cq);
 	pthread_mutex_destroy(&H.mu);
 }
 
@@ -803,7 +771,7 @@ START_TEST(test_missing_kernel_image_fails_create_clearly)
 	struct hip_config cfg = {.kernels = "/nonexistent/sseq-kernels.image"};
 
 	ck_assert_int_eq(h_try_setup(NULL, &cfg), -ENOENT);
-	pthread_cond_destroy(&H.cond);
+	cq_destroy(&H.cq);
 	pthread_mutex_destroy(&H.mu);
 }
 END_TEST

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "completion-queue.h"
 #include "sequencer.h"
 #include "sim.h"
 
@@ -23,11 +24,8 @@
 struct harness {
 	struct backend be;
 	struct seq *seq;
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	struct seq_point *done_q; /* completions not yet handed to the core */
-	int *status_q;
-	size_t nq, capq;
+	struct completion_queue cq; /* completions not yet handed to the core */
+	pthread_mutex_t mu; /* for the findings */
 	char *findings[MAX_FINDINGS];
 	unsigned nfindings;
 	uint64_t dones; /* done callbacks from the core */
@@ -37,21 +35,7 @@ static struct harness H;
 
 static void h_complete(void *arg, struct seq_point p, int status)
 {
-	pthread_mutex_lock(&H.mu);
-	if (H.nq == H.capq) {
-		size_t cap = H.capq ? 2 * H.capq : 64;
-
-		H.done_q = realloc(H.done_q, cap * sizeof(*H.done_q));
-		H.status_q = realloc(H.status_q, cap * sizeof(*H.status_q));
-		if (!H.done_q || !H.status_q)
-			abort();
-		H.capq = cap;
-	}
-	H.done_q[H.nq] = p;
-	H.status_q[H.nq] = status;
-	H.nq++;
-	pthread_cond_signal(&H.cond);
-	pthread_mutex_unlock(&H.mu);
+	cq_push(&H.cq, p, status);
 }
 
 static void h_finding(void *arg, const char *what)
@@ -75,23 +59,7 @@ static size_t h_drain(bool block)
 	int *st;
 	size_t n;
 
-	pthread_mutex_lock(&H.mu);
-	if (block && H.nq == 0) {
-		struct timespec until;
-
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += 20;
-		while (H.nq == 0)
-			if (pthread_cond_timedwait(&H.cond, &H.mu, &until) == ETIMEDOUT)
-				break;
-	}
-	q = H.done_q;
-	st = H.status_q;
-	n = H.nq;
-	H.done_q = NULL;
-	H.status_q = NULL;
-	H.nq = H.capq = 0;
-	pthread_mutex_unlock(&H.mu);
+	n = cq_take(&H.cq, block, 20, &q, &st);
 	if (block)
 		ck_assert_msg(n > 0, "no completion within 20 s");
 	for (size_t i = 0; i < n; i++)
@@ -115,7 +83,7 @@ static void h_setup(const struct seq_config *scfg, const struct sim_config *simc
 
 	memset(&H, 0, sizeof(H));
 	pthread_mutex_init(&H.mu, NULL);
-	pthread_cond_init(&H.cond, NULL);
+	cq_init(&H.cq);
 	ck_assert_int_eq(sim_create(&H.be, simcfg, h_complete, h_finding, NULL), 0);
 	if (!scfg)
 		return;
@@ -184,7 +152,7 @@ static void h_teardown(void)
 	h_drain(false);
 	for (unsigned i = 0; i < H.nfindings && i < MAX_FINDINGS; i++)
 		free(H.findings[i]);
-	pthread_cond_destroy(&H.cond);
+	cq_destroy(&H.cq);
 	pthread_mutex_destroy(&H.mu);
 }
 
