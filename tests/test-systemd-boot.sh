@@ -27,6 +27,7 @@ cleanup() {
 	rm -rf "$w"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM # through the EXIT trap: nothing stays mounted
 mkdir -p "$w/layer" "$root" "$w/results"
 
 # A plain (unsanitized) build installed as a distribution would: prefix /usr.
