@@ -10,24 +10,12 @@
 
 #include <sseq/sseq.h>
 
-/* Copies per timed burst: $SSEQ_BENCH_BURST, default 8. */
-static int COPY_BURST = 8;
-#define COPY_BURST_MAX 64
+#include "common.h"
+
+/* Copies per timed burst (bench_copy_burst). */
+static int COPY_BURST;
 
 static struct sseq *s;
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
 
 static void check(int r, const char *what)
 {
@@ -100,9 +88,7 @@ static void mode_latency(int reps)
 		check(sseq_await(s, a), "await");
 		t[r] = now_s() - t0;
 	}
-	qsort(t, (size_t)reps, sizeof(double), cmp_double);
-	printf("daemon latency bytes=4096 median_us=%.2f p10_us=%.2f p90_us=%.2f\n",
-	       t[reps / 2] * 1e6, t[reps / 10] * 1e6, t[reps * 9 / 10] * 1e6);
+	print_latency("daemon", t, reps);
 	free(t);
 }
 
@@ -120,8 +106,7 @@ static void mode_launch(long count)
 	for (long i = 0; i < count; i++)
 		check(sseq_execute(s, "spin", args, 1, NULL, NULL), "execute");
 	check(sseq_sync(s), "sync");
-	printf("daemon launch count=%ld seconds=%.4f launches_per_s=%.0f\n", count, now_s() - t0,
-	       (double)count / (now_s() - t0));
+	print_launch("daemon", count, t0);
 }
 
 /* What a fresh worker does through the daemon: connect, allocate, one kernel, wait. */
@@ -141,24 +126,17 @@ static void mode_first_kernel(void)
 static void mode_hold(void)
 {
 	uint64_t a;
-	char c;
 
 	open_session(0);
 	check(sseq_alloc(s, 4096, "a", &a), "alloc");
-	printf("daemon hold ready\n");
-	fflush(stdout);
-	while (read(0, &c, 1) > 0)
-		;
+	hold_until_stdin_closes("daemon");
 }
 
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
 
-	if (getenv("SSEQ_BENCH_BURST"))
-		COPY_BURST = atoi(getenv("SSEQ_BENCH_BURST"));
-	if (COPY_BURST < 1 || COPY_BURST > COPY_BURST_MAX)
-		COPY_BURST = 8;
+	COPY_BURST = bench_copy_burst();
 	if (!strcmp(mode, "copy"))
 		mode_copy(argc > 2 ? strtoull(argv[2], NULL, 0) : 256u << 20, 5);
 	else if (!strcmp(mode, "latency"))

@@ -15,6 +15,8 @@
 #include <hip/hip_runtime_api.h>
 #endif
 
+#include "common.h"
+
 #define CHECK(call)                                                                               \
 	do {                                                                                      \
 		hipError_t err_ = (call);                                                         \
@@ -24,22 +26,8 @@
 		}                                                                                 \
 	} while (0)
 
-/* Copies per timed burst: $SSEQ_BENCH_BURST, default 8. */
-static int COPY_BURST = 8;
-#define COPY_BURST_MAX 64
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
+/* Copies per timed burst (bench_copy_burst). */
+static int COPY_BURST;
 
 static void *pinned(size_t size)
 {
@@ -104,9 +92,7 @@ static void mode_latency(int reps)
 		CHECK(hipStreamSynchronize(st));
 		t[r] = now_s() - t0;
 	}
-	qsort(t, (size_t)reps, sizeof(double), cmp_double);
-	printf("native latency bytes=4096 median_us=%.2f p10_us=%.2f p90_us=%.2f\n",
-	       t[reps / 2] * 1e6, t[reps / 10] * 1e6, t[reps * 9 / 10] * 1e6);
+	print_latency("native", t, reps);
 	free(t);
 }
 
@@ -137,8 +123,7 @@ static void mode_launch(const char *image, long count)
 	for (long i = 0; i < count; i++)
 		CHECK(hipModuleLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, st, params, NULL));
 	CHECK(hipStreamSynchronize(st));
-	printf("native launch count=%ld seconds=%.4f launches_per_s=%.0f\n", count, now_s() - t0,
-	       (double)count / (now_s() - t0));
+	print_launch("native", count, t0);
 }
 
 /* What a fresh worker does natively: create a context, load the kernels, allocate, run
@@ -164,24 +149,17 @@ static void mode_first_kernel(const char *image)
 static void mode_hold(void)
 {
 	void *dev;
-	char c;
 
 	CHECK(hipSetDevice(0));
 	CHECK(hipMalloc(&dev, 4096));
-	printf("native hold ready\n");
-	fflush(stdout);
-	while (read(0, &c, 1) > 0)
-		;
+	hold_until_stdin_closes("native");
 }
 
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
 
-	if (getenv("SSEQ_BENCH_BURST"))
-		COPY_BURST = atoi(getenv("SSEQ_BENCH_BURST"));
-	if (COPY_BURST < 1 || COPY_BURST > COPY_BURST_MAX)
-		COPY_BURST = 8;
+	COPY_BURST = bench_copy_burst();
 	if (!strcmp(mode, "copy"))
 		mode_copy(argc > 2 ? strtoull(argv[2], NULL, 0) : 256u << 20, 5);
 	else if (!strcmp(mode, "latency"))

@@ -1,0 +1,65 @@
+/* What bench-client (through sseqd) and bench-native (HIP in one process) share, so that
+ * both sides time, parse and report the same way. */
+#ifndef SSEQ_BENCH_COMMON_H
+#define SSEQ_BENCH_COMMON_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Copies per timed burst: $SSEQ_BENCH_BURST (1 to COPY_BURST_MAX), default 8. */
+#define COPY_BURST_MAX 64
+
+static inline int bench_copy_burst(void)
+{
+	const char *env = getenv("SSEQ_BENCH_BURST");
+	int n = env ? atoi(env) : 8;
+
+	return n >= 1 && n <= COPY_BURST_MAX ? n : 8;
+}
+
+static inline double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* "<side> latency ..." from `reps` round-trip times in seconds (sorted in place). */
+static inline void print_latency(const char *side, double *t, int reps)
+{
+	qsort(t, (size_t)reps, sizeof(double), cmp_double);
+	printf("%s latency bytes=4096 median_us=%.2f p10_us=%.2f p90_us=%.2f\n", side,
+	       t[reps / 2] * 1e6, t[reps / 10] * 1e6, t[reps * 9 / 10] * 1e6);
+}
+
+/* "<side> launch ..." for `count` launches that took since t0. */
+static inline void print_launch(const char *side, long count, double t0)
+{
+	double seconds = now_s() - t0;
+
+	printf("%s launch count=%ld seconds=%.4f launches_per_s=%.0f\n", side, count, seconds,
+	       (double)count / seconds);
+}
+
+/* Say `side` is ready, then block until stdin closes (device-memory figures). */
+static inline void hold_until_stdin_closes(const char *side)
+{
+	char c;
+
+	printf("%s hold ready\n", side);
+	fflush(stdout);
+	while (read(0, &c, 1) > 0)
+		;
+}
+
+#endif
