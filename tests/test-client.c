@@ -22,15 +22,23 @@ static void make_pair(int sv[2])
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 }
 
-static Sseq__Request *request_with_tag(Sseq__Request *req, Sseq__Free *fr, uint64_t tag)
+static void close_pair(int sv[2])
 {
-	sseq__request__init(req);
-	sseq__free__init(fr);
-	fr->buffer = tag * 10;
-	req->tag = tag;
-	req->body_case = SSEQ__REQUEST__BODY_FREE;
-	req->free = fr;
-	return req;
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* Queue a Free of buffer tag * 10 under tag (with fd unless -1); frame_writer_add's result. */
+static int add_request(struct frame_writer *w, uint64_t tag, int fd)
+{
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	Sseq__Free fr = SSEQ__FREE__INIT;
+
+	fr.buffer = tag * 10;
+	req.tag = tag;
+	req.body_case = SSEQ__REQUEST__BODY_FREE;
+	req.free = &fr;
+	return frame_writer_add(w, &req.base, fd);
 }
 
 /* Read frames until `n` requests arrived (blocking), checking their tags count up from 1. */
@@ -70,17 +78,13 @@ START_TEST(test_frame_batch_roundtrip)
 	make_pair(sv);
 	struct frame_writer w;
 	frame_writer_init(&w);
-	for (uint64_t t = 1; t <= 100; t++) {
-		Sseq__Request req;
-		Sseq__Free fr;
-		ck_assert_int_eq(frame_writer_add(&w, &request_with_tag(&req, &fr, t)->base, -1), 0);
-	}
+	for (uint64_t t = 1; t <= 100; t++)
+		ck_assert_int_eq(add_request(&w, t, -1), 0);
 	ck_assert_int_eq(frame_writer_send(&w, sv[0]), 0);
 	ck_assert_uint_eq(frame_writer_pending(&w), 0);
 	expect_requests(sv[1], 100);
 	frame_writer_finish(&w);
-	close(sv[0]);
-	close(sv[1]);
+	close_pair(sv);
 }
 END_TEST
 
@@ -91,11 +95,8 @@ START_TEST(test_frame_reader_reassembles_byte_by_byte)
 	make_pair(sv);
 	struct frame_writer w;
 	frame_writer_init(&w);
-	for (uint64_t t = 1; t <= 3; t++) {
-		Sseq__Request req;
-		Sseq__Free fr;
-		frame_writer_add(&w, &request_with_tag(&req, &fr, t)->base, -1);
-	}
+	for (uint64_t t = 1; t <= 3; t++)
+		add_request(&w, t, -1);
 	struct frame_reader r;
 	frame_reader_init(&r);
 	unsigned frames = 0;
@@ -116,8 +117,7 @@ START_TEST(test_frame_reader_reassembles_byte_by_byte)
 	ck_assert_uint_eq(frames, 3);
 	frame_reader_finish(&r);
 	frame_writer_finish(&w);
-	close(sv[0]);
-	close(sv[1]);
+	close_pair(sv);
 }
 END_TEST
 
@@ -145,8 +145,7 @@ START_TEST(test_frame_reader_rejects_oversized_length)
 	ck_assert_int_eq(frame_reader_next(&r, &f, &len), 0);
 	ck_assert_uint_ge(r.cap, FRAME_HEADER_SIZE + FRAME_MAX_SIZE);
 	frame_reader_finish(&r);
-	close(sv[0]);
-	close(sv[1]);
+	close_pair(sv);
 }
 END_TEST
 
@@ -220,12 +219,8 @@ START_TEST(test_frame_fd_rides_first_byte_of_its_frame)
 	int fda = memfd_create("a", MFD_CLOEXEC), fdb = memfd_create("b", MFD_CLOEXEC);
 	struct frame_writer w;
 	frame_writer_init(&w);
-	for (uint64_t t = 1; t <= 5; t++) {
-		Sseq__Request req;
-		Sseq__Free fr;
-		int fd = t == 2 ? fda : t == 3 ? fdb : -1;
-		ck_assert_int_eq(frame_writer_add(&w, &request_with_tag(&req, &fr, t)->base, fd), 0);
-	}
+	for (uint64_t t = 1; t <= 5; t++)
+		ck_assert_int_eq(add_request(&w, t, t == 2 ? fda : t == 3 ? fdb : -1), 0);
 	ck_assert_int_eq(frame_writer_send(&w, sv[0]), 0);
 	int fds[5][4];
 	size_t nfds[5] = {0};
@@ -252,12 +247,23 @@ START_TEST(test_frame_fd_rides_first_byte_of_its_frame)
 	close(fda);
 	close(fdb);
 	frame_writer_finish(&w);
-	close(sv[0]);
-	close(sv[1]);
+	close_pair(sv);
 }
 END_TEST
 
 /* ---- argument packing ---- */
+
+/* ex through the wire and back, as the daemon would see it. Free with
+ * sseq__execute__free_unpacked. */
+static Sseq__Execute *execute_roundtrip(const Sseq__Execute *ex)
+{
+	size_t n = sseq__execute__get_packed_size(ex);
+	uint8_t *buf = malloc(n);
+	sseq__execute__pack(ex, buf);
+	Sseq__Execute *back = sseq__execute__unpack(NULL, n, buf);
+	free(buf);
+	return back;
+}
 
 START_TEST(test_args_pack_types_and_access)
 {
@@ -269,11 +275,7 @@ START_TEST(test_args_pack_types_and_access)
 	ck_assert_int_eq(args_pack(&p, args, 9, NULL), 0);
 	p.ex.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
 	p.ex.kernel = "axpy";
-	/* Through the wire and back, as the daemon would see it. */
-	size_t n = sseq__execute__get_packed_size(&p.ex);
-	uint8_t *buf = malloc(n);
-	sseq__execute__pack(&p.ex, buf);
-	Sseq__Execute *ex = sseq__execute__unpack(NULL, n, buf);
+	Sseq__Execute *ex = execute_roundtrip(&p.ex);
 	ck_assert_ptr_nonnull(ex);
 	ck_assert_str_eq(ex->kernel, "axpy");
 	ck_assert_uint_eq(ex->n_args, 9);
@@ -297,7 +299,6 @@ START_TEST(test_args_pack_types_and_access)
 	ck_assert_uint_eq(ex->args[8]->u64, 1ull << 40);
 	/* A zero scalar is still sent: the oneof case survives a default value. */
 	sseq__execute__free_unpacked(ex, NULL);
-	free(buf);
 	args_pack_finish(&p);
 }
 END_TEST
@@ -309,14 +310,10 @@ START_TEST(test_args_pack_zero_scalar_keeps_its_type)
 	ck_assert_int_eq(args_pack(&p, args, 2, NULL), 0);
 	p.ex.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
 	p.ex.kernel = "fill";
-	size_t n = sseq__execute__get_packed_size(&p.ex);
-	uint8_t *buf = malloc(n);
-	sseq__execute__pack(&p.ex, buf);
-	Sseq__Execute *ex = sseq__execute__unpack(NULL, n, buf);
+	Sseq__Execute *ex = execute_roundtrip(&p.ex);
 	ck_assert_int_eq(ex->args[0]->value_case, SSEQ__ARG__VALUE_F32);
 	ck_assert_int_eq(ex->args[1]->value_case, SSEQ__ARG__VALUE_U64);
 	sseq__execute__free_unpacked(ex, NULL);
-	free(buf);
 	args_pack_finish(&p);
 }
 END_TEST
@@ -684,19 +681,26 @@ static struct fake *fake_start(void)
 	return f;
 }
 
-static struct sseq *fake_connect(struct fake *f, uint64_t staging_size)
+/* Run the fake daemon on one end of a socketpair; returns the client's end. */
+static int fake_serve(struct fake *f)
 {
 	int sv[2];
 	make_pair(sv);
 	f->sock = sv[1];
 	pthread_create(&f->thread, NULL, fake_main, f);
+	return sv[0];
+}
+
+static struct sseq *fake_connect(struct fake *f, uint64_t staging_size)
+{
+	int fd = fake_serve(f);
 	struct sseq_connect_options o = {
 		.size = sizeof(o),
 		.worker_id = "gw7",
 		.staging_size = staging_size,
 	};
 	struct sseq *s;
-	int r = sseq_connect_fd(sv[0], &o, &s);
+	int r = sseq_connect_fd(fd, &o, &s);
 	ck_assert_msg(r == 0, "connect: %s", sseq_strerror(r));
 	return s;
 }
@@ -727,13 +731,10 @@ START_TEST(test_client_refuses_other_major)
 {
 	struct fake *f = fake_start();
 	f->major = 99;
-	int sv[2];
-	make_pair(sv);
-	f->sock = sv[1];
-	pthread_create(&f->thread, NULL, fake_main, f);
+	int fd = fake_serve(f);
 	struct sseq_connect_options o = {.worker_id = "gw7"};
 	struct sseq *s;
-	ck_assert_int_eq(sseq_connect_fd(sv[0], &o, &s), -SSEQ_ERR_UNSUPPORTED_VERSION);
+	ck_assert_int_eq(sseq_connect_fd(fd, &o, &s), -SSEQ_ERR_UNSUPPORTED_VERSION);
 	ck_assert_ptr_null(s);
 	ck_assert_ptr_nonnull(strstr(sseq_last_error_message(NULL), "99"));
 	fake_stop(f, NULL);

@@ -129,6 +129,21 @@ static void send_req(int fd, const Sseq__Request *rq)
 	send_req_fd(fd, rq, -1);
 }
 
+static uint64_t next_tag = 100;
+
+/* Send rq under the next fresh tag, passing passfd with it if >= 0; returns the tag. */
+static uint64_t send_tagged_fd(int fd, Sseq__Request *rq, int passfd)
+{
+	rq->tag = ++next_tag;
+	send_req_fd(fd, rq, passfd);
+	return rq->tag;
+}
+
+static uint64_t send_tagged(int fd, Sseq__Request *rq)
+{
+	return send_tagged_fd(fd, rq, -1);
+}
+
 /* Read exactly n bytes; false on EOF or after timeout_ms. */
 static bool read_full(int fd, void *buf, size_t n, int timeout_ms)
 {
@@ -201,6 +216,21 @@ static Sseq__Status expect_completion(int fd, uint64_t tag)
 	}
 }
 
+/* Just the Reply's status, for the common case that wants nothing else from it. */
+static Sseq__Status reply_status(int fd, uint64_t tag)
+{
+	return expect_reply(fd, tag, NULL, NULL, 0);
+}
+
+/* The request under tag was accepted and completed, both OK. A macro so that a failure
+ * names the caller's line; tag is evaluated once. */
+#define ASSERT_OK_AND_COMPLETED(fd, tag)                                                         \
+	do {                                                                                      \
+		uint64_t tag_ = (tag);                                                            \
+		ck_assert_int_eq(reply_status(fd, tag_), SSEQ__STATUS__STATUS_OK);                \
+		ck_assert_int_eq(expect_completion(fd, tag_), SSEQ__STATUS__STATUS_OK);           \
+	} while (0)
+
 static void hello_as(int fd, uint32_t major, const char *worker)
 {
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
@@ -220,11 +250,9 @@ static int conn_hello(void)
 {
 	int fd = conn_open();
 	hello_as(fd, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR, "gw0");
-	ck_assert_int_eq(expect_reply(fd, 1, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(fd, 1), SSEQ__STATUS__STATUS_OK);
 	return fd;
 }
-
-static uint64_t next_tag = 100;
 
 static Sseq__Status do_alloc(int fd, uint64_t size, uint64_t *handle)
 {
@@ -233,11 +261,9 @@ static Sseq__Status do_alloc(int fd, uint64_t size, uint64_t *handle)
 
 	a.size = size;
 	a.label = (char *)"t";
-	rq.tag = ++next_tag;
 	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
 	rq.alloc = &a;
-	send_req(fd, &rq);
-	return expect_reply(fd, rq.tag, handle, NULL, 0);
+	return expect_reply(fd, send_tagged(fd, &rq), handle, NULL, 0);
 }
 
 struct staging {
@@ -262,11 +288,9 @@ static Sseq__Status staging_register(int fd, struct staging *st, size_t size, bo
 	st->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, st->memfd, 0);
 	ck_assert(st->map != MAP_FAILED);
 	sr.size = size;
-	rq.tag = ++next_tag;
 	rq.body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
 	rq.staging_register = &sr;
-	send_req_fd(fd, &rq, st->memfd);
-	status = expect_reply(fd, rq.tag, &st->handle, NULL, 0);
+	status = expect_reply(fd, send_tagged_fd(fd, &rq, st->memfd), &st->handle, NULL, 0);
 	close(st->memfd);
 	return status;
 }
@@ -282,11 +306,9 @@ static uint64_t send_h2d(int fd, uint64_t staging, uint64_t soff, uint64_t dst, 
 	c.dst = dst;
 	c.dst_offset = doff;
 	c.length = len;
-	rq.tag = ++next_tag;
 	rq.body_case = SSEQ__REQUEST__BODY_COPY_H2D;
 	rq.copy_h2d = &c;
-	send_req(fd, &rq);
-	return rq.tag;
+	return send_tagged(fd, &rq);
 }
 
 static uint64_t send_d2h(int fd, uint64_t src, uint64_t soff, uint64_t staging, uint64_t stoff,
@@ -300,11 +322,9 @@ static uint64_t send_d2h(int fd, uint64_t src, uint64_t soff, uint64_t staging, 
 	c.staging = staging;
 	c.staging_offset = stoff;
 	c.length = len;
-	rq.tag = ++next_tag;
 	rq.body_case = SSEQ__REQUEST__BODY_COPY_D2H;
 	rq.copy_d2h = &c;
-	send_req(fd, &rq);
-	return rq.tag;
+	return send_tagged(fd, &rq);
 }
 
 static uint64_t send_d2d(int fd, uint64_t src, uint64_t soff, uint64_t dst, uint64_t doff,
@@ -318,11 +338,22 @@ static uint64_t send_d2d(int fd, uint64_t src, uint64_t soff, uint64_t dst, uint
 	c.dst = dst;
 	c.dst_offset = doff;
 	c.length = len;
-	rq.tag = ++next_tag;
 	rq.body_case = SSEQ__REQUEST__BODY_COPY_D2D;
 	rq.copy_d2d = &c;
-	send_req(fd, &rq);
-	return rq.tag;
+	return send_tagged(fd, &rq);
+}
+
+static uint64_t send_slice(int fd, uint64_t buffer, uint64_t offset, uint64_t length)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Slice sl = SSEQ__SLICE__INIT;
+
+	sl.buffer = buffer;
+	sl.offset = offset;
+	sl.length = length;
+	rq.body_case = SSEQ__REQUEST__BODY_SLICE;
+	rq.slice = &sl;
+	return send_tagged(fd, &rq);
 }
 
 /* Execute `kernel` with args described by `sig`: 'i' in, 'o' out, 'x' inout buffer
@@ -373,11 +404,9 @@ static uint64_t send_exec(int fd, const char *kernel, const char *sig, const uin
 	e.kernel = (char *)kernel;
 	e.n_args = n;
 	e.args = argp;
-	rq.tag = ++next_tag;
 	rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
 	rq.execute = &e;
-	send_req(fd, &rq);
-	return rq.tag;
+	return send_tagged(fd, &rq);
 }
 
 static Sseq__QueryResult *query(int fd, Sseq__QueryKind kind)
@@ -386,10 +415,9 @@ static Sseq__QueryResult *query(int fd, Sseq__QueryKind kind)
 	Sseq__Query q = SSEQ__QUERY__INIT;
 
 	q.kind = kind;
-	rq.tag = ++next_tag;
 	rq.body_case = SSEQ__REQUEST__BODY_QUERY;
 	rq.query = &q;
-	send_req(fd, &rq);
+	send_tagged(fd, &rq);
 	for (;;) {
 		Sseq__Message *m = recv_msg(fd);
 		ck_assert_ptr_nonnull(m);
@@ -419,12 +447,9 @@ static void sync_all(int fd)
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
 	Sseq__Sync s = SSEQ__SYNC__INIT;
 
-	rq.tag = ++next_tag;
 	rq.body_case = SSEQ__REQUEST__BODY_SYNC;
 	rq.sync = &s;
-	send_req(fd, &rq);
-	ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_completion(fd, rq.tag), SSEQ__STATUS__STATUS_OK);
+	ASSERT_OK_AND_COMPLETED(fd, send_tagged(fd, &rq));
 }
 
 /* ---- the tests ------------------------------------------------------------------------ */
@@ -481,7 +506,7 @@ START_TEST(test_roundtrip_h2d_exec_d2d_d2h)
 	send_d2d(fd, c, 0, a, 0, n * 4);
 	uint64_t t5 = send_d2h(fd, a, 0, st.handle, 2 * n * 4, n * 4);
 	for (uint64_t tt = t1; tt <= t5; tt++)
-		ck_assert_int_eq(expect_reply(fd, tt, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+		ck_assert_int_eq(reply_status(fd, tt), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(expect_completion(fd, t5), SSEQ__STATUS__STATUS_OK);
 	for (size_t i = 0; i < n; i++)
 		ck_assert_float_eq(st.map[2 * n + i], 3.0f * (float)i);
@@ -525,24 +550,19 @@ START_TEST(test_slice_await_sync_batch)
 	send_req(fd, &rq);
 	ck_assert_int_eq(expect_reply(fd, 200, &s1, NULL, 0), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(expect_reply(fd, 201, &s2, NULL, 0), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_reply(fd, 199, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(fd, 199), SSEQ__STATUS__STATUS_OK);
 
 	for (int i = 0; i < 128; i++)
 		st.map[i] = 7.0f;
-	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, s2, 0, 512), NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 0, s2, 0, 512)),
 			 SSEQ__STATUS__STATUS_OK);
 	/* Await on the base: the slice's H2D defines it (I6). */
 	aw.buffer = a;
 	rq = (Sseq__Request)SSEQ__REQUEST__INIT;
-	rq.tag = ++next_tag;
 	rq.body_case = SSEQ__REQUEST__BODY_AWAIT;
 	rq.await = &aw;
-	send_req(fd, &rq);
-	ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_completion(fd, rq.tag), SSEQ__STATUS__STATUS_OK);
-	uint64_t t = send_d2h(fd, a, 512, st.handle, 2048, 512);
-	ck_assert_int_eq(expect_reply(fd, t, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_completion(fd, t), SSEQ__STATUS__STATUS_OK);
+	ASSERT_OK_AND_COMPLETED(fd, send_tagged(fd, &rq));
+	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, a, 512, st.handle, 2048, 512));
 	ck_assert_float_eq(st.map[512], 7.0f);
 	ck_assert_float_eq(st.map[512 + 127], 7.0f);
 	sync_all(fd);
@@ -573,21 +593,19 @@ START_TEST(test_bad_handles_and_ranges_get_clear_errors)
 			 SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
 	ck_assert_ptr_nonnull(strstr(msg, "unknown"));
 	/* Another session's handle is simply unknown here (I10). */
-	ck_assert_int_eq(expect_reply(fd, send_d2d(fd, a, 0, other_buf, 0, 16), NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_d2d(fd, a, 0, other_buf, 0, 16)),
 			 SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
 	/* Out-of-range copies, on both sides. */
 	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, a, 1000, 100), NULL, msg,
 				      sizeof(msg)),
 			 SSEQ__STATUS__STATUS_OUT_OF_RANGE);
 	ck_assert_ptr_nonnull(strstr(msg, "outside"));
-	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 4000, a, 0, 200), NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 4000, a, 0, 200)),
 			 SSEQ__STATUS__STATUS_OUT_OF_RANGE);
-	ck_assert_int_eq(expect_reply(fd, send_d2h(fd, a, 0, st.handle, UINT64_MAX - 2, 16), NULL,
-				      NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_d2h(fd, a, 0, st.handle, UINT64_MAX - 2, 16)),
 			 SSEQ__STATUS__STATUS_OUT_OF_RANGE);
 	/* Unknown kernel, wrong argument count, type and access. */
-	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "no_such_kernel", "i", &a, NULL), NULL,
-				      NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "no_such_kernel", "i", &a, NULL)),
 			 SSEQ__STATUS__STATUS_UNKNOWN_KERNEL);
 	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "of", &a, (double[]){1}), NULL,
 				      msg, sizeof(msg)),
@@ -596,8 +614,7 @@ START_TEST(test_bad_handles_and_ranges_get_clear_errors)
 				      NULL, msg, sizeof(msg)),
 			 SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE);
 	ck_assert_ptr_nonnull(strstr(msg, "f32"));
-	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ifu", &a, (double[]){1, 4}),
-				      NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ifu", &a, (double[]){1, 4})),
 			 SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE);
 	/* A kernel whose element count overruns its buffer is refused before launch. */
 	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &a, (double[]){1, 1000}),
@@ -605,25 +622,16 @@ START_TEST(test_bad_handles_and_ranges_get_clear_errors)
 			 SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
 	/* A slice starting off a float boundary cannot be a kernel argument. */
 	{
-		Sseq__Request rq = SSEQ__REQUEST__INIT;
-		Sseq__Slice sl = SSEQ__SLICE__INIT;
 		uint64_t odd;
-		sl.buffer = a;
-		sl.offset = 2;
-		sl.length = 64;
-		rq.tag = ++next_tag;
-		rq.body_case = SSEQ__REQUEST__BODY_SLICE;
-		rq.slice = &sl;
-		send_req(fd, &rq);
-		ck_assert_int_eq(expect_reply(fd, rq.tag, &odd, NULL, 0), SSEQ__STATUS__STATUS_OK);
+		ck_assert_int_eq(expect_reply(fd, send_slice(fd, a, 2, 64), &odd, NULL, 0),
+				 SSEQ__STATUS__STATUS_OK);
 		ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &odd,
 							    (double[]){1, 4}),
 					      NULL, msg, sizeof(msg)),
 				 SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
 	}
 	/* Still serving both sessions. */
-	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &a, (double[]){1, 256}),
-				      NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &a, (double[]){1, 256})),
 			 SSEQ__STATUS__STATUS_OK);
 	sync_all(fd2);
 	close(fd);
@@ -651,17 +659,13 @@ START_TEST(test_unsealed_memfd_refused)
 		ck_assert_int_eq(ftruncate(mfd, 4096), 0);
 		ck_assert_int_eq(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
 		sr.size = 1 << 20;
-		rq.tag = ++next_tag;
 		rq.body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
 		rq.staging_register = &sr;
-		send_req_fd(fd, &rq, mfd);
+		uint64_t t = send_tagged_fd(fd, &rq, mfd);
 		close(mfd);
-		ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, NULL, 0),
-				 SSEQ__STATUS__STATUS_STAGING_UNSEALED);
+		ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_STAGING_UNSEALED);
 		/* And a registration with no fd at all. */
-		rq.tag = ++next_tag;
-		send_req(fd, &rq);
-		ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, NULL, 0),
+		ck_assert_int_eq(reply_status(fd, send_tagged(fd, &rq)),
 				 SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
 	}
 	close(fd);
@@ -680,13 +684,13 @@ START_TEST(test_framing_errors_disconnect_cleanly)
 	/* An oversize length: refused before allocating, then the connection closes. */
 	fd = conn_hello();
 	send_raw(fd, huge, 4, -1);
-	ck_assert_int_eq(expect_reply(fd, 0, NULL, NULL, 0), SSEQ__STATUS__STATUS_FRAME_TOO_LARGE);
+	ck_assert_int_eq(reply_status(fd, 0), SSEQ__STATUS__STATUS_FRAME_TOO_LARGE);
 	ck_assert(conn_closed(fd));
 	close(fd);
 	/* Bytes that do not decode. */
 	fd = conn_hello();
 	send_raw(fd, garbage, 12, -1);
-	ck_assert_int_eq(expect_reply(fd, 0, NULL, NULL, 0), SSEQ__STATUS__STATUS_PROTOCOL_ERROR);
+	ck_assert_int_eq(reply_status(fd, 0), SSEQ__STATUS__STATUS_PROTOCOL_ERROR);
 	ck_assert(conn_closed(fd));
 	close(fd);
 	/* A request before Hello. */
@@ -698,16 +702,14 @@ START_TEST(test_framing_errors_disconnect_cleanly)
 		rq.body_case = SSEQ__REQUEST__BODY_SYNC;
 		rq.sync = &s;
 		send_req(fd, &rq);
-		ck_assert_int_eq(expect_reply(fd, 5, NULL, NULL, 0),
-				 SSEQ__STATUS__STATUS_PROTOCOL_ERROR);
+		ck_assert_int_eq(reply_status(fd, 5), SSEQ__STATUS__STATUS_PROTOCOL_ERROR);
 		ck_assert(conn_closed(fd));
 	}
 	close(fd);
 	/* A wrong protocol major. */
 	fd = conn_open();
 	hello_as(fd, 99, "gw1");
-	ck_assert_int_eq(expect_reply(fd, 1, NULL, NULL, 0),
-			 SSEQ__STATUS__STATUS_UNSUPPORTED_VERSION);
+	ck_assert_int_eq(reply_status(fd, 1), SSEQ__STATUS__STATUS_UNSUPPORTED_VERSION);
 	ck_assert(conn_closed(fd));
 	close(fd);
 	/* The first client never noticed. */
@@ -793,7 +795,7 @@ START_TEST(test_full_window_applies_backpressure)
 	}
 	/* Every request is answered, in order, none refused: the daemon paused instead. */
 	for (uint64_t t = first; t <= last; t++)
-		ck_assert_int_eq(expect_reply(fd, t, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+		ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_OK);
 	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATS);
 	ck_assert_uint_gt(r->counters->backpressure_events, 0);
 	sseq__query_result__free_unpacked(r, NULL);
@@ -817,22 +819,19 @@ START_TEST(test_injected_fault_flows_to_dependents)
 	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(fd, 1024, &a), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(fd, 1024, &b), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, a, 0, 1024), NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, 1024)),
 			 SSEQ__STATUS__STATUS_INJECTED_FAULT);
 	/* An execute reading a fails without launch, and so does the D2H of its output. */
 	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "scale", "iofu", (uint64_t[]){a, b},
 						    (double[]){2, 256}),
 				      NULL, msg, sizeof(msg)),
 			 SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
-	ck_assert_int_eq(expect_reply(fd, send_d2h(fd, b, 0, st.handle, 0, 1024), NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_d2h(fd, b, 0, st.handle, 0, 1024)),
 			 SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
 	/* A full rewrite makes b good again. */
-	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &b, (double[]){3, 256}),
-				      NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &b, (double[]){3, 256})),
 			 SSEQ__STATUS__STATUS_OK);
-	uint64_t t = send_d2h(fd, b, 0, st.handle, 0, 1024);
-	ck_assert_int_eq(expect_reply(fd, t, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_completion(fd, t), SSEQ__STATUS__STATUS_OK);
+	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, b, 0, st.handle, 0, 1024));
 	ck_assert_float_eq(st.map[255], 3.0f);
 	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATS);
 	/* The H2D, the execute reading it and the D2H of the execute's output. */
@@ -852,11 +851,9 @@ START_TEST(test_metrics_and_trace_answer)
 	daemon_start(NULL);
 	fd = conn_hello();
 	ck_assert_int_eq(do_alloc(fd, 4096, &a), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &a, (double[]){1, 8}),
-				      NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &a, (double[]){1, 8})),
 			 SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &a, (double[]){2, 8}),
-				      NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &a, (double[]){2, 8})),
 			 SSEQ__STATUS__STATUS_OK);
 	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_METRICS);
 	ck_assert_ptr_nonnull(strstr(r->metrics_text, "sseq_ops_submitted_total{"));
@@ -878,40 +875,28 @@ START_TEST(test_copy_between_slices_of_freed_base)
 	uint64_t a, lo, hi;
 	int fd;
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Slice sl = SSEQ__SLICE__INIT;
 	Sseq__Free fr = SSEQ__FREE__INIT;
 
 	daemon_start(NULL);
 	fd = conn_hello();
 	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(fd, 1024, &a), SSEQ__STATUS__STATUS_OK);
-	rq.body_case = SSEQ__REQUEST__BODY_SLICE;
-	rq.slice = &sl;
-	sl.buffer = a;
-	sl.length = 512;
-	rq.tag = ++next_tag;
-	send_req(fd, &rq);
-	ck_assert_int_eq(expect_reply(fd, rq.tag, &lo, NULL, 0), SSEQ__STATUS__STATUS_OK);
-	sl.offset = 512;
-	rq.tag = ++next_tag;
-	send_req(fd, &rq);
-	ck_assert_int_eq(expect_reply(fd, rq.tag, &hi, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_reply(fd, send_slice(fd, a, 0, 512), &lo, NULL, 0),
+			 SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_reply(fd, send_slice(fd, a, 512, 512), &hi, NULL, 0),
+			 SSEQ__STATUS__STATUS_OK);
 	for (int i = 0; i < 128; i++)
 		st.map[i] = (float)i;
-	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, lo, 0, 512), NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 0, lo, 0, 512)),
 			 SSEQ__STATUS__STATUS_OK);
 	/* The base's own handle goes; its slices keep it alive and usable (I6). */
 	fr.buffer = a;
 	rq.body_case = SSEQ__REQUEST__BODY_FREE;
 	rq.free = &fr;
-	rq.tag = ++next_tag;
-	send_req(fd, &rq);
-	ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_reply(fd, send_d2d(fd, lo, 0, hi, 0, 512), NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_tagged(fd, &rq)), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(fd, send_d2d(fd, lo, 0, hi, 0, 512)),
 			 SSEQ__STATUS__STATUS_OK);
-	uint64_t t = send_d2h(fd, hi, 0, st.handle, 2048, 512);
-	ck_assert_int_eq(expect_reply(fd, t, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_completion(fd, t), SSEQ__STATUS__STATUS_OK);
+	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, hi, 0, st.handle, 2048, 512));
 	for (int i = 0; i < 128; i++)
 		ck_assert_float_eq(st.map[512 + i], (float)i);
 	close(fd);
@@ -932,15 +917,13 @@ START_TEST(test_partial_kernel_output_keeps_failure)
 	fd = conn_hello();
 	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(fd, 1024, &y), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, y, 0, 1024), NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 0, y, 0, 1024)),
 			 SSEQ__STATUS__STATUS_INJECTED_FAULT);
 	/* fill covers 1 of 256 floats: the other 255 are still the failed copy's (I9). */
-	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &y, (double[]){5, 1}),
-				      NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &y, (double[]){5, 1})),
 			 SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
 	/* Covering all of it defines it anew. */
-	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &y, (double[]){5, 256}),
-				      NULL, NULL, 0),
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &y, (double[]){5, 256})),
 			 SSEQ__STATUS__STATUS_OK);
 	sync_all(fd);
 	close(fd);
@@ -968,18 +951,16 @@ START_TEST(test_staging_unregister_and_load_module)
 	su.staging = st.handle;
 	rq.body_case = SSEQ__REQUEST__BODY_STAGING_UNREGISTER;
 	rq.staging_unregister = &su;
-	rq.tag = ++next_tag;
-	send_req(fd, &rq);
-	ck_assert_int_eq(expect_reply(fd, t, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, a, 0, 16), NULL, NULL, 0),
+	uint64_t tu = send_tagged(fd, &rq);
+	ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(fd, tu), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, 16)),
 			 SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
 	/* The sim cannot load code objects, and says so; hip needs a --module-dir. */
 	lm.path = (char *)"kernels.hsaco";
 	rq.body_case = SSEQ__REQUEST__BODY_LOAD_MODULE;
 	rq.load_module = &lm;
-	rq.tag = ++next_tag;
-	send_req(fd, &rq);
+	send_tagged(fd, &rq);
 	if (strcmp(backend, "sim") == 0) {
 		ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, msg, sizeof(msg)),
 				 SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
@@ -1016,17 +997,16 @@ START_TEST(test_sigterm_drains_work_in_flight)
 		e.kernel = (char *)"spin";
 		e.n_args = 1;
 		e.args = &argp;
-		rq.tag = ++next_tag;
 		rq.want_completion = true;
 		rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
 		rq.execute = &e;
-		send_req(fd, &rq);
+		send_tagged(fd, &rq);
 		if (!first)
 			first = rq.tag;
 		last = rq.tag;
 	}
 	for (uint64_t t = first; t <= last; t++)
-		ck_assert_int_eq(expect_reply(fd, t, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+		ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_OK);
 	/* ~200 ms of work queued; stop now. */
 	kill(D.pid, SIGTERM);
 	for (;;) {

@@ -99,6 +99,18 @@ static int resolve(const char *dir, const char *path, const char *want, const ch
 	return r;
 }
 
+/* path in dir must be refused with err; where why_has is given, the reason must say it. */
+static void refused(const char *dir, const char *path, int err, const char *why_has)
+{
+	const char *why;
+	int r = resolve(dir, path, NULL, &why);
+
+	ck_assert_msg(r == err, "\"%s\": got %d, want %d", path, r, err);
+	if (why_has)
+		ck_assert_msg(strstr(why, why_has) != NULL, "\"%s\": reason \"%s\" lacks \"%s\"",
+			path, why, why_has);
+}
+
 START_TEST(test_files_inside_the_dir_resolve)
 {
 	ck_assert_int_eq(resolve(mods, "good.bin", "mods/good.bin", NULL), 0);
@@ -123,7 +135,7 @@ START_TEST(test_module_dir_given_through_a_symlink)
 	at(dir, "mods-link");
 	/* Checked against the directory's real path, so inside stays inside. */
 	ck_assert_int_eq(resolve(dir, "good.bin", "mods/good.bin", NULL), 0);
-	ck_assert_int_eq(resolve(dir, "link-out", NULL, NULL), -EPERM);
+	refused(dir, "link-out", -EPERM, NULL);
 	at(dir, "mods/");
 	ck_assert_int_eq(resolve(dir, "good.bin", "mods/good.bin", NULL), 0);
 }
@@ -132,63 +144,49 @@ END_TEST
 START_TEST(test_absolute_path_is_denied)
 {
 	char abs[PATH_MAX];
-	const char *why;
 
 	at(abs, "mods/good.bin");
 	/* Even one that points inside: the path is always relative to --module-dir. */
-	ck_assert_int_eq(resolve(mods, abs, NULL, &why), -EPERM);
-	ck_assert_ptr_nonnull(strstr(why, "absolute"));
-	ck_assert_int_eq(resolve(mods, "/etc/passwd", NULL, NULL), -EPERM);
+	refused(mods, abs, -EPERM, "absolute");
+	refused(mods, "/etc/passwd", -EPERM, NULL);
 }
 END_TEST
 
 START_TEST(test_dotdot_component_is_denied)
 {
-	const char *why;
-
-	ck_assert_int_eq(resolve(mods, "../outside.bin", NULL, &why), -EPERM);
-	ck_assert_ptr_nonnull(strstr(why, ".."));
+	refused(mods, "../outside.bin", -EPERM, "..");
 	/* Refused even where it would come back inside. */
-	ck_assert_int_eq(resolve(mods, "sub/../good.bin", NULL, NULL), -EPERM);
-	ck_assert_int_eq(resolve(mods, "..", NULL, NULL), -EPERM);
-	ck_assert_int_eq(resolve(mods, "sub/..", NULL, NULL), -EPERM);
+	refused(mods, "sub/../good.bin", -EPERM, NULL);
+	refused(mods, "..", -EPERM, NULL);
+	refused(mods, "sub/..", -EPERM, NULL);
 	/* And whether or not the target exists. */
-	ck_assert_int_eq(resolve(mods, "../../nonexistent", NULL, NULL), -EPERM);
+	refused(mods, "../../nonexistent", -EPERM, NULL);
 }
 END_TEST
 
 START_TEST(test_symlink_escape_is_denied)
 {
-	const char *why;
-
-	ck_assert_int_eq(resolve(mods, "link-out", NULL, &why), -EPERM);
-	ck_assert_ptr_nonnull(strstr(why, "outside"));
-	ck_assert_int_eq(resolve(mods, "link-abs", NULL, NULL), -EPERM);
-	ck_assert_int_eq(resolve(mods, "dir-out/evil.bin", NULL, NULL), -EPERM);
+	refused(mods, "link-out", -EPERM, "outside");
+	refused(mods, "link-abs", -EPERM, NULL);
+	refused(mods, "dir-out/evil.bin", -EPERM, NULL);
 	/* mods2 shares the prefix "mods" as a string, not as a directory. */
-	ck_assert_int_eq(resolve(mods, "sibling", NULL, NULL), -EPERM);
+	refused(mods, "sibling", -EPERM, NULL);
 }
 END_TEST
 
 START_TEST(test_missing_file_is_enoent)
 {
-	const char *why;
-
-	ck_assert_int_eq(resolve(mods, "nope.bin", NULL, &why), -ENOENT);
-	ck_assert_ptr_nonnull(strstr(why, "no such file"));
-	ck_assert_int_eq(resolve(mods, "sub/nope.bin", NULL, NULL), -ENOENT);
-	ck_assert_int_eq(resolve(mods, "good.bin/x", NULL, NULL), -ENOENT);
+	refused(mods, "nope.bin", -ENOENT, "no such file");
+	refused(mods, "sub/nope.bin", -ENOENT, NULL);
+	refused(mods, "good.bin/x", -ENOENT, NULL);
 }
 END_TEST
 
 START_TEST(test_directory_or_empty_path_is_invalid)
 {
-	const char *why;
-
-	ck_assert_int_eq(resolve(mods, "sub", NULL, &why), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(why, "regular file"));
-	ck_assert_int_eq(resolve(mods, ".", NULL, NULL), -EINVAL);
-	ck_assert_int_eq(resolve(mods, "", NULL, NULL), -EINVAL);
+	refused(mods, "sub", -EINVAL, "regular file");
+	refused(mods, ".", -EINVAL, NULL);
+	refused(mods, "", -EINVAL, NULL);
 }
 END_TEST
 
