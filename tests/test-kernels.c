@@ -284,6 +284,53 @@ struct conv_case {
 	int n, c, h, w, o, kh, kw, sh, sw, pt, pb, pl, pr, ldh, ldw, rdh, rdw, groups;
 };
 
+/* An N x C x H x W input, O filters of KH x KW; stride 1, no padding, no dilation, one
+ * group: callers set what their case adds. */
+static struct conv_case plain_conv_case(int n, int c, int h, int w, int o, int kh, int kw)
+{
+	const struct conv_case t = {.n = n,
+		.c = c,
+		.h = h,
+		.w = w,
+		.o = o,
+		.kh = kh,
+		.kw = kw,
+		.sh = 1,
+		.sw = 1,
+		.ldh = 1,
+		.ldw = 1,
+		.rdh = 1,
+		.rdw = 1,
+		.groups = 1};
+
+	return t;
+}
+
+/* The kernel's shape parameters for case t (the output extent still to be computed). */
+static struct kernel_conv2d conv_params(const struct conv_case *t)
+{
+	const struct kernel_conv2d p = {.n = t->n,
+		.c = t->c,
+		.h = t->h,
+		.w = t->w,
+		.o = t->o,
+		.kh = t->kh,
+		.kw = t->kw,
+		.stride_h = t->sh,
+		.stride_w = t->sw,
+		.pad_top = t->pt,
+		.pad_bottom = t->pb,
+		.pad_left = t->pl,
+		.pad_right = t->pr,
+		.lhs_dil_h = t->ldh,
+		.lhs_dil_w = t->ldw,
+		.rhs_dil_h = t->rdh,
+		.rhs_dil_w = t->rdw,
+		.groups = t->groups};
+
+	return p;
+}
+
 /* One axis of the reference: dilate by scattering, then pad by copying into a larger
  * array, then crop for negative padding. Returns the padded extent. */
 static int ref_axis_extent(int in, int ld, int lo, int hi)
@@ -392,24 +439,7 @@ static float *run_conv_case(const struct conv_case *t, const float *xin, const f
 	float *x = floats(xn), *w = floats(wn), *y;
 	double *ref, *mag;
 	int oh, ow;
-	struct kernel_conv2d p = {.n = t->n,
-		.c = t->c,
-		.h = t->h,
-		.w = t->w,
-		.o = t->o,
-		.kh = t->kh,
-		.kw = t->kw,
-		.stride_h = t->sh,
-		.stride_w = t->sw,
-		.pad_top = t->pt,
-		.pad_bottom = t->pb,
-		.pad_left = t->pl,
-		.pad_right = t->pr,
-		.lhs_dil_h = t->ldh,
-		.lhs_dil_w = t->ldw,
-		.rhs_dil_h = t->rdh,
-		.rhs_dil_w = t->rdw,
-		.groups = t->groups};
+	struct kernel_conv2d p = conv_params(t);
 	struct karg args[21];
 	const char *why = NULL;
 	size_t yn;
@@ -451,6 +481,19 @@ static float *run_conv_case(const struct conv_case *t, const float *xin, const f
 	return y;
 }
 
+/* Runs case t on x and w (so against the reference too) and checks its n outputs are
+ * exactly want. */
+static void ck_conv_exact(
+	const struct conv_case *t, const float *x, const float *w, const float *want, int n)
+{
+	float *y = run_conv_case(t, x, w);
+
+	for (int i = 0; i < n; i++)
+		ck_assert_msg(y[i] == want[i], "output %d: got %.9g, want %.9g", i, (double)y[i],
+			(double)want[i]);
+	free(y);
+}
+
 START_TEST(test_conv2d_matches_naive_reference_on_random_shapes)
 {
 	int ran = 0, strided = 0, negative = 0, asymmetric = 0, lhs = 0, rhs = 0, grouped = 0;
@@ -479,24 +522,7 @@ START_TEST(test_conv2d_matches_naive_reference_on_random_shapes)
 		t.rdh = rng_range(1, 3);
 		t.rdw = rng_range(1, 3);
 
-		struct kernel_conv2d p = {.n = t.n,
-			.c = t.c,
-			.h = t.h,
-			.w = t.w,
-			.o = t.o,
-			.kh = t.kh,
-			.kw = t.kw,
-			.stride_h = t.sh,
-			.stride_w = t.sw,
-			.pad_top = t.pt,
-			.pad_bottom = t.pb,
-			.pad_left = t.pl,
-			.pad_right = t.pr,
-			.lhs_dil_h = t.ldh,
-			.lhs_dil_w = t.ldw,
-			.rhs_dil_h = t.rdh,
-			.rhs_dil_w = t.rdw,
-			.groups = t.groups};
+		struct kernel_conv2d p = conv_params(&t);
 		const bool empty =
 			ref_axis_extent(t.h, t.ldh, t.pt, t.pb) < (t.kh - 1) * t.rdh + 1 ||
 			ref_axis_extent(t.w, t.ldw, t.pl, t.pr) < (t.kw - 1) * t.rdw + 1;
@@ -529,56 +555,27 @@ END_TEST
 
 START_TEST(test_conv2d_plain_3x3_by_2x2_ones)
 {
-	const struct conv_case t = {.n = 1,
-		.c = 1,
-		.h = 3,
-		.w = 3,
-		.o = 1,
-		.kh = 2,
-		.kw = 2,
-		.sh = 1,
-		.sw = 1,
-		.ldh = 1,
-		.ldw = 1,
-		.rdh = 1,
-		.rdw = 1,
-		.groups = 1};
+	/* One 3x3 channel, one 2x2 filter. */
+	const struct conv_case t = plain_conv_case(1, 1, 3, 3, 1, 2, 2);
 	const float x[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
 	const float w[] = {1, 1, 1, 1};
 	const float want[] = {12, 16, 24, 28};
-	float *y = run_conv_case(&t, x, w);
 
-	for (int i = 0; i < 4; i++)
-		ck_assert_float_eq(y[i], want[i]);
-	free(y);
+	ck_conv_exact(&t, x, w, want, 4);
 }
 END_TEST
 
 START_TEST(test_conv2d_lhs_dilation_inserts_zeros)
 {
 	/* x dilated by 2 is [[1 0 2] [0 0 0] [3 0 4]]; each 2x2 window holds one input. */
-	const struct conv_case t = {.n = 1,
-		.c = 1,
-		.h = 2,
-		.w = 2,
-		.o = 1,
-		.kh = 2,
-		.kw = 2,
-		.sh = 1,
-		.sw = 1,
-		.ldh = 2,
-		.ldw = 2,
-		.rdh = 1,
-		.rdw = 1,
-		.groups = 1};
+	struct conv_case t = plain_conv_case(1, 1, 2, 2, 1, 2, 2);
 	const float x[] = {1, 2, 3, 4};
 	const float w[] = {1, 2, 3, 4};
 	const float want[] = {1, 4, 9, 16};
-	float *y = run_conv_case(&t, x, w);
 
-	for (int i = 0; i < 4; i++)
-		ck_assert_float_eq(y[i], want[i]);
-	free(y);
+	t.ldh = 2;
+	t.ldw = 2;
+	ck_conv_exact(&t, x, w, want, 4);
 }
 END_TEST
 
@@ -586,30 +583,16 @@ START_TEST(test_conv2d_groups_negative_pad_and_rhs_dilation)
 {
 	/* Two groups of one channel. Padding (left -1, right +1) turns row [1 2 3 4] into
 	 * [2 3 4 0]; the kernel's two taps sit 2 apart (rhs dilation 2). */
-	const struct conv_case t = {.n = 1,
-		.c = 2,
-		.h = 1,
-		.w = 4,
-		.o = 2,
-		.kh = 1,
-		.kw = 2,
-		.sh = 1,
-		.sw = 1,
-		.pl = -1,
-		.pr = 1,
-		.ldh = 1,
-		.ldw = 1,
-		.rdh = 1,
-		.rdw = 2,
-		.groups = 2};
+	struct conv_case t = plain_conv_case(1, 2, 1, 4, 2, 1, 2);
 	const float x[] = {1, 2, 3, 4, 10, 20, 30, 40};
 	const float w[] = {1, 1, 1, -1};
 	const float want[] = {2 + 4, 3 + 0, 20 - 40, 30 - 0};
-	float *y = run_conv_case(&t, x, w);
 
-	for (int i = 0; i < 4; i++)
-		ck_assert_float_eq(y[i], want[i]);
-	free(y);
+	t.pl = -1;
+	t.pr = 1;
+	t.rdw = 2;
+	t.groups = 2;
+	ck_conv_exact(&t, x, w, want, 4);
 }
 END_TEST
 
@@ -750,22 +733,20 @@ END_TEST
 /* A valid 1x2x4x4 input, 2x1x3x3 weights (groups 2), 1x2x2x2 output. */
 static void good_conv(struct karg *args)
 {
-	const struct conv_case t = {.n = 1,
-		.c = 2,
-		.h = 4,
-		.w = 4,
-		.o = 2,
-		.kh = 3,
-		.kw = 3,
-		.sh = 1,
-		.sw = 1,
-		.ldh = 1,
-		.ldw = 1,
-		.rdh = 1,
-		.rdw = 1,
-		.groups = 2};
+	struct conv_case t = plain_conv_case(1, 2, 4, 4, 2, 3, 3);
 
+	t.groups = 2;
 	conv_args(args, &t, dummy, 32 * 4, dummy, 18 * 4, dummy, 8 * 4);
+}
+
+/* Validates good_conv() with its i32 argument `arg` (3: N ... 20: groups) set to v. */
+static int validate_conv_with(int arg, int32_t v, const char **why)
+{
+	struct karg args[21];
+
+	good_conv(args);
+	args[arg].v.i32 = v;
+	return validate("conv2d", args, 21, why);
 }
 
 START_TEST(test_conv2d_check_rejects_too_small_buffers)
@@ -798,38 +779,28 @@ END_TEST
 START_TEST(test_conv2d_check_rejects_nonpositive_dims)
 {
 	/* Every argument from N (3) to groups (20) except the four paddings must be >= 1. */
-	struct karg args[21];
 	const char *why;
 
 	for (int i = 3; i <= 20; i++) {
 		if (i >= 12 && i <= 15)
 			continue;
 		for (int v = 0; v >= -1; v--) {
-			good_conv(args);
-			args[i].v.i32 = v;
-			ck_assert_int_eq(validate("conv2d", args, 21, &why), -EINVAL);
+			ck_assert_int_eq(validate_conv_with(i, v, &why), -EINVAL);
 			ck_assert_ptr_nonnull(strstr(why, "must be >= 1"));
 		}
 	}
-	good_conv(args);
-	args[5].v.i32 = INT32_MIN;
-	ck_assert_int_eq(validate("conv2d", args, 21, &why), -EINVAL);
+	ck_assert_int_eq(validate_conv_with(5, INT32_MIN, &why), -EINVAL);
 	ck_assert_str_eq(why, "conv2d: H must be >= 1, got -2147483648");
 }
 END_TEST
 
 START_TEST(test_conv2d_check_rejects_groups_not_dividing)
 {
-	struct karg args[21];
 	const char *why;
 
-	good_conv(args);
-	args[4].v.i32 = 3; /* C = 3, groups = 2 */
-	ck_assert_int_eq(validate("conv2d", args, 21, &why), -EINVAL);
+	ck_assert_int_eq(validate_conv_with(4, 3, &why), -EINVAL); /* C = 3, groups = 2 */
 	ck_assert_str_eq(why, "conv2d: groups=2 does not divide C=3");
-	good_conv(args);
-	args[7].v.i32 = 3; /* O = 3 */
-	ck_assert_int_eq(validate("conv2d", args, 21, &why), -EINVAL);
+	ck_assert_int_eq(validate_conv_with(7, 3, &why), -EINVAL); /* O = 3 */
 	ck_assert_str_eq(why, "conv2d: groups=2 does not divide O=3");
 }
 END_TEST
@@ -839,17 +810,13 @@ START_TEST(test_conv2d_check_rejects_empty_output)
 	struct karg args[21];
 	const char *why;
 
-	good_conv(args);
-	args[8].v.i32 = 5; /* KH = 5 > H = 4 */
-	ck_assert_int_eq(validate("conv2d", args, 21, &why), -EINVAL);
+	ck_assert_int_eq(validate_conv_with(8, 5, &why), -EINVAL); /* KH = 5 > H = 4 */
 	ck_assert_ptr_nonnull(strstr(why, "output height < 1"));
-	good_conv(args);
-	args[14].v.i32 = -2; /* pad_left -2: 4 - 2 = 2 columns, kernel needs 3 */
-	ck_assert_int_eq(validate("conv2d", args, 21, &why), -EINVAL);
+	/* pad_left -2: 4 - 2 = 2 columns, kernel needs 3 */
+	ck_assert_int_eq(validate_conv_with(14, -2, &why), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(why, "output width < 1"));
-	good_conv(args);
-	args[19].v.i32 = 2; /* rhs_dil_w 2: kernel spans 5 > 4 */
-	ck_assert_int_eq(validate("conv2d", args, 21, &why), -EINVAL);
+	/* rhs_dil_w 2: kernel spans 5 > 4 */
+	ck_assert_int_eq(validate_conv_with(19, 2, &why), -EINVAL);
 	good_conv(args);
 	args[12].v.i32 = INT32_MIN; /* pad_top far negative, no overflow either */
 	args[13].v.i32 = INT32_MIN;
@@ -880,9 +847,8 @@ START_TEST(test_conv2d_check_rejects_huge_dims)
 	ck_assert_str_eq(why, "conv2d: N*O*OH*OW overflows 64 bits");
 
 	/* Large but representable: fits 64 bits, not the buffers. */
-	good_conv(args);
-	args[15].v.i32 = INT32_MAX; /* pad_right: OW ~ 2^31 */
-	ck_assert_int_eq(validate("conv2d", args, 21, &why), -EINVAL);
+	/* pad_right: OW ~ 2^31 */
+	ck_assert_int_eq(validate_conv_with(15, INT32_MAX, &why), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(why, "output buffer"));
 
 	/* Floats fit 64 bits, bytes do not. */
