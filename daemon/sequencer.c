@@ -520,7 +520,7 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 {
 	uint64_t need[SEQ_MAX_STREAMS] = {0};
 	const struct seq_buffer *need_buf[SEQ_MAX_STREAMS]; /* for the trace */
-	struct point_rec rec = {.cookie = op->cookie, .want_done = op->want_done};
+	struct point_rec *rec;
 	struct stream *st;
 	struct seq_point p;
 	uint32_t s;
@@ -543,6 +543,11 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 		stream_record(seq, s);
 		return -EAGAIN;
 	}
+
+	/* The window check above means the point this slot held is complete and its record
+	 * done with: fill it in place. Until the launch succeeds nothing reads it. */
+	rec = &st->recs[(st->issued + 1) % seq->config.window];
+	rec->nwaits = 0;
 
 	if (st->error)
 		return op_fail(seq, op, s, st->error, SEQ_FAIL_STREAM, NULL, (struct seq_point){s, st->fail_from});
@@ -587,7 +592,7 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 		seq->counters.waits_enqueued++;
 		seq_trace_emit(seq, SEQ_TRACE_WAIT, (struct seq_point){s, st->issued + 1}, op->kind,
 			       need_buf[x], (struct seq_point){x, need[x]});
-		rec.waits[rec.nwaits++] = (struct point_wait){x, event};
+		rec->waits[rec->nwaits++] = (struct point_wait){x, event};
 	}
 
 	p = (struct seq_point){s, st->issued + 1};
@@ -596,7 +601,8 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 		return op_fail(seq, op, s, r, SEQ_FAIL_LAUNCH, NULL, p);
 
 	st->issued = p.seq;
-	st->recs[p.seq % seq->config.window] = rec;
+	rec->cookie = op->cookie;
+	rec->want_done = op->want_done;
 	seq->counters.ops_submitted++;
 	if (affine)
 		seq->counters.placed_by_affinity++;
