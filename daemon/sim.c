@@ -552,7 +552,7 @@ static void sim_need_add(
 static int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 {
 	struct sim *sim = ctx;
-	struct sim_need need[SEQ_MAX_STREAMS] = {0};
+	struct sim_need need[SEQ_MAX_STREAMS]; /* the first nstreams: cleared below */
 	struct sim_stream *st = NULL;
 	struct sim_entry *e = NULL;
 	const struct op_payload *p = op->payload;
@@ -606,6 +606,8 @@ static int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	}
 	/* What the op must run after, by the shadow as launched so far (I2, I4). All found
 	 * before any update, so an op reading and writing one allocation needs itself not. */
+	for (uint32_t x = 0; x < sim->nstreams; x++)
+		need[x].p.seq = 0;
 	for (unsigned i = 0; i < op->naccess; i++) {
 		const struct sim_block *b = e->view[i].block;
 
