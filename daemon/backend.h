@@ -38,13 +38,15 @@ struct op_payload {
 	 * index into op->access[] of its view, resolved to an address by the backend. */
 	const struct kernel_desc *kernel;
 	unsigned nargs;
-	struct karg args[KERNEL_MAX_ARGS];
 	uint64_t elements;
 	struct kernel_grid grid; /* all zero: derive from elements */
 	/* The module function for user code objects (hip only), else NULL, and its name
 	 * for log lines and audit findings. */
 	void *function;
 	const char *function_name;
+	/* Last: only the first nargs are ever read, and the server zeroes only what comes
+	 * before (offsetof), not 1 KiB of unused arguments per request. */
+	struct karg args[KERNEL_MAX_ARGS];
 };
 
 struct backend_info {

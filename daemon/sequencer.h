@@ -52,7 +52,6 @@ struct seq_access {
 struct seq_op {
 	enum seq_op_kind kind;
 	unsigned naccess;
-	struct seq_access access[SEQ_MAX_ACCESS];
 	void *payload; /* opaque to the core: staging ranges, kernel, scalars */
 	bool want_done; /* call backend->done(cookie, status) when the op's point completes */
 	uint64_t cookie;
@@ -64,6 +63,9 @@ struct seq_op {
 		SEQ_FAIL_LAUNCH, /* the backend refused the wait or the launch */
 	} fail_cause;
 	struct seq_point failed_producer;
+	/* Last: only the first naccess are ever read, so a caller may zero just what comes
+	 * before (offsetof) rather than the whole array. */
+	struct seq_access access[SEQ_MAX_ACCESS];
 };
 
 /* The commands the core emits. Events are named by the point they were recorded at; an
