@@ -444,6 +444,18 @@ static int read_input(struct sseq *s)
 	return handled;
 }
 
+/* Send what the socket takes now. Any failure but a full socket breaks the connection
+ * (a closed peer reads as a reset). Returns 0, -EAGAIN or s->broken. */
+static int client_send(struct sseq *s)
+{
+	int r = frame_writer_send(&s->w, s->sock);
+	if (r < 0 && r != -EAGAIN) {
+		client_break(s, r == -EPIPE ? -ECONNRESET : r);
+		return s->broken;
+	}
+	return r;
+}
+
 /* How long a waiting call looks for the daemon's answer before it sleeps in poll():
  * $SSEQ_SPIN_US, default 2 ms. Waking a sleeping thread costs tens of microseconds on
  * a GPU host; a native synchronize spins the same way. */
@@ -466,11 +478,9 @@ int client_pump(struct sseq *s, int timeout_ms)
 	if (s->broken)
 		return s->broken;
 	if (frame_writer_pending(&s->w)) {
-		int r = frame_writer_send(&s->w, s->sock);
-		if (r < 0 && r != -EAGAIN) {
-			client_break(s, r == -EPIPE ? -ECONNRESET : r);
+		client_send(s);
+		if (s->broken)
 			return s->broken;
-		}
 	}
 	struct pollfd pfd = {
 		.fd = s->sock,
@@ -492,21 +502,19 @@ int client_pump(struct sseq *s, int timeout_ms)
 		} while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) <
 			 spin_ns);
 	}
-	while (n == 0 || (n < 0 && errno == EINTR)) {
-		n = poll(&pfd, 1, timeout_ms);
-		if (n == 0 || !(n < 0 && errno == EINTR))
-			break;
+	if (n == 0 || (n < 0 && errno == EINTR)) {
+		do
+			n = poll(&pfd, 1, timeout_ms);
+		while (n < 0 && errno == EINTR);
 	}
 	if (n < 0)
 		return -errno;
 	if (n == 0)
 		return -ETIMEDOUT;
 	if (pfd.revents & POLLOUT) {
-		int r = frame_writer_send(&s->w, s->sock);
-		if (r < 0 && r != -EAGAIN) {
-			client_break(s, r == -EPIPE ? -ECONNRESET : r);
+		client_send(s);
+		if (s->broken)
 			return s->broken;
-		}
 	}
 	if (pfd.revents & (POLLIN | POLLHUP | POLLERR))
 		return read_input(s);
@@ -518,13 +526,11 @@ int client_flush(struct sseq *s)
 	while (frame_writer_pending(&s->w)) {
 		if (s->broken)
 			return s->broken;
-		int r = frame_writer_send(&s->w, s->sock);
+		int r = client_send(s);
 		if (r == 0)
 			break;
-		if (r != -EAGAIN) {
-			client_break(s, r == -EPIPE ? -ECONNRESET : r);
-			return s->broken;
-		}
+		if (r != -EAGAIN)
+			return r;
 		/* The socket is full: read while waiting so the daemon is never stuck
 		 * writing to us while we are stuck writing to it. */
 		r = client_pump(s, -1);
@@ -579,9 +585,7 @@ int client_submit(struct sseq *s, Sseq__Request *req, int fd, struct op *op, uin
 	if (pending >= CLIENT_SEND_HARD) {
 		client_flush(s);
 	} else if (pending >= CLIENT_SEND_SOFT) {
-		r = frame_writer_send(&s->w, s->sock);
-		if (r < 0 && r != -EAGAIN)
-			client_break(s, r == -EPIPE ? -ECONNRESET : r);
+		client_send(s);
 	}
 	return 0;
 }
