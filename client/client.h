@@ -31,7 +31,6 @@ struct op {
 	bool waited; /* a caller inside the library collects the result */
 	bool user_tag; /* the application has the tag: the callback applies */
 	bool follow; /* a trace query that keeps answering; never done */
-	bool active; /* counted in nactive */
 	int status; /* 0 or the first error: -SSEQ_ERR_* or -errno */
 	char *message; /* the daemon's detail for status, or NULL */
 	uint64_t handle; /* from the Reply */

@@ -239,12 +239,10 @@ void client_staging_unref(struct sseq *s, struct staging_arena *a, uint64_t off)
  * callback, and either leave it for its waiter or retire it (keeping an error). */
 static void op_finish(struct sseq *s, struct op *op, bool keep_error)
 {
+	if (!op->done && !op->follow)
+		s->nactive--;
 	op->done = true;
 	s->finished++;
-	if (op->active) {
-		op->active = false;
-		s->nactive--;
-	}
 	if (op->arena) {
 		if (op->status == 0 && op->copy_out)
 			memcpy(op->copy_out, op->arena->base + op->staging_off, op->copy_len);
@@ -572,10 +570,8 @@ int client_submit(struct sseq *s, Sseq__Request *req, int fd, struct op *op, uin
 	op->hnext = s->buckets[k];
 	s->buckets[k] = op;
 	s->nops++;
-	if (!op->follow) {
-		op->active = true;
+	if (!op->follow)
 		s->nactive++;
-	}
 	if (tag)
 		*tag = op->tag;
 
