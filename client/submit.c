@@ -255,22 +255,36 @@ static int staging_attach(struct sseq *s, struct op *op, void *p, uint64_t len, 
 
 /* ---- copies and kernels ---- */
 
-int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *src, uint64_t len,
-	uint64_t *tag)
+/* The op of a copy between host memory [p, p + len) and the device, with its staging
+ * attached (*out NULL on failure); *copy_off as for staging_attach. */
+static int copy_op_new(struct sseq *s, void *p, uint64_t len, bool to_device, struct op **out,
+	uint64_t *copy_off)
 {
-	if (!src || len == 0)
+	*out = NULL;
+	if (!p || len == 0)
 		return -EINVAL;
 	if (s->broken)
 		return s->broken;
 	struct op *op = client_op_new();
 	if (!op)
 		return -ENOMEM;
-	uint64_t off;
-	int r = staging_attach(s, op, (void *)src, len, true, &off);
+	int r = staging_attach(s, op, p, len, to_device, copy_off);
 	if (r < 0) {
 		free(op);
 		return r;
 	}
+	*out = op;
+	return 0;
+}
+
+int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *src, uint64_t len,
+	uint64_t *tag)
+{
+	struct op *op;
+	uint64_t off;
+	int r = copy_op_new(s, (void *)src, len, true, &op, &off);
+	if (r < 0)
+		return r;
 	Sseq__CopyH2D c = SSEQ__COPY_H2_D__INIT;
 	c.staging = op->arena->handle;
 	c.staging_offset = off;
@@ -289,19 +303,11 @@ int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *sr
 int sseq_copy_d2h(struct sseq *s, uint64_t src, uint64_t src_off, void *dst, uint64_t len,
 	uint64_t *tag)
 {
-	if (!dst || len == 0)
-		return -EINVAL;
-	if (s->broken)
-		return s->broken;
-	struct op *op = client_op_new();
-	if (!op)
-		return -ENOMEM;
+	struct op *op;
 	uint64_t off;
-	int r = staging_attach(s, op, dst, len, false, &off);
-	if (r < 0) {
-		free(op);
+	int r = copy_op_new(s, dst, len, false, &op, &off);
+	if (r < 0)
 		return r;
-	}
 	Sseq__CopyD2H c = SSEQ__COPY_D2_H__INIT;
 	c.src = src;
 	c.src_offset = src_off;
