@@ -270,40 +270,37 @@ static int ctl_exchange(struct ctl *c, Sseq__Request *rq, Sseq__Message **out)
 	r = ctl_send(c, rq, deadline);
 	while (r == 0) {
 		Sseq__Message *m = NULL;
+		const Sseq__QueryResult *qr;
 		const Sseq__Reply *reply;
+		Sseq__Status status;
+		const char *message;
 		char name[64];
 
 		r = ctl_recv(c, &m, deadline);
 		if (r < 0)
 			break;
-		if (m->body_case == SSEQ__MESSAGE__BODY_QUERY_RESULT &&
-			m->query_result->tag == rq->tag) {
-			if (m->query_result->status != SSEQ__STATUS__STATUS_OK) {
-				ctl_error(c, "daemon: %s: %s",
-					ctl_status_name(
-						m->query_result->status, name, sizeof(name)),
-					m->query_result->message ? m->query_result->message : "");
-				sseq__message__free_unpacked(m, NULL);
-				return -EREMOTEIO;
-			}
-			*out = m;
-			return 0;
-		}
+		qr = m->body_case == SSEQ__MESSAGE__BODY_QUERY_RESULT ? m->query_result : NULL;
 		reply = m->body_case == SSEQ__MESSAGE__BODY_REPLY ? m->reply : NULL;
-		if (reply &&
+		if (qr && qr->tag == rq->tag) {
+			status = qr->status;
+			message = qr->message;
+		} else if (reply &&
 			(reply->tag == rq->tag ||
 				(reply->tag == 0 && reply->status != SSEQ__STATUS__STATUS_OK))) {
-			if (reply->status != SSEQ__STATUS__STATUS_OK) {
-				ctl_error(c, "daemon: %s: %s",
-					ctl_status_name(reply->status, name, sizeof(name)),
-					reply->message ? reply->message : "");
-				sseq__message__free_unpacked(m, NULL);
-				return -EREMOTEIO;
-			}
-			*out = m;
-			return 0;
+			status = reply->status;
+			message = reply->message;
+		} else {
+			sseq__message__free_unpacked(m, NULL);
+			continue;
 		}
-		sseq__message__free_unpacked(m, NULL);
+		if (status != SSEQ__STATUS__STATUS_OK) {
+			ctl_error(c, "daemon: %s: %s", ctl_status_name(status, name, sizeof(name)),
+				message ? message : "");
+			sseq__message__free_unpacked(m, NULL);
+			return -EREMOTEIO;
+		}
+		*out = m;
+		return 0;
 	}
 	return r;
 }
