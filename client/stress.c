@@ -360,6 +360,15 @@ static void op_h2d(struct client *c, struct handle *d)
 		sseq_host_free(c->s, src);
 }
 
+static void check_release(struct client *c, struct check *k)
+{
+	if (k->host)
+		sseq_host_free(c->s, k->got);
+	else
+		free(k->got);
+	free(k->expect);
+}
+
 static void check_finish(struct client *c, struct check *k)
 {
 	int r = sseq_wait(c->s, k->tag);
@@ -393,11 +402,7 @@ static void check_finish(struct client *c, struct check *k)
 		if (bad)
 			c->wrong++;
 	}
-	if (k->host)
-		sseq_host_free(c->s, k->got);
-	else
-		free(k->got);
-	free(k->expect);
+	check_release(c, k);
 }
 
 static void checks_drain(struct client *c, unsigned keep)
@@ -437,11 +442,7 @@ static void op_d2h(struct client *c, struct handle *src)
 		off, n);
 	if (r < 0) {
 		client_error(c, r, "copy_d2h");
-		if (k->host)
-			sseq_host_free(c->s, k->got);
-		else
-			free(k->got);
-		free(k->expect);
+		check_release(c, k);
 		return;
 	}
 	c->nchecks++;
