@@ -255,6 +255,15 @@ void session_flush(struct session *s)
 	}
 }
 
+/* Client-supplied text goes into log lines and tables: nothing that could forge or
+ * break a line. */
+static void printable(char *text)
+{
+	for (char *c = text; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+}
+
 /* ---- lifetime ------------------------------------------------------------------------ */
 
 struct session *session_new(struct server *srv, int fd)
@@ -487,12 +496,6 @@ void session_op_done(struct op_rec *rec, int status)
 
 /* ---- requests ------------------------------------------------------------------------ */
 
-/* A request's outcome: 0 done (replied), -EAGAIN come back later (nothing done). */
-struct req_ctx {
-	struct session *s;
-	const Sseq__Request *rq;
-};
-
 static int req_fail(struct session *s, uint64_t tag, Sseq__Status status, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
@@ -531,13 +534,8 @@ static int req_hello(struct session *s, const Sseq__Request *rq)
 	s->hello = true;
 	snprintf(s->name, sizeof(s->name), "%s", h->client_name ? h->client_name : "");
 	snprintf(s->worker, sizeof(s->worker), "%s", h->worker_id ? h->worker_id : "");
-	/* Names go into log lines and tables: nothing that could forge or break a line. */
-	for (char *c = s->name; *c; c++)
-		if ((unsigned char)*c < 0x20 || *c == 0x7f)
-			*c = '?';
-	for (char *c = s->worker; *c; c++)
-		if ((unsigned char)*c < 0x20 || *c == 0x7f)
-			*c = '?';
+	printable(s->name);
+	printable(s->worker);
 	log_info("session", "client %" PRIu64 " connected: %s pid %u uid %u%s%s", s->id,
 		 s->name[0] ? s->name : "unnamed", s->pid, s->uid, s->worker[0] ? " worker " : "",
 		 s->worker);
@@ -989,9 +987,7 @@ static void arg_scalar(struct karg *ka, const Sseq__Arg *a)
 static void shown_path(char *out, size_t size, const char *path)
 {
 	snprintf(out, size, "%s", path ? path : "");
-	for (char *c = out; *c; c++)
-		if ((unsigned char)*c < 0x20 || *c == 0x7f)
-			*c = '?';
+	printable(out);
 }
 
 static int req_load_module(struct session *s, const Sseq__Request *rq)
