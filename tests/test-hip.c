@@ -26,8 +26,8 @@
 
 #include <sseq/sseq.h>
 
+#include "backend-harness.h"
 #include "backend.h"
-#include "completion-queue.h"
 #include "hip.h"
 #include "kernels.h"
 #include "sequencer.h"
@@ -74,22 +74,7 @@ static void h_done(void *ctx, uint64_t cookie, int status)
 /* Hand queued completions to the core; with `block`, wait (bounded) for at least one. */
 static size_t h_drain(bool block)
 {
-	struct seq_point *q;
-	int *st;
-	size_t n;
-
-	n = cq_take(&H.cq, block, 20, &q, &st);
-	if (block)
-		ck_assert_msg(n > 0, "no completion within 20 s");
-	for (size_t i = 0; i < n; i++) {
-		if (H.seq)
-			seq_complete(H.seq, q[i], st[i]);
-		else
-			H.last_status = st[i];
-	}
-	free(q);
-	free(st);
-	return n;
+	return cq_drain(&H.cq, H.seq, block);
 }
 
 /* This executable's directory: the build tree's tests/, wherever it was moved to. */
@@ -160,26 +145,14 @@ static int h_sync(void)
 		return r;
 	if (r == 1)
 		return 0;
-	while (H.dones < want) {
-		seq_flush(H.seq);
-		h_drain(true);
-	}
+	harness_wait_dones(H.seq, &H.cq, &H.dones, want);
 	return H.last_status;
 }
 
 /* Until buf's producer has completed. */
 static void h_await(struct seq_buffer *buf)
 {
-	uint64_t want = H.dones + 1;
-	int r = seq_await(H.seq, buf, 1);
-
-	ck_assert_int_ge(r, 0);
-	if (r == 1)
-		return;
-	while (H.dones < want) {
-		seq_flush(H.seq);
-		h_drain(true);
-	}
+	harness_await(H.seq, &H.cq, &H.dones, buf);
 }
 
 static void h_teardown(void)
@@ -237,28 +210,12 @@ static double now_s(void)
 
 static int h_copy(enum seq_op_kind kind, struct seq_buffer *buf, void *host, uint64_t len)
 {
-	struct op_payload p = {.host = host, .length = len};
-	struct seq_op op = {
-		.kind = kind,
-		.naccess = 1,
-		.access = {{buf, kind == SEQ_OP_H2D ? SEQ_WRITE : SEQ_READ}},
-		.payload = &p,
-	};
-
-	return seq_submit(H.seq, &op, NULL);
+	return harness_copy(H.seq, kind, buf, host, len);
 }
 
 static int h_d2d(struct seq_buffer *src, struct seq_buffer *dst, uint64_t len)
 {
-	struct op_payload p = {.length = len};
-	struct seq_op op = {
-		.kind = SEQ_OP_D2D,
-		.naccess = 2,
-		.access = {{src, SEQ_READ}, {dst, SEQ_WRITE}},
-		.payload = &p,
-	};
-
-	return seq_submit(H.seq, &op, NULL);
+	return harness_d2d(H.seq, src, dst, len);
 }
 
 /* A built-in kernel by name, its arguments validated as the server validates them. The
@@ -288,10 +245,55 @@ static int h_exec(
 	return seq_submit(H.seq, &op, NULL);
 }
 
+/* h_exec, pipelined: while the stream's window is full, flush and take completions. */
+static int h_exec_pipelined(
+	const char *name, const struct karg *in, unsigned nargs, struct seq_buffer *const *bufs)
+{
+	int r;
+
+	while ((r = h_exec(name, in, nargs, bufs)) == -EAGAIN) {
+		seq_flush(H.seq);
+		h_drain(true);
+	}
+	return r;
+}
+
 #define BUF ((struct karg){.type = KARG_BUFFER})
 #define F32(x) ((struct karg){.type = KARG_F32, .v.f32 = (x)})
 #define U64(x) ((struct karg){.type = KARG_U64, .v.u64 = (x)})
 #define I32(x) ((struct karg){.type = KARG_I32, .v.i32 = (x)})
+
+/* n buffers of `size` bytes each, into *out[0] to *out[n - 1]. */
+static void h_alloc(uint64_t size, struct seq_buffer **const *out, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		ck_assert_int_eq(seq_buffer_alloc(H.seq, size, out[i]), 0);
+}
+
+static void h_free(struct seq_buffer *const *bufs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		seq_buffer_free(H.seq, bufs[i]);
+}
+
+/* (ha + hb) / 2 into out, n floats, through every stream kind: H2D into bufs[0] and
+ * bufs[1], add into bufs[2], scale into bufs[3], D2D into bufs[4] and D2H from it. */
+static void h_add_halve(
+	struct seq_buffer *const *bufs, float *ha, float *hb, float *out, uint64_t n)
+{
+	const uint64_t bytes = n * sizeof(float);
+
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, bufs[0], ha, bytes), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, bufs[1], hb, bytes), 0);
+	ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(n)}, 4,
+				 (struct seq_buffer *[]){bufs[0], bufs[1], bufs[2]}),
+		0);
+	ck_assert_int_eq(h_exec("scale", (struct karg[]){BUF, BUF, F32(0.5f), U64(n)}, 4,
+				 (struct seq_buffer *[]){bufs[2], bufs[3]}),
+		0);
+	ck_assert_int_eq(h_d2d(bufs[3], bufs[4], bytes), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, bufs[4], out, bytes), 0);
+}
 
 static void fill_pattern(float *v, size_t n, unsigned seed)
 {
@@ -317,31 +319,14 @@ START_TEST(test_h2d_add_scale_d2d_d2h_round_trip)
 		fill_pattern(ha, N, round);
 		fill_pattern(hb, N, 7 * round + 1);
 		memset(out, 0, bytes);
-		ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &a), 0);
-		ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &b), 0);
-		ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &c), 0);
-		ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &d), 0);
-		ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &e), 0);
-		ck_assert_int_eq(h_copy(SEQ_OP_H2D, a, ha, bytes), 0);
-		ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, hb, bytes), 0);
-		ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
-					 (struct seq_buffer *[]){a, b, c}),
-			0);
-		ck_assert_int_eq(h_exec("scale", (struct karg[]){BUF, BUF, F32(0.5f), U64(N)}, 4,
-					 (struct seq_buffer *[]){c, d}),
-			0);
-		ck_assert_int_eq(h_d2d(d, e, bytes), 0);
-		ck_assert_int_eq(h_copy(SEQ_OP_D2H, e, out, bytes), 0);
+		h_alloc(bytes, (struct seq_buffer **[]){&a, &b, &c, &d, &e}, 5);
+		h_add_halve((struct seq_buffer *[]){a, b, c, d, e}, ha, hb, out, N);
 		ck_assert_int_eq(h_sync(), 0);
 		for (size_t i = 0; i < N; i++)
 			if (out[i] != (ha[i] + hb[i]) * 0.5f)
 				ck_abort_msg("round %u: [%zu] %g != %g", round, i, out[i],
 					(ha[i] + hb[i]) * 0.5f);
-		seq_buffer_free(H.seq, a);
-		seq_buffer_free(H.seq, b);
-		seq_buffer_free(H.seq, c);
-		seq_buffer_free(H.seq, d);
-		seq_buffer_free(H.seq, e);
+		h_free((struct seq_buffer *[]){a, b, c, d, e}, 5);
 	}
 	ck_assert_uint_ge(seq_counters(H.seq)->waits_enqueued, 3);
 	h_unstage(ha, bytes);
@@ -572,9 +557,7 @@ static void pipelined_launches(enum hip_submit mode)
 
 	h_setup(&scfg, &cfg);
 	out = h_stage(N * sizeof(float));
-	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * sizeof(float), &one), 0);
-	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * sizeof(float), &p), 0);
-	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * sizeof(float), &q), 0);
+	h_alloc(N * sizeof(float), (struct seq_buffer **[]){&one, &p, &q}, 3);
 	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(N)}, 3,
 				 (struct seq_buffer *[]){one}),
 		0);
@@ -583,14 +566,10 @@ static void pipelined_launches(enum hip_submit mode)
 		0);
 	for (unsigned i = 0; i < launches; i++) {
 		struct seq_buffer *src = i % 2 ? p : q, *dst = i % 2 ? q : p;
-		int r;
 
-		while ((r = h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
-				(struct seq_buffer *[]){src, one, dst})) == -EAGAIN) {
-			seq_flush(H.seq);
-			h_drain(true);
-		}
-		ck_assert_int_eq(r, 0);
+		ck_assert_int_eq(h_exec_pipelined("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
+					 (struct seq_buffer *[]){src, one, dst}),
+			0);
 		h_drain(false);
 	}
 	ck_assert_int_eq(h_copy(SEQ_OP_D2H, q, out, N * sizeof(float)), 0);
@@ -599,9 +578,7 @@ static void pipelined_launches(enum hip_submit mode)
 		if (out[i] != (float)launches)
 			ck_abort_msg("[%u] %g != %u", i, out[i], launches);
 	ck_assert_uint_eq(seq_counters(H.seq)->ops_failed, 0);
-	seq_buffer_free(H.seq, one);
-	seq_buffer_free(H.seq, p);
-	seq_buffer_free(H.seq, q);
+	h_free((struct seq_buffer *[]){one, p, q}, 3);
 	h_unstage(out, N * sizeof(float));
 	h_teardown();
 }
@@ -858,10 +835,7 @@ START_TEST(test_launch_refused_on_the_submit_thread_fails_its_stream)
 	unsetenv("SSEQ_HIP_SUBMIT");
 	h_setup(&scfg, &cfg);
 	host = h_stage(4096);
-	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &a), 0);
-	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &b), 0);
-	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &c), 0);
-	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &d), 0);
+	h_alloc(4096, (struct seq_buffer **[]){&a, &b, &c, &d}, 4);
 	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(1024)}, 3,
 				 (struct seq_buffer *[]){a}),
 		0);
@@ -897,10 +871,7 @@ START_TEST(test_launch_refused_on_the_submit_thread_fails_its_stream)
 	h_await(d);
 	ck_assert_int_eq(seq_buffer_error(H.seq, d), 0);
 	h_unstage(host, 4096);
-	seq_buffer_free(H.seq, a);
-	seq_buffer_free(H.seq, b);
-	seq_buffer_free(H.seq, c);
-	seq_buffer_free(H.seq, d);
+	h_free((struct seq_buffer *[]){a, b, c, d}, 4);
 	h_teardown();
 }
 END_TEST
@@ -935,14 +906,9 @@ static void completion_speed(enum hip_completion mode, const char *name)
 	lat = (now_s() - t0) / rounds;
 	t0 = now_s();
 	for (int i = 0; i < pipe; i++) {
-		int r;
-
-		while ((r = h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(1)}, 3,
-				(struct seq_buffer *[]){a})) == -EAGAIN) {
-			seq_flush(H.seq);
-			h_drain(true);
-		}
-		ck_assert_int_eq(r, 0);
+		ck_assert_int_eq(h_exec_pipelined("fill", (struct karg[]){BUF, F32(1.0f), U64(1)},
+					 3, (struct seq_buffer *[]){a}),
+			0);
 		h_drain(false);
 	}
 	ck_assert_int_eq(h_sync(), 0);
@@ -1164,24 +1130,11 @@ START_TEST(test_audit_finds_nothing_in_a_sequenced_run)
 	outa = h_stage(bytes);
 	fill_pattern(ha, N, 3);
 	fill_pattern(hb, N, 4);
-	ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &a), 0);
-	ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &b), 0);
-	ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &c), 0);
-	ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &d), 0);
-	ck_assert_int_eq(seq_buffer_alloc(H.seq, bytes, &e), 0);
+	h_alloc(bytes, (struct seq_buffer **[]){&a, &b, &c, &d, &e}, 5);
 	/* Twelve ops a round over every stream kind, with every hazard the core orders:
 	 * read after write across streams, write after read, write after write. */
 	for (int round = 0; round < ROUNDS; round++) {
-		ck_assert_int_eq(h_copy(SEQ_OP_H2D, a, ha, bytes), 0);
-		ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, hb, bytes), 0);
-		ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
-					 (struct seq_buffer *[]){a, b, c}),
-			0);
-		ck_assert_int_eq(h_exec("scale", (struct karg[]){BUF, BUF, F32(0.5f), U64(N)}, 4,
-					 (struct seq_buffer *[]){c, d}),
-			0);
-		ck_assert_int_eq(h_d2d(d, e, bytes), 0);
-		ck_assert_int_eq(h_copy(SEQ_OP_D2H, e, out, bytes), 0);
+		h_add_halve((struct seq_buffer *[]){a, b, c, d, e}, ha, hb, out, N);
 		ck_assert_int_eq(h_copy(SEQ_OP_D2H, a, outa, bytes), 0);
 		ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(-1.0f), U64(N)}, 3,
 					 (struct seq_buffer *[]){a}),
@@ -1211,11 +1164,7 @@ START_TEST(test_audit_finds_nothing_in_a_sequenced_run)
 		seq_counters(H.seq)->ops_submitted, checks, H.be.ops->audit_findings(H.be.ctx));
 	ck_assert_uint_ge(checks, 100);
 	ck_assert_uint_eq(H.be.ops->audit_findings(H.be.ctx), 0);
-	seq_buffer_free(H.seq, a);
-	seq_buffer_free(H.seq, b);
-	seq_buffer_free(H.seq, c);
-	seq_buffer_free(H.seq, d);
-	seq_buffer_free(H.seq, e);
+	h_free((struct seq_buffer *[]){a, b, c, d, e}, 5);
 	h_unstage(ha, bytes);
 	h_unstage(hb, bytes);
 	h_unstage(out, bytes);

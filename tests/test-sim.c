@@ -12,8 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend-harness.h"
 #include "backend.h"
-#include "completion-queue.h"
 #include "sequencer.h"
 #include "sim.h"
 
@@ -55,19 +55,7 @@ static void h_done(void *ctx, uint64_t cookie, int status)
 /* Hand queued completions to the core; with `block`, wait (bounded) for at least one. */
 static size_t h_drain(bool block)
 {
-	struct seq_point *q;
-	int *st;
-	size_t n;
-
-	n = cq_take(&H.cq, block, 20, &q, &st);
-	if (block)
-		ck_assert_msg(n > 0, "no completion within 20 s");
-	for (size_t i = 0; i < n; i++)
-		if (H.seq)
-			seq_complete(H.seq, q[i], st[i]);
-	free(q);
-	free(st);
-	return n;
+	return cq_drain(&H.cq, H.seq, block);
 }
 
 /* Until n more completions came back (used without the core). */
@@ -102,25 +90,13 @@ static void h_sync(void)
 	ck_assert_int_ge(r, 0);
 	if (r == 1)
 		return;
-	while (H.dones < want) {
-		seq_flush(H.seq);
-		h_drain(true);
-	}
+	harness_wait_dones(H.seq, &H.cq, &H.dones, want);
 }
 
 /* Until buf's producer has completed. */
 static void h_await(struct seq_buffer *buf)
 {
-	uint64_t want = H.dones + 1;
-	int r = seq_await(H.seq, buf, 1);
-
-	ck_assert_int_ge(r, 0);
-	if (r == 1)
-		return;
-	while (H.dones < want) {
-		seq_flush(H.seq);
-		h_drain(true);
-	}
+	harness_await(H.seq, &H.cq, &H.dones, buf);
 }
 
 static uint64_t h_findings(void)
@@ -197,43 +173,44 @@ static const struct kernel_desc k_touch = {
 	.cpu = cpu_touch,
 };
 
-/* ---- ops through the core ---- */
-
-static int h_copy(enum seq_op_kind kind, struct seq_buffer *buf, void *host, uint64_t len)
+/* What the launches below run: add_one over n elements (buffer 0 in, buffer 1 out), and
+ * touch on buffer 0 with the given access. */
+static struct op_payload add_one_payload(uint64_t n)
 {
-	struct op_payload p = {.host = host, .length = len};
-	struct seq_op op = {
-		.kind = kind,
-		.naccess = 1,
-		.access = {{buf, kind == SEQ_OP_H2D ? SEQ_WRITE : SEQ_READ}},
-		.payload = &p,
-	};
-
-	return seq_submit(H.seq, &op, NULL);
-}
-
-static int h_d2d(struct seq_buffer *src, struct seq_buffer *dst, uint64_t len)
-{
-	struct op_payload p = {.length = len};
-	struct seq_op op = {
-		.kind = SEQ_OP_D2D,
-		.naccess = 2,
-		.access = {{src, SEQ_READ}, {dst, SEQ_WRITE}},
-		.payload = &p,
-	};
-
-	return seq_submit(H.seq, &op, NULL);
-}
-
-static int h_add_one(struct seq_buffer *in, struct seq_buffer *out, uint64_t n)
-{
-	struct op_payload p = {
+	return (struct op_payload){
 		.kernel = &k_add_one,
 		.nargs = 2,
 		.args = {{KARG_BUFFER, KARG_IN, {.buf = {.index = 0}}},
 			{KARG_BUFFER, KARG_OUT, {.buf = {.index = 1}}}},
 		.elements = n,
 	};
+}
+
+static struct op_payload touch_payload(enum karg_access access)
+{
+	return (struct op_payload){
+		.kernel = &k_touch,
+		.nargs = 1,
+		.args = {{KARG_BUFFER, access, {.buf = {.index = 0}}}},
+		.elements = 1,
+	};
+}
+
+/* ---- ops through the core ---- */
+
+static int h_copy(enum seq_op_kind kind, struct seq_buffer *buf, void *host, uint64_t len)
+{
+	return harness_copy(H.seq, kind, buf, host, len);
+}
+
+static int h_d2d(struct seq_buffer *src, struct seq_buffer *dst, uint64_t len)
+{
+	return harness_d2d(H.seq, src, dst, len);
+}
+
+static int h_add_one(struct seq_buffer *in, struct seq_buffer *out, uint64_t n)
+{
+	struct op_payload p = add_one_payload(n);
 	struct seq_op op = {
 		.kind = SEQ_OP_EXEC,
 		.naccess = 2,
@@ -246,12 +223,7 @@ static int h_add_one(struct seq_buffer *in, struct seq_buffer *out, uint64_t n)
 
 static int h_touch(struct seq_buffer *buf)
 {
-	struct op_payload p = {
-		.kernel = &k_touch,
-		.nargs = 1,
-		.args = {{KARG_BUFFER, KARG_INOUT, {.buf = {.index = 0}}}},
-		.elements = 1,
-	};
+	struct op_payload p = touch_payload(KARG_INOUT);
 	struct seq_op op = {
 		.kind = SEQ_OP_EXEC,
 		.naccess = 1,
@@ -414,34 +386,33 @@ static void sim_record_wait(uint32_t s, uint64_t n)
 	h_drain(true);
 }
 
-/* H2D into `in` on stream 1 while its copy is delayed, then add_one reading `in` on the
- * compute stream, with or without the wait the core would have emitted. */
+/* With the H2D stream delayed and no core: H2D into `in` on stream 1, then add_one reading
+ * `in` on the compute stream, with or without the wait the core would have emitted. */
 static void bypass_scenario(bool with_wait, size_t *wrong)
 {
 	enum { N = 1024 };
+	struct sim_config cfg = {0};
 	uint32_t *src = pattern(N, 1), *dst = calloc(N, 4);
-	uint64_t in = sim_alloc(N * 4), out = sim_alloc(N * 4);
+	uint64_t in, out;
 	struct op_payload h2d = {.host = src, .length = N * 4};
-	struct op_payload k = {
-		.kernel = &k_add_one,
-		.nargs = 2,
-		.args = {{KARG_BUFFER, KARG_IN, {.buf = {.index = 0}}},
-			{KARG_BUFFER, KARG_OUT, {.buf = {.index = 1}}}},
-		.elements = N,
-	};
+	struct op_payload k = add_one_payload(N);
 	struct op_payload d2h = {.host = dst, .length = N * 4};
-	const uint64_t kaddr[] = {in, out};
 	const unsigned kmode[] = {SEQ_READ, SEQ_WRITE};
 	const unsigned w = SEQ_WRITE, r = SEQ_READ;
 
+	h_delay(&cfg, "h2d=50ms");
+	h_setup(NULL, &cfg);
+	in = sim_alloc(N * 4);
+	out = sim_alloc(N * 4);
 	ck_assert_int_eq(
 		sim_launch((struct seq_point){1, 1}, SEQ_OP_H2D, &h2d, 1, &in, &w, N * 4), 0);
 	if (with_wait) {
 		ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){1, 1}), 0);
 		ck_assert_int_eq(H.be.ops->seq.wait(H.be.ctx, 0, (struct seq_point){1, 1}), 0);
 	}
-	ck_assert_int_eq(
-		sim_launch((struct seq_point){0, 1}, SEQ_OP_EXEC, &k, 2, kaddr, kmode, N * 4), 0);
+	ck_assert_int_eq(sim_launch((struct seq_point){0, 1}, SEQ_OP_EXEC, &k, 2,
+				 (const uint64_t[]){in, out}, kmode, N * 4),
+		0);
 	/* The D2H always waits for the kernel: the only missing wait is the one above. */
 	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){0, 1}), 0);
 	ck_assert_int_eq(H.be.ops->seq.wait(H.be.ctx, 2, (struct seq_point){0, 1}), 0);
@@ -460,11 +431,8 @@ static void bypass_scenario(bool with_wait, size_t *wrong)
 
 START_TEST(test_kernel_launched_without_wait_on_delayed_h2d_is_a_race)
 {
-	struct sim_config cfg = {0};
 	size_t wrong;
 
-	h_delay(&cfg, "h2d=50ms");
-	h_setup(NULL, &cfg);
 	bypass_scenario(false, &wrong);
 	ck_assert_uint_eq(h_findings(), 1);
 	ck_assert(h_found("race: kernel add_one at 0:1 read buffer"));
@@ -476,11 +444,8 @@ END_TEST
 
 START_TEST(test_same_launches_with_the_wait_are_clean)
 {
-	struct sim_config cfg = {0};
 	size_t wrong;
 
-	h_delay(&cfg, "h2d=50ms");
-	h_setup(NULL, &cfg);
 	bypass_scenario(true, &wrong);
 	ck_assert_uint_eq(h_findings(), 0);
 	ck_assert_uint_eq(wrong, 0);
@@ -493,12 +458,7 @@ START_TEST(test_write_before_pending_reader_is_a_race)
 	struct sim_config cfg = {0};
 	uint32_t host[64] = {0};
 	uint64_t a;
-	struct op_payload k = {
-		.kernel = &k_touch,
-		.nargs = 1,
-		.args = {{KARG_BUFFER, KARG_IN, {.buf = {.index = 0}}}},
-		.elements = 1,
-	};
+	struct op_payload k = touch_payload(KARG_IN);
 	struct op_payload h2d = {.host = host, .length = sizeof(host)};
 	const unsigned r = SEQ_READ, w = SEQ_WRITE;
 
@@ -521,12 +481,7 @@ START_TEST(test_release_while_op_pending_is_reported)
 {
 	struct sim_config cfg = {0};
 	uint64_t a;
-	struct op_payload k = {
-		.kernel = &k_touch,
-		.nargs = 1,
-		.args = {{KARG_BUFFER, KARG_INOUT, {.buf = {.index = 0}}}},
-		.elements = 1,
-	};
+	struct op_payload k = touch_payload(KARG_INOUT);
 	const unsigned rw = SEQ_READWRITE;
 	char expect[96];
 
@@ -749,12 +704,7 @@ END_TEST
 START_TEST(test_destroy_runs_everything_queued)
 {
 	struct sim_config cfg = {0};
-	struct op_payload k = {
-		.kernel = &k_touch,
-		.nargs = 1,
-		.args = {{KARG_BUFFER, KARG_INOUT, {.buf = {.index = 0}}}},
-		.elements = 1,
-	};
+	struct op_payload k = touch_payload(KARG_INOUT);
 	const unsigned rw = SEQ_READWRITE;
 	uint64_t a;
 

@@ -129,6 +129,29 @@ static void fake_wait_reached(struct CUevent_st *ev, uint64_t gen)
 	pthread_mutex_unlock(&ev->mu);
 }
 
+/* The generation of the event's latest record as of now (0: never recorded). */
+static uint64_t fake_recorded(struct CUevent_st *ev)
+{
+	uint64_t gen;
+
+	pthread_mutex_lock(&ev->mu);
+	gen = ev->recorded;
+	pthread_mutex_unlock(&ev->mu);
+	return gen;
+}
+
+/* Whether the event's latest record has run (never recorded: no); *ns gets when. */
+static bool fake_reached_at(struct CUevent_st *ev, uint64_t *ns)
+{
+	bool ready;
+
+	pthread_mutex_lock(&ev->mu);
+	ready = ev->recorded && ev->reached >= ev->recorded;
+	*ns = ev->reached_ns;
+	pthread_mutex_unlock(&ev->mu);
+	return ready;
+}
+
 /* Copies and kernels touch device memory: a race there is the device's (the audit's and
  * the sim's business), not the host's, and the tests make such races on purpose. */
 #if defined(__SANITIZE_THREAD__)
@@ -227,6 +250,18 @@ static cudaError_t fake_push(cudaStream_t s, struct fake_op *o)
 	return cudaSuccess;
 }
 
+/* A zeroed stream or event for a create call; NULL with *e saying why when the device
+ * has failed or memory ran out. */
+static void *fake_object_new(size_t size, cudaError_t *e)
+{
+	void *p = NULL;
+
+	*e = fake_error();
+	if (*e == cudaSuccess && !(p = calloc(1, size)))
+		*e = cudaErrorMemoryAllocation;
+	return p;
+}
+
 static struct fake_op *fake_op_new(enum fake_op_type type)
 {
 	struct fake_op *o = calloc(1, sizeof(*o));
@@ -318,14 +353,11 @@ cudaError_t cudaDeviceSynchronize(void)
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned int flags)
 {
 	static unsigned seeds;
-	struct CUstream_st *s;
-	cudaError_t e = fake_error();
+	cudaError_t e;
+	struct CUstream_st *s = fake_object_new(sizeof(*s), &e);
 
-	if (e != cudaSuccess)
-		return e;
-	s = calloc(1, sizeof(*s));
 	if (!s)
-		return cudaErrorMemoryAllocation;
+		return e;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	pthread_mutex_lock(&fake_mu);
@@ -385,9 +417,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int fla
 
 	if (e != cudaSuccess)
 		return e;
-	pthread_mutex_lock(&ev->mu);
-	gen = ev->recorded;
-	pthread_mutex_unlock(&ev->mu);
+	gen = fake_recorded(ev);
 	if (gen == 0)
 		return cudaSuccess;
 	o = fake_op_new(FAKE_WAIT);
@@ -402,14 +432,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int fla
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned int flags)
 {
-	struct CUevent_st *ev;
-	cudaError_t e = fake_error();
+	cudaError_t e;
+	struct CUevent_st *ev = fake_object_new(sizeof(*ev), &e);
 
-	if (e != cudaSuccess)
-		return e;
-	ev = calloc(1, sizeof(*ev));
 	if (!ev)
-		return cudaErrorMemoryAllocation;
+		return e;
 	pthread_mutex_init(&ev->mu, NULL);
 	pthread_cond_init(&ev->cond, NULL);
 	ev->timing = !(flags & cudaEventDisableTiming);
@@ -422,14 +449,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t ev)
 	if (!ev)
 		return cudaErrorInvalidResourceHandle;
 	/* CUDA defers the release until a pending record ran; so does this. */
-	pthread_mutex_lock(&ev->mu);
-	{
-		const uint64_t want = ev->recorded;
-
-		while (ev->reached < want)
-			pthread_cond_wait(&ev->cond, &ev->mu);
-	}
-	pthread_mutex_unlock(&ev->mu);
+	fake_wait_reached(ev, fake_recorded(ev));
 	pthread_cond_destroy(&ev->cond);
 	pthread_mutex_destroy(&ev->mu);
 	free(ev);
@@ -469,34 +489,24 @@ cudaError_t cudaEventQuery(cudaEvent_t ev)
 
 cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 {
-	uint64_t gen;
 	cudaError_t e = fake_error();
 
 	if (e != cudaSuccess)
 		return e;
-	pthread_mutex_lock(&ev->mu);
-	gen = ev->recorded;
-	pthread_mutex_unlock(&ev->mu);
-	fake_wait_reached(ev, gen);
+	fake_wait_reached(ev, fake_recorded(ev));
 	return fake_error();
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
 	uint64_t t0 = 0, t1 = 0;
-	bool ready = true, timed = start->timing && end->timing;
+	bool ready, timed = start->timing && end->timing;
 	cudaError_t e = fake_error();
 
 	if (e != cudaSuccess)
 		return e;
-	pthread_mutex_lock(&start->mu);
-	ready = ready && start->recorded && start->reached >= start->recorded;
-	t0 = start->reached_ns;
-	pthread_mutex_unlock(&start->mu);
-	pthread_mutex_lock(&end->mu);
-	ready = ready && end->recorded && end->reached >= end->recorded;
-	t1 = end->reached_ns;
-	pthread_mutex_unlock(&end->mu);
+	ready = fake_reached_at(start, &t0);
+	ready = fake_reached_at(end, &t1) && ready;
 	if (!timed)
 		return cudaErrorInvalidResourceHandle;
 	if (!ready)
