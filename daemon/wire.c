@@ -3,6 +3,8 @@
  * execute, most of the daemon's budget. Anything unexpected declines to protobuf-c. */
 #include "wire.h"
 
+#include <limits.h>
+#include <stdbool.h>
 #include <string.h>
 
 /* proto wire types */
@@ -12,39 +14,55 @@ struct rd {
 	const uint8_t *p, *end;
 };
 
-static int rd_varint(struct rd *r, uint64_t *v)
+/* A varint of at most `max` bytes; *any, when asked for, says whether any of its 7-bit
+ * groups is nonzero, which is how protobuf-c reads a bool (even one whose bits lie past
+ * the 64 a uint64 keeps). */
+static int rd_varint_max(struct rd *r, unsigned max, uint64_t *v, bool *any)
 {
 	uint64_t x = 0;
+	uint8_t bits = 0;
 
-	for (unsigned shift = 0; shift < 64; shift += 7) {
+	for (unsigned i = 0; i < max; i++) {
 		if (r->p == r->end)
 			return -1;
 		uint8_t b = *r->p++;
-		x |= (uint64_t)(b & 0x7f) << shift;
+		x |= (uint64_t)(b & 0x7f) << (7 * i);
+		bits |= b & 0x7f;
 		if (!(b & 0x80)) {
 			*v = x;
+			if (any)
+				*any = bits != 0;
 			return 0;
 		}
 	}
 	return -1;
 }
 
+/* Values: protobuf-c scans at most 10 bytes and keeps the low 64 bits. */
+static int rd_varint(struct rd *r, uint64_t *v)
+{
+	return rd_varint_max(r, 10, v, NULL);
+}
+
+/* Keys: protobuf-c's parse_tag_and_wiretype reads at most 5 bytes and refuses the frame
+ * when they do not end the key, so a field number always fits 32 bits. */
 static int rd_key(struct rd *r, uint32_t *field, uint32_t *wt)
 {
 	uint64_t k;
 
-	if (rd_varint(r, &k) < 0 || k > UINT32_MAX || (k >> 3) == 0)
+	if (rd_varint_max(r, 5, &k, NULL) < 0 || (k >> 3) == 0)
 		return -1;
 	*field = (uint32_t)(k >> 3);
 	*wt = (uint32_t)(k & 7);
 	return 0;
 }
 
+/* Length prefixes: at most 5 bytes and at most INT_MAX (scan_length_prefixed_data). */
 static int rd_len(struct rd *r, struct rd *sub)
 {
 	uint64_t n;
 
-	if (rd_varint(r, &n) < 0 || n > (uint64_t)(r->end - r->p))
+	if (rd_varint_max(r, 5, &n, NULL) < 0 || n > INT_MAX || n > (uint64_t)(r->end - r->p))
 		return -1;
 	sub->p = r->p;
 	sub->end = r->p + n;
@@ -92,7 +110,8 @@ static int decode_arg(struct rd *r, Sseq__Arg *a, Sseq__BufferArg *b)
 			return -1;
 		switch (f) {
 		case 1:
-			/* A repeated buffer field would merge in protobuf: leave that to it. */
+			/* A second buffer merges by the spec but replaces in protobuf-c 1.4.1:
+			 * leave it to protobuf-c. */
 			if (wt != WT_LEN || a->value_case == SSEQ__ARG__VALUE_BUFFER ||
 			    rd_len(r, &sub) < 0 || decode_buffer_arg(&sub, b) < 0)
 				return -1;
@@ -205,15 +224,17 @@ int wire_decode_request(const uint8_t *p, size_t len, struct wire_request *w)
 		if (rd_key(&r, &f, &wt) < 0)
 			return 0;
 		if (f == 1 || f == 2) {
-			if (wt != WT_VARINT || rd_varint(&r, &v) < 0)
+			bool any;
+			if (wt != WT_VARINT || rd_varint_max(&r, 10, &v, &any) < 0)
 				return 0;
 			if (f == 1)
 				rq->tag = v;
 			else
-				rq->want_completion = v != 0;
+				rq->want_completion = any;
 			continue;
 		}
-		/* One body, once: repeats merge in protobuf, which is its business. */
+		/* One body, once: a second one replaces the first in protobuf-c (1.4.1 frees
+		 * it, no merge), which is rare enough to leave to it. */
 		if (wt != WT_LEN || rq->body_case != SSEQ__REQUEST__BODY__NOT_SET ||
 		    rd_len(&r, &sub) < 0)
 			return 0;

@@ -247,6 +247,198 @@ START_TEST(test_hand_decoder_agrees_with_protobuf_c)
 }
 END_TEST
 
+/* ---- varints longer than they need be ---------------------------------------------
+ * protobuf-c 1.4.1 reads a key in at most 5 bytes (parse_tag_and_wiretype), a length
+ * prefix in at most 5 (scan_length_prefixed_data), a value in at most 10 keeping the low
+ * 64 bits, and a bool as "any 7-bit group nonzero" of those 10. Encoders may pad any of
+ * them with 0x80 groups, so the hand decoder must draw the same lines. */
+
+/* The hand decoder must decline a frame protobuf-c refuses. */
+static void check_refused(const uint8_t *buf, size_t len)
+{
+	static struct wire_request w;
+	Sseq__Request *ref = sseq__request__unpack(NULL, len, buf);
+
+	ck_assert_msg(ref == NULL, "premise: protobuf-c 1.4.1 refuses this frame");
+	ck_assert_int_eq(wire_decode_request(buf, len, &w), 0);
+}
+
+/* Both decode it, to the same request. */
+static void check_accepted(const uint8_t *buf, size_t len)
+{
+	static struct wire_request w;
+	unsigned accepted = 0;
+
+	ck_assert_int_eq(wire_decode_request(buf, len, &w), 1);
+	check_agrees(buf, len, &accepted);
+	ck_assert_uint_eq(accepted, 1);
+}
+
+START_TEST(test_key_of_6_bytes_declined)
+{
+	/* tag = 1 under a 6-byte key, then an empty CopyD2H. */
+	static const uint8_t six[] = {0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01, 0x8a, 0x01, 0x00};
+	/* The same under a 5-byte key, which protobuf-c takes. */
+	static const uint8_t five[] = {0x88, 0x80, 0x80, 0x80, 0x00, 0x01, 0x8a, 0x01, 0x00};
+	/* Inside the body: CopyH2D{length (field 5) = 7} under a 6-byte key. */
+	static const uint8_t nested[] = {0x82, 0x01, 0x07, 0xa8, 0x80, 0x80, 0x80, 0x80, 0x00, 0x07};
+
+	check_refused(six, sizeof(six));
+	check_accepted(five, sizeof(five));
+	check_refused(nested, sizeof(nested));
+}
+END_TEST
+
+START_TEST(test_length_prefix_of_6_bytes_declined)
+{
+	/* A CopyD2H whose length prefix 0 takes 6 bytes: the daemon answered "copy of 0
+	 * bytes" where protobuf-c, and so the protocol, says PROTOCOL_ERROR and close. */
+	static const uint8_t six[] = {0x8a, 0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
+	static const uint8_t five[] = {0x8a, 0x01, 0x80, 0x80, 0x80, 0x80, 0x00};
+	/* Execute{kernel "k", args: Arg{} whose prefix 0 takes 6 bytes}. */
+	static const uint8_t nested[] = {0x9a, 0x01, 0x0a, 0x0a, 0x01, 'k', 0x1a,
+					 0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
+
+	check_refused(six, sizeof(six));
+	check_accepted(five, sizeof(five));
+	check_refused(nested, sizeof(nested));
+}
+END_TEST
+
+START_TEST(test_want_completion_of_10_byte_varint)
+{
+	/* want_completion = a 10-byte varint whose last group is 2: past bit 63, so the low 64
+	 * bits are 0, but protobuf-c's bool looks at every group and reads true. */
+	static const uint8_t f[] = {0x08, 0x05, 0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+				    0x80, 0x80, 0x80, 0x02, 0x8a, 0x01, 0x00};
+	static struct wire_request w;
+	Sseq__Request *ref = sseq__request__unpack(NULL, sizeof(f), f);
+
+	ck_assert_ptr_nonnull(ref);
+	ck_assert_int_eq(ref->want_completion, 1);
+	sseq__request__free_unpacked(ref, NULL);
+	ck_assert_int_eq(wire_decode_request(f, sizeof(f), &w), 1);
+	ck_assert_int_eq(w.rq.want_completion, 1);
+}
+END_TEST
+
+/* An encoder of the hot-path requests that pads keys, length prefixes and values with
+ * redundant 0x80 groups, sometimes past what protobuf-c reads. */
+struct enc {
+	uint8_t b[1024];
+	size_t n;
+};
+
+/* v in its shortest form plus `pad` groups of nothing. */
+static void enc_varint(struct enc *e, uint64_t v, unsigned pad)
+{
+	while (v >= 0x80) {
+		e->b[e->n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	if (!pad) {
+		e->b[e->n++] = (uint8_t)v;
+		return;
+	}
+	e->b[e->n++] = (uint8_t)(v | 0x80);
+	while (--pad)
+		e->b[e->n++] = 0x80;
+	e->b[e->n++] = 0x00;
+}
+
+/* Mostly shortest; now and then 1 to 6 groups more. */
+static unsigned rnd_pad(void)
+{
+	return rnd() % 4 ? 0 : 1 + (unsigned)(rnd() % 6);
+}
+
+static void enc_key(struct enc *e, unsigned field, unsigned wt)
+{
+	enc_varint(e, (uint64_t)field << 3 | wt, rnd_pad());
+}
+
+static void enc_uint(struct enc *e, unsigned field, uint64_t v)
+{
+	enc_key(e, field, 0);
+	enc_varint(e, v, rnd_pad());
+}
+
+static void enc_sub(struct enc *e, unsigned field, const struct enc *sub)
+{
+	enc_key(e, field, 2);
+	enc_varint(e, sub->n, rnd_pad());
+	memcpy(e->b + e->n, sub->b, sub->n);
+	e->n += sub->n;
+}
+
+/* A bool: shortest, padded, or 10 bytes of random groups (the last beyond bit 63). */
+static void enc_bool(struct enc *e, unsigned field)
+{
+	enc_key(e, field, 0);
+	if (rnd() % 3) {
+		enc_varint(e, rnd() & 1, rnd_pad());
+		return;
+	}
+	for (int i = 0; i < 9; i++)
+		e->b[e->n++] = (uint8_t)(0x80 | (rnd() % 3 ? 0 : rnd() & 0x7f));
+	e->b[e->n++] = (uint8_t)(rnd() & 0x7f);
+}
+
+static void enc_request(struct enc *e)
+{
+	struct enc body = {.n = 0};
+
+	enc_uint(e, 1, rnd_val());
+	if (rnd() & 1)
+		enc_bool(e, 2);
+	if (rnd() % 4) {
+		for (unsigned f = 1; f <= 5; f++)
+			if (rnd() % 4)
+				enc_uint(&body, f, rnd_val());
+		enc_sub(e, 16 + (unsigned)(rnd() % 3), &body);
+		return;
+	}
+	enc_key(&body, 1, 2);
+	enc_varint(&body, 2, rnd_pad());
+	memcpy(body.b + body.n, "k1", 2);
+	body.n += 2;
+	for (unsigned i = rnd() % 5; i; i--) {
+		struct enc arg = {.n = 0}, buf = {.n = 0};
+		switch (rnd() % 4) {
+		case 0:
+			enc_uint(&buf, 1, rnd_val());
+			enc_uint(&buf, 2, rnd() % 4);
+			enc_sub(&arg, 1, &buf);
+			break;
+		case 1:
+			enc_uint(&arg, 2 + (unsigned)(rnd() % 2) * 4, rnd_val()); /* i64, i32 */
+			break;
+		default:
+			enc_uint(&arg, 3 + (unsigned)(rnd() % 2) * 4, rnd_val()); /* u64, u32 */
+			break;
+		}
+		enc_sub(&body, 3, &arg);
+	}
+	if (rnd() & 1)
+		enc_uint(&body, 5, rnd_val());
+	enc_sub(e, 19, &body);
+}
+
+START_TEST(test_padded_varints_agree)
+{
+	unsigned accepted = 0;
+
+	for (int i = 0; i < 20000; i++) {
+		struct enc e = {.n = 0};
+		enc_request(&e);
+		check_agrees(e.b, e.n, &accepted);
+	}
+	/* Most frames stay inside protobuf-c's limits: the agreement was really checked. */
+	ck_assert_uint_gt(accepted, 20000 / 10);
+	printf("test-wire: accepted %u of 20000 padded requests\n", accepted);
+}
+END_TEST
+
 START_TEST(test_hand_encoded_reply_unpacks)
 {
 	for (int i = 0; i < 20000; i++) {
@@ -296,6 +488,10 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_hand_decoder_agrees_with_protobuf_c);
 	tcase_add_test(tc, test_hand_encoded_reply_unpacks);
+	tcase_add_test(tc, test_key_of_6_bytes_declined);
+	tcase_add_test(tc, test_length_prefix_of_6_bytes_declined);
+	tcase_add_test(tc, test_want_completion_of_10_byte_varint);
+	tcase_add_test(tc, test_padded_varints_agree);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
