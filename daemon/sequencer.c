@@ -552,10 +552,18 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 	if (st->error)
 		return op_fail(seq, op, s, st->error, SEQ_FAIL_STREAM, NULL, (struct seq_point){s, st->fail_from});
 	for (unsigned i = 0; i < op->naccess; i++) {
-		const struct seq_buffer *b = buffer_base(op->access[i].buf);
+		struct seq_buffer *b = buffer_base(op->access[i].buf);
 		int error = seq_buffer_error(seq, b);
-		if ((op->access[i].mode & SEQ_READ) && error)
+
+		if (!error)
+			continue;
+		if (op->access[i].mode & SEQ_READ)
 			return op_fail(seq, op, s, error, SEQ_FAIL_INPUT, b, b->def);
+		/* A write of part of a failed base leaves the rest as the failed op left it. The
+		 * failure may be known only through b->def, which this write is about to move:
+		 * b->error keeps it (I9). Only a write of the whole base clears it, at launch. */
+		if (op->access[i].buf->size != b->size)
+			b->error = error;
 	}
 
 	for (unsigned i = 0; i < op->naccess; i++) {
@@ -736,8 +744,12 @@ static bool stream_advance(struct seq *seq, uint32_t x)
 				return progress;
 			}
 		}
-		if (status && !s->error) {
-			/* A device error spreads along waits: this stream is now broken too. */
+		if (status && (!s->error || n < s->fail_from)) {
+			/* A device error spreads along waits: this stream is now broken too, from
+			 * this point on. It may have failed already from a later point (this one
+			 * was reported but not acknowledged when that failure came): then it is
+			 * failed from here, with this point's error, so that what this point wrote
+			 * reads as failed and agrees with its done() (I9). */
 			s->error = status;
 			s->fail_from = n;
 		}

@@ -145,7 +145,10 @@ struct seq_buffer {
 	/* Base only: */
 	unsigned refs; /* the owner's + one per live slice */
 	bool freed; /* the owner let go; memory goes back at refs 0 and no use pending */
-	int error; /* last write failed before launch; readers fail with it */
+	/* A failure readers fail with, besides def's own (a device error learned through
+	 * seq_complete): the last write failed before launch, or it wrote only part of a
+	 * base already failed, which a write of the whole base alone clears (I9). */
+	int error;
 	struct seq_point def; /* the point that wrote the contents (I1) */
 	uint64_t legacy_mark; /* injected bug only: compute progress at definition + 1 */
 	uint64_t readers[SEQ_MAX_STREAMS]; /* last reading seq per stream since def */
@@ -213,8 +216,11 @@ int seq_sync_points(struct seq *seq, const uint64_t *upto, uint64_t cookie);
  * be learned. The server calls it once per loop turn; recording is otherwise lazy. */
 void seq_flush(struct seq *seq);
 
-/* The backend saw the event recorded at `through` complete, with 0 or a device error
- * (which fails the stream from its first incomplete point on). */
+/* The backend saw the event recorded at `through` complete, with 0 or a device error,
+ * which fails the stream from its first point not yet reported complete on (sticky). An
+ * op that waited on a failed point fails with its error, and so does its stream from
+ * that op on; what a failed point wrote reads as failed until a write of the whole
+ * buffer (I9). */
 void seq_complete(struct seq *seq, struct seq_point through, int status);
 
 #endif

@@ -25,6 +25,9 @@
  *   I9 failed op's outputs left clean        -> i9_failure_flows_through_chain (+5)
  *   I9 device error not spread along waits   -> i9_device_error_fails_stream_and_waiters
  *   I9 partial write clears error            -> i9_partial_write_keeps_error
+ *   I9 slice write forgets def's device error -> slice_overwrite_keeps_base_device_error,
+ *                                               slice_overwrite_by_d2d_keeps_base_...
+ *   I9 spread skips a point already reported -> failure_spread_to_point_reported_before_...
  *   I9 failed launch uses up a point         -> i9_launch_failure_does_not_consume_point (+2)
  *   copies ignore their pool's pending deps -> copies_follow_their_pending_dependency...
  *   eager events / legacy switches inert     -> lazy_events_only_when_needed,
@@ -1377,6 +1380,194 @@ START_TEST(test_i9_device_error_fails_stream_and_waiters)
 }
 END_TEST
 
+/* A copy that fails on the device: launched, then its event completes with -EIO. */
+static void h2d_fails_on_device(struct seq_buffer *buf)
+{
+	struct seq_point at = h2d(buf);
+
+	seq_flush(F.seq);
+	complete(S_H2D, at.seq, -EIO);
+	ck_assert_int_eq(seq_buffer_error(F.seq, buf), -EIO);
+}
+
+/* A reader of buf is refused with its producer's failure, nothing emitted. */
+#define ck_read_fails(buf, error)                                                                  \
+	do {                                                                                       \
+		struct seq_op rop = op_make(SEQ_OP_D2H, 1, buf, SEQ_READ);                          \
+                                                                                                   \
+		log_clear();                                                                       \
+		ck_assert_int_eq(seq_submit(F.seq, &rop, NULL), error);                            \
+		ck_assert_int_eq(rop.fail_cause, SEQ_FAIL_INPUT);                                  \
+		ck_log_count("launch ", 0);                                                        \
+	} while (0)
+
+START_TEST(test_slice_overwrite_keeps_base_device_error)
+{
+	struct seq_buffer *a, *lo, *hi, *whole;
+
+	fx_start(NULL);
+	a = buf_new(64);
+	lo = slice_new(a, 0, 32);
+	hi = slice_new(a, 32, 32);
+	h2d_fails_on_device(a);
+	/* The kernel rewrites all of lo and becomes a's producer, but hi still holds what
+	 * the failed copy left: the base stays failed, whichever view is read. */
+	exec_write(lo);
+	ck_point(a->def, S_COMPUTE, 1);
+	ck_assert_int_eq(seq_buffer_error(F.seq, a), -EIO);
+	ck_read_fails(a, -EIO);
+	ck_read_fails(hi, -EIO);
+	ck_read_fails(lo, -EIO);
+	ck_assert_int_eq(seq_await(F.seq, a, 9), -EIO);
+	/* Once the kernel completes, the failure is still there. */
+	settle_all();
+	ck_assert_int_eq(seq_buffer_error(F.seq, a), -EIO);
+	/* Every slice rewritten, one after the other, is still not one write of the base. */
+	exec_write(hi);
+	ck_assert_int_eq(seq_buffer_error(F.seq, a), -EIO);
+
+	/* A write of the whole base (here a full-size view) defines all of it again. */
+	whole = slice_new(a, 0, 64);
+	exec_write(whole);
+	ck_assert_int_eq(seq_buffer_error(F.seq, a), 0);
+	d2h(hi);
+	seq_buffer_free(F.seq, whole);
+	seq_buffer_free(F.seq, hi);
+	seq_buffer_free(F.seq, lo);
+}
+END_TEST
+
+START_TEST(test_slice_overwrite_by_d2d_keeps_base_device_error)
+{
+	struct seq_buffer *a, *src, *lo;
+
+	fx_start(NULL);
+	bufs_new(&a, &src, NULL);
+	lo = slice_new(a, 0, 32);
+	h2d(src);
+	settle_all(); /* a stream fails from its first point not reported complete */
+	h2d_fails_on_device(a);
+	d2d(src, lo);
+	ck_assert_int_eq(seq_buffer_error(F.seq, a), -EIO);
+	ck_read_fails(a, -EIO);
+	/* The H2D stream is failed for good; a kernel writing all of a clears it. */
+	exec_write(a);
+	ck_assert_int_eq(seq_buffer_error(F.seq, a), 0);
+	d2h(a);
+	seq_buffer_free(F.seq, lo);
+}
+END_TEST
+
+START_TEST(test_readwrite_of_device_failed_base_fails_not_launched)
+{
+	struct seq_buffer *a, *lo, *out;
+	struct seq_op op;
+
+	fx_start(NULL);
+	bufs_new(&a, &out, NULL);
+	lo = slice_new(a, 0, 32);
+	h2d_fails_on_device(a);
+	/* An in-out access reads what the failed copy left, through the base or a slice. */
+	log_clear();
+	op = op_make(SEQ_OP_EXEC, 1, a, SEQ_READWRITE);
+	ck_assert_int_eq(seq_submit(F.seq, &op, NULL), -EIO);
+	ck_assert_int_eq(op.fail_cause, SEQ_FAIL_INPUT);
+	ck_point(op.failed_producer, S_H2D, 1);
+	op = op_make(SEQ_OP_EXEC, 2, lo, SEQ_READWRITE, out, SEQ_WRITE);
+	ck_assert_int_eq(seq_submit(F.seq, &op, NULL), -EIO);
+	ck_log_count("launch ", 0);
+	ck_assert_int_eq(seq_buffer_error(F.seq, a), -EIO);
+	ck_assert_int_eq(seq_buffer_error(F.seq, out), -EIO);
+	seq_buffer_free(F.seq, lo);
+}
+END_TEST
+
+START_TEST(test_d2d_within_device_failed_base_fails_not_launched)
+{
+	struct seq_buffer *a, *lo, *hi;
+	struct seq_op op;
+
+	fx_start(NULL);
+	a = buf_new(64);
+	lo = slice_new(a, 0, 32);
+	hi = slice_new(a, 32, 32);
+	h2d_fails_on_device(a);
+	/* One base as source and destination: one in-out access, or a read and a write. */
+	log_clear();
+	op = op_make(SEQ_OP_D2D, 1, a, SEQ_READWRITE);
+	ck_assert_int_eq(seq_submit(F.seq, &op, NULL), -EIO);
+	ck_assert_int_eq(op.fail_cause, SEQ_FAIL_INPUT);
+	op = op_make(SEQ_OP_D2D, 2, hi, SEQ_READ, lo, SEQ_WRITE);
+	ck_assert_int_eq(seq_submit(F.seq, &op, NULL), -EIO);
+	ck_assert_int_eq(op.fail_cause, SEQ_FAIL_INPUT);
+	ck_log_count("launch ", 0);
+	ck_assert_int_eq(seq_buffer_error(F.seq, a), -EIO);
+	seq_buffer_free(F.seq, lo);
+	seq_buffer_free(F.seq, hi);
+}
+END_TEST
+
+START_TEST(test_failure_after_slice_overwrite_launched_fails_base_readers)
+{
+	struct seq_buffer *a, *lo, *out;
+	struct seq_op op;
+
+	fx_start(NULL);
+	bufs_new(&a, &out, NULL);
+	lo = slice_new(a, 0, 32);
+	h2d(a);
+	/* Launched while the copy is in flight: it waits for it on the device. */
+	op = want_done(op_make(SEQ_OP_EXEC, 1, lo, SEQ_WRITE), 5);
+	ck_assert_int_eq(seq_submit(F.seq, &op, NULL), 0);
+	ck_log_before("wait 0 1:1", "launch 0:1 exec");
+	/* Before the failure is known a reader is launched, behind the kernel. */
+	exec_in_out(a, out);
+	seq_flush(F.seq);
+	complete(S_COMPUTE, 2, 0);
+	complete(S_H2D, 1, -EIO);
+	ck_log_has("done 5 -5");
+	ck_assert_int_eq(seq_buffer_error(F.seq, a), -EIO);
+	ck_assert_int_eq(seq_buffer_error(F.seq, out), -EIO);
+	ck_read_fails(a, -EIO);
+	ck_read_fails(lo, -EIO);
+	seq_buffer_free(F.seq, lo);
+}
+END_TEST
+
+START_TEST(test_failure_spread_to_point_reported_before_own_failure_marks_it)
+{
+	struct seq_buffer *a, *lo, *x;
+	struct seq_op op;
+
+	fx_start(NULL);
+	bufs_new(&a, &x, NULL);
+	lo = slice_new(a, 0, 32);
+	h2d(a);
+	op = want_done(op_make(SEQ_OP_EXEC, 1, lo, SEQ_WRITE), 5);
+	ck_assert_int_eq(seq_submit(F.seq, &op, NULL), 0);
+	seq_flush(F.seq);
+	exec_write(x);
+	seq_flush(F.seq);
+	ck_log_has("record 0:1");
+	ck_log_has("record 0:2");
+	/* Compute reports the kernel done, which cannot be acknowledged before the copy it
+	 * waited for; then compute fails from its next point on; then the copy fails. */
+	complete(S_COMPUTE, 1, 0);
+	complete(S_COMPUTE, 2, -EFAULT);
+	ck_assert_int_eq(seq_buffer_error(F.seq, a), 0);
+	ck_assert_int_eq(seq_buffer_error(F.seq, x), -EFAULT);
+	complete(S_H2D, 1, -EIO);
+	/* The kernel waited on the failed copy: its point, a's producer, failed with it. */
+	ck_log_has("done 5 -5");
+	ck_assert_int_eq(seq_buffer_error(F.seq, a), -EIO);
+	ck_read_fails(a, -EIO);
+	/* The stream is failed from that point on, with that point's error. */
+	ck_assert_int_eq(stream_info(S_COMPUTE).error, -EIO);
+	ck_assert_int_eq(seq_buffer_error(F.seq, x), -EIO);
+	seq_buffer_free(F.seq, lo);
+}
+END_TEST
+
 /* ---- lazy events, legacy injection, await/sync, counters ---- */
 
 START_TEST(test_lazy_events_only_when_needed)
@@ -1811,6 +2002,12 @@ static Suite *sequencer_suite(void)
 		{"i9", test_i9_launch_failure_does_not_consume_point},
 		{"i9", test_i9_wait_failure_fails_op_not_launched},
 		{"i9", test_i9_device_error_fails_stream_and_waiters},
+		{"i9", test_slice_overwrite_keeps_base_device_error},
+		{"i9", test_slice_overwrite_by_d2d_keeps_base_device_error},
+		{"i9", test_readwrite_of_device_failed_base_fails_not_launched},
+		{"i9", test_d2d_within_device_failed_base_fails_not_launched},
+		{"i9", test_failure_after_slice_overwrite_launched_fails_base_readers},
+		{"i9", test_failure_spread_to_point_reported_before_own_failure_marks_it},
 		{"events", test_lazy_events_only_when_needed},
 		{"events", test_await_and_sync_report_completion},
 		{"events", test_counters_match_decisions},
