@@ -107,6 +107,7 @@ struct sim_entry {
 	enum sim_entry_type type;
 	struct seq_point at;
 	enum seq_op_kind kind;
+	bool device_fault; /* injected device-fail-op: runs without doing its work */
 	unsigned naccess;
 	unsigned nneed;
 	struct sim_view view[SEQ_MAX_ACCESS];
@@ -124,6 +125,7 @@ struct sim_stream {
 	/* The worker's own. */
 	uint64_t rng;
 	uint64_t script_pos;
+	int fault; /* once an op faulted: what every later event reports (sticky) */
 	/* The submitting side's, under sim.lock. */
 	uint64_t launched;
 	struct sim_entry *cache; /* entries to reuse, taken from `spare` in bulk */
@@ -532,12 +534,23 @@ static int sim_op_check(const struct sim *sim, struct seq_point at, const struct
 				op);
 }
 
-static bool sim_injected(const struct sim *sim)
+/* Whether the current launch call is a fail-op (refused) or a device-fail-op (faults
+ * on the device, *on_device) fault. Refusal wins where both name it: nothing runs. */
+static bool sim_injected(const struct sim *sim, bool *on_device)
 {
-	for (unsigned i = 0; i < sim->cfg.nfail; i++)
-		if (sim->cfg.fail_op[i] == sim->launches)
+	bool hit = false;
+
+	*on_device = false;
+	for (unsigned i = 0; i < sim->cfg.nfail; i++) {
+		if (sim->cfg.fail_op[i] != sim->launches)
+			continue;
+		if (!sim->cfg.fail_on_device[i]) {
+			*on_device = false;
 			return true;
-	return false;
+		}
+		hit = *on_device = true;
+	}
+	return hit;
 }
 
 /* Note that the op must run after p, keeping the latest point per stream. */
@@ -556,12 +569,13 @@ static int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	struct sim_stream *st = NULL;
 	struct sim_entry *e = NULL;
 	const struct op_payload *p = op->payload;
+	bool device_fault = false;
 	char who[96];
 	int r;
 
 	pthread_mutex_lock(&sim->lock);
 	sim->launches++;
-	if (sim_injected(sim)) {
+	if (sim_injected(sim, &device_fault) && !device_fault) {
 		r = -BACKEND_EINJECTED;
 		goto fail;
 	}
@@ -577,6 +591,7 @@ static int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	e->type = SIM_ENTRY_OP;
 	e->at = at;
 	e->kind = op->kind;
+	e->device_fault = device_fault;
 	e->naccess = op->naccess;
 
 	/* Resolve every view before changing any shadow, so a refused op leaves none. */
@@ -741,6 +756,14 @@ static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
 	for (unsigned i = 0; i < e->nneed; i++)
 		if (!sim_executed(sim, e->need[i].p))
 			sim_race_report(sim, e, &e->need[i]);
+	/* An injected device fault: the op runs in stream order and is checked like any
+	 * other, but does not do its work, so what it would write keeps what it held, as
+	 * after a kernel that faulted before its stores: a failure the core lost would
+	 * show as wrong data too. Its stream's events report the error from now on. */
+	if (e->device_fault) {
+		st->fault = -EIO;
+		goto done;
+	}
 
 	SIM_DEVICE_ACCESS_BEGIN();
 	switch (e->kind) {
@@ -789,6 +812,7 @@ static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
 		}
 	}
 
+done:
 	atomic_store(&st->executed, e->at.seq);
 	if (atomic_load(&st->waiters)) {
 		pthread_mutex_lock(&st->mu);
@@ -826,7 +850,7 @@ static void *sim_worker(void *arg)
 				sim_wait_for(sim, e->at);
 				break;
 			case SIM_ENTRY_RECORD:
-				sim->complete(sim->arg, e->at, 0);
+				sim->complete(sim->arg, e->at, st->fault);
 				break;
 			}
 			last = e;
@@ -1142,34 +1166,48 @@ int sim_parse_delay(struct sim_config *cfg, const char *spec, const char **why)
 
 int sim_parse_inject(struct sim_config *cfg, const char *spec, const char **why)
 {
-	static const char prefix[] = "fail-op=";
-	const char *s = spec + sizeof(prefix) - 1;
+	static const struct {
+		const char *prefix;
+		bool on_device;
+	} faults[] = {{"fail-op=", false}, {"device-fail-op=", true}};
+	const char *s = NULL;
+	bool on_device = false;
 	uint64_t n = 0;
 
 	*why = NULL;
-	if (strncmp(spec, prefix, sizeof(prefix) - 1) != 0) {
-		*why = "unknown fault: the sim knows fail-op=N";
+	for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
+		size_t len = strlen(faults[i].prefix);
+
+		if (strncmp(spec, faults[i].prefix, len) == 0) {
+			s = spec + len;
+			on_device = faults[i].on_device;
+		}
+	}
+	if (!s) {
+		*why = "unknown fault: the sim knows fail-op=N and device-fail-op=N";
 		return -EINVAL;
 	}
 	if (*s == '\0') {
-		*why = "fail-op=N needs a number";
+		*why = "the fault needs a launch number N";
 		return -EINVAL;
 	}
 	for (; *s; s++) {
 		if (*s < '0' || *s > '9' || n > (UINT64_MAX - 9) / 10) {
-			*why = "fail-op=N needs a decimal number";
+			*why = "N must be a decimal number";
 			return -EINVAL;
 		}
 		n = n * 10 + (uint64_t)(*s - '0');
 	}
 	if (n == 0) {
-		*why = "fail-op=N counts launches from 1";
+		*why = "N counts launches from 1";
 		return -EINVAL;
 	}
 	if (cfg->nfail == SIM_INJECT_MAX) {
-		*why = "at most 32 fail-op faults";
+		*why = "at most 32 fail-op and device-fail-op faults in all";
 		return -EINVAL;
 	}
-	cfg->fail_op[cfg->nfail++] = n;
+	cfg->fail_op[cfg->nfail] = n;
+	cfg->fail_on_device[cfg->nfail] = on_device;
+	cfg->nfail++;
 	return 0;
 }

@@ -4,6 +4,7 @@
 #ifndef SSEQ_SIM_H
 #define SSEQ_SIM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -37,10 +38,14 @@ struct sim_config {
 	uint64_t memory; /* bytes the device offers; 0: SIM_DEFAULT_MEMORY */
 	uint64_t seed; /* for random delays */
 	struct sim_delay delay[SEQ_STREAM_D2D + 1]; /* by enum seq_stream_kind */
-	/* Launch calls (1-based, counted over all streams) that fail with
-	 * -BACKEND_EINJECTED without enqueuing anything. */
+	/* Injected faults, each naming a launch call (1-based, counted over all streams,
+	 * refused calls included). fail-op=N: the call fails with -BACKEND_EINJECTED and
+	 * enqueues nothing. device-fail-op=N (fail_on_device): the call succeeds, but the
+	 * op faults on the device, as a kernel hitting an illegal address would: it does
+	 * not do its work, and its stream's events from then on complete with -EIO. */
 	unsigned nfail;
 	uint64_t fail_op[SIM_INJECT_MAX];
+	bool fail_on_device[SIM_INJECT_MAX];
 };
 
 /* Parse one --sim-delay spec into cfg: KIND=DELAY where KIND is compute, h2d, d2h, d2d or
@@ -48,8 +53,8 @@ struct sim_config {
  * unit) or script:D,D,... (cycled). Durations are a number with ns, us, ms or s; a bare
  * 0 is allowed. Returns 0, or -EINVAL with *why set to a static reason. */
 int sim_parse_delay(struct sim_config *cfg, const char *spec, const char **why);
-/* Parse one --sim-inject spec: fail-op=N (N >= 1; repeatable). Returns 0 or -EINVAL
- * with *why set. */
+/* Parse one --inject spec for the sim: fail-op=N or device-fail-op=N (N >= 1; each
+ * repeatable, at most SIM_INJECT_MAX in all). Returns 0 or -EINVAL with *why set. */
 int sim_parse_inject(struct sim_config *cfg, const char *spec, const char **why);
 
 /* Start the device: its worker threads are running when this returns 0. `complete` is

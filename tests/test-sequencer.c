@@ -1393,7 +1393,7 @@ static void h2d_fails_on_device(struct seq_buffer *buf)
 /* A reader of buf is refused with its producer's failure, nothing emitted. */
 #define ck_read_fails(buf, error)                                                                  \
 	do {                                                                                       \
-		struct seq_op rop = op_make(SEQ_OP_D2H, 1, buf, SEQ_READ);                          \
+		struct seq_op rop = op_make(SEQ_OP_D2H, 1, buf, SEQ_READ);                         \
                                                                                                    \
 		log_clear();                                                                       \
 		ck_assert_int_eq(seq_submit(F.seq, &rop, NULL), error);                            \

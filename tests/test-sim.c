@@ -1,6 +1,7 @@
 /* Tests for the sim backend (daemon/sim.c), mostly through the real sequencer core: data
  * round trips, the race detector staying quiet when the core waits and speaking up when a
- * wait is missing (bypassed, legacy window, early free), injected faults, spec parsing. */
+ * wait is missing (bypassed, legacy window, early free), injected faults (refused at launch,
+ * or failing on the device and reported through completion), spec parsing. */
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -29,6 +30,7 @@ struct harness {
 	char *findings[MAX_FINDINGS];
 	unsigned nfindings;
 	uint64_t dones; /* done callbacks from the core */
+	uint64_t failed_dones; /* of those, with an error */
 };
 
 static struct harness H;
@@ -50,6 +52,7 @@ static void h_finding(void *arg, const char *what)
 static void h_done(void *ctx, uint64_t cookie, int status)
 {
 	H.dones++;
+	H.failed_dones += status < 0;
 }
 
 /* Hand queued completions to the core; with `block`, wait (bounded) for at least one. */
@@ -646,6 +649,160 @@ START_TEST(test_fail_op_fails_that_launch_only)
 }
 END_TEST
 
+/* Record (s, n) and return the status its completion came back with. */
+static int sim_record_status(uint32_t s, uint64_t n)
+{
+	struct seq_point *points;
+	int *status, r;
+	size_t got;
+
+	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){s, n}), 0);
+	got = cq_take(&H.cq, true, 20, &points, &status);
+	ck_assert_uint_eq(got, 1);
+	ck_assert_uint_eq(points[0].stream, s);
+	ck_assert_uint_eq(points[0].seq, n);
+	r = status[0];
+	free(points);
+	free(status);
+	return r;
+}
+
+START_TEST(test_device_fail_op_does_no_work_and_fails_the_streams_events)
+{
+	enum { N = 64 };
+	struct sim_config cfg = {0};
+	uint32_t *first = pattern(N, 1), *second = pattern(N, 500), dst[N];
+	struct op_payload h1 = {.host = first, .length = N * 4};
+	struct op_payload h2 = {.host = second, .length = N * 4};
+	struct op_payload d2h = {.host = dst, .length = N * 4};
+	const unsigned w = SEQ_WRITE, r = SEQ_READ;
+	const char *why;
+	uint64_t a, b;
+
+	ck_assert_int_eq(sim_parse_inject(&cfg, "device-fail-op=2", &why), 0);
+	/* Where both kinds name one launch, the refusal wins: nothing runs. */
+	ck_assert_int_eq(sim_parse_inject(&cfg, "device-fail-op=5", &why), 0);
+	ck_assert_int_eq(sim_parse_inject(&cfg, "fail-op=5", &why), 0);
+	h_setup(NULL, &cfg);
+	a = sim_alloc(N * 4);
+	b = sim_alloc(N * 4);
+	ck_assert_int_eq(
+		sim_launch((struct seq_point){1, 1}, SEQ_OP_H2D, &h1, 1, &a, &w, N * 4), 0);
+	ck_assert_int_eq(sim_record_status(1, 1), 0);
+	/* Launch 2 is accepted: the fault is the device's, learned through completion. */
+	ck_assert_int_eq(
+		sim_launch((struct seq_point){1, 2}, SEQ_OP_H2D, &h2, 1, &a, &w, N * 4), 0);
+	ck_assert_int_eq(sim_record_status(1, 2), -EIO);
+	ck_assert_int_eq(
+		sim_launch((struct seq_point){1, 3}, SEQ_OP_H2D, &h1, 1, &b, &w, N * 4), 0);
+	ck_assert_int_eq(sim_record_status(1, 3), -EIO); /* the stream stays failed */
+	/* Another stream is fine, and reads what the faulted copy left: the first copy's. */
+	memset(dst, 0, sizeof(dst));
+	ck_assert_int_eq(
+		sim_launch((struct seq_point){2, 1}, SEQ_OP_D2H, &d2h, 1, &a, &r, N * 4), 0);
+	ck_assert_int_eq(sim_record_status(2, 1), 0);
+	ck_assert_mem_eq(dst, first, sizeof(dst));
+	ck_assert_int_eq(sim_launch((struct seq_point){2, 2}, SEQ_OP_D2H, &d2h, 1, &a, &r, N * 4),
+		-BACKEND_EINJECTED);
+	ck_assert_uint_eq(h_findings(), 0);
+	H.be.ops->seq.mem_release(H.be.ctx, a, N * 4);
+	H.be.ops->seq.mem_release(H.be.ctx, b, N * 4);
+	free(first);
+	free(second);
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_device_failed_producer_fails_dependents_with_its_error)
+{
+	enum { N = 64 };
+	struct seq_config scfg = {0};
+	struct sim_config cfg = {0};
+	struct seq_buffer *in, *a, *out;
+	uint32_t *src = pattern(N, 3), dst[N];
+	struct seq_stream_info info;
+	const char *why;
+
+	ck_assert_int_eq(sim_parse_inject(&cfg, "device-fail-op=2", &why), 0);
+	h_setup(&scfg, &cfg);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * 4, &in), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * 4, &a), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * 4, &out), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, in, src, N * 4), 0);
+	h_sync();
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, a, src, N * 4), 0); /* launch 2: faults */
+	h_sync();
+	ck_assert_uint_eq(H.failed_dones, 1);
+	ck_assert_int_eq(seq_buffer_error(H.seq, a), -EIO);
+	ck_assert_int_eq(seq_buffer_error(H.seq, in), 0);
+	seq_stream_info(H.seq, 1, &info);
+	ck_assert_int_eq(info.error, -EIO);
+	/* A kernel reading it fails with the device's error, not launched, and so does what
+	 * it would have written. */
+	ck_assert_int_eq(h_add_one(a, out, N), -EIO);
+	ck_assert_int_eq(seq_buffer_error(H.seq, out), -EIO);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, a, dst, N * 4), -EIO);
+	/* The failed stream refuses what comes next; the others run. */
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, a, src, N * 4), -EIO);
+	ck_assert_int_eq(h_add_one(in, out, N), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, out, dst, N * 4), 0);
+	h_sync();
+	ck_assert_uint_eq(wrong_add_one(src, dst, N), 0);
+	ck_assert_uint_eq(seq_counters(H.seq)->ops_failed, 3);
+	ck_assert_uint_eq(h_findings(), 0);
+	seq_buffer_free(H.seq, in);
+	seq_buffer_free(H.seq, a);
+	seq_buffer_free(H.seq, out);
+	free(src);
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_slice_overwrite_keeps_device_error_whole_overwrite_clears_it)
+{
+	enum { N = 64 };
+	struct seq_config scfg = {0};
+	struct sim_config cfg = {0};
+	struct seq_buffer *in, *a, *lo, *hi;
+	uint32_t *src = pattern(N, 10), *dst = calloc(N, 4);
+	const char *why;
+
+	ck_assert_ptr_nonnull(dst);
+	ck_assert_int_eq(sim_parse_inject(&cfg, "device-fail-op=2", &why), 0);
+	h_setup(&scfg, &cfg);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * 4, &in), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, N * 4, &a), 0);
+	ck_assert_int_eq(seq_buffer_slice(H.seq, a, 0, N * 2, &lo), 0);
+	ck_assert_int_eq(seq_buffer_slice(H.seq, a, N * 2, N * 2, &hi), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, in, src, N * 4), 0);
+	h_sync();
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, a, src, N * 4), 0); /* launch 2: faults */
+	h_sync();
+	/* A kernel rewrites all of lo; hi still holds nothing the faulted copy wrote (the
+	 * sim left it zero): a's contents are still wrong, whichever view is read. */
+	ck_assert_int_eq(h_add_one(in, lo, N / 2), 0);
+	h_sync();
+	ck_assert_int_eq(seq_buffer_error(H.seq, a), -EIO);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, a, dst, N * 4), -EIO);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, hi, dst, N * 2), -EIO);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, lo, dst, N * 2), -EIO);
+	/* A kernel writing all of a defines it again. */
+	ck_assert_int_eq(h_add_one(in, a, N), 0);
+	ck_assert_int_eq(seq_buffer_error(H.seq, a), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, a, dst, N * 4), 0);
+	h_sync();
+	ck_assert_uint_eq(wrong_add_one(src, dst, N), 0);
+	ck_assert_uint_eq(h_findings(), 0);
+	seq_buffer_free(H.seq, lo);
+	seq_buffer_free(H.seq, hi);
+	seq_buffer_free(H.seq, in);
+	seq_buffer_free(H.seq, a);
+	free(src);
+	free(dst);
+	h_teardown();
+}
+END_TEST
+
 START_TEST(test_released_memory_is_reused_lifo_and_counted)
 {
 	struct sim_config cfg = {.memory = 1 << 20};
@@ -833,22 +990,38 @@ START_TEST(test_inject_specs_parse)
 		"fail-op=-1",
 		"fail-op=99999999999999999999999",
 		"crash=1",
+		"device-fail-op",
+		"device-fail-op=",
+		"device-fail-op=0",
+		"device-fail-op=x",
+		"device-fail-op=-1",
+		"device-fail-op=2 ",
+		"device-fail=2",
+		"device-op=2",
 	};
 	struct sim_config cfg = {0};
 	const char *why;
 
 	ck_assert_int_eq(sim_parse_inject(&cfg, "fail-op=3", &why), 0);
 	ck_assert_int_eq(sim_parse_inject(&cfg, "fail-op=17", &why), 0);
-	ck_assert_uint_eq(cfg.nfail, 2);
+	ck_assert_int_eq(sim_parse_inject(&cfg, "device-fail-op=5", &why), 0);
+	ck_assert_uint_eq(cfg.nfail, 3);
 	ck_assert_uint_eq(cfg.fail_op[0], 3);
 	ck_assert_uint_eq(cfg.fail_op[1], 17);
+	ck_assert_uint_eq(cfg.fail_op[2], 5);
+	ck_assert(!cfg.fail_on_device[0] && !cfg.fail_on_device[1] && cfg.fail_on_device[2]);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		why = NULL;
 		ck_assert_msg(
 			sim_parse_inject(&cfg, bad[i], &why) == -EINVAL, "accepted '%s'", bad[i]);
 		ck_assert_msg(why && *why, "no reason for '%s'", bad[i]);
 	}
-	ck_assert_uint_eq(cfg.nfail, 2);
+	ck_assert_uint_eq(cfg.nfail, 3);
+	/* Both kinds share the limit. */
+	while (cfg.nfail < SIM_INJECT_MAX)
+		ck_assert_int_eq(sim_parse_inject(&cfg, "device-fail-op=9", &why), 0);
+	ck_assert_int_eq(sim_parse_inject(&cfg, "fail-op=9", &why), -EINVAL);
+	ck_assert_ptr_nonnull(why);
 }
 END_TEST
 
@@ -953,6 +1126,9 @@ static Suite *sim_suite(void)
 	suite_add_tcase(s, detector);
 
 	tcase_add_test(device, test_fail_op_fails_that_launch_only);
+	tcase_add_test(device, test_device_fail_op_does_no_work_and_fails_the_streams_events);
+	tcase_add_test(device, test_device_failed_producer_fails_dependents_with_its_error);
+	tcase_add_test(device, test_slice_overwrite_keeps_device_error_whole_overwrite_clears_it);
 	tcase_add_test(device, test_released_memory_is_reused_lifo_and_counted);
 	tcase_add_test(device, test_script_delay_is_slept_before_each_op_in_turn);
 	tcase_add_test(device, test_destroy_runs_everything_queued);
