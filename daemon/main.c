@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
@@ -33,6 +34,8 @@ struct daemon_opts {
 
 static void usage(FILE *f)
 {
+	const struct server_limits defaults = SERVER_LIMITS_DEFAULT;
+
 	fprintf(f,
 		"Usage: sseqd [OPTIONS]\n"
 		"Per-GPU event-sequencing daemon.\n\n"
@@ -56,10 +59,26 @@ static void usage(FILE *f)
 		"                           (default: the build tree's, else the installed one)\n"
 		"      --spin-us N          after answering, poll sockets and completions for N us\n"
 		"                           before sleeping (default %u; 0: never)\n"
+		"      --socket-mode MODE   mode of the socket sseqd creates (octal, default 0660)\n"
+		"Limits (sizes take k, M, G, T; times ms or s; see sseqd(8), LIMITS):\n"
+		"      --max-clients N      connections in total (default %u)\n"
+		"      --max-clients-per-uid N  connections of one user (default %u)\n"
+		"      --hello-timeout T    close a connection that sends no Hello within T\n"
+		"                           (default %ums; 0: never)\n"
+		"      --frame-timeout T    close a connection whose frame stalls for T\n"
+		"                           (default %ums; 0: never)\n"
+		"      --max-input-memory SIZE  input buffered across connections (default %lluM)\n"
+		"      --client-staging-limit SIZE  staging arenas per session (default %lluG)\n"
+		"      --staging-limit SIZE staging arenas across sessions (default %lluG)\n"
+		"      --client-memory-limit SIZE  device memory per session (default 0: none)\n"
 		"  -l, --log-level LEVEL    err, warning, notice, info (default), debug\n"
 		"  -h, --help               show this help\n"
 		"  -V, --version            show the version\n",
-		SEQ_DEFAULT_WINDOW, SERVER_DEFAULT_SPIN_US);
+		SEQ_DEFAULT_WINDOW, SERVER_DEFAULT_SPIN_US, defaults.max_clients,
+		defaults.max_clients_per_uid, defaults.hello_timeout_ms, defaults.frame_timeout_ms,
+		(unsigned long long)(defaults.max_input_bytes >> 20),
+		(unsigned long long)(defaults.client_staging_bytes >> 30),
+		(unsigned long long)(defaults.staging_bytes >> 30));
 }
 
 static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
@@ -70,6 +89,51 @@ static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
 	errno = 0;
 	v = strtoul(s, &end, 10);
 	if (errno || end == s || *end || v < min || v > max)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* A byte count with an optional binary suffix: 4096, 64k, 16M, 2G, 1T. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	static const char suffixes[] = "kMGT";
+	unsigned long long v;
+	const char *at;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -EINVAL;
+	if (*end) {
+		if (end[1] || !(at = strchr(suffixes, *end == 'K' ? 'k' : *end)))
+			return -EINVAL;
+		for (int shift = (int)(at - suffixes + 1) * 10; shift > 0; shift -= 10) {
+			if (v > (UINT64_MAX >> 10))
+				return -EINVAL;
+			v <<= 10;
+		}
+	}
+	*out = v;
+	return 0;
+}
+
+/* Milliseconds, written 500, 500ms or 5s. */
+static int parse_ms(const char *s, unsigned *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -EINVAL;
+	if (strcmp(end, "s") == 0)
+		v *= 1000;
+	else if (*end && strcmp(end, "ms") != 0)
+		return -EINVAL;
+	if (v > 86400000ul)
 		return -EINVAL;
 	*out = (unsigned)v;
 	return 0;
@@ -112,6 +176,15 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 		OPT_KERNELS,
 		OPT_AUDIT,
 		OPT_SPIN,
+		OPT_SOCKET_MODE,
+		OPT_MAX_CLIENTS,
+		OPT_MAX_CLIENTS_UID,
+		OPT_HELLO_TIMEOUT,
+		OPT_FRAME_TIMEOUT,
+		OPT_MAX_INPUT,
+		OPT_CLIENT_STAGING,
+		OPT_STAGING,
+		OPT_CLIENT_MEMORY,
 	};
 	static const struct option longopts[] = {
 		{"socket", required_argument, NULL, 's'},
@@ -126,11 +199,21 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 		{"kernels", required_argument, NULL, OPT_KERNELS},
 		{"audit", no_argument, NULL, OPT_AUDIT},
 		{"spin-us", required_argument, NULL, OPT_SPIN},
+		{"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
+		{"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
+		{"max-clients-per-uid", required_argument, NULL, OPT_MAX_CLIENTS_UID},
+		{"hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT},
+		{"frame-timeout", required_argument, NULL, OPT_FRAME_TIMEOUT},
+		{"max-input-memory", required_argument, NULL, OPT_MAX_INPUT},
+		{"client-staging-limit", required_argument, NULL, OPT_CLIENT_STAGING},
+		{"staging-limit", required_argument, NULL, OPT_STAGING},
+		{"client-memory-limit", required_argument, NULL, OPT_CLIENT_MEMORY},
 		{"log-level", required_argument, NULL, 'l'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
 	};
+	struct server_limits *lim = &o->srv.limits;
 	const char *why = NULL;
 	int c, level;
 
@@ -184,6 +267,48 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 			if (parse_uint(optarg, 0, 1000000, &o->srv.spin_us) < 0)
 				goto bad;
 			break;
+		case OPT_SOCKET_MODE: {
+			char *end;
+			unsigned long mode = strtoul(optarg, &end, 8);
+			if (end == optarg || *end || mode > 0777)
+				goto bad;
+			lim->socket_mode = (unsigned)mode;
+			break;
+		}
+		case OPT_MAX_CLIENTS:
+			if (parse_uint(optarg, 1, 1u << 20, &lim->max_clients) < 0)
+				goto bad;
+			break;
+		case OPT_MAX_CLIENTS_UID:
+			if (parse_uint(optarg, 1, 1u << 20, &lim->max_clients_per_uid) < 0)
+				goto bad;
+			break;
+		case OPT_HELLO_TIMEOUT:
+			if (parse_ms(optarg, &lim->hello_timeout_ms) < 0)
+				goto bad;
+			break;
+		case OPT_FRAME_TIMEOUT:
+			if (parse_ms(optarg, &lim->frame_timeout_ms) < 0)
+				goto bad;
+			break;
+		case OPT_MAX_INPUT:
+			/* At least one frame of the largest size must fit. */
+			if (parse_size(optarg, &lim->max_input_bytes) < 0 ||
+			    lim->max_input_bytes < 4u * SERVER_MAX_FRAME)
+				goto bad;
+			break;
+		case OPT_CLIENT_STAGING:
+			if (parse_size(optarg, &lim->client_staging_bytes) < 0)
+				goto bad;
+			break;
+		case OPT_STAGING:
+			if (parse_size(optarg, &lim->staging_bytes) < 0)
+				goto bad;
+			break;
+		case OPT_CLIENT_MEMORY:
+			if (parse_size(optarg, &lim->client_memory_bytes) < 0)
+				goto bad;
+			break;
 		case 'l':
 			level = log_parse_level(optarg);
 			if (level < 0)
@@ -207,12 +332,17 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 	}
 	return 0;
 bad:
-	fprintf(stderr, "sseqd: invalid value '%s' for --%s\n", optarg,
-		c == 's'   ? "socket"
-		: c == 'd' ? "device"
-		: c == 'b' ? "backend (sim, hip or auto)"
-		: c == 'l' ? "log-level"
-			   : "option");
+	for (const struct option *lo = longopts; lo->name; lo++) {
+		if (lo->val == c) {
+			fprintf(stderr, "sseqd: invalid value '%s' for --%s%s\n", optarg, lo->name,
+				c == 'b'		  ? " (sim, hip or auto)"
+				: c == OPT_MAX_INPUT	  ? " (a size of at least 4M)"
+				: c == OPT_SOCKET_MODE ? " (an octal mode such as 0660)"
+							  : "");
+			return -EINVAL;
+		}
+	}
+	fprintf(stderr, "sseqd: invalid value '%s'\n", optarg);
 	return -EINVAL;
 }
 
@@ -298,6 +428,24 @@ static int backend_start(struct daemon_opts *o, struct server *srv, struct backe
 	return sim_create(out, &o->sim, server_push_completion, server_finding, srv);
 }
 
+/* Every connection is a descriptor: raise the soft limit to what --max-clients needs (the
+ * listener, the loop, the backend and a client's memfds in passing take a few dozen more),
+ * within the hard limit, and say so when even that is short. */
+static void raise_fd_limit(const struct server_limits *lim)
+{
+	const rlim_t want = (rlim_t)lim->max_clients + 64;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+		log_warn("main",
+			 "descriptor limit %llu is below --max-clients %u + 64: connections past it "
+			 "wait in the listen queue (raise LimitNOFILE= or lower --max-clients)",
+			 (unsigned long long)rl.rlim_cur, lim->max_clients);
+}
+
 struct daemon_state {
 	struct server srv;
 	uv_signal_t sigint, sigterm, sighup;
@@ -369,13 +517,16 @@ static void on_close(uv_handle_t *h)
 int main(int argc, char **argv)
 {
 	static struct daemon_state d;
-	struct daemon_opts o = {.srv = {.listen_fd = -1, .spin_us = SERVER_DEFAULT_SPIN_US}};
+	struct daemon_opts o = {.srv = {.listen_fd = -1,
+					.spin_us = SERVER_DEFAULT_SPIN_US,
+					.limits = SERVER_LIMITS_DEFAULT}};
 	struct backend be = {0};
 	uv_loop_t *loop = uv_default_loop();
 	int r;
 
 	if (parse_args(&o, argc, argv) < 0)
 		return 2;
+	raise_fd_limit(&o.srv.limits);
 	r = take_listen_fd();
 	if (r < -1)
 		return 1;

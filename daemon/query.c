@@ -92,6 +92,16 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 	c->sessions_total = srv->sessions_total;
 	c->frames_bad = srv->frames_bad;
 	c->frames_in = srv->frames_in;
+	c->connections_refused = srv->limit.connections_refused;
+	c->hello_timeouts = srv->limit.hello_timeouts;
+	c->frame_timeouts = srv->limit.frame_timeouts;
+	c->input_paused = srv->limit.input_paused;
+	c->trace_entries_dropped = srv->limit.trace_entries_dropped;
+	c->staging_refused = srv->limit.staging_refused;
+	c->quota_refused = srv->limit.quota_refused;
+	c->accept_errors = srv->limit.accept_errors;
+	c->input_bytes = srv->limit.input_bytes;
+	c->staging_bytes = srv->limit.staging_bytes;
 	return c;
 }
 
@@ -223,9 +233,12 @@ static void query_trace(struct server *srv, struct session *asker, const Sseq__Q
 	if (max > TRACE_RING)
 		max = TRACE_RING;
 	if (since) {
-		/* Following: the oldest entries after `since`, so none is skipped. */
+		/* Following: the oldest entries after `since`, so none is skipped; those the
+		 * ring has already overwritten are counted, not silently lost. */
 		if (since + 1 > first)
 			first = since + 1;
+		else
+			res->trace_dropped = first - since - 1;
 		if (last >= first && last - first + 1 > max)
 			last = first + max - 1;
 	} else if (srv->trace_seq >= max && srv->trace_seq - max + 1 > first) {
@@ -328,7 +341,19 @@ static char *query_metrics(struct server *srv, struct arena *a)
 	COUNTER(audit_findings, "Of those, hip --audit findings (GPU timestamps).");
 	COUNTER(frames_in, "Frames received.");
 	COUNTER(frames_bad, "Frames refused.");
+	COUNTER(connections_refused, "Connections refused at --max-clients(-per-uid).");
+	COUNTER(hello_timeouts, "Connections closed: no Hello within --hello-timeout.");
+	COUNTER(frame_timeouts, "Connections closed: a frame stalled past --frame-timeout.");
+	COUNTER(input_paused, "Times a connection's reading paused at --max-input-memory.");
+	COUNTER(trace_entries_dropped, "Trace entries a follower did not get.");
+	COUNTER(staging_refused, "Staging arenas refused at a staging limit.");
+	COUNTER(quota_refused, "Allocations refused at --client-memory-limit.");
+	COUNTER(accept_errors, "accept() failures (the listener rests on them).");
 #undef COUNTER
+	metric(&m, "input_bytes", "gauge", "Input buffered across connections.", dev,
+	       c->input_bytes);
+	metric(&m, "staging_bytes", "gauge", "Staging arenas mapped across sessions.", dev,
+	       c->staging_bytes);
 	for (unsigned i = 0; i < n; i++) {
 		struct seq_stream_info si;
 		seq_stream_info(srv->seq, i, &si);

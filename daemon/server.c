@@ -17,13 +17,6 @@
 #include "log.h"
 #include "session.h"
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 Sseq__Status server_status_from_errno(int err)
 {
 	switch (err) {
@@ -100,7 +93,7 @@ static void srv_trace(void *ctx, const struct seq_trace *t)
 
 	*e = (struct trace_ent){
 		.seq = seqno,
-		.time_ns = now_ns() - srv->started_ns,
+		.time_ns = server_now_ns() - srv->started_ns,
 		.session = sb ? sb->owner->id : t->buf ? t->buf->owner : 0,
 		.uid = sb ? sb->owner->uid : 0,
 		.buffer = sb ? sb->handle : 0,
@@ -174,7 +167,7 @@ static void server_on_spin(uv_idle_t *h)
 	server_drain(srv);
 	/* Not stopped when the device goes idle: the client that sent the last request is
 	 * likely to send the next one within the window, and then no wake-up is paid. */
-	if (now_ns() > srv->spin_until_ns) {
+	if (server_now_ns() > srv->spin_until_ns) {
 		uv_idle_stop(&srv->spin);
 		srv->spinning = false;
 	}
@@ -214,7 +207,7 @@ static void server_on_turn_end(uv_check_t *h)
 
 	seq_flush(srv->seq);
 	if (srv->dirty && srv->opts.spin_us) {
-		srv->spin_until_ns = now_ns() + (uint64_t)srv->opts.spin_us * 1000u;
+		srv->spin_until_ns = server_now_ns() + (uint64_t)srv->opts.spin_us * 1000u;
 		if (!srv->spinning) {
 			srv->spinning = true;
 			uv_idle_start(&srv->spin, server_on_spin);
@@ -233,64 +226,183 @@ static void server_on_turn_end(uv_check_t *h)
 
 /* ---- listening ------------------------------------------------------------------------ */
 
+/* A refusal before there is a session: a tag-0 notice (the client reads it as the answer
+ * to its Hello), then the close. The socket is new and empty, so the send fits. */
+static void server_refuse(int fd, Sseq__Status status, const char *why)
+{
+	Sseq__Message m = SSEQ__MESSAGE__INIT;
+	Sseq__Reply r = SSEQ__REPLY__INIT;
+	uint8_t buf[512];
+	size_t len;
+
+	r.status = status;
+	r.message = (char *)why;
+	m.body_case = SSEQ__MESSAGE__BODY_REPLY;
+	m.reply = &r;
+	len = sseq__message__get_packed_size(&m);
+	if (len + 4 <= sizeof(buf)) {
+		buf[0] = (uint8_t)len;
+		buf[1] = (uint8_t)(len >> 8);
+		buf[2] = (uint8_t)(len >> 16);
+		buf[3] = (uint8_t)(len >> 24);
+		sseq__message__pack(&m, buf + 4);
+		(void)!send(fd, buf, len + 4, MSG_DONTWAIT | MSG_NOSIGNAL);
+	}
+	close(fd);
+}
+
+/* Why a new connection from uid may not be served, or NULL. */
+static const char *server_admit(struct server *srv, uint32_t uid, char *why, size_t size)
+{
+	const struct server_limits *lim = &srv->opts.limits;
+	unsigned same = 0;
+
+	if (srv->nsessions >= lim->max_clients) {
+		snprintf(why, size, "sseqd serves at most %u connections (--max-clients): try again later",
+			 lim->max_clients);
+		return why;
+	}
+	for (const struct session *s = srv->sessions; s; s = s->next)
+		same += s->uid == uid;
+	if (same >= lim->max_clients_per_uid) {
+		snprintf(why, size,
+			 "uid %u already holds %u connections, the most one user may "
+			 "(--max-clients-per-uid)",
+			 uid, same);
+		return why;
+	}
+	return NULL;
+}
+
+static void server_on_accept(uv_poll_t *h, int status, int events);
+
+static void server_on_accept_rest(uv_timer_t *t)
+{
+	struct server *srv = t->data;
+
+	if (!srv->stopping)
+		uv_poll_start(&srv->listen_poll, UV_READABLE, server_on_accept);
+}
+
+/* accept() failed for a reason that another try now would only repeat (no descriptors,
+ * no memory): rest the listener for a moment instead of spinning on it, and log once
+ * per ten seconds, with the count of the failures in between. */
+static void server_accept_failed(struct server *srv, int err)
+{
+	uint64_t now = server_now_ns();
+
+	srv->limit.accept_errors++;
+	if (now - srv->accept_logged_ns > 10000000000u || !srv->accept_logged_ns) {
+		log_warn("server",
+			 "accept failed: %s; not accepting for 100 ms (%" PRIu64
+			 " more failures since the last report)",
+			 strerror(err), srv->accept_unlogged);
+		srv->accept_logged_ns = now;
+		srv->accept_unlogged = 0;
+	} else {
+		srv->accept_unlogged++;
+	}
+	uv_poll_stop(&srv->listen_poll);
+	uv_timer_start(&srv->accept_rest, server_on_accept_rest, 100, 0);
+}
+
 static void server_on_accept(uv_poll_t *h, int status, int events)
 {
 	struct server *srv = h->data;
 
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct ucred cred = {0};
+		socklen_t len = sizeof(cred);
+		char why[160];
+
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR)
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM)
+				server_accept_failed(srv, errno);
+			else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
 				log_warn("server", "accept failed: %s", strerror(errno));
 			return;
 		}
-		if (srv->stopping || !session_new(srv, fd)) {
+		if (srv->stopping) {
 			close(fd);
 			continue;
 		}
+		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+		if (server_admit(srv, cred.uid, why, sizeof(why))) {
+			srv->limit.connections_refused++;
+			log_notice("server", "refused a connection from pid %d uid %u: %s",
+				   (int)cred.pid, cred.uid, why);
+			server_refuse(fd, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, why);
+			continue;
+		}
+		if (!session_new(srv, fd))
+			close(fd);
 	}
 }
 
+void server_input_released(struct server *srv)
+{
+	for (struct session *s = srv->input_waiting ? srv->sessions : NULL; s; s = s->next)
+		session_input_resume(s);
+}
+
+static void server_on_sweep(uv_timer_t *t)
+{
+	struct server *srv = t->data;
+	uint64_t now = server_now_ns();
+
+	for (struct session *s = srv->sessions, *next; s; s = next) {
+		next = s->next;
+		session_sweep(s, now);
+	}
+}
+
+/* Whether a daemon answers on path (then it is not ours to replace). */
+static bool server_path_live(const struct sockaddr_un *addr)
+{
+	int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool live = probe >= 0 && connect(probe, (const struct sockaddr *)addr, sizeof(*addr)) == 0;
+
+	if (probe >= 0)
+		close(probe);
+	return live;
+}
+
+/* The socket appears at its path only once it listens with its mode set: bound under a
+ * temporary name with a tight umask (the umask alone could let any local user connect),
+ * given its mode, listening, then renamed over the path (which replaces a stale socket
+ * from a dead daemon). A client that finds the path can connect at once. */
 static int server_listen(struct server *srv)
 {
-	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	struct sockaddr_un addr = {.sun_family = AF_UNIX}, tmp = {.sun_family = AF_UNIX};
 	const char *path = srv->opts.socket_path;
+	mode_t old;
 	int fd, r;
 
-	if (strlen(path) >= sizeof(addr.sun_path)) {
+	if (snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path) >=
+		    (int)sizeof(addr.sun_path) ||
+	    snprintf(tmp.sun_path, sizeof(tmp.sun_path), "%s.%d", path, (int)getpid()) >=
+		    (int)sizeof(tmp.sun_path)) {
 		log_err("server", "socket path too long: %s", path);
 		return -ENAMETOOLONG;
 	}
-	strcpy(addr.sun_path, path);
+	if (server_path_live(&addr)) {
+		log_err("server", "another daemon is serving %s", path);
+		return -EADDRINUSE;
+	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-		/* A stale socket from a dead daemon is replaced; a live one is not. */
-		int err = errno;
-		int probe = err == EADDRINUSE ? socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
-		bool live = probe >= 0 &&
-			    connect(probe, (struct sockaddr *)&addr, sizeof(addr)) == 0;
-		if (probe >= 0)
-			close(probe);
-		if (live) {
-			log_err("server", "another daemon is serving %s", path);
-			close(fd);
-			return -EADDRINUSE;
-		}
-		if (probe < 0) {
-			close(fd);
-			return -err;
-		}
-		unlink(path);
-		if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-			r = -errno;
-			close(fd);
-			return r;
-		}
-	}
-	if (listen(fd, 128) < 0) {
+	unlink(tmp.sun_path);
+	old = umask(0177);
+	r = bind(fd, (const struct sockaddr *)&tmp, sizeof(tmp)) < 0 ? -errno : 0;
+	umask(old);
+	if (r == 0 && (chmod(tmp.sun_path, (mode_t)srv->opts.limits.socket_mode) < 0 ||
+		       listen(fd, 128) < 0 || rename(tmp.sun_path, path) < 0))
 		r = -errno;
+	if (r < 0) {
+		unlink(tmp.sun_path);
 		close(fd);
 		return r;
 	}
@@ -308,7 +420,7 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	srv->opts = *opts;
 	srv->backend = backend;
 	srv->listen_fd = -1;
-	srv->started_ns = now_ns();
+	srv->started_ns = server_now_ns();
 	pthread_mutex_init(&srv->cq_lock, NULL);
 
 	srv->seq_be = (struct seq_backend){
@@ -345,6 +457,11 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	uv_check_init(loop, &srv->turn_end);
 	srv->turn_end.data = srv;
 	uv_check_start(&srv->turn_end, server_on_turn_end);
+	uv_timer_init(loop, &srv->sweep);
+	srv->sweep.data = srv;
+	uv_timer_start(&srv->sweep, server_on_sweep, 1000, 1000);
+	uv_timer_init(loop, &srv->accept_rest);
+	srv->accept_rest.data = srv;
 	uv_poll_init(loop, &srv->listen_poll, srv->listen_fd);
 	srv->listen_poll.data = srv;
 	uv_poll_start(&srv->listen_poll, UV_READABLE, server_on_accept);
@@ -389,6 +506,7 @@ void server_stop(struct server *srv)
 		return;
 	srv->stopping = true;
 	uv_poll_stop(&srv->listen_poll);
+	uv_timer_stop(&srv->accept_rest);
 	/* Clients hear it now; their work in flight still completes and is reported, and
 	 * new requests are refused with SHUTTING_DOWN until the drain ends. */
 	for (struct session *s = srv->sessions; s; s = s->next)
@@ -427,4 +545,6 @@ void server_close_handles(struct server *srv)
 	uv_close((uv_handle_t *)&srv->turn_end, server_close_cb);
 	uv_close((uv_handle_t *)&srv->spin, server_close_cb);
 	uv_close((uv_handle_t *)&srv->listen_poll, server_close_cb);
+	uv_close((uv_handle_t *)&srv->sweep, server_close_cb);
+	uv_close((uv_handle_t *)&srv->accept_rest, server_close_cb);
 }

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 #include <uv.h>
 
 #include "backend.h"
@@ -17,6 +18,13 @@
 #define TRACE_RING 4096
 
 struct session;
+
+static inline uint64_t server_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* What the loop remembers of an op or a watch until its point completes. */
 struct op_rec {
@@ -50,6 +58,28 @@ struct completion_ent {
  * client waiting on a short operation pays in full. */
 #define SERVER_DEFAULT_SPIN_US 2000u
 
+/* The limits that keep one client from taking what the others need (sseqd(8), LIMITS).
+ * 0 means no limit where a comment says so. */
+struct server_limits {
+	unsigned socket_mode; /* of the socket sseqd creates itself */
+	unsigned max_clients; /* connections in total */
+	unsigned max_clients_per_uid;
+	unsigned hello_timeout_ms; /* from accept to Hello */
+	unsigned frame_timeout_ms; /* from a frame's first byte to its last */
+	uint64_t max_input_bytes; /* input buffered across all connections */
+	uint64_t client_staging_bytes; /* staging arenas mapped per session */
+	uint64_t staging_bytes; /* ... and across sessions */
+	uint64_t client_memory_bytes; /* device memory per session; 0: no quota */
+};
+
+#define SERVER_LIMITS_DEFAULT                                                                     \
+	{                                                                                         \
+		.socket_mode = 0660, .max_clients = 1024, .max_clients_per_uid = 256,             \
+		.hello_timeout_ms = 5000, .frame_timeout_ms = 10000,                              \
+		.max_input_bytes = 64ull << 20, .client_staging_bytes = 64ull << 30,              \
+		.staging_bytes = 256ull << 30, .client_memory_bytes = 0,                          \
+	}
+
 struct server_options {
 	unsigned spin_us;
 	const char *socket_path;
@@ -57,6 +87,14 @@ struct server_options {
 	unsigned device;
 	const char *module_dir;
 	struct seq_config seq;
+	struct server_limits limits;
+};
+
+/* What the limits refused, and what is held against them now. */
+struct server_limit_counters {
+	uint64_t connections_refused, hello_timeouts, frame_timeouts, input_paused;
+	uint64_t trace_entries_dropped, staging_refused, quota_refused, accept_errors;
+	uint64_t input_bytes, staging_bytes;
 };
 
 struct server {
@@ -64,6 +102,11 @@ struct server {
 	struct server_options opts;
 	int listen_fd;
 	uv_poll_t listen_poll;
+	/* Once a second: Hello and partial-frame deadlines, idle input buffers. */
+	uv_timer_t sweep;
+	/* accept() failed for want of descriptors: the listener rests, then retries. */
+	uv_timer_t accept_rest;
+	uint64_t accept_logged_ns, accept_unlogged;
 	uv_async_t wake;
 	uv_check_t turn_end;
 	/* Busy-polls the completion queue for a moment after work was issued, instead of
@@ -95,6 +138,8 @@ struct server {
 
 	/* Server-level counters. */
 	uint64_t frames_in, frames_bad, sessions_total;
+	struct server_limit_counters limit;
+	unsigned input_waiting; /* sessions paused until input memory frees */
 };
 
 int server_init(struct server *srv, uv_loop_t *loop, const struct server_options *opts,
@@ -113,6 +158,10 @@ void server_close_handles(struct server *srv);
 /* Backend threads call this (through backend_complete_fn). */
 void server_push_completion(void *arg, struct seq_point p, int status);
 void server_finding(void *arg, const char *what);
+
+/* Input memory went back (a buffer shrank or a session ended): resume the sessions that
+ * paused at --max-input-memory. */
+void server_input_released(struct server *srv);
 
 /* The Status a negative errno from the core or a backend maps to. */
 Sseq__Status server_status_from_errno(int err);

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 
 #include "log.h"
 #include "modpath.h"
+#include "pbcheck.h"
 #include "wire.h"
 
 #define SESSION_READ_CHUNK 65536u
@@ -235,7 +237,8 @@ void session_flush(struct session *s)
 		return;
 	if (s->out_off == s->out_len) {
 		s->out_off = s->out_len = 0;
-		if (s->closing) {
+		/* After EOF: once what was read has run and its work completed. */
+		if (s->closing || (s->eof && !s->blocked && !s->inflight)) {
 			session_disconnect(s);
 			return;
 		}
@@ -244,7 +247,8 @@ void session_flush(struct session *s)
 	int events = 0;
 	if (s->out_off < s->out_len)
 		events |= UV_WRITABLE;
-	if (!s->blocked && !s->closing && s->out_len - s->out_off < SESSION_OUT_HIGH)
+	if (!s->blocked && !s->closing && !s->eof && !s->input_wait &&
+	    s->out_len - s->out_off < SESSION_OUT_HIGH)
 		events |= UV_READABLE;
 	if (events != s->poll_events) {
 		s->poll_events = events;
@@ -279,6 +283,7 @@ struct session *session_new(struct server *srv, int fd)
 	s->id = ++srv->next_session;
 	s->refs = 1;
 	s->connected = true;
+	s->accepted_ns = server_now_ns();
 	arena_init(&s->arena);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
 		s->pid = (uint32_t)cred.pid;
@@ -300,23 +305,36 @@ struct session *session_new(struct server *srv, int fd)
 	return s;
 }
 
-static void session_free_memory(uv_handle_t *h)
+void session_unref(struct session *s)
 {
-	struct session *s = h->data;
-
+	if (--s->refs > 0)
+		return;
 	arena_finish(&s->arena);
-	free(s->in);
 	free(s->out);
 	free(s->slots);
 	free(s);
 }
 
-void session_unref(struct session *s)
+/* libuv has let go of the fd: only now may its number go to a new connection. */
+static void session_poll_closed(uv_handle_t *h)
 {
-	if (--s->refs > 0)
+	struct session *s = h->data;
+
+	close(s->fd);
+	s->fd = -1;
+	session_unref(s); /* the connection's */
+}
+
+/* Give the input buffer back (the session ended, or it sat idle). */
+static void session_input_free(struct session *s)
+{
+	if (!s->in_cap)
 		return;
-	/* The poll handle is closed asynchronously; free once libuv lets go of it. */
-	uv_close((uv_handle_t *)&s->poll, session_free_memory);
+	free(s->in);
+	s->in = NULL;
+	s->srv->limit.input_bytes -= s->in_cap;
+	s->in_cap = s->in_len = 0;
+	server_input_released(s->srv);
 }
 
 static void staging_unref(struct server *srv, struct staging *st)
@@ -400,9 +418,14 @@ void session_disconnect(struct session *s)
 			    " buffers, %" PRIu64 " ops in flight",
 		 s->id, s->pid, s->name[0] ? s->name : "unnamed", s->worker[0] ? " " : "",
 		 s->worker, s->buffers, s->inflight);
-	uv_poll_stop(&s->poll);
-	close(s->fd);
-	s->fd = -1;
+	/* The fd stays open until the poll handle is closed: closing it first would let
+	 * accept() hand its number to a new client whose registration the late close of
+	 * this handle then removes from epoll (the new client would never be read). */
+	uv_close((uv_handle_t *)&s->poll, session_poll_closed);
+	if (s->input_wait)
+		s->srv->input_waiting--;
+	s->input_wait = false;
+	session_input_free(s);
 	for (unsigned i = 0; i < s->nfds; i++)
 		close(s->fds[i]);
 	s->nfds = 0;
@@ -425,6 +448,7 @@ void session_disconnect(struct session *s)
 				struct staging *st = slot->obj;
 				s->stagings--;
 				s->staging_bytes -= st->size;
+				srv->limit.staging_bytes -= st->size;
 				staging_unref(srv, st);
 				session_handle_drop(s, slot_handle(i, slot->gen));
 			}
@@ -438,7 +462,6 @@ void session_disconnect(struct session *s)
 		s->next->prev = s->prev;
 	s->prev = s->next = NULL;
 	srv->nsessions--;
-	session_unref(s);
 }
 
 /* ---- op records ---------------------------------------------------------------------- */
@@ -468,6 +491,8 @@ static void op_rec_free(struct op_rec *rec)
 	if (rec->module)
 		smodule_unref(srv, rec->module);
 	s->inflight--;
+	if (s->eof && s->connected)
+		session_mark_dirty(s); /* its flush closes it once the last op is done */
 	rec->next_free = srv->op_free;
 	srv->op_free = rec;
 	session_unref(s);
@@ -555,6 +580,33 @@ static int req_hello(struct session *s, const Sseq__Request *rq)
 	return 0;
 }
 
+/* Each arena is mapped into the daemon and pinned: a few hundred sparse ones would take
+ * its address space, and the host's memory, from everyone. */
+static bool staging_over_limit(struct session *s, uint64_t tag, uint64_t size)
+{
+	const struct server_limits *lim = &s->srv->opts.limits;
+	struct server_limit_counters *c = &s->srv->limit;
+
+	if (size > lim->client_staging_bytes - s->staging_bytes ||
+	    s->staging_bytes > lim->client_staging_bytes) {
+		c->staging_refused++;
+		req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+			 "staging arena of %" PRIu64 " bytes refused: this session maps %" PRIu64
+			 " of its %" PRIu64 " (--client-staging-limit)",
+			 size, s->staging_bytes, lim->client_staging_bytes);
+		return true;
+	}
+	if (size > lim->staging_bytes - c->staging_bytes || c->staging_bytes > lim->staging_bytes) {
+		c->staging_refused++;
+		req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+			 "staging arena of %" PRIu64 " bytes refused: all sessions map %" PRIu64
+			 " of the daemon's %" PRIu64 " (--staging-limit)",
+			 size, c->staging_bytes, lim->staging_bytes);
+		return true;
+	}
+	return false;
+}
+
 static int req_staging_register(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__StagingRegister *sr = rq->staging_register;
@@ -579,6 +631,17 @@ static int req_staging_register(struct session *s, const Sseq__Request *rq)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_STAGING_UNSEALED,
 				"staging memfd is not sealed with F_SEAL_SHRINK (seals %#x)",
 				seals < 0 ? 0 : seals);
+	}
+	if (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) {
+		close(fd);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+				"staging memfd is sealed with %s: D2H writes its results into the "
+				"arena, so it must stay writable",
+				seals & F_SEAL_WRITE ? "F_SEAL_WRITE" : "F_SEAL_FUTURE_WRITE");
+	}
+	if (staging_over_limit(s, rq->tag, sr->size)) {
+		close(fd);
+		return 0;
 	}
 	if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size < sr->size) {
 		close(fd);
@@ -614,6 +677,7 @@ static int req_staging_register(struct session *s, const Sseq__Request *rq)
 	}
 	s->stagings++;
 	s->staging_bytes += sr->size;
+	s->srv->limit.staging_bytes += sr->size;
 	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", st->handle, NULL, NULL);
 	return 0;
 }
@@ -629,6 +693,7 @@ static int req_staging_unregister(struct session *s, const Sseq__Request *rq)
 	session_handle_drop(s, h);
 	s->stagings--;
 	s->staging_bytes -= st->size;
+	s->srv->limit.staging_bytes -= st->size;
 	staging_unref(s->srv, st); /* copies in flight keep it mapped */
 	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
 	return 0;
@@ -656,6 +721,7 @@ static int sbuf_new(struct session *s, struct seq_buffer *b, const char *label, 
 static int req_alloc(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__Alloc *a = rq->alloc;
+	const uint64_t quota = s->srv->opts.limits.client_memory_bytes;
 	struct seq_buffer *b;
 	uint64_t handle;
 	int r;
@@ -663,6 +729,13 @@ static int req_alloc(struct session *s, const Sseq__Request *rq)
 	if (a->size == 0 || a->size > SESSION_MAX_ALLOC)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
 				"alloc size %" PRIu64 " out of range (1 .. 2^40)", a->size);
+	if (quota && (a->size > quota || s->bytes > quota - a->size)) {
+		s->srv->limit.quota_refused++;
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+				"cannot allocate %" PRIu64 " bytes: this session holds %" PRIu64
+				" of its device memory quota of %" PRIu64 " (--client-memory-limit)",
+				a->size, s->bytes, quota);
+	}
 	r = seq_buffer_alloc(s->srv->seq, a->size, &b);
 	if (r < 0)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
@@ -1278,15 +1351,26 @@ void session_follow_trace(struct session *s)
 	Sseq__QueryResult res = SSEQ__QUERY_RESULT__INIT;
 	Sseq__Query q = SSEQ__QUERY__INIT;
 	Sseq__TraceOptions t = SSEQ__TRACE_OPTIONS__INIT;
+	struct server *srv = s->srv;
 
-	if (!s->connected || !s->following || s->srv->trace_seq <= s->follow_since)
+	if (!s->connected || !s->following || srv->trace_seq <= s->follow_since)
 		return;
+	if (s->out_len - s->out_off >= SESSION_OUT_HIGH) {
+		/* It does not read: its output stays bounded, and it hears what it missed. */
+		s->follow_dropped += srv->trace_seq - s->follow_since;
+		srv->limit.trace_entries_dropped += srv->trace_seq - s->follow_since;
+		s->follow_since = srv->trace_seq;
+		return;
+	}
 	t.max_entries = 256;
 	t.since_seq = s->follow_since;
 	q.kind = SSEQ__QUERY_KIND__QUERY_KIND_TRACE;
 	q.trace = &t;
 	res.tag = s->follow_tag;
-	query_answer(s->srv, s, &q, &res, &s->arena);
+	query_answer(srv, s, &q, &res, &s->arena);
+	srv->limit.trace_entries_dropped += res.trace_dropped;
+	res.trace_dropped += s->follow_dropped;
+	s->follow_dropped = 0;
 	if (res.n_trace)
 		s->follow_since = res.trace[res.n_trace - 1]->seq;
 	m.body_case = SSEQ__MESSAGE__BODY_QUERY_RESULT;
@@ -1322,6 +1406,14 @@ static int session_request(struct session *s, const Sseq__Request *rq, bool nest
 	if (s->srv->stopping && rq->body_case != SSEQ__REQUEST__BODY_QUERY)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_SHUTTING_DOWN,
 				"the daemon is stopping");
+	if (rq->tag == 0) {
+		/* A reply under tag 0 would read as the daemon's own notice. */
+		session_reply(s, 0, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
+			      "tag 0 is reserved for the daemon's own messages: tag every request "
+			      "with a number of your own");
+		s->srv->frames_bad++;
+		return -EPROTO;
+	}
 	if (!s->hello && rq->body_case != SSEQ__REQUEST__BODY_HELLO) {
 		req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
 			 "the first request must be Hello");
@@ -1371,13 +1463,20 @@ static int session_request(struct session *s, const Sseq__Request *rq, bool nest
 
 /* ---- input --------------------------------------------------------------------------- */
 
-static void session_protocol_error(struct session *s, Sseq__Status status, const char *why)
+/* Tell the client why (a tag-0 notice), then close once that is written. */
+static void session_close_with(struct session *s, Sseq__Status status, const char *why)
 {
 	log_notice("session", "client %" PRIu64 " (pid %u): %s; closing", s->id, s->pid, why);
-	s->srv->frames_bad++;
 	session_reply(s, 0, status, why);
 	s->closing = true;
 	s->in_len = 0;
+	s->frame_started_ns = 0;
+}
+
+static void session_protocol_error(struct session *s, Sseq__Status status, const char *why)
+{
+	s->srv->frames_bad++;
+	session_close_with(s, status, why);
 }
 
 void session_process(struct session *s)
@@ -1388,11 +1487,11 @@ void session_process(struct session *s)
 		const uint8_t *p = s->in + off;
 		uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
 			       (uint32_t)p[3] << 24;
-		Sseq__Request *rq;
+		Sseq__Request *rq = NULL;
+		char why[128];
 		int r;
 
 		if (len > SERVER_MAX_FRAME) {
-			char why[96];
 			snprintf(why, sizeof(why), "frame of %u bytes exceeds the limit of %u", len,
 				 SERVER_MAX_FRAME);
 			session_protocol_error(s, SSEQ__STATUS__STATUS_FRAME_TOO_LARGE, why);
@@ -1400,12 +1499,15 @@ void session_process(struct session *s)
 		}
 		if (s->in_len - off - 4 < len)
 			break;
-		/* The hot requests decode by hand; protobuf-c has the last word on the rest. */
-		rq = wire_decode_request(p + 4, len, &session_wire) ? &session_wire.rq
-			: sseq__request__unpack(&s->arena.pb, len, p + 4);
+		/* The hot requests decode by hand; protobuf-c has the last word on the rest,
+		 * after a look at the bytes that it cannot take safely itself. */
+		if (wire_decode_request(p + 4, len, &session_wire))
+			rq = &session_wire.rq;
+		else if (pbcheck_request(p + 4, len, why, sizeof(why)) == 0 &&
+			 !(rq = sseq__request__unpack(&s->arena.pb, len, p + 4)))
+			snprintf(why, sizeof(why), "frame does not decode as a Request");
 		if (!rq) {
-			session_protocol_error(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
-					       "frame does not decode as a Request");
+			session_protocol_error(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, why);
 			return;
 		}
 		s->srv->frames_in++;
@@ -1425,14 +1527,80 @@ void session_process(struct session *s)
 	if (off) {
 		memmove(s->in, s->in + off, s->in_len - off);
 		s->in_len -= off;
+		/* What is left is a new frame's start: its deadline counts from now. */
+		s->frame_started_ns = s->in_len ? server_now_ns() : 0;
 	}
+}
+
+/* Room for SESSION_READ_CHUNK more input bytes, within --max-input-memory: 0, or
+ * -EAGAIN when the session must wait for others to give input memory back. */
+static int session_input_reserve(struct session *s)
+{
+	struct server *srv = s->srv;
+	size_t cap;
+	uint8_t *b;
+
+	if (s->in_cap - s->in_len >= SESSION_READ_CHUNK)
+		return 0;
+	cap = s->in_cap ? s->in_cap * 2 : SESSION_READ_CHUNK * 2;
+	while (cap - s->in_len < SESSION_READ_CHUNK)
+		cap *= 2;
+	if (srv->limit.input_bytes + (cap - s->in_cap) > srv->opts.limits.max_input_bytes) {
+		if (!s->input_wait) {
+			s->input_wait = true;
+			srv->input_waiting++;
+			srv->limit.input_paused++;
+			log_info("session",
+				 "client %" PRIu64 " (pid %u): input paused: %" PRIu64
+				 " bytes buffered across connections (--max-input-memory %" PRIu64
+				 ")",
+				 s->id, s->pid, srv->limit.input_bytes,
+				 srv->opts.limits.max_input_bytes);
+		}
+		return -EAGAIN;
+	}
+	if (!(b = realloc(s->in, cap)))
+		return -ENOMEM;
+	srv->limit.input_bytes += cap - s->in_cap;
+	s->in = b;
+	s->in_cap = cap;
+	return 0;
+}
+
+void session_input_resume(struct session *s)
+{
+	if (!s->input_wait)
+		return;
+	s->input_wait = false;
+	s->srv->input_waiting--;
+	session_mark_dirty(s); /* its flush polls for input again */
+}
+
+/* The client will send nothing more (EOF). If it only shut down its sending side, what
+ * it sent still runs and its replies and completions still go out before the daemon
+ * closes (session_flush). If it is gone altogether (closed, killed: a Unix socket then
+ * reports POLLHUP), nobody will read them: end the session now. */
+static void session_input_ended(struct session *s)
+{
+	struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+
+	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR))) {
+		session_disconnect(s);
+		return;
+	}
+	s->eof = true;
+	if (s->following)
+		s->srv->nfollowing--;
+	s->following = false;
+	s->frame_started_ns = 0; /* a partial frame at EOF can never finish */
+	session_mark_dirty(s);
 }
 
 static void session_read(struct session *s)
 {
 	/* Bounded per turn so one busy client cannot starve the others. */
-	for (int rounds = 0; rounds < 4 && s->connected && !s->blocked && !s->closing;
-	     rounds++) {
+	for (int rounds = 0;
+	     rounds < 4 && s->connected && !s->blocked && !s->closing && !s->eof; rounds++) {
 		union {
 			struct cmsghdr align;
 			char buf[CMSG_SPACE(sizeof(int) * SESSION_MAX_FDS)];
@@ -1440,19 +1608,13 @@ static void session_read(struct session *s)
 		struct iovec iov;
 		struct msghdr msg = {0};
 		ssize_t n;
+		int r = session_input_reserve(s);
 
-		if (s->in_cap - s->in_len < SESSION_READ_CHUNK) {
-			size_t cap = s->in_cap ? s->in_cap * 2 : SESSION_READ_CHUNK * 2;
-			uint8_t *b;
-			while (cap - s->in_len < SESSION_READ_CHUNK)
-				cap *= 2;
-			b = realloc(s->in, cap);
-			if (!b) {
-				session_disconnect(s);
-				return;
-			}
-			s->in = b;
-			s->in_cap = cap;
+		if (r == -EAGAIN)
+			return;
+		if (r < 0) {
+			session_disconnect(s);
+			return;
 		}
 		iov.iov_base = s->in + s->in_len;
 		iov.iov_len = s->in_cap - s->in_len;
@@ -1484,14 +1646,50 @@ static void session_read(struct session *s)
 			}
 		}
 		if (n == 0) {
-			session_disconnect(s);
+			session_input_ended(s);
 			return;
 		}
+		s->last_read_ns = server_now_ns();
+		if (!s->in_len)
+			s->frame_started_ns = s->last_read_ns;
 		s->in_len += (size_t)n;
 		session_process(s);
+		if (!s->in_len && s->srv->input_waiting) {
+			session_input_free(s); /* others wait for input memory */
+			break;
+		}
 		if ((size_t)n < iov.iov_len)
 			break;
 	}
+}
+
+void session_sweep(struct session *s, uint64_t now)
+{
+	const struct server_limits *lim = &s->srv->opts.limits;
+	char why[128];
+
+	if (!s->connected || s->closing)
+		return;
+	if (!s->hello && lim->hello_timeout_ms &&
+	    now - s->accepted_ns > (uint64_t)lim->hello_timeout_ms * 1000000u) {
+		s->srv->limit.hello_timeouts++;
+		snprintf(why, sizeof(why), "no Hello within %u ms (--hello-timeout)",
+			 lim->hello_timeout_ms);
+		session_close_with(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, why);
+		return;
+	}
+	/* A frame held back by backpressure is whole: only the client can stall one. */
+	if (s->frame_started_ns && !s->blocked && !s->input_wait && lim->frame_timeout_ms &&
+	    now - s->frame_started_ns > (uint64_t)lim->frame_timeout_ms * 1000000u) {
+		s->srv->limit.frame_timeouts++;
+		snprintf(why, sizeof(why), "a frame stalled: %zu bytes of it in %u ms "
+			 "(--frame-timeout)", s->in_len, lim->frame_timeout_ms);
+		session_close_with(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, why);
+		return;
+	}
+	/* An idle connection holds no input memory. */
+	if (!s->in_len && s->in_cap && now - s->last_read_ns > 1000000000u)
+		session_input_free(s);
 }
 
 void session_on_io(uv_poll_t *poll, int status, int events)

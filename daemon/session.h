@@ -72,6 +72,11 @@ struct session {
 	unsigned refs; /* 1 while connected + one per op record */
 	bool connected;
 	bool closing; /* close once the output is written */
+	/* The client closed its sending side (or died): read nothing more; close once the
+	 * work in flight completed and its output is written (a half-close keeps its
+	 * Completions). */
+	bool eof;
+	bool input_wait; /* paused until input memory frees (--max-input-memory) */
 	bool hello;
 	bool blocked; /* the sequencer's window is full: input paused (I3) */
 	uint32_t batch_resume; /* inner requests of the held batch already done */
@@ -82,6 +87,9 @@ struct session {
 
 	uint8_t *in;
 	size_t in_len, in_cap;
+	uint64_t accepted_ns; /* for the Hello deadline */
+	uint64_t frame_started_ns; /* the oldest unfinished frame's first byte, 0 if none */
+	uint64_t last_read_ns; /* for giving back an idle connection's input buffer */
 	int fds[SESSION_MAX_FDS];
 	unsigned nfds;
 
@@ -99,6 +107,7 @@ struct session {
 	/* A TRACE query with follow: new entries go out under follow_tag each turn. */
 	bool following;
 	uint64_t follow_tag, follow_since;
+	uint64_t follow_dropped; /* entries not sent since the last answer */
 };
 
 struct session *session_new(struct server *srv, int fd);
@@ -112,6 +121,11 @@ void session_process(struct session *s);
 void session_on_io(uv_poll_t *poll, int status, int events);
 /* Write out what this turn produced. */
 void session_flush(struct session *s);
+/* Once a second (server sweep): enforce the Hello and partial-frame deadlines and give
+ * back an idle connection's input buffer. */
+void session_sweep(struct session *s, uint64_t now_ns);
+/* Resume reading a session paused at the input memory limit. */
+void session_input_resume(struct session *s);
 /* An op or watch finished (from the sequencer's done callback). */
 void session_op_done(struct op_rec *rec, int status);
 /* Send trace entries newer than the last sent to a following session. */

@@ -1,0 +1,488 @@
+/* What the daemon-level suites share: a real sseqd process on a real Unix socket, and raw
+ * protobuf frames to drive it with, so that every request and every kind of bad input can
+ * be sent exactly as written. */
+#ifndef SSEQ_TESTS_DAEMON_HARNESS_H
+#define SSEQ_TESTS_DAEMON_HARNESS_H
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sseq.pb-c.h"
+
+static const char *sseqd_path;
+/* The backend under test: $SSEQ_TEST_BACKEND (the GPU run sets hip), else sim. Tests
+ * that need the sim's fault injection return early on other backends. */
+static const char *backend = "sim";
+
+#define SIM_ONLY()                                                                                \
+	do {                                                                                      \
+		if (strcmp(backend, "sim") != 0) {                                                \
+			printf("%s: needs the sim backend's fault injection; not run on %s\n",  \
+			       __func__, backend);                                                \
+			return;                                                                   \
+		}                                                                                 \
+	} while (0)
+
+struct daemon {
+	pid_t pid;
+	char sock[108];
+};
+
+static struct daemon D;
+
+static inline void daemon_start(const char *const *extra)
+{
+	const char *level = getenv("SSEQ_TEST_LOG_LEVEL"); /* info or debug to look closer */
+	const char *argv[32] = {sseqd_path, "--backend", backend, "--socket", D.sock,
+				"--log-level", level && *level ? level : "notice"};
+	int n = 7;
+
+	snprintf(D.sock, sizeof(D.sock), "/tmp/sseq-test-%d-%ld.sock", (int)getpid(),
+		 (long)random());
+	argv[4] = D.sock;
+	for (; extra && *extra; extra++)
+		argv[n++] = *extra;
+	argv[n] = NULL;
+	D.pid = fork();
+	ck_assert_int_ge(D.pid, 0);
+	if (D.pid == 0) {
+		execv(sseqd_path, (char *const *)argv);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) {
+		if (access(D.sock, F_OK) == 0)
+			return;
+		usleep(10000);
+	}
+	ck_abort_msg("sseqd did not create its socket");
+}
+
+/* Stop the daemon and check it exited cleanly (the sanitizers make leaks fail it). */
+static inline void daemon_stop(void)
+{
+	int status = 0;
+
+	kill(D.pid, SIGTERM);
+	ck_assert_int_eq(waitpid(D.pid, &status, 0), D.pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "sseqd exited with status %#x", status);
+	unlink(D.sock);
+}
+
+static inline int conn_open(void)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	strcpy(addr.sun_path, D.sock);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	return fd;
+}
+
+static inline void send_raw(int fd, const void *data, size_t len, int passfd)
+{
+	struct iovec iov = {(void *)data, len};
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	if (passfd >= 0) {
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof(ctl.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &passfd, sizeof(int));
+	}
+	ck_assert_int_eq(sendmsg(fd, &msg, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+static inline void send_req_fd(int fd, const Sseq__Request *rq, int passfd)
+{
+	size_t len = sseq__request__get_packed_size(rq);
+	uint8_t *buf = malloc(len + 4);
+
+	buf[0] = (uint8_t)len;
+	buf[1] = (uint8_t)(len >> 8);
+	buf[2] = (uint8_t)(len >> 16);
+	buf[3] = (uint8_t)(len >> 24);
+	sseq__request__pack(rq, buf + 4);
+	send_raw(fd, buf, len + 4, passfd);
+	free(buf);
+}
+
+static inline void send_req(int fd, const Sseq__Request *rq)
+{
+	send_req_fd(fd, rq, -1);
+}
+
+static uint64_t next_tag = 100;
+
+/* Send rq under the next fresh tag, passing passfd with it if >= 0; returns the tag. */
+static inline uint64_t send_tagged_fd(int fd, Sseq__Request *rq, int passfd)
+{
+	rq->tag = ++next_tag;
+	send_req_fd(fd, rq, passfd);
+	return rq->tag;
+}
+
+static inline uint64_t send_tagged(int fd, Sseq__Request *rq)
+{
+	return send_tagged_fd(fd, rq, -1);
+}
+
+/* Read exactly n bytes; false on EOF or after timeout_ms. */
+static inline bool read_full(int fd, void *buf, size_t n, int timeout_ms)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		struct pollfd p = {fd, POLLIN, 0};
+		ssize_t r;
+		if (poll(&p, 1, timeout_ms) <= 0)
+			return false;
+		r = read(fd, (char *)buf + got, n - got);
+		if (r <= 0)
+			return false;
+		got += (size_t)r;
+	}
+	return true;
+}
+
+/* The next message, or NULL on EOF/timeout. Free with sseq__message__free_unpacked. */
+static inline Sseq__Message *recv_msg(int fd)
+{
+	uint8_t hdr[4];
+	uint32_t len;
+	uint8_t *buf;
+	Sseq__Message *m;
+
+	if (!read_full(fd, hdr, 4, 5000))
+		return NULL;
+	len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
+	      (uint32_t)hdr[3] << 24;
+	ck_assert_uint_le(len, 1u << 20);
+	buf = malloc(len ? len : 1);
+	ck_assert(read_full(fd, buf, len, 5000));
+	m = sseq__message__unpack(NULL, len, buf);
+	free(buf);
+	ck_assert_ptr_nonnull(m);
+	return m;
+}
+
+/* The Reply for tag, skipping completions; returns its status and handle. */
+static inline Sseq__Status expect_reply(int fd, uint64_t tag, uint64_t *handle, char *msg, size_t msglen)
+{
+	for (;;) {
+		Sseq__Message *m = recv_msg(fd);
+		ck_assert_msg(m != NULL, "no reply for tag %llu", (unsigned long long)tag);
+		if (m->body_case == SSEQ__MESSAGE__BODY_REPLY && m->reply->tag == tag) {
+			Sseq__Status st = m->reply->status;
+			if (handle)
+				*handle = m->reply->handle;
+			if (msg)
+				snprintf(msg, msglen, "%s", m->reply->message);
+			sseq__message__free_unpacked(m, NULL);
+			return st;
+		}
+		sseq__message__free_unpacked(m, NULL);
+	}
+}
+
+static inline Sseq__Status expect_completion(int fd, uint64_t tag)
+{
+	for (;;) {
+		Sseq__Message *m = recv_msg(fd);
+		ck_assert_msg(m != NULL, "no completion for tag %llu", (unsigned long long)tag);
+		if (m->body_case == SSEQ__MESSAGE__BODY_COMPLETION && m->completion->tag == tag) {
+			Sseq__Status st = m->completion->status;
+			sseq__message__free_unpacked(m, NULL);
+			return st;
+		}
+		sseq__message__free_unpacked(m, NULL);
+	}
+}
+
+/* Just the Reply's status, for the common case that wants nothing else from it. */
+static inline Sseq__Status reply_status(int fd, uint64_t tag)
+{
+	return expect_reply(fd, tag, NULL, NULL, 0);
+}
+
+/* The request under tag was accepted and completed, both OK. A macro so that a failure
+ * names the caller's line; tag is evaluated once. */
+#define ASSERT_OK_AND_COMPLETED(fd, tag)                                                         \
+	do {                                                                                      \
+		uint64_t tag_ = (tag);                                                            \
+		ck_assert_int_eq(reply_status(fd, tag_), SSEQ__STATUS__STATUS_OK);                \
+		ck_assert_int_eq(expect_completion(fd, tag_), SSEQ__STATUS__STATUS_OK);           \
+	} while (0)
+
+static inline void hello_as(int fd, uint32_t major, const char *worker)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Hello h = SSEQ__HELLO__INIT;
+
+	h.protocol_major = major;
+	h.client_name = (char *)"test-daemon";
+	h.pid = (uint32_t)getpid();
+	h.worker_id = (char *)worker;
+	rq.tag = 1;
+	rq.body_case = SSEQ__REQUEST__BODY_HELLO;
+	rq.hello = &h;
+	send_req(fd, &rq);
+}
+
+static inline int conn_hello(void)
+{
+	int fd = conn_open();
+	hello_as(fd, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR, "gw0");
+	ck_assert_int_eq(reply_status(fd, 1), SSEQ__STATUS__STATUS_OK);
+	return fd;
+}
+
+static inline Sseq__Status do_alloc(int fd, uint64_t size, uint64_t *handle)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Alloc a = SSEQ__ALLOC__INIT;
+
+	a.size = size;
+	a.label = (char *)"t";
+	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	rq.alloc = &a;
+	return expect_reply(fd, send_tagged(fd, &rq), handle, NULL, 0);
+}
+
+struct staging {
+	int memfd;
+	float *map;
+	size_t size;
+	uint64_t handle;
+};
+
+static inline Sseq__Status staging_register(int fd, struct staging *st, size_t size, bool seal)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__StagingRegister sr = SSEQ__STAGING_REGISTER__INIT;
+	Sseq__Status status;
+
+	st->size = size;
+	st->memfd = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ck_assert_int_ge(st->memfd, 0);
+	ck_assert_int_eq(ftruncate(st->memfd, (off_t)size), 0);
+	if (seal)
+		ck_assert_int_eq(fcntl(st->memfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	st->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, st->memfd, 0);
+	ck_assert(st->map != MAP_FAILED);
+	sr.size = size;
+	rq.body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
+	rq.staging_register = &sr;
+	status = expect_reply(fd, send_tagged_fd(fd, &rq, st->memfd), &st->handle, NULL, 0);
+	close(st->memfd);
+	return status;
+}
+
+static inline uint64_t send_h2d(int fd, uint64_t staging, uint64_t soff, uint64_t dst, uint64_t doff,
+			 uint64_t len)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__CopyH2D c = SSEQ__COPY_H2_D__INIT;
+
+	c.staging = staging;
+	c.staging_offset = soff;
+	c.dst = dst;
+	c.dst_offset = doff;
+	c.length = len;
+	rq.body_case = SSEQ__REQUEST__BODY_COPY_H2D;
+	rq.copy_h2d = &c;
+	return send_tagged(fd, &rq);
+}
+
+static inline uint64_t send_d2h(int fd, uint64_t src, uint64_t soff, uint64_t staging, uint64_t stoff,
+			 uint64_t len)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__CopyD2H c = SSEQ__COPY_D2_H__INIT;
+
+	c.src = src;
+	c.src_offset = soff;
+	c.staging = staging;
+	c.staging_offset = stoff;
+	c.length = len;
+	rq.body_case = SSEQ__REQUEST__BODY_COPY_D2H;
+	rq.copy_d2h = &c;
+	return send_tagged(fd, &rq);
+}
+
+static inline uint64_t send_d2d(int fd, uint64_t src, uint64_t soff, uint64_t dst, uint64_t doff,
+			 uint64_t len)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__CopyD2D c = SSEQ__COPY_D2_D__INIT;
+
+	c.src = src;
+	c.src_offset = soff;
+	c.dst = dst;
+	c.dst_offset = doff;
+	c.length = len;
+	rq.body_case = SSEQ__REQUEST__BODY_COPY_D2D;
+	rq.copy_d2d = &c;
+	return send_tagged(fd, &rq);
+}
+
+static inline uint64_t send_slice(int fd, uint64_t buffer, uint64_t offset, uint64_t length)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Slice sl = SSEQ__SLICE__INIT;
+
+	sl.buffer = buffer;
+	sl.offset = offset;
+	sl.length = length;
+	rq.body_case = SSEQ__REQUEST__BODY_SLICE;
+	rq.slice = &sl;
+	return send_tagged(fd, &rq);
+}
+
+/* Execute `kernel` with args described by `sig`: 'i' in, 'o' out, 'x' inout buffer
+ * (from bufs in order), 'f' f32, 'u' u64, 'n' i32 (from the numeric array in order). */
+static inline uint64_t send_exec(int fd, const char *kernel, const char *sig, const uint64_t *bufs,
+			  const double *nums)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Execute e = SSEQ__EXECUTE__INIT;
+	Sseq__Arg args[32], *argp[32];
+	Sseq__BufferArg ba[32];
+	size_t n = strlen(sig);
+
+	for (size_t i = 0; i < n; i++) {
+		sseq__arg__init(&args[i]);
+		argp[i] = &args[i];
+		switch (sig[i]) {
+		case 'i':
+		case 'o':
+		case 'x':
+			sseq__buffer_arg__init(&ba[i]);
+			ba[i].handle = *bufs++;
+			ba[i].access = sig[i] == 'i'   ? SSEQ__ACCESS__ACCESS_IN
+				       : sig[i] == 'o' ? SSEQ__ACCESS__ACCESS_OUT
+						       : SSEQ__ACCESS__ACCESS_INOUT;
+			args[i].value_case = SSEQ__ARG__VALUE_BUFFER;
+			args[i].buffer = &ba[i];
+			break;
+		case 'f':
+			args[i].value_case = SSEQ__ARG__VALUE_F32;
+			args[i].f32 = (float)*nums++;
+			break;
+		case 'u':
+			args[i].value_case = SSEQ__ARG__VALUE_U64;
+			args[i].u64 = (uint64_t)*nums++;
+			break;
+		case 'n':
+			args[i].value_case = SSEQ__ARG__VALUE_I32;
+			args[i].i32 = (int32_t)*nums++;
+			break;
+		case 'd':
+			args[i].value_case = SSEQ__ARG__VALUE_F64;
+			args[i].f64 = *nums++;
+			break;
+		}
+	}
+	e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
+	e.kernel = (char *)kernel;
+	e.n_args = n;
+	e.args = argp;
+	rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
+	rq.execute = &e;
+	return send_tagged(fd, &rq);
+}
+
+static inline Sseq__QueryResult *query(int fd, Sseq__QueryKind kind)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Query q = SSEQ__QUERY__INIT;
+
+	q.kind = kind;
+	rq.body_case = SSEQ__REQUEST__BODY_QUERY;
+	rq.query = &q;
+	send_tagged(fd, &rq);
+	for (;;) {
+		Sseq__Message *m = recv_msg(fd);
+		ck_assert_ptr_nonnull(m);
+		if (m->body_case == SSEQ__MESSAGE__BODY_QUERY_RESULT &&
+		    m->query_result->tag == rq.tag) {
+			Sseq__QueryResult *r = m->query_result;
+			m->query_result = NULL;
+			m->body_case = SSEQ__MESSAGE__BODY__NOT_SET;
+			sseq__message__free_unpacked(m, NULL);
+			return r;
+		}
+		sseq__message__free_unpacked(m, NULL);
+	}
+}
+
+static inline bool conn_closed(int fd)
+{
+	char c;
+	struct pollfd p = {fd, POLLIN, 0};
+	if (poll(&p, 1, 5000) <= 0)
+		return false;
+	return read(fd, &c, 1) == 0;
+}
+
+static inline void sync_all(int fd)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Sync s = SSEQ__SYNC__INIT;
+
+	rq.body_case = SSEQ__REQUEST__BODY_SYNC;
+	rq.sync = &s;
+	ASSERT_OK_AND_COMPLETED(fd, send_tagged(fd, &rq));
+}
+
+/* A suite's main: the daemon from argv[1] or $SSEQD, the backend from $SSEQ_TEST_BACKEND,
+ * and the tests `add` registers, run in Check's fork mode. */
+static inline int harness_main(int argc, char **argv, const char *name, int timeout_s,
+			       void (*add)(TCase *tc))
+{
+	Suite *s = suite_create(name);
+	TCase *tc = tcase_create(name);
+	SRunner *sr;
+	int failed;
+
+	sseqd_path = argc > 1 ? argv[1] : getenv("SSEQD");
+	if (getenv("SSEQ_TEST_BACKEND") && *getenv("SSEQ_TEST_BACKEND"))
+		backend = getenv("SSEQ_TEST_BACKEND");
+	if (!sseqd_path) {
+		fprintf(stderr, "usage: %s PATH-TO-SSEQD\n", argv[0]);
+		return 2;
+	}
+	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
+	signal(SIGPIPE, SIG_IGN);
+	tcase_set_timeout(tc, timeout_s);
+	add(tc);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
+
+#endif
