@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -524,9 +526,18 @@ int main(int argc, char **argv)
 	uv_loop_t *loop = uv_default_loop();
 	int r;
 
+	sigset_t stop_signals;
+
 	if (parse_args(&o, argc, argv) < 0)
 		return 2;
 	raise_fd_limit(&o.srv.limits);
+	/* A stop asked for while starting (the socket already shows) is held until the
+	 * loop's handlers are in place, then handled as any other. */
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGTERM);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 	r = take_listen_fd();
 	if (r < -1)
 		return 1;
@@ -579,6 +590,7 @@ int main(int argc, char **argv)
 	uv_signal_start(&d.sigint, on_signal, SIGINT);
 	uv_signal_start(&d.sigterm, on_signal, SIGTERM);
 	uv_signal_start(&d.sighup, on_signal, SIGHUP);
+	pthread_sigmask(SIG_UNBLOCK, &stop_signals, NULL);
 	uv_timer_init(loop, &d.drain);
 	uv_timer_init(loop, &d.watchdog);
 	uv_timer_init(loop, &d.status);

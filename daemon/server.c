@@ -248,6 +248,10 @@ static void server_refuse(int fd, Sseq__Status status, const char *why)
 		sseq__message__pack(&m, buf + 4);
 		(void)!send(fd, buf, len + 4, MSG_DONTWAIT | MSG_NOSIGNAL);
 	}
+	/* Read what the client already sent (its Hello, as a rule): closing over unread
+	 * input would reach it as ECONNRESET before it read the notice. */
+	for (int i = 0; i < 16 && recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0; i++)
+		;
 	close(fd);
 }
 

@@ -95,6 +95,7 @@ struct server_limit_counters {
 	uint64_t connections_refused, hello_timeouts, frame_timeouts, input_paused;
 	uint64_t trace_entries_dropped, staging_refused, quota_refused, accept_errors;
 	uint64_t input_bytes, staging_bytes;
+	uint64_t input_large_bytes; /* of input_bytes, what --max-input-memory bounds */
 };
 
 struct server {

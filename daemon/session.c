@@ -23,6 +23,11 @@
 #include "wire.h"
 
 #define SESSION_READ_CHUNK 65536u
+/* Every connection may hold this much input outside --max-input-memory (so small frames
+ * never wait on others' large ones): at most --max-clients times this in all. */
+#define SESSION_INPUT_BASE (2 * SESSION_READ_CHUNK)
+/* A trace follower's unsent output past which new entries are dropped (and counted). */
+#define SESSION_FOLLOW_HIGH (1u << 20)
 /* Stop reading a client that does not read its replies. */
 #define SESSION_OUT_HIGH (8u << 20)
 #define SESSION_MAX_ALLOC (1ull << 40)
@@ -325,6 +330,12 @@ static void session_poll_closed(uv_handle_t *h)
 	session_unref(s); /* the connection's */
 }
 
+/* What of an input buffer of `cap` bytes counts against --max-input-memory. */
+static size_t input_large(size_t cap)
+{
+	return cap > SESSION_INPUT_BASE ? cap - SESSION_INPUT_BASE : 0;
+}
+
 /* Give the input buffer back (the session ended, or it sat idle). */
 static void session_input_free(struct session *s)
 {
@@ -333,6 +344,7 @@ static void session_input_free(struct session *s)
 	free(s->in);
 	s->in = NULL;
 	s->srv->limit.input_bytes -= s->in_cap;
+	s->srv->limit.input_large_bytes -= input_large(s->in_cap);
 	s->in_cap = s->in_len = 0;
 	server_input_released(s->srv);
 }
@@ -1355,7 +1367,7 @@ void session_follow_trace(struct session *s)
 
 	if (!s->connected || !s->following || srv->trace_seq <= s->follow_since)
 		return;
-	if (s->out_len - s->out_off >= SESSION_OUT_HIGH) {
+	if (s->out_len - s->out_off >= SESSION_FOLLOW_HIGH) {
 		/* It does not read: its output stays bounded, and it hears what it missed. */
 		s->follow_dropped += srv->trace_seq - s->follow_since;
 		srv->limit.trace_entries_dropped += srv->trace_seq - s->follow_since;
@@ -1537,24 +1549,24 @@ void session_process(struct session *s)
 static int session_input_reserve(struct session *s)
 {
 	struct server *srv = s->srv;
-	size_t cap;
+	size_t cap, grow;
 	uint8_t *b;
 
 	if (s->in_cap - s->in_len >= SESSION_READ_CHUNK)
 		return 0;
-	cap = s->in_cap ? s->in_cap * 2 : SESSION_READ_CHUNK * 2;
+	cap = s->in_cap ? s->in_cap * 2 : SESSION_INPUT_BASE;
 	while (cap - s->in_len < SESSION_READ_CHUNK)
 		cap *= 2;
-	if (srv->limit.input_bytes + (cap - s->in_cap) > srv->opts.limits.max_input_bytes) {
+	grow = input_large(cap) - input_large(s->in_cap);
+	if (grow && srv->limit.input_large_bytes + grow > srv->opts.limits.max_input_bytes) {
 		if (!s->input_wait) {
 			s->input_wait = true;
 			srv->input_waiting++;
 			srv->limit.input_paused++;
 			log_info("session",
 				 "client %" PRIu64 " (pid %u): input paused: %" PRIu64
-				 " bytes buffered across connections (--max-input-memory %" PRIu64
-				 ")",
-				 s->id, s->pid, srv->limit.input_bytes,
+				 " bytes of large frames buffered (--max-input-memory %" PRIu64 ")",
+				 s->id, s->pid, srv->limit.input_large_bytes,
 				 srv->opts.limits.max_input_bytes);
 		}
 		return -EAGAIN;
@@ -1562,6 +1574,7 @@ static int session_input_reserve(struct session *s)
 	if (!(b = realloc(s->in, cap)))
 		return -ENOMEM;
 	srv->limit.input_bytes += cap - s->in_cap;
+	srv->limit.input_large_bytes += grow;
 	s->in = b;
 	s->in_cap = cap;
 	return 0;
@@ -1573,6 +1586,8 @@ void session_input_resume(struct session *s)
 		return;
 	s->input_wait = false;
 	s->srv->input_waiting--;
+	if (s->in_len)
+		s->frame_started_ns = server_now_ns(); /* the wait was the daemon's, not its */
 	session_mark_dirty(s); /* its flush polls for input again */
 }
 

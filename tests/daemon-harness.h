@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -39,6 +40,10 @@ static const char *backend = "sim";
 struct daemon {
 	pid_t pid;
 	char sock[108];
+	/* Set before daemon_start, for one start: the daemon's stderr goes to this file,
+	 * and its descriptor limit (soft and hard) is this. */
+	const char *log_path;
+	unsigned nofile;
 };
 
 static struct daemon D;
@@ -59,9 +64,21 @@ static inline void daemon_start(const char *const *extra)
 	D.pid = fork();
 	ck_assert_int_ge(D.pid, 0);
 	if (D.pid == 0) {
+		if (D.log_path) {
+			int lfd = open(D.log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			if (lfd < 0 || dup2(lfd, 2) < 0)
+				_exit(126);
+		}
+		if (D.nofile) {
+			struct rlimit rl = {D.nofile, D.nofile};
+			if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+				_exit(126);
+		}
 		execv(sseqd_path, (char *const *)argv);
 		_exit(127);
 	}
+	D.log_path = NULL;
+	D.nofile = 0;
 	for (int i = 0; i < 500; i++) {
 		if (access(D.sock, F_OK) == 0)
 			return;
@@ -443,7 +460,9 @@ static inline bool conn_closed(int fd)
 	struct pollfd p = {fd, POLLIN, 0};
 	if (poll(&p, 1, 5000) <= 0)
 		return false;
-	return read(fd, &c, 1) == 0;
+	/* A close with unread input reaches the peer as ECONNRESET. */
+	ssize_t r = read(fd, &c, 1);
+	return r == 0 || (r < 0 && errno == ECONNRESET);
 }
 
 static inline void sync_all(int fd)

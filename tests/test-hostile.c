@@ -4,7 +4,6 @@
  * what was refused and why. */
 #include "daemon-harness.h"
 
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 /* ---- helpers -------------------------------------------------------------------------- */
@@ -17,6 +16,18 @@ static uint64_t send_spin(int fd, uint64_t us)
 static Sseq__QueryResult *status_of(int fd)
 {
 	return query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
+}
+
+/* The daemon's counters now (stats, as sseqctl stats shows them). */
+static Sseq__Counters stats_of(int fd)
+{
+	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATS);
+	Sseq__Counters c;
+
+	ck_assert_ptr_nonnull(r->counters);
+	c = *r->counters;
+	sseq__query_result__free_unpacked(r, NULL);
+	return c;
 }
 
 /* Poll the daemon (through fd) until it holds exactly `clients` sessions, no buffers and
@@ -55,6 +66,15 @@ static void expect_closed_with(int fd, Sseq__Status want, const char *needle)
 		sseq__message__free_unpacked(m, NULL);
 	}
 	ck_assert(conn_closed(fd));
+}
+
+/* A connection that got a tag-0 refusal instead of a Welcome. */
+static void expect_refused(const char *needle)
+{
+	int fd = conn_open();
+	hello_as(fd, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR, "gw9");
+	expect_closed_with(fd, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, needle);
+	close(fd);
 }
 
 /* ---- a disconnect never hurts the next client (I10) ---------------------------------- */
@@ -433,6 +453,345 @@ START_TEST(test_socket_mode_is_set_not_inherited)
 }
 END_TEST
 
+
+/* ---- bounded resources ------------------------------------------------------------- */
+
+START_TEST(test_connections_are_capped_in_total_and_per_uid)
+{
+	int fds[4];
+
+	daemon_start((const char *const[]){"--max-clients", "4", "--max-clients-per-uid", "3",
+					   "--socket-mode", "0666", NULL});
+	for (int i = 0; i < 3; i++)
+		fds[i] = conn_hello();
+	expect_refused("--max-clients-per-uid");
+	/* Another user still gets in, up to the total. */
+	pid_t child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		if (setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(3);
+		int fd = conn_hello();
+		uint64_t h;
+		if (do_alloc(fd, 64, &h) != SSEQ__STATUS__STATUS_OK)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	fds[3] = -1;
+	for (int i = 0; i < 200; i++) {
+		Sseq__QueryResult *r = status_of(fds[0]);
+		bool in = r->n_clients == 4;
+		sseq__query_result__free_unpacked(r, NULL);
+		if (in)
+			break;
+		usleep(10000);
+	}
+	expect_refused("--max-clients");
+	Sseq__Counters c = stats_of(fds[0]);
+	ck_assert_uint_eq(c.connections_refused, 2);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	/* A place freed is a place taken. */
+	ck_assert(wait_clean(fds[0], 3, 2000));
+	close(fds[2]);
+	usleep(50000);
+	fds[2] = conn_hello();
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_silent_connection_is_closed_after_hello_timeout)
+{
+	int quiet, fd;
+
+	daemon_start((const char *const[]){"--hello-timeout", "300ms", NULL});
+	quiet = conn_open();
+	fd = conn_hello();
+	usleep(1500000); /* the sweep runs once a second */
+	expect_closed_with(quiet, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, "--hello-timeout");
+	close(quiet);
+	/* The one that said Hello stays. */
+	ck_assert_uint_eq(stats_of(fd).hello_timeouts, 1);
+	close(fd);
+	daemon_stop();
+}
+END_TEST
+
+/* Pinned partial frames: each connection sends most of a 1 MiB frame and stops. Large
+ * frames share --max-input-memory (the rest wait), small ones are never held up, and a
+ * frame that stalls past --frame-timeout closes its connection. */
+START_TEST(test_partial_frames_are_bounded_and_time_out)
+{
+	enum { PINNERS = 10, PART = 900 << 10 };
+	int pin[PINNERS], fd;
+	pid_t kids[PINNERS];
+	uint8_t *junk = calloc(1, PART);
+	uint64_t h;
+
+	daemon_start((const char *const[]){"--max-input-memory", "4M", "--frame-timeout", "2s",
+					   NULL});
+	fd = conn_hello();
+	for (int i = 0; i < PINNERS; i++) {
+		uint32_t len = 1u << 20;
+		uint8_t hdr[4] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
+				  (uint8_t)(len >> 24)};
+		pin[i] = conn_hello();
+		send_raw(pin[i], hdr, 4, -1);
+		/* The daemon stops reading those past the limit: a child each blocks. */
+		kids[i] = fork();
+		ck_assert_int_ge(kids[i], 0);
+		if (kids[i] == 0) {
+			(void)!send(pin[i], junk, PART, MSG_NOSIGNAL);
+			_exit(0);
+		}
+	}
+	usleep(300000);
+	Sseq__Counters c = stats_of(fd);
+	ck_assert_msg(c.input_bytes <= (4u << 20) + (PINNERS + 1) * (128u << 10),
+		      "%llu bytes of input buffered", (unsigned long long)c.input_bytes);
+	ck_assert_uint_ge(c.input_paused, 1);
+	/* Small frames are served meanwhile, from a new client too. */
+	ck_assert_int_eq(do_alloc(fd, 64, &h), SSEQ__STATUS__STATUS_OK);
+	int fresh = conn_hello();
+	ck_assert_int_eq(do_alloc(fresh, 64, &h), SSEQ__STATUS__STATUS_OK);
+	close(fresh);
+	/* Then the stalled frames time out, each connection told why. */
+	for (int i = 0; i < PINNERS; i++) {
+		expect_closed_with(pin[i], SSEQ__STATUS__STATUS_PROTOCOL_ERROR, "--frame-timeout");
+		close(pin[i]);
+		kill(kids[i], SIGKILL);
+		waitpid(kids[i], NULL, 0);
+	}
+	c = stats_of(fd);
+	ck_assert_uint_eq(c.frame_timeouts, PINNERS);
+	free(junk);
+	close(fd);
+	daemon_stop();
+}
+END_TEST
+
+/* A trace follower that never reads: its output stays bounded, entries past the bound
+ * are dropped and counted, and when it reads again it hears how many. */
+START_TEST(test_trace_follower_that_never_reads_is_bounded)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Query q = SSEQ__QUERY__INIT;
+	Sseq__TraceOptions t = SSEQ__TRACE_OPTIONS__INIT;
+	int follower, fd;
+	uint64_t bufs[2], tag;
+	uint64_t dropped_seen = 0;
+
+	daemon_start(NULL);
+	follower = conn_hello();
+	t.follow = true;
+	q.kind = SSEQ__QUERY_KIND__QUERY_KIND_TRACE;
+	q.trace = &t;
+	rq.body_case = SSEQ__REQUEST__BODY_QUERY;
+	rq.query = &q;
+	tag = send_tagged(follower, &rq);
+	fd = conn_hello();
+	ck_assert_int_eq(do_alloc(fd, 4096, &bufs[0]), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 4096, &bufs[1]), SSEQ__STATUS__STATUS_OK);
+	for (int i = 0; i < 40000 && !stats_of(fd).trace_entries_dropped; i += 500) {
+		for (int j = 0; j < 500; j++)
+			send_exec(fd, "scale", "iofu", bufs, (double[]){2, 1024});
+		sync_all(fd);
+	}
+	ck_assert_uint_gt(stats_of(fd).trace_entries_dropped, 0);
+	/* Now it reads: a later answer says how many it missed. */
+	send_exec(fd, "scale", "iofu", bufs, (double[]){2, 1024});
+	sync_all(fd);
+	for (int i = 0; i < 100000 && !dropped_seen; i++) {
+		Sseq__Message *m = recv_msg(follower);
+		ck_assert_ptr_nonnull(m);
+		if (m->body_case == SSEQ__MESSAGE__BODY_QUERY_RESULT &&
+		    m->query_result->tag == tag)
+			dropped_seen = m->query_result->trace_dropped;
+		sseq__message__free_unpacked(m, NULL);
+		if (i % 64 == 63) {
+			send_exec(fd, "scale", "iofu", bufs, (double[]){2, 1024});
+			sync_all(fd);
+		}
+	}
+	ck_assert_uint_gt(dropped_seen, 0);
+	close(follower);
+	close(fd);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_staging_is_capped_per_session_and_in_total)
+{
+	struct staging a1, a2, b1, c1;
+	char msg[256];
+	int a, b, c;
+
+	daemon_start((const char *const[]){"--client-staging-limit", "1M", "--staging-limit",
+					   "1536k", NULL});
+	a = conn_hello();
+	b = conn_hello();
+	c = conn_hello();
+	ck_assert_int_eq(staging_register(a, &a1, 768 << 10, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(staging_register(a, &a2, 512 << 10, true),
+			 SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	ck_assert_int_eq(staging_register(b, &b1, 768 << 10, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(staging_register(c, &c1, 64 << 10, true),
+			 SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	Sseq__Counters k = stats_of(a);
+	ck_assert_uint_eq(k.staging_refused, 2);
+	ck_assert_uint_eq(k.staging_bytes, 1536 << 10);
+	/* The messages name the limit. */
+	{
+		Sseq__Request rq = SSEQ__REQUEST__INIT;
+		Sseq__StagingRegister sr = SSEQ__STAGING_REGISTER__INIT;
+		int mfd = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		ck_assert_int_eq(ftruncate(mfd, 4096), 0);
+		ck_assert_int_eq(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+		sr.size = 4096;
+		rq.body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
+		rq.staging_register = &sr;
+		ck_assert_int_eq(expect_reply(c, send_tagged_fd(c, &rq, mfd), NULL, msg,
+					      sizeof(msg)),
+				 SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+		ck_assert_msg(strstr(msg, "--staging-limit"), "message: %s", msg);
+		close(mfd);
+	}
+	/* A session's arenas go with it. */
+	close(a);
+	for (int i = 0; i < 100 && stats_of(b).staging_bytes != 768 << 10; i++)
+		usleep(10000);
+	ck_assert_uint_eq(stats_of(b).staging_bytes, 768 << 10);
+	ck_assert_int_eq(staging_register(c, &c1, 64 << 10, true), SSEQ__STATUS__STATUS_OK);
+	munmap(a1.map, a1.size);
+	munmap(a2.map, a2.size);
+	munmap(b1.map, b1.size);
+	munmap(c1.map, c1.size);
+	close(b);
+	close(c);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_device_memory_quota_per_session)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Alloc al = SSEQ__ALLOC__INIT;
+	Sseq__Free fr = SSEQ__FREE__INIT;
+	uint64_t h1, h2;
+	char msg[256];
+	int fd;
+
+	daemon_start((const char *const[]){"--client-memory-limit", "1M", NULL});
+	fd = conn_hello();
+	ck_assert_int_eq(do_alloc(fd, 768 << 10, &h1), SSEQ__STATUS__STATUS_OK);
+	al.size = 512 << 10;
+	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	rq.alloc = &al;
+	ck_assert_int_eq(expect_reply(fd, send_tagged(fd, &rq), NULL, msg, sizeof(msg)),
+			 SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(msg, "--client-memory-limit") && strstr(msg, "786432") &&
+			      strstr(msg, "1048576"),
+		      "message: %s", msg);
+	ck_assert_uint_eq(stats_of(fd).quota_refused, 1);
+	/* Another session has a quota of its own. */
+	int other = conn_hello();
+	ck_assert_int_eq(do_alloc(other, 768 << 10, &h2), SSEQ__STATUS__STATUS_OK);
+	close(other);
+	/* Freed memory counts no more. */
+	fr.buffer = h1;
+	rq = (Sseq__Request)SSEQ__REQUEST__INIT;
+	rq.body_case = SSEQ__REQUEST__BODY_FREE;
+	rq.free = &fr;
+	ck_assert_int_eq(reply_status(fd, send_tagged(fd, &rq)), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 1 << 20, &h2), SSEQ__STATUS__STATUS_OK);
+	close(fd);
+	daemon_stop();
+}
+END_TEST
+
+static unsigned long cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	/* Fields 14 and 15 (utime, stime), after the parenthesised command name. */
+	const char *p = strrchr(buf, ')');
+	ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+				&st),
+			 2);
+	return ut + st;
+}
+
+/* Out of descriptors: the listener rests instead of spinning on accept(), logs once,
+ * and serves again once descriptors are back. */
+START_TEST(test_out_of_descriptors_does_not_spin)
+{
+	enum { HOLD = 80 };
+	char log[64], line[512];
+	int fds[HOLD], obs, lines = 0;
+	unsigned long before;
+	FILE *f;
+
+	snprintf(log, sizeof(log), "/tmp/sseq-test-%d.log", (int)getpid());
+	D.log_path = log;
+	D.nofile = 48;
+	daemon_start((const char *const[]){"--max-clients", "200", NULL});
+	obs = conn_hello();
+	for (int i = 0; i < HOLD; i++)
+		fds[i] = conn_open(); /* past the limit they wait in the listen queue */
+	usleep(200000);
+	before = cpu_ticks(D.pid);
+	usleep(1000000);
+	ck_assert_msg(cpu_ticks(D.pid) - before < 30, "sseqd spun: %lu ticks in 1 s",
+		      cpu_ticks(D.pid) - before);
+	ck_assert_uint_ge(stats_of(obs).accept_errors, 1);
+	for (int i = 0; i < HOLD; i++)
+		close(fds[i]);
+	/* Served again once descriptors are back. */
+	usleep(300000);
+	int fd = conn_hello();
+	uint64_t h;
+	ck_assert_int_eq(do_alloc(fd, 64, &h), SSEQ__STATUS__STATUS_OK);
+	close(fd);
+	close(obs);
+	daemon_stop();
+	f = fopen(log, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		lines += strstr(line, "accept failed") != NULL;
+	fclose(f);
+	unlink(log);
+	ck_assert_msg(lines >= 1 && lines <= 2, "%d accept-failure lines logged", lines);
+}
+END_TEST
+
+START_TEST(test_bad_limit_values_are_refused)
+{
+	static const char *const bad[][2] = {
+		{"--max-input-memory", "1k"}, {"--client-memory-limit", "12Q"},
+		{"--hello-timeout", "soon"}, {"--socket-mode", "0999"},
+		{"--max-clients", "0"},
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char cmd[512];
+		snprintf(cmd, sizeof(cmd), "'%s' %s %s --socket /tmp/sseq-never.sock 2>&1 | grep -q -- '%s'",
+			 sseqd_path, bad[i][0], bad[i][1], bad[i][0]);
+		ck_assert_msg(system(cmd) == 0, "%s %s: no error naming the option", bad[i][0],
+			      bad[i][1]);
+	}
+}
+END_TEST
+
 static void add_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_disconnect_with_work_in_flight_does_not_deafen_next_client);
@@ -443,6 +802,14 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_string_with_nul_is_refused);
 	tcase_add_test(tc, test_write_sealed_memfd_names_the_seal);
 	tcase_add_test(tc, test_socket_mode_is_set_not_inherited);
+	tcase_add_test(tc, test_connections_are_capped_in_total_and_per_uid);
+	tcase_add_test(tc, test_silent_connection_is_closed_after_hello_timeout);
+	tcase_add_test(tc, test_partial_frames_are_bounded_and_time_out);
+	tcase_add_test(tc, test_trace_follower_that_never_reads_is_bounded);
+	tcase_add_test(tc, test_staging_is_capped_per_session_and_in_total);
+	tcase_add_test(tc, test_device_memory_quota_per_session);
+	tcase_add_test(tc, test_out_of_descriptors_does_not_spin);
+	tcase_add_test(tc, test_bad_limit_values_are_refused);
 }
 
 int main(int argc, char **argv)
