@@ -283,7 +283,8 @@ static void client_break(struct sseq *s, int err)
 		while (op) {
 			struct op *next = op->hnext;
 			if (!op->done) {
-				op_fail(op, err, NULL);
+				/* With the daemon's last word (a refusal, why it closed). */
+				op_fail(op, err, s->errmsg);
 				op_finish(s, op, false);
 			}
 			op = next;

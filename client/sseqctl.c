@@ -1022,6 +1022,11 @@ static int ctl_follow(struct ctl *c, uint32_t max_entries)
 		for (size_t i = 0; i < res->n_trace; i++)
 			if (res->trace[i]->seq > last)
 				last = res->trace[i]->seq;
+		if (res->trace_dropped)
+			fprintf(stderr,
+				"sseqctl: %" PRIu64 " trace entries went by unseen (sseqd keeps the "
+				"last 4096; poll faster with fewer other clients' decisions)\n",
+				res->trace_dropped);
 		if (first || res->n_trace > 0)
 			ctl_print(c, q.kind, res, false);
 		sseq__message__free_unpacked(m, NULL);

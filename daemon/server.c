@@ -226,8 +226,8 @@ static void server_on_turn_end(uv_check_t *h)
 
 /* ---- listening ------------------------------------------------------------------------ */
 
-/* A refusal before there is a session: a tag-0 notice (the client reads it as the answer
- * to its Hello), then the close. The socket is new and empty, so the send fits. */
+/* A refusal before there is a session: a tag-0 notice, which the client reads as the
+ * answer to its Hello. The socket is new and empty, so the send fits. */
 static void server_refuse(int fd, Sseq__Status status, const char *why)
 {
 	Sseq__Message m = SSEQ__MESSAGE__INIT;
@@ -248,11 +248,42 @@ static void server_refuse(int fd, Sseq__Status status, const char *why)
 		sseq__message__pack(&m, buf + 4);
 		(void)!send(fd, buf, len + 4, MSG_DONTWAIT | MSG_NOSIGNAL);
 	}
-	/* Read what the client already sent (its Hello, as a rule): closing over unread
-	 * input would reach it as ECONNRESET before it read the notice. */
-	for (int i = 0; i < 16 && recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0; i++)
+}
+
+static void server_refused_close(struct server *srv, unsigned i)
+{
+	char scratch[4096];
+	int fd = srv->refused[i].fd;
+
+	for (int n = 0; n < 16 && recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT) > 0; n++)
 		;
 	close(fd);
+	srv->refused[i] = srv->refused[--srv->nrefused];
+}
+
+static void server_on_refused_timer(uv_timer_t *t)
+{
+	struct server *srv = t->data;
+	uint64_t now = server_now_ns();
+
+	for (unsigned i = srv->nrefused; i-- > 0;)
+		if (srv->refused[i].until_ns <= now)
+			server_refused_close(srv, i);
+	if (!srv->nrefused)
+		uv_timer_stop(&srv->refused_timer);
+}
+
+/* Close a refused connection 100 ms from now, once its Hello is in. */
+static void server_refused_hold(struct server *srv, int fd)
+{
+	if (srv->nrefused == sizeof(srv->refused) / sizeof(srv->refused[0]))
+		server_refused_close(srv, 0);
+	srv->refused[srv->nrefused].fd = fd;
+	srv->refused[srv->nrefused].until_ns = server_now_ns() + 100000000u;
+	srv->nrefused++;
+	shutdown(fd, SHUT_WR); /* the notice is all it gets */
+	if (!uv_is_active((uv_handle_t *)&srv->refused_timer))
+		uv_timer_start(&srv->refused_timer, server_on_refused_timer, 20, 20);
 }
 
 /* Why a new connection from uid may not be served, or NULL. */
@@ -338,6 +369,7 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 			log_notice("server", "refused a connection from pid %d uid %u: %s",
 				   (int)cred.pid, cred.uid, why);
 			server_refuse(fd, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, why);
+			server_refused_hold(srv, fd);
 			continue;
 		}
 		if (!session_new(srv, fd))
@@ -466,6 +498,8 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	uv_timer_start(&srv->sweep, server_on_sweep, 1000, 1000);
 	uv_timer_init(loop, &srv->accept_rest);
 	srv->accept_rest.data = srv;
+	uv_timer_init(loop, &srv->refused_timer);
+	srv->refused_timer.data = srv;
 	uv_poll_init(loop, &srv->listen_poll, srv->listen_fd);
 	srv->listen_poll.data = srv;
 	uv_poll_start(&srv->listen_poll, UV_READABLE, server_on_accept);
@@ -474,6 +508,8 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 
 void server_finish(struct server *srv)
 {
+	while (srv->nrefused)
+		server_refused_close(srv, 0);
 	while (srv->sessions)
 		session_disconnect(srv->sessions);
 	if (srv->seq)
@@ -551,4 +587,5 @@ void server_close_handles(struct server *srv)
 	uv_close((uv_handle_t *)&srv->listen_poll, server_close_cb);
 	uv_close((uv_handle_t *)&srv->sweep, server_close_cb);
 	uv_close((uv_handle_t *)&srv->accept_rest, server_close_cb);
+	uv_close((uv_handle_t *)&srv->refused_timer, server_close_cb);
 }

@@ -108,6 +108,15 @@ struct server {
 	/* accept() failed for want of descriptors: the listener rests, then retries. */
 	uv_timer_t accept_rest;
 	uint64_t accept_logged_ns, accept_unlogged;
+	/* Refused connections, held open a moment after their notice so the client's Hello
+	 * is read (closing over unread input reaches the client as ECONNRESET, before it
+	 * reads why). Bounded: when full, the oldest is closed at once. */
+	struct {
+		int fd;
+		uint64_t until_ns;
+	} refused[16];
+	unsigned nrefused;
+	uv_timer_t refused_timer;
 	uv_async_t wake;
 	uv_check_t turn_end;
 	/* Busy-polls the completion queue for a moment after work was issued, instead of
