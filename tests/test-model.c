@@ -1,6 +1,7 @@
 /* Model-based randomized test of the sequencer core: random client operations run on a
  * virtual device with random execution and completion orders, and every step is checked
- * against a deliberately simple model that knows nothing but program order. */
+ * against a deliberately simple model that knows nothing but program order, and (for
+ * device faults) what the device reported and which events each op waited on. */
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +25,17 @@
 #define MODEL_PRINT_BUDGET 12
 /* Launch faults: rare, because a failure spreads to every later reader (I9). */
 #define MODEL_INJECT_PERCENT 1
+/* Device faults: a report that says its event completed with an error. A failed stream
+ * stays failed (a failed compute stream refuses every later kernel), so only half the
+ * sequences get them: most at 1 to 10 reports in 1000, one in five at 50 to 250 so that
+ * failures of several streams meet. Not the launch faults' -EIO, so that which failure
+ * reached an op shows. */
+#define MODEL_DEVICE_ERROR (-EFAULT)
+#define MODEL_DEVICE_FAULT_SEQUENCES_PERCENT 50
+/* Mutation check: each broken in a private copy of sequencer.c, each caught in a run of
+ * 3000 sequences: a partial write not carrying its base's device error; no spread along
+ * waits; a base's error ignoring its definition's failure; a spread not moving a stream's
+ * failure back to a point reported before it (rarest: 1 to 4 sequences in 3000). */
 #define OWNER_FREE (-1)
 #define OWNER_PENDING (-2)
 
@@ -97,7 +109,10 @@ struct model_base {
 	bool client_freed;
 	unsigned live_slices;
 	bool released;
-	int error; /* I9 state after the last accepted or failed op, in program order */
+	/* I9 state after the last accepted or failed op, in program order: a failed op's
+	 * error, or one a partial write carried; the last writer's device failure comes on
+	 * top of it (model_base_error). */
+	int error;
 	long last_writer; /* accepted op id, or -1 */
 	unsigned *readers; /* accepted ops that read it since last_writer */
 	size_t nreaders, cap_readers;
@@ -129,6 +144,12 @@ struct model_op {
 	bool executed;
 	size_t pred_start, npred;
 	long action;
+	/* The events the core made it wait on, and what the device made of it: acked once
+	 * the core can know it completed (model_learn), with status. */
+	unsigned nwaits;
+	struct seq_point waits[SEQ_MAX_STREAMS];
+	bool acked;
+	int status;
 };
 
 /* An op the model says must run before another, and why. */
@@ -155,6 +176,9 @@ struct model_cookie {
 	enum cookie_state state;
 	long op; /* COOKIE_OP, COOKIE_AWAIT: the op whose completion it waits for (-1: none) */
 	size_t nops; /* COOKIE_SYNC: ops accepted when it was asked */
+	/* COOKIE_SYNC: per stream, the last point launched when it was asked if some were
+	 * not acknowledged then, else 0: the points whose failure it reports. */
+	uint64_t upto[SEQ_MAX_STREAMS];
 };
 
 struct dev_cmd {
@@ -171,6 +195,13 @@ struct dev_stream {
 	uint64_t *events; /* recorded, ascending */
 	bool *retired;
 	size_t nevents, cap_events, cap_retired;
+	/* What the core can know of the stream (model_learn): the ops by point, the last
+	 * acknowledged point, and its device error with the first point it fails. */
+	unsigned *ops;
+	size_t nops, cap_ops;
+	uint64_t acked;
+	int error;
+	uint64_t fail_from;
 };
 
 struct model {
@@ -186,6 +217,7 @@ struct model {
 	unsigned nstreams;
 	unsigned window; /* the window the core should apply */
 	unsigned eager; /* % of actions followed by device progress: how fast the device is */
+	unsigned fault_permille; /* reports that carry a device error, per 1000 */
 	bool destroyed;
 
 	int owner[MODEL_SPACE]; /* base id per address unit */
@@ -212,11 +244,15 @@ struct model {
 		unsigned records, waits, launches;
 		uint32_t wait_stream;
 		uint32_t waited; /* bitmask of streams waited on */
+		struct seq_point wait_events[SEQ_MAX_STREAMS];
 		bool launched;
 		struct seq_point at;
 	} sub;
 
 	uint64_t n_failed, n_eexist, n_eagain, n_waits, n_releases;
+	/* Device faults: reports that failed a stream, ops they failed on the device, ops
+	 * refused on a failed stream, partial writes that carried a base's error. */
+	uint64_t n_faults, n_device_failed, n_stream_refused, n_carried;
 	unsigned violations[V_COUNT];
 };
 
@@ -492,6 +528,8 @@ static int dev_wait(void *ctx, uint32_t stream, struct seq_point event)
 				m->sub.wait_stream, stream);
 		if (m->sub.waited & (1u << event.stream))
 			model_fail(m, V_OTHER, "two waits on stream %u for one op", event.stream);
+		if (m->sub.waits < SEQ_MAX_STREAMS)
+			m->sub.wait_events[m->sub.waits] = event;
 		m->sub.waits++;
 		m->sub.wait_stream = stream;
 		m->sub.waited |= 1u << event.stream;
@@ -603,11 +641,50 @@ static bool model_ops_executed(const struct model *m, size_t nops, long *missing
 	return true;
 }
 
+/* Whether point n of a stream failed, as far as the device has said. */
+static bool dev_failed_at(const struct dev_stream *d, uint64_t n)
+{
+	return d->error && n >= d->fail_from;
+}
+
+/* The status c's done() must carry: the op's own, or the awaited writer's; a sync's, the
+ * error of a stream it waited for that failed at or before the point it waited for.
+ * *why is set where no done() may come yet. */
+static int model_cookie_status(
+	const struct model *m, const struct model_cookie *c, const char **why)
+{
+	int status = 0;
+
+	*why = NULL;
+	if (c->kind == COOKIE_SYNC) {
+		for (uint32_t x = 0; x < m->nstreams; x++) {
+			const struct dev_stream *d = &m->dev[x];
+
+			if (!c->upto[x])
+				continue;
+			if (d->acked < c->upto[x]) {
+				*why = "before every point it waits for could be known complete";
+				return 0;
+			}
+			if (!status && dev_failed_at(d, c->upto[x]))
+				status = d->error;
+		}
+		return status;
+	}
+	if (c->op < 0 || !m->ops[c->op].acked) {
+		*why = "before its op could be known complete";
+		return 0;
+	}
+	return m->ops[c->op].status;
+}
+
 static void dev_done(void *ctx, uint64_t cookie, int status)
 {
 	struct model *m = ctx;
 	struct model_cookie *c;
+	const char *why;
 	long missing;
+	int want;
 
 	model_log(m, "done %" PRIu64 " status %d", cookie, status);
 	if (m->destroyed)
@@ -624,11 +701,18 @@ static void dev_done(void *ctx, uint64_t cookie, int status)
 		return;
 	}
 	c->state = COOKIE_DONE;
-	if (status != 0)
+	want = model_cookie_status(m, c, &why);
+	if (why)
+		model_fail(m, V_OTHER, "%s done(%" PRIu64 ", %d) %s",
+			c->kind == COOKIE_SYNC	       ? "sync"
+				: c->kind == COOKIE_OP ? "op"
+						       : "await",
+			cookie, status, why);
+	else if (status != want)
 		model_fail(m, V_OTHER,
-			"done(%" PRIu64 ") with status %d; no device error was "
-			"injected",
-			cookie, status);
+			"done(%" PRIu64 ") with status %d, the model expects %d (device "
+			"faults: %" PRIu64 ")",
+			cookie, status, want, m->n_faults);
 	if (c->kind == COOKIE_SYNC) {
 		if (!model_ops_executed(m, c->nops, &missing))
 			model_fail(m, V_RACE,
@@ -731,7 +815,69 @@ static bool dev_step(struct model *m)
 	return true;
 }
 
-/* Check I3 from outside: no stream is complete beyond what was reported for it. */
+/* One stream's part of model_learn: acknowledge its reported points in order while what
+ * each waited on is known: complete, or failed. */
+static bool model_ack(struct model *m, uint32_t x)
+{
+	struct dev_stream *d = &m->dev[x];
+	bool moved = false;
+
+	while (d->acked < d->reported && d->acked < d->nops) {
+		uint64_t n = d->acked + 1;
+		struct model_op *op = &m->ops[d->ops[n - 1]];
+		int status = dev_failed_at(d, n) ? d->error : 0;
+
+		for (unsigned i = 0; i < op->nwaits; i++) {
+			const struct dev_stream *o = &m->dev[op->waits[i].stream];
+
+			if (dev_failed_at(o, op->waits[i].seq)) {
+				if (!status)
+					status = o->error;
+			} else if (o->acked < op->waits[i].seq) {
+				return moved;
+			}
+		}
+		/* Waiting on a failed event fails the op and its stream from it on. */
+		if (status && !dev_failed_at(d, n)) {
+			d->error = status;
+			d->fail_from = n;
+		}
+		op->acked = true;
+		op->status = status;
+		m->n_device_failed += status != 0;
+		d->acked = n;
+		moved = true;
+	}
+	return moved;
+}
+
+/* What the core can know once stream s reported through `through` with status, the
+ * stream having reported through `before` until now. A device error fails the stream
+ * from its first point not reported before (they ran since the last good report); a
+ * point is known complete once reported and once every event it waited on is known
+ * complete or failed; it fails if its stream failed at or before it or it waited on a
+ * failed event. Learned before the core is told, so that done() is checked as it
+ * comes. */
+static void model_learn(struct model *m, uint32_t s, uint64_t before, int status)
+{
+	struct dev_stream *d = &m->dev[s];
+	bool moved = true;
+
+	if (status && !d->error) {
+		d->error = status;
+		d->fail_from = before + 1;
+		m->n_faults++;
+	}
+	while (moved) {
+		moved = false;
+		for (uint32_t x = 0; x < m->nstreams; x++)
+			moved |= model_ack(m, x);
+	}
+}
+
+/* Check I3 from outside: no stream is complete beyond what was reported for it, and the
+ * core knows of each stream what the model knows: how far it is complete, and whether
+ * it failed. */
 static void model_check_streams(struct model *m)
 {
 	for (uint32_t s = 0; s < m->nstreams; s++) {
@@ -743,6 +889,15 @@ static void model_check_streams(struct model *m)
 				"stream %u completed through %" PRIu64 " but reported "
 				"only through %" PRIu64 " (I3)",
 				s, info.completed, m->dev[s].reported);
+		else if (info.completed != m->dev[s].acked)
+			model_fail(m, V_OTHER,
+				"stream %u completed through %" PRIu64 ", the model "
+				"through %" PRIu64,
+				s, info.completed, m->dev[s].acked);
+		if (info.error != m->dev[s].error)
+			model_fail(m, V_OTHER,
+				"stream %u error %d, the model says %d (failed from %" PRIu64 ")",
+				s, info.error, m->dev[s].error, m->dev[s].fail_from);
 		if (info.issued != m->dev[s].launched)
 			model_fail(m, V_OTHER, "stream %u issued %" PRIu64 ", launched %" PRIu64, s,
 				info.issued, m->dev[s].launched);
@@ -756,6 +911,8 @@ static bool dev_report(struct model *m, uint32_t s, bool latest)
 	size_t lo = d->nevents, hi = 0;
 	size_t pick;
 	struct seq_point through;
+	uint64_t before;
+	int status = 0;
 
 	for (size_t i = 0; i < d->nevents; i++) {
 		if (d->events[i] > d->reported && d->events[i] <= d->executed) {
@@ -768,9 +925,14 @@ static bool dev_report(struct model *m, uint32_t s, bool latest)
 		return false;
 	pick = latest ? hi - 1 : lo + rng_below(&m->rng, (unsigned)(hi - lo));
 	through = (struct seq_point){.stream = s, .seq = d->events[pick]};
-	model_log(m, "complete (%u,%" PRIu64 ")", s, through.seq);
+	if (m->fault_permille && rng_below(&m->rng, 1000) < m->fault_permille)
+		status = MODEL_DEVICE_ERROR;
+	model_log(m, "complete (%u,%" PRIu64 ")%s", s, through.seq,
+		status ? " with a device error" : "");
+	before = d->reported;
 	d->reported = through.seq;
-	seq_complete(m->seq, through, 0);
+	model_learn(m, s, before, status);
+	seq_complete(m->seq, through, status);
 	model_check_streams(m);
 	return true;
 }
@@ -836,12 +998,28 @@ static bool op_malformed(const struct seq_op *op)
 	return false;
 }
 
+/* A base's I9 state as the core can know it: a failed op's (or a carried) error, else
+ * its last writer's device failure once reported. */
+static int model_base_error(const struct model *m, unsigned base)
+{
+	const struct model_base *b = &m->bases[base];
+	const struct model_op *w;
+
+	if (b->error || b->last_writer < 0)
+		return b->error;
+	w = &m->ops[b->last_writer];
+	return dev_failed_at(&m->dev[w->at.stream], w->at.seq) ? m->dev[w->at.stream].error : 0;
+}
+
 /* I9 from program order: an op fails when it reads a base in error. */
 static int op_input_error(const struct model *m, const struct model_op *op)
 {
-	for (unsigned i = 0; i < op->naccess; i++)
-		if ((op->access[i].mode & SEQ_READ) && m->bases[op->access[i].base].error)
-			return m->bases[op->access[i].base].error;
+	for (unsigned i = 0; i < op->naccess; i++) {
+		int error = model_base_error(m, op->access[i].base);
+
+		if ((op->access[i].mode & SEQ_READ) && error)
+			return error;
+	}
 	return 0;
 }
 
@@ -865,6 +1043,31 @@ static void model_accept(struct model *m, const struct model_op *want)
 	op->at = m->sub.at;
 	op->executed = false;
 	op->action = m->action;
+	op->nwaits = m->sub.waits < SEQ_MAX_STREAMS ? m->sub.waits : SEQ_MAX_STREAMS;
+	memcpy(op->waits, m->sub.wait_events, op->nwaits * sizeof(op->waits[0]));
+	op->acked = false;
+	op->status = 0;
+	if (op->at.stream < m->nstreams) {
+		struct dev_stream *d = &m->dev[op->at.stream];
+
+		if (op->at.seq != d->nops + 1)
+			model_fail(m, V_OTHER, "op accepted at (%u,%" PRIu64 ") after point %zu",
+				op->at.stream, op->at.seq, d->nops);
+		d->ops = vec_reserve(d->ops, &d->cap_ops, d->nops + 1, sizeof(*d->ops));
+		d->ops[d->nops++] = id;
+	}
+	/* I9: a write of part of a base in error leaves the rest as the failure left it, so
+	 * the error stays once this op defines the base; a write of the whole clears it. */
+	for (unsigned i = 0; i < op->naccess; i++) {
+		const struct model_access *a = &op->access[i];
+		int error = model_base_error(m, a->base);
+
+		if ((a->mode & SEQ_WRITE) && !(a->mode == SEQ_WRITE && a->whole) && error) {
+			/* Counted where only the writer's device failure held it until now. */
+			m->n_carried += m->bases[a->base].error == 0;
+			m->bases[a->base].error = error;
+		}
+	}
 	op->pred_start = m->npreds;
 	for (unsigned i = 0; i < op->naccess; i++) {
 		struct model_base *b = &m->bases[op->access[i].base];
@@ -936,12 +1139,62 @@ static void model_access_set(struct model *m, struct model_op *mop, struct seq_o
 	};
 }
 
+/* For an op the core did not refuse as malformed: what the model expects of it, given
+ * where the core put it (the model does not choose among a pool's streams). An op on a
+ * stream known to have failed is refused with that stream's error; else one reading a
+ * base in error with that error (I9); else a launch fault with -EIO. */
+static int model_expect(struct model *m, const struct seq_op *op, const struct model_op *mop,
+	int rc, bool inject, bool *on_stream, bool *by_input)
+{
+	unsigned nfit = 0, nfailed = 0;
+	int expect;
+
+	*on_stream = *by_input = false;
+	for (uint32_t x = 0; x < m->nstreams; x++) {
+		if (stream_fits_op(m, x, op->kind)) {
+			nfit++;
+			nfailed += m->dev[x].error != 0;
+		}
+	}
+	if (rc < 0 && op->fail_cause == SEQ_FAIL_STREAM) {
+		struct seq_point f = op->failed_producer;
+
+		*on_stream = true;
+		m->n_stream_refused++;
+		if (!stream_fits_op(m, f.stream, op->kind)) {
+			model_fail(m, V_OTHER, "refused for stream %u, which cannot run a %s",
+				f.stream, op_kind_name(op->kind));
+			return rc;
+		}
+		if (!m->dev[f.stream].error || f.seq != m->dev[f.stream].fail_from)
+			model_fail(m, V_OTHER,
+				"refused for stream %u as failed from %" PRIu64 ", the model "
+				"knows it failed from %" PRIu64 " (0: not failed)",
+				f.stream, f.seq,
+				m->dev[f.stream].error ? m->dev[f.stream].fail_from : 0);
+		return m->dev[f.stream].error ? m->dev[f.stream].error : rc;
+	}
+	if (nfit && nfailed == nfit)
+		model_fail(m, V_OTHER,
+			"every stream for %s has failed, yet the op was not refused for it "
+			"(returned %d)",
+			op_kind_name(op->kind), rc);
+	if (m->sub.launched && m->sub.at.stream < m->nstreams && m->dev[m->sub.at.stream].error)
+		model_fail(m, V_OTHER, "launched at (%u,%" PRIu64 ") on a stream known failed",
+			m->sub.at.stream, m->sub.at.seq);
+	expect = op_input_error(m, mop);
+	*by_input = expect != 0;
+	if (!expect && inject)
+		expect = -EIO;
+	return expect;
+}
+
 /* Submit, predict the outcome from the model alone, and hold the core to it. Backpressure
  * is retried after device progress; it must clear (liveness). */
 static void model_submit(struct model *m, struct seq_op *op, struct model_op *mop, bool inject)
 {
 	int expect = 0, rc;
-	bool by_input = false;
+	bool by_input = false, on_stream = false;
 	size_t cookie = 0;
 	unsigned tries = 0;
 	char desc[200];
@@ -955,11 +1208,6 @@ static void model_submit(struct model *m, struct seq_op *op, struct model_op *mo
 		expect = -EINVAL;
 	else if (op_writes_twice(mop))
 		expect = -EEXIST;
-	else
-		expect = op_input_error(m, mop);
-	by_input = expect && expect != -EINVAL && expect != -EEXIST;
-	if (!expect && inject)
-		expect = -EIO;
 	if (op->want_done) {
 		cookie = model_cookie_new(m, COOKIE_OP);
 		op->cookie = cookie;
@@ -991,16 +1239,21 @@ static void model_submit(struct model *m, struct seq_op *op, struct model_op *mo
 		}
 		model_progress(m, tries > 8);
 	}
+	/* Judged on what the core knew when it answered: retries let the device move. */
+	if (expect != -EINVAL && expect != -EEXIST)
+		expect = model_expect(m, op, mop, rc, inject, &on_stream, &by_input);
 	if (rc != expect)
 		model_fail(m, V_OTHER, "seq_submit returned %d, the model expects %d%s", rc, expect,
-			by_input		 ? " (reads a base in error, I9)"
+			on_stream		 ? " (its stream failed on the device)"
+				: by_input	 ? " (reads a base in error, I9)"
 				: expect == -EIO ? " (injected launch fault)"
 						 : "");
 	if (rc != -EINVAL && rc != -EEXIST &&
 		op->fail_cause !=
-			(rc == 0		   ? SEQ_FAIL_NONE
-					: by_input ? SEQ_FAIL_INPUT
-						   : SEQ_FAIL_LAUNCH))
+			(rc == 0		    ? SEQ_FAIL_NONE
+					: on_stream ? SEQ_FAIL_STREAM
+					: by_input  ? SEQ_FAIL_INPUT
+						    : SEQ_FAIL_LAUNCH))
 		model_fail(m, V_OTHER, "seq_submit returned %d with fail_cause %d", rc,
 			(int)op->fail_cause);
 	if (m->sub.launched) {
@@ -1037,15 +1290,16 @@ static void model_submit(struct model *m, struct seq_op *op, struct model_op *mo
 			m->n_eexist++;
 		return;
 	}
-	if (!by_input) {
+	if (!by_input && !on_stream) {
 		if (m->sub.launches != 1)
 			model_fail(m, V_OTHER, "launch fault expected, %u launch(es) tried",
 				m->sub.launches);
 	} else if (m->sub.records || m->sub.waits || m->sub.launches) {
 		model_fail(m, V_OTHER,
-			"op failed by its input (I9) but %u record(s), %u wait(s), "
+			"op failed by %s (I9) but %u record(s), %u wait(s), "
 			"%u launch(es) were emitted",
-			m->sub.records, m->sub.waits, m->sub.launches);
+			on_stream ? "its stream" : "its input", m->sub.records, m->sub.waits,
+			m->sub.launches);
 	}
 	model_mark_failed(m, mop, expect);
 }
@@ -1170,25 +1424,25 @@ static void model_await(struct model *m, int i)
 	const struct model_handle *h = &m->handles[i];
 	const struct model_base *b = &m->bases[h->base];
 	size_t cookie = model_cookie_new(m, COOKIE_AWAIT);
-	int rc, err;
+	int rc, err, want = model_base_error(m, h->base);
 
 	snprintf(m->what, sizeof(m->what), "await b%u (cookie %zu)", h->base, cookie);
 	model_log(m, "%s", m->what);
 	m->cookies[cookie].op = b->last_writer;
 	err = seq_buffer_error(m->seq, h->buf);
-	if (err != b->error)
+	if (err != want)
 		model_fail(m, V_OTHER, "seq_buffer_error(b%u) = %d, the model says %d", h->base,
-			err, b->error);
+			err, want);
 	if (seq_buffer_idle(m->seq, h->buf) && b->pending)
 		model_fail(m, V_OTHER,
 			"seq_buffer_idle(b%u) but %u op(s) touching it have not "
 			"executed",
 			h->base, b->pending);
 	rc = seq_await(m->seq, h->buf, cookie);
-	if (b->error) {
-		if (rc != b->error)
+	if (want) {
+		if (rc != want)
 			model_fail(m, V_OTHER, "await of b%u in error %d returned %d", h->base,
-				b->error, rc);
+				want, rc);
 		return;
 	}
 	if (rc == 1) {
@@ -1197,9 +1451,19 @@ static void model_await(struct model *m, int i)
 				"await(b%u) returned 1 but its writer, op %ld, has not "
 				"executed",
 				h->base, b->last_writer);
+		else if (b->last_writer >= 0 && !m->ops[b->last_writer].acked)
+			model_fail(m, V_OTHER,
+				"await(b%u) returned 1 but its writer, op %ld, cannot be "
+				"known complete yet",
+				h->base, b->last_writer);
 	} else if (rc == 0) {
 		if (b->last_writer < 0)
 			model_fail(m, V_OTHER, "await(b%u), never written, returned 0", h->base);
+		else if (m->ops[b->last_writer].acked)
+			model_fail(m, V_OTHER,
+				"await(b%u) returned 0 but its writer, op %ld, is known "
+				"complete",
+				h->base, b->last_writer);
 		m->cookies[cookie].state = COOKIE_EXPECTED;
 	} else {
 		model_fail(m, V_OTHER, "await(b%u) returned %d", h->base, rc);
@@ -1215,6 +1479,9 @@ static void model_sync(struct model *m)
 	snprintf(m->what, sizeof(m->what), "sync (cookie %zu)", cookie);
 	model_log(m, "%s", m->what);
 	m->cookies[cookie].nops = m->nops;
+	for (uint32_t x = 0; x < m->nstreams; x++)
+		if (m->dev[x].acked < m->dev[x].launched)
+			m->cookies[cookie].upto[x] = m->dev[x].launched;
 	rc = seq_sync(m->seq, cookie);
 	if (rc == 1) {
 		if (!model_ops_executed(m, m->nops, &missing))
@@ -1473,6 +1740,13 @@ static void model_finish(struct model *m)
 	model_progress(m, true);
 	if (!model_ops_executed(m, m->nops, &missing))
 		model_fail(m, V_OTHER, "op %ld never executed (device stuck?)", missing);
+	for (size_t i = 0; i < m->nops; i++) {
+		if (!m->ops[i].acked) {
+			model_fail(m, V_OTHER, "op %zu at (%u,%" PRIu64 ") never known complete", i,
+				m->ops[i].at.stream, m->ops[i].at.seq);
+			break;
+		}
+	}
 	for (size_t b = 0; b < m->nbases; b++)
 		if (!m->bases[b].released)
 			model_fail(m, V_OTHER, "b%zu never released (pending free lost, I5)", b);
@@ -1515,6 +1789,7 @@ static void model_cleanup(struct model *m)
 		free(m->dev[s].q);
 		free(m->dev[s].events);
 		free(m->dev[s].retired);
+		free(m->dev[s].ops);
 	}
 	free(m->bases);
 	free(m->ops);
@@ -1532,6 +1807,7 @@ struct model_run {
 /* What the sequences exercised, so a passing run shows it tested something. */
 static struct {
 	uint64_t sequences, ops, preds, failed, eexist, eagain, waits, releases, dones;
+	uint64_t fault_sequences, faults, device_failed, stream_refused, carried;
 } stats;
 
 static uint64_t sequence_seed(uint64_t master, unsigned index)
@@ -1569,6 +1845,10 @@ static void model_run_sequence(
 	m->nstreams = 2 + m->config.n_d2h + m->config.n_d2d;
 	m->window = m->config.window ? m->config.window : SEQ_DEFAULT_WINDOW;
 	m->eager = rng_below(&m->rng, 4) * 20;
+	/* Device faults only where every violation counts: the legacy runs count races. */
+	if (mode == MODE_STRICT && rng_chance(&m->rng, MODEL_DEVICE_FAULT_SEQUENCES_PERCENT))
+		m->fault_permille = rng_chance(&m->rng, 80) ? 1 + rng_below(&m->rng, 10)
+							    : 50 + rng_below(&m->rng, 200);
 	backend = (struct seq_backend){
 		.ctx = m,
 		.mem_alloc = dev_mem_alloc,
@@ -1619,6 +1899,11 @@ static void model_run_sequence(
 	stats.eagain += m->n_eagain;
 	stats.waits += m->n_waits;
 	stats.releases += m->n_releases;
+	stats.fault_sequences += m->n_faults != 0;
+	stats.faults += m->n_faults;
+	stats.device_failed += m->n_device_failed;
+	stats.stream_refused += m->n_stream_refused;
+	stats.carried += m->n_carried;
 	for (size_t k = 0; k < m->ncookies; k++)
 		stats.dones += m->cookies[k].state == COOKIE_DONE;
 out:
@@ -1662,9 +1947,12 @@ START_TEST(test_model_random_sequences_match_model)
 		"test-model: %" PRIu64 " sequences: %" PRIu64 " ops executed, %" PRIu64
 		" ordering constraints checked, %" PRIu64 " waits, %" PRIu64
 		" failed ops (I9), %" PRIu64 " -EEXIST, %" PRIu64 " -EAGAIN, %" PRIu64
-		" releases, %" PRIu64 " done\n",
+		" releases, %" PRIu64 " done; device faults: %" PRIu64 " in %" PRIu64
+		" sequences, %" PRIu64 " ops failed on the device, %" PRIu64
+		" refused on a failed stream, %" PRIu64 " errors carried by partial writes\n",
 		stats.sequences, stats.ops, stats.preds, stats.waits, stats.failed, stats.eexist,
-		stats.eagain, stats.releases, stats.dones);
+		stats.eagain, stats.releases, stats.dones, stats.faults, stats.fault_sequences,
+		stats.device_failed, stats.stream_refused, stats.carried);
 	ck_assert_msg(failing == 0,
 		"%u sequence(s) violated the model (races %u, use-after-free %u, early "
 		"releases %u, other %u); seed=%" PRIu64 ", details above",
