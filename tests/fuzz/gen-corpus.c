@@ -1,0 +1,548 @@
+/* Writes the fuzzers' seed corpora from the proto with protobuf-c: corpus-wire/ holds single
+ * packed Requests, corpus-session/ whole sessions (configuration byte, schedule, frames) as
+ * fuzz-session reads them. Run by hand after the protocol changes; the files are checked in:
+ *   gen-corpus tests/fuzz */
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "sseq.pb-c.h"
+
+/* A session's handles are predictable: the n-th handle it creates, none freed, is slot n
+ * of generation 1 (see slot_handle in daemon/session.c). */
+#define H(n) ((1ull << 32) | (n))
+
+struct out {
+	uint8_t b[65536];
+	size_t n;
+};
+
+static const char *dir;
+static unsigned nwritten;
+
+/* Every message comes from here and lives as long as the program: nothing to free. */
+static void *zalloc(size_t n)
+{
+	static max_align_t pool[1 << 15];
+	static size_t used;
+	size_t units = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t);
+
+	if (units > sizeof(pool) / sizeof(pool[0]) - used) {
+		fprintf(stderr, "gen-corpus: out of pool memory\n");
+		exit(1);
+	}
+	used += units;
+	return &pool[used - units];
+}
+
+static void out_write(const char *sub, const char *name, const struct out *o)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", dir, sub, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(o->b, 1, o->n, f) != o->n || fclose(f) != 0) {
+		fprintf(stderr, "gen-corpus: %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
+	nwritten++;
+}
+
+/* ---- requests ------------------------------------------------------------------------- */
+
+static uint64_t next_tag;
+
+static Sseq__Request *rq_new(void)
+{
+	Sseq__Request *r = zalloc(sizeof(*r));
+	sseq__request__init(r);
+	r->tag = ++next_tag;
+	return r;
+}
+
+static Sseq__Request *rq_hello(void)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__Hello *h = zalloc(sizeof(*h));
+	sseq__hello__init(h);
+	h->protocol_major = SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR;
+	h->client_name = "fuzz";
+	h->worker_id = "gw0";
+	h->pid = 1;
+	r->body_case = SSEQ__REQUEST__BODY_HELLO;
+	r->hello = h;
+	return r;
+}
+
+static Sseq__Request *rq_staging(uint64_t size)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__StagingRegister *s = zalloc(sizeof(*s));
+	sseq__staging_register__init(s);
+	s->size = size;
+	s->label = "host";
+	r->body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
+	r->staging_register = s;
+	return r;
+}
+
+static Sseq__Request *rq_unstage(uint64_t h)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__StagingUnregister *s = zalloc(sizeof(*s));
+	sseq__staging_unregister__init(s);
+	s->staging = h;
+	r->body_case = SSEQ__REQUEST__BODY_STAGING_UNREGISTER;
+	r->staging_unregister = s;
+	return r;
+}
+
+static Sseq__Request *rq_alloc(uint64_t size)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__Alloc *a = zalloc(sizeof(*a));
+	sseq__alloc__init(a);
+	a->size = size;
+	a->label = "buf";
+	r->body_case = SSEQ__REQUEST__BODY_ALLOC;
+	r->alloc = a;
+	return r;
+}
+
+static Sseq__Request *rq_free(uint64_t h)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__Free *f = zalloc(sizeof(*f));
+	sseq__free__init(f);
+	f->buffer = h;
+	r->body_case = SSEQ__REQUEST__BODY_FREE;
+	r->free = f;
+	return r;
+}
+
+static Sseq__Request *rq_slice(uint64_t h, uint64_t off, uint64_t len)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__Slice *s = zalloc(sizeof(*s));
+	sseq__slice__init(s);
+	s->buffer = h;
+	s->offset = off;
+	s->length = len;
+	r->body_case = SSEQ__REQUEST__BODY_SLICE;
+	r->slice = s;
+	return r;
+}
+
+static Sseq__Request *rq_h2d(
+	uint64_t st, uint64_t st_off, uint64_t dst, uint64_t dst_off, uint64_t len)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__CopyH2D *c = zalloc(sizeof(*c));
+	sseq__copy_h2_d__init(c);
+	c->staging = st;
+	c->staging_offset = st_off;
+	c->dst = dst;
+	c->dst_offset = dst_off;
+	c->length = len;
+	r->body_case = SSEQ__REQUEST__BODY_COPY_H2D;
+	r->copy_h2d = c;
+	return r;
+}
+
+static Sseq__Request *rq_d2h(
+	uint64_t src, uint64_t src_off, uint64_t st, uint64_t st_off, uint64_t len)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__CopyD2H *c = zalloc(sizeof(*c));
+	sseq__copy_d2_h__init(c);
+	c->src = src;
+	c->src_offset = src_off;
+	c->staging = st;
+	c->staging_offset = st_off;
+	c->length = len;
+	r->body_case = SSEQ__REQUEST__BODY_COPY_D2H;
+	r->copy_d2h = c;
+	return r;
+}
+
+static Sseq__Request *rq_d2d(
+	uint64_t src, uint64_t src_off, uint64_t dst, uint64_t dst_off, uint64_t len)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__CopyD2D *c = zalloc(sizeof(*c));
+	sseq__copy_d2_d__init(c);
+	c->src = src;
+	c->src_offset = src_off;
+	c->dst = dst;
+	c->dst_offset = dst_off;
+	c->length = len;
+	r->body_case = SSEQ__REQUEST__BODY_COPY_D2D;
+	r->copy_d2d = c;
+	return r;
+}
+
+/* Arguments as a tiny language: 'i' 'o' 'x' buffers (in, out, inout) taking the next
+ * handle, 'f' f32, 'u' u64, 'd' i32, 'I' i64, 'U' u32, 'F' f64 taking the next value. */
+static Sseq__Request *rq_exec(const char *kernel, const char *sig, const uint64_t *vals)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__Execute *e = zalloc(sizeof(*e));
+	size_t n = strlen(sig);
+
+	sseq__execute__init(e);
+	e->target_case = SSEQ__EXECUTE__TARGET_KERNEL;
+	e->kernel = (char *)kernel;
+	e->n_args = n;
+	e->args = zalloc(n * sizeof(*e->args));
+	for (size_t i = 0; i < n; i++) {
+		Sseq__Arg *a = zalloc(sizeof(*a));
+		sseq__arg__init(a);
+		switch (sig[i]) {
+		case 'i':
+		case 'o':
+		case 'x': {
+			Sseq__BufferArg *b = zalloc(sizeof(*b));
+			sseq__buffer_arg__init(b);
+			b->handle = vals[i];
+			b->access = sig[i] == 'i' ? SSEQ__ACCESS__ACCESS_IN
+				: sig[i] == 'o'	  ? SSEQ__ACCESS__ACCESS_OUT
+						  : SSEQ__ACCESS__ACCESS_INOUT;
+			a->value_case = SSEQ__ARG__VALUE_BUFFER;
+			a->buffer = b;
+			break;
+		}
+		case 'f':
+			a->value_case = SSEQ__ARG__VALUE_F32;
+			a->f32 = (float)vals[i];
+			break;
+		case 'F':
+			a->value_case = SSEQ__ARG__VALUE_F64;
+			a->f64 = (double)vals[i];
+			break;
+		case 'u':
+			a->value_case = SSEQ__ARG__VALUE_U64;
+			a->u64 = vals[i];
+			break;
+		case 'U':
+			a->value_case = SSEQ__ARG__VALUE_U32;
+			a->u32 = (uint32_t)vals[i];
+			break;
+		case 'I':
+			a->value_case = SSEQ__ARG__VALUE_I64;
+			a->i64 = (int64_t)vals[i];
+			break;
+		default:
+			a->value_case = SSEQ__ARG__VALUE_I32;
+			a->i32 = (int32_t)vals[i];
+			break;
+		}
+		e->args[i] = a;
+	}
+	r->body_case = SSEQ__REQUEST__BODY_EXECUTE;
+	r->execute = e;
+	return r;
+}
+
+static Sseq__Request *rq_function(uint64_t module, const char *name, uint64_t buf)
+{
+	Sseq__Request *r = rq_exec("", "x", (uint64_t[]){buf});
+	Sseq__ModuleFunction *mf = zalloc(sizeof(*mf));
+	Sseq__Grid *g = zalloc(sizeof(*g));
+
+	sseq__module_function__init(mf);
+	mf->module = module;
+	mf->name = (char *)name;
+	sseq__grid__init(g);
+	g->grid_x = 4;
+	g->block_x = 64;
+	r->execute->target_case = SSEQ__EXECUTE__TARGET_FUNCTION;
+	r->execute->function = mf;
+	r->execute->launch_shape_case = SSEQ__EXECUTE__LAUNCH_SHAPE_GRID;
+	r->execute->grid = g;
+	return r;
+}
+
+static Sseq__Request *rq_load(const char *path)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__LoadModule *l = zalloc(sizeof(*l));
+	sseq__load_module__init(l);
+	l->path = (char *)path;
+	r->body_case = SSEQ__REQUEST__BODY_LOAD_MODULE;
+	r->load_module = l;
+	return r;
+}
+
+static Sseq__Request *rq_await(uint64_t h)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__Await *a = zalloc(sizeof(*a));
+	sseq__await__init(a);
+	a->buffer = h;
+	r->body_case = SSEQ__REQUEST__BODY_AWAIT;
+	r->await = a;
+	return r;
+}
+
+static Sseq__Request *rq_sync(void)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__Sync *s = zalloc(sizeof(*s));
+	sseq__sync__init(s);
+	r->body_case = SSEQ__REQUEST__BODY_SYNC;
+	r->sync = s;
+	return r;
+}
+
+static Sseq__Request *rq_query(Sseq__QueryKind kind, bool follow)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__Query *q = zalloc(sizeof(*q));
+	sseq__query__init(q);
+	q->kind = kind;
+	if (kind == SSEQ__QUERY_KIND__QUERY_KIND_TRACE) {
+		Sseq__TraceOptions *t = zalloc(sizeof(*t));
+		sseq__trace_options__init(t);
+		t->max_entries = 8;
+		t->follow = follow;
+		q->trace = t;
+	}
+	r->body_case = SSEQ__REQUEST__BODY_QUERY;
+	r->query = q;
+	return r;
+}
+
+/* The requests, in order, inside one Batch. */
+static Sseq__Request *rq_batch(unsigned n, Sseq__Request **inner)
+{
+	Sseq__Request *r = rq_new();
+	Sseq__Batch *b = zalloc(sizeof(*b));
+	sseq__batch__init(b);
+	b->n_requests = n;
+	b->requests = inner;
+	r->body_case = SSEQ__REQUEST__BODY_BATCH;
+	r->batch = b;
+	return r;
+}
+
+/* ---- sessions ------------------------------------------------------------------------- */
+
+static void put_frame(struct out *o, const Sseq__Request *r)
+{
+	size_t len = sseq__request__get_packed_size(r);
+
+	o->b[o->n++] = (uint8_t)len;
+	o->b[o->n++] = (uint8_t)(len >> 8);
+	o->b[o->n++] = (uint8_t)(len >> 16);
+	o->b[o->n++] = (uint8_t)(len >> 24);
+	o->n += sseq__request__pack(r, o->b + o->n);
+}
+
+static void put_raw(struct out *o, const void *p, size_t n)
+{
+	memcpy(o->b + o->n, p, n);
+	o->n += n;
+}
+
+/* Whether r is the first request of its kind (body, and kernel for Execute): the wire
+ * corpus keeps one of each, the session corpus all. */
+static bool wire_new(const Sseq__Request *r)
+{
+	static char seen[64][32];
+	static unsigned nseen;
+	char key[32];
+
+	snprintf(key, sizeof(key), "%d %s", (int)r->body_case,
+		r->body_case == SSEQ__REQUEST__BODY_EXECUTE &&
+				r->execute->target_case == SSEQ__EXECUTE__TARGET_KERNEL
+			? r->execute->kernel
+			: "");
+	for (unsigned i = 0; i < nseen; i++)
+		if (strcmp(seen[i], key) == 0)
+			return false;
+	if (nseen < 64)
+		memcpy(seen[nseen++], key, sizeof(key));
+	return true;
+}
+
+/* A session file: configuration, schedule, then the requests, each its own frame. The
+ * wire corpus gets each request alone. */
+static void session(
+	const char *name, uint8_t cfg, const char *sched, unsigned n, Sseq__Request **rqs)
+{
+	struct out o = {.n = 0}, w;
+	char wname[96];
+
+	o.b[o.n++] = cfg;
+	o.b[o.n++] = (uint8_t)strlen(sched);
+	put_raw(&o, sched, strlen(sched));
+	for (unsigned i = 0; i < n; i++) {
+		put_frame(&o, rqs[i]);
+		if (!wire_new(rqs[i]))
+			continue;
+		w.n = sseq__request__pack(rqs[i], w.b);
+		snprintf(wname, sizeof(wname), "%s-%02u", name, i);
+		out_write("corpus-wire", wname, &w);
+	}
+	out_write("corpus-session", name, &o);
+	next_tag = 0;
+}
+
+#define SESSION(name, cfg, sched, ...)                                                             \
+	session(name, cfg, sched, sizeof((Sseq__Request *[]){__VA_ARGS__}) / sizeof(void *),       \
+		(Sseq__Request *[]){__VA_ARGS__})
+#define BATCH(...)                                                                                 \
+	rq_batch(sizeof((Sseq__Request *[]){__VA_ARGS__}) / sizeof(void *),                        \
+		(Sseq__Request *[]){__VA_ARGS__})
+
+/* A Request with keys and length prefixes padded to 5 bytes, the most protobuf-c reads. */
+static void wire_padded(void)
+{
+	static const uint8_t five_key[] = {
+		0x88, 0x80, 0x80, 0x80, 0x00, 0x01, 0x8a, 0x01, 0x02, 0x28, 0x08};
+	static const uint8_t five_len[] = {0x08, 0x07, 0x9a, 0x01, 0x80, 0x80, 0x80, 0x80, 0x00};
+	static const uint8_t ten_bool[] = {0x08, 0x05, 0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+		0x80, 0x80, 0x80, 0x02, 0x8a, 0x01, 0x00};
+	struct out o;
+
+	o.n = 0;
+	put_raw(&o, five_key, sizeof(five_key));
+	out_write("corpus-wire", "padded-key", &o);
+	o.n = 0;
+	put_raw(&o, five_len, sizeof(five_len));
+	out_write("corpus-wire", "padded-length", &o);
+	o.n = 0;
+	put_raw(&o, ten_bool, sizeof(ten_bool));
+	out_write("corpus-wire", "bool-10-bytes", &o);
+}
+
+int main(int argc, char **argv)
+{
+	/* Handles in order of creation: H(1) is the first of the session. */
+	enum { KILL = 1 << 6, FAULTS = 1 << 5, TWO = 3 << 3 };
+
+	if (argc != 2) {
+		fprintf(stderr,
+			"usage: gen-corpus DIR (writes DIR/corpus-wire, DIR/corpus-session)\n");
+		return 2;
+	}
+	dir = argv[1];
+	for (int i = 0; i < 2; i++) {
+		char path[512];
+		snprintf(path, sizeof(path), "%s/%s", dir, i ? "corpus-session" : "corpus-wire");
+		if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+			fprintf(stderr, "gen-corpus: %s: %s\n", path, strerror(errno));
+			return 1;
+		}
+	}
+
+	SESSION("hello", 7, "", rq_hello());
+	SESSION("alloc-free", 7, "\x01", rq_hello(), rq_alloc(4096), rq_free(H(1)));
+	/* staging H(1), buffers H(2), H(3) */
+	SESSION("upload-fill-download", 7, "\x03\x01\x02", rq_hello(), rq_staging(8192),
+		rq_alloc(4096), rq_h2d(H(1), 0, H(2), 0, 4096),
+		rq_exec("fill", "ofu", (uint64_t[]){H(2), 1, 1024}),
+		rq_d2h(H(2), 0, H(1), 4096, 4096), rq_free(H(2)), rq_sync());
+	SESSION("h2d-scale-d2h", 2, "\x05\x00\x07\x02\x01\x04", rq_hello(), rq_staging(8192),
+		rq_alloc(4096), rq_alloc(4096), rq_h2d(H(1), 0, H(2), 0, 4096),
+		rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3), 2, 1024}),
+		rq_d2h(H(3), 0, H(1), 4096, 4096), rq_await(H(3)), rq_free(H(2)), rq_free(H(3)));
+	/* The XLA bug's shape: H2D, unrelated kernels moving compute on, a kernel on a slice
+	 * of the copied buffer, a free while it reads. */
+	SESSION("slice-of-h2d", 2 | TWO, "\x07\x03\x00\x00\x05\x01", rq_hello(), rq_staging(8192),
+		rq_alloc(8192), rq_alloc(4096), rq_h2d(H(1), 0, H(2), 0, 8192),
+		rq_exec("fill", "ofu", (uint64_t[]){H(3), 3, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(3), 4, 1024}), rq_slice(H(2), 4096, 4096),
+		rq_exec("scale", "iofu", (uint64_t[]){H(4), H(3), 2, 1024}), rq_free(H(2)),
+		rq_d2h(H(3), 0, H(1), 0, 4096), rq_free(H(4)), rq_free(H(3)));
+	SESSION("d2d", 3, "\x00\x04\x01", rq_hello(), rq_staging(4096), rq_alloc(4096),
+		rq_alloc(4096), rq_h2d(H(1), 0, H(2), 0, 4096), rq_d2d(H(2), 0, H(3), 0, 4096),
+		rq_d2d(H(3), 0, H(3), 2048, 2048), rq_d2h(H(3), 0, H(1), 0, 4096), rq_sync());
+	SESSION("add-axpy-reduce", 7, "\x01\x01\x04", rq_hello(), rq_alloc(4096), rq_alloc(4096),
+		rq_alloc(4096), rq_alloc(64),
+		rq_exec("iota", "offu", (uint64_t[]){H(1), 0, 1, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(2), 1, 1024}),
+		rq_exec("add", "iiou", (uint64_t[]){H(1), H(2), H(3), 1024}),
+		rq_exec("axpy", "fixu", (uint64_t[]){2, H(1), H(3), 1024}),
+		rq_exec("reduce_sum", "iou", (uint64_t[]){H(3), H(4), 1024}), rq_await(H(4)),
+		rq_sync());
+	SESSION("batch", 7, "\x01\x02", rq_hello(), rq_staging(4096),
+		BATCH(rq_alloc(4096), rq_h2d(H(1), 0, H(2), 0, 4096),
+			rq_exec("scale", "iofu", (uint64_t[]){H(2), H(2), 3, 1024}),
+			rq_d2h(H(2), 0, H(1), 0, 4096)),
+		rq_sync());
+	SESSION("batch-staging", 7, "", rq_hello(),
+		BATCH(rq_staging(4096), rq_staging(4096), rq_alloc(4096)),
+		rq_h2d(H(1), 0, H(3), 0, 4096), rq_d2h(H(3), 0, H(2), 0, 4096));
+	SESSION("queries", 7, "\x01", rq_hello(), rq_alloc(4096),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1), 1, 1024}),
+		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_STATUS, false),
+		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS, false),
+		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS, false),
+		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_STREAMS, false),
+		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_STATS, false),
+		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_METRICS, false),
+		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_TRACE, true),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1), 2, 1024}));
+	/* module H(2), its function run on buffer H(1) */
+	SESSION("module", 7, "\x01\x02", rq_hello(), rq_alloc(4096), rq_load("m.co"),
+		rq_function(H(2), "kern", H(1)), rq_function(H(2), "kern", H(1)),
+		rq_function(H(2), "_missing", H(1)), rq_load("../etc/passwd"), rq_sync());
+	/* A window of 2 fills at once. */
+	SESSION("backpressure", 0, "\x00", rq_hello(), rq_alloc(4096),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1), 1, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1), 2, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1), 3, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1), 4, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1), 5, 1024}), rq_sync());
+	SESSION("kill-in-flight", 7 | KILL, "\x00", rq_hello(), rq_staging(4096), rq_alloc(4096),
+		rq_h2d(H(1), 0, H(2), 0, 4096), rq_d2h(H(2), 0, H(1), 0, 4096), rq_unstage(H(1)),
+		rq_free(H(2)));
+	SESSION("unstage-in-flight", 7, "\x00\x01", rq_hello(), rq_staging(4096), rq_alloc(4096),
+		rq_h2d(H(1), 0, H(2), 0, 4096), rq_unstage(H(1)), rq_h2d(H(1), 0, H(2), 0, 4096),
+		rq_await(H(2)));
+	SESSION("faults", 7 | FAULTS, "\x00\x0f\x00\x1f\x00\x00\x3f\x00\x0f\x1f", rq_hello(),
+		rq_staging(4096), rq_alloc(4096), rq_alloc(4096), rq_h2d(H(1), 0, H(2), 0, 4096),
+		rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3), 2, 1024}),
+		rq_exec("scale", "iofu", (uint64_t[]){H(3), H(2), 2, 1024}),
+		rq_d2h(H(2), 0, H(1), 0, 4096), rq_await(H(3)), rq_sync());
+	SESSION("bad-requests", 7, "", rq_hello(), rq_alloc(0), rq_alloc(4096), rq_free(77),
+		rq_h2d(H(9), 0, H(1), 0, 16), rq_d2h(H(1), 4000, H(9), 0, 200),
+		rq_d2d(H(1), 0, H(1), 0, 0), rq_slice(H(1), 4096, 1), rq_exec("nope", "", NULL),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1), 1, 2048}),
+		rq_exec("fill", "ifu", (uint64_t[]){H(1), 1, 16}), rq_await(5), rq_hello());
+	SESSION("no-hello", 7, "", rq_alloc(4096));
+	SESSION("nested-batch", 7, "", rq_hello(), BATCH(rq_sync(), BATCH(rq_sync())));
+	SESSION("conv2d", 7, "\x01\x03", rq_hello(), rq_alloc(4 * 64), rq_alloc(4 * 9),
+		rq_alloc(4 * 36),
+		rq_exec("conv2d", "iiodddddddddddddddddd",
+			(uint64_t[]){H(1), H(2), H(3), 1, 1, 8, 8, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1,
+				1, 1, 1}),
+		rq_await(H(3)));
+	SESSION("spin", 7, "\x02", rq_hello(), rq_exec("spin", "u", (uint64_t[]){1000}), rq_sync());
+	{
+		/* Frames the daemon must refuse before it allocates: oversize, then torn. */
+		struct out o = {.n = 0};
+		static const uint8_t big[] = {7, 0, 0x00, 0x00, 0x20, 0x00};
+		static const uint8_t torn[] = {7, 0, 0x10, 0x00, 0x00, 0x00, 0x08, 0x01};
+		put_raw(&o, big, 2);
+		put_frame(&o, rq_hello());
+		put_raw(&o, big + 2, 4);
+		out_write("corpus-session", "oversize-frame", &o);
+		o.n = 0;
+		put_raw(&o, torn, 2);
+		put_frame(&o, rq_hello());
+		put_raw(&o, torn + 2, sizeof(torn) - 2);
+		out_write("corpus-session", "torn-frame", &o);
+		next_tag = 0;
+	}
+	wire_padded();
+	printf("gen-corpus: wrote %u files under %s\n", nwritten, dir);
+	/* The requests are left to the process's end: a generator, not a library. */
+	return 0;
+}
