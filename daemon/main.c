@@ -49,7 +49,7 @@ static void usage(FILE *f)
 		"      --sim-delay SPEC     delay a stream kind in the sim: h2d=2ms,\n"
 		"                           d2d=rand:0-500us, compute=script:1ms,0,5ms (repeatable)\n"
 		"      --inject SPEC        fault injection (repeatable): fail-op=N,\n"
-		"                           legacy-sync-window=N, early-free\n"
+		"                           device-fail-op=N, legacy-sync-window=N, early-free\n"
 		"      --window N           incomplete points per stream before backpressure\n"
 		"                           (default %u)\n"
 		"      --d2h-streams N      device-to-host streams (default 1)\n"
@@ -158,8 +158,8 @@ static int parse_inject(struct daemon_opts *o, const char *spec)
 	}
 	if (sim_parse_inject(&o->sim, spec, &why) < 0) {
 		fprintf(stderr,
-			"sseqd: --inject %s: %s (known: fail-op=N, legacy-sync-window=N, "
-			"early-free)\n",
+			"sseqd: --inject %s: %s (known: fail-op=N, device-fail-op=N, "
+			"legacy-sync-window=N, early-free)\n",
 			spec, why ? why : "invalid");
 		return -EINVAL;
 	}
@@ -387,7 +387,7 @@ static int backend_start(struct daemon_opts *o, struct server *srv, struct backe
 		if (n > (int)o->srv.device) {
 			if (o->sim.nfail || o->sim.delay[0].mode || o->sim.delay[1].mode ||
 				o->sim.delay[2].mode || o->sim.delay[3].mode)
-				log_warn("main", "--sim-delay and --inject fail-op act on the sim "
+				log_warn("main", "--sim-delay and --inject fail-op/device-fail-op act on the sim "
 						 "backend only: ignored with hip");
 			r = hip_create(out, &hc, server_push_completion, server_finding, srv);
 			if (r == 0 || must)

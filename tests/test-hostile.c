@@ -454,6 +454,81 @@ START_TEST(test_socket_mode_is_set_not_inherited)
 END_TEST
 
 
+/* ---- the hand decoder declines what protobuf-c declines ------------------------------ */
+
+static void send_bytes_framed(int fd, const uint8_t *body, size_t len)
+{
+	uint8_t frame[256] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
+			      (uint8_t)(len >> 24)};
+
+	ck_assert_uint_le(len + 4, sizeof(frame));
+	memcpy(frame + 4, body, len);
+	send_raw(fd, frame, len + 4, -1);
+}
+
+START_TEST(test_overlong_keys_and_prefixes_are_protocol_errors)
+{
+	/* tag 1 under a 6-byte key, then an empty CopyD2H. */
+	static const uint8_t long_key[] = {0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01,
+					   0x8a, 0x01, 0x00};
+	/* tag 5, then a CopyD2H whose length prefix 0 is written in 6 bytes. */
+	static const uint8_t long_prefix[] = {0x08, 0x05, 0x8a, 0x01, 0x80, 0x80,
+					      0x80, 0x80, 0x80, 0x00};
+	const uint8_t *frames[] = {long_key, long_prefix};
+	const size_t lens[] = {sizeof(long_key), sizeof(long_prefix)};
+
+	daemon_start(NULL);
+	for (int i = 0; i < 2; i++) {
+		int fd = conn_hello();
+		send_bytes_framed(fd, frames[i], lens[i]);
+		expect_closed_with(fd, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, "decode");
+		close(fd);
+	}
+	daemon_stop();
+}
+END_TEST
+
+/* want_completion written as a 10-byte varint (2^63): protobuf-c reads true. */
+START_TEST(test_want_completion_in_ten_bytes_is_true)
+{
+	struct staging st;
+	uint64_t buf;
+	uint8_t body[64];
+	size_t n = 0;
+	int fd;
+
+	daemon_start(NULL);
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 4096, &buf), SSEQ__STATUS__STATUS_OK);
+	body[n++] = 0x08; /* tag 77 */
+	body[n++] = 77;
+	body[n++] = 0x10; /* want_completion = 2^63 */
+	for (int i = 0; i < 9; i++)
+		body[n++] = 0x80;
+	body[n++] = 0x01;
+	body[n++] = 0x82; /* copy_h2d (16) */
+	body[n++] = 0x01;
+	size_t at = n++;
+	uint64_t fields[][2] = {{1, st.handle}, {3, buf}, {5, 4096}};
+	for (int f = 0; f < 3; f++) {
+		body[n++] = (uint8_t)(fields[f][0] << 3);
+		for (uint64_t v = fields[f][1];; v >>= 7) {
+			body[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+			if (v <= 0x7f)
+				break;
+		}
+	}
+	body[at] = (uint8_t)(n - at - 1);
+	send_bytes_framed(fd, body, n);
+	ck_assert_int_eq(reply_status(fd, 77), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_completion(fd, 77), SSEQ__STATUS__STATUS_OK);
+	munmap(st.map, st.size);
+	close(fd);
+	daemon_stop();
+}
+END_TEST
+
 /* ---- bounded resources ------------------------------------------------------------- */
 
 START_TEST(test_connections_are_capped_in_total_and_per_uid)
@@ -802,6 +877,8 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_string_with_nul_is_refused);
 	tcase_add_test(tc, test_write_sealed_memfd_names_the_seal);
 	tcase_add_test(tc, test_socket_mode_is_set_not_inherited);
+	tcase_add_test(tc, test_overlong_keys_and_prefixes_are_protocol_errors);
+	tcase_add_test(tc, test_want_completion_in_ten_bytes_is_true);
 	tcase_add_test(tc, test_connections_are_capped_in_total_and_per_uid);
 	tcase_add_test(tc, test_silent_connection_is_closed_after_hello_timeout);
 	tcase_add_test(tc, test_partial_frames_are_bounded_and_time_out);
