@@ -456,6 +456,40 @@ START_TEST(test_copy_between_slices_of_freed_base)
 }
 END_TEST
 
+START_TEST(test_slice_overwrite_keeps_device_error)
+{
+	struct staging st;
+	uint64_t y, half;
+	int fd;
+
+	SIM_ONLY();
+	/* Launch 1, the H2D defining y, fails on the device (reported by completion). */
+	daemon_start((const char *const[]){"--inject", "device-fail-op=1", NULL});
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 1024, &y), SSEQ__STATUS__STATUS_OK);
+	uint64_t h2d = send_h2d(fd, st.handle, 0, y, 0, 1024);
+	ck_assert_int_eq(reply_status(fd, h2d), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_completion(fd, h2d), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	/* A kernel writes all of one half: the other half still holds the failed copy's
+	 * output, so a read of the whole buffer must fail (I9). */
+	ck_assert_int_eq(expect_reply(fd, send_slice(fd, y, 0, 512), &half, NULL, 0),
+			 SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &half, (double[]){5, 128})),
+			 SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_ne(reply_status(fd, send_d2h(fd, y, 0, st.handle, 0, 1024)),
+			 SSEQ__STATUS__STATUS_OK);
+	/* Writing all of it defines it anew. */
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &y, (double[]){6, 256})),
+			 SSEQ__STATUS__STATUS_OK);
+	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, y, 0, st.handle, 0, 1024));
+	ck_assert_float_eq(st.map[255], 6.0f);
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
 START_TEST(test_partial_kernel_output_keeps_failure)
 {
 	struct staging st;
@@ -602,6 +636,7 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_metrics_and_trace_answer);
 	tcase_add_test(tc, test_copy_between_slices_of_freed_base);
 	tcase_add_test(tc, test_partial_kernel_output_keeps_failure);
+	tcase_add_test(tc, test_slice_overwrite_keeps_device_error);
 	tcase_add_test(tc, test_staging_unregister_and_load_module);
 	tcase_add_test(tc, test_sigterm_drains_work_in_flight);
 }
