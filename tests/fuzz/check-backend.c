@@ -34,6 +34,7 @@ struct cb_module {
 struct cb_alloc {
 	uint64_t addr, size;
 	bool live;
+	struct seq_point writer; /* the last op launched that writes it */
 };
 
 struct cb_staging {
@@ -71,6 +72,9 @@ struct cb_stream {
 	struct cb_cmd *head, *tail;
 	uint64_t launched;
 	uint64_t fail_from; /* a device error from this op on; 0: healthy */
+	/* The last event delivered with that error, and of those the last one the server has
+	 * surely seen (its loop ran since): 0 if none. */
+	uint64_t failure_sent, failure_told;
 	struct cb_rec *recs;
 	size_t nrecs, caprecs;
 	struct cb_done *done; /* events reached, not yet delivered, oldest first */
@@ -91,6 +95,7 @@ struct check_backend {
 	uint64_t order, commands;
 	struct fuzz_sched *sched;
 	bool faults;
+	uint64_t fault_rng;
 	bool trace; /* SSEQ_FUZZ_LOG: a line per command, to read a reproducer by */
 	backend_complete_fn complete;
 	void *arg;
@@ -144,10 +149,18 @@ static void *cb_grow(void *p, size_t *cap, size_t n, size_t elem)
 	return p;
 }
 
-/* Not on 0, which an empty or zeroed schedule gives everywhere. */
+/* Faults come from their own stream, seeded by the input, so that turning them on does
+ * not shift every later scheduling choice. */
 static bool cb_fault(struct check_backend *cb, unsigned one_in)
 {
-	return cb->faults && fuzz_sched_next(cb->sched) % one_in == one_in - 1;
+	uint64_t z;
+
+	if (!cb->faults)
+		return false;
+	z = (cb->fault_rng += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return (z ^ (z >> 31)) % one_in == 0;
 }
 
 static void cb_describe(char *out, size_t size, const struct cb_cmd *c)
@@ -337,6 +350,24 @@ static struct cb_module *cb_fn_module(const struct check_backend *cb, const void
 	return NULL;
 }
 
+/* I9: once the server heard that the op which last wrote an input failed on the device,
+ * what reads that input must fail without being launched. */
+static void cb_check_input(const struct check_backend *cb, struct seq_point at,
+	enum seq_op_kind kind, const struct cb_alloc *a, unsigned mode)
+{
+	const struct cb_stream *w;
+
+	if (!(mode & SEQ_READ) || !a->writer.seq)
+		return;
+	w = &cb->streams[a->writer.stream];
+	if (w->fail_from && a->writer.seq >= w->fail_from && a->writer.seq <= w->failure_told)
+		cb_fail("%s at %" PRIu32 ":%" PRIu64 " launched reading memory %#" PRIx64
+			" whose producer %" PRIu32 ":%" PRIu64
+			" failed, after that failure was reported (I9)",
+			backend_op_name(kind), at.stream, at.seq, a->addr, a->writer.stream,
+			a->writer.seq);
+}
+
 static int cb_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 {
 	struct check_backend *cb = ctx;
@@ -367,6 +398,7 @@ static int cb_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 			cb_fail("access mode %u", op->access[i].mode);
 		c->alloc[i] = (size_t)a;
 		c->mode[i] = op->access[i].mode;
+		cb_check_input(cb, at, op->kind, &cb->allocs[a], op->access[i].mode);
 	}
 	if ((op->kind == SEQ_OP_H2D || op->kind == SEQ_OP_D2H) &&
 		!(c->staging = cb_staging_find(cb, p->host, p->length)))
@@ -385,6 +417,9 @@ static int cb_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	}
 	c->order = ++cb->order;
 	st->launched = at.seq;
+	for (unsigned i = 0; i < c->naccess; i++)
+		if (c->mode[i] & SEQ_WRITE)
+			cb->allocs[c->alloc[i]].writer = at;
 	c->iprev = cb->inflight_tail;
 	if (cb->inflight_tail)
 		cb->inflight_tail->inext = c;
@@ -579,7 +614,8 @@ static const struct backend_ops cb_ops = {
 };
 
 int check_backend_create(struct backend *out, unsigned n_d2h, unsigned n_d2d,
-	struct fuzz_sched *sched, bool faults, backend_complete_fn complete, void *arg)
+	struct fuzz_sched *sched, bool faults, uint64_t fault_seed, backend_complete_fn complete,
+	void *arg)
 {
 	struct check_backend *cb;
 
@@ -597,6 +633,7 @@ int check_backend_create(struct backend *out, unsigned n_d2h, unsigned n_d2d,
 	cb->trace = getenv("SSEQ_FUZZ_LOG") != NULL;
 	cb->sched = sched;
 	cb->faults = faults;
+	cb->fault_rng = fault_seed;
 	cb->complete = complete;
 	cb->arg = arg;
 	out->ops = &cb_ops;
@@ -612,6 +649,12 @@ struct check_backend *check_backend_get(const struct backend *be)
 void check_backend_set_faults(struct check_backend *cb, bool on)
 {
 	cb->faults = on;
+}
+
+void check_backend_loop_ran(struct check_backend *cb)
+{
+	for (uint32_t x = 0; x < cb->nstreams; x++)
+		cb->streams[x].failure_told = cb->streams[x].failure_sent;
 }
 
 uint64_t check_backend_commands(const struct check_backend *cb)
@@ -675,7 +718,7 @@ static void cb_run_op(struct check_backend *cb, struct cb_cmd *c)
 		cb_describe(who, sizeof(who), c);
 		cb_fail("%s copies through an unregistered staging arena", who);
 	}
-	if (!st->fail_from && cb_fault(cb, 32))
+	if (!st->fail_from && cb_fault(cb, 8))
 		st->fail_from = c->at.seq; /* a device error: this op and all after it fail */
 	if (c->iprev)
 		c->iprev->inext = c->inext;
@@ -741,6 +784,8 @@ bool check_backend_step(struct check_backend *cb, uint8_t choice)
 			st->done_head = 0;
 		cb_trace(cb, "completion %u:%" PRIu64 " (%d) delivered", pick - SEQ_MAX_STREAMS,
 			d.seq, d.status);
+		if (d.status < 0)
+			st->failure_sent = d.seq;
 		cb->complete(cb->arg, (struct seq_point){pick - SEQ_MAX_STREAMS, d.seq}, d.status);
 	}
 	return true;

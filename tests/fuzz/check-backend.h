@@ -21,17 +21,22 @@ uint8_t fuzz_sched_next(struct fuzz_sched *s);
 
 struct check_backend;
 
-/* A model of `nstreams` streams numbered as the sequencer numbers them (0 compute, 1 H2D,
- * then n_d2h D2H streams, then D2D ones). Completions go to complete(arg, ...) only when
- * check_backend_step delivers them. With faults on, sched also picks launches, records,
- * waits and allocations to refuse and operations to fail on the device. */
+/* A model of 2 + n_d2h + n_d2d streams numbered as the sequencer numbers them (0 compute,
+ * 1 H2D, then the D2H streams, then the D2D ones). Completions go to complete(arg, ...)
+ * only when check_backend_step delivers them. With faults on, a generator seeded with
+ * fault_seed refuses launches, records, waits, allocations, staging registrations and
+ * module loads now and then, and fails operations on the device. */
 int check_backend_create(struct backend *out, unsigned n_d2h, unsigned n_d2d,
-	struct fuzz_sched *sched, bool faults, backend_complete_fn complete, void *arg);
+	struct fuzz_sched *sched, bool faults, uint64_t fault_seed, backend_complete_fn complete,
+	void *arg);
 struct check_backend *check_backend_get(const struct backend *be);
 void check_backend_set_faults(struct check_backend *cb, bool on);
 /* Execute one runnable stream head or deliver one pending completion, chosen by `choice`
  * among those possible. Returns false when nothing can happen. */
 bool check_backend_step(struct check_backend *cb, uint8_t choice);
+/* The server's loop ran a turn: the completions delivered before it have been seen (a
+ * launch in that turn may have come first). */
+void check_backend_loop_ran(struct check_backend *cb);
 /* Commands received so far: lets a caller tell whether the server issued more. */
 uint64_t check_backend_commands(const struct check_backend *cb);
 /* Once nothing can happen any more: abort unless every stream ran dry (no wait stuck on a

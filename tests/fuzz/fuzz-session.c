@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "answers.h"
 #include "check-backend.h"
 #include "log.h"
 #include "server.h"
@@ -21,7 +22,8 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* Input layout: one configuration byte, a schedule of sched_len bytes, then frames. */
+/* Input layout: a configuration byte, a fault seed, the schedule's length and bytes, then
+ * the client's frames. */
 enum {
 	CFG_WINDOW = 7, /* window = 2 + these bits: a small one, so backpressure happens */
 	CFG_TWO_D2H = 1 << 3,
@@ -48,9 +50,11 @@ struct fz {
 	uint8_t *rx;
 	size_t rx_len, rx_cap;
 	uint64_t rx_total;
+	struct answers answers;
 };
 
 static char module_dir[64];
+static bool log_on; /* SSEQ_FUZZ_LOG */
 /* SSEQ_FUZZ_INJECT=early-free or sync-window=N brings back a legacy bug (seq_config), so a
  * run can show the checks catch it. */
 static bool inject_early_free;
@@ -72,7 +76,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	int fd;
 
 	/* Quiet by default: a line per request costs more than the request. */
-	log_set_level(getenv("SSEQ_FUZZ_LOG") ? LOG_LVL_DEBUG : (enum log_level)0);
+	log_on = getenv("SSEQ_FUZZ_LOG") != NULL;
+	log_set_level(log_on ? LOG_LVL_DEBUG : (enum log_level)0);
 	inject = getenv("SSEQ_FUZZ_INJECT");
 	if (inject && strcmp(inject, "early-free") == 0)
 		inject_early_free = true;
@@ -91,6 +96,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	close(fd);
 	atexit(fz_remove_module_dir);
 	return 0;
+}
+
+/* SSEQ_FUZZ_LOG: what the client heard, to read a reproducer by. */
+static void fz_log_message(const Sseq__Message *m)
+{
+	if (m->body_case == SSEQ__MESSAGE__BODY_REPLY)
+		fprintf(stderr, "fuzz-session: reply %" PRIu64 ": status %d %s\n", m->reply->tag,
+			m->reply->status, m->reply->message);
+	else if (m->body_case == SSEQ__MESSAGE__BODY_COMPLETION)
+		fprintf(stderr, "fuzz-session: completion %" PRIu64 ": status %d %s\n",
+			m->completion->tag, m->completion->status, m->completion->message);
+	else
+		fprintf(stderr, "fuzz-session: query result %" PRIu64 "\n", m->query_result->tag);
 }
 
 /* Everything the daemon sent must be a frame that unpacks as a Message. */
@@ -130,6 +148,9 @@ static void fz_client_read(struct fz *f)
 		m = sseq__message__unpack(NULL, len, p + 4);
 		if (!m || m->body_case == SSEQ__MESSAGE__BODY__NOT_SET)
 			harness_fail("the daemon sent a frame that is not a Message");
+		answers_receive(&f->answers, m);
+		if (log_on)
+			fz_log_message(m);
 		sseq__message__free_unpacked(m, NULL);
 		off += 4 + len;
 	}
@@ -140,8 +161,10 @@ static void fz_client_read(struct fz *f)
 /* A few loop turns: reads, sequencing, completions drained, replies written. */
 static void fz_pump(struct fz *f)
 {
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
 		uv_run(&f->loop, UV_RUN_NOWAIT);
+		check_backend_loop_ran(f->cb);
+	}
 	fz_client_read(f);
 }
 
@@ -210,16 +233,20 @@ static void fz_send(struct fz *f, const uint8_t *p, size_t n, const int *fds, un
 	}
 }
 
-/* A sealed memfd for each StagingRegister in the frame (a Batch may hold several). */
-static unsigned fz_memfds(struct fz *f, const uint8_t *p, size_t len, int *fds)
+/* What the client is about to send: the answers it is owed, and a sealed memfd for each
+ * StagingRegister in the frame (a Batch may hold several). */
+static unsigned fz_inspect(struct fz *f, const uint8_t *p, size_t len, int *fds)
 {
 	Sseq__Request *rq = len <= SERVER_MAX_FRAME ? sseq__request__unpack(NULL, len, p) : NULL;
 	const Sseq__Request *const *list;
 	size_t n;
 	unsigned nfds = 0;
 
-	if (!rq)
+	if (!rq) {
+		answers_give_up(&f->answers); /* the daemon refuses it and closes */
 		return 0;
+	}
+	answers_expect(&f->answers, rq);
 	list = (const Sseq__Request *const *)&rq;
 	n = 1;
 	if (rq->body_case == SSEQ__REQUEST__BODY_BATCH) {
@@ -255,7 +282,7 @@ static void fz_walk(uv_handle_t *h, void *arg)
 		uv_is_closing(h) ? " (closing)" : "");
 }
 
-static void fz_run(struct fz *f, uint8_t cfg, const uint8_t *data, size_t size)
+static void fz_run(struct fz *f, uint8_t cfg, uint8_t fault_seed, const uint8_t *data, size_t size)
 {
 	int listen_pipe[2], sv[2];
 	struct server_options opts = {
@@ -282,7 +309,7 @@ static void fz_run(struct fz *f, uint8_t cfg, const uint8_t *data, size_t size)
 	opts.listen_fd = listen_pipe[0];
 	uv_loop_init(&f->loop);
 	if (check_backend_create(&f->be, opts.seq.n_d2h, opts.seq.n_d2d, &f->sched,
-		    cfg & CFG_FAULTS, server_push_completion, &f->srv) < 0)
+		    cfg & CFG_FAULTS, fault_seed, server_push_completion, &f->srv) < 0)
 		harness_fail("check_backend_create");
 	f->cb = check_backend_get(&f->be);
 	if (server_init(&f->srv, &f->loop, &opts, f->be) < 0)
@@ -300,7 +327,7 @@ static void fz_run(struct fz *f, uint8_t cfg, const uint8_t *data, size_t size)
 
 		if (len > size - off - 4)
 			break; /* the rest goes as it is: a torn or oversized frame */
-		nfds = fz_memfds(f, p + 4, len, fds);
+		nfds = fz_inspect(f, p + 4, len, fds);
 		fz_send(f, p, 4 + (size_t)len, fds, nfds);
 		for (unsigned i = 0; i < nfds; i++)
 			close(fds[i]);
@@ -313,8 +340,12 @@ static void fz_run(struct fz *f, uint8_t cfg, const uint8_t *data, size_t size)
 	fz_send(f, data + off, size - off, NULL, 0);
 	fz_pump(f);
 
-	if (!(cfg & CFG_KILL))
+	if (!(cfg & CFG_KILL)) {
 		fz_settle(f);
+		/* Everything sent has run: every promise to the client is due now. */
+		if (!f->peer_closed)
+			answers_check(&f->answers);
+	}
 	close(f->client);
 	f->client = -1;
 	/* Teardown must finish whatever the device does, so it no longer fails things. */
@@ -350,8 +381,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The server is large (its trace ring): one instance, reset by server_init. */
 	static struct fz f;
 	uint8_t cfg = size > 0 ? data[0] : 0;
-	size_t head = size < 2 ? size : 2;
-	size_t nsched = size > 1 ? data[1] : 0;
+	uint8_t fault_seed = size > 1 ? data[1] : 0;
+	size_t head = size < 3 ? size : 3;
+	size_t nsched = size > 2 ? data[2] : 0;
 
 	if (nsched > size - head)
 		nsched = size - head;
@@ -359,7 +391,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	f.peer_closed = false;
 	f.rx_len = 0;
 	f.rx_total = 0;
-	fz_run(&f, cfg, data + head + nsched, size - head - nsched);
+	answers_init(&f.answers);
+	fz_run(&f, cfg, fault_seed, data + head + nsched, size - head - nsched);
+	answers_finish(&f.answers);
 	free(f.rx);
 	f.rx = NULL;
 	f.rx_cap = 0;

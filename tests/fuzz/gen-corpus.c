@@ -1,5 +1,5 @@
 /* Writes the fuzzers' seed corpora from the proto with protobuf-c: corpus-wire/ holds single
- * packed Requests, corpus-session/ whole sessions (configuration byte, schedule, frames) as
+ * packed Requests, corpus-session/ whole sessions (configuration, fault seed, schedule, frames) as
  * fuzz-session reads them. Run by hand after the protocol changes; the files are checked in:
  *   gen-corpus tests/fuzz */
 #include <errno.h>
@@ -56,6 +56,8 @@ static void out_write(const char *sub, const char *name, const struct out *o)
 /* ---- requests ------------------------------------------------------------------------- */
 
 static uint64_t next_tag;
+/* The next session's fault seed, when 0 derived from its name. */
+static uint8_t next_fault_seed;
 
 static Sseq__Request *rq_new(void)
 {
@@ -370,7 +372,7 @@ static bool wire_new(const Sseq__Request *r)
 	return true;
 }
 
-/* A session file: configuration, schedule, then the requests, each its own frame. The
+/* A session file: configuration, fault seed, schedule, then the requests, each its own frame. The
  * wire corpus gets each request alone. */
 static void session(
 	const char *name, uint8_t cfg, const char *sched, unsigned n, Sseq__Request **rqs)
@@ -379,6 +381,7 @@ static void session(
 	char wname[96];
 
 	o.b[o.n++] = cfg;
+	o.b[o.n++] = next_fault_seed ? next_fault_seed : (uint8_t)(name[0] + name[1]);
 	o.b[o.n++] = (uint8_t)strlen(sched);
 	put_raw(&o, sched, strlen(sched));
 	for (unsigned i = 0; i < n; i++) {
@@ -391,6 +394,7 @@ static void session(
 	}
 	out_write("corpus-session", name, &o);
 	next_tag = 0;
+	next_fault_seed = 0;
 }
 
 #define SESSION(name, cfg, sched, ...)                                                             \
@@ -511,6 +515,22 @@ int main(int argc, char **argv)
 		rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3), 2, 1024}),
 		rq_exec("scale", "iofu", (uint64_t[]){H(3), H(2), 2, 1024}),
 		rq_d2h(H(2), 0, H(1), 0, 4096), rq_await(H(3)), rq_sync());
+	SESSION("slice-faults", 2 | TWO | FAULTS | KILL, "\x01\x02\x03", rq_hello(),
+		rq_staging(8192), rq_alloc(8192), rq_alloc(4096), rq_slice(H(2), 0, 4096),
+		rq_h2d(H(1), 0, H(2), 0, 8192),
+		rq_exec("scale", "iofu", (uint64_t[]){H(4), H(3), 2, 1024}),
+		rq_d2d(H(3), 0, H(2), 4096, 4096), rq_d2h(H(2), 0, H(1), 0, 8192),
+		rq_exec("fill", "ofu", (uint64_t[]){H(3), 1, 1024}), rq_await(H(2)), rq_sync());
+	/* A step after each frame: the H2D fails on the device (fault seed 1) and is reported
+	 * before its readers come, which must then fail unlaunched (I9). */
+	next_fault_seed = 1;
+	SESSION("device-fault", 7 | FAULTS,
+		"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
+		"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01",
+		rq_hello(), rq_staging(4096), rq_alloc(4096), rq_alloc(4096),
+		rq_h2d(H(1), 0, H(2), 0, 4096), rq_sync(), rq_await(H(2)),
+		rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3), 2, 1024}),
+		rq_d2d(H(2), 0, H(3), 0, 4096), rq_d2h(H(2), 0, H(1), 0, 4096), rq_await(H(3)));
 	SESSION("bad-requests", 7, "", rq_hello(), rq_alloc(0), rq_alloc(4096), rq_free(77),
 		rq_h2d(H(9), 0, H(1), 0, 16), rq_d2h(H(1), 4000, H(9), 0, 200),
 		rq_d2d(H(1), 0, H(1), 0, 0), rq_slice(H(1), 4096, 1), rq_exec("nope", "", NULL),
@@ -528,16 +548,16 @@ int main(int argc, char **argv)
 	{
 		/* Frames the daemon must refuse before it allocates: oversize, then torn. */
 		struct out o = {.n = 0};
-		static const uint8_t big[] = {7, 0, 0x00, 0x00, 0x20, 0x00};
-		static const uint8_t torn[] = {7, 0, 0x10, 0x00, 0x00, 0x00, 0x08, 0x01};
-		put_raw(&o, big, 2);
+		static const uint8_t big[] = {7, 0, 0, 0x00, 0x00, 0x20, 0x00};
+		static const uint8_t torn[] = {7, 0, 0, 0x10, 0x00, 0x00, 0x00, 0x08, 0x01};
+		put_raw(&o, big, 3);
 		put_frame(&o, rq_hello());
-		put_raw(&o, big + 2, 4);
+		put_raw(&o, big + 3, 4);
 		out_write("corpus-session", "oversize-frame", &o);
 		o.n = 0;
-		put_raw(&o, torn, 2);
+		put_raw(&o, torn, 3);
 		put_frame(&o, rq_hello());
-		put_raw(&o, torn + 2, sizeof(torn) - 2);
+		put_raw(&o, torn + 3, sizeof(torn) - 3);
 		out_write("corpus-session", "torn-frame", &o);
 		next_tag = 0;
 	}
