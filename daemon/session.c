@@ -1536,7 +1536,7 @@ void session_process(struct session *s)
 		}
 		off += 4 + len;
 	}
-	if (off) {
+	if (off && s->connected) { /* a disconnect gave the input buffer back */
 		memmove(s->in, s->in + off, s->in_len - off);
 		s->in_len -= off;
 		/* What is left is a new frame's start: its deadline counts from now. */
