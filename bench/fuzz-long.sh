@@ -13,7 +13,8 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:symbolize=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # The grown corpus stays, so a later run picks up where this one stopped.
 work=$builddir/fuzz-long
-mkdir -p "$work/artifacts"
+mkdir -p "$work/artifacts" "$work/tmp"
+export TMPDIR=$(cd "$work/tmp" && pwd) # fuzz-session's scratch, left behind by a crash
 status=0
 summary=()
 for t in fuzz-wire fuzz-session; do

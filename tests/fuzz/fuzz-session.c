@@ -53,7 +53,7 @@ struct fz {
 	struct answers answers;
 };
 
-static char module_dir[64];
+static char module_dir[256];
 static bool log_on; /* SSEQ_FUZZ_LOG */
 /* SSEQ_FUZZ_INJECT=early-free or sync-window=N brings back a legacy bug (seq_config), so a
  * run can show the checks catch it. */
@@ -62,7 +62,7 @@ static unsigned inject_sync_window;
 
 static void fz_remove_module_dir(void)
 {
-	char path[96];
+	char path[300];
 
 	snprintf(path, sizeof(path), "%s/m.co", module_dir);
 	unlink(path);
@@ -72,7 +72,7 @@ static void fz_remove_module_dir(void)
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	const char *inject;
-	char path[96];
+	char path[300];
 	int fd;
 
 	/* Quiet by default: a line per request costs more than the request. */
@@ -86,7 +86,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	else if (inject)
 		harness_fail("SSEQ_FUZZ_INJECT=%s: early-free or sync-window=N", inject);
 	/* LoadModule needs a --module-dir with a file in it; the model "loads" anything. */
-	snprintf(module_dir, sizeof(module_dir), "/tmp/sseq-fuzz-XXXXXX");
+	/* Under $TMPDIR: a crash skips the atexit clean-up, so .ci/fuzz points it at its own
+	 * temporary directory. */
+	snprintf(module_dir, sizeof(module_dir), "%s/sseq-fuzz-XXXXXX",
+		getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!mkdtemp(module_dir))
 		harness_fail("mkdtemp: %s", strerror(errno));
 	snprintf(path, sizeof(path), "%s/m.co", module_dir);
