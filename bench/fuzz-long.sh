@@ -1,7 +1,8 @@
 #!/bin/bash
 # A long fuzzing run of each libFuzzer target (tests/fuzz), for BENCHMARKS.md: SECONDS
 # each (default 1800) from the seed corpus, then executions, exec/s and coverage (cov, ft)
-# per target. Builds through .ci/fuzz --build-only. Usage: bench/fuzz-long.sh [SECONDS]
+# per target. Builds through .ci/fuzz --build-only. Usage: bench/fuzz-long.sh [SECONDS];
+# SSEQ_FUZZ_TARGETS picks targets (default both), so two runs can share a machine's cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +18,7 @@ mkdir -p "$work/artifacts" "$work/tmp"
 export TMPDIR=$(cd "$work/tmp" && pwd) # fuzz-session's scratch, left behind by a crash
 status=0
 summary=()
-for t in fuzz-wire fuzz-session; do
+for t in ${SSEQ_FUZZ_TARGETS:-fuzz-wire fuzz-session}; do
 	seeds=tests/fuzz/corpus-${t#fuzz-}
 	mkdir -p "$work/corpus-$t"
 	log=$work/$t.log

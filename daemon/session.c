@@ -523,9 +523,13 @@ void session_op_done(struct op_rec *rec, int status)
 
 	if (status < 0 || rec->notify) {
 		char msg[128] = "";
-		if (status < 0)
+		/* A watch (Await, Sync) has no point of its own: what it waited for failed. */
+		if (status < 0 && rec->at.seq)
 			snprintf(msg, sizeof(msg), "operation at %u:%" PRIu64 " failed: %s",
 				 rec->at.stream, rec->at.seq, status_text(status));
+		else if (status < 0)
+			snprintf(msg, sizeof(msg), "an operation it waited for failed: %s",
+				 status_text(status));
 		session_complete(s, rec->tag, server_status_from_errno(status), msg, rec->at);
 	}
 	op_rec_free(rec);
