@@ -73,6 +73,10 @@ static void usage(FILE *f)
 		"      --client-staging-limit SIZE  staging arenas per session (default %lluG)\n"
 		"      --staging-limit SIZE staging arenas across sessions (default %lluG)\n"
 		"      --client-memory-limit SIZE  device memory per session (default 0: none)\n"
+		"      --client-handle-limit N  buffers, slices, arenas, modules per session\n"
+		"                           (default %u)\n"
+		"      --client-arena-limit N  staging arenas per session (default %u)\n"
+		"      --arena-limit N      staging arenas across sessions (default %u)\n"
 		"  -l, --log-level LEVEL    err, warning, notice, info (default), debug\n"
 		"  -h, --help               show this help\n"
 		"  -V, --version            show the version\n",
@@ -80,7 +84,8 @@ static void usage(FILE *f)
 		defaults.max_clients_per_uid, defaults.hello_timeout_ms, defaults.frame_timeout_ms,
 		(unsigned long long)(defaults.max_input_bytes >> 20),
 		(unsigned long long)(defaults.client_staging_bytes >> 30),
-		(unsigned long long)(defaults.staging_bytes >> 30));
+		(unsigned long long)(defaults.staging_bytes >> 30), defaults.client_handles,
+		defaults.client_arenas, defaults.arenas);
 }
 
 static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
@@ -187,6 +192,9 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 		OPT_CLIENT_STAGING,
 		OPT_STAGING,
 		OPT_CLIENT_MEMORY,
+		OPT_CLIENT_HANDLES,
+		OPT_CLIENT_ARENAS,
+		OPT_ARENAS,
 	};
 	static const struct option longopts[] = {
 		{"socket", required_argument, NULL, 's'},
@@ -210,6 +218,9 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 		{"client-staging-limit", required_argument, NULL, OPT_CLIENT_STAGING},
 		{"staging-limit", required_argument, NULL, OPT_STAGING},
 		{"client-memory-limit", required_argument, NULL, OPT_CLIENT_MEMORY},
+		{"client-handle-limit", required_argument, NULL, OPT_CLIENT_HANDLES},
+		{"client-arena-limit", required_argument, NULL, OPT_CLIENT_ARENAS},
+		{"arena-limit", required_argument, NULL, OPT_ARENAS},
 		{"log-level", required_argument, NULL, 'l'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -309,6 +320,18 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 			break;
 		case OPT_CLIENT_MEMORY:
 			if (parse_size(optarg, &lim->client_memory_bytes) < 0)
+				goto bad;
+			break;
+		case OPT_CLIENT_HANDLES:
+			if (parse_uint(optarg, 1, 1u << 30, &lim->client_handles) < 0)
+				goto bad;
+			break;
+		case OPT_CLIENT_ARENAS:
+			if (parse_uint(optarg, 1, 1u << 20, &lim->client_arenas) < 0)
+				goto bad;
+			break;
+		case OPT_ARENAS:
+			if (parse_uint(optarg, 1, 1u << 20, &lim->arenas) < 0)
 				goto bad;
 			break;
 		case 'l':

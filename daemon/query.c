@@ -100,6 +100,7 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 	c->staging_refused = srv->limit.staging_refused;
 	c->quota_refused = srv->limit.quota_refused;
 	c->accept_errors = srv->limit.accept_errors;
+	c->handles_refused = srv->limit.handles_refused;
 	c->input_bytes = srv->limit.input_bytes;
 	c->staging_bytes = srv->limit.staging_bytes;
 	return c;
@@ -349,6 +350,7 @@ static char *query_metrics(struct server *srv, struct arena *a)
 	COUNTER(staging_refused, "Staging arenas refused at a staging limit.");
 	COUNTER(quota_refused, "Allocations refused at --client-memory-limit.");
 	COUNTER(accept_errors, "accept() failures (the listener rests on them).");
+	COUNTER(handles_refused, "Requests refused at --client-handle-limit.");
 #undef COUNTER
 	metric(&m, "input_bytes", "gauge", "Input buffered across connections.", dev,
 	       c->input_bytes);

@@ -70,6 +70,9 @@ struct server_limits {
 	uint64_t client_staging_bytes; /* staging arenas mapped per session */
 	uint64_t staging_bytes; /* ... and across sessions */
 	uint64_t client_memory_bytes; /* device memory per session; 0: no quota */
+	unsigned client_handles; /* buffers, slices, arenas and modules per session */
+	unsigned client_arenas; /* staging arenas per session (each is a mapping) */
+	unsigned arenas; /* ... and across sessions (vm.max_map_count is 65530) */
 };
 
 #define SERVER_LIMITS_DEFAULT                                                                     \
@@ -78,6 +81,7 @@ struct server_limits {
 		.hello_timeout_ms = 5000, .frame_timeout_ms = 10000,                              \
 		.max_input_bytes = 64ull << 20, .client_staging_bytes = 64ull << 30,              \
 		.staging_bytes = 256ull << 30, .client_memory_bytes = 0,                          \
+		.client_handles = 65536, .client_arenas = 256, .arenas = 16384,                   \
 	}
 
 struct server_options {
@@ -94,6 +98,8 @@ struct server_options {
 struct server_limit_counters {
 	uint64_t connections_refused, hello_timeouts, frame_timeouts, input_paused;
 	uint64_t trace_entries_dropped, staging_refused, quota_refused, accept_errors;
+	uint64_t handles_refused;
+	uint64_t arenas; /* staging arenas mapped now, across sessions */
 	uint64_t input_bytes, staging_bytes;
 	uint64_t input_large_bytes; /* of input_bytes, what --max-input-memory bounds */
 };

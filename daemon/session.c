@@ -68,6 +68,7 @@ static int session_handle_new(struct session *s, enum handle_kind kind, void *ob
 	}
 	s->slots[i].kind = kind;
 	s->slots[i].obj = obj;
+	s->nhandles++;
 	*handle = slot_handle(i, s->slots[i].gen);
 	return 0;
 }
@@ -81,7 +82,12 @@ static void session_handle_drop(struct session *s, uint64_t handle)
 	s->slots[i].gen++;
 	s->slots[i].next_free = s->free_slot;
 	s->free_slot = i + 1;
+	s->nhandles--;
 }
+
+/* A request that makes a handle, refused at --client-handle-limit (every handle holds
+ * daemon memory, and a slice costs the client nothing): true when it was. */
+static bool handle_over_limit(struct session *s, uint64_t tag);
 
 void *session_lookup(const struct session *s, uint64_t handle, enum handle_kind kind)
 {
@@ -461,6 +467,7 @@ void session_disconnect(struct session *s)
 				s->stagings--;
 				s->staging_bytes -= st->size;
 				srv->limit.staging_bytes -= st->size;
+				srv->limit.arenas--;
 				staging_unref(srv, st);
 				session_handle_drop(s, slot_handle(i, slot->gen));
 			}
@@ -554,6 +561,20 @@ static int req_fail(struct session *s, uint64_t tag, Sseq__Status status, const 
 	return 0;
 }
 
+static bool handle_over_limit(struct session *s, uint64_t tag)
+{
+	const unsigned limit = s->srv->opts.limits.client_handles;
+
+	if (s->nhandles < limit)
+		return false;
+	s->srv->limit.handles_refused++;
+	req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+		 "this session holds %u handles (buffers, slices, arenas, modules), the most "
+		 "allowed (--client-handle-limit): free some",
+		 limit);
+	return true;
+}
+
 static int req_hello(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__Hello *h = rq->hello;
@@ -612,6 +633,16 @@ static bool staging_over_limit(struct session *s, uint64_t tag, uint64_t size)
 			 size, s->staging_bytes, lim->client_staging_bytes);
 		return true;
 	}
+	if (s->stagings >= lim->client_arenas || c->arenas >= lim->arenas) {
+		bool mine = s->stagings >= lim->client_arenas;
+		c->staging_refused++;
+		req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+			 "staging arena refused: %s %" PRIu64 " arenas, the most allowed (%s)",
+			 mine ? "this session holds" : "all sessions hold",
+			 mine ? s->stagings : c->arenas,
+			 mine ? "--client-arena-limit" : "--arena-limit");
+		return true;
+	}
 	if (size > lim->staging_bytes - c->staging_bytes || c->staging_bytes > lim->staging_bytes) {
 		c->staging_refused++;
 		req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
@@ -636,6 +667,10 @@ static int req_staging_register(struct session *s, const Sseq__Request *rq)
 				"StagingRegister without a memfd (send it with SCM_RIGHTS)");
 	fd = s->fds[0];
 	memmove(s->fds, s->fds + 1, --s->nfds * sizeof(int));
+	if (handle_over_limit(s, rq->tag)) {
+		close(fd);
+		return 0;
+	}
 	if (sr->size == 0 || sr->size > SESSION_MAX_ALLOC) {
 		close(fd);
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
@@ -694,6 +729,7 @@ static int req_staging_register(struct session *s, const Sseq__Request *rq)
 	s->stagings++;
 	s->staging_bytes += sr->size;
 	s->srv->limit.staging_bytes += sr->size;
+	s->srv->limit.arenas++;
 	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", st->handle, NULL, NULL);
 	return 0;
 }
@@ -710,6 +746,7 @@ static int req_staging_unregister(struct session *s, const Sseq__Request *rq)
 	s->stagings--;
 	s->staging_bytes -= st->size;
 	s->srv->limit.staging_bytes -= st->size;
+	s->srv->limit.arenas--;
 	staging_unref(s->srv, st); /* copies in flight keep it mapped */
 	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
 	return 0;
@@ -745,6 +782,8 @@ static int req_alloc(struct session *s, const Sseq__Request *rq)
 	if (a->size == 0 || a->size > SESSION_MAX_ALLOC)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
 				"alloc size %" PRIu64 " out of range (1 .. 2^40)", a->size);
+	if (handle_over_limit(s, rq->tag))
+		return 0;
 	if (quota && (a->size > quota || s->bytes > quota - a->size)) {
 		s->srv->limit.quota_refused++;
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
@@ -797,6 +836,8 @@ static int req_slice(struct session *s, const Sseq__Request *rq)
 				"slice [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64
 				" bytes",
 				sl->offset, sl->length, sb->buf->size);
+	if (handle_over_limit(s, rq->tag))
+		return 0;
 	if (seq_buffer_slice(s->srv->seq, sb->buf, sl->offset, sl->length, &b) < 0)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
 				"out of memory");
@@ -1108,6 +1149,8 @@ static int req_load_module(struct session *s, const Sseq__Request *rq)
 	if (r < 0)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT, "module '%s': %s",
 				shown, why);
+	if (handle_over_limit(s, rq->tag))
+		return 0;
 	if (s->modules >= SESSION_MAX_MODULES)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
 				"this session already holds %u modules", SESSION_MAX_MODULES);

@@ -100,6 +100,7 @@ struct session {
 
 	struct handle_slot *slots;
 	uint32_t nslots, free_slot; /* free_slot: index + 1, 0 = none */
+	uint32_t nhandles; /* live ones, for --client-handle-limit */
 
 	uint64_t buffers, bytes, inflight, stagings, staging_bytes, modules;
 	uint64_t last_point[SEQ_MAX_STREAMS]; /* this session's last op per stream, for Sync */

@@ -750,6 +750,38 @@ START_TEST(test_staging_is_capped_per_session_and_in_total)
 }
 END_TEST
 
+START_TEST(test_handles_and_arenas_are_capped_per_session)
+{
+	struct staging a1, a2;
+	uint64_t b, h;
+	char msg[256];
+	int fd;
+
+	daemon_start((const char *const[]){"--client-handle-limit", "4", "--client-arena-limit",
+					   "1", NULL});
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &a1, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(staging_register(fd, &a2, 4096, true),
+			 SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	ck_assert_int_eq(do_alloc(fd, 4096, &b), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_reply(fd, send_slice(fd, b, 0, 64), &h, NULL, 0),
+			 SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_reply(fd, send_slice(fd, b, 64, 64), &h, NULL, 0),
+			 SSEQ__STATUS__STATUS_OK);
+	/* A fifth handle: refused, named. */
+	ck_assert_int_eq(expect_reply(fd, send_slice(fd, b, 128, 64), NULL, msg, sizeof(msg)),
+			 SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(msg, "--client-handle-limit"), "message: %s", msg);
+	Sseq__Counters c = stats_of(fd);
+	ck_assert_uint_eq(c.handles_refused, 1);
+	ck_assert_uint_eq(c.staging_refused, 1);
+	munmap(a1.map, a1.size);
+	munmap(a2.map, a2.size);
+	close(fd);
+	daemon_stop();
+}
+END_TEST
+
 START_TEST(test_device_memory_quota_per_session)
 {
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
@@ -885,6 +917,7 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_trace_follower_that_never_reads_is_bounded);
 	tcase_add_test(tc, test_staging_is_capped_per_session_and_in_total);
 	tcase_add_test(tc, test_device_memory_quota_per_session);
+	tcase_add_test(tc, test_handles_and_arenas_are_capped_per_session);
 	tcase_add_test(tc, test_out_of_descriptors_does_not_spin);
 	tcase_add_test(tc, test_bad_limit_values_are_refused);
 }
