@@ -77,6 +77,8 @@ static void usage(FILE *f)
 		"                           (default %u)\n"
 		"      --client-arena-limit N  staging arenas per session (default %u)\n"
 		"      --arena-limit N      staging arenas across sessions (default %u)\n"
+		"      --client-inflight-limit N  ops and waits in flight per session before\n"
+		"                           its requests wait (default %u)\n"
 		"  -l, --log-level LEVEL    err, warning, notice, info (default), debug\n"
 		"  -h, --help               show this help\n"
 		"  -V, --version            show the version\n",
@@ -85,7 +87,7 @@ static void usage(FILE *f)
 		(unsigned long long)(defaults.max_input_bytes >> 20),
 		(unsigned long long)(defaults.client_staging_bytes >> 30),
 		(unsigned long long)(defaults.staging_bytes >> 30), defaults.client_handles,
-		defaults.client_arenas, defaults.arenas);
+		defaults.client_arenas, defaults.arenas, defaults.client_inflight);
 }
 
 static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
@@ -195,6 +197,7 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 		OPT_CLIENT_HANDLES,
 		OPT_CLIENT_ARENAS,
 		OPT_ARENAS,
+		OPT_CLIENT_INFLIGHT,
 	};
 	static const struct option longopts[] = {
 		{"socket", required_argument, NULL, 's'},
@@ -221,6 +224,7 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 		{"client-handle-limit", required_argument, NULL, OPT_CLIENT_HANDLES},
 		{"client-arena-limit", required_argument, NULL, OPT_CLIENT_ARENAS},
 		{"arena-limit", required_argument, NULL, OPT_ARENAS},
+		{"client-inflight-limit", required_argument, NULL, OPT_CLIENT_INFLIGHT},
 		{"log-level", required_argument, NULL, 'l'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -332,6 +336,10 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 			break;
 		case OPT_ARENAS:
 			if (parse_uint(optarg, 1, 1u << 20, &lim->arenas) < 0)
+				goto bad;
+			break;
+		case OPT_CLIENT_INFLIGHT:
+			if (parse_uint(optarg, 2, 1u << 24, &lim->client_inflight) < 0)
 				goto bad;
 			break;
 		case 'l':

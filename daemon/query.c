@@ -101,6 +101,7 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 	c->quota_refused = srv->limit.quota_refused;
 	c->accept_errors = srv->limit.accept_errors;
 	c->handles_refused = srv->limit.handles_refused;
+	c->inflight_capped = srv->limit.inflight_capped;
 	c->input_bytes = srv->limit.input_bytes;
 	c->staging_bytes = srv->limit.staging_bytes;
 	return c;
@@ -351,6 +352,7 @@ static char *query_metrics(struct server *srv, struct arena *a)
 	COUNTER(quota_refused, "Allocations refused at --client-memory-limit.");
 	COUNTER(accept_errors, "accept() failures (the listener rests on them).");
 	COUNTER(handles_refused, "Requests refused at --client-handle-limit.");
+	COUNTER(inflight_capped, "Times a session paused at --client-inflight-limit.");
 #undef COUNTER
 	metric(&m, "input_bytes", "gauge", "Input buffered across connections.", dev,
 	       c->input_bytes);

@@ -139,13 +139,22 @@ void server_finding(void *arg, const char *what)
 
 static void server_resume_blocked(struct server *srv)
 {
+	srv->nresume = 0;
 	for (struct session *s = srv->sessions; s; s = s->next) {
-		if (!s->blocked)
+		if (!s->blocked && !s->resume)
 			continue;
 		s->blocked = false;
+		s->resume = false;
 		session_process(s);
 		session_flush(s);
 	}
+}
+
+void server_resume_session(struct server *srv, struct session *s)
+{
+	/* Not now: this runs inside the sequencer's done callback. */
+	s->resume = true;
+	srv->nresume++;
 }
 
 static void server_drain(struct server *srv);
@@ -205,6 +214,8 @@ static void server_on_turn_end(uv_check_t *h)
 {
 	struct server *srv = h->data;
 
+	if (srv->nresume)
+		server_resume_blocked(srv);
 	seq_flush(srv->seq);
 	if (srv->dirty && srv->opts.spin_us) {
 		srv->spin_until_ns = server_now_ns() + (uint64_t)srv->opts.spin_us * 1000u;

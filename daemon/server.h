@@ -73,6 +73,7 @@ struct server_limits {
 	unsigned client_handles; /* buffers, slices, arenas and modules per session */
 	unsigned client_arenas; /* staging arenas per session (each is a mapping) */
 	unsigned arenas; /* ... and across sessions (vm.max_map_count is 65530) */
+	unsigned client_inflight; /* ops and watches in flight per session */
 };
 
 #define SERVER_LIMITS_DEFAULT                                                                     \
@@ -82,6 +83,7 @@ struct server_limits {
 		.max_input_bytes = 64ull << 20, .client_staging_bytes = 64ull << 30,              \
 		.staging_bytes = 256ull << 30, .client_memory_bytes = 0,                          \
 		.client_handles = 65536, .client_arenas = 256, .arenas = 16384,                   \
+		.client_inflight = 65536,                                                         \
 	}
 
 struct server_options {
@@ -98,7 +100,7 @@ struct server_options {
 struct server_limit_counters {
 	uint64_t connections_refused, hello_timeouts, frame_timeouts, input_paused;
 	uint64_t trace_entries_dropped, staging_refused, quota_refused, accept_errors;
-	uint64_t handles_refused;
+	uint64_t handles_refused, inflight_capped;
 	uint64_t arenas; /* staging arenas mapped now, across sessions */
 	uint64_t input_bytes, staging_bytes;
 	uint64_t input_large_bytes; /* of input_bytes, what --max-input-memory bounds */
@@ -156,6 +158,7 @@ struct server {
 	uint64_t frames_in, frames_bad, sessions_total;
 	struct server_limit_counters limit;
 	unsigned input_waiting; /* sessions paused until input memory frees */
+	unsigned nresume; /* sessions to process again at the next chance */
 };
 
 int server_init(struct server *srv, uv_loop_t *loop, const struct server_options *opts,
@@ -178,6 +181,8 @@ void server_finding(void *arg, const char *what);
 /* Input memory went back (a buffer shrank or a session ended): resume the sessions that
  * paused at --max-input-memory. */
 void server_input_released(struct server *srv);
+/* Process what s has buffered (it was paused) once this turn's completions are in. */
+void server_resume_session(struct server *srv, struct session *s);
 
 /* The Status a negative errno from the core or a backend maps to. */
 Sseq__Status server_status_from_errno(int err);

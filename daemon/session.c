@@ -249,7 +249,7 @@ void session_flush(struct session *s)
 	if (s->out_off == s->out_len) {
 		s->out_off = s->out_len = 0;
 		/* After EOF: once what was read has run and its work completed. */
-		if (s->closing || (s->eof && !s->blocked && !s->inflight)) {
+		if (s->closing || (s->eof && !s->blocked && !s->inflight_capped && !s->inflight)) {
 			session_disconnect(s);
 			return;
 		}
@@ -258,7 +258,7 @@ void session_flush(struct session *s)
 	int events = 0;
 	if (s->out_off < s->out_len)
 		events |= UV_WRITABLE;
-	if (!s->blocked && !s->closing && !s->eof && !s->input_wait &&
+	if (!s->blocked && !s->closing && !s->eof && !s->input_wait && !s->inflight_capped &&
 	    s->out_len - s->out_off < SESSION_OUT_HIGH)
 		events |= UV_READABLE;
 	if (events != s->poll_events) {
@@ -496,7 +496,12 @@ static struct op_rec *op_rec_new(struct session *s, uint64_t tag, bool notify)
 		return NULL;
 	*rec = (struct op_rec){.session = s, .tag = tag, .notify = notify};
 	s->refs++;
-	s->inflight++;
+	/* Ops and watches in flight each hold a record: at the cap, stop taking requests
+	 * until half have completed (the sequencer's windows bound ops, not watches). */
+	if (++s->inflight >= srv->opts.limits.client_inflight && !s->inflight_capped) {
+		s->inflight_capped = true;
+		srv->limit.inflight_capped++;
+	}
 	return rec;
 }
 
@@ -510,6 +515,12 @@ static void op_rec_free(struct op_rec *rec)
 	if (rec->module)
 		smodule_unref(srv, rec->module);
 	s->inflight--;
+	if (s->inflight_capped && s->inflight <= srv->opts.limits.client_inflight / 2 &&
+	    s->connected) {
+		s->inflight_capped = false;
+		session_mark_dirty(s); /* its flush polls for input again */
+		server_resume_session(srv, s);
+	}
 	if (s->eof && s->connected)
 		session_mark_dirty(s); /* its flush closes it once the last op is done */
 	rec->next_free = srv->op_free;
@@ -1542,7 +1553,7 @@ void session_process(struct session *s)
 {
 	size_t off = 0;
 
-	while (s->connected && !s->closing && s->in_len - off >= 4) {
+	while (s->connected && !s->closing && !s->inflight_capped && s->in_len - off >= 4) {
 		const uint8_t *p = s->in + off;
 		uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
 			       (uint32_t)p[3] << 24;
@@ -1662,7 +1673,9 @@ static void session_read(struct session *s)
 {
 	/* Bounded per turn so one busy client cannot starve the others. */
 	for (int rounds = 0;
-	     rounds < 4 && s->connected && !s->blocked && !s->closing && !s->eof; rounds++) {
+	     rounds < 4 && s->connected && !s->blocked && !s->closing && !s->eof &&
+	     !s->inflight_capped;
+	     rounds++) {
 		union {
 			struct cmsghdr align;
 			char buf[CMSG_SPACE(sizeof(int) * SESSION_MAX_FDS)];

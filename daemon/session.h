@@ -77,6 +77,8 @@ struct session {
 	 * Completions). */
 	bool eof;
 	bool input_wait; /* paused until input memory frees (--max-input-memory) */
+	bool inflight_capped; /* at --client-inflight-limit: paused until half completed */
+	bool resume; /* process its buffered input again (server_resume_session) */
 	bool hello;
 	bool blocked; /* the sequencer's window is full: input paused (I3) */
 	uint32_t batch_resume; /* inner requests of the held batch already done */

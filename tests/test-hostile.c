@@ -782,6 +782,49 @@ START_TEST(test_handles_and_arenas_are_capped_per_session)
 }
 END_TEST
 
+/* Waits pile up without a stream window to stop them: at --client-inflight-limit the
+ * daemon stops taking a session's requests until half completed; none is lost. */
+START_TEST(test_inflight_cap_pauses_a_session_and_loses_nothing)
+{
+	enum { N = 40 };
+	uint64_t buf, tags[2 * N];
+	int fd, obs;
+	uint64_t most = 0;
+
+	daemon_start((const char *const[]){"--client-inflight-limit", "8", "--sim-delay",
+					   "compute=10ms", NULL});
+	fd = conn_hello();
+	obs = conn_hello();
+	ck_assert_int_eq(do_alloc(fd, 4096, &buf), SSEQ__STATUS__STATUS_OK);
+	for (int i = 0; i < N; i++) {
+		Sseq__Request rq = SSEQ__REQUEST__INIT;
+		Sseq__Await aw = SSEQ__AWAIT__INIT;
+		tags[2 * i] = send_exec(fd, "fill", "ofu", &buf, (double[]){(double)i, 1024});
+		aw.buffer = buf;
+		rq.body_case = SSEQ__REQUEST__BODY_AWAIT;
+		rq.await = &aw;
+		tags[2 * i + 1] = send_tagged(fd, &rq);
+	}
+	for (int i = 0; i < 30; i++) {
+		Sseq__QueryResult *r = query(obs, SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS);
+		for (size_t c = 0; c < r->n_clients; c++)
+			if (r->clients[c]->inflight > most)
+				most = r->clients[c]->inflight;
+		sseq__query_result__free_unpacked(r, NULL);
+		usleep(10000);
+	}
+	ck_assert_msg(most >= 4 && most <= 8, "%llu in flight at most",
+		      (unsigned long long)most);
+	for (int i = 0; i < 2 * N; i++)
+		ck_assert_int_eq(reply_status(fd, tags[i]), SSEQ__STATUS__STATUS_OK);
+	sync_all(fd);
+	ck_assert_uint_ge(stats_of(obs).inflight_capped, 1);
+	close(fd);
+	close(obs);
+	daemon_stop();
+}
+END_TEST
+
 START_TEST(test_device_memory_quota_per_session)
 {
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
@@ -918,6 +961,7 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_staging_is_capped_per_session_and_in_total);
 	tcase_add_test(tc, test_device_memory_quota_per_session);
 	tcase_add_test(tc, test_handles_and_arenas_are_capped_per_session);
+	tcase_add_test(tc, test_inflight_cap_pauses_a_session_and_loses_nothing);
 	tcase_add_test(tc, test_out_of_descriptors_does_not_spin);
 	tcase_add_test(tc, test_bad_limit_values_are_refused);
 }
