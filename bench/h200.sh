@@ -8,7 +8,7 @@ B=${1:-build-hipnv}
 O=${OUT:-/tmp/sseq-bench}
 mkdir -p "$O"
 export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/$B/client${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-img=$(ls "$B"/kernels/sseq-kernels.* 2>/dev/null | head -1)
+img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* 2>/dev/null | head -1)
 native=$B/bench/bench-native
 client=$B/bench/bench-client
 log=$O/bench.txt

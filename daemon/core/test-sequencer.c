@@ -1,4 +1,4 @@
-/* Unit tests for the sequencer core (daemon/sequencer.h): a recording backend logs every
+/* Unit tests for the sequencer core (sequencer.h): a recording backend logs every
  * command the core emits as one text line, and each test pins one invariant of DESIGN.md.
  *
  * Mutation check: each check broken in a private copy of sequencer.c, and (a sample of)

@@ -1,4 +1,4 @@
-/* LoadModule's path rules (daemon/modpath.c) on a real directory tree: what resolves,
+/* LoadModule's path rules (modpath.c) on a real directory tree: what resolves,
  * what is refused as an escape, what is missing. No GPU needed, so these run everywhere;
  * the hip backend's own LoadModule test only has to show the rules are applied. */
 #include <check.h>

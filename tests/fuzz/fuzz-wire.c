@@ -1,4 +1,4 @@
-/* libFuzzer target for the frame codecs: every frame the hand decoder (daemon/wire.c)
+/* libFuzzer target for the frame codecs: every frame the hand decoder (daemon/server/wire.c)
  * accepts must unpack with protobuf-c, which has the last word, to the same values in
  * every field the hot path reads; and wire_encode_reply's output must unpack to what it
  * was given. Any disagreement aborts. */

@@ -13,7 +13,7 @@
 #include "sseq.pb-c.h"
 
 /* A session's handles are predictable: the n-th handle it creates, none freed, is slot n
- * of generation 1 (see slot_handle in daemon/session.c). */
+ * of generation 1 (see slot_handle in daemon/server/session.c). */
 #define H(n) ((1ull << 32) | (n))
 
 struct out {

@@ -9,7 +9,7 @@ shift
 O=${OUT:-/tmp/sseq-race}
 mkdir -p "$O"
 export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/$B/client${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-img=$(ls "$B"/kernels/sseq-kernels.* | head -1)
+img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* | head -1)
 sock=/tmp/sseq-race.sock
 rc=0
 run() { # $1: label, $2: ops, rest: sseqd args

@@ -21,16 +21,16 @@ export CK_DEFAULT_TIMEOUT=120
 
 # ---- the debug build's suites ----
 export LD_LIBRARY_PATH=$PWD/$D/lib:$PWD/$D/client
-export SSEQ_KERNELS=$PWD/$D/kernels/sseq-kernels.fatbin
-"$D/tests/test-modpath" >"$O/test-modpath.log" 2>&1
+export SSEQ_KERNELS=$PWD/$D/daemon/backend/hip/sseq-kernels.fatbin
+"$D/daemon/server/test-modpath" >"$O/test-modpath.log" 2>&1
 step "test-modpath rc=$? $(grep Checks "$O/test-modpath.log")"
-timeout 300 "$D/tests/test-hip" >"$O/test-hip.log" 2>&1
+timeout 300 "$D/daemon/backend/hip/test-hip" >"$O/test-hip.log" 2>&1
 step "test-hip rc=$? ($(el)) $(grep -E 'Checks' "$O/test-hip.log")"
 grep -E ":F:|:E:" "$O/test-hip.log" | head -20 | tee -a "$S"
 
 # ---- release build: audit, race harness, benchmarks ----
 export LD_LIBRARY_PATH=$PWD/$R/lib:$PWD/$R/client
-img=$PWD/$R/kernels/sseq-kernels.fatbin
+img=$PWD/$R/daemon/backend/hip/sseq-kernels.fatbin
 sock=/tmp/sseq-gpu.sock
 start() { rm -f "$sock"; "$R/daemon/sseqd" --backend hip --kernels "$img" --socket "$sock" --log-level warning "$@" 2>"$O/sseqd-$tag.log" & pid=$!; for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.05; done; }
 stop() { kill -TERM "$pid"; wait "$pid"; }

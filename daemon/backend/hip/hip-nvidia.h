@@ -1,4 +1,4 @@
-/* The HIP calls daemon/hip.c makes, mapped onto CUDA's runtime API for NVIDIA builds
+/* The HIP calls hip.c makes, mapped onto CUDA's runtime API for NVIDIA builds
  * (-Dhip_platform=nvidia). Only what hip.c uses is here: Debian's HIP 5.2 NVIDIA headers
  * do not compile against CUDA 13, and a small table we own is easier to keep right. */
 #ifndef SSEQ_HIP_NVIDIA_H

@@ -1,4 +1,4 @@
-/* Tests for the hip backend (daemon/hip.c) on a real GPU, through the real sequencer core:
+/* Tests for the hip backend (hip.c) on a real GPU, through the real sequencer core:
  * data round trips through every built-in kernel, the seed scenario, the caching pool,
  * errors flowing forward, how fast completion is learned, the --audit mode's checks on
  * GPU timestamps, and user code objects, also through a real sseqd and libsseq. Skips
@@ -77,7 +77,8 @@ static size_t h_drain(bool block)
 	return cq_drain(&H.cq, H.seq, block);
 }
 
-/* This executable's directory: the build tree's tests/, wherever it was moved to. */
+/* This executable's directory: the build tree's daemon/backend/hip/, wherever it was
+ * moved to. */
 static void exe_dir(char *out, size_t size)
 {
 	char buf[PATH_MAX];
@@ -95,11 +96,11 @@ static const char *h_kernels(void)
 	char dir[PATH_MAX];
 
 	/* The build tree moves when the tests run elsewhere (the GPU machine): the image
-	 * next to this build's tests/, unless the environment names one. */
+	 * built beside this suite, unless the environment names one. */
 	if (env && *env)
 		return env;
 	exe_dir(dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/../kernels/%s", dir, SSEQ_KERNELS_NAME);
+	snprintf(path, sizeof(path), "%s/%s", dir, SSEQ_KERNELS_NAME);
 	return access(path, R_OK) == 0 ? path : NULL;
 }
 
@@ -184,7 +185,7 @@ static void h_unstage(void *p, size_t size)
 	munmap(p, size);
 }
 
-/* tests/fakecuda (a -Dfake_cuda build) sets SSEQ_FAKE_CUDA: CPU threads, not a GPU, so
+/* fakecuda/ (a -Dfake_cuda build) sets SSEQ_FAKE_CUDA: CPU threads, not a GPU, so
  * the long loops run shorter and the wall-time bounds are looser. */
 static bool fake_cuda(void)
 {
@@ -1176,7 +1177,7 @@ END_TEST
 
 /* ---- user code objects ---- */
 
-/* tests/gpu-module.cu as built beside this test, or $SSEQ_TEST_MODULE. */
+/* gpu-module.cu as built beside this test, or $SSEQ_TEST_MODULE. */
 static void module_path(char *out, size_t size)
 {
 	const char *env = getenv("SSEQ_TEST_MODULE");
@@ -1314,7 +1315,7 @@ static void hipd_start(struct hipd *d, const char *const *extra)
 		char dir[PATH_MAX];
 
 		exe_dir(dir, sizeof(dir));
-		ck_assert_int_lt(snprintf(sseqd, sizeof(sseqd), "%s/../daemon/sseqd", dir),
+		ck_assert_int_lt(snprintf(sseqd, sizeof(sseqd), "%s/../../sseqd", dir),
 			(int)sizeof(sseqd));
 	}
 	snprintf(d->dir, sizeof(d->dir), "/tmp/sseq-hip-mods.XXXXXX");

@@ -1,4 +1,4 @@
-/* Tests for the sim backend (daemon/sim.c), mostly through the real sequencer core: data
+/* Tests for the sim backend (sim.c), mostly through the real sequencer core: data
  * round trips, the race detector staying quiet when the core waits and speaking up when a
  * wait is missing (bypassed, legacy window, early free), injected faults (refused at launch,
  * or failing on the device and reported through completion), spec parsing. */

@@ -1,4 +1,4 @@
-/* A CPU stand-in for the CUDA runtime calls daemon/hip-nvidia.h maps HIP onto, so CI
+/* A CPU stand-in for the CUDA runtime calls hip-nvidia.h maps HIP onto, so CI
  * without a GPU runs test-hip through the hip backend's own threads, pool and error
  * flow (-Dfake_cuda=true). Each stream is a worker thread running its queue in order
  * with small random delays; events complete when their stream reaches the record; the
