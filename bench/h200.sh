@@ -7,7 +7,7 @@ set -uo pipefail
 B=${1:-build-hipnv}
 O=${OUT:-/tmp/sseq-bench}
 mkdir -p "$O"
-export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/$B/client${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/$B/client/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* 2>/dev/null | head -1)
 native=$B/bench/bench-native
 client=$B/bench/bench-client
@@ -42,7 +42,7 @@ dpid=$!
 for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
 say "$("$client" copy $((256 << 20)))"
 say "$(SSEQ_BENCH_BURST=32 "$client" copy $((256 << 20)))"
-"$B/client/sseqctl" --socket "$sock" stats >"$O/stats-after-copy.txt" 2>&1
+"$B/client/ctl/sseqctl" --socket "$sock" stats >"$O/stats-after-copy.txt" 2>&1
 say "$("$client" latency 2000)"
 # Launch rates move by +-20% between runs on this machine (clocks): native and daemon
 # runs alternate, five of each, and the medians are compared.
@@ -78,10 +78,10 @@ for i in $(seq 16); do
 done 2>/dev/null
 sleep 1
 say "daemon hold clients=16 device_MiB_delta=$(( $(gpu_mem) - base ))"
-"$B/client/sseqctl" --socket "$sock" clients >"$O/clients.txt" 2>&1
+"$B/client/ctl/sseqctl" --socket "$sock" clients >"$O/clients.txt" 2>&1
 for fd in "${holders[@]}"; do eval "exec $fd>&-"; done
 sleep 0.5
-"$B/client/sseqctl" --socket "$sock" stats >"$O/stats.txt" 2>&1
+"$B/client/ctl/sseqctl" --socket "$sock" stats >"$O/stats.txt" 2>&1
 kill -TERM "$dpid"
 wait "$dpid"
 say "sseqd exit=$?"

@@ -8,7 +8,7 @@ B=${1:?usage: race-harness.sh BUILD_DIR [SSEQD_ARGS...]}
 shift
 O=${OUT:-/tmp/sseq-race}
 mkdir -p "$O"
-export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/$B/client${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/$B/client/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* | head -1)
 sock=/tmp/sseq-race.sock
 rc=0
@@ -22,9 +22,9 @@ run() { # $1: label, $2: ops, rest: sseqd args
 	for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
 	local t0 t1 out
 	t0=$(date +%s.%N)
-	out=$("$B/client/sseq-stress" --socket "$sock" --ops "$ops" --clients 4 --seed 11 2>>"$O/stress-$label.err" | tail -1)
+	out=$("$B/client/stress/sseq-stress" --socket "$sock" --ops "$ops" --clients 4 --seed 11 2>>"$O/stress-$label.err" | tail -1)
 	t1=$(date +%s.%N)
-	"$B/client/sseqctl" --socket "$sock" stats >"$O/stats-$label.txt" 2>&1
+	"$B/client/ctl/sseqctl" --socket "$sock" stats >"$O/stats-$label.txt" 2>&1
 	kill -TERM "$pid"
 	wait "$pid"
 	local findings

@@ -20,7 +20,7 @@ el() { echo "$(( $(date +%s) - t0 ))s"; }
 export CK_DEFAULT_TIMEOUT=120
 
 # ---- the debug build's suites ----
-export LD_LIBRARY_PATH=$PWD/$D/lib:$PWD/$D/client
+export LD_LIBRARY_PATH=$PWD/$D/lib:$PWD/$D/client/lib
 export SSEQ_KERNELS=$PWD/$D/daemon/backend/hip/sseq-kernels.fatbin
 "$D/daemon/server/test-modpath" >"$O/test-modpath.log" 2>&1
 step "test-modpath rc=$? $(grep Checks "$O/test-modpath.log")"
@@ -29,25 +29,25 @@ step "test-hip rc=$? ($(el)) $(grep -E 'Checks' "$O/test-hip.log")"
 grep -E ":F:|:E:" "$O/test-hip.log" | head -20 | tee -a "$S"
 
 # ---- release build: audit, race harness, benchmarks ----
-export LD_LIBRARY_PATH=$PWD/$R/lib:$PWD/$R/client
+export LD_LIBRARY_PATH=$PWD/$R/lib:$PWD/$R/client/lib
 img=$PWD/$R/daemon/backend/hip/sseq-kernels.fatbin
 sock=/tmp/sseq-gpu.sock
 start() { rm -f "$sock"; "$R/daemon/sseqd" --backend hip --kernels "$img" --socket "$sock" --log-level warning "$@" 2>"$O/sseqd-$tag.log" & pid=$!; for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.05; done; }
 stop() { kill -TERM "$pid"; wait "$pid"; }
 tag=audit-clean; start --audit
-out=$("$R/client/sseq-stress" --socket "$sock" --ops 100000 --clients 8 --seed 3 | tail -1)
-"$R/client/sseqctl" --socket "$sock" --json stats >"$O/stats-$tag.json"; stop
+out=$("$R/client/stress/sseq-stress" --socket "$sock" --ops 100000 --clients 8 --seed 3 | tail -1)
+"$R/client/ctl/sseqctl" --socket "$sock" --json stats >"$O/stats-$tag.json"; stop
 step "audit clean: $out audit_findings=$(python3 -c "import json;print(json.load(open('$O/stats-$tag.json'))['counters']['audit_findings'])") ($(el))"
 tag=audit-legacy; start --audit --inject legacy-sync-window=4
-out=$("$R/client/sseq-stress" --socket "$sock" --ops 20000 --clients 4 --seed 7 | tail -1)
-"$R/client/sseqctl" --socket "$sock" --json stats >"$O/stats-$tag.json"; stop
+out=$("$R/client/stress/sseq-stress" --socket "$sock" --ops 20000 --clients 4 --seed 7 | tail -1)
+"$R/client/ctl/sseqctl" --socket "$sock" --json stats >"$O/stats-$tag.json"; stop
 step "audit legacy-sync-window=4: $out audit_findings=$(python3 -c "import json;print(json.load(open('$O/stats-$tag.json'))['counters']['audit_findings'])") first: $(grep -m1 'audit:' "$O/sseqd-$tag.log")"
 OUT=$O bash tests/gpu/race-harness.sh "$R" >"$O/race.txt" 2>&1; step "$(cat "$O/race.txt")"
 OUT=$O bash bench/h200.sh "$R" >/dev/null 2>&1; step "$(cat "$O/bench.txt")"
 
 # ---- Python: the suite with -n 8 and -n 1 against one hip daemon; conv2d vs torch ----
 tag=python; start
-export PYTHONPATH=$PWD/client/python SSEQ_SOCKET=$sock SSEQ_LIBRARY=$PWD/$R/client/libsseq.so.0 PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH=$PWD/client/python SSEQ_SOCKET=$sock SSEQ_LIBRARY=$PWD/$R/client/lib/libsseq.so.0 PYTHONDONTWRITEBYTECODE=1
 for n in 8 1; do
 	s0=$(date +%s.%N)
 	timeout 240 python3 -m pytest -q -n $n -p sseq.pytest_plugin tests/python >"$O/pytest-n$n.log" 2>&1
