@@ -41,8 +41,10 @@ def test_legacy_sync_window_is_caught(start_daemon) -> None:
     """With H2D readiness tied to a compute-stream window (the XLA bug) the per-example
     path reads inputs before their copies land: the comparison and the daemon's race
     detector both see it, while the batch path, which runs right after its copy, stays
-    right. Proves the suite can see the bug it exists for."""
-    d = start_daemon("--inject", "legacy-sync-window=4", "--sim-delay", "h2d=2ms")
+    right. Proves the suite can see the bug it exists for. The copies are slowed to
+    20 ms so that they land after the kernels even when the CPUs are busy (2 ms let a
+    loaded machine's compute stream fall behind them, and the bug go unseen)."""
+    d = start_daemon("--inject", "legacy-sync-window=4", "--sim-delay", "h2d=20ms")
     bad_cases = []
     batch_bad = []
     with sseq.connect(d.socket, name="legacy-check") as s:
