@@ -28,8 +28,8 @@ static void check(int r, const char *what)
 
 static void open_session(uint64_t staging)
 {
-	struct sseq_connect_options o = {.size = sizeof(o), .client_name = "bench-client",
-					 .staging_size = staging};
+	struct sseq_connect_options o = {
+		.size = sizeof(o), .client_name = "bench-client", .staging_size = staging};
 	check(sseq_connect(NULL, &o, &s), "connect");
 }
 
@@ -67,8 +67,9 @@ static void mode_copy(uint64_t size, int reps)
 		}
 	}
 	printf("daemon copy bytes=%" PRIu64 " burst=%d h2d_GBps=%.2f d2h_GBps=%.2f d2d_GBps=%.2f\n",
-	       size, COPY_BURST, COPY_BURST * (double)size / best[0] / 1e9,
-	       COPY_BURST * (double)size / best[1] / 1e9, COPY_BURST * (double)size / best[2] / 1e9);
+		size, COPY_BURST, COPY_BURST * (double)size / best[0] / 1e9,
+		COPY_BURST * (double)size / best[1] / 1e9,
+		COPY_BURST * (double)size / best[2] / 1e9);
 }
 
 /* 4 KiB H2D followed by await on the buffer, median of `reps`. */
@@ -148,8 +149,9 @@ int main(int argc, char **argv)
 	else if (!strcmp(mode, "hold"))
 		mode_hold();
 	else {
-		fprintf(stderr, "usage: SSEQ_SOCKET=... bench-client copy [BYTES] | latency [N] |"
-				" launch [N] | first-kernel | hold\n");
+		fprintf(stderr,
+			"usage: SSEQ_SOCKET=... bench-client copy [BYTES] | latency [N] |"
+			" launch [N] | first-kernel | hold\n");
 		return 2;
 	}
 	sseq_close(s);

@@ -39,7 +39,7 @@ static inline void print_latency(const char *side, double *t, int reps)
 {
 	qsort(t, (size_t)reps, sizeof(double), cmp_double);
 	printf("%s latency bytes=4096 median_us=%.2f p10_us=%.2f p90_us=%.2f\n", side,
-	       t[reps / 2] * 1e6, t[reps / 10] * 1e6, t[reps * 9 / 10] * 1e6);
+		t[reps / 2] * 1e6, t[reps / 10] * 1e6, t[reps * 9 / 10] * 1e6);
 }
 
 /* "<side> launch ..." for `count` launches that took since t0. */
@@ -48,7 +48,7 @@ static inline void print_launch(const char *side, long count, double t0)
 	double seconds = now_s() - t0;
 
 	printf("%s launch count=%ld seconds=%.4f launches_per_s=%.0f\n", side, count, seconds,
-	       (double)count / seconds);
+		(double)count / seconds);
 }
 
 /* Say `side` is ready, then block until stdin closes (device-memory figures). */

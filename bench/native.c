@@ -17,13 +17,13 @@
 
 #include "common.h"
 
-#define CHECK(call)                                                                               \
-	do {                                                                                      \
-		hipError_t err_ = (call);                                                         \
-		if (err_ != hipSuccess) {                                                         \
+#define CHECK(call)                                                                                \
+	do {                                                                                       \
+		hipError_t err_ = (call);                                                          \
+		if (err_ != hipSuccess) {                                                          \
 			fprintf(stderr, "bench-native: %s: %s\n", #call, hipGetErrorString(err_)); \
-			exit(1);                                                                  \
-		}                                                                                 \
+			exit(1);                                                                   \
+		}                                                                                  \
 	} while (0)
 
 /* Copies per timed burst (bench_copy_burst). */
@@ -57,14 +57,14 @@ static void mode_copy(size_t size, int reps)
 			double t0 = now_s(), t;
 			for (int i = 0; i < COPY_BURST; i++) {
 				if (k == 0)
-					CHECK(hipMemcpyAsync(dev, host, size, hipMemcpyHostToDevice,
-							     st));
+					CHECK(hipMemcpyAsync(
+						dev, host, size, hipMemcpyHostToDevice, st));
 				else if (k == 1)
-					CHECK(hipMemcpyAsync(host, dev, size, hipMemcpyDeviceToHost,
-							     st));
+					CHECK(hipMemcpyAsync(
+						host, dev, size, hipMemcpyDeviceToHost, st));
 				else
-					CHECK(hipMemcpyAsync(dev2, dev, size, hipMemcpyDeviceToDevice,
-							     st));
+					CHECK(hipMemcpyAsync(
+						dev2, dev, size, hipMemcpyDeviceToDevice, st));
 			}
 			CHECK(hipStreamSynchronize(st));
 			t = now_s() - t0;
@@ -73,8 +73,9 @@ static void mode_copy(size_t size, int reps)
 		}
 	}
 	printf("native copy bytes=%zu burst=%d h2d_GBps=%.2f d2h_GBps=%.2f d2d_GBps=%.2f\n", size,
-	       COPY_BURST, COPY_BURST * (double)size / best[0] / 1e9,
-	       COPY_BURST * (double)size / best[1] / 1e9, COPY_BURST * (double)size / best[2] / 1e9);
+		COPY_BURST, COPY_BURST * (double)size / best[0] / 1e9,
+		COPY_BURST * (double)size / best[1] / 1e9,
+		COPY_BURST * (double)size / best[2] / 1e9);
 }
 
 /* 4 KiB H2D then synchronize, median of `reps`. */
@@ -171,8 +172,9 @@ int main(int argc, char **argv)
 	else if (!strcmp(mode, "hold"))
 		mode_hold();
 	else {
-		fprintf(stderr, "usage: bench-native copy [BYTES] | latency [N] | launch IMAGE [N] |"
-				" first-kernel IMAGE | hold\n");
+		fprintf(stderr,
+			"usage: bench-native copy [BYTES] | latency [N] | launch IMAGE [N] |"
+			" first-kernel IMAGE | hold\n");
 		return 2;
 	}
 	return 0;

@@ -62,7 +62,7 @@ static Sseq__Message *read_msg(int fd)
 		got += (size_t)r;
 	}
 	len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
-	      (uint32_t)hdr[3] << 24;
+		(uint32_t)hdr[3] << 24;
 	buf = malloc(len + 1);
 	for (got = 0; got < len;) {
 		ssize_t r = read(fd, buf + got, len - got);
@@ -96,7 +96,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--depth") && i + 1 < argc)
 			depth = strtoull(argv[++i], NULL, 10);
 		else {
-			fprintf(stderr, "usage: bench-pipeline --socket PATH [--count N] [--depth N]\n");
+			fprintf(stderr,
+				"usage: bench-pipeline --socket PATH [--count N] [--depth N]\n");
 			return 2;
 		}
 	}
@@ -184,7 +185,7 @@ int main(int argc, char **argv)
 		size_t off = 0;
 		while (rlen - off >= 4) {
 			uint32_t len = (uint32_t)rbuf[off] | (uint32_t)rbuf[off + 1] << 8 |
-				       (uint32_t)rbuf[off + 2] << 16 | (uint32_t)rbuf[off + 3] << 24;
+				(uint32_t)rbuf[off + 2] << 16 | (uint32_t)rbuf[off + 3] << 24;
 			if (rlen - off - 4 < len)
 				break;
 			m = sseq__message__unpack(NULL, len, rbuf + off + 4);
@@ -199,8 +200,9 @@ int main(int argc, char **argv)
 		rlen -= off;
 	}
 	t1 = now_s();
-	printf("requests=%" PRIu64 " depth=%" PRIu64 " seconds=%.3f rate=%.0f/s errors=%" PRIu64 "\n",
-	       count, depth, t1 - t0, (double)count / (t1 - t0), bad);
+	printf("requests=%" PRIu64 " depth=%" PRIu64 " seconds=%.3f rate=%.0f/s errors=%" PRIu64
+	       "\n",
+		count, depth, t1 - t0, (double)count / (t1 - t0), bad);
 	free(rbuf);
 	close(fd);
 	return bad ? 1 : 0;

@@ -19,8 +19,12 @@ int log_parse_level(const char *name)
 		const char *name;
 		enum log_level level;
 	} names[] = {
-		{"err", LOG_LVL_ERR},	    {"error", LOG_LVL_ERR},   {"warning", LOG_LVL_WARN},
-		{"warn", LOG_LVL_WARN},	    {"notice", LOG_LVL_NOTICE}, {"info", LOG_LVL_INFO},
+		{"err", LOG_LVL_ERR},
+		{"error", LOG_LVL_ERR},
+		{"warning", LOG_LVL_WARN},
+		{"warn", LOG_LVL_WARN},
+		{"notice", LOG_LVL_NOTICE},
+		{"info", LOG_LVL_INFO},
 		{"debug", LOG_LVL_DEBUG},
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)

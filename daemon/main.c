@@ -4,9 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +47,8 @@ static void usage(FILE *f)
 		"  -b, --backend KIND       sim, hip or auto (default auto: hip if a GPU is\n"
 		"                           present, else sim)\n"
 		"      --sim-delay SPEC     delay a stream kind in the sim: h2d=2ms,\n"
-		"                           d2d=rand:0-500us, compute=script:1ms,0,5ms (repeatable)\n"
+		"                           d2d=rand:0-500us, compute=script:1ms,0,5ms "
+		"(repeatable)\n"
 		"      --inject SPEC        fault injection (repeatable): fail-op=N,\n"
 		"                           device-fail-op=N, legacy-sync-window=N, early-free\n"
 		"      --window N           incomplete points per stream before backpressure\n"
@@ -59,9 +60,11 @@ static void usage(FILE *f)
 		"                           started after its producers finished (hip)\n"
 		"      --kernels PATH       the built-in kernels' code object for the hip backend\n"
 		"                           (default: the build tree's, else the installed one)\n"
-		"      --spin-us N          after answering, poll sockets and completions for N us\n"
+		"      --spin-us N          after answering, poll sockets and completions for N "
+		"us\n"
 		"                           before sleeping (default %u; 0: never)\n"
-		"      --socket-mode MODE   mode of the socket sseqd creates (octal, default 0660)\n"
+		"      --socket-mode MODE   mode of the socket sseqd creates (octal, default "
+		"0660)\n"
 		"Limits (sizes take k, M, G, T; times ms or s; see sseqd(8), LIMITS):\n"
 		"      --max-clients N      connections in total (default %u)\n"
 		"      --max-clients-per-uid N  connections of one user (default %u)\n"
@@ -244,7 +247,8 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 				goto bad;
 			break;
 		case 'b':
-			if (strcmp(optarg, "sim") && strcmp(optarg, "hip") && strcmp(optarg, "auto"))
+			if (strcmp(optarg, "sim") && strcmp(optarg, "hip") &&
+				strcmp(optarg, "auto"))
 				goto bad;
 			o->backend = optarg;
 			break;
@@ -311,7 +315,7 @@ static int parse_args(struct daemon_opts *o, int argc, char **argv)
 		case OPT_MAX_INPUT:
 			/* At least one frame of the largest size must fit. */
 			if (parse_size(optarg, &lim->max_input_bytes) < 0 ||
-			    lim->max_input_bytes < 4u * SERVER_MAX_FRAME)
+				lim->max_input_bytes < 4u * SERVER_MAX_FRAME)
 				goto bad;
 			break;
 		case OPT_CLIENT_STAGING:
@@ -368,10 +372,10 @@ bad:
 	for (const struct option *lo = longopts; lo->name; lo++) {
 		if (lo->val == c) {
 			fprintf(stderr, "sseqd: invalid value '%s' for --%s%s\n", optarg, lo->name,
-				c == 'b'		  ? " (sim, hip or auto)"
-				: c == OPT_MAX_INPUT	  ? " (a size of at least 4M)"
-				: c == OPT_SOCKET_MODE ? " (an octal mode such as 0660)"
-							  : "");
+				c == 'b'		       ? " (sim, hip or auto)"
+					: c == OPT_MAX_INPUT   ? " (a size of at least 4M)"
+					: c == OPT_SOCKET_MODE ? " (an octal mode such as 0660)"
+							       : "");
 			return -EINVAL;
 		}
 	}
@@ -418,13 +422,16 @@ static int backend_start(struct daemon_opts *o, struct server *srv, struct backe
 		if (n > (int)o->srv.device) {
 			if (o->sim.nfail || o->sim.delay[0].mode || o->sim.delay[1].mode ||
 				o->sim.delay[2].mode || o->sim.delay[3].mode)
-				log_warn("main", "--sim-delay and --inject fail-op/device-fail-op act on the sim "
-						 "backend only: ignored with hip");
+				log_warn("main",
+					"--sim-delay and --inject fail-op/device-fail-op act on "
+					"the sim "
+					"backend only: ignored with hip");
 			r = hip_create(out, &hc, server_push_completion, server_finding, srv);
 			if (r == 0 || must)
 				return r;
-			log_warn("main", "auto: the hip backend did not start (%s): using the sim "
-					 "backend",
+			log_warn("main",
+				"auto: the hip backend did not start (%s): using the sim "
+				"backend",
 				strerror(-r));
 		} else if (n < 0) {
 			log_msg(must ? LOG_LVL_ERR : LOG_LVL_NOTICE, "main",
@@ -433,7 +440,8 @@ static int backend_start(struct daemon_opts *o, struct server *srv, struct backe
 				must ? "" : ": using the sim backend");
 		} else if (n == 0) {
 			log_msg(must ? LOG_LVL_ERR : LOG_LVL_NOTICE, "main", "%s: no GPU found%s",
-				must ? "--backend hip" : "auto", must ? "" : ": using the sim backend");
+				must ? "--backend hip" : "auto",
+				must ? "" : ": using the sim backend");
 		} else {
 			log_msg(must ? LOG_LVL_ERR : LOG_LVL_NOTICE, "main",
 				"%s: no GPU %u (the HIP runtime sees %d)%s",
@@ -445,8 +453,9 @@ static int backend_start(struct daemon_opts *o, struct server *srv, struct backe
 	}
 #else
 	if (strcmp(want, "hip") == 0) {
-		log_err("main", "--backend hip: this sseqd was built without HIP "
-				"(configure with -Dhip=enabled)");
+		log_err("main",
+			"--backend hip: this sseqd was built without HIP "
+			"(configure with -Dhip=enabled)");
 		return -ENODEV;
 	}
 	if (strcmp(want, "auto") == 0)
@@ -454,8 +463,9 @@ static int backend_start(struct daemon_opts *o, struct server *srv, struct backe
 	(void)o->kernels;
 #endif
 	if (o->audit)
-		log_notice("main", "--audit: the sim backend's race detector already checks every "
-				   "access against its producer; --audit adds nothing to it");
+		log_notice("main",
+			"--audit: the sim backend's race detector already checks every "
+			"access against its producer; --audit adds nothing to it");
 	o->sim.n_d2h = o->srv.seq.n_d2h;
 	o->sim.n_d2d = o->srv.seq.n_d2d;
 	return sim_create(out, &o->sim, server_push_completion, server_finding, srv);
@@ -474,9 +484,9 @@ static void raise_fd_limit(const struct server_limits *lim)
 	rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
 		log_warn("main",
-			 "descriptor limit %llu is below --max-clients %u + 64: connections past it "
-			 "wait in the listen queue (raise LimitNOFILE= or lower --max-clients)",
-			 (unsigned long long)rl.rlim_cur, lim->max_clients);
+			"descriptor limit %llu is below --max-clients %u + 64: connections past it "
+			"wait in the listen queue (raise LimitNOFILE= or lower --max-clients)",
+			(unsigned long long)rl.rlim_cur, lim->max_clients);
 }
 
 struct daemon_state {
@@ -495,7 +505,7 @@ static void on_drain_tick(uv_timer_t *t)
 	if (idle || uv_now(t->loop) - d->drain_started > DRAIN_TIMEOUT_MS) {
 		if (!idle)
 			log_warn("main", "work still in flight after %u ms; exiting anyway",
-				 DRAIN_TIMEOUT_MS);
+				DRAIN_TIMEOUT_MS);
 		else
 			log_notice("main", "drained: all work in flight completed");
 		server_drop_clients(&d->srv);
@@ -518,7 +528,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	if (d->srv.stopping)
 		return;
 	log_notice("main", "%s: stopping; draining work in flight (at most %u ms)",
-		   signum == SIGTERM ? "SIGTERM" : "SIGINT", DRAIN_TIMEOUT_MS);
+		signum == SIGTERM ? "SIGTERM" : "SIGINT", DRAIN_TIMEOUT_MS);
 	sd_notify(0, "STOPPING=1");
 	server_stop(&d->srv);
 	d->drain_started = uv_now(h->loop);
@@ -586,8 +596,9 @@ int main(int argc, char **argv)
 
 		/* Not fatal: the directory may be mounted or filled later; say so now. */
 		if (stat(o.srv.module_dir, &sb) < 0 || !S_ISDIR(sb.st_mode))
-			log_warn("main", "--module-dir %s is not a directory: LoadModule finds "
-					 "nothing there",
+			log_warn("main",
+				"--module-dir %s is not a directory: LoadModule finds "
+				"nothing there",
 				o.srv.module_dir);
 	}
 	r = backend_start(&o, &d.srv, &be);
@@ -606,12 +617,12 @@ int main(int argc, char **argv)
 		struct backend_info info = {0};
 		be.ops->info(be.ctx, &info);
 		log_notice("main",
-			   "sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s",
-			   SSEQ_VERSION, o.srv.device, info.name, info.backend, o.srv.socket_path,
-			   o.srv.seq.window ? o.srv.seq.window : SEQ_DEFAULT_WINDOW,
-			   o.audit && be.ops->audit_findings ? "; audit on" : "",
-			   o.srv.seq.legacy_sync_window ? "; INJECTED legacy-sync-window" : "",
-			   o.srv.seq.legacy_early_free ? "; INJECTED early-free" : "");
+			"sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s",
+			SSEQ_VERSION, o.srv.device, info.name, info.backend, o.srv.socket_path,
+			o.srv.seq.window ? o.srv.seq.window : SEQ_DEFAULT_WINDOW,
+			o.audit && be.ops->audit_findings ? "; audit on" : "",
+			o.srv.seq.legacy_sync_window ? "; INJECTED legacy-sync-window" : "",
+			o.srv.seq.legacy_early_free ? "; INJECTED early-free" : "");
 	}
 
 	uv_signal_init(loop, &d.sigint);

@@ -28,13 +28,13 @@ static const char *sseqd_path;
  * that need the sim's fault injection return early on other backends. */
 static const char *backend = "sim";
 
-#define SIM_ONLY()                                                                                \
-	do {                                                                                      \
-		if (strcmp(backend, "sim") != 0) {                                                \
-			printf("%s: needs the sim backend's fault injection; not run on %s\n",  \
-			       __func__, backend);                                                \
-			return;                                                                   \
-		}                                                                                 \
+#define SIM_ONLY()                                                                                 \
+	do {                                                                                       \
+		if (strcmp(backend, "sim") != 0) {                                                 \
+			printf("%s: needs the sim backend's fault injection; not run on %s\n",     \
+				__func__, backend);                                                \
+			return;                                                                    \
+		}                                                                                  \
 	} while (0)
 
 struct daemon {
@@ -51,12 +51,12 @@ static struct daemon D;
 static inline void daemon_start(const char *const *extra)
 {
 	const char *level = getenv("SSEQ_TEST_LOG_LEVEL"); /* info or debug to look closer */
-	const char *argv[32] = {sseqd_path, "--backend", backend, "--socket", D.sock,
-				"--log-level", level && *level ? level : "notice"};
+	const char *argv[32] = {sseqd_path, "--backend", backend, "--socket", D.sock, "--log-level",
+		level && *level ? level : "notice"};
 	int n = 7;
 
 	snprintf(D.sock, sizeof(D.sock), "/tmp/sseq-test-%d-%ld.sock", (int)getpid(),
-		 (long)random());
+		(long)random());
 	argv[4] = D.sock;
 	for (; extra && *extra; extra++)
 		argv[n++] = *extra;
@@ -94,8 +94,8 @@ static inline void daemon_stop(void)
 
 	kill(D.pid, SIGTERM);
 	ck_assert_int_eq(waitpid(D.pid, &status, 0), D.pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "sseqd exited with status %#x", status);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sseqd exited with status %#x",
+		status);
 	unlink(D.sock);
 }
 
@@ -194,7 +194,7 @@ static inline Sseq__Message *recv_msg(int fd)
 	if (!read_full(fd, hdr, 4, 5000))
 		return NULL;
 	len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
-	      (uint32_t)hdr[3] << 24;
+		(uint32_t)hdr[3] << 24;
 	ck_assert_uint_le(len, 1u << 20);
 	buf = malloc(len ? len : 1);
 	ck_assert(read_full(fd, buf, len, 5000));
@@ -205,7 +205,8 @@ static inline Sseq__Message *recv_msg(int fd)
 }
 
 /* The Reply for tag, skipping completions; returns its status and handle. */
-static inline Sseq__Status expect_reply(int fd, uint64_t tag, uint64_t *handle, char *msg, size_t msglen)
+static inline Sseq__Status expect_reply(
+	int fd, uint64_t tag, uint64_t *handle, char *msg, size_t msglen)
 {
 	for (;;) {
 		Sseq__Message *m = recv_msg(fd);
@@ -245,11 +246,11 @@ static inline Sseq__Status reply_status(int fd, uint64_t tag)
 
 /* The request under tag was accepted and completed, both OK. A macro so that a failure
  * names the caller's line; tag is evaluated once. */
-#define ASSERT_OK_AND_COMPLETED(fd, tag)                                                         \
-	do {                                                                                      \
-		uint64_t tag_ = (tag);                                                            \
-		ck_assert_int_eq(reply_status(fd, tag_), SSEQ__STATUS__STATUS_OK);                \
-		ck_assert_int_eq(expect_completion(fd, tag_), SSEQ__STATUS__STATUS_OK);           \
+#define ASSERT_OK_AND_COMPLETED(fd, tag)                                                           \
+	do {                                                                                       \
+		uint64_t tag_ = (tag);                                                             \
+		ck_assert_int_eq(reply_status(fd, tag_), SSEQ__STATUS__STATUS_OK);                 \
+		ck_assert_int_eq(expect_completion(fd, tag_), SSEQ__STATUS__STATUS_OK);            \
 	} while (0)
 
 static inline void hello_as(int fd, uint32_t major, const char *worker)
@@ -316,8 +317,8 @@ static inline Sseq__Status staging_register(int fd, struct staging *st, size_t s
 	return status;
 }
 
-static inline uint64_t send_h2d(int fd, uint64_t staging, uint64_t soff, uint64_t dst, uint64_t doff,
-			 uint64_t len)
+static inline uint64_t send_h2d(
+	int fd, uint64_t staging, uint64_t soff, uint64_t dst, uint64_t doff, uint64_t len)
 {
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
 	Sseq__CopyH2D c = SSEQ__COPY_H2_D__INIT;
@@ -332,8 +333,8 @@ static inline uint64_t send_h2d(int fd, uint64_t staging, uint64_t soff, uint64_
 	return send_tagged(fd, &rq);
 }
 
-static inline uint64_t send_d2h(int fd, uint64_t src, uint64_t soff, uint64_t staging, uint64_t stoff,
-			 uint64_t len)
+static inline uint64_t send_d2h(
+	int fd, uint64_t src, uint64_t soff, uint64_t staging, uint64_t stoff, uint64_t len)
 {
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
 	Sseq__CopyD2H c = SSEQ__COPY_D2_H__INIT;
@@ -348,8 +349,8 @@ static inline uint64_t send_d2h(int fd, uint64_t src, uint64_t soff, uint64_t st
 	return send_tagged(fd, &rq);
 }
 
-static inline uint64_t send_d2d(int fd, uint64_t src, uint64_t soff, uint64_t dst, uint64_t doff,
-			 uint64_t len)
+static inline uint64_t send_d2d(
+	int fd, uint64_t src, uint64_t soff, uint64_t dst, uint64_t doff, uint64_t len)
 {
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
 	Sseq__CopyD2D c = SSEQ__COPY_D2_D__INIT;
@@ -379,8 +380,8 @@ static inline uint64_t send_slice(int fd, uint64_t buffer, uint64_t offset, uint
 
 /* Execute `kernel` with args described by `sig`: 'i' in, 'o' out, 'x' inout buffer
  * (from bufs in order), 'f' f32, 'u' u64, 'n' i32 (from the numeric array in order). */
-static inline uint64_t send_exec(int fd, const char *kernel, const char *sig, const uint64_t *bufs,
-			  const double *nums)
+static inline uint64_t send_exec(
+	int fd, const char *kernel, const char *sig, const uint64_t *bufs, const double *nums)
 {
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
 	Sseq__Execute e = SSEQ__EXECUTE__INIT;
@@ -397,9 +398,9 @@ static inline uint64_t send_exec(int fd, const char *kernel, const char *sig, co
 		case 'x':
 			sseq__buffer_arg__init(&ba[i]);
 			ba[i].handle = *bufs++;
-			ba[i].access = sig[i] == 'i'   ? SSEQ__ACCESS__ACCESS_IN
-				       : sig[i] == 'o' ? SSEQ__ACCESS__ACCESS_OUT
-						       : SSEQ__ACCESS__ACCESS_INOUT;
+			ba[i].access = sig[i] == 'i' ? SSEQ__ACCESS__ACCESS_IN
+				: sig[i] == 'o'	     ? SSEQ__ACCESS__ACCESS_OUT
+						     : SSEQ__ACCESS__ACCESS_INOUT;
 			args[i].value_case = SSEQ__ARG__VALUE_BUFFER;
 			args[i].buffer = &ba[i];
 			break;
@@ -443,7 +444,7 @@ static inline Sseq__QueryResult *query(int fd, Sseq__QueryKind kind)
 		Sseq__Message *m = recv_msg(fd);
 		ck_assert_ptr_nonnull(m);
 		if (m->body_case == SSEQ__MESSAGE__BODY_QUERY_RESULT &&
-		    m->query_result->tag == rq.tag) {
+			m->query_result->tag == rq.tag) {
 			Sseq__QueryResult *r = m->query_result;
 			m->query_result = NULL;
 			m->body_case = SSEQ__MESSAGE__BODY__NOT_SET;
@@ -477,8 +478,8 @@ static inline void sync_all(int fd)
 
 /* A suite's main: the daemon from argv[1] or $SSEQD, the backend from $SSEQ_TEST_BACKEND,
  * and the tests `add` registers, run in Check's fork mode. */
-static inline int harness_main(int argc, char **argv, const char *name, int timeout_s,
-			       void (*add)(TCase *tc))
+static inline int harness_main(
+	int argc, char **argv, const char *name, int timeout_s, void (*add)(TCase *tc))
 {
 	Suite *s = suite_create(name);
 	TCase *tc = tcase_create(name);

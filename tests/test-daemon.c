@@ -41,8 +41,8 @@ START_TEST(test_roundtrip_h2d_exec_d2d_d2h)
 
 	daemon_start((const char *const[]){"--sim-delay", "h2d=rand:0-300us", NULL});
 	fd = conn_hello();
-	ck_assert_int_eq(staging_register(fd, &st, 4 * n * sizeof(float), true),
-			 SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		staging_register(fd, &st, 4 * n * sizeof(float), true), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(fd, n * 4, &a), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(fd, n * 4, &b), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(fd, n * 4, &c), SSEQ__STATUS__STATUS_OK);
@@ -105,8 +105,8 @@ START_TEST(test_slice_await_sync_batch)
 
 	for (int i = 0; i < 128; i++)
 		st.map[i] = 7.0f;
-	ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 0, s2, 0, 512)),
-			 SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		reply_status(fd, send_h2d(fd, st.handle, 0, s2, 0, 512)), SSEQ__STATUS__STATUS_OK);
 	/* Await on the base: the slice's H2D defines it (I6). */
 	aw.buffer = a;
 	rq = (Sseq__Request)SSEQ__REQUEST__INIT;
@@ -139,51 +139,51 @@ START_TEST(test_bad_handles_and_ranges_get_clear_errors)
 	ck_assert_int_eq(do_alloc(fd2, 1024, &other_buf), SSEQ__STATUS__STATUS_OK);
 
 	/* Unknown handle. */
-	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, 0x999, 0, 16), NULL, msg,
-				      sizeof(msg)),
-			 SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
+	ck_assert_int_eq(
+		expect_reply(fd, send_h2d(fd, st.handle, 0, 0x999, 0, 16), NULL, msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
 	ck_assert_ptr_nonnull(strstr(msg, "unknown"));
 	/* Another session's handle is simply unknown here (I10). */
 	ck_assert_int_eq(reply_status(fd, send_d2d(fd, a, 0, other_buf, 0, 16)),
-			 SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
+		SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
 	/* Out-of-range copies, on both sides. */
-	ck_assert_int_eq(expect_reply(fd, send_h2d(fd, st.handle, 0, a, 1000, 100), NULL, msg,
-				      sizeof(msg)),
-			 SSEQ__STATUS__STATUS_OUT_OF_RANGE);
+	ck_assert_int_eq(
+		expect_reply(fd, send_h2d(fd, st.handle, 0, a, 1000, 100), NULL, msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_OUT_OF_RANGE);
 	ck_assert_ptr_nonnull(strstr(msg, "outside"));
 	ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 4000, a, 0, 200)),
-			 SSEQ__STATUS__STATUS_OUT_OF_RANGE);
+		SSEQ__STATUS__STATUS_OUT_OF_RANGE);
 	ck_assert_int_eq(reply_status(fd, send_d2h(fd, a, 0, st.handle, UINT64_MAX - 2, 16)),
-			 SSEQ__STATUS__STATUS_OUT_OF_RANGE);
+		SSEQ__STATUS__STATUS_OUT_OF_RANGE);
 	/* Unknown kernel, wrong argument count, type and access. */
 	ck_assert_int_eq(reply_status(fd, send_exec(fd, "no_such_kernel", "i", &a, NULL)),
-			 SSEQ__STATUS__STATUS_UNKNOWN_KERNEL);
-	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "of", &a, (double[]){1}), NULL,
-				      msg, sizeof(msg)),
-			 SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE);
-	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "odu", &a, (double[]){1, 4}),
-				      NULL, msg, sizeof(msg)),
-			 SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE);
+		SSEQ__STATUS__STATUS_UNKNOWN_KERNEL);
+	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "of", &a, (double[]){1}), NULL, msg,
+				 sizeof(msg)),
+		SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE);
+	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "odu", &a, (double[]){1, 4}), NULL,
+				 msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE);
 	ck_assert_ptr_nonnull(strstr(msg, "f32"));
 	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ifu", &a, (double[]){1, 4})),
-			 SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE);
+		SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE);
 	/* A kernel whose element count overruns its buffer is refused before launch. */
 	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &a, (double[]){1, 1000}),
-				      NULL, msg, sizeof(msg)),
-			 SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+				 NULL, msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
 	/* A slice starting off a float boundary cannot be a kernel argument. */
 	{
 		uint64_t odd;
 		ck_assert_int_eq(expect_reply(fd, send_slice(fd, a, 2, 64), &odd, NULL, 0),
-				 SSEQ__STATUS__STATUS_OK);
-		ck_assert_int_eq(expect_reply(fd, send_exec(fd, "fill", "ofu", &odd,
-							    (double[]){1, 4}),
-					      NULL, msg, sizeof(msg)),
-				 SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+			SSEQ__STATUS__STATUS_OK);
+		ck_assert_int_eq(
+			expect_reply(fd, send_exec(fd, "fill", "ofu", &odd, (double[]){1, 4}), NULL,
+				msg, sizeof(msg)),
+			SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
 	}
 	/* Still serving both sessions. */
 	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &a, (double[]){1, 256})),
-			 SSEQ__STATUS__STATUS_OK);
+		SSEQ__STATUS__STATUS_OK);
 	sync_all(fd2);
 	close(fd);
 	close(fd2);
@@ -199,8 +199,8 @@ START_TEST(test_unsealed_memfd_refused)
 
 	daemon_start(NULL);
 	fd = conn_hello();
-	ck_assert_int_eq(staging_register(fd, &st, 4096, false),
-			 SSEQ__STATUS__STATUS_STAGING_UNSEALED);
+	ck_assert_int_eq(
+		staging_register(fd, &st, 4096, false), SSEQ__STATUS__STATUS_STAGING_UNSEALED);
 	munmap(st.map, st.size);
 	/* Claiming more than the memfd holds is refused too. */
 	{
@@ -217,7 +217,7 @@ START_TEST(test_unsealed_memfd_refused)
 		ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_STAGING_UNSEALED);
 		/* And a registration with no fd at all. */
 		ck_assert_int_eq(reply_status(fd, send_tagged(fd, &rq)),
-				 SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+			SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
 	}
 	close(fd);
 	daemon_stop();
@@ -371,17 +371,18 @@ START_TEST(test_injected_fault_flows_to_dependents)
 	ck_assert_int_eq(do_alloc(fd, 1024, &a), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(fd, 1024, &b), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, 1024)),
-			 SSEQ__STATUS__STATUS_INJECTED_FAULT);
+		SSEQ__STATUS__STATUS_INJECTED_FAULT);
 	/* An execute reading a fails without launch, and so does the D2H of its output. */
-	ck_assert_int_eq(expect_reply(fd, send_exec(fd, "scale", "iofu", (uint64_t[]){a, b},
-						    (double[]){2, 256}),
-				      NULL, msg, sizeof(msg)),
-			 SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
+	ck_assert_int_eq(
+		expect_reply(fd,
+			send_exec(fd, "scale", "iofu", (uint64_t[]){a, b}, (double[]){2, 256}),
+			NULL, msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
 	ck_assert_int_eq(reply_status(fd, send_d2h(fd, b, 0, st.handle, 0, 1024)),
-			 SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
+		SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
 	/* A full rewrite makes b good again. */
 	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &b, (double[]){3, 256})),
-			 SSEQ__STATUS__STATUS_OK);
+		SSEQ__STATUS__STATUS_OK);
 	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, b, 0, st.handle, 0, 1024));
 	ck_assert_float_eq(st.map[255], 3.0f);
 	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATS);
@@ -403,9 +404,9 @@ START_TEST(test_metrics_and_trace_answer)
 	fd = conn_hello();
 	ck_assert_int_eq(do_alloc(fd, 4096, &a), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &a, (double[]){1, 8})),
-			 SSEQ__STATUS__STATUS_OK);
+		SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &a, (double[]){2, 8})),
-			 SSEQ__STATUS__STATUS_OK);
+		SSEQ__STATUS__STATUS_OK);
 	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_METRICS);
 	ck_assert_ptr_nonnull(strstr(r->metrics_text, "sseq_ops_submitted_total{"));
 	ck_assert_ptr_nonnull(strstr(r->metrics_text, "# TYPE sseq_waits_enqueued_total counter"));
@@ -419,7 +420,6 @@ START_TEST(test_metrics_and_trace_answer)
 }
 END_TEST
 
-
 START_TEST(test_copy_between_slices_of_freed_base)
 {
 	struct staging st;
@@ -432,21 +432,21 @@ START_TEST(test_copy_between_slices_of_freed_base)
 	fd = conn_hello();
 	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(fd, 1024, &a), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_reply(fd, send_slice(fd, a, 0, 512), &lo, NULL, 0),
-			 SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		expect_reply(fd, send_slice(fd, a, 0, 512), &lo, NULL, 0), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(expect_reply(fd, send_slice(fd, a, 512, 512), &hi, NULL, 0),
-			 SSEQ__STATUS__STATUS_OK);
+		SSEQ__STATUS__STATUS_OK);
 	for (int i = 0; i < 128; i++)
 		st.map[i] = (float)i;
-	ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 0, lo, 0, 512)),
-			 SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		reply_status(fd, send_h2d(fd, st.handle, 0, lo, 0, 512)), SSEQ__STATUS__STATUS_OK);
 	/* The base's own handle goes; its slices keep it alive and usable (I6). */
 	fr.buffer = a;
 	rq.body_case = SSEQ__REQUEST__BODY_FREE;
 	rq.free = &fr;
 	ck_assert_int_eq(reply_status(fd, send_tagged(fd, &rq)), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(reply_status(fd, send_d2d(fd, lo, 0, hi, 0, 512)),
-			 SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		reply_status(fd, send_d2d(fd, lo, 0, hi, 0, 512)), SSEQ__STATUS__STATUS_OK);
 	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, hi, 0, st.handle, 2048, 512));
 	for (int i = 0; i < 128; i++)
 		ck_assert_float_eq(st.map[512 + i], (float)i);
@@ -474,14 +474,14 @@ START_TEST(test_slice_overwrite_keeps_device_error)
 	/* A kernel writes all of one half: the other half still holds the failed copy's
 	 * output, so a read of the whole buffer must fail (I9). */
 	ck_assert_int_eq(expect_reply(fd, send_slice(fd, y, 0, 512), &half, NULL, 0),
-			 SSEQ__STATUS__STATUS_OK);
+		SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &half, (double[]){5, 128})),
-			 SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_ne(reply_status(fd, send_d2h(fd, y, 0, st.handle, 0, 1024)),
-			 SSEQ__STATUS__STATUS_OK);
+		SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_ne(
+		reply_status(fd, send_d2h(fd, y, 0, st.handle, 0, 1024)), SSEQ__STATUS__STATUS_OK);
 	/* Writing all of it defines it anew. */
 	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &y, (double[]){6, 256})),
-			 SSEQ__STATUS__STATUS_OK);
+		SSEQ__STATUS__STATUS_OK);
 	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, y, 0, st.handle, 0, 1024));
 	ck_assert_float_eq(st.map[255], 6.0f);
 	close(fd);
@@ -503,13 +503,13 @@ START_TEST(test_partial_kernel_output_keeps_failure)
 	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(fd, 1024, &y), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 0, y, 0, 1024)),
-			 SSEQ__STATUS__STATUS_INJECTED_FAULT);
+		SSEQ__STATUS__STATUS_INJECTED_FAULT);
 	/* fill covers 1 of 256 floats: the other 255 are still the failed copy's (I9). */
 	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &y, (double[]){5, 1})),
-			 SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
+		SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
 	/* Covering all of it defines it anew. */
 	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &y, (double[]){5, 256})),
-			 SSEQ__STATUS__STATUS_OK);
+		SSEQ__STATUS__STATUS_OK);
 	sync_all(fd);
 	close(fd);
 	munmap(st.map, st.size);
@@ -540,7 +540,7 @@ START_TEST(test_staging_unregister_and_load_module)
 	ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(reply_status(fd, tu), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, 16)),
-			 SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
+		SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
 	/* The sim cannot load code objects, and says so; hip needs a --module-dir. */
 	lm.path = (char *)"kernels.hsaco";
 	rq.body_case = SSEQ__REQUEST__BODY_LOAD_MODULE;
@@ -548,12 +548,12 @@ START_TEST(test_staging_unregister_and_load_module)
 	send_tagged(fd, &rq);
 	if (strcmp(backend, "sim") == 0) {
 		ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, msg, sizeof(msg)),
-				 SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+			SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
 		ck_assert_ptr_nonnull(strstr(msg, "hip"));
 	} else {
 		/* hip loads code objects, but only from a --module-dir: none was given. */
 		ck_assert_int_eq(expect_reply(fd, rq.tag, NULL, msg, sizeof(msg)),
-				 SSEQ__STATUS__STATUS_PERMISSION_DENIED);
+			SSEQ__STATUS__STATUS_PERMISSION_DENIED);
 	}
 	sync_all(fd);
 	close(fd);

@@ -59,7 +59,7 @@ static void expect_closed_with(int fd, Sseq__Status want, const char *needle)
 		if (m->body_case == SSEQ__MESSAGE__BODY_REPLY && m->reply->tag == 0) {
 			ck_assert_int_eq(m->reply->status, want);
 			ck_assert_msg(strstr(m->reply->message, needle), "notice '%s' lacks '%s'",
-				      m->reply->message, needle);
+				m->reply->message, needle);
 			sseq__message__free_unpacked(m, NULL);
 			break;
 		}
@@ -150,8 +150,8 @@ START_TEST(test_kill_storm_leaves_only_live_clients)
 		}
 		/* A client that is never answered (deafened) never says it is ready. */
 		struct pollfd p = {ready[0], POLLIN, 0};
-		ck_assert_msg(poll(&p, 1, 3000) == 1, "round %d: a new client was never served",
-			      round);
+		ck_assert_msg(
+			poll(&p, 1, 3000) == 1, "round %d: a new client was never served", round);
 		ck_assert_int_eq(read(ready[0], &x, 1), 1);
 		usleep((useconds_t)(random() % 20000));
 		/* Killed with work in flight, and the next client connects at once: it gets
@@ -324,8 +324,8 @@ START_TEST(test_tag_zero_is_refused)
 END_TEST
 
 /* A frame with one string field replaced by `bad` (len bytes, NULs allowed). */
-static void send_with_string(int fd, Sseq__Request *rq, char **field, const char *bad,
-			     size_t badlen)
+static void send_with_string(
+	int fd, Sseq__Request *rq, char **field, const char *bad, size_t badlen)
 {
 	/* Pack with a placeholder of the same length, then patch the bytes in place. */
 	char *ph = malloc(badlen + 1);
@@ -428,7 +428,7 @@ START_TEST(test_write_sealed_memfd_names_the_seal)
 	rq.body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
 	rq.staging_register = &sr;
 	ck_assert_int_eq(expect_reply(fd, send_tagged_fd(fd, &rq, mfd), NULL, msg, sizeof(msg)),
-			 SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+		SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(msg, "F_SEAL_WRITE") && strstr(msg, "writable"), "message: %s", msg);
 	close(mfd);
 	close(fd);
@@ -453,13 +453,12 @@ START_TEST(test_socket_mode_is_set_not_inherited)
 }
 END_TEST
 
-
 /* ---- the hand decoder declines what protobuf-c declines ------------------------------ */
 
 static void send_bytes_framed(int fd, const uint8_t *body, size_t len)
 {
-	uint8_t frame[256] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
-			      (uint8_t)(len >> 24)};
+	uint8_t frame[256] = {
+		(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16), (uint8_t)(len >> 24)};
 
 	ck_assert_uint_le(len + 4, sizeof(frame));
 	memcpy(frame + 4, body, len);
@@ -469,11 +468,11 @@ static void send_bytes_framed(int fd, const uint8_t *body, size_t len)
 START_TEST(test_overlong_keys_and_prefixes_are_protocol_errors)
 {
 	/* tag 1 under a 6-byte key, then an empty CopyD2H. */
-	static const uint8_t long_key[] = {0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01,
-					   0x8a, 0x01, 0x00};
+	static const uint8_t long_key[] = {
+		0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01, 0x8a, 0x01, 0x00};
 	/* tag 5, then a CopyD2H whose length prefix 0 is written in 6 bytes. */
-	static const uint8_t long_prefix[] = {0x08, 0x05, 0x8a, 0x01, 0x80, 0x80,
-					      0x80, 0x80, 0x80, 0x00};
+	static const uint8_t long_prefix[] = {
+		0x08, 0x05, 0x8a, 0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
 	const uint8_t *frames[] = {long_key, long_prefix};
 	const size_t lens[] = {sizeof(long_key), sizeof(long_prefix)};
 
@@ -535,8 +534,8 @@ START_TEST(test_connections_are_capped_in_total_and_per_uid)
 {
 	int fds[4];
 
-	daemon_start((const char *const[]){"--max-clients", "4", "--max-clients-per-uid", "3",
-					   "--socket-mode", "0666", NULL});
+	daemon_start((const char *const[]){
+		"--max-clients", "4", "--max-clients-per-uid", "3", "--socket-mode", "0666", NULL});
 	for (int i = 0; i < 3; i++)
 		fds[i] = conn_hello();
 	expect_refused("--max-clients-per-uid");
@@ -606,13 +605,13 @@ START_TEST(test_partial_frames_are_bounded_and_time_out)
 	uint8_t *junk = calloc(1, PART);
 	uint64_t h;
 
-	daemon_start((const char *const[]){"--max-input-memory", "4M", "--frame-timeout", "2s",
-					   NULL});
+	daemon_start(
+		(const char *const[]){"--max-input-memory", "4M", "--frame-timeout", "2s", NULL});
 	fd = conn_hello();
 	for (int i = 0; i < PINNERS; i++) {
 		uint32_t len = 1u << 20;
 		uint8_t hdr[4] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
-				  (uint8_t)(len >> 24)};
+			(uint8_t)(len >> 24)};
 		pin[i] = conn_hello();
 		send_raw(pin[i], hdr, 4, -1);
 		/* The daemon stops reading those past the limit: a child each blocks. */
@@ -626,7 +625,7 @@ START_TEST(test_partial_frames_are_bounded_and_time_out)
 	usleep(300000);
 	Sseq__Counters c = stats_of(fd);
 	ck_assert_msg(c.input_bytes <= (4u << 20) + (PINNERS + 1) * (128u << 10),
-		      "%llu bytes of input buffered", (unsigned long long)c.input_bytes);
+		"%llu bytes of input buffered", (unsigned long long)c.input_bytes);
 	ck_assert_uint_ge(c.input_paused, 1);
 	/* Small frames are served meanwhile, from a new client too. */
 	ck_assert_int_eq(do_alloc(fd, 64, &h), SSEQ__STATUS__STATUS_OK);
@@ -682,8 +681,7 @@ START_TEST(test_trace_follower_that_never_reads_is_bounded)
 	for (int i = 0; i < 100000 && !dropped_seen; i++) {
 		Sseq__Message *m = recv_msg(follower);
 		ck_assert_ptr_nonnull(m);
-		if (m->body_case == SSEQ__MESSAGE__BODY_QUERY_RESULT &&
-		    m->query_result->tag == tag)
+		if (m->body_case == SSEQ__MESSAGE__BODY_QUERY_RESULT && m->query_result->tag == tag)
 			dropped_seen = m->query_result->trace_dropped;
 		sseq__message__free_unpacked(m, NULL);
 		if (i % 64 == 63) {
@@ -704,17 +702,17 @@ START_TEST(test_staging_is_capped_per_session_and_in_total)
 	char msg[256];
 	int a, b, c;
 
-	daemon_start((const char *const[]){"--client-staging-limit", "1M", "--staging-limit",
-					   "1536k", NULL});
+	daemon_start((const char *const[]){
+		"--client-staging-limit", "1M", "--staging-limit", "1536k", NULL});
 	a = conn_hello();
 	b = conn_hello();
 	c = conn_hello();
 	ck_assert_int_eq(staging_register(a, &a1, 768 << 10, true), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(staging_register(a, &a2, 512 << 10, true),
-			 SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	ck_assert_int_eq(
+		staging_register(a, &a2, 512 << 10, true), SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
 	ck_assert_int_eq(staging_register(b, &b1, 768 << 10, true), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(staging_register(c, &c1, 64 << 10, true),
-			 SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	ck_assert_int_eq(
+		staging_register(c, &c1, 64 << 10, true), SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
 	Sseq__Counters k = stats_of(a);
 	ck_assert_uint_eq(k.staging_refused, 2);
 	ck_assert_uint_eq(k.staging_bytes, 1536 << 10);
@@ -728,9 +726,9 @@ START_TEST(test_staging_is_capped_per_session_and_in_total)
 		sr.size = 4096;
 		rq.body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
 		rq.staging_register = &sr;
-		ck_assert_int_eq(expect_reply(c, send_tagged_fd(c, &rq, mfd), NULL, msg,
-					      sizeof(msg)),
-				 SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+		ck_assert_int_eq(
+			expect_reply(c, send_tagged_fd(c, &rq, mfd), NULL, msg, sizeof(msg)),
+			SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
 		ck_assert_msg(strstr(msg, "--staging-limit"), "message: %s", msg);
 		close(mfd);
 	}
@@ -757,20 +755,20 @@ START_TEST(test_handles_and_arenas_are_capped_per_session)
 	char msg[256];
 	int fd;
 
-	daemon_start((const char *const[]){"--client-handle-limit", "4", "--client-arena-limit",
-					   "1", NULL});
+	daemon_start((const char *const[]){
+		"--client-handle-limit", "4", "--client-arena-limit", "1", NULL});
 	fd = conn_hello();
 	ck_assert_int_eq(staging_register(fd, &a1, 4096, true), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(staging_register(fd, &a2, 4096, true),
-			 SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	ck_assert_int_eq(
+		staging_register(fd, &a2, 4096, true), SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
 	ck_assert_int_eq(do_alloc(fd, 4096, &b), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_reply(fd, send_slice(fd, b, 0, 64), &h, NULL, 0),
-			 SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(expect_reply(fd, send_slice(fd, b, 64, 64), &h, NULL, 0),
-			 SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		expect_reply(fd, send_slice(fd, b, 0, 64), &h, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		expect_reply(fd, send_slice(fd, b, 64, 64), &h, NULL, 0), SSEQ__STATUS__STATUS_OK);
 	/* A fifth handle: refused, named. */
 	ck_assert_int_eq(expect_reply(fd, send_slice(fd, b, 128, 64), NULL, msg, sizeof(msg)),
-			 SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+		SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
 	ck_assert_msg(strstr(msg, "--client-handle-limit"), "message: %s", msg);
 	Sseq__Counters c = stats_of(fd);
 	ck_assert_uint_eq(c.handles_refused, 1);
@@ -791,8 +789,8 @@ START_TEST(test_inflight_cap_pauses_a_session_and_loses_nothing)
 	int fd, obs;
 	uint64_t most = 0;
 
-	daemon_start((const char *const[]){"--client-inflight-limit", "8", "--sim-delay",
-					   "compute=10ms", NULL});
+	daemon_start((const char *const[]){
+		"--client-inflight-limit", "8", "--sim-delay", "compute=10ms", NULL});
 	fd = conn_hello();
 	obs = conn_hello();
 	ck_assert_int_eq(do_alloc(fd, 4096, &buf), SSEQ__STATUS__STATUS_OK);
@@ -813,8 +811,7 @@ START_TEST(test_inflight_cap_pauses_a_session_and_loses_nothing)
 		sseq__query_result__free_unpacked(r, NULL);
 		usleep(10000);
 	}
-	ck_assert_msg(most >= 4 && most <= 8, "%llu in flight at most",
-		      (unsigned long long)most);
+	ck_assert_msg(most >= 4 && most <= 8, "%llu in flight at most", (unsigned long long)most);
 	for (int i = 0; i < 2 * N; i++)
 		ck_assert_int_eq(reply_status(fd, tags[i]), SSEQ__STATUS__STATUS_OK);
 	sync_all(fd);
@@ -841,10 +838,10 @@ START_TEST(test_device_memory_quota_per_session)
 	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
 	rq.alloc = &al;
 	ck_assert_int_eq(expect_reply(fd, send_tagged(fd, &rq), NULL, msg, sizeof(msg)),
-			 SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+		SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
 	ck_assert_msg(strstr(msg, "--client-memory-limit") && strstr(msg, "786432") &&
-			      strstr(msg, "1048576"),
-		      "message: %s", msg);
+			strstr(msg, "1048576"),
+		"message: %s", msg);
 	ck_assert_uint_eq(stats_of(fd).quota_refused, 1);
 	/* Another session has a quota of its own. */
 	int other = conn_hello();
@@ -875,9 +872,8 @@ static unsigned long cpu_ticks(pid_t pid)
 	fclose(f);
 	/* Fields 14 and 15 (utime, stime), after the parenthesised command name. */
 	const char *p = strrchr(buf, ')');
-	ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
-				&st),
-			 2);
+	ck_assert_int_eq(
+		sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st), 2);
 	return ut + st;
 }
 
@@ -902,7 +898,7 @@ START_TEST(test_out_of_descriptors_does_not_spin)
 	before = cpu_ticks(D.pid);
 	usleep(1000000);
 	ck_assert_msg(cpu_ticks(D.pid) - before < 30, "sseqd spun: %lu ticks in 1 s",
-		      cpu_ticks(D.pid) - before);
+		cpu_ticks(D.pid) - before);
 	ck_assert_uint_ge(stats_of(obs).accept_errors, 1);
 	for (int i = 0; i < HOLD; i++)
 		close(fds[i]);
@@ -927,17 +923,20 @@ END_TEST
 START_TEST(test_bad_limit_values_are_refused)
 {
 	static const char *const bad[][2] = {
-		{"--max-input-memory", "1k"}, {"--client-memory-limit", "12Q"},
-		{"--hello-timeout", "soon"}, {"--socket-mode", "0999"},
+		{"--max-input-memory", "1k"},
+		{"--client-memory-limit", "12Q"},
+		{"--hello-timeout", "soon"},
+		{"--socket-mode", "0999"},
 		{"--max-clients", "0"},
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char cmd[512];
-		snprintf(cmd, sizeof(cmd), "'%s' %s %s --socket /tmp/sseq-never.sock 2>&1 | grep -q -- '%s'",
-			 sseqd_path, bad[i][0], bad[i][1], bad[i][0]);
+		snprintf(cmd, sizeof(cmd),
+			"'%s' %s %s --socket /tmp/sseq-never.sock 2>&1 | grep -q -- '%s'",
+			sseqd_path, bad[i][0], bad[i][1], bad[i][0]);
 		ck_assert_msg(system(cmd) == 0, "%s %s: no error naming the option", bad[i][0],
-			      bad[i][1]);
+			bad[i][1]);
 	}
 }
 END_TEST

@@ -1024,7 +1024,8 @@ static int ctl_follow(struct ctl *c, uint32_t max_entries)
 				last = res->trace[i]->seq;
 		if (res->trace_dropped)
 			fprintf(stderr,
-				"sseqctl: %" PRIu64 " trace entries went by unseen (sseqd keeps the "
+				"sseqctl: %" PRIu64
+				" trace entries went by unseen (sseqd keeps the "
 				"last 4096; poll faster with fewer other clients' decisions)\n",
 				res->trace_dropped);
 		if (first || res->n_trace > 0)

@@ -35,7 +35,7 @@ int main(int argc, char **argv)
 	check(sseq_connect(path, &opts, &s), "connect", NULL);
 	check(sseq_get_info(s, &info), "info", s);
 	printf("connected to sseqd: device %u (%s, backend %s)\n", info.device_index,
-	       info.device_name, info.backend);
+		info.device_name, info.backend);
 
 	host = malloc(N * sizeof(float));
 	result = malloc(N * sizeof(float));
@@ -46,8 +46,8 @@ int main(int argc, char **argv)
 	check(sseq_alloc(s, 4096, "scratch", &tmp), "alloc scratch", s);
 	check(sseq_alloc(s, N * sizeof(float), "output", &out), "alloc output", s);
 	check(sseq_execute(s, "fill", (struct sseq_arg[]){SSEQ_OUT(in), SSEQ_F32(0), SSEQ_U64(N)},
-			   3, NULL, NULL),
-	      "fill", s);
+		      3, NULL, NULL),
+		"fill", s);
 	check(sseq_sync(s), "sync", s);
 	printf("1. allocated input, scratch and output (4 MiB each); input filled with zeros\n");
 
@@ -56,20 +56,20 @@ int main(int argc, char **argv)
 
 	for (int i = 0; i < 8; i++)
 		check(sseq_execute(s, "spin", (struct sseq_arg[]){SSEQ_U64(50)}, 1, NULL, NULL),
-		      "spin", s);
+			"spin", s);
 	check(sseq_execute(s, "fill",
-			   (struct sseq_arg[]){SSEQ_OUT(tmp), SSEQ_F32(1), SSEQ_U64(1024)}, 3, NULL,
-			   NULL),
-	      "fill", s);
+		      (struct sseq_arg[]){SSEQ_OUT(tmp), SSEQ_F32(1), SSEQ_U64(1024)}, 3, NULL,
+		      NULL),
+		"fill", s);
 	printf("3. 9 unrelated kernels                   -> the compute stream moves on\n");
 
 	check(sseq_slice(s, in, N * sizeof(float) / 2, N * sizeof(float) / 2, "input-half", &half),
-	      "slice", s);
+		"slice", s);
 	check(sseq_execute(s, "scale",
-			   (struct sseq_arg[]){SSEQ_IN(half), SSEQ_OUT(out), SSEQ_F32(2),
-					       SSEQ_U64(N / 2)},
-			   4, NULL, NULL),
-	      "scale", s);
+		      (struct sseq_arg[]){
+			      SSEQ_IN(half), SSEQ_OUT(out), SSEQ_F32(2), SSEQ_U64(N / 2)},
+		      4, NULL, NULL),
+		"scale", s);
 	printf("4. scale(second half of input) -> output  -> compute stream; reads a slice of\n"
 	       "   the H2D buffer, so it must wait for the H2D copy's event (I1, I2, I6)\n");
 

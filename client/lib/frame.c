@@ -119,7 +119,8 @@ int frame_writer_send(struct frame_writer *w, int sock)
 			if (next->offset == w->sent)
 				fd = next->fd;
 			else
-				end = next->offset; /* stop before it: it must ride its own first byte */
+				end = next->offset; /* stop before it: it must ride its own first
+						       byte */
 			if (fd >= 0 && w->fds_sent + 1 < w->nfds)
 				end = w->fds[w->fds_sent + 1].offset;
 		}
@@ -180,8 +181,8 @@ int frame_reader_next(struct frame_reader *r, const uint8_t **frame, size_t *len
 	if (avail < FRAME_HEADER_SIZE)
 		return 0;
 	const uint8_t *p = r->data + r->start;
-	uint32_t size = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-		(uint32_t)p[3] << 24;
+	uint32_t size =
+		(uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 	if (size > FRAME_MAX_SIZE)
 		return -EMSGSIZE;
 	if (avail < FRAME_HEADER_SIZE + (size_t)size) {

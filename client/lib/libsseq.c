@@ -3,7 +3,6 @@
  * Submission of individual requests lives in submit.c. */
 #include <errno.h>
 #include <poll.h>
-#include <time.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -157,8 +157,8 @@ static void errors_remove(struct sseq *s, size_t i)
 	s->nerrors--;
 }
 
-static void errors_push(struct sseq *s, uint64_t tag, int code, const char *message, bool tagged,
-	bool reported)
+static void errors_push(
+	struct sseq *s, uint64_t tag, int code, const char *message, bool tagged, bool reported)
 {
 	if (reported && !tagged)
 		return;
@@ -321,7 +321,8 @@ static void on_reply(struct sseq *s, const Sseq__Reply *rep)
 		 * close; remember why. Anything else unknown must still not be lost. */
 		if (rep->tag == 0 && code != 0) {
 			s->fatal = code;
-			client_set_error(s, "%s", rep->message[0] ? rep->message : sseq_strerror(code));
+			client_set_error(
+				s, "%s", rep->message[0] ? rep->message : sseq_strerror(code));
 		} else if (code != 0) {
 			errors_push(s, rep->tag, code, rep->message, false, false);
 		}
@@ -498,8 +499,7 @@ int client_pump(struct sseq *s, int timeout_ms)
 			if (n != 0)
 				break;
 			clock_gettime(CLOCK_MONOTONIC, &t);
-		} while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) <
-			 spin_ns);
+		} while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < spin_ns);
 	}
 	if (n == 0 || (n < 0 && errno == EINTR)) {
 		do
@@ -563,8 +563,7 @@ int client_submit(struct sseq *s, Sseq__Request *req, int fd, struct op *op, uin
 	}
 	op->tag = s->next_tag++;
 	op->kind = req->body_case;
-	op->want_completion = req->want_completion ||
-		req->body_case == SSEQ__REQUEST__BODY_AWAIT ||
+	op->want_completion = req->want_completion || req->body_case == SSEQ__REQUEST__BODY_AWAIT ||
 		req->body_case == SSEQ__REQUEST__BODY_SYNC ||
 		req->body_case == SSEQ__REQUEST__BODY_COPY_D2H;
 	size_t k = bucket_of(s, op->tag);
@@ -600,7 +599,8 @@ int client_op_collect_handle(struct sseq *s, struct op *op, uint64_t *handle)
 		while (!op->done) {
 			int r = client_pump(s, -1);
 			if (r < 0 && r != -ETIMEDOUT && !op->done) {
-				/* Not a lost connection (that finishes every op): a poll failure. */
+				/* Not a lost connection (that finishes every op): a poll failure.
+				 */
 				op_fail(op, r, NULL);
 				break;
 			}
@@ -810,8 +810,8 @@ int sseq_wait(struct sseq *s, uint64_t tag)
 		if (s->errors[i].tag == tag)
 			return errors_report(s, i, true);
 	if (tag == 0 || tag >= s->next_tag || op) {
-		client_set_error(s, "tag %llu was not issued on this connection",
-			(unsigned long long)tag);
+		client_set_error(
+			s, "tag %llu was not issued on this connection", (unsigned long long)tag);
 		return -EINVAL;
 	}
 	return 0;

@@ -104,8 +104,8 @@ static int staging_add_arena(struct sseq *s, uint64_t len)
 /* Reserve `len` bytes of staging, held by the application (user) or by one request
  * (refs = 1). When the arenas are full, wait for copies in flight to release space
  * before growing: that bounds memory under a steady stream of copies. */
-static int staging_get(struct sseq *s, uint64_t len, bool user, struct staging_arena **out,
-	uint64_t *off)
+static int staging_get(
+	struct sseq *s, uint64_t len, bool user, struct staging_arena **out, uint64_t *off)
 {
 	for (;;) {
 		bool could_fit = false;
@@ -218,16 +218,17 @@ int sseq_host_free(struct sseq *s, void *ptr)
 /* Point op at the staging for host memory [p, p + len): in place if it lies in memory
  * from sseq_host_alloc, else in a fresh range (filled from p for H2D; for D2H copied to
  * p on completion). *copy_off is where the daemon reads or writes. */
-static int staging_attach(struct sseq *s, struct op *op, void *p, uint64_t len, bool to_device,
-	uint64_t *copy_off)
+static int staging_attach(
+	struct sseq *s, struct op *op, void *p, uint64_t len, bool to_device, uint64_t *copy_off)
 {
 	struct staging_arena *a = arena_of(s, p);
 	if (a) {
 		uint64_t off = (uint64_t)((uint8_t *)p - a->base);
 		struct staging_range *rg = staging_arena_find(a, off, len);
 		if (!rg || !rg->user) {
-			client_set_error(s, "host range is inside a staging arena but not inside "
-					    "one live sseq_host_alloc allocation");
+			client_set_error(s,
+				"host range is inside a staging arena but not inside "
+				"one live sseq_host_alloc allocation");
 			return -EINVAL;
 		}
 		rg->refs++;
@@ -257,8 +258,8 @@ static int staging_attach(struct sseq *s, struct op *op, void *p, uint64_t len, 
 
 /* The op of a copy between host memory [p, p + len) and the device, with its staging
  * attached (*out NULL on failure); *copy_off as for staging_attach. */
-static int copy_op_new(struct sseq *s, void *p, uint64_t len, bool to_device, struct op **out,
-	uint64_t *copy_off)
+static int copy_op_new(
+	struct sseq *s, void *p, uint64_t len, bool to_device, struct op **out, uint64_t *copy_off)
 {
 	*out = NULL;
 	if (!p || len == 0)
@@ -300,8 +301,8 @@ int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *sr
 	return client_submit(s, &req, -1, op, tag);
 }
 
-int sseq_copy_d2h(struct sseq *s, uint64_t src, uint64_t src_off, void *dst, uint64_t len,
-	uint64_t *tag)
+int sseq_copy_d2h(
+	struct sseq *s, uint64_t src, uint64_t src_off, void *dst, uint64_t len, uint64_t *tag)
 {
 	struct op *op;
 	uint64_t off;

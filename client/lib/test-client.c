@@ -204,7 +204,8 @@ static void recv_exact(int sock, uint8_t *buf, size_t len, int *fds, size_t *nfd
 		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
 			size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 			for (size_t i = 0; i < k; i++)
-				memcpy(&fds[(*nfds)++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+				memcpy(&fds[(*nfds)++], CMSG_DATA(cm) + i * sizeof(int),
+					sizeof(int));
 		}
 		got += (size_t)n;
 	}
@@ -268,8 +269,15 @@ static Sseq__Execute *execute_roundtrip(const Sseq__Execute *ex)
 START_TEST(test_args_pack_types_and_access)
 {
 	struct sseq_arg args[] = {
-		SSEQ_IN(5), SSEQ_OUT(6), SSEQ_INOUT(7), SSEQ_F32(2.5), SSEQ_F64(-1.25),
-		SSEQ_I32(-3), SSEQ_U32(4000000000u), SSEQ_I64(-5000000000ll), SSEQ_U64(1ull << 40),
+		SSEQ_IN(5),
+		SSEQ_OUT(6),
+		SSEQ_INOUT(7),
+		SSEQ_F32(2.5),
+		SSEQ_F64(-1.25),
+		SSEQ_I32(-3),
+		SSEQ_U32(4000000000u),
+		SSEQ_I64(-5000000000ll),
+		SSEQ_U64(1ull << 40),
 	};
 	struct args_pack p;
 	ck_assert_int_eq(args_pack(&p, args, 9, NULL), 0);
@@ -497,8 +505,8 @@ static void fake_send(struct fake *f, Sseq__Message *m)
 		usleep(100);
 }
 
-static void fake_reply(struct fake *f, uint64_t tag, int status, uint64_t handle,
-	Sseq__Welcome *welcome)
+static void fake_reply(
+	struct fake *f, uint64_t tag, int status, uint64_t handle, Sseq__Welcome *welcome)
 {
 	Sseq__Reply rep = SSEQ__REPLY__INIT;
 	rep.tag = tag;
@@ -589,8 +597,8 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 	case SSEQ__REQUEST__BODY_COPY_H2D: {
 		const Sseq__CopyH2D *c = q->copy_h2d;
 		ck_assert_uint_le(c->staging_offset + c->length, f->staging_size[c->staging - 1]);
-		memcpy(fake_buf(f, c->dst) + c->dst_offset, f->staging[c->staging - 1] + c->staging_offset,
-			c->length);
+		memcpy(fake_buf(f, c->dst) + c->dst_offset,
+			f->staging[c->staging - 1] + c->staging_offset, c->length);
 		fake_reply(f, q->tag, 0, 0, NULL);
 		if (want || late)
 			fake_maybe_complete(f, q->tag, late);
@@ -598,8 +606,8 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 	}
 	case SSEQ__REQUEST__BODY_COPY_D2H: {
 		const Sseq__CopyD2H *c = q->copy_d2h;
-		memcpy(f->staging[c->staging - 1] + c->staging_offset, fake_buf(f, c->src) + c->src_offset,
-			c->length);
+		memcpy(f->staging[c->staging - 1] + c->staging_offset,
+			fake_buf(f, c->src) + c->src_offset, c->length);
 		fake_reply(f, q->tag, 0, 0, NULL);
 		fake_maybe_complete(f, q->tag, late);
 		return;
@@ -654,7 +662,9 @@ static void *fake_main(void *arg)
 			char b[CMSG_SPACE(sizeof(int) * 4)];
 			struct cmsghdr align;
 		} ctl;
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+		struct msghdr mh = {.msg_iov = &iov,
+			.msg_iovlen = 1,
+			.msg_control = ctl.b,
 			.msg_controllen = sizeof(ctl.b)};
 		ssize_t n = recvmsg(f->sock, &mh, MSG_CMSG_CLOEXEC);
 		if (n <= 0)
@@ -925,7 +935,8 @@ START_TEST(test_client_completions_out_of_order)
 	ck_assert_uint_eq(seen.n, 4);
 	for (unsigned i = 0; i < 4; i++) {
 		ck_assert_uint_eq(seen.tags[i], tags[3 - i]);
-		ck_assert_int_eq(seen.status[i], tags[3 - i] == tags[2] ? -SSEQ_ERR_DEVICE_ERROR : 0);
+		ck_assert_int_eq(
+			seen.status[i], tags[3 - i] == tags[2] ? -SSEQ_ERR_DEVICE_ERROR : 0);
 	}
 	ck_assert(out[0][3] == 4.0f);
 	ck_assert(out[2][0] == 1.0f);

@@ -185,7 +185,8 @@ static void client_sync(struct client *c)
 		count_reported(c, r, sseq_last_error_tag(c->s), "sync");
 }
 
-static void note_write(struct storage *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note_write(struct storage *st, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 static void note_write(struct storage *st, const char *fmt, ...)
 {
 	if (!opt.verbose)
@@ -204,11 +205,11 @@ static struct handle *pick(struct client *c)
 }
 
 /* A handle other than `not` (and not over the same storage when `other_storage`). */
-static struct handle *pick_other(struct client *c, const struct handle *not, bool other_storage)
+static struct handle *pick_other(struct client *c, const struct handle * not, bool other_storage)
 {
 	for (int tries = 0; tries < 8; tries++) {
 		struct handle *h = pick(c);
-		if (h != not && (!other_storage || h->st != not->st))
+		if (h != not &&(!other_storage || h->st != not ->st))
 			return h;
 	}
 	return NULL;
@@ -220,8 +221,8 @@ static float *at(const struct handle *h, uint64_t i)
 }
 
 /* Do [a, a + n) of handle x and [b, b + n) of handle y share model memory? */
-static bool overlap(const struct handle *x, uint64_t a, const struct handle *y, uint64_t b,
-	uint64_t n)
+static bool overlap(
+	const struct handle *x, uint64_t a, const struct handle *y, uint64_t b, uint64_t n)
 {
 	if (x->st != y->st)
 		return false;
@@ -311,7 +312,8 @@ static struct handle *op_slice(struct client *c, struct handle *base)
 	}
 	base->st->refs++;
 	struct handle *hd = &c->hs[c->nh++];
-	*hd = (struct handle){.h = h, .st = base->st, .off = base->off + off, .n = n, .slice = true};
+	*hd = (struct handle){
+		.h = h, .st = base->st, .off = base->off + off, .n = n, .slice = true};
 	return hd;
 }
 
@@ -344,16 +346,16 @@ static void op_h2d(struct client *c, struct handle *d)
 		src[i] = small_value(&c->rng);
 	c->ops++;
 	uint64_t tag = 0;
-	int r = sseq_copy_h2d(c->s, d->h, off * sizeof(float), src, n * sizeof(float),
-		tag_slot(&tag));
+	int r = sseq_copy_h2d(
+		c->s, d->h, off * sizeof(float), src, n * sizeof(float), tag_slot(&tag));
 	describe(c, tag, "op %" PRIu64 " h2d -> h%" PRIu64 "[%" PRIu64 "+%" PRIu64 "]%s", c->ops,
 		d->h, off, n, d->slice ? " (slice)" : "");
 	if (r < 0)
 		client_error(c, r, "copy_h2d");
 	else
 		memcpy(at(d, off), src, n * sizeof(float));
-	note_write(d->st, "op %" PRIu64 " h2d -> h%" PRIu64 "[%" PRIu64 "+%" PRIu64 "]", c->ops, d->h,
-		off, n);
+	note_write(d->st, "op %" PRIu64 " h2d -> h%" PRIu64 "[%" PRIu64 "+%" PRIu64 "]", c->ops,
+		d->h, off, n);
 	if (heap)
 		free(src);
 	else
@@ -387,14 +389,17 @@ static void check_finish(struct client *c, struct check *k)
 				pthread_mutex_lock(&print_lock);
 				if (printed++ < 10) {
 					fprintf(stderr,
-						"client %u: mismatch in D2H of op %" PRIu64 " from h%" PRIu64
-						" (storage s%u at %" PRIu64 "): index %" PRIu64
+						"client %u: mismatch in D2H of op %" PRIu64
+						" from h%" PRIu64 " (storage s%u at %" PRIu64
+						"): index %" PRIu64
 						" expected %g got %g; last writes:\n",
 						c->id, k->op, k->handle, k->storage, k->off, i,
 						(double)k->expect[i], (double)k->got[i]);
-					unsigned first = k->nhistory > HISTORY ? k->nhistory - HISTORY : 0;
+					unsigned first =
+						k->nhistory > HISTORY ? k->nhistory - HISTORY : 0;
 					for (unsigned j = first; j < k->nhistory; j++)
-						fprintf(stderr, "    %s\n", k->history[j % HISTORY]);
+						fprintf(stderr, "    %s\n",
+							k->history[j % HISTORY]);
 				}
 				pthread_mutex_unlock(&print_lock);
 			}
@@ -421,7 +426,8 @@ static void op_d2h(struct client *c, struct handle *src)
 	uint64_t off, n;
 	pick_range(c, src->n, &off, &n);
 	struct check *k = &c->checks[c->nchecks];
-	*k = (struct check){.n = n, .handle = src->h, .storage = src->st->id, .off = src->off + off};
+	*k = (struct check){
+		.n = n, .handle = src->h, .storage = src->st->id, .off = src->off + off};
 	k->host = rng_chance(&c->rng, 30) &&
 		sseq_host_alloc(c->s, n * sizeof(float), (void **)&k->got) == 0;
 	if (!k->host)
@@ -437,9 +443,10 @@ static void op_d2h(struct client *c, struct handle *src)
 	}
 	c->ops++;
 	k->op = c->ops;
-	int r = sseq_copy_d2h(c->s, src->h, off * sizeof(float), k->got, n * sizeof(float), &k->tag);
-	describe(c, k->tag, "op %" PRIu64 " d2h h%" PRIu64 "[%" PRIu64 "+%" PRIu64 "]", c->ops, src->h,
-		off, n);
+	int r = sseq_copy_d2h(
+		c->s, src->h, off * sizeof(float), k->got, n * sizeof(float), &k->tag);
+	describe(c, k->tag, "op %" PRIu64 " d2h h%" PRIu64 "[%" PRIu64 "+%" PRIu64 "]", c->ops,
+		src->h, off, n);
 	if (r < 0) {
 		client_error(c, r, "copy_d2h");
 		check_release(c, k);
@@ -460,20 +467,23 @@ static void op_d2d(struct client *c, struct handle *src, struct handle *dst)
 	uint64_t tag = 0;
 	int r = sseq_copy_d2d(c->s, src->h, so * sizeof(float), dst->h, doff * sizeof(float),
 		n * sizeof(float), tag_slot(&tag));
-	describe(c, tag, "op %" PRIu64 " d2d h%" PRIu64 "%s[%" PRIu64 "] -> h%" PRIu64 "%s[%" PRIu64
-		"] n=%" PRIu64 "%s", c->ops, src->h, src->slice ? "(slice)" : "", so, dst->h,
+	describe(c, tag,
+		"op %" PRIu64 " d2d h%" PRIu64 "%s[%" PRIu64 "] -> h%" PRIu64 "%s[%" PRIu64
+		"] n=%" PRIu64 "%s",
+		c->ops, src->h, src->slice ? "(slice)" : "", so, dst->h,
 		dst->slice ? "(slice)" : "", doff, n, src->st == dst->st ? " same base" : "");
 	if (r < 0) {
 		client_error(c, r, "copy_d2d");
 		return;
 	}
 	memmove(at(dst, doff), at(src, so), n * sizeof(float));
-	note_write(dst->st, "op %" PRIu64 " d2d h%" PRIu64 "[%" PRIu64 "] -> h%" PRIu64 "[%" PRIu64
-		"+%" PRIu64 "]", c->ops, src->h, so, dst->h, doff, n);
+	note_write(dst->st,
+		"op %" PRIu64 " d2d h%" PRIu64 "[%" PRIu64 "] -> h%" PRIu64 "[%" PRIu64 "+%" PRIu64
+		"]",
+		c->ops, src->h, so, dst->h, doff, n);
 }
 
-static void execute(struct client *c, const char *kernel, const struct sseq_arg *args,
-	size_t nargs)
+static void execute(struct client *c, const char *kernel, const struct sseq_arg *args, size_t nargs)
 {
 	c->ops++;
 	uint64_t tag = 0;
@@ -490,10 +500,13 @@ static void execute(struct client *c, const char *kernel, const struct sseq_arg 
 		const struct sseq_arg *a = &args[i];
 		if (a->type == SSEQ_ARG_BUFFER)
 			len += snprintf(buf + len, sizeof(buf) - (size_t)len, " %s:h%" PRIu64,
-				a->access == SSEQ_ACCESS_IN ? "in" : a->access == SSEQ_ACCESS_OUT ? "out" : "inout",
+				a->access == SSEQ_ACCESS_IN	       ? "in"
+					: a->access == SSEQ_ACCESS_OUT ? "out"
+								       : "inout",
 				a->v.buffer);
 		else if (a->type == SSEQ_ARG_U64)
-			len += snprintf(buf + len, sizeof(buf) - (size_t)len, " n=%" PRIu64, a->v.u64);
+			len += snprintf(
+				buf + len, sizeof(buf) - (size_t)len, " n=%" PRIu64, a->v.u64);
 	}
 	describe(c, tag, "%s", buf);
 }
@@ -523,8 +536,8 @@ static void op_iota(struct client *c, struct handle *y)
  * value would leave the exact range the op becomes a fill of the output. */
 enum ew_kind { EW_ADD, EW_AXPY, EW_SCALE };
 
-static void op_elementwise(struct client *c, enum ew_kind kind, struct handle *x,
-	struct handle *b, struct handle *y)
+static void op_elementwise(
+	struct client *c, enum ew_kind kind, struct handle *x, struct handle *b, struct handle *y)
 {
 	uint64_t n = x->n < y->n ? x->n : y->n;
 	if (b && b->n < n)
@@ -562,7 +575,8 @@ static void op_elementwise(struct client *c, enum ew_kind kind, struct handle *x
 		struct sseq_arg a[] = {SSEQ_IN(x->h), SSEQ_IN(b->h), SSEQ_OUT(y->h), SSEQ_U64(n)};
 		execute(c, name = "add", a, 4);
 	} else if (kind == EW_AXPY) {
-		struct sseq_arg a[] = {SSEQ_F32(alpha), SSEQ_IN(x->h), SSEQ_INOUT(y->h), SSEQ_U64(n)};
+		struct sseq_arg a[] = {
+			SSEQ_F32(alpha), SSEQ_IN(x->h), SSEQ_INOUT(y->h), SSEQ_U64(n)};
 		execute(c, name = "axpy", a, 4);
 	} else {
 		struct sseq_arg a[] = {SSEQ_IN(x->h), SSEQ_OUT(y->h), SSEQ_F32(alpha), SSEQ_U64(n)};
@@ -591,8 +605,9 @@ static void op_reduce(struct client *c, struct handle *x, struct handle *y)
 	struct sseq_arg a[] = {SSEQ_IN(x->h), SSEQ_OUT(y->h), SSEQ_U64(n)};
 	execute(c, "reduce_sum", a, 3);
 	*at(y, 0) = (float)sum;
-	note_write(y->st, "op %" PRIu64 " reduce_sum h%" PRIu64 "[0+%" PRIu64 "] -> h%" PRIu64 "[0]",
-		c->ops, x->h, n, y->h);
+	note_write(y->st,
+		"op %" PRIu64 " reduce_sum h%" PRIu64 "[0+%" PRIu64 "] -> h%" PRIu64 "[0]", c->ops,
+		x->h, n, y->h);
 }
 
 static void op_spin(struct client *c)
@@ -606,8 +621,8 @@ struct conv {
 	int64_t oh, ow;
 };
 
-static int64_t conv_extent(int32_t in, int32_t k, int32_t stride, int32_t lo, int32_t hi,
-	int32_t lhs, int32_t rhs)
+static int64_t conv_extent(
+	int32_t in, int32_t k, int32_t stride, int32_t lo, int32_t hi, int32_t lhs, int32_t rhs)
 {
 	int64_t in_d = (int64_t)(in - 1) * lhs + 1, k_d = (int64_t)(k - 1) * rhs + 1;
 	int64_t padded = in_d + lo + hi;
@@ -629,23 +644,35 @@ static bool conv_model(const struct conv *p, const float *x, const float *w, flo
 					for (int32_t ci = 0; ci < cg; ci++)
 						for (int32_t ky = 0; ky < p->kh; ky++)
 							for (int32_t kx = 0; kx < p->kw; kx++) {
-								int64_t iy = oy * p->sh + (int64_t)ky * p->rh - p->pt;
-								int64_t ix = ox * p->sw + (int64_t)kx * p->rw - p->pl;
-								if (iy < 0 || ix < 0 || iy % p->lh || ix % p->lw)
+								int64_t iy = oy * p->sh +
+									(int64_t)ky * p->rh - p->pt;
+								int64_t ix = ox * p->sw +
+									(int64_t)kx * p->rw - p->pl;
+								if (iy < 0 || ix < 0 ||
+									iy % p->lh || ix % p->lw)
 									continue;
 								iy /= p->lh;
 								ix /= p->lw;
 								if (iy >= p->h || ix >= p->w)
 									continue;
 								int32_t cc = grp * cg + ci;
-								double xv = x[((int64_t)(n * p->c + cc) * p->h + iy) * p->w + ix];
-								double wv = w[((int64_t)(o * cg + ci) * p->kh + ky) * p->kw + kx];
+								double xv =
+									x[((int64_t)(n * p->c +
+										   cc) * p->h +
+										  iy) * p->w +
+										ix];
+								double wv =
+									w[((int64_t)(o * cg + ci) *
+											  p->kh +
+										  ky) * p->kw +
+										kx];
 								sum += xv * wv;
 								mag += fabs(xv * wv);
 							}
 					if (mag >= EXACT_LIMIT)
 						return false;
-					y[((int64_t)(n * p->o + o) * p->oh + oy) * p->ow + ox] = (float)sum;
+					y[((int64_t)(n * p->o + o) * p->oh + oy) * p->ow + ox] =
+						(float)sum;
 				}
 	return true;
 }
@@ -705,17 +732,35 @@ static void op_conv2d(struct client *c)
 		return;
 	}
 	struct sseq_arg a[] = {
-		SSEQ_IN(x->h), SSEQ_IN(w->h), SSEQ_OUT(y->h),
-		SSEQ_I32(p.n), SSEQ_I32(p.c), SSEQ_I32(p.h), SSEQ_I32(p.w),
-		SSEQ_I32(p.o), SSEQ_I32(p.kh), SSEQ_I32(p.kw), SSEQ_I32(p.sh), SSEQ_I32(p.sw),
-		SSEQ_I32(p.pt), SSEQ_I32(p.pb), SSEQ_I32(p.pl), SSEQ_I32(p.pr),
-		SSEQ_I32(p.lh), SSEQ_I32(p.lw), SSEQ_I32(p.rh), SSEQ_I32(p.rw), SSEQ_I32(p.g),
+		SSEQ_IN(x->h),
+		SSEQ_IN(w->h),
+		SSEQ_OUT(y->h),
+		SSEQ_I32(p.n),
+		SSEQ_I32(p.c),
+		SSEQ_I32(p.h),
+		SSEQ_I32(p.w),
+		SSEQ_I32(p.o),
+		SSEQ_I32(p.kh),
+		SSEQ_I32(p.kw),
+		SSEQ_I32(p.sh),
+		SSEQ_I32(p.sw),
+		SSEQ_I32(p.pt),
+		SSEQ_I32(p.pb),
+		SSEQ_I32(p.pl),
+		SSEQ_I32(p.pr),
+		SSEQ_I32(p.lh),
+		SSEQ_I32(p.lw),
+		SSEQ_I32(p.rh),
+		SSEQ_I32(p.rw),
+		SSEQ_I32(p.g),
 	};
 	execute(c, "conv2d", a, sizeof(a) / sizeof(*a));
 	memcpy(at(y, 0), res, ny * sizeof(float));
 	free(res);
-	note_write(y->st, "op %" PRIu64 " conv2d x=h%" PRIu64 " w=h%" PRIu64 " -> h%" PRIu64
-		"[0+%" PRIu64 "]", c->ops, x->h, w->h, y->h, ny);
+	note_write(y->st,
+		"op %" PRIu64 " conv2d x=h%" PRIu64 " w=h%" PRIu64 " -> h%" PRIu64 "[0+%" PRIu64
+		"]",
+		c->ops, x->h, w->h, y->h, ny);
 }
 
 /* A request on a handle this client freed must be refused, and only that request. */
@@ -937,7 +982,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: sseq-stress [OPTIONS]\n"
 		"Random workloads through libsseq, checked against a host model.\n\n"
-		"  -s, --socket PATH   daemon socket (default $SSEQ_SOCKET or /run/sseq/gpu0.sock)\n"
+		"  -s, --socket PATH   daemon socket (default $SSEQ_SOCKET or "
+		"/run/sseq/gpu0.sock)\n"
 		"  -n, --ops N         operations in total, split across clients (default 10000)\n"
 		"  -c, --clients N     concurrent clients, each its own connection (default 4)\n"
 		"  -S, --seed S        random seed; client i uses S + i (default 1)\n"
@@ -1017,8 +1063,8 @@ int main(int argc, char **argv)
 	uint64_t races = races_after - races_before;
 	printf("clients=%u seed=%" PRIu64 " checks=%" PRIu64 " seconds=%.2f ops/s=%.0f\n",
 		opt.clients, opt.seed, checked, secs, secs > 0 ? (double)ops / secs : 0.0);
-	printf("ops=%" PRIu64 " wrong=%" PRIu64 " errors=%" PRIu64 " races=%" PRIu64 "\n", ops, wrong,
-		errors, races);
+	printf("ops=%" PRIu64 " wrong=%" PRIu64 " errors=%" PRIu64 " races=%" PRIu64 "\n", ops,
+		wrong, errors, races);
 	free(cl);
 	free(th);
 	return wrong || races ? 1 : 0;

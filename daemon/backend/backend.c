@@ -9,7 +9,7 @@ static bool range_ok(uint64_t offset, uint64_t length, uint64_t size)
 }
 
 int backend_op_check(enum seq_stream_kind stream_kind, uint64_t launched, struct seq_point at,
-		     const struct seq_op *op)
+	const struct seq_op *op)
 {
 	static const enum seq_stream_kind stream_of[] = {
 		[SEQ_OP_H2D] = SEQ_STREAM_H2D,
@@ -21,22 +21,22 @@ int backend_op_check(enum seq_stream_kind stream_kind, uint64_t launched, struct
 	const struct seq_access *a = op->access;
 
 	if ((unsigned)op->kind > SEQ_OP_EXEC || stream_kind != stream_of[op->kind] ||
-	    at.seq != launched + 1 || op->naccess > SEQ_MAX_ACCESS || !p)
+		at.seq != launched + 1 || op->naccess > SEQ_MAX_ACCESS || !p)
 		return -EINVAL;
 	switch (op->kind) {
 	case SEQ_OP_H2D:
 		if (op->naccess < 1 || !range_ok(p->dst_offset, p->length, a[0].size) ||
-		    (p->length && !p->host))
+			(p->length && !p->host))
 			return -EINVAL;
 		break;
 	case SEQ_OP_D2H:
 		if (op->naccess < 1 || !range_ok(p->src_offset, p->length, a[0].size) ||
-		    (p->length && !p->host))
+			(p->length && !p->host))
 			return -EINVAL;
 		break;
 	case SEQ_OP_D2D:
 		if (op->naccess < 1 || !range_ok(p->src_offset, p->length, a[0].size) ||
-		    !range_ok(p->dst_offset, p->length, a[op->naccess > 1].size))
+			!range_ok(p->dst_offset, p->length, a[op->naccess > 1].size))
 			return -EINVAL;
 		break;
 	case SEQ_OP_EXEC:

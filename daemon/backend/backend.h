@@ -87,7 +87,7 @@ struct backend_ops {
 /* The checks every backend makes before launching op at `at` on a stream of kind
  * stream_kind whose last launched point is `launched`: 0 or -EINVAL. */
 int backend_op_check(enum seq_stream_kind stream_kind, uint64_t launched, struct seq_point at,
-		     const struct seq_op *op);
+	const struct seq_op *op);
 
 /* "h2d", "d2h", "d2d" or "kernel", for log lines and findings. */
 const char *backend_op_name(enum seq_op_kind kind);

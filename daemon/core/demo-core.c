@@ -30,7 +30,8 @@ static int demo_record(void *ctx, struct seq_point at)
 
 static int demo_wait(void *ctx, uint32_t stream, struct seq_point ev)
 {
-	printf("    WAIT     stream %u waits for event %u:%" PRIu64 "\n", stream, ev.stream, ev.seq);
+	printf("    WAIT     stream %u waits for event %u:%" PRIu64 "\n", stream, ev.stream,
+		ev.seq);
 	return 0;
 }
 
@@ -62,8 +63,8 @@ static int demo_run(const char *title, unsigned legacy_window)
 	if (r < 0)
 		return r;
 	if ((r = seq_buffer_alloc(seq, 64 << 20, &in)) < 0 ||
-	    (r = seq_buffer_alloc(seq, 4096, &tmp)) < 0 ||
-	    (r = seq_buffer_alloc(seq, 64 << 20, &out)) < 0)
+		(r = seq_buffer_alloc(seq, 4096, &tmp)) < 0 ||
+		(r = seq_buffer_alloc(seq, 64 << 20, &out)) < 0)
 		goto out;
 
 	printf("  1. H2D copy of 64 MiB into the input buffer (stream 1 = h2d)\n");
@@ -82,21 +83,21 @@ static int demo_run(const char *title, unsigned legacy_window)
 	}
 
 	printf("  3. a kernel reading the input buffer (stream 0 = compute)\n");
-	struct seq_op use = {.kind = SEQ_OP_EXEC,
-			     .naccess = 2,
-			     .access = {{in, SEQ_READ}, {out, SEQ_WRITE}}};
+	struct seq_op use = {
+		.kind = SEQ_OP_EXEC, .naccess = 2, .access = {{in, SEQ_READ}, {out, SEQ_WRITE}}};
 	if ((r = seq_submit(seq, &use, NULL)) < 0)
 		goto out;
 
 	c = seq_counters(seq);
 	printf("  waits enqueued=%" PRIu64 " elided: same-stream=%" PRIu64 " observed=%" PRIu64
 	       " legacy-window=%" PRIu64 "\n",
-	       c->waits_enqueued, c->waits_elided_same_stream, c->waits_elided_observed,
-	       c->waits_elided_legacy);
-	printf("  => %s\n", c->waits_elided_legacy
-				    ? "NO WAIT on the H2D copy: the kernel may read the input before it "
-				      "lands (the race)"
-				    : "the kernel waits for the H2D copy's own event: correct");
+		c->waits_enqueued, c->waits_elided_same_stream, c->waits_elided_observed,
+		c->waits_elided_legacy);
+	printf("  => %s\n",
+		c->waits_elided_legacy
+			? "NO WAIT on the H2D copy: the kernel may read the input before it "
+			  "lands (the race)"
+			: "the kernel waits for the H2D copy's own event: correct");
 out:
 	seq_destroy(seq);
 	return r;
@@ -104,9 +105,11 @@ out:
 
 int main(void)
 {
-	printf("sseq sequencer core demonstration: the seed race of an H2D copy read by a kernel\n");
+	printf("sseq sequencer core demonstration: the seed race of an H2D copy read by a "
+	       "kernel\n");
 	if (demo_run("as designed: definition on the true producer (I1, I2, I3)", 0) < 0 ||
-	    demo_run("legacy bug injected: H2D readiness tied to a compute window of 4", 4) < 0) {
+		demo_run("legacy bug injected: H2D readiness tied to a compute window of 4", 4) <
+			0) {
 		fprintf(stderr, "demo failed\n");
 		return 1;
 	}

@@ -62,8 +62,7 @@ struct seq {
 #define STREAM_D2H0 2u
 
 static void seq_trace_emit(struct seq *seq, enum seq_decision decision, struct seq_point at,
-			   enum seq_op_kind op, const struct seq_buffer *buf,
-			   struct seq_point producer)
+	enum seq_op_kind op, const struct seq_buffer *buf, struct seq_point producer)
 {
 	if (!seq->be.trace)
 		return;
@@ -98,8 +97,7 @@ static void stream_setup(struct stream *s, enum seq_stream_kind kind, unsigned i
 	s->index = index;
 }
 
-int seq_create(struct seq **out, const struct seq_config *config,
-	       const struct seq_backend *backend)
+int seq_create(struct seq **out, const struct seq_config *config, const struct seq_backend *backend)
 {
 	struct seq *seq = NULL;
 	struct seq_config cfg = *config;
@@ -111,7 +109,7 @@ int seq_create(struct seq **out, const struct seq_config *config,
 	if (cfg.window == 0)
 		cfg.window = SEQ_DEFAULT_WINDOW;
 	if (2 + cfg.n_d2h + cfg.n_d2d > SEQ_MAX_STREAMS || !backend->mem_alloc ||
-	    !backend->mem_release || !backend->record || !backend->wait || !backend->launch)
+		!backend->mem_release || !backend->record || !backend->wait || !backend->launch)
 		return -EINVAL;
 
 	seq = calloc(1, sizeof(*seq));
@@ -326,7 +324,7 @@ int seq_buffer_alloc(struct seq *seq, uint64_t size, struct seq_buffer **out)
 }
 
 int seq_buffer_slice(struct seq *seq, struct seq_buffer *of, uint64_t offset, uint64_t size,
-		     struct seq_buffer **out)
+	struct seq_buffer **out)
 {
 	struct seq_buffer *base;
 	struct seq_buffer *b;
@@ -401,8 +399,8 @@ void seq_buffer_free(struct seq *seq, struct seq_buffer *buf)
  * dependent copies (a burst into one buffer, a gather) runs back to back on one stream
  * instead of hopping between streams through events, each hop costing the GPU an event
  * wait (microseconds). */
-static uint32_t pool_affinity(const struct seq *seq, const struct seq_op *op, uint32_t first,
-			      uint32_t n)
+static uint32_t pool_affinity(
+	const struct seq *seq, const struct seq_op *op, uint32_t first, uint32_t n)
 {
 	for (unsigned i = 0; i < op->naccess; i++) {
 		const struct seq_buffer *b = buffer_base(op->access[i].buf);
@@ -412,7 +410,8 @@ static uint32_t pool_affinity(const struct seq *seq, const struct seq_op *op, ui
 		if (!(op->access[i].mode & SEQ_WRITE))
 			continue;
 		for (uint32_t x = first; x < first + n; x++)
-			if (b->readers[x] && !point_complete(seq, (struct seq_point){x, b->readers[x]}))
+			if (b->readers[x] &&
+				!point_complete(seq, (struct seq_point){x, b->readers[x]}))
 				return x;
 	}
 	return UINT32_MAX;
@@ -457,21 +456,21 @@ static int op_validate(const struct seq_op *op)
 		const struct seq_access *a = &op->access[i];
 		/* A base its owner freed may still be named through a live slice (I6). */
 		if (!a->buf || (a->buf->freed && a->buf->refs == 0) || a->mode < SEQ_READ ||
-		    a->mode > SEQ_READWRITE)
+			a->mode > SEQ_READWRITE)
 			return -EINVAL;
 	}
 	/* I7: one definition per write. */
 	for (unsigned i = 0; i < op->naccess; i++)
 		for (unsigned j = i + 1; j < op->naccess; j++)
 			if ((op->access[i].mode & SEQ_WRITE) && (op->access[j].mode & SEQ_WRITE) &&
-			    buffer_base(op->access[i].buf) == buffer_base(op->access[j].buf))
+				buffer_base(op->access[i].buf) == buffer_base(op->access[j].buf))
 				return -EEXIST;
 	return 0;
 }
 
 /* Whether the op's stream must wait for producer p of b, counting the decision. */
-static bool op_needs(struct seq *seq, uint32_t s, const struct seq_buffer *b,
-		     struct seq_point p, enum seq_op_kind kind)
+static bool op_needs(struct seq *seq, uint32_t s, const struct seq_buffer *b, struct seq_point p,
+	enum seq_op_kind kind)
 {
 	/* The point the op gets if it launches: what the trace shows it under. */
 	struct seq_point at = {s, seq->streams[s].issued + 1};
@@ -492,7 +491,7 @@ static bool op_needs(struct seq *seq, uint32_t s, const struct seq_buffer *b,
 	/* The injected legacy bug: an H2D definition held as a compute-stream sync point
 	 * counts as complete once that point has left a window of `window` entries. */
 	if (window && b->legacy_mark && p.stream == b->def.stream && p.seq == b->def.seq &&
-	    seq->streams[0].issued + 1 - b->legacy_mark >= window) {
+		seq->streams[0].issued + 1 - b->legacy_mark >= window) {
 		seq->counters.waits_elided_legacy++;
 		seq_trace_emit(seq, SEQ_TRACE_ELIDE_LEGACY, at, kind, b, p);
 		return false;
@@ -502,8 +501,7 @@ static bool op_needs(struct seq *seq, uint32_t s, const struct seq_buffer *b,
 
 /* An op that cannot run: what it would have written now carries its error (I9). */
 static int op_fail(struct seq *seq, struct seq_op *op, uint32_t s, int error,
-		   enum seq_fail_cause why, const struct seq_buffer *cause,
-		   struct seq_point producer)
+	enum seq_fail_cause why, const struct seq_buffer *cause, struct seq_point producer)
 {
 	op->fail_cause = why;
 	op->failed_producer = producer;
@@ -512,7 +510,7 @@ static int op_fail(struct seq *seq, struct seq_op *op, uint32_t s, int error,
 			buffer_base(op->access[i].buf)->error = error;
 	seq->counters.ops_failed++;
 	seq_trace_emit(seq, SEQ_TRACE_FAIL_DEPENDENCY, (struct seq_point){s, 0}, op->kind, cause,
-		       producer);
+		producer);
 	return error;
 }
 
@@ -538,8 +536,8 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 	st = &seq->streams[s];
 	if (st->issued - st->completed >= seq->config.window) {
 		seq->counters.backpressure++;
-		seq_trace_emit(seq, SEQ_TRACE_BACKPRESSURE, (struct seq_point){s, 0}, op->kind, NULL,
-			       (struct seq_point){s, st->completed + 1});
+		seq_trace_emit(seq, SEQ_TRACE_BACKPRESSURE, (struct seq_point){s, 0}, op->kind,
+			NULL, (struct seq_point){s, st->completed + 1});
 		stream_record(seq, s);
 		return -EAGAIN;
 	}
@@ -550,7 +548,8 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 	rec->nwaits = 0;
 
 	if (st->error)
-		return op_fail(seq, op, s, st->error, SEQ_FAIL_STREAM, NULL, (struct seq_point){s, st->fail_from});
+		return op_fail(seq, op, s, st->error, SEQ_FAIL_STREAM, NULL,
+			(struct seq_point){s, st->fail_from});
 	for (unsigned i = 0; i < op->naccess; i++) {
 		struct seq_buffer *b = buffer_base(op->access[i].buf);
 		int error = seq_buffer_error(seq, b);
@@ -596,10 +595,10 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 			r = seq->be.wait(seq->be.ctx, s, (struct seq_point){x, event});
 		if (r < 0)
 			return op_fail(seq, op, s, r, SEQ_FAIL_LAUNCH, NULL,
-				       (struct seq_point){x, need[x]});
+				(struct seq_point){x, need[x]});
 		seq->counters.waits_enqueued++;
 		seq_trace_emit(seq, SEQ_TRACE_WAIT, (struct seq_point){s, st->issued + 1}, op->kind,
-			       need_buf[x], (struct seq_point){x, need[x]});
+			need_buf[x], (struct seq_point){x, need[x]});
 		rec->waits[rec->nwaits++] = (struct point_wait){x, event};
 	}
 

@@ -170,8 +170,8 @@ struct seq_stream_info {
 
 struct seq;
 
-int seq_create(struct seq **out, const struct seq_config *config,
-	       const struct seq_backend *backend);
+int seq_create(
+	struct seq **out, const struct seq_config *config, const struct seq_backend *backend);
 /* Releases every buffer still held, whatever is pending: call only once the device is idle. */
 void seq_destroy(struct seq *seq);
 
@@ -183,7 +183,7 @@ const char *seq_stream_kind_name(enum seq_stream_kind kind);
 int seq_buffer_alloc(struct seq *seq, uint64_t size, struct seq_buffer **out);
 /* A view of `of` (a base or a slice) at [offset, offset + size) of it. */
 int seq_buffer_slice(struct seq *seq, struct seq_buffer *of, uint64_t offset, uint64_t size,
-		     struct seq_buffer **out);
+	struct seq_buffer **out);
 /* The owner lets go. A slice goes at once; a base's memory goes back once no slice
  * holds it and every point that used or defined it is complete (I5). */
 void seq_buffer_free(struct seq *seq, struct seq_buffer *buf);

@@ -82,13 +82,13 @@ int pbcheck_request(const uint8_t *p, size_t len, char *why, size_t why_size)
 		const uint8_t *sub = l->p;
 		l->p += n;
 		f = key >> 3 <= UINT32_MAX
-			    ? protobuf_c_message_descriptor_get_field(l->desc, (unsigned)(key >> 3))
-			    : NULL;
+			? protobuf_c_message_descriptor_get_field(l->desc, (unsigned)(key >> 3))
+			: NULL;
 		if (!f)
 			continue; /* unknown fields are skipped, as protobuf-c does */
 		if (f->type == PROTOBUF_C_TYPE_STRING && memchr(sub, 0, n)) {
 			snprintf(why, why_size, "string field %s.%s holds a NUL byte",
-				 l->desc->short_name, f->name);
+				l->desc->short_name, f->name);
 			return -1;
 		}
 		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
@@ -99,7 +99,7 @@ int pbcheck_request(const uint8_t *p, size_t len, char *why, size_t why_size)
 		}
 		if (depth + 1 == PBCHECK_MAX_DEPTH) {
 			snprintf(why, why_size, "messages nested deeper than %u levels",
-				 PBCHECK_MAX_DEPTH);
+				PBCHECK_MAX_DEPTH);
 			return -1;
 		}
 		stack[++depth] = (struct level){

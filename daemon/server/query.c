@@ -83,12 +83,12 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 	c->releases = sc->releases;
 	c->double_definitions = sc->double_definitions;
 	c->placed_by_affinity = sc->placed_by_affinity;
-	c->race_findings = srv->backend.ops->findings ? srv->backend.ops->findings(srv->backend.ctx)
-						      : 0;
+	c->race_findings =
+		srv->backend.ops->findings ? srv->backend.ops->findings(srv->backend.ctx) : 0;
 	/* Of those, the hip audit's (also counted in race_findings); 0 on the sim. */
 	c->audit_findings = srv->backend.ops->audit_findings
-				    ? srv->backend.ops->audit_findings(srv->backend.ctx)
-				    : 0;
+		? srv->backend.ops->audit_findings(srv->backend.ctx)
+		: 0;
 	c->sessions_total = srv->sessions_total;
 	c->frames_bad = srv->frames_bad;
 	c->frames_in = srv->frames_in;
@@ -114,7 +114,7 @@ static bool query_may_see(const struct session *asker, const struct session *s)
 }
 
 static void query_clients(struct server *srv, struct session *asker, uint64_t only,
-			  Sseq__QueryResult *res, struct arena *a)
+	Sseq__QueryResult *res, struct arena *a)
 {
 	res->clients = arena_alloc(a, (srv->nsessions + 1) * sizeof(*res->clients));
 	for (struct session *s = srv->sessions; s; s = s->next) {
@@ -147,8 +147,8 @@ static Sseq__Point *query_point(struct arena *a, struct seq_point p)
 }
 
 /* What the sequencer knows of a base: its producer, pending readers, failure (I1, I4, I9). */
-static void query_buffer_state(struct server *srv, struct arena *a, const struct seq_buffer *base,
-			       Sseq__BufferInfo *bi)
+static void query_buffer_state(
+	struct server *srv, struct arena *a, const struct seq_buffer *base, Sseq__BufferInfo *bi)
 {
 	unsigned nstreams = seq_stream_count(srv->seq);
 	struct seq_stream_info si;
@@ -168,7 +168,7 @@ static void query_buffer_state(struct server *srv, struct arena *a, const struct
 }
 
 static void query_buffers(struct server *srv, struct session *asker, uint64_t only,
-			  Sseq__QueryResult *res, struct arena *a)
+	Sseq__QueryResult *res, struct arena *a)
 {
 	/* Freed bases whose memory waits for their last use (I5) have no handle any more:
 	 * root sees them too. */
@@ -199,7 +199,8 @@ static void query_buffers(struct server *srv, struct session *asker, uint64_t on
 			bi->size = b->size;
 			bi->is_slice = b->base != NULL;
 			if (b->base && base->user)
-				bi->base_handle = ((const struct sbuf *)(uintptr_t)base->user)->handle;
+				bi->base_handle =
+					((const struct sbuf *)(uintptr_t)base->user)->handle;
 			bi->offset = b->offset;
 			bi->slices = base->refs - (base->freed ? 0 : 1);
 			query_buffer_state(srv, a, base, bi);
@@ -225,7 +226,7 @@ static char *query_point_text(struct arena *a, struct seq_point p)
 }
 
 static void query_trace(struct server *srv, struct session *asker, const Sseq__Query *q,
-			Sseq__QueryResult *res, struct arena *a)
+	Sseq__QueryResult *res, struct arena *a)
 {
 	uint64_t max = q->trace && q->trace->max_entries ? q->trace->max_entries : 100;
 	uint64_t since = q->trace ? q->trace->since_seq : 0;
@@ -254,24 +255,23 @@ static void query_trace(struct server *srv, struct session *asker, const Sseq__Q
 
 		/* Root and the same user see every session's entries; others their own. */
 		if ((q->session && e->session != q->session) ||
-		    (asker->uid != 0 && e->session != asker->id && e->uid != asker->uid))
+			(asker->uid != 0 && e->session != asker->id && e->uid != asker->uid))
 			continue;
 		te = arena_alloc(a, sizeof(*te));
 		sseq__trace_entry__init(te);
 		te->seq = e->seq;
 		te->time_ns = e->time_ns;
-		te->op = arena_strdup(a, e->decision == SEQ_TRACE_RELEASE ||
-						 e->decision == SEQ_TRACE_DEFER_FREE
-					 ? "free"
-				 : e->op <= SEQ_OP_EXEC ? op_names[e->op]
-							: "?");
+		te->op = arena_strdup(a,
+			e->decision == SEQ_TRACE_RELEASE || e->decision == SEQ_TRACE_DEFER_FREE
+				? "free"
+				: e->op <= SEQ_OP_EXEC ? op_names[e->op]
+						       : "?");
 		te->stream = arena_printf(a, "%u", e->at.stream);
 		te->point = query_point_text(a, e->at);
-		te->decision = arena_strdup(a, e->decision <= SEQ_TRACE_RELEASE
-						       ? decision_names[e->decision]
-						       : "?");
-		te->buffer = e->buffer ? arena_printf(a, "%#" PRIx64, e->buffer)
-				       : arena_strdup(a, "-");
+		te->decision = arena_strdup(
+			a, e->decision <= SEQ_TRACE_RELEASE ? decision_names[e->decision] : "?");
+		te->buffer =
+			e->buffer ? arena_printf(a, "%#" PRIx64, e->buffer) : arena_strdup(a, "-");
 		te->producer = query_point_text(a, e->producer);
 		te->session = e->session;
 		res->trace[res->n_trace++] = te;
@@ -285,16 +285,16 @@ struct metrics_buf {
 };
 
 static void metric(struct metrics_buf *m, const char *name, const char *type, const char *help,
-		   const char *labels, uint64_t value)
+	const char *labels, uint64_t value)
 {
 	char line[512];
 	int n = 0;
 
 	if (help)
 		n = snprintf(line, sizeof(line), "# HELP sseq_%s %s\n# TYPE sseq_%s %s\n", name,
-			     help, name, type);
-	n += snprintf(line + n, sizeof(line) - (size_t)n, "sseq_%s{%s} %" PRIu64 "\n", name,
-		      labels, value);
+			help, name, type);
+	n += snprintf(line + n, sizeof(line) - (size_t)n, "sseq_%s{%s} %" PRIu64 "\n", name, labels,
+		value);
 	if (m->len + (size_t)n + 1 > m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 8192;
 		char *t;
@@ -324,7 +324,7 @@ static char *query_metrics(struct server *srv, struct arena *a)
 	snprintf(dev, sizeof(dev), "device=\"%u\",backend=\"%s\"", srv->opts.device, d->backend);
 	metric(&m, "clients", "gauge", "Connected client sessions.", dev, srv->nsessions);
 	metric(&m, "memory_used_bytes", "gauge", "Device memory held by buffers.", dev,
-	       d->memory_used);
+		d->memory_used);
 #define COUNTER(field, help) metric(&m, #field "_total", "counter", help, dev, c->field)
 	COUNTER(ops_submitted, "Operations launched.");
 	COUNTER(ops_completed, "Operations observed complete.");
@@ -355,27 +355,27 @@ static char *query_metrics(struct server *srv, struct arena *a)
 	COUNTER(inflight_capped, "Times a session paused at --client-inflight-limit.");
 #undef COUNTER
 	metric(&m, "input_bytes", "gauge", "Input buffered across connections.", dev,
-	       c->input_bytes);
+		c->input_bytes);
 	metric(&m, "staging_bytes", "gauge", "Staging arenas mapped across sessions.", dev,
-	       c->staging_bytes);
+		c->staging_bytes);
 	for (unsigned i = 0; i < n; i++) {
 		struct seq_stream_info si;
 		seq_stream_info(srv->seq, i, &si);
 		snprintf(labels, sizeof(labels), "%s,stream=\"%u\",kind=\"%s\"", dev, i,
-			 seq_stream_kind_name(si.kind));
+			seq_stream_kind_name(si.kind));
 		metric(&m, "stream_window_used", "gauge",
-		       i == 0 ? "Incomplete points in the stream's window." : NULL, labels,
-		       si.window_used);
+			i == 0 ? "Incomplete points in the stream's window." : NULL, labels,
+			si.window_used);
 		metric(&m, "stream_last_issued", "gauge", i == 0 ? "Last issued point." : NULL,
-		       labels, si.issued);
+			labels, si.issued);
 		metric(&m, "stream_last_completed", "gauge",
-		       i == 0 ? "Last point observed complete." : NULL, labels, si.completed);
+			i == 0 ? "Last point observed complete." : NULL, labels, si.completed);
 	}
 	return m.text ? m.text : arena_strdup(a, "");
 }
 
 void query_answer(struct server *srv, struct session *asker, const Sseq__Query *q,
-		  Sseq__QueryResult *res, struct arena *a)
+	Sseq__QueryResult *res, struct arena *a)
 {
 	uint64_t only = q->session;
 

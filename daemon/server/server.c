@@ -94,7 +94,9 @@ static void srv_trace(void *ctx, const struct seq_trace *t)
 	*e = (struct trace_ent){
 		.seq = seqno,
 		.time_ns = server_now_ns() - srv->started_ns,
-		.session = sb ? sb->owner->id : t->buf ? t->buf->owner : 0,
+		.session = sb	 ? sb->owner->id
+			: t->buf ? t->buf->owner
+				 : 0,
 		.uid = sb ? sb->owner->uid : 0,
 		.buffer = sb ? sb->handle : 0,
 		.at = t->at,
@@ -304,17 +306,18 @@ static const char *server_admit(struct server *srv, uint32_t uid, char *why, siz
 	unsigned same = 0;
 
 	if (srv->nsessions >= lim->max_clients) {
-		snprintf(why, size, "sseqd serves at most %u connections (--max-clients): try again later",
-			 lim->max_clients);
+		snprintf(why, size,
+			"sseqd serves at most %u connections (--max-clients): try again later",
+			lim->max_clients);
 		return why;
 	}
 	for (const struct session *s = srv->sessions; s; s = s->next)
 		same += s->uid == uid;
 	if (same >= lim->max_clients_per_uid) {
 		snprintf(why, size,
-			 "uid %u already holds %u connections, the most one user may "
-			 "(--max-clients-per-uid)",
-			 uid, same);
+			"uid %u already holds %u connections, the most one user may "
+			"(--max-clients-per-uid)",
+			uid, same);
 		return why;
 	}
 	return NULL;
@@ -340,9 +343,9 @@ static void server_accept_failed(struct server *srv, int err)
 	srv->limit.accept_errors++;
 	if (now - srv->accept_logged_ns > 10000000000u || !srv->accept_logged_ns) {
 		log_warn("server",
-			 "accept failed: %s; not accepting for 100 ms (%" PRIu64
-			 " more failures since the last report)",
-			 strerror(err), srv->accept_unlogged);
+			"accept failed: %s; not accepting for 100 ms (%" PRIu64
+			" more failures since the last report)",
+			strerror(err), srv->accept_unlogged);
 		srv->accept_logged_ns = now;
 		srv->accept_unlogged = 0;
 	} else {
@@ -364,7 +367,7 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM)
+				errno == ENOMEM)
 				server_accept_failed(srv, errno);
 			else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
 				log_warn("server", "accept failed: %s", strerror(errno));
@@ -378,7 +381,7 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 		if (server_admit(srv, cred.uid, why, sizeof(why))) {
 			srv->limit.connections_refused++;
 			log_notice("server", "refused a connection from pid %d uid %u: %s",
-				   (int)cred.pid, cred.uid, why);
+				(int)cred.pid, cred.uid, why);
 			server_refuse(fd, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, why);
 			server_refused_hold(srv, fd);
 			continue;
@@ -428,9 +431,9 @@ static int server_listen(struct server *srv)
 	int fd, r;
 
 	if (snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path) >=
-		    (int)sizeof(addr.sun_path) ||
-	    snprintf(tmp.sun_path, sizeof(tmp.sun_path), "%s.%d", path, (int)getpid()) >=
-		    (int)sizeof(tmp.sun_path)) {
+			(int)sizeof(addr.sun_path) ||
+		snprintf(tmp.sun_path, sizeof(tmp.sun_path), "%s.%d", path, (int)getpid()) >=
+			(int)sizeof(tmp.sun_path)) {
 		log_err("server", "socket path too long: %s", path);
 		return -ENAMETOOLONG;
 	}
@@ -445,8 +448,9 @@ static int server_listen(struct server *srv)
 	old = umask(0177);
 	r = bind(fd, (const struct sockaddr *)&tmp, sizeof(tmp)) < 0 ? -errno : 0;
 	umask(old);
-	if (r == 0 && (chmod(tmp.sun_path, (mode_t)srv->opts.limits.socket_mode) < 0 ||
-		       listen(fd, 128) < 0 || rename(tmp.sun_path, path) < 0))
+	if (r == 0 &&
+		(chmod(tmp.sun_path, (mode_t)srv->opts.limits.socket_mode) < 0 ||
+			listen(fd, 128) < 0 || rename(tmp.sun_path, path) < 0))
 		r = -errno;
 	if (r < 0) {
 		unlink(tmp.sun_path);
@@ -458,7 +462,7 @@ static int server_listen(struct server *srv)
 }
 
 int server_init(struct server *srv, uv_loop_t *loop, const struct server_options *opts,
-		struct backend backend)
+	struct backend backend)
 {
 	int r;
 
@@ -562,7 +566,7 @@ void server_stop(struct server *srv)
 	 * new requests are refused with SHUTTING_DOWN until the drain ends. */
 	for (struct session *s = srv->sessions; s; s = s->next)
 		session_notice(s, SSEQ__STATUS__STATUS_SHUTTING_DOWN,
-			       "sseqd is stopping: work in flight completes, new work is refused");
+			"sseqd is stopping: work in flight completes, new work is refused");
 }
 
 void server_drop_clients(struct server *srv)
@@ -581,9 +585,9 @@ void server_summary(const struct server *srv, char *buf, size_t size)
 	for (const struct session *s = srv->sessions; s; s = s->next)
 		inflight += s->inflight;
 	snprintf(buf, size,
-		 "%u clients, %" PRIu64 " ops in flight, %" PRIu64 " ops done, %" PRIu64
-		 " waits enqueued",
-		 srv->nsessions, inflight, c->ops_completed, c->waits_enqueued);
+		"%u clients, %" PRIu64 " ops in flight, %" PRIu64 " ops done, %" PRIu64
+		" waits enqueued",
+		srv->nsessions, inflight, c->ops_completed, c->waits_enqueued);
 }
 
 static void server_close_cb(uv_handle_t *h)

@@ -76,14 +76,13 @@ struct server_limits {
 	unsigned client_inflight; /* ops and watches in flight per session */
 };
 
-#define SERVER_LIMITS_DEFAULT                                                                     \
-	{                                                                                         \
-		.socket_mode = 0660, .max_clients = 1024, .max_clients_per_uid = 256,             \
-		.hello_timeout_ms = 5000, .frame_timeout_ms = 10000,                              \
-		.max_input_bytes = 64ull << 20, .client_staging_bytes = 64ull << 30,              \
-		.staging_bytes = 256ull << 30, .client_memory_bytes = 0,                          \
-		.client_handles = 65536, .client_arenas = 256, .arenas = 16384,                   \
-		.client_inflight = 65536,                                                         \
+#define SERVER_LIMITS_DEFAULT                                                                      \
+	{                                                                                          \
+		.socket_mode = 0660, .max_clients = 1024, .max_clients_per_uid = 256,              \
+		.hello_timeout_ms = 5000, .frame_timeout_ms = 10000,                               \
+		.max_input_bytes = 64ull << 20, .client_staging_bytes = 64ull << 30,               \
+		.staging_bytes = 256ull << 30, .client_memory_bytes = 0, .client_handles = 65536,  \
+		.client_arenas = 256, .arenas = 16384, .client_inflight = 65536,                   \
 	}
 
 struct server_options {
@@ -162,7 +161,7 @@ struct server {
 };
 
 int server_init(struct server *srv, uv_loop_t *loop, const struct server_options *opts,
-		struct backend backend);
+	struct backend backend);
 /* Stop accepting, tell every client, refuse new work; in-flight work still completes. */
 void server_stop(struct server *srv);
 /* Write what is pending and close every connection (the end of a drain). */
@@ -190,6 +189,6 @@ Sseq__Status server_status_from_errno(int err);
 /* Inspection (query.c): fills result for kind; allocations come from `a`. */
 struct arena;
 void query_answer(struct server *srv, struct session *asker, const Sseq__Query *q,
-		  Sseq__QueryResult *result, struct arena *a);
+	Sseq__QueryResult *result, struct arena *a);
 
 #endif

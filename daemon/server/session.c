@@ -47,8 +47,7 @@ static uint64_t slot_handle(uint32_t index, uint32_t gen)
 	return ((uint64_t)gen << 32) | (index + 1);
 }
 
-static int session_handle_new(struct session *s, enum handle_kind kind, void *obj,
-			      uint64_t *handle)
+static int session_handle_new(struct session *s, enum handle_kind kind, void *obj, uint64_t *handle)
 {
 	uint32_t i;
 
@@ -165,8 +164,7 @@ static void session_send(struct session *s, const Sseq__Message *m)
 }
 
 static void session_reply_full(struct session *s, uint64_t tag, Sseq__Status status,
-			       const char *message, uint64_t handle, const struct seq_point *at,
-			       Sseq__Welcome *welcome)
+	const char *message, uint64_t handle, const struct seq_point *at, Sseq__Welcome *welcome)
 {
 	Sseq__Message m = SSEQ__MESSAGE__INIT;
 	Sseq__Reply r = SSEQ__REPLY__INIT;
@@ -176,7 +174,8 @@ static void session_reply_full(struct session *s, uint64_t tag, Sseq__Status sta
 		/* The common reply, encoded by hand: see wire.c for why. */
 		uint8_t *o;
 		if (!s->connected ||
-		    !(o = session_out_reserve(s, WIRE_REPLY_MAX + (message ? strlen(message) : 0))))
+			!(o = session_out_reserve(
+				  s, WIRE_REPLY_MAX + (message ? strlen(message) : 0))))
 			return;
 		s->out_len += wire_encode_reply(o, tag, (int)status, message, handle, at);
 		return;
@@ -196,8 +195,7 @@ static void session_reply_full(struct session *s, uint64_t tag, Sseq__Status sta
 	session_send(s, &m);
 }
 
-static void session_reply(struct session *s, uint64_t tag, Sseq__Status status,
-			  const char *message)
+static void session_reply(struct session *s, uint64_t tag, Sseq__Status status, const char *message)
 {
 	session_reply_full(s, tag, status, message, 0, NULL, NULL);
 }
@@ -208,7 +206,7 @@ void session_notice(struct session *s, Sseq__Status status, const char *message)
 }
 
 static void session_complete(struct session *s, uint64_t tag, Sseq__Status status,
-			     const char *message, struct seq_point at)
+	const char *message, struct seq_point at)
 {
 	Sseq__Message m = SSEQ__MESSAGE__INIT;
 	Sseq__Completion c = SSEQ__COMPLETION__INIT;
@@ -231,14 +229,14 @@ void session_flush(struct session *s)
 {
 	while (s->connected && s->out_off < s->out_len) {
 		ssize_t n = send(s->fd, s->out + s->out_off, s->out_len - s->out_off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+			MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN)
 				break;
 			log_info("session", "client %" PRIu64 " (pid %u): write failed: %s", s->id,
-				 s->pid, strerror(errno));
+				s->pid, strerror(errno));
 			session_disconnect(s);
 			return;
 		}
@@ -259,7 +257,7 @@ void session_flush(struct session *s)
 	if (s->out_off < s->out_len)
 		events |= UV_WRITABLE;
 	if (!s->blocked && !s->closing && !s->eof && !s->input_wait && !s->inflight_capped &&
-	    s->out_len - s->out_off < SESSION_OUT_HIGH)
+		s->out_len - s->out_off < SESSION_OUT_HIGH)
 		events |= UV_READABLE;
 	if (events != s->poll_events) {
 		s->poll_events = events;
@@ -432,10 +430,11 @@ void session_disconnect(struct session *s)
 	if (s->following)
 		srv->nfollowing--;
 	s->following = false;
-	log_info("session", "client %" PRIu64 " (pid %u, %s%s%s) disconnected: %" PRIu64
-			    " buffers, %" PRIu64 " ops in flight",
-		 s->id, s->pid, s->name[0] ? s->name : "unnamed", s->worker[0] ? " " : "",
-		 s->worker, s->buffers, s->inflight);
+	log_info("session",
+		"client %" PRIu64 " (pid %u, %s%s%s) disconnected: %" PRIu64 " buffers, %" PRIu64
+		" ops in flight",
+		s->id, s->pid, s->name[0] ? s->name : "unnamed", s->worker[0] ? " " : "", s->worker,
+		s->buffers, s->inflight);
 	/* The fd stays open until the poll handle is closed: closing it first would let
 	 * accept() hand its number to a new client whose registration the late close of
 	 * this handle then removes from epoll (the new client would never be read). */
@@ -516,7 +515,7 @@ static void op_rec_free(struct op_rec *rec)
 		smodule_unref(srv, rec->module);
 	s->inflight--;
 	if (s->inflight_capped && s->inflight <= srv->opts.limits.client_inflight / 2 &&
-	    s->connected) {
+		s->connected) {
 		s->inflight_capped = false;
 		session_mark_dirty(s); /* its flush polls for input again */
 		server_resume_session(srv, s);
@@ -544,10 +543,10 @@ void session_op_done(struct op_rec *rec, int status)
 		/* A watch (Await, Sync) has no point of its own: what it waited for failed. */
 		if (status < 0 && rec->at.seq)
 			snprintf(msg, sizeof(msg), "operation at %u:%" PRIu64 " failed: %s",
-				 rec->at.stream, rec->at.seq, status_text(status));
+				rec->at.stream, rec->at.seq, status_text(status));
 		else if (status < 0)
 			snprintf(msg, sizeof(msg), "an operation it waited for failed: %s",
-				 status_text(status));
+				status_text(status));
 		session_complete(s, rec->tag, server_status_from_errno(status), msg, rec->at);
 	}
 	op_rec_free(rec);
@@ -566,8 +565,8 @@ static int req_fail(struct session *s, uint64_t tag, Sseq__Status status, const 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	log_debug("session", "client %" PRIu64 " (pid %u) tag %" PRIu64 ": %s", s->id, s->pid,
-		  tag, msg);
+	log_debug("session", "client %" PRIu64 " (pid %u) tag %" PRIu64 ": %s", s->id, s->pid, tag,
+		msg);
 	session_reply(s, tag, status, msg);
 	return 0;
 }
@@ -580,9 +579,9 @@ static bool handle_over_limit(struct session *s, uint64_t tag)
 		return false;
 	s->srv->limit.handles_refused++;
 	req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-		 "this session holds %u handles (buffers, slices, arenas, modules), the most "
-		 "allowed (--client-handle-limit): free some",
-		 limit);
+		"this session holds %u handles (buffers, slices, arenas, modules), the most "
+		"allowed (--client-handle-limit): free some",
+		limit);
 	return true;
 }
 
@@ -594,13 +593,13 @@ static int req_hello(struct session *s, const Sseq__Request *rq)
 	Sseq__DeviceInfo d = SSEQ__DEVICE_INFO__INIT;
 
 	if (s->hello)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
-				"Hello sent twice");
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, "Hello sent twice");
 	if (h->protocol_major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR) {
 		req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNSUPPORTED_VERSION,
-			 "protocol major %u not supported: this daemon speaks %u.%u",
-			 h->protocol_major, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR,
-			 SSEQ__PROTOCOL_VERSION__PROTOCOL_MINOR);
+			"protocol major %u not supported: this daemon speaks %u.%u",
+			h->protocol_major, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR,
+			SSEQ__PROTOCOL_VERSION__PROTOCOL_MINOR);
 		s->closing = true;
 		return 0;
 	}
@@ -610,8 +609,8 @@ static int req_hello(struct session *s, const Sseq__Request *rq)
 	printable(s->name);
 	printable(s->worker);
 	log_info("session", "client %" PRIu64 " connected: %s pid %u uid %u%s%s", s->id,
-		 s->name[0] ? s->name : "unnamed", s->pid, s->uid, s->worker[0] ? " worker " : "",
-		 s->worker);
+		s->name[0] ? s->name : "unnamed", s->pid, s->uid, s->worker[0] ? " worker " : "",
+		s->worker);
 	s->srv->backend.ops->info(s->srv->backend.ctx, &info);
 	d.index = s->srv->opts.device;
 	d.name = info.name;
@@ -636,30 +635,30 @@ static bool staging_over_limit(struct session *s, uint64_t tag, uint64_t size)
 	struct server_limit_counters *c = &s->srv->limit;
 
 	if (size > lim->client_staging_bytes - s->staging_bytes ||
-	    s->staging_bytes > lim->client_staging_bytes) {
+		s->staging_bytes > lim->client_staging_bytes) {
 		c->staging_refused++;
 		req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-			 "staging arena of %" PRIu64 " bytes refused: this session maps %" PRIu64
-			 " of its %" PRIu64 " (--client-staging-limit)",
-			 size, s->staging_bytes, lim->client_staging_bytes);
+			"staging arena of %" PRIu64 " bytes refused: this session maps %" PRIu64
+			" of its %" PRIu64 " (--client-staging-limit)",
+			size, s->staging_bytes, lim->client_staging_bytes);
 		return true;
 	}
 	if (s->stagings >= lim->client_arenas || c->arenas >= lim->arenas) {
 		bool mine = s->stagings >= lim->client_arenas;
 		c->staging_refused++;
 		req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-			 "staging arena refused: %s %" PRIu64 " arenas, the most allowed (%s)",
-			 mine ? "this session holds" : "all sessions hold",
-			 mine ? s->stagings : c->arenas,
-			 mine ? "--client-arena-limit" : "--arena-limit");
+			"staging arena refused: %s %" PRIu64 " arenas, the most allowed (%s)",
+			mine ? "this session holds" : "all sessions hold",
+			mine ? s->stagings : c->arenas,
+			mine ? "--client-arena-limit" : "--arena-limit");
 		return true;
 	}
 	if (size > lim->staging_bytes - c->staging_bytes || c->staging_bytes > lim->staging_bytes) {
 		c->staging_refused++;
 		req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-			 "staging arena of %" PRIu64 " bytes refused: all sessions map %" PRIu64
-			 " of the daemon's %" PRIu64 " (--staging-limit)",
-			 size, c->staging_bytes, lim->staging_bytes);
+			"staging arena of %" PRIu64 " bytes refused: all sessions map %" PRIu64
+			" of the daemon's %" PRIu64 " (--staging-limit)",
+			size, c->staging_bytes, lim->staging_bytes);
 		return true;
 	}
 	return false;
@@ -675,7 +674,7 @@ static int req_staging_register(struct session *s, const Sseq__Request *rq)
 
 	if (s->nfds == 0)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"StagingRegister without a memfd (send it with SCM_RIGHTS)");
+			"StagingRegister without a memfd (send it with SCM_RIGHTS)");
 	fd = s->fds[0];
 	memmove(s->fds, s->fds + 1, --s->nfds * sizeof(int));
 	if (handle_over_limit(s, rq->tag)) {
@@ -685,21 +684,21 @@ static int req_staging_register(struct session *s, const Sseq__Request *rq)
 	if (sr->size == 0 || sr->size > SESSION_MAX_ALLOC) {
 		close(fd);
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"staging size %" PRIu64 " out of range", sr->size);
+			"staging size %" PRIu64 " out of range", sr->size);
 	}
 	seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
 		close(fd);
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_STAGING_UNSEALED,
-				"staging memfd is not sealed with F_SEAL_SHRINK (seals %#x)",
-				seals < 0 ? 0 : seals);
+			"staging memfd is not sealed with F_SEAL_SHRINK (seals %#x)",
+			seals < 0 ? 0 : seals);
 	}
 	if (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) {
 		close(fd);
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"staging memfd is sealed with %s: D2H writes its results into the "
-				"arena, so it must stay writable",
-				seals & F_SEAL_WRITE ? "F_SEAL_WRITE" : "F_SEAL_FUTURE_WRITE");
+			"staging memfd is sealed with %s: D2H writes its results into the "
+			"arena, so it must stay writable",
+			seals & F_SEAL_WRITE ? "F_SEAL_WRITE" : "F_SEAL_FUTURE_WRITE");
 	}
 	if (staging_over_limit(s, rq->tag, sr->size)) {
 		close(fd);
@@ -708,34 +707,33 @@ static int req_staging_register(struct session *s, const Sseq__Request *rq)
 	if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size < sr->size) {
 		close(fd);
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_STAGING_UNSEALED,
-				"staging memfd holds %lld bytes, less than the %" PRIu64
-				" registered",
-				(long long)sb.st_size, sr->size);
+			"staging memfd holds %lld bytes, less than the %" PRIu64 " registered",
+			(long long)sb.st_size, sr->size);
 	}
 	addr = mmap(NULL, sr->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (addr == MAP_FAILED)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-				"cannot map staging arena: %s", strerror(errno));
+			"cannot map staging arena: %s", strerror(errno));
 	st = calloc(1, sizeof(*st));
 	if (!st) {
 		munmap(addr, sr->size);
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-				"out of memory");
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	}
 	*st = (struct staging){.owner = s, .addr = addr, .size = sr->size, .refs = 1};
 	snprintf(st->label, sizeof(st->label), "%s", sr->label ? sr->label : "");
 	r = s->srv->backend.ops->staging_register
-		    ? s->srv->backend.ops->staging_register(s->srv->backend.ctx, addr, sr->size)
-		    : 0;
+		? s->srv->backend.ops->staging_register(s->srv->backend.ctx, addr, sr->size)
+		: 0;
 	if (r < 0 || session_handle_new(s, HANDLE_STAGING, st, &st->handle) < 0) {
 		if (r >= 0 && s->srv->backend.ops->staging_unregister)
-			s->srv->backend.ops->staging_unregister(s->srv->backend.ctx, addr,
-								 sr->size);
+			s->srv->backend.ops->staging_unregister(
+				s->srv->backend.ctx, addr, sr->size);
 		munmap(addr, sr->size);
 		free(st);
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-				"cannot register staging arena: %s", strerror(-r));
+			"cannot register staging arena: %s", strerror(-r));
 	}
 	s->stagings++;
 	s->staging_bytes += sr->size;
@@ -752,7 +750,7 @@ static int req_staging_unregister(struct session *s, const Sseq__Request *rq)
 
 	if (!st)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-				"unknown staging handle %#" PRIx64, h);
+			"unknown staging handle %#" PRIx64, h);
 	session_handle_drop(s, h);
 	s->stagings--;
 	s->staging_bytes -= st->size;
@@ -792,24 +790,24 @@ static int req_alloc(struct session *s, const Sseq__Request *rq)
 
 	if (a->size == 0 || a->size > SESSION_MAX_ALLOC)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"alloc size %" PRIu64 " out of range (1 .. 2^40)", a->size);
+			"alloc size %" PRIu64 " out of range (1 .. 2^40)", a->size);
 	if (handle_over_limit(s, rq->tag))
 		return 0;
 	if (quota && (a->size > quota || s->bytes > quota - a->size)) {
 		s->srv->limit.quota_refused++;
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-				"cannot allocate %" PRIu64 " bytes: this session holds %" PRIu64
-				" of its device memory quota of %" PRIu64 " (--client-memory-limit)",
-				a->size, s->bytes, quota);
+			"cannot allocate %" PRIu64 " bytes: this session holds %" PRIu64
+			" of its device memory quota of %" PRIu64 " (--client-memory-limit)",
+			a->size, s->bytes, quota);
 	}
 	r = seq_buffer_alloc(s->srv->seq, a->size, &b);
 	if (r < 0)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-				"cannot allocate %" PRIu64 " bytes: %s", a->size, strerror(-r));
+			"cannot allocate %" PRIu64 " bytes: %s", a->size, strerror(-r));
 	if (sbuf_new(s, b, a->label, &handle) < 0) {
 		seq_buffer_free(s->srv->seq, b);
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-				"out of memory");
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	}
 	s->buffers++;
 	s->bytes += a->size;
@@ -824,7 +822,7 @@ static int req_free(struct session *s, const Sseq__Request *rq)
 
 	if (!sb)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-				"unknown buffer handle %#" PRIx64, h);
+			"unknown buffer handle %#" PRIx64, h);
 	session_handle_drop(s, h);
 	sbuf_release(s, sb); /* the sequencer defers the memory until it is idle (I5) */
 	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
@@ -840,22 +838,21 @@ static int req_slice(struct session *s, const Sseq__Request *rq)
 
 	if (!sb)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-				"unknown buffer handle %#" PRIx64, sl->buffer);
+			"unknown buffer handle %#" PRIx64, sl->buffer);
 	if (sl->length == 0 || sl->offset > sb->buf->size ||
-	    sl->length > sb->buf->size - sl->offset)
+		sl->length > sb->buf->size - sl->offset)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_OUT_OF_RANGE,
-				"slice [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64
-				" bytes",
-				sl->offset, sl->length, sb->buf->size);
+			"slice [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64 " bytes",
+			sl->offset, sl->length, sb->buf->size);
 	if (handle_over_limit(s, rq->tag))
 		return 0;
 	if (seq_buffer_slice(s->srv->seq, sb->buf, sl->offset, sl->length, &b) < 0)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-				"out of memory");
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	if (sbuf_new(s, b, sl->label, &handle) < 0) {
 		seq_buffer_free(s->srv->seq, b);
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-				"out of memory");
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	}
 	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", handle, NULL, NULL);
 	return 0;
@@ -864,15 +861,15 @@ static int req_slice(struct session *s, const Sseq__Request *rq)
 /* Sequence op and answer it: the Reply now, a Completion when its point completes. The
  * staging arena or module the op uses, if any, stays alive until then. */
 static int session_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op,
-			  struct staging *st, struct smodule *mod, bool notify)
+	struct staging *st, struct smodule *mod, bool notify)
 {
 	struct op_rec *rec = op_rec_new(s, rq->tag, notify);
 	struct seq_point at = {0, 0};
 	int r;
 
 	if (!rec)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-				"out of memory");
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	op->want_done = true;
 	op->cookie = (uint64_t)(uintptr_t)rec;
 	r = seq_submit(s->srv->seq, op, &at);
@@ -886,22 +883,21 @@ static int session_submit(struct session *s, const Sseq__Request *rq, struct seq
 		switch (op->fail_cause) {
 		case SEQ_FAIL_INPUT:
 			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_DEPENDENCY_FAILED,
-					"not launched: an input's producer %u:%" PRIu64
-					" failed: %s",
-					op->failed_producer.stream, op->failed_producer.seq,
-					status_text(r));
+				"not launched: an input's producer %u:%" PRIu64 " failed: %s",
+				op->failed_producer.stream, op->failed_producer.seq,
+				status_text(r));
 		case SEQ_FAIL_STREAM:
 			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_DEVICE_ERROR,
-					"not launched: stream %u failed: %s",
-					op->failed_producer.stream, status_text(r));
+				"not launched: stream %u failed: %s", op->failed_producer.stream,
+				status_text(r));
 		default:
 			break;
 		}
 		if (r == -EEXIST)
 			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_DOUBLE_DEFINITION,
-					"one operation writes the same buffer twice (I7)");
+				"one operation writes the same buffer twice (I7)");
 		return req_fail(s, rq->tag, server_status_from_errno(r), "launch failed: %s",
-				status_text(r));
+			status_text(r));
 	}
 	rec->at = at;
 	s->last_point[at.stream] = at.seq;
@@ -930,8 +926,8 @@ static void op_init(struct seq_op *op, struct op_payload *pl, enum seq_op_kind k
 
 /* Add sb's view to op with `access` (in, out, inout are read, write, read-write) and
  * make ka the buffer argument naming it. */
-static void op_add_buffer(struct seq_op *op, struct karg *ka, const struct sbuf *sb,
-			  unsigned access)
+static void op_add_buffer(
+	struct seq_op *op, struct karg *ka, const struct sbuf *sb, unsigned access)
 {
 	ka->access = access;
 	ka->v.buf.ptr = (void *)(uintptr_t)sb->buf->addr;
@@ -942,40 +938,39 @@ static void op_add_buffer(struct seq_op *op, struct karg *ka, const struct sbuf 
 
 /* Look up a buffer and check [off, off + len) lies in it. */
 static struct sbuf *req_range(struct session *s, uint64_t tag, uint64_t handle, uint64_t off,
-			      uint64_t len, const char *what)
+	uint64_t len, const char *what)
 {
 	struct sbuf *sb = session_lookup(s, handle, HANDLE_BUFFER);
 
 	if (!sb) {
 		req_fail(s, tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-			 "unknown %s buffer handle %#" PRIx64, what, handle);
+			"unknown %s buffer handle %#" PRIx64, what, handle);
 		return NULL;
 	}
 	if (off > sb->buf->size || len > sb->buf->size - off) {
 		req_fail(s, tag, SSEQ__STATUS__STATUS_OUT_OF_RANGE,
-			 "%s range [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64
-			 " bytes",
-			 what, off, len, sb->buf->size);
+			"%s range [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64 " bytes",
+			what, off, len, sb->buf->size);
 		return NULL;
 	}
 	return sb;
 }
 
-static struct staging *req_staging_range(struct session *s, uint64_t tag, uint64_t handle,
-					 uint64_t off, uint64_t len)
+static struct staging *req_staging_range(
+	struct session *s, uint64_t tag, uint64_t handle, uint64_t off, uint64_t len)
 {
 	struct staging *st = session_lookup(s, handle, HANDLE_STAGING);
 
 	if (!st) {
 		req_fail(s, tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-			 "unknown staging handle %#" PRIx64, handle);
+			"unknown staging handle %#" PRIx64, handle);
 		return NULL;
 	}
 	if (off > st->size || len > st->size - off) {
 		req_fail(s, tag, SSEQ__STATUS__STATUS_OUT_OF_RANGE,
-			 "staging range [%" PRIu64 ", +%" PRIu64 ") outside arena of %" PRIu64
-			 " bytes",
-			 off, len, st->size);
+			"staging range [%" PRIu64 ", +%" PRIu64 ") outside arena of %" PRIu64
+			" bytes",
+			off, len, st->size);
 		return NULL;
 	}
 	return st;
@@ -996,15 +991,15 @@ static int req_copy_h2d(struct session *s, const Sseq__Request *rq)
 	struct sbuf *dst;
 
 	if (c->length == 0)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"copy of 0 bytes");
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT, "copy of 0 bytes");
 	if (!(st = req_staging_range(s, rq->tag, c->staging, c->staging_offset, c->length)) ||
-	    !(dst = req_range(s, rq->tag, c->dst, c->dst_offset, c->length, "destination")))
+		!(dst = req_range(s, rq->tag, c->dst, c->dst_offset, c->length, "destination")))
 		return 0;
 	op_init(&op, &pl, SEQ_OP_H2D);
 	op.naccess = 1;
-	op.access[0] = (struct seq_access){dst->buf,
-					   write_mode(dst->buf, c->dst_offset, c->length)};
+	op.access[0] =
+		(struct seq_access){dst->buf, write_mode(dst->buf, c->dst_offset, c->length)};
 	pl.host = (char *)st->addr + c->staging_offset;
 	pl.dst_offset = c->dst_offset;
 	pl.length = c->length;
@@ -1020,10 +1015,10 @@ static int req_copy_d2h(struct session *s, const Sseq__Request *rq)
 	struct sbuf *src;
 
 	if (c->length == 0)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"copy of 0 bytes");
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT, "copy of 0 bytes");
 	if (!(src = req_range(s, rq->tag, c->src, c->src_offset, c->length, "source")) ||
-	    !(st = req_staging_range(s, rq->tag, c->staging, c->staging_offset, c->length)))
+		!(st = req_staging_range(s, rq->tag, c->staging, c->staging_offset, c->length)))
 		return 0;
 	op_init(&op, &pl, SEQ_OP_D2H);
 	op.naccess = 1;
@@ -1043,10 +1038,10 @@ static int req_copy_d2d(struct session *s, const Sseq__Request *rq)
 	struct seq_buffer *sbase, *dbase;
 
 	if (c->length == 0)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"copy of 0 bytes");
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT, "copy of 0 bytes");
 	if (!(src = req_range(s, rq->tag, c->src, c->src_offset, c->length, "source")) ||
-	    !(dst = req_range(s, rq->tag, c->dst, c->dst_offset, c->length, "destination")))
+		!(dst = req_range(s, rq->tag, c->dst, c->dst_offset, c->length, "destination")))
 		return 0;
 	op_init(&op, &pl, SEQ_OP_D2D);
 	sbase = src->buf->base ? src->buf->base : src->buf;
@@ -1061,8 +1056,8 @@ static int req_copy_d2d(struct session *s, const Sseq__Request *rq)
 	} else {
 		op.naccess = 2;
 		op.access[0] = (struct seq_access){src->buf, SEQ_READ};
-		op.access[1] = (struct seq_access){dst->buf,
-						   write_mode(dst->buf, c->dst_offset, c->length)};
+		op.access[1] = (struct seq_access){
+			dst->buf, write_mode(dst->buf, c->dst_offset, c->length)};
 		pl.src_offset = c->src_offset;
 		pl.dst_offset = c->dst_offset;
 	}
@@ -1087,7 +1082,7 @@ static enum karg_type arg_type(const Sseq__Arg *a)
 	case SSEQ__ARG__VALUE_U32:
 		return KARG_U32;
 	default:
-		return (enum karg_type)-1;
+		return (enum karg_type) - 1;
 	}
 }
 
@@ -1146,46 +1141,46 @@ static int req_load_module(struct session *s, const Sseq__Request *rq)
 
 		ops->info(s->srv->backend.ctx, &info);
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"LoadModule needs the hip backend (this daemon runs the %s backend)",
-				info.backend ? info.backend : "?");
+			"LoadModule needs the hip backend (this daemon runs the %s backend)",
+			info.backend ? info.backend : "?");
 	}
 	if (!s->srv->opts.module_dir)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PERMISSION_DENIED,
-				"no --module-dir configured");
+			"no --module-dir configured");
 	shown_path(shown, sizeof(shown), path);
 	r = module_path_resolve(s->srv->opts.module_dir, path, real, sizeof(real), &why);
 	if (r == -EPERM || r == -EACCES)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PERMISSION_DENIED,
-				"module '%s': %s", shown, why);
+			"module '%s': %s", shown, why);
 	if (r < 0)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT, "module '%s': %s",
-				shown, why);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+			"module '%s': %s", shown, why);
 	if (handle_over_limit(s, rq->tag))
 		return 0;
 	if (s->modules >= SESSION_MAX_MODULES)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-				"this session already holds %u modules", SESSION_MAX_MODULES);
+			"this session already holds %u modules", SESSION_MAX_MODULES);
 	r = ops->module_load(s->srv->backend.ctx, real, &mod);
 	if (r == -ENOMEM)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-				"cannot load module '%s': out of memory", shown);
+			"cannot load module '%s': out of memory", shown);
 	if (r < 0)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"module '%s' does not load: not a code object for this device (%s)",
-				shown, strerror(-r));
+			"module '%s' does not load: not a code object for this device (%s)", shown,
+			strerror(-r));
 	m = calloc(1, sizeof(*m));
 	if (!m || session_handle_new(s, HANDLE_MODULE, m, &m->handle) < 0) {
 		free(m);
 		ops->module_unload(s->srv->backend.ctx, mod);
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-				"out of memory");
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	}
 	m->module = mod;
 	m->refs = 1;
 	memcpy(m->path, shown, sizeof(m->path));
 	s->modules++;
 	log_info("session", "client %" PRIu64 " (pid %u) loaded module %s as %#" PRIx64, s->id,
-		 s->pid, m->path, m->handle);
+		s->pid, m->path, m->handle);
 	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", m->handle, NULL, NULL);
 	return 0;
 }
@@ -1207,36 +1202,35 @@ static int req_execute_function(struct session *s, const Sseq__Request *rq)
 
 	if (!s->srv->backend.ops->module_function)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
-				"module functions need the hip backend and LoadModule");
+			"module functions need the hip backend and LoadModule");
 	if (!mf)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"Execute without a module function");
+			"Execute without a module function");
 	m = session_lookup(s, mf->module, HANDLE_MODULE);
 	if (!m)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-				"unknown module handle %#" PRIx64, mf->module);
+			"unknown module handle %#" PRIx64, mf->module);
 	if (!mf->name || !*mf->name || strlen(mf->name) > SESSION_MAX_FN_NAME)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"a module function needs a name of 1 to %u bytes",
-				SESSION_MAX_FN_NAME);
+			"a module function needs a name of 1 to %u bytes", SESSION_MAX_FN_NAME);
 	if (e->launch_shape_case != SSEQ__EXECUTE__LAUNCH_SHAPE_GRID || !g)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"module function '%.64s' needs an explicit grid: the daemon cannot "
-				"derive one for code it does not know",
-				mf->name);
+			"module function '%.64s' needs an explicit grid: the daemon cannot "
+			"derive one for code it does not know",
+			mf->name);
 	if (!g->grid_x || !g->block_x)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"grid_x and block_x must be at least 1");
+			"grid_x and block_x must be at least 1");
 	if (e->n_args > KERNEL_MAX_ARGS)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"%zu arguments: at most %u", e->n_args, KERNEL_MAX_ARGS);
+			"%zu arguments: at most %u", e->n_args, KERNEL_MAX_ARGS);
 	r = smodule_function(s->srv, m, mf->name, &fn);
 	if (r == -ENOMEM)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-				"out of memory");
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	if (r < 0)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
-				"module %s has no function '%.64s'", m->path, mf->name);
+			"module %s has no function '%.64s'", m->path, mf->name);
 	op_init(&op, &pl, SEQ_OP_EXEC);
 	for (unsigned i = 0; i < e->n_args; i++) {
 		const Sseq__Arg *a = e->args[i];
@@ -1247,7 +1241,7 @@ static int req_execute_function(struct session *s, const Sseq__Request *rq)
 
 		if ((int)t < 0)
 			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
-					"argument %u has no value", i);
+				"argument %u has no value", i);
 		*ka = (struct karg){.type = t};
 		if (t != KARG_BUFFER) {
 			arg_scalar(ka, a);
@@ -1256,15 +1250,15 @@ static int req_execute_function(struct session *s, const Sseq__Request *rq)
 		sb = session_lookup(s, a->buffer->handle, HANDLE_BUFFER);
 		if (!sb)
 			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-					"argument %u: unknown buffer handle %#" PRIx64, i,
-					a->buffer->handle);
+				"argument %u: unknown buffer handle %#" PRIx64, i,
+				a->buffer->handle);
 		access = (unsigned)a->buffer->access;
 		if (access < KARG_IN || access > KARG_INOUT)
 			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
-					"argument %u: a buffer must be marked in, out or inout", i);
+				"argument %u: a buffer must be marked in, out or inout", i);
 		if (op.naccess == SEQ_MAX_ACCESS)
 			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-					"at most %u buffer arguments", SEQ_MAX_ACCESS);
+				"at most %u buffer arguments", SEQ_MAX_ACCESS);
 		/* "out" is the client's word that the kernel defines the whole view (use
 		 * inout for a partial write). */
 		op_add_buffer(&op, ka, sb, access);
@@ -1293,14 +1287,14 @@ static int req_execute(struct session *s, const Sseq__Request *rq)
 		return req_execute_function(s, rq);
 	if (e->target_case != SSEQ__EXECUTE__TARGET_KERNEL || !e->kernel)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
-				"Execute names neither a kernel nor a module function");
+			"Execute names neither a kernel nor a module function");
 	k = kernel_find(e->kernel);
 	if (!k)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
-				"unknown kernel '%s'", e->kernel);
+			"unknown kernel '%s'", e->kernel);
 	if (e->n_args != k->nargs)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
-				"%s takes %u arguments, got %zu", k->name, k->nargs, e->n_args);
+			"%s takes %u arguments, got %zu", k->name, k->nargs, e->n_args);
 	op_init(&op, &pl, SEQ_OP_EXEC);
 	for (unsigned i = 0; i < k->nargs; i++) {
 		const Sseq__Arg *a = e->args[i];
@@ -1309,23 +1303,22 @@ static int req_execute(struct session *s, const Sseq__Request *rq)
 
 		if (t != k->types[i])
 			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
-					"%s argument %u must be %s, got %s", k->name, i,
-					karg_type_name(k->types[i]),
-					(int)t < 0 ? "nothing" : karg_type_name(t));
+				"%s argument %u must be %s, got %s", k->name, i,
+				karg_type_name(k->types[i]),
+				(int)t < 0 ? "nothing" : karg_type_name(t));
 		*ka = (struct karg){.type = t};
 		switch (t) {
 		case KARG_BUFFER: {
 			struct sbuf *sb = session_lookup(s, a->buffer->handle, HANDLE_BUFFER);
 			if (!sb)
 				return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-						"%s argument %u: unknown buffer handle %#" PRIx64,
-						k->name, i, a->buffer->handle);
+					"%s argument %u: unknown buffer handle %#" PRIx64, k->name,
+					i, a->buffer->handle);
 			if ((unsigned)a->buffer->access != k->access[i])
-				return req_fail(s, rq->tag,
-						SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
-						"%s argument %u must be marked %s, got %s",
-						k->name, i, access_name(k->access[i]),
-						access_name((unsigned)a->buffer->access));
+				return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
+					"%s argument %u must be marked %s, got %s", k->name, i,
+					access_name(k->access[i]),
+					access_name((unsigned)a->buffer->access));
 			/* The view's address lets kernel_validate check its alignment; the
 			 * backend resolves the real pointer at launch. */
 			op_add_buffer(&op, ka, sb, k->access[i]);
@@ -1341,16 +1334,16 @@ static int req_execute(struct session *s, const Sseq__Request *rq)
 	r = kernel_validate(k, pl.args, pl.nargs, &pl.elements, &why);
 	if (r < 0)
 		return req_fail(s, rq->tag,
-				r == -ERANGE ? SSEQ__STATUS__STATUS_OUT_OF_RANGE
-					     : SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"%s", why ? why : "invalid arguments");
+			r == -ERANGE ? SSEQ__STATUS__STATUS_OUT_OF_RANGE
+				     : SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+			"%s", why ? why : "invalid arguments");
 	/* Every built-in kernel writes one float per element: an output it covers only in
 	 * part keeps the rest of its old contents, so it is a read-write for sequencing and
 	 * for error flow (I9), not a fresh definition. */
 	for (unsigned i = 0; i < op.naccess; i++)
 		if (op.access[i].mode == SEQ_WRITE)
-			op.access[i].mode = write_mode(op.access[i].buf, 0,
-						       pl.elements * sizeof(float));
+			op.access[i].mode =
+				write_mode(op.access[i].buf, 0, pl.elements * sizeof(float));
 	/* Built-in kernels cover exactly what check() validated, whatever shape was asked. */
 	return session_submit(s, rq, &op, NULL, NULL, rq->want_completion);
 }
@@ -1361,8 +1354,8 @@ static int session_watch(struct session *s, const Sseq__Request *rq, const struc
 	int r;
 
 	if (!rec)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-				"out of memory");
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	/* Sync covers this session's own work, not other clients'. */
 	r = b ? seq_await(s->srv->seq, b, (uint64_t)(uintptr_t)rec)
 	      : seq_sync_points(s->srv->seq, s->last_point, (uint64_t)(uintptr_t)rec);
@@ -1385,7 +1378,7 @@ static int req_await(struct session *s, const Sseq__Request *rq)
 
 	if (!sb)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-				"unknown buffer handle %#" PRIx64, rq->await->buffer);
+			"unknown buffer handle %#" PRIx64, rq->await->buffer);
 	return session_watch(s, rq, sb->buf);
 }
 
@@ -1400,15 +1393,15 @@ static int req_query(struct session *s, const Sseq__Request *rq)
 	m.query_result = &res;
 	session_send(s, &m);
 	if (rq->query->kind == SSEQ__QUERY_KIND__QUERY_KIND_TRACE && rq->query->trace &&
-	    rq->query->trace->follow) {
+		rq->query->trace->follow) {
 		if (!s->following)
 			s->srv->nfollowing++;
 		s->following = true;
 		s->follow_tag = rq->tag;
 		s->follow_since = res.n_trace ? res.trace[res.n_trace - 1]->seq
 					      : (rq->query->trace->since_seq > s->srv->trace_seq
-							 ? s->srv->trace_seq
-							 : rq->query->trace->since_seq);
+								? s->srv->trace_seq
+								: rq->query->trace->since_seq);
 		if (s->follow_since < s->srv->trace_seq && !res.n_trace)
 			s->follow_since = s->srv->trace_seq;
 	}
@@ -1474,19 +1467,19 @@ static int req_batch(struct session *s, const Sseq__Request *rq)
 static int session_request(struct session *s, const Sseq__Request *rq, bool nested)
 {
 	if (s->srv->stopping && rq->body_case != SSEQ__REQUEST__BODY_QUERY)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_SHUTTING_DOWN,
-				"the daemon is stopping");
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_SHUTTING_DOWN, "the daemon is stopping");
 	if (rq->tag == 0) {
 		/* A reply under tag 0 would read as the daemon's own notice. */
 		session_reply(s, 0, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
-			      "tag 0 is reserved for the daemon's own messages: tag every request "
-			      "with a number of your own");
+			"tag 0 is reserved for the daemon's own messages: tag every request "
+			"with a number of your own");
 		s->srv->frames_bad++;
 		return -EPROTO;
 	}
 	if (!s->hello && rq->body_case != SSEQ__REQUEST__BODY_HELLO) {
 		req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
-			 "the first request must be Hello");
+			"the first request must be Hello");
 		return -EPROTO;
 	}
 	switch (rq->body_case) {
@@ -1519,7 +1512,7 @@ static int session_request(struct session *s, const Sseq__Request *rq, bool nest
 	case SSEQ__REQUEST__BODY_BATCH:
 		if (nested) {
 			req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
-				 "batches do not nest");
+				"batches do not nest");
 			return -EPROTO;
 		}
 		return req_batch(s, rq);
@@ -1527,7 +1520,7 @@ static int session_request(struct session *s, const Sseq__Request *rq, bool nest
 		return req_query(s, rq);
 	default:
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"request without a known body (%d)", (int)rq->body_case);
+			"request without a known body (%d)", (int)rq->body_case);
 	}
 }
 
@@ -1556,14 +1549,14 @@ void session_process(struct session *s)
 	while (s->connected && !s->closing && !s->inflight_capped && s->in_len - off >= 4) {
 		const uint8_t *p = s->in + off;
 		uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-			       (uint32_t)p[3] << 24;
+			(uint32_t)p[3] << 24;
 		Sseq__Request *rq = NULL;
 		char why[128];
 		int r;
 
 		if (len > SERVER_MAX_FRAME) {
 			snprintf(why, sizeof(why), "frame of %u bytes exceeds the limit of %u", len,
-				 SERVER_MAX_FRAME);
+				SERVER_MAX_FRAME);
 			session_protocol_error(s, SSEQ__STATUS__STATUS_FRAME_TOO_LARGE, why);
 			return;
 		}
@@ -1574,7 +1567,7 @@ void session_process(struct session *s)
 		if (wire_decode_request(p + 4, len, &session_wire))
 			rq = &session_wire.rq;
 		else if (pbcheck_request(p + 4, len, why, sizeof(why)) == 0 &&
-			 !(rq = sseq__request__unpack(&s->arena.pb, len, p + 4)))
+			!(rq = sseq__request__unpack(&s->arena.pb, len, p + 4)))
 			snprintf(why, sizeof(why), "frame does not decode as a Request");
 		if (!rq) {
 			session_protocol_error(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, why);
@@ -1622,10 +1615,10 @@ static int session_input_reserve(struct session *s)
 			srv->input_waiting++;
 			srv->limit.input_paused++;
 			log_info("session",
-				 "client %" PRIu64 " (pid %u): input paused: %" PRIu64
-				 " bytes of large frames buffered (--max-input-memory %" PRIu64 ")",
-				 s->id, s->pid, srv->limit.input_large_bytes,
-				 srv->opts.limits.max_input_bytes);
+				"client %" PRIu64 " (pid %u): input paused: %" PRIu64
+				" bytes of large frames buffered (--max-input-memory %" PRIu64 ")",
+				s->id, s->pid, srv->limit.input_large_bytes,
+				srv->opts.limits.max_input_bytes);
 		}
 		return -EAGAIN;
 	}
@@ -1672,10 +1665,9 @@ static void session_input_ended(struct session *s)
 static void session_read(struct session *s)
 {
 	/* Bounded per turn so one busy client cannot starve the others. */
-	for (int rounds = 0;
-	     rounds < 4 && s->connected && !s->blocked && !s->closing && !s->eof &&
-	     !s->inflight_capped;
-	     rounds++) {
+	for (int rounds = 0; rounds < 4 && s->connected && !s->blocked && !s->closing && !s->eof &&
+		!s->inflight_capped;
+		rounds++) {
 		union {
 			struct cmsghdr align;
 			char buf[CMSG_SPACE(sizeof(int) * SESSION_MAX_FDS)];
@@ -1704,7 +1696,7 @@ static void session_read(struct session *s)
 			if (errno == EAGAIN)
 				break;
 			log_info("session", "client %" PRIu64 " (pid %u): read failed: %s", s->id,
-				 s->pid, strerror(errno));
+				s->pid, strerror(errno));
 			session_disconnect(s);
 			return;
 		}
@@ -1746,19 +1738,21 @@ void session_sweep(struct session *s, uint64_t now)
 	if (!s->connected || s->closing)
 		return;
 	if (!s->hello && lim->hello_timeout_ms &&
-	    now - s->accepted_ns > (uint64_t)lim->hello_timeout_ms * 1000000u) {
+		now - s->accepted_ns > (uint64_t)lim->hello_timeout_ms * 1000000u) {
 		s->srv->limit.hello_timeouts++;
 		snprintf(why, sizeof(why), "no Hello within %u ms (--hello-timeout)",
-			 lim->hello_timeout_ms);
+			lim->hello_timeout_ms);
 		session_close_with(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, why);
 		return;
 	}
 	/* A frame held back by backpressure is whole: only the client can stall one. */
 	if (s->frame_started_ns && !s->blocked && !s->input_wait && lim->frame_timeout_ms &&
-	    now - s->frame_started_ns > (uint64_t)lim->frame_timeout_ms * 1000000u) {
+		now - s->frame_started_ns > (uint64_t)lim->frame_timeout_ms * 1000000u) {
 		s->srv->limit.frame_timeouts++;
-		snprintf(why, sizeof(why), "a frame stalled: %zu bytes of it in %u ms "
-			 "(--frame-timeout)", s->in_len, lim->frame_timeout_ms);
+		snprintf(why, sizeof(why),
+			"a frame stalled: %zu bytes of it in %u ms "
+			"(--frame-timeout)",
+			s->in_len, lim->frame_timeout_ms);
 		session_close_with(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, why);
 		return;
 	}

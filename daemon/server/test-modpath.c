@@ -203,8 +203,8 @@ START_TEST(test_result_that_does_not_fit_is_refused)
 {
 	char out[8];
 
-	ck_assert_int_eq(module_path_resolve(mods, "good.bin", out, sizeof(out), NULL),
-		-ENAMETOOLONG);
+	ck_assert_int_eq(
+		module_path_resolve(mods, "good.bin", out, sizeof(out), NULL), -ENAMETOOLONG);
 }
 END_TEST
 

@@ -93,8 +93,8 @@ static void check_agrees(const uint8_t *buf, size_t len, unsigned *accepted)
 			ck_assert_uint_eq(w.rq.execute->elements, ref->execute->elements);
 		break;
 	case SSEQ__REQUEST__BODY_COPY_H2D:
-		ck_assert_mem_eq(&w.rq.copy_h2d->staging, &ref->copy_h2d->staging,
-				 5 * sizeof(uint64_t));
+		ck_assert_mem_eq(
+			&w.rq.copy_h2d->staging, &ref->copy_h2d->staging, 5 * sizeof(uint64_t));
 		break;
 	case SSEQ__REQUEST__BODY_COPY_D2H:
 		ck_assert_mem_eq(&w.rq.copy_d2h->src, &ref->copy_d2h->src, 5 * sizeof(uint64_t));
@@ -243,7 +243,7 @@ START_TEST(test_hand_decoder_agrees_with_protobuf_c)
 	/* Most unmutated requests are hot-path ones (4 of 5 kinds). */
 	ck_assert_uint_gt(accepted, 20000 * 7 / 10);
 	printf("test-wire: accepted %u of 20000 random requests, %u of 80000 mutated ones\n",
-	       accepted, accepted_mutated);
+		accepted, accepted_mutated);
 }
 END_TEST
 
@@ -281,7 +281,8 @@ START_TEST(test_key_of_6_bytes_declined)
 	/* The same under a 5-byte key, which protobuf-c takes. */
 	static const uint8_t five[] = {0x88, 0x80, 0x80, 0x80, 0x00, 0x01, 0x8a, 0x01, 0x00};
 	/* Inside the body: CopyH2D{length (field 5) = 7} under a 6-byte key. */
-	static const uint8_t nested[] = {0x82, 0x01, 0x07, 0xa8, 0x80, 0x80, 0x80, 0x80, 0x00, 0x07};
+	static const uint8_t nested[] = {
+		0x82, 0x01, 0x07, 0xa8, 0x80, 0x80, 0x80, 0x80, 0x00, 0x07};
 
 	check_refused(six, sizeof(six));
 	check_accepted(five, sizeof(five));
@@ -296,8 +297,8 @@ START_TEST(test_length_prefix_of_6_bytes_declined)
 	static const uint8_t six[] = {0x8a, 0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
 	static const uint8_t five[] = {0x8a, 0x01, 0x80, 0x80, 0x80, 0x80, 0x00};
 	/* Execute{kernel "k", args: Arg{} whose prefix 0 takes 6 bytes}. */
-	static const uint8_t nested[] = {0x9a, 0x01, 0x0a, 0x0a, 0x01, 'k', 0x1a,
-					 0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
+	static const uint8_t nested[] = {
+		0x9a, 0x01, 0x0a, 0x0a, 0x01, 'k', 0x1a, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
 
 	check_refused(six, sizeof(six));
 	check_accepted(five, sizeof(five));
@@ -309,8 +310,8 @@ START_TEST(test_want_completion_of_10_byte_varint)
 {
 	/* want_completion = a 10-byte varint whose last group is 2: past bit 63, so the low 64
 	 * bits are 0, but protobuf-c's bool looks at every group and reads true. */
-	static const uint8_t f[] = {0x08, 0x05, 0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
-				    0x80, 0x80, 0x80, 0x02, 0x8a, 0x01, 0x00};
+	static const uint8_t f[] = {0x08, 0x05, 0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+		0x80, 0x80, 0x02, 0x8a, 0x01, 0x00};
 	static struct wire_request w;
 	Sseq__Request *ref = sseq__request__unpack(NULL, sizeof(f), f);
 
@@ -454,7 +455,7 @@ START_TEST(test_hand_encoded_reply_unpacks)
 		snprintf(msg, sizeof(msg), "%s", rnd() & 1 ? "" : "out of range: 123");
 		n = wire_encode_reply(buf, tag, status, msg, handle, with_point ? &at : NULL);
 		len = (size_t)buf[0] | (size_t)buf[1] << 8 | (size_t)buf[2] << 16 |
-		      (size_t)buf[3] << 24;
+			(size_t)buf[3] << 24;
 		ck_assert_uint_eq(n, len + 4);
 		m = sseq__message__unpack(NULL, len, buf + 4);
 		ck_assert_ptr_nonnull(m);

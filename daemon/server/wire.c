@@ -113,7 +113,7 @@ static int decode_arg(struct rd *r, Sseq__Arg *a, Sseq__BufferArg *b)
 			/* A second buffer merges by the spec but replaces in protobuf-c 1.4.1:
 			 * leave it to protobuf-c. */
 			if (wt != WT_LEN || a->value_case == SSEQ__ARG__VALUE_BUFFER ||
-			    rd_len(r, &sub) < 0 || decode_buffer_arg(&sub, b) < 0)
+				rd_len(r, &sub) < 0 || decode_buffer_arg(&sub, b) < 0)
 				return -1;
 			a->value_case = SSEQ__ARG__VALUE_BUFFER;
 			a->buffer = b;
@@ -170,8 +170,8 @@ static int decode_execute(struct rd *r, struct wire_request *w)
 		switch (f) {
 		case 1:
 			if (wt != WT_LEN || rd_len(r, &sub) < 0 ||
-			    (size_t)(sub.end - sub.p) >= sizeof(w->kernel) ||
-			    memchr(sub.p, 0, (size_t)(sub.end - sub.p)))
+				(size_t)(sub.end - sub.p) >= sizeof(w->kernel) ||
+				memchr(sub.p, 0, (size_t)(sub.end - sub.p)))
 				return -1;
 			memcpy(w->kernel, sub.p, (size_t)(sub.end - sub.p));
 			w->kernel[sub.end - sub.p] = '\0';
@@ -180,7 +180,7 @@ static int decode_execute(struct rd *r, struct wire_request *w)
 			break;
 		case 3:
 			if (wt != WT_LEN || e->n_args == KERNEL_MAX_ARGS || rd_len(r, &sub) < 0 ||
-			    decode_arg(&sub, &w->args[e->n_args], &w->bufs[e->n_args]) < 0)
+				decode_arg(&sub, &w->args[e->n_args], &w->bufs[e->n_args]) < 0)
 				return -1;
 			w->argp[e->n_args] = &w->args[e->n_args];
 			e->n_args++;
@@ -236,16 +236,16 @@ int wire_decode_request(const uint8_t *p, size_t len, struct wire_request *w)
 		/* One body, once: a second one replaces the first in protobuf-c (1.4.1 frees
 		 * it, no merge), which is rare enough to leave to it. */
 		if (wt != WT_LEN || rq->body_case != SSEQ__REQUEST__BODY__NOT_SET ||
-		    rd_len(&r, &sub) < 0)
+			rd_len(&r, &sub) < 0)
 			return 0;
 		switch (f) {
 		case 16: {
 			Sseq__CopyH2D *c = &w->body.copy_h2d;
 			sseq__copy_h2_d__init(c);
 			if (decode_varints(&sub,
-					   (uint64_t *[]){&c->staging, &c->staging_offset, &c->dst,
-							  &c->dst_offset, &c->length},
-					   5) < 0)
+				    (uint64_t *[]){&c->staging, &c->staging_offset, &c->dst,
+					    &c->dst_offset, &c->length},
+				    5) < 0)
 				return 0;
 			rq->body_case = SSEQ__REQUEST__BODY_COPY_H2D;
 			rq->copy_h2d = c;
@@ -255,9 +255,9 @@ int wire_decode_request(const uint8_t *p, size_t len, struct wire_request *w)
 			Sseq__CopyD2H *c = &w->body.copy_d2h;
 			sseq__copy_d2_h__init(c);
 			if (decode_varints(&sub,
-					   (uint64_t *[]){&c->src, &c->src_offset, &c->staging,
-							  &c->staging_offset, &c->length},
-					   5) < 0)
+				    (uint64_t *[]){&c->src, &c->src_offset, &c->staging,
+					    &c->staging_offset, &c->length},
+				    5) < 0)
 				return 0;
 			rq->body_case = SSEQ__REQUEST__BODY_COPY_D2H;
 			rq->copy_d2h = c;
@@ -267,9 +267,9 @@ int wire_decode_request(const uint8_t *p, size_t len, struct wire_request *w)
 			Sseq__CopyD2D *c = &w->body.copy_d2d;
 			sseq__copy_d2_d__init(c);
 			if (decode_varints(&sub,
-					   (uint64_t *[]){&c->src, &c->src_offset, &c->dst,
-							  &c->dst_offset, &c->length},
-					   5) < 0)
+				    (uint64_t *[]){&c->src, &c->src_offset, &c->dst, &c->dst_offset,
+					    &c->length},
+				    5) < 0)
 				return 0;
 			rq->body_case = SSEQ__REQUEST__BODY_COPY_D2D;
 			rq->copy_d2d = c;
@@ -309,7 +309,7 @@ static uint8_t *put_varint(uint8_t *o, uint64_t v)
 }
 
 size_t wire_encode_reply(uint8_t *out, uint64_t tag, int status, const char *message,
-			 uint64_t handle, const struct seq_point *at)
+	uint64_t handle, const struct seq_point *at)
 {
 	size_t mlen = message ? strlen(message) : 0;
 	size_t point_len = 0, reply_len, msg_len;
@@ -318,12 +318,11 @@ size_t wire_encode_reply(uint8_t *out, uint64_t tag, int status, const char *mes
 	/* proto3: zero scalars and empty strings are not sent. */
 	if (at)
 		point_len = (at->stream ? 1 + varint_len(at->stream) : 0) +
-			    (at->seq ? 1 + varint_len(at->seq) : 0);
+			(at->seq ? 1 + varint_len(at->seq) : 0);
 	reply_len = (tag ? 1 + varint_len(tag) : 0) +
-		    (status ? 1 + varint_len((uint64_t)status) : 0) +
-		    (mlen ? 1 + varint_len(mlen) + mlen : 0) +
-		    (handle ? 1 + varint_len(handle) : 0) +
-		    (at ? 1 + varint_len(point_len) + point_len : 0);
+		(status ? 1 + varint_len((uint64_t)status) : 0) +
+		(mlen ? 1 + varint_len(mlen) + mlen : 0) + (handle ? 1 + varint_len(handle) : 0) +
+		(at ? 1 + varint_len(point_len) + point_len : 0);
 	msg_len = 1 + varint_len(reply_len) + reply_len;
 
 	o = out + 4;

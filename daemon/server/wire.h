@@ -38,6 +38,6 @@ int wire_decode_request(const uint8_t *p, size_t len, struct wire_request *w);
 /* Encode a framed Message{reply} (length prefix included) into out, which must hold
  * WIRE_REPLY_MAX + strlen(message) bytes. Returns the bytes written. */
 size_t wire_encode_reply(uint8_t *out, uint64_t tag, int status, const char *message,
-			 uint64_t handle, const struct seq_point *at);
+	uint64_t handle, const struct seq_point *at);
 
 #endif

@@ -192,8 +192,8 @@ int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *sr
  * the completion is processed (during sseq_wait, sseq_sync, sseq_poll or any other
  * waiting call): do not read it before sseq_wait(tag) or sseq_sync() returned 0, and keep
  * it valid until then. If the copy fails, dst is left untouched. */
-int sseq_copy_d2h(struct sseq *s, uint64_t src, uint64_t src_off, void *dst, uint64_t len,
-	uint64_t *tag);
+int sseq_copy_d2h(
+	struct sseq *s, uint64_t src, uint64_t src_off, void *dst, uint64_t len, uint64_t *tag);
 
 /* Copy `len` bytes between device buffers (they may be views of one base if the ranges
  * do not overlap). */
@@ -242,14 +242,14 @@ static inline struct sseq_arg sseq_arg_buffer(uint64_t buf, enum sseq_access acc
 	return a;
 }
 
-#define SSEQ__ARG_SCALAR(name, ctype, kind)                                                       \
-	static inline struct sseq_arg sseq_arg_##name(ctype x)                                   \
-	{                                                                                         \
-		struct sseq_arg a;                                                                \
-		a.type = kind;                                                                    \
-		a.access = (enum sseq_access)0;                                                   \
-		a.v.name = x;                                                                     \
-		return a;                                                                         \
+#define SSEQ__ARG_SCALAR(name, ctype, kind)                                                        \
+	static inline struct sseq_arg sseq_arg_##name(ctype x)                                     \
+	{                                                                                          \
+		struct sseq_arg a;                                                                 \
+		a.type = kind;                                                                     \
+		a.access = (enum sseq_access)0;                                                    \
+		a.v.name = x;                                                                      \
+		return a;                                                                          \
 	}
 SSEQ__ARG_SCALAR(i32, int32_t, SSEQ_ARG_I32)
 SSEQ__ARG_SCALAR(u32, uint32_t, SSEQ_ARG_U32)

@@ -318,7 +318,6 @@ static int hip_errno(hipError_t e)
 	}
 }
 
-
 /* Log a failed call with what it was doing and return the translated error. */
 static int hip_fail(hipError_t e, const char *call, const char *what, struct seq_point at)
 {
@@ -780,7 +779,7 @@ static struct hip_audit_op *hip_audit_prepare(
 	if (op->kind == SEQ_OP_EXEC)
 		snprintf(a->what, sizeof(a->what), "kernel %s",
 			p->kernel && p->kernel->name ? p->kernel->name
-			: p->function_name	     ? p->function_name
+				: p->function_name   ? p->function_name
 						     : "(module function)");
 	else
 		snprintf(a->what, sizeof(a->what), "%s", backend_op_name(op->kind));
@@ -877,8 +876,8 @@ static struct hip_audit_check *hip_audit_table(struct hip *h, struct hip_stream 
 		atomic_fetch_add(&a->refs, 1);
 		atomic_fetch_add(&prod->refs, 1);
 		atomic_fetch_add(&h->audit_queued, 1);
-		*c = (struct hip_audit_check){a, prod, need_war[x], need_buf[x]->addr,
-			need_buf[x]->size, NULL};
+		*c = (struct hip_audit_check){
+			a, prod, need_war[x], need_buf[x]->addr, need_buf[x]->size, NULL};
 		if (last)
 			last->next = c;
 		else
@@ -1092,7 +1091,7 @@ static int hip_kernel_prepare(
 	c->kernel.nv = n;
 	snprintf(c->kernel.what, sizeof(c->kernel.what), "kernel %s",
 		p->kernel && p->kernel->name ? p->kernel->name
-		: p->function_name	     ? p->function_name
+			: p->function_name   ? p->function_name
 					     : "(module function)");
 	c->kernel.shared = p->grid.shared_mem;
 	if (p->grid.grid[0]) {
@@ -1396,7 +1395,8 @@ static void *hip_submitter(void *arg)
 				if (i % 64)
 					continue;
 				clock_gettime(CLOCK_MONOTONIC, &t);
-				if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >=
+				if ((t.tv_sec - t0.tv_sec) * 1000000000L +
+						(t.tv_nsec - t0.tv_nsec) >=
 					HIP_IDLE_SPIN_NS)
 					break;
 			}
@@ -1479,8 +1479,8 @@ static void *hip_completer(void *arg)
 				clock_gettime(CLOCK_MONOTONIC, &t);
 				pthread_mutex_lock(&st->mu);
 			} while (st->nreported == st->nsubmitted && !st->stop &&
-				 (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) <
-					 HIP_IDLE_SPIN_NS);
+				(t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) <
+					HIP_IDLE_SPIN_NS);
 		}
 		while (st->nreported == st->nsubmitted && !st->stop) {
 			st->sleeping = true;
@@ -1725,8 +1725,8 @@ static int hip_module_function(void *ctx, void *module, const char *name, void *
 	hipError_t e = hipModuleGetFunction(&f, (hipModule_t)module, name);
 
 	if (e != hipSuccess) {
-		log_debug("hip", "no function %s in module %p: %s", name, module,
-			hipGetErrorName(e));
+		log_debug(
+			"hip", "no function %s in module %p: %s", name, module, hipGetErrorName(e));
 		return hip_errno(e) == -ENOMEM ? -ENOMEM : -ENOENT;
 	}
 	*function = (void *)f;
@@ -2138,8 +2138,8 @@ int hip_create(struct backend *out, const struct hip_config *cfg, backend_comple
 		h->submitter_started = true;
 		h->submit_thread = true;
 	}
-	log_info("hip", "GPU %d: %s (%s), %u streams, enqueued %s, completion by %s%s",
-		h->device, h->name, h->arch, h->nstreams,
+	log_info("hip", "GPU %d: %s (%s), %u streams, enqueued %s, completion by %s%s", h->device,
+		h->name, h->arch, h->nstreams,
 		h->submit_thread ? "by a submit thread" : "inline on the loop thread",
 		h->cfg.completion == HIP_COMPLETION_POLL ? "hipEventQuery polling"
 							 : "hipEventSynchronize",

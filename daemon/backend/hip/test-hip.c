@@ -320,7 +320,7 @@ START_TEST(test_h2d_add_scale_d2d_d2h_round_trip)
 		fill_pattern(ha, N, round);
 		fill_pattern(hb, N, 7 * round + 1);
 		memset(out, 0, bytes);
-		h_alloc(bytes, (struct seq_buffer **[]){&a, &b, &c, &d, &e}, 5);
+		h_alloc(bytes, (struct seq_buffer * *[]){&a, &b, &c, &d, &e}, 5);
 		h_add_halve((struct seq_buffer *[]){a, b, c, d, e}, ha, hb, out, N);
 		ck_assert_int_eq(h_sync(), 0);
 		for (size_t i = 0; i < N; i++)
@@ -558,7 +558,7 @@ static void pipelined_launches(enum hip_submit mode)
 
 	h_setup(&scfg, &cfg);
 	out = h_stage(N * sizeof(float));
-	h_alloc(N * sizeof(float), (struct seq_buffer **[]){&one, &p, &q}, 3);
+	h_alloc(N * sizeof(float), (struct seq_buffer * *[]){&one, &p, &q}, 3);
 	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(N)}, 3,
 				 (struct seq_buffer *[]){one}),
 		0);
@@ -836,7 +836,7 @@ START_TEST(test_launch_refused_on_the_submit_thread_fails_its_stream)
 	unsetenv("SSEQ_HIP_SUBMIT");
 	h_setup(&scfg, &cfg);
 	host = h_stage(4096);
-	h_alloc(4096, (struct seq_buffer **[]){&a, &b, &c, &d}, 4);
+	h_alloc(4096, (struct seq_buffer * *[]){&a, &b, &c, &d}, 4);
 	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(1024)}, 3,
 				 (struct seq_buffer *[]){a}),
 		0);
@@ -856,15 +856,14 @@ START_TEST(test_launch_refused_on_the_submit_thread_fails_its_stream)
 	/* Waits for the refused launch on another stream. */
 	ck_assert_int_eq(h_d2d(a, b, 4096), 0);
 	r = h_sync();
-	printf("hip: launch refused on the submit thread reported as %d (%s)\n", r,
-		strerror(-r));
+	printf("hip: launch refused on the submit thread reported as %d (%s)\n", r, strerror(-r));
 	ck_assert_int_lt(r, 0);
 	seq_stream_info(H.seq, 0, &info);
 	ck_assert_int_lt(info.error, 0);
 	ck_assert_int_lt(seq_buffer_error(H.seq, b), 0);
 	/* Sticky: the compute stream takes nothing more. */
-	r = h_exec("fill", (struct karg[]){BUF, F32(3.0f), U64(1024)}, 3,
-		(struct seq_buffer *[]){c});
+	r = h_exec(
+		"fill", (struct karg[]){BUF, F32(3.0f), U64(1024)}, 3, (struct seq_buffer *[]){c});
 	ck_assert_int_lt(r, 0);
 	/* An independent copy on the H2D stream still runs. */
 	memset(host, 0x5a, 4096);
@@ -1131,7 +1130,7 @@ START_TEST(test_audit_finds_nothing_in_a_sequenced_run)
 	outa = h_stage(bytes);
 	fill_pattern(ha, N, 3);
 	fill_pattern(hb, N, 4);
-	h_alloc(bytes, (struct seq_buffer **[]){&a, &b, &c, &d, &e}, 5);
+	h_alloc(bytes, (struct seq_buffer * *[]){&a, &b, &c, &d, &e}, 5);
 	/* Twelve ops a round over every stream kind, with every hazard the core orders:
 	 * read after write across streams, write after read, write after write. */
 	for (int round = 0; round < ROUNDS; round++) {
@@ -1261,13 +1260,12 @@ START_TEST(test_module_functions_run_in_order_through_the_core)
 				 (N + 255) / 256, 256),
 		0);
 	ck_assert_int_eq(h_copy(SEQ_OP_D2H, x, back, N * 4), 0);
-	ck_assert_int_eq(h_exec_function(scalars, "scalars",
-				 (struct karg[]){BUF, I32(-7),
-					 {.type = KARG_U32, .v.u32 = 4000000000u},
-					 {.type = KARG_I64, .v.i64 = -(1ll << 40)},
-					 U64(1ull << 50), F32(1.5f),
-					 {.type = KARG_F64, .v.f64 = -2.25}},
-				 7, (struct seq_buffer *[]){y}, (unsigned[]){SEQ_WRITE}, 1, 32),
+	ck_assert_int_eq(
+		h_exec_function(scalars, "scalars",
+			(struct karg[]){BUF, I32(-7), {.type = KARG_U32, .v.u32 = 4000000000u},
+				{.type = KARG_I64, .v.i64 = -(1ll << 40)}, U64(1ull << 50),
+				F32(1.5f), {.type = KARG_F64, .v.f64 = -2.25}},
+			7, (struct seq_buffer *[]){y}, (unsigned[]){SEQ_WRITE}, 1, 32),
 		0);
 	ck_assert_int_eq(h_copy(SEQ_OP_D2H, y, hy, 6 * sizeof(double)), 0);
 	ck_assert_int_eq(h_sync(), 0);
@@ -1315,8 +1313,8 @@ static void hipd_start(struct hipd *d, const char *const *extra)
 		char dir[PATH_MAX];
 
 		exe_dir(dir, sizeof(dir));
-		ck_assert_int_lt(snprintf(sseqd, sizeof(sseqd), "%s/../../sseqd", dir),
-			(int)sizeof(sseqd));
+		ck_assert_int_lt(
+			snprintf(sseqd, sizeof(sseqd), "%s/../../sseqd", dir), (int)sizeof(sseqd));
 	}
 	snprintf(d->dir, sizeof(d->dir), "/tmp/sseq-hip-mods.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(d->dir));
@@ -1384,8 +1382,8 @@ static void hipd_stop(struct hipd *d)
 
 	kill(d->pid, SIGTERM);
 	ck_assert_int_eq(waitpid(d->pid, &status, 0), d->pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sseqd exited with %#x",
-		status);
+	ck_assert_msg(
+		WIFEXITED(status) && WEXITSTATUS(status) == 0, "sseqd exited with %#x", status);
 	unlink(d->sock);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
 	ck_assert_int_eq(system(cmd), 0);
@@ -1493,11 +1491,12 @@ START_TEST(test_daemon_loads_and_runs_a_user_module)
 	ck_assert_int_eq(sseq_alloc(s, N * 4, "out", &y), 0);
 	ck_assert_int_eq(sseq_copy_h2d(s, x, 0, host, N * 4, NULL), 0);
 	{
-		const struct sseq_launch g = {.grid = {(N + 255) / 256, 1, 1}, .block = {256, 1, 1}};
+		const struct sseq_launch g = {
+			.grid = {(N + 255) / 256, 1, 1}, .block = {256, 1, 1}};
 
 		ck_assert_int_eq(sseq_execute_function(s, m, "scaled",
-					 (struct sseq_arg[]){SSEQ_IN(x), SSEQ_OUT(y), SSEQ_F32(3),
-						 SSEQ_U64(N)},
+					 (struct sseq_arg[]){
+						 SSEQ_IN(x), SSEQ_OUT(y), SSEQ_F32(3), SSEQ_U64(N)},
 					 4, &g, NULL),
 			0);
 	}
@@ -1509,13 +1508,13 @@ START_TEST(test_daemon_loads_and_runs_a_user_module)
 	free(res);
 
 	/* What the daemon refuses for module functions. */
-	ck_assert_int_eq(hipd_refused(s, m, "twice",
-				 (struct sseq_arg[]){SSEQ_INOUT(x), SSEQ_U64(N)}, 2, NULL, msg,
-				 sizeof(msg)),
+	ck_assert_int_eq(
+		hipd_refused(s, m, "twice", (struct sseq_arg[]){SSEQ_INOUT(x), SSEQ_U64(N)}, 2,
+			NULL, msg, sizeof(msg)),
 		-SSEQ_ERR_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(msg, "grid"), "%s", msg);
-	ck_assert_int_eq(hipd_refused(s, m, "nope", (struct sseq_arg[]){SSEQ_U64(1)}, 1, &grid,
-				 msg, sizeof(msg)),
+	ck_assert_int_eq(hipd_refused(s, m, "nope", (struct sseq_arg[]){SSEQ_U64(1)}, 1, &grid, msg,
+				 sizeof(msg)),
 		-SSEQ_ERR_UNKNOWN_KERNEL);
 	ck_assert_int_eq(hipd_refused(s, m ^ (1ull << 32), "twice",
 				 (struct sseq_arg[]){SSEQ_INOUT(x), SSEQ_U64(1)}, 2, &grid, msg,
@@ -1525,11 +1524,12 @@ START_TEST(test_daemon_loads_and_runs_a_user_module)
 
 	/* Leave with launches in flight: the module stays loaded until they complete. */
 	for (int i = 0; i < 20; i++) {
-		const struct sseq_launch g = {.grid = {(N + 255) / 256, 1, 1}, .block = {256, 1, 1}};
+		const struct sseq_launch g = {
+			.grid = {(N + 255) / 256, 1, 1}, .block = {256, 1, 1}};
 
-		ck_assert_int_eq(sseq_execute_function(s, m, "twice",
-					 (struct sseq_arg[]){SSEQ_INOUT(x), SSEQ_U64(N)}, 2, &g,
-					 NULL),
+		ck_assert_int_eq(
+			sseq_execute_function(s, m, "twice",
+				(struct sseq_arg[]){SSEQ_INOUT(x), SSEQ_U64(N)}, 2, &g, NULL),
 			0);
 	}
 	ck_assert_int_eq(sseq_flush(s), 0);

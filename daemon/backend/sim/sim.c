@@ -174,7 +174,6 @@ static uint64_t sim_splitmix(uint64_t *x)
 	return z ^ (z >> 31);
 }
 
-
 /* "kernel add at 0:5" or "h2d at 1:2", for findings. */
 static void sim_describe(char *buf, size_t size, enum seq_op_kind kind, const struct op_payload *p,
 	struct seq_point at)
@@ -530,8 +529,8 @@ static int sim_op_check(const struct sim *sim, struct seq_point at, const struct
 		return -EINVAL;
 	if (op->kind == SEQ_OP_EXEC && p && (!p->kernel || !p->kernel->cpu))
 		return -EINVAL;
-	return backend_op_check(sim->streams[at.stream].kind, sim->streams[at.stream].launched, at,
-				op);
+	return backend_op_check(
+		sim->streams[at.stream].kind, sim->streams[at.stream].launched, at, op);
 }
 
 /* Whether the current launch call is a fail-op (refused) or a device-fail-op (faults
