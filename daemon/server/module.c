@@ -1,0 +1,123 @@
+/* User code objects (LoadModule, hip backend): paths kept inside --module-dir, modules
+ * held while a launch of one of their functions is in flight, functions cached by name. */
+#include "session-internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "modpath.h"
+
+void smodule_unref(struct server *srv, struct smodule *m)
+{
+	if (--m->refs > 0)
+		return;
+	while (m->fns) {
+		struct smodule_fn *f = m->fns;
+
+		m->fns = f->next;
+		free(f->name);
+		free(f);
+	}
+	srv->backend.ops->module_unload(srv->backend.ctx, m->module);
+	free(m);
+}
+
+/* The function `name` of m, from the cache or looked up (and cached). */
+int smodule_function(struct server *srv, struct smodule *m, const char *name, void **fn)
+{
+	struct smodule_fn *f;
+	int r;
+
+	for (f = m->fns; f; f = f->next) {
+		if (strcmp(f->name, name) == 0) {
+			*fn = f->function;
+			return 0;
+		}
+	}
+	r = srv->backend.ops->module_function(srv->backend.ctx, m->module, name, fn);
+	if (r < 0 || m->nfns >= SESSION_MAX_MODULE_FNS)
+		return r;
+	f = calloc(1, sizeof(*f));
+	if (f && !(f->name = strdup(name))) {
+		free(f);
+		f = NULL;
+	}
+	if (!f)
+		return 0; /* found; just not cached */
+	f->function = *fn;
+	f->next = m->fns;
+	m->fns = f;
+	m->nfns++;
+	return 0;
+}
+
+/* A path as the client sent it, fit for a reply and a log line. */
+static void shown_path(char *out, size_t size, const char *path)
+{
+	snprintf(out, size, "%s", path ? path : "");
+	printable(out);
+}
+
+int req_load_module(struct session *s, const Sseq__Request *rq)
+{
+	const struct backend_ops *ops = s->srv->backend.ops;
+	const char *path = rq->load_module->path;
+	char real[PATH_MAX], shown[96];
+	const char *why = NULL;
+	struct smodule *m;
+	void *mod = NULL;
+	int r;
+
+	if (!ops->module_load) {
+		struct backend_info info = {0};
+
+		ops->info(s->srv->backend.ctx, &info);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+			"LoadModule needs the hip backend (this daemon runs the %s backend)",
+			info.backend ? info.backend : "?");
+	}
+	if (!s->srv->opts.module_dir)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PERMISSION_DENIED,
+			"no --module-dir configured");
+	shown_path(shown, sizeof(shown), path);
+	r = module_path_resolve(s->srv->opts.module_dir, path, real, sizeof(real), &why);
+	if (r == -EPERM || r == -EACCES)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PERMISSION_DENIED,
+			"module '%s': %s", shown, why);
+	if (r < 0)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+			"module '%s': %s", shown, why);
+	if (handle_over_limit(s, rq->tag))
+		return 0;
+	if (s->modules >= SESSION_MAX_MODULES)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+			"this session already holds %u modules", SESSION_MAX_MODULES);
+	r = ops->module_load(s->srv->backend.ctx, real, &mod);
+	if (r == -ENOMEM)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+			"cannot load module '%s': out of memory", shown);
+	if (r < 0)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+			"module '%s' does not load: not a code object for this device (%s)", shown,
+			strerror(-r));
+	m = calloc(1, sizeof(*m));
+	if (!m || session_handle_new(s, HANDLE_MODULE, m, &m->handle) < 0) {
+		free(m);
+		ops->module_unload(s->srv->backend.ctx, mod);
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	m->module = mod;
+	m->refs = 1;
+	memcpy(m->path, shown, sizeof(m->path));
+	s->modules++;
+	log_info("session", "client %" PRIu64 " (pid %u) loaded module %s as %#" PRIx64, s->id,
+		s->pid, m->path, m->handle);
+	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", m->handle, NULL, NULL);
+	return 0;
+}

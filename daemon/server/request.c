@@ -1,0 +1,479 @@
+/* Requests: dispatch, Hello, buffers and slices, copies, waits and queries; each answered
+ * with one Reply under its tag, and a Completion when its point completes. */
+#include "session-internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+int req_fail(struct session *s, uint64_t tag, Sseq__Status status, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_debug("session", "client %" PRIu64 " (pid %u) tag %" PRIu64 ": %s", s->id, s->pid, tag,
+		msg);
+	session_reply(s, tag, status, msg);
+	return 0;
+}
+
+static int req_hello(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__Hello *h = rq->hello;
+	struct backend_info info = {0};
+	Sseq__Welcome w = SSEQ__WELCOME__INIT;
+	Sseq__DeviceInfo d = SSEQ__DEVICE_INFO__INIT;
+
+	if (s->hello)
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, "Hello sent twice");
+	if (h->protocol_major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR) {
+		req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNSUPPORTED_VERSION,
+			"protocol major %u not supported: this daemon speaks %u.%u",
+			h->protocol_major, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR,
+			SSEQ__PROTOCOL_VERSION__PROTOCOL_MINOR);
+		s->closing = true;
+		return 0;
+	}
+	s->hello = true;
+	snprintf(s->name, sizeof(s->name), "%s", h->client_name ? h->client_name : "");
+	snprintf(s->worker, sizeof(s->worker), "%s", h->worker_id ? h->worker_id : "");
+	printable(s->name);
+	printable(s->worker);
+	log_info("session", "client %" PRIu64 " connected: %s pid %u uid %u%s%s", s->id,
+		s->name[0] ? s->name : "unnamed", s->pid, s->uid, s->worker[0] ? " worker " : "",
+		s->worker);
+	s->srv->backend.ops->info(s->srv->backend.ctx, &info);
+	d.index = s->srv->opts.device;
+	d.name = info.name;
+	d.backend = (char *)info.backend;
+	d.arch = info.arch;
+	d.memory_total = info.memory_total;
+	d.memory_used = info.memory_used;
+	w.protocol_major = SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR;
+	w.protocol_minor = SSEQ__PROTOCOL_VERSION__PROTOCOL_MINOR;
+	w.session = s->id;
+	w.device = &d;
+	w.daemon_version = (char *)SSEQ_VERSION;
+	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", 0, NULL, &w);
+	return 0;
+}
+
+static int sbuf_new(struct session *s, struct seq_buffer *b, const char *label, uint64_t *handle)
+{
+	struct sbuf *sb = calloc(1, sizeof(*sb));
+
+	if (!sb)
+		return -ENOMEM;
+	sb->buf = b;
+	sb->owner = s;
+	snprintf(sb->label, sizeof(sb->label), "%s", label ? label : "");
+	if (session_handle_new(s, HANDLE_BUFFER, sb, &sb->handle) < 0) {
+		free(sb);
+		return -ENOMEM;
+	}
+	b->user = (uint64_t)(uintptr_t)sb;
+	b->owner = s->id;
+	*handle = sb->handle;
+	return 0;
+}
+
+static int req_alloc(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__Alloc *a = rq->alloc;
+	const uint64_t quota = s->srv->opts.limits.client_memory_bytes;
+	struct seq_buffer *b;
+	uint64_t handle;
+	int r;
+
+	if (a->size == 0 || a->size > SESSION_MAX_ALLOC)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+			"alloc size %" PRIu64 " out of range (1 .. 2^40)", a->size);
+	if (handle_over_limit(s, rq->tag))
+		return 0;
+	if (quota && (a->size > quota || s->bytes > quota - a->size)) {
+		s->srv->limit.quota_refused++;
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+			"cannot allocate %" PRIu64 " bytes: this session holds %" PRIu64
+			" of its device memory quota of %" PRIu64 " (--client-memory-limit)",
+			a->size, s->bytes, quota);
+	}
+	r = seq_buffer_alloc(s->srv->seq, a->size, &b);
+	if (r < 0)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+			"cannot allocate %" PRIu64 " bytes: %s", a->size, strerror(-r));
+	if (sbuf_new(s, b, a->label, &handle) < 0) {
+		seq_buffer_free(s->srv->seq, b);
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	s->buffers++;
+	s->bytes += a->size;
+	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", handle, NULL, NULL);
+	return 0;
+}
+
+static int req_free(struct session *s, const Sseq__Request *rq)
+{
+	uint64_t h = rq->free->buffer;
+	struct sbuf *sb = session_lookup(s, h, HANDLE_BUFFER);
+
+	if (!sb)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+			"unknown buffer handle %#" PRIx64, h);
+	session_handle_drop(s, h);
+	sbuf_release(s, sb); /* the sequencer defers the memory until it is idle (I5) */
+	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
+	return 0;
+}
+
+static int req_slice(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__Slice *sl = rq->slice;
+	struct sbuf *sb = session_lookup(s, sl->buffer, HANDLE_BUFFER);
+	struct seq_buffer *b;
+	uint64_t handle;
+
+	if (!sb)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+			"unknown buffer handle %#" PRIx64, sl->buffer);
+	if (sl->length == 0 || sl->offset > sb->buf->size ||
+		sl->length > sb->buf->size - sl->offset)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_OUT_OF_RANGE,
+			"slice [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64 " bytes",
+			sl->offset, sl->length, sb->buf->size);
+	if (handle_over_limit(s, rq->tag))
+		return 0;
+	if (seq_buffer_slice(s->srv->seq, sb->buf, sl->offset, sl->length, &b) < 0)
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+	if (sbuf_new(s, b, sl->label, &handle) < 0) {
+		seq_buffer_free(s->srv->seq, b);
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", handle, NULL, NULL);
+	return 0;
+}
+
+/* Sequence op and answer it: the Reply now, a Completion when its point completes. The
+ * staging arena or module the op uses, if any, stays alive until then. */
+int session_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op,
+	struct staging *st, struct smodule *mod, bool notify)
+{
+	struct op_rec *rec = op_rec_new(s, rq->tag, notify);
+	struct seq_point at = {0, 0};
+	int r;
+
+	if (!rec)
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+	op->want_done = true;
+	op->cookie = (uint64_t)(uintptr_t)rec;
+	r = seq_submit(s->srv->seq, op, &at);
+	if (r == -EAGAIN) {
+		/* The stream's window is full of incomplete points: pause this client (I3). */
+		op_rec_free(rec);
+		return -EAGAIN;
+	}
+	if (r < 0) {
+		op_rec_free(rec);
+		switch (op->fail_cause) {
+		case SEQ_FAIL_INPUT:
+			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_DEPENDENCY_FAILED,
+				"not launched: an input's producer %u:%" PRIu64 " failed: %s",
+				op->failed_producer.stream, op->failed_producer.seq,
+				status_text(r));
+		case SEQ_FAIL_STREAM:
+			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_DEVICE_ERROR,
+				"not launched: stream %u failed: %s", op->failed_producer.stream,
+				status_text(r));
+		default:
+			break;
+		}
+		if (r == -EEXIST)
+			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_DOUBLE_DEFINITION,
+				"one operation writes the same buffer twice (I7)");
+		return req_fail(s, rq->tag, server_status_from_errno(r), "launch failed: %s",
+			status_text(r));
+	}
+	rec->at = at;
+	s->last_point[at.stream] = at.seq;
+	if (st) {
+		rec->staging = st;
+		st->refs++;
+	}
+	if (mod) {
+		rec->module = mod;
+		mod->refs++;
+	}
+	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, NULL, 0, &at, NULL);
+	return 0;
+}
+
+/* An empty op of `kind` with an empty payload. Only the first naccess of op->access[]
+ * and the first nargs of pl->args[] are ever read, and both arrays come last: zeroing
+ * them whole cost ~220 instructions a request. */
+void op_init(struct seq_op *op, struct op_payload *pl, enum seq_op_kind kind)
+{
+	memset(op, 0, offsetof(struct seq_op, access));
+	memset(pl, 0, offsetof(struct op_payload, args));
+	op->kind = kind;
+	op->payload = pl;
+}
+
+/* Look up a buffer and check [off, off + len) lies in it. */
+static struct sbuf *req_range(struct session *s, uint64_t tag, uint64_t handle, uint64_t off,
+	uint64_t len, const char *what)
+{
+	struct sbuf *sb = session_lookup(s, handle, HANDLE_BUFFER);
+
+	if (!sb) {
+		req_fail(s, tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+			"unknown %s buffer handle %#" PRIx64, what, handle);
+		return NULL;
+	}
+	if (off > sb->buf->size || len > sb->buf->size - off) {
+		req_fail(s, tag, SSEQ__STATUS__STATUS_OUT_OF_RANGE,
+			"%s range [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64 " bytes",
+			what, off, len, sb->buf->size);
+		return NULL;
+	}
+	return sb;
+}
+
+/* A write covering the whole view defines it anew; a partial one keeps the rest. */
+unsigned write_mode(const struct seq_buffer *b, uint64_t off, uint64_t len)
+{
+	return (off == 0 && len == b->size) ? SEQ_WRITE : SEQ_READWRITE;
+}
+
+static int req_copy_h2d(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__CopyH2D *c = rq->copy_h2d;
+	struct op_payload pl;
+	struct seq_op op;
+	struct staging *st;
+	struct sbuf *dst;
+
+	if (c->length == 0)
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT, "copy of 0 bytes");
+	if (!(st = req_staging_range(s, rq->tag, c->staging, c->staging_offset, c->length)) ||
+		!(dst = req_range(s, rq->tag, c->dst, c->dst_offset, c->length, "destination")))
+		return 0;
+	op_init(&op, &pl, SEQ_OP_H2D);
+	op.naccess = 1;
+	op.access[0] =
+		(struct seq_access){dst->buf, write_mode(dst->buf, c->dst_offset, c->length)};
+	pl.host = (char *)st->addr + c->staging_offset;
+	pl.dst_offset = c->dst_offset;
+	pl.length = c->length;
+	return session_submit(s, rq, &op, st, NULL, rq->want_completion);
+}
+
+static int req_copy_d2h(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__CopyD2H *c = rq->copy_d2h;
+	struct op_payload pl;
+	struct seq_op op;
+	struct staging *st;
+	struct sbuf *src;
+
+	if (c->length == 0)
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT, "copy of 0 bytes");
+	if (!(src = req_range(s, rq->tag, c->src, c->src_offset, c->length, "source")) ||
+		!(st = req_staging_range(s, rq->tag, c->staging, c->staging_offset, c->length)))
+		return 0;
+	op_init(&op, &pl, SEQ_OP_D2H);
+	op.naccess = 1;
+	op.access[0] = (struct seq_access){src->buf, SEQ_READ};
+	pl.host = (char *)st->addr + c->staging_offset;
+	pl.src_offset = c->src_offset;
+	pl.length = c->length;
+	return session_submit(s, rq, &op, st, NULL, true);
+}
+
+static int req_copy_d2d(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__CopyD2D *c = rq->copy_d2d;
+	struct op_payload pl;
+	struct seq_op op;
+	struct sbuf *src, *dst;
+	struct seq_buffer *sbase, *dbase;
+
+	if (c->length == 0)
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT, "copy of 0 bytes");
+	if (!(src = req_range(s, rq->tag, c->src, c->src_offset, c->length, "source")) ||
+		!(dst = req_range(s, rq->tag, c->dst, c->dst_offset, c->length, "destination")))
+		return 0;
+	op_init(&op, &pl, SEQ_OP_D2D);
+	sbase = src->buf->base ? src->buf->base : src->buf;
+	dbase = dst->buf->base ? dst->buf->base : dst->buf;
+	pl.length = c->length;
+	if (sbase == dbase) {
+		/* Within one buffer: one read-write access on the base, offsets rebased. */
+		op.naccess = 1;
+		op.access[0] = (struct seq_access){sbase, SEQ_READWRITE};
+		pl.src_offset = src->buf->offset + c->src_offset;
+		pl.dst_offset = dst->buf->offset + c->dst_offset;
+	} else {
+		op.naccess = 2;
+		op.access[0] = (struct seq_access){src->buf, SEQ_READ};
+		op.access[1] = (struct seq_access){
+			dst->buf, write_mode(dst->buf, c->dst_offset, c->length)};
+		pl.src_offset = c->src_offset;
+		pl.dst_offset = c->dst_offset;
+	}
+	return session_submit(s, rq, &op, NULL, NULL, rq->want_completion);
+}
+
+static int session_watch(struct session *s, const Sseq__Request *rq, const struct seq_buffer *b)
+{
+	struct op_rec *rec = op_rec_new(s, rq->tag, true);
+	int r;
+
+	if (!rec)
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+	/* Sync covers this session's own work, not other clients'. */
+	r = b ? seq_await(s->srv->seq, b, (uint64_t)(uintptr_t)rec)
+	      : seq_sync_points(s->srv->seq, s->last_point, (uint64_t)(uintptr_t)rec);
+	if (r < 0) {
+		/* The Reply carries the error; no Completion repeats it. */
+		session_reply(s, rq->tag, server_status_from_errno(r), status_text(r));
+		op_rec_free(rec);
+		return 0;
+	}
+	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
+	if (r == 0)
+		return 0; /* the Completion comes with the point */
+	session_op_done(rec, 0);
+	return 0;
+}
+
+static int req_await(struct session *s, const Sseq__Request *rq)
+{
+	struct sbuf *sb = session_lookup(s, rq->await->buffer, HANDLE_BUFFER);
+
+	if (!sb)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+			"unknown buffer handle %#" PRIx64, rq->await->buffer);
+	return session_watch(s, rq, sb->buf);
+}
+
+static int req_query(struct session *s, const Sseq__Request *rq)
+{
+	Sseq__Message m = SSEQ__MESSAGE__INIT;
+	Sseq__QueryResult res = SSEQ__QUERY_RESULT__INIT;
+
+	res.tag = rq->tag;
+	query_answer(s->srv, s, rq->query, &res, &s->arena);
+	m.body_case = SSEQ__MESSAGE__BODY_QUERY_RESULT;
+	m.query_result = &res;
+	session_send(s, &m);
+	if (rq->query->kind == SSEQ__QUERY_KIND__QUERY_KIND_TRACE && rq->query->trace &&
+		rq->query->trace->follow) {
+		if (!s->following)
+			s->srv->nfollowing++;
+		s->following = true;
+		s->follow_tag = rq->tag;
+		s->follow_since = res.n_trace ? res.trace[res.n_trace - 1]->seq
+					      : (rq->query->trace->since_seq > s->srv->trace_seq
+								? s->srv->trace_seq
+								: rq->query->trace->since_seq);
+		if (s->follow_since < s->srv->trace_seq && !res.n_trace)
+			s->follow_since = s->srv->trace_seq;
+	}
+	return 0;
+}
+
+static int req_batch(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__Batch *b = rq->batch;
+
+	/* After backpressure the batch is unpacked again: skip what already ran. */
+	for (size_t i = s->batch_resume; i < b->n_requests; i++) {
+		int r = session_request(s, b->requests[i], true);
+		if (r == -EAGAIN) {
+			s->batch_resume = (uint32_t)i;
+			return -EAGAIN;
+		}
+		if (r < 0)
+			return r;
+	}
+	s->batch_resume = 0;
+	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
+	return 0;
+}
+
+/* 0: answered; -EAGAIN: window full, retry later; -EPROTO: close the connection. */
+int session_request(struct session *s, const Sseq__Request *rq, bool nested)
+{
+	if (s->srv->stopping && rq->body_case != SSEQ__REQUEST__BODY_QUERY)
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_SHUTTING_DOWN, "the daemon is stopping");
+	if (rq->tag == 0) {
+		/* A reply under tag 0 would read as the daemon's own notice. */
+		session_reply(s, 0, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
+			"tag 0 is reserved for the daemon's own messages: tag every request "
+			"with a number of your own");
+		s->srv->frames_bad++;
+		return -EPROTO;
+	}
+	if (!s->hello && rq->body_case != SSEQ__REQUEST__BODY_HELLO) {
+		req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
+			"the first request must be Hello");
+		return -EPROTO;
+	}
+	switch (rq->body_case) {
+	case SSEQ__REQUEST__BODY_HELLO:
+		return req_hello(s, rq);
+	case SSEQ__REQUEST__BODY_STAGING_REGISTER:
+		return req_staging_register(s, rq);
+	case SSEQ__REQUEST__BODY_STAGING_UNREGISTER:
+		return req_staging_unregister(s, rq);
+	case SSEQ__REQUEST__BODY_ALLOC:
+		return req_alloc(s, rq);
+	case SSEQ__REQUEST__BODY_FREE:
+		return req_free(s, rq);
+	case SSEQ__REQUEST__BODY_SLICE:
+		return req_slice(s, rq);
+	case SSEQ__REQUEST__BODY_COPY_H2D:
+		return req_copy_h2d(s, rq);
+	case SSEQ__REQUEST__BODY_COPY_D2H:
+		return req_copy_d2h(s, rq);
+	case SSEQ__REQUEST__BODY_COPY_D2D:
+		return req_copy_d2d(s, rq);
+	case SSEQ__REQUEST__BODY_EXECUTE:
+		return req_execute(s, rq);
+	case SSEQ__REQUEST__BODY_LOAD_MODULE:
+		return req_load_module(s, rq);
+	case SSEQ__REQUEST__BODY_AWAIT:
+		return req_await(s, rq);
+	case SSEQ__REQUEST__BODY_SYNC:
+		return session_watch(s, rq, NULL);
+	case SSEQ__REQUEST__BODY_BATCH:
+		if (nested) {
+			req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
+				"batches do not nest");
+			return -EPROTO;
+		}
+		return req_batch(s, rq);
+	case SSEQ__REQUEST__BODY_QUERY:
+		return req_query(s, rq);
+	default:
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+			"request without a known body (%d)", (int)rq->body_case);
+	}
+}

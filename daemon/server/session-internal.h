@@ -1,0 +1,70 @@
+/* What the parts of a session share (session.c, conn.c, request.c, exec.c, staging.c,
+ * module.c, trace.c): their limits and the functions one part calls in another. Not for
+ * use outside daemon/server. */
+#ifndef SSEQ_SESSION_INTERNAL_H
+#define SSEQ_SESSION_INTERNAL_H
+
+#include <stdarg.h>
+
+#include "session.h"
+
+#define SESSION_READ_CHUNK 65536u
+/* Every connection may hold this much input outside --max-input-memory (so small frames
+ * never wait on others' large ones): at most --max-clients times this in all. */
+#define SESSION_INPUT_BASE (2 * SESSION_READ_CHUNK)
+/* A trace follower's unsent output past which new entries are dropped (and counted). */
+#define SESSION_FOLLOW_HIGH (1u << 20)
+/* Stop reading a client that does not read its replies. */
+#define SESSION_OUT_HIGH (8u << 20)
+#define SESSION_MAX_ALLOC (1ull << 40)
+/* Each module holds device memory for its code; functions are cached up to a bound (a
+ * lookup past it still works, uncached). */
+#define SESSION_MAX_MODULES 64
+#define SESSION_MAX_MODULE_FNS 256
+#define SESSION_MAX_FN_NAME 255
+
+/* session.c */
+int session_handle_new(struct session *s, enum handle_kind kind, void *obj, uint64_t *handle);
+void session_handle_drop(struct session *s, uint64_t handle);
+void printable(char *text);
+void sbuf_release(struct session *s, struct sbuf *sb);
+struct op_rec *op_rec_new(struct session *s, uint64_t tag, bool notify);
+void op_rec_free(struct op_rec *rec);
+const char *status_text(int status);
+bool handle_over_limit(struct session *s, uint64_t tag);
+
+/* conn.c */
+void session_mark_dirty(struct session *s);
+void session_send(struct session *s, const Sseq__Message *m);
+void session_reply_full(struct session *s, uint64_t tag, Sseq__Status status, const char *message,
+	uint64_t handle, const struct seq_point *at, Sseq__Welcome *welcome);
+void session_reply(struct session *s, uint64_t tag, Sseq__Status status, const char *message);
+void session_complete(struct session *s, uint64_t tag, Sseq__Status status, const char *message,
+	struct seq_point at);
+void session_input_free(struct session *s);
+
+/* staging.c */
+void staging_unref(struct server *srv, struct staging *st);
+int req_staging_register(struct session *s, const Sseq__Request *rq);
+int req_staging_unregister(struct session *s, const Sseq__Request *rq);
+struct staging *req_staging_range(
+	struct session *s, uint64_t tag, uint64_t handle, uint64_t off, uint64_t len);
+
+/* module.c */
+void smodule_unref(struct server *srv, struct smodule *m);
+int smodule_function(struct server *srv, struct smodule *m, const char *name, void **fn);
+int req_load_module(struct session *s, const Sseq__Request *rq);
+
+/* exec.c */
+int req_execute(struct session *s, const Sseq__Request *rq);
+
+/* request.c */
+int req_fail(struct session *s, uint64_t tag, Sseq__Status status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+int session_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op,
+	struct staging *st, struct smodule *mod, bool notify);
+void op_init(struct seq_op *op, struct op_payload *pl, enum seq_op_kind kind);
+unsigned write_mode(const struct seq_buffer *b, uint64_t off, uint64_t len);
+int session_request(struct session *s, const Sseq__Request *rq, bool nested);
+
+#endif

@@ -1,0 +1,178 @@
+/* Staging arenas: a client's sealed memfd, checked, mapped and registered with the device;
+ * bounded per session and in total, and kept mapped while a copy uses it. */
+#include "session-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void staging_unref(struct server *srv, struct staging *st)
+{
+	if (--st->refs > 0)
+		return;
+	if (srv->backend.ops->staging_unregister)
+		srv->backend.ops->staging_unregister(srv->backend.ctx, st->addr, st->size);
+	munmap(st->addr, st->size);
+	free(st);
+}
+
+/* Each arena is mapped into the daemon and pinned: a few hundred sparse ones would take
+ * its address space, and the host's memory, from everyone. */
+static bool staging_over_limit(struct session *s, uint64_t tag, uint64_t size)
+{
+	const struct server_limits *lim = &s->srv->opts.limits;
+	struct server_limit_counters *c = &s->srv->limit;
+
+	if (size > lim->client_staging_bytes - s->staging_bytes ||
+		s->staging_bytes > lim->client_staging_bytes) {
+		c->staging_refused++;
+		req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+			"staging arena of %" PRIu64 " bytes refused: this session maps %" PRIu64
+			" of its %" PRIu64 " (--client-staging-limit)",
+			size, s->staging_bytes, lim->client_staging_bytes);
+		return true;
+	}
+	if (s->stagings >= lim->client_arenas || c->arenas >= lim->arenas) {
+		bool mine = s->stagings >= lim->client_arenas;
+		c->staging_refused++;
+		req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+			"staging arena refused: %s %" PRIu64 " arenas, the most allowed (%s)",
+			mine ? "this session holds" : "all sessions hold",
+			mine ? s->stagings : c->arenas,
+			mine ? "--client-arena-limit" : "--arena-limit");
+		return true;
+	}
+	if (size > lim->staging_bytes - c->staging_bytes || c->staging_bytes > lim->staging_bytes) {
+		c->staging_refused++;
+		req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+			"staging arena of %" PRIu64 " bytes refused: all sessions map %" PRIu64
+			" of the daemon's %" PRIu64 " (--staging-limit)",
+			size, c->staging_bytes, lim->staging_bytes);
+		return true;
+	}
+	return false;
+}
+
+int req_staging_register(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__StagingRegister *sr = rq->staging_register;
+	struct staging *st = NULL;
+	struct stat sb;
+	int fd, seals, r;
+	void *addr;
+
+	if (s->nfds == 0)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+			"StagingRegister without a memfd (send it with SCM_RIGHTS)");
+	fd = s->fds[0];
+	memmove(s->fds, s->fds + 1, --s->nfds * sizeof(int));
+	if (handle_over_limit(s, rq->tag)) {
+		close(fd);
+		return 0;
+	}
+	if (sr->size == 0 || sr->size > SESSION_MAX_ALLOC) {
+		close(fd);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+			"staging size %" PRIu64 " out of range", sr->size);
+	}
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+		close(fd);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_STAGING_UNSEALED,
+			"staging memfd is not sealed with F_SEAL_SHRINK (seals %#x)",
+			seals < 0 ? 0 : seals);
+	}
+	if (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) {
+		close(fd);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+			"staging memfd is sealed with %s: D2H writes its results into the "
+			"arena, so it must stay writable",
+			seals & F_SEAL_WRITE ? "F_SEAL_WRITE" : "F_SEAL_FUTURE_WRITE");
+	}
+	if (staging_over_limit(s, rq->tag, sr->size)) {
+		close(fd);
+		return 0;
+	}
+	if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size < sr->size) {
+		close(fd);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_STAGING_UNSEALED,
+			"staging memfd holds %lld bytes, less than the %" PRIu64 " registered",
+			(long long)sb.st_size, sr->size);
+	}
+	addr = mmap(NULL, sr->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (addr == MAP_FAILED)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+			"cannot map staging arena: %s", strerror(errno));
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		munmap(addr, sr->size);
+		return req_fail(
+			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	*st = (struct staging){.owner = s, .addr = addr, .size = sr->size, .refs = 1};
+	snprintf(st->label, sizeof(st->label), "%s", sr->label ? sr->label : "");
+	r = s->srv->backend.ops->staging_register
+		? s->srv->backend.ops->staging_register(s->srv->backend.ctx, addr, sr->size)
+		: 0;
+	if (r < 0 || session_handle_new(s, HANDLE_STAGING, st, &st->handle) < 0) {
+		if (r >= 0 && s->srv->backend.ops->staging_unregister)
+			s->srv->backend.ops->staging_unregister(
+				s->srv->backend.ctx, addr, sr->size);
+		munmap(addr, sr->size);
+		free(st);
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+			"cannot register staging arena: %s", strerror(-r));
+	}
+	s->stagings++;
+	s->staging_bytes += sr->size;
+	s->srv->limit.staging_bytes += sr->size;
+	s->srv->limit.arenas++;
+	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", st->handle, NULL, NULL);
+	return 0;
+}
+
+int req_staging_unregister(struct session *s, const Sseq__Request *rq)
+{
+	uint64_t h = rq->staging_unregister->staging;
+	struct staging *st = session_lookup(s, h, HANDLE_STAGING);
+
+	if (!st)
+		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+			"unknown staging handle %#" PRIx64, h);
+	session_handle_drop(s, h);
+	s->stagings--;
+	s->staging_bytes -= st->size;
+	s->srv->limit.staging_bytes -= st->size;
+	s->srv->limit.arenas--;
+	staging_unref(s->srv, st); /* copies in flight keep it mapped */
+	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
+	return 0;
+}
+
+struct staging *req_staging_range(
+	struct session *s, uint64_t tag, uint64_t handle, uint64_t off, uint64_t len)
+{
+	struct staging *st = session_lookup(s, handle, HANDLE_STAGING);
+
+	if (!st) {
+		req_fail(s, tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+			"unknown staging handle %#" PRIx64, handle);
+		return NULL;
+	}
+	if (off > st->size || len > st->size - off) {
+		req_fail(s, tag, SSEQ__STATUS__STATUS_OUT_OF_RANGE,
+			"staging range [%" PRIu64 ", +%" PRIu64 ") outside arena of %" PRIu64
+			" bytes",
+			off, len, st->size);
+		return NULL;
+	}
+	return st;
+}

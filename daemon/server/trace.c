@@ -1,0 +1,37 @@
+/* Trace followers (TraceOptions.follow): new entries each turn, bounded for a follower that
+ * does not read (dropped and counted, and the next answer says how many). */
+#include "session-internal.h"
+
+void session_follow_trace(struct session *s)
+{
+	Sseq__Message m = SSEQ__MESSAGE__INIT;
+	Sseq__QueryResult res = SSEQ__QUERY_RESULT__INIT;
+	Sseq__Query q = SSEQ__QUERY__INIT;
+	Sseq__TraceOptions t = SSEQ__TRACE_OPTIONS__INIT;
+	struct server *srv = s->srv;
+
+	if (!s->connected || !s->following || srv->trace_seq <= s->follow_since)
+		return;
+	if (s->out_len - s->out_off >= SESSION_FOLLOW_HIGH) {
+		/* It does not read: its output stays bounded, and it hears what it missed. */
+		s->follow_dropped += srv->trace_seq - s->follow_since;
+		srv->limit.trace_entries_dropped += srv->trace_seq - s->follow_since;
+		s->follow_since = srv->trace_seq;
+		return;
+	}
+	t.max_entries = 256;
+	t.since_seq = s->follow_since;
+	q.kind = SSEQ__QUERY_KIND__QUERY_KIND_TRACE;
+	q.trace = &t;
+	res.tag = s->follow_tag;
+	query_answer(srv, s, &q, &res, &s->arena);
+	srv->limit.trace_entries_dropped += res.trace_dropped;
+	res.trace_dropped += s->follow_dropped;
+	s->follow_dropped = 0;
+	if (res.n_trace)
+		s->follow_since = res.trace[res.n_trace - 1]->seq;
+	m.body_case = SSEQ__MESSAGE__BODY_QUERY_RESULT;
+	m.query_result = &res;
+	session_send(s, &m);
+	arena_reset(&s->arena);
+}
