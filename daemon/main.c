@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,8 +48,8 @@ static void usage(FILE *f)
 		"  -b, --backend KIND       sim, hip or auto (default auto: hip if a GPU is\n"
 		"                           present, else sim)\n"
 		"      --sim-delay SPEC     delay a stream kind in the sim: h2d=2ms,\n"
-		"                           d2d=rand:0-500us, compute=script:1ms,0,5ms "
-		"(repeatable)\n"
+		"                           d2d=rand:0-500us, compute=script:1ms,0,5ms\n"
+		"                           (repeatable)\n"
 		"      --inject SPEC        fault injection (repeatable): fail-op=N,\n"
 		"                           device-fail-op=N, legacy-sync-window=N, early-free\n"
 		"      --window N           incomplete points per stream before backpressure\n"
@@ -60,11 +61,10 @@ static void usage(FILE *f)
 		"                           started after its producers finished (hip)\n"
 		"      --kernels PATH       the built-in kernels' code object for the hip backend\n"
 		"                           (default: the build tree's, else the installed one)\n"
-		"      --spin-us N          after answering, poll sockets and completions for N "
-		"us\n"
-		"                           before sleeping (default %u; 0: never)\n"
-		"      --socket-mode MODE   mode of the socket sseqd creates (octal, default "
-		"0660)\n"
+		"      --spin-us N          after answering, poll sockets and completions for\n"
+		"                           N us before sleeping (default %u; 0: never)\n"
+		"      --socket-mode MODE   mode of the socket sseqd creates (octal, default\n"
+		"                           0660)\n"
 		"Limits (sizes take k, M, G, T; times ms or s; see sseqd(8), LIMITS):\n"
 		"      --max-clients N      connections in total (default %u)\n"
 		"      --max-clients-per-uid N  connections of one user (default %u)\n"
@@ -176,211 +176,222 @@ static int parse_inject(struct daemon_opts *o, const char *spec)
 	return 0;
 }
 
-static int parse_args(struct daemon_opts *o, int argc, char **argv)
-{
-	enum {
-		OPT_SIM_DELAY = 256,
-		OPT_INJECT,
-		OPT_WINDOW,
-		OPT_D2H,
-		OPT_D2D,
-		OPT_MODULE_DIR,
-		OPT_KERNELS,
-		OPT_AUDIT,
-		OPT_SPIN,
-		OPT_SOCKET_MODE,
-		OPT_MAX_CLIENTS,
-		OPT_MAX_CLIENTS_UID,
-		OPT_HELLO_TIMEOUT,
-		OPT_FRAME_TIMEOUT,
-		OPT_MAX_INPUT,
-		OPT_CLIENT_STAGING,
-		OPT_STAGING,
-		OPT_CLIENT_MEMORY,
-		OPT_CLIENT_HANDLES,
-		OPT_CLIENT_ARENAS,
-		OPT_ARENAS,
-		OPT_CLIENT_INFLIGHT,
-	};
-	static const struct option longopts[] = {
-		{"socket", required_argument, NULL, 's'},
-		{"device", required_argument, NULL, 'd'},
-		{"backend", required_argument, NULL, 'b'},
-		{"sim-delay", required_argument, NULL, OPT_SIM_DELAY},
-		{"inject", required_argument, NULL, OPT_INJECT},
-		{"window", required_argument, NULL, OPT_WINDOW},
-		{"d2h-streams", required_argument, NULL, OPT_D2H},
-		{"d2d-streams", required_argument, NULL, OPT_D2D},
-		{"module-dir", required_argument, NULL, OPT_MODULE_DIR},
-		{"kernels", required_argument, NULL, OPT_KERNELS},
-		{"audit", no_argument, NULL, OPT_AUDIT},
-		{"spin-us", required_argument, NULL, OPT_SPIN},
-		{"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
-		{"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
-		{"max-clients-per-uid", required_argument, NULL, OPT_MAX_CLIENTS_UID},
-		{"hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT},
-		{"frame-timeout", required_argument, NULL, OPT_FRAME_TIMEOUT},
-		{"max-input-memory", required_argument, NULL, OPT_MAX_INPUT},
-		{"client-staging-limit", required_argument, NULL, OPT_CLIENT_STAGING},
-		{"staging-limit", required_argument, NULL, OPT_STAGING},
-		{"client-memory-limit", required_argument, NULL, OPT_CLIENT_MEMORY},
-		{"client-handle-limit", required_argument, NULL, OPT_CLIENT_HANDLES},
-		{"client-arena-limit", required_argument, NULL, OPT_CLIENT_ARENAS},
-		{"arena-limit", required_argument, NULL, OPT_ARENAS},
-		{"client-inflight-limit", required_argument, NULL, OPT_CLIENT_INFLIGHT},
-		{"log-level", required_argument, NULL, 'l'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{0},
-	};
-	struct server_limits *lim = &o->srv.limits;
-	const char *why = NULL;
-	int c, level;
+/* The limit options (sseqd(8), LIMITS), parsed from one table. */
+enum limit_kind {
+	LIMIT_COUNT, /* unsigned, min .. max */
+	LIMIT_MS, /* unsigned milliseconds: 500, 500ms or 5s */
+	LIMIT_SIZE, /* uint64_t bytes with a binary suffix, at least min */
+	LIMIT_MODE, /* unsigned, octal */
+};
 
-	while ((c = getopt_long(argc, argv, "s:d:b:l:hV", longopts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			o->srv.socket_path = optarg;
-			break;
-		case 'd':
-			if (parse_uint(optarg, 0, 1023, &o->srv.device) < 0)
-				goto bad;
-			break;
-		case 'b':
-			if (strcmp(optarg, "sim") && strcmp(optarg, "hip") &&
-				strcmp(optarg, "auto"))
-				goto bad;
-			o->backend = optarg;
-			break;
-		case OPT_SIM_DELAY:
-			if (sim_parse_delay(&o->sim, optarg, &why) < 0) {
-				fprintf(stderr, "sseqd: --sim-delay %s: %s\n", optarg,
-					why ? why : "invalid");
-				return -EINVAL;
-			}
-			break;
-		case OPT_INJECT:
-			if (parse_inject(o, optarg) < 0)
-				return -EINVAL;
-			break;
-		case OPT_WINDOW:
-			if (parse_uint(optarg, 2, 1u << 20, &o->srv.seq.window) < 0)
-				goto bad;
-			break;
-		case OPT_D2H:
-			if (parse_uint(optarg, 1, 7, &o->srv.seq.n_d2h) < 0)
-				goto bad;
-			break;
-		case OPT_D2D:
-			if (parse_uint(optarg, 1, 7, &o->srv.seq.n_d2d) < 0)
-				goto bad;
-			break;
-		case OPT_MODULE_DIR:
-			o->srv.module_dir = optarg;
-			break;
-		case OPT_KERNELS:
-			o->kernels = optarg;
-			break;
-		case OPT_AUDIT:
-			o->audit = true;
-			break;
-		case OPT_SPIN:
-			if (parse_uint(optarg, 0, 1000000, &o->srv.spin_us) < 0)
-				goto bad;
-			break;
-		case OPT_SOCKET_MODE: {
-			char *end;
-			unsigned long mode = strtoul(optarg, &end, 8);
-			if (end == optarg || *end || mode > 0777)
-				goto bad;
-			lim->socket_mode = (unsigned)mode;
-			break;
-		}
-		case OPT_MAX_CLIENTS:
-			if (parse_uint(optarg, 1, 1u << 20, &lim->max_clients) < 0)
-				goto bad;
-			break;
-		case OPT_MAX_CLIENTS_UID:
-			if (parse_uint(optarg, 1, 1u << 20, &lim->max_clients_per_uid) < 0)
-				goto bad;
-			break;
-		case OPT_HELLO_TIMEOUT:
-			if (parse_ms(optarg, &lim->hello_timeout_ms) < 0)
-				goto bad;
-			break;
-		case OPT_FRAME_TIMEOUT:
-			if (parse_ms(optarg, &lim->frame_timeout_ms) < 0)
-				goto bad;
-			break;
-		case OPT_MAX_INPUT:
-			/* At least one frame of the largest size must fit. */
-			if (parse_size(optarg, &lim->max_input_bytes) < 0 ||
-				lim->max_input_bytes < 4u * SERVER_MAX_FRAME)
-				goto bad;
-			break;
-		case OPT_CLIENT_STAGING:
-			if (parse_size(optarg, &lim->client_staging_bytes) < 0)
-				goto bad;
-			break;
-		case OPT_STAGING:
-			if (parse_size(optarg, &lim->staging_bytes) < 0)
-				goto bad;
-			break;
-		case OPT_CLIENT_MEMORY:
-			if (parse_size(optarg, &lim->client_memory_bytes) < 0)
-				goto bad;
-			break;
-		case OPT_CLIENT_HANDLES:
-			if (parse_uint(optarg, 1, 1u << 30, &lim->client_handles) < 0)
-				goto bad;
-			break;
-		case OPT_CLIENT_ARENAS:
-			if (parse_uint(optarg, 1, 1u << 20, &lim->client_arenas) < 0)
-				goto bad;
-			break;
-		case OPT_ARENAS:
-			if (parse_uint(optarg, 1, 1u << 20, &lim->arenas) < 0)
-				goto bad;
-			break;
-		case OPT_CLIENT_INFLIGHT:
-			if (parse_uint(optarg, 2, 1u << 24, &lim->client_inflight) < 0)
-				goto bad;
-			break;
-		case 'l':
-			level = log_parse_level(optarg);
-			if (level < 0)
-				goto bad;
-			log_set_level((enum log_level)level);
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		case 'V':
-			printf("sseqd %s\n", SSEQ_VERSION);
-			exit(0);
-		default:
-			usage(stderr);
+struct limit_opt {
+	const char *name;
+	enum limit_kind kind;
+	size_t offset; /* into struct server_limits */
+	uint64_t min, max;
+	const char *hint; /* for the error message */
+};
+
+#define LIMIT(name, kind, field, min, max, hint)                                                   \
+	{                                                                                          \
+		name, kind, offsetof(struct server_limits, field), min, max, hint                  \
+	}
+
+static const struct limit_opt limit_opts[] = {
+	LIMIT("socket-mode", LIMIT_MODE, socket_mode, 0, 0777, " (an octal mode such as 0660)"),
+	LIMIT("max-clients", LIMIT_COUNT, max_clients, 1, 1u << 20, ""),
+	LIMIT("max-clients-per-uid", LIMIT_COUNT, max_clients_per_uid, 1, 1u << 20, ""),
+	LIMIT("hello-timeout", LIMIT_MS, hello_timeout_ms, 0, 86400000, " (500, 500ms or 5s)"),
+	LIMIT("frame-timeout", LIMIT_MS, frame_timeout_ms, 0, 86400000, " (500, 500ms or 5s)"),
+	/* At least a few frames of the largest size must fit. */
+	LIMIT("max-input-memory", LIMIT_SIZE, max_input_bytes, 4u * SERVER_MAX_FRAME, UINT64_MAX,
+		" (a size of at least 4M)"),
+	LIMIT("client-staging-limit", LIMIT_SIZE, client_staging_bytes, 0, UINT64_MAX, ""),
+	LIMIT("staging-limit", LIMIT_SIZE, staging_bytes, 0, UINT64_MAX, ""),
+	LIMIT("client-memory-limit", LIMIT_SIZE, client_memory_bytes, 0, UINT64_MAX, ""),
+	LIMIT("client-handle-limit", LIMIT_COUNT, client_handles, 1, 1u << 30, ""),
+	LIMIT("client-arena-limit", LIMIT_COUNT, client_arenas, 1, 1u << 20, ""),
+	LIMIT("arena-limit", LIMIT_COUNT, arenas, 1, 1u << 20, ""),
+	LIMIT("client-inflight-limit", LIMIT_COUNT, client_inflight, 2, 1u << 24, ""),
+};
+
+#define NLIMITS (sizeof(limit_opts) / sizeof(limit_opts[0]))
+
+static int parse_limit(struct server_limits *lim, const struct limit_opt *l, const char *arg)
+{
+	char *field = (char *)lim + l->offset, *end;
+	unsigned long mode;
+	unsigned u;
+	uint64_t v;
+
+	switch (l->kind) {
+	case LIMIT_COUNT:
+		if (parse_uint(arg, (unsigned)l->min, (unsigned)l->max, &u) < 0)
+			goto bad;
+		memcpy(field, &u, sizeof(u));
+		return 0;
+	case LIMIT_MS:
+		if (parse_ms(arg, &u) < 0)
+			goto bad;
+		memcpy(field, &u, sizeof(u));
+		return 0;
+	case LIMIT_SIZE:
+		if (parse_size(arg, &v) < 0 || v < l->min)
+			goto bad;
+		memcpy(field, &v, sizeof(v));
+		return 0;
+	case LIMIT_MODE:
+		mode = strtoul(arg, &end, 8);
+		if (end == arg || *end || mode > l->max)
+			goto bad;
+		u = (unsigned)mode;
+		memcpy(field, &u, sizeof(u));
+		return 0;
+	}
+bad:
+	fprintf(stderr, "sseqd: invalid value '%s' for --%s%s\n", arg, l->name, l->hint);
+	return -EINVAL;
+}
+
+enum {
+	OPT_SIM_DELAY = 256,
+	OPT_INJECT,
+	OPT_WINDOW,
+	OPT_D2H,
+	OPT_D2D,
+	OPT_MODULE_DIR,
+	OPT_KERNELS,
+	OPT_AUDIT,
+	OPT_SPIN,
+	OPT_LIMIT, /* OPT_LIMIT + i: limit_opts[i] */
+};
+
+static const struct option fixed_opts[] = {
+	{"socket", required_argument, NULL, 's'},
+	{"device", required_argument, NULL, 'd'},
+	{"backend", required_argument, NULL, 'b'},
+	{"sim-delay", required_argument, NULL, OPT_SIM_DELAY},
+	{"inject", required_argument, NULL, OPT_INJECT},
+	{"window", required_argument, NULL, OPT_WINDOW},
+	{"d2h-streams", required_argument, NULL, OPT_D2H},
+	{"d2d-streams", required_argument, NULL, OPT_D2D},
+	{"module-dir", required_argument, NULL, OPT_MODULE_DIR},
+	{"kernels", required_argument, NULL, OPT_KERNELS},
+	{"audit", no_argument, NULL, OPT_AUDIT},
+	{"spin-us", required_argument, NULL, OPT_SPIN},
+	{"log-level", required_argument, NULL, 'l'},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, 'V'},
+	{0},
+};
+
+/* One option of the fixed set (the limits have their own table): 0 or -EINVAL; -h and
+ * -V exit. A case per option is the clearest shape for this, hence its length. */
+static int parse_option(struct daemon_opts *o, int c)
+{
+	const char *why = NULL;
+	int level;
+
+	switch (c) {
+	case 's':
+		o->srv.socket_path = optarg;
+		break;
+	case 'd':
+		if (parse_uint(optarg, 0, 1023, &o->srv.device) < 0)
+			goto bad;
+		break;
+	case 'b':
+		if (strcmp(optarg, "sim") && strcmp(optarg, "hip") && strcmp(optarg, "auto"))
+			goto bad;
+		o->backend = optarg;
+		break;
+	case OPT_SIM_DELAY:
+		if (sim_parse_delay(&o->sim, optarg, &why) < 0) {
+			fprintf(stderr, "sseqd: --sim-delay %s: %s\n", optarg,
+				why ? why : "invalid");
 			return -EINVAL;
 		}
+		break;
+	case OPT_INJECT:
+		if (parse_inject(o, optarg) < 0)
+			return -EINVAL;
+		break;
+	case OPT_WINDOW:
+		if (parse_uint(optarg, 2, 1u << 20, &o->srv.seq.window) < 0)
+			goto bad;
+		break;
+	case OPT_D2H:
+		if (parse_uint(optarg, 1, 7, &o->srv.seq.n_d2h) < 0)
+			goto bad;
+		break;
+	case OPT_D2D:
+		if (parse_uint(optarg, 1, 7, &o->srv.seq.n_d2d) < 0)
+			goto bad;
+		break;
+	case OPT_MODULE_DIR:
+		o->srv.module_dir = optarg;
+		break;
+	case OPT_KERNELS:
+		o->kernels = optarg;
+		break;
+	case OPT_AUDIT:
+		o->audit = true;
+		break;
+	case OPT_SPIN:
+		if (parse_uint(optarg, 0, 1000000, &o->srv.spin_us) < 0)
+			goto bad;
+		break;
+	case 'l':
+		level = log_parse_level(optarg);
+		if (level < 0)
+			goto bad;
+		log_set_level((enum log_level)level);
+		break;
+	case 'h':
+		usage(stdout);
+		exit(0);
+	case 'V':
+		printf("sseqd %s\n", SSEQ_VERSION);
+		exit(0);
+	default:
+		usage(stderr);
+		return -EINVAL;
+	}
+	return 0;
+bad:
+	for (const struct option *lo = fixed_opts; lo->name; lo++) {
+		if (lo->val == c) {
+			fprintf(stderr, "sseqd: invalid value '%s' for --%s%s\n", optarg, lo->name,
+				c == 'b' ? " (sim, hip or auto)" : "");
+			return -EINVAL;
+		}
+	}
+	fprintf(stderr, "sseqd: invalid value '%s'\n", optarg);
+	return -EINVAL;
+}
+
+static int parse_args(struct daemon_opts *o, int argc, char **argv)
+{
+	enum { NFIXED = sizeof(fixed_opts) / sizeof(fixed_opts[0]) - 1 };
+	struct option longopts[NFIXED + NLIMITS + 1] = {{0}};
+	int c;
+
+	memcpy(longopts, fixed_opts, NFIXED * sizeof(fixed_opts[0]));
+	for (size_t i = 0; i < NLIMITS; i++)
+		longopts[NFIXED + i] = (struct option){
+			limit_opts[i].name, required_argument, NULL, OPT_LIMIT + (int)i};
+	while ((c = getopt_long(argc, argv, "s:d:b:l:hV", longopts, NULL)) != -1) {
+		int r = c >= OPT_LIMIT && c < OPT_LIMIT + (int)NLIMITS
+			? parse_limit(&o->srv.limits, &limit_opts[c - OPT_LIMIT], optarg)
+			: parse_option(o, c);
+		if (r < 0)
+			return r;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "sseqd: unexpected argument '%s'\n", argv[optind]);
 		return -EINVAL;
 	}
 	return 0;
-bad:
-	for (const struct option *lo = longopts; lo->name; lo++) {
-		if (lo->val == c) {
-			fprintf(stderr, "sseqd: invalid value '%s' for --%s%s\n", optarg, lo->name,
-				c == 'b'		       ? " (sim, hip or auto)"
-					: c == OPT_MAX_INPUT   ? " (a size of at least 4M)"
-					: c == OPT_SOCKET_MODE ? " (an octal mode such as 0660)"
-							       : "");
-			return -EINVAL;
-		}
-	}
-	fprintf(stderr, "sseqd: invalid value '%s'\n", optarg);
-	return -EINVAL;
 }
 
 /* The socket systemd passed (socket activation), or -1; < -1 on a bad hand-over. */
@@ -557,6 +568,86 @@ static void on_close(uv_handle_t *h)
 {
 }
 
+/* Where to listen: the socket systemd passed, --socket, or /run/sseq/gpu<N>.sock. */
+static int socket_prepare(struct daemon_opts *o)
+{
+	int r = take_listen_fd();
+
+	if (r < -1)
+		return r;
+	o->srv.listen_fd = r;
+	if (o->srv.listen_fd < 0 && !o->srv.socket_path) {
+		snprintf(o->socket_buf, sizeof(o->socket_buf), "/run/sseq/gpu%u.sock",
+			o->srv.device);
+		o->srv.socket_path = o->socket_buf;
+		mkdir("/run/sseq", 0755);
+	}
+	if (!o->srv.socket_path)
+		o->srv.socket_path = "(systemd socket)";
+	if (o->srv.module_dir) {
+		struct stat sb;
+
+		/* Not fatal: the directory may be mounted or filled later; say so now. */
+		if (stat(o->srv.module_dir, &sb) < 0 || !S_ISDIR(sb.st_mode))
+			log_warn("main",
+				"--module-dir %s is not a directory: LoadModule finds "
+				"nothing there",
+				o->srv.module_dir);
+	}
+	return 0;
+}
+
+static void log_serving(const struct daemon_opts *o, const struct backend *be)
+{
+	struct backend_info info = {0};
+
+	be->ops->info(be->ctx, &info);
+	log_notice("main", "sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s",
+		SSEQ_VERSION, o->srv.device, info.name, info.backend, o->srv.socket_path,
+		o->srv.seq.window ? o->srv.seq.window : SEQ_DEFAULT_WINDOW,
+		o->audit && be->ops->audit_findings ? "; audit on" : "",
+		o->srv.seq.legacy_sync_window ? "; INJECTED legacy-sync-window" : "",
+		o->srv.seq.legacy_early_free ? "; INJECTED early-free" : "");
+}
+
+/* Signals (then unblocked: see main), the drain, watchdog and status timers. */
+static void loop_start(struct daemon_state *d, uv_loop_t *loop, const sigset_t *stop_signals)
+{
+	uint64_t usec = 0;
+
+	uv_signal_init(loop, &d->sigint);
+	uv_signal_init(loop, &d->sigterm);
+	uv_signal_init(loop, &d->sighup);
+	d->sigint.data = d->sigterm.data = d->sighup.data = d;
+	uv_signal_start(&d->sigint, on_signal, SIGINT);
+	uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+	uv_signal_start(&d->sighup, on_signal, SIGHUP);
+	pthread_sigmask(SIG_UNBLOCK, stop_signals, NULL);
+	uv_timer_init(loop, &d->drain);
+	uv_timer_init(loop, &d->watchdog);
+	uv_timer_init(loop, &d->status);
+	d->drain.data = d->watchdog.data = d->status.data = d;
+	signal(SIGPIPE, SIG_IGN);
+	if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000) {
+		uv_timer_start(&d->watchdog, on_watchdog, 0, usec / 2000);
+		log_info("main", "watchdog: pinging every %" PRIu64 " ms", usec / 2000);
+	}
+	uv_timer_start(&d->status, on_status, 0, 1000);
+}
+
+static void loop_finish(struct daemon_state *d, uv_loop_t *loop)
+{
+	server_close_handles(&d->srv);
+	uv_close((uv_handle_t *)&d->sigint, on_close);
+	uv_close((uv_handle_t *)&d->sigterm, on_close);
+	uv_close((uv_handle_t *)&d->sighup, on_close);
+	uv_close((uv_handle_t *)&d->drain, on_close);
+	uv_close((uv_handle_t *)&d->watchdog, on_close);
+	uv_close((uv_handle_t *)&d->status, on_close);
+	uv_run(loop, UV_RUN_DEFAULT);
+	uv_loop_close(loop);
+}
+
 int main(int argc, char **argv)
 {
 	static struct daemon_state d;
@@ -565,9 +656,8 @@ int main(int argc, char **argv)
 					.limits = SERVER_LIMITS_DEFAULT}};
 	struct backend be = {0};
 	uv_loop_t *loop = uv_default_loop();
-	int r;
-
 	sigset_t stop_signals;
+	int r;
 
 	if (parse_args(&o, argc, argv) < 0)
 		return 2;
@@ -579,28 +669,8 @@ int main(int argc, char **argv)
 	sigaddset(&stop_signals, SIGINT);
 	sigaddset(&stop_signals, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
-	r = take_listen_fd();
-	if (r < -1)
+	if (socket_prepare(&o) < 0)
 		return 1;
-	o.srv.listen_fd = r;
-	if (o.srv.listen_fd < 0 && !o.srv.socket_path) {
-		snprintf(o.socket_buf, sizeof(o.socket_buf), "/run/sseq/gpu%u.sock", o.srv.device);
-		o.srv.socket_path = o.socket_buf;
-		mkdir("/run/sseq", 0755);
-	}
-	if (!o.srv.socket_path)
-		o.srv.socket_path = "(systemd socket)";
-
-	if (o.srv.module_dir) {
-		struct stat sb;
-
-		/* Not fatal: the directory may be mounted or filled later; say so now. */
-		if (stat(o.srv.module_dir, &sb) < 0 || !S_ISDIR(sb.st_mode))
-			log_warn("main",
-				"--module-dir %s is not a directory: LoadModule finds "
-				"nothing there",
-				o.srv.module_dir);
-	}
 	r = backend_start(&o, &d.srv, &be);
 	if (r < 0) {
 		log_err("main", "cannot start the %s backend: %s", o.backend ? o.backend : "sim",
@@ -613,55 +683,15 @@ int main(int argc, char **argv)
 		be.ops->destroy(be.ctx);
 		return 1;
 	}
-	{
-		struct backend_info info = {0};
-		be.ops->info(be.ctx, &info);
-		log_notice("main",
-			"sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s",
-			SSEQ_VERSION, o.srv.device, info.name, info.backend, o.srv.socket_path,
-			o.srv.seq.window ? o.srv.seq.window : SEQ_DEFAULT_WINDOW,
-			o.audit && be.ops->audit_findings ? "; audit on" : "",
-			o.srv.seq.legacy_sync_window ? "; INJECTED legacy-sync-window" : "",
-			o.srv.seq.legacy_early_free ? "; INJECTED early-free" : "");
-	}
-
-	uv_signal_init(loop, &d.sigint);
-	uv_signal_init(loop, &d.sigterm);
-	uv_signal_init(loop, &d.sighup);
-	d.sigint.data = d.sigterm.data = d.sighup.data = &d;
-	uv_signal_start(&d.sigint, on_signal, SIGINT);
-	uv_signal_start(&d.sigterm, on_signal, SIGTERM);
-	uv_signal_start(&d.sighup, on_signal, SIGHUP);
-	pthread_sigmask(SIG_UNBLOCK, &stop_signals, NULL);
-	uv_timer_init(loop, &d.drain);
-	uv_timer_init(loop, &d.watchdog);
-	uv_timer_init(loop, &d.status);
-	d.drain.data = d.watchdog.data = d.status.data = &d;
-	signal(SIGPIPE, SIG_IGN);
-
-	{
-		uint64_t usec = 0;
-		if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000) {
-			uv_timer_start(&d.watchdog, on_watchdog, 0, usec / 2000);
-			log_info("main", "watchdog: pinging every %" PRIu64 " ms", usec / 2000);
-		}
-	}
-	uv_timer_start(&d.status, on_status, 0, 1000);
+	log_serving(&o, &be);
+	loop_start(&d, loop, &stop_signals);
 	/* The device is initialised and the socket listens: clients can be served. */
 	sd_notify(0, "READY=1");
 	uv_run(loop, UV_RUN_DEFAULT);
 
 	server_finish(&d.srv);
 	be.ops->destroy(be.ctx);
-	server_close_handles(&d.srv);
-	uv_close((uv_handle_t *)&d.sigint, on_close);
-	uv_close((uv_handle_t *)&d.sigterm, on_close);
-	uv_close((uv_handle_t *)&d.sighup, on_close);
-	uv_close((uv_handle_t *)&d.drain, on_close);
-	uv_close((uv_handle_t *)&d.watchdog, on_close);
-	uv_close((uv_handle_t *)&d.status, on_close);
-	uv_run(loop, UV_RUN_DEFAULT);
-	uv_loop_close(loop);
+	loop_finish(&d, loop);
 	log_notice("main", "stopped");
 	return 0;
 }
