@@ -1,0 +1,217 @@
+/* sseqctl --json: the same answers as documents for machines, written through the
+ * streaming writer in ctl-json.c. Points become {stream, seq} objects, absent values null. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl-json.h"
+#include "ctl.h"
+
+static void json_point(struct json *j, const char *key, const Sseq__Point *p)
+{
+	if (!p) {
+		json_null(j, key);
+		return;
+	}
+	json_object_begin(j, key);
+	json_uint(j, "stream", p->stream);
+	json_uint(j, "seq", p->seq);
+	json_object_end(j);
+}
+
+/* Trace points arrive pre-rendered ("stream:seq", or "-" for none); machines get them
+ * back as points. Text in any other shape is passed on unchanged rather than lost. */
+static void json_point_text(struct json *j, const char *key, const char *text)
+{
+	Sseq__Point p = SSEQ__POINT__INIT;
+	char *end;
+	unsigned long stream;
+
+	if (!text || !*text || strcmp(text, "-") == 0) {
+		json_null(j, key);
+		return;
+	}
+	errno = 0;
+	stream = strtoul(text, &end, 10);
+	if (end != text && *end == ':' && stream <= UINT32_MAX && end[1] >= '0' && end[1] <= '9') {
+		char *tail;
+		unsigned long long seq = strtoull(end + 1, &tail, 10);
+		if (*tail == '\0' && errno == 0) {
+			p.stream = (uint32_t)stream;
+			p.seq = seq;
+			json_point(j, key, &p);
+			return;
+		}
+	}
+	json_string(j, key, text);
+}
+
+static void json_device(struct json *j, const Sseq__DeviceInfo *d)
+{
+	if (!d) {
+		json_null(j, "device");
+		return;
+	}
+	json_object_begin(j, "device");
+	json_uint(j, "index", d->index);
+	json_string(j, "name", d->name);
+	json_string(j, "backend", d->backend);
+	json_string(j, "arch", d->arch);
+	json_uint(j, "memory_used", d->memory_used);
+	json_uint(j, "memory_total", d->memory_total);
+	json_object_end(j);
+}
+
+static void json_streams(struct json *j, const Sseq__QueryResult *res)
+{
+	char kind[32];
+
+	json_array_begin(j, "streams");
+	for (size_t i = 0; i < res->n_streams; i++) {
+		const Sseq__StreamInfo *s = res->streams[i];
+		json_object_begin(j, NULL);
+		json_uint(j, "id", s->id);
+		json_string(j, "kind",
+			ctl_enum_name(&sseq__stream_kind__descriptor, s->kind, "STREAM_KIND_", kind,
+				sizeof(kind)));
+		json_uint(j, "index", s->index);
+		json_uint(j, "last_issued", s->last_issued);
+		json_uint(j, "last_completed", s->last_completed);
+		json_uint(j, "window_used", s->window_used);
+		json_uint(j, "window_capacity", s->window_capacity);
+		json_object_end(j);
+	}
+	json_array_end(j);
+}
+
+static void json_counters(struct json *j, const Sseq__Counters *k)
+{
+	const ProtobufCMessageDescriptor *desc = &sseq__counters__descriptor;
+
+	if (!k) {
+		json_null(j, "counters");
+		return;
+	}
+	json_object_begin(j, "counters");
+	for (unsigned i = 0; i < desc->n_fields; i++)
+		if (counter_is_u64(&desc->fields[i]))
+			json_uint(j, desc->fields[i].name, counter_value(k, &desc->fields[i]));
+	json_object_end(j);
+}
+
+static void json_clients(struct json *j, const struct ctl *c, const Sseq__QueryResult *res)
+{
+	json_array_begin(j, "clients");
+	for (size_t i = 0; i < res->n_clients; i++) {
+		const Sseq__ClientInfo *ci = res->clients[i];
+		if (!client_visible(c, ci))
+			continue;
+		json_object_begin(j, NULL);
+		json_uint(j, "session", ci->session);
+		json_uint(j, "pid", ci->pid);
+		json_uint(j, "uid", ci->uid);
+		json_string(j, "worker_id", ci->worker_id);
+		json_string(j, "name", ci->name);
+		json_uint(j, "buffers", ci->buffers);
+		json_uint(j, "bytes", ci->bytes);
+		json_uint(j, "inflight", ci->inflight);
+		json_uint(j, "staging_arenas", ci->staging_arenas);
+		json_uint(j, "staging_bytes", ci->staging_bytes);
+		json_object_end(j);
+	}
+	json_array_end(j);
+}
+
+static void json_buffers(struct json *j, const Sseq__QueryResult *res)
+{
+	char status[48];
+
+	json_array_begin(j, "buffers");
+	for (size_t i = 0; i < res->n_buffers; i++) {
+		const Sseq__BufferInfo *b = res->buffers[i];
+		json_object_begin(j, NULL);
+		json_uint(j, "session", b->session);
+		json_uint(j, "handle", b->handle);
+		json_string(j, "label", b->label);
+		json_uint(j, "size", b->size);
+		json_bool(j, "is_slice", b->is_slice);
+		if (b->is_slice) {
+			json_uint(j, "base_handle", b->base_handle);
+			json_uint(j, "offset", b->offset);
+		} else {
+			json_null(j, "base_handle");
+			json_null(j, "offset");
+		}
+		json_point(j, "producer", b->producer);
+		json_bool(j, "producer_complete", b->producer_complete);
+		json_string(j, "producer_status",
+			ctl_status_name(b->producer_status, status, sizeof(status)));
+		json_array_begin(j, "readers");
+		for (size_t r = 0; r < b->n_readers; r++)
+			json_point(j, NULL, b->readers[r]);
+		json_array_end(j);
+		json_uint(j, "slices", b->slices);
+		json_bool(j, "pending_free", b->pending_free);
+		json_object_end(j);
+	}
+	json_array_end(j);
+}
+
+static void json_trace(struct json *j, const Sseq__QueryResult *res)
+{
+	json_array_begin(j, "trace");
+	for (size_t i = 0; i < res->n_trace; i++) {
+		const Sseq__TraceEntry *e = res->trace[i];
+		json_object_begin(j, NULL);
+		json_uint(j, "seq", e->seq);
+		json_uint(j, "time_ns", e->time_ns);
+		json_uint(j, "session", e->session);
+		json_string(j, "op", e->op);
+		json_string(j, "stream", e->stream);
+		json_point_text(j, "point", e->point);
+		json_string(j, "decision", e->decision);
+		json_string(j, "buffer", e->buffer);
+		json_point_text(j, "producer", e->producer);
+		json_object_end(j);
+	}
+	json_array_end(j);
+}
+
+void ctl_json_print(
+	const struct ctl *c, Sseq__QueryKind kind, const Sseq__QueryResult *res, bool pretty)
+{
+	struct json j;
+
+	json_init(&j, stdout, pretty);
+	json_object_begin(&j, NULL);
+	switch (kind) {
+	case SSEQ__QUERY_KIND__QUERY_KIND_STATUS:
+		json_device(&j, res->device);
+		json_streams(&j, res);
+		json_counters(&j, res->counters);
+		json_clients(&j, c, res);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS:
+		json_clients(&j, c, res);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS:
+		json_buffers(&j, res);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_STREAMS:
+		json_streams(&j, res);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_STATS:
+		json_counters(&j, res->counters);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_TRACE:
+		json_trace(&j, res);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_METRICS:
+		json_string(&j, "metrics", res->metrics_text ? res->metrics_text : "");
+		break;
+	default:
+		break;
+	}
+	json_object_end(&j);
+	json_finish(&j);
+}

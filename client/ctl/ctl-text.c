@@ -1,0 +1,378 @@
+/* sseqctl's tables for people: one view per command, every column as wide as its
+ * widest cell, and client-supplied text made safe for a terminal. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+
+/* A text table: cells are collected first so every column gets the width it needs. */
+#define TABLE_MAX_COLS 16
+
+struct table {
+	const char *align; /* 'l' or 'r' per column, at most TABLE_MAX_COLS */
+	unsigned ncols;
+	char **cells; /* row-major; the first row is the header */
+	size_t n, cap;
+};
+
+/* Labels and names come from clients: a newline or escape sequence in one must not
+ * break the table or the terminal, so control bytes are shown C-style. */
+static char *table_clean(char *cell)
+{
+	char *out, *o;
+
+	if (!cell)
+		return NULL;
+	for (o = cell; *o && (unsigned char)*o >= 0x20 && *o != 0x7f; o++)
+		;
+	if (!*o)
+		return cell;
+	out = malloc(strlen(cell) * 4 + 1);
+	if (out) {
+		o = out;
+		for (const unsigned char *p = (const unsigned char *)cell; *p; p++) {
+			if (*p == '\n')
+				o += sprintf(o, "\\n");
+			else if (*p == '\t')
+				o += sprintf(o, "\\t");
+			else if (*p < 0x20 || *p == 0x7f)
+				o += sprintf(o, "\\x%02x", *p);
+			else
+				*o++ = (char)*p;
+		}
+		*o = '\0';
+	}
+	free(cell);
+	return out;
+}
+
+/* Takes ownership of cell; a cell that could not be formatted prints as "?". */
+static void table_push(struct table *t, char *cell)
+{
+	cell = table_clean(cell);
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		char **cells = realloc(t->cells, cap * sizeof(*cells));
+		if (!cells) {
+			free(cell);
+			return;
+		}
+		t->cells = cells;
+		t->cap = cap;
+	}
+	t->cells[t->n++] = cell;
+}
+
+static void table_init(struct table *t, const char *align, ...)
+{
+	va_list ap;
+
+	*t = (struct table){.align = align, .ncols = (unsigned)strlen(align)};
+	va_start(ap, align);
+	for (unsigned i = 0; i < t->ncols; i++)
+		table_push(t, strdup(va_arg(ap, const char *)));
+	va_end(ap);
+}
+
+static void table_cell(struct table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void table_cell(struct table *t, const char *fmt, ...)
+{
+	va_list ap;
+	char *cell = NULL;
+
+	va_start(ap, fmt);
+	if (vasprintf(&cell, fmt, ap) < 0)
+		cell = NULL;
+	va_end(ap);
+	table_push(t, cell);
+}
+
+static void table_print(const struct table *t, FILE *f)
+{
+	size_t width[TABLE_MAX_COLS] = {0};
+
+	for (size_t i = 0; i < t->n; i++) {
+		size_t len = t->cells[i] ? strlen(t->cells[i]) : 1;
+		if (len > width[i % t->ncols])
+			width[i % t->ncols] = len;
+	}
+	for (size_t i = 0; i < t->n; i++) {
+		unsigned col = (unsigned)(i % t->ncols);
+		const char *s = t->cells[i] ? t->cells[i] : "?";
+		bool last = col + 1 == t->ncols || i + 1 == t->n;
+
+		if (t->align[col] == 'r')
+			fprintf(f, "%*s", (int)width[col], s);
+		else if (last)
+			fputs(s, f); /* no trailing blanks */
+		else
+			fprintf(f, "%-*s", (int)width[col], s);
+		fputs(last ? "\n" : "  ", f);
+	}
+}
+
+static void table_finish(struct table *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->cells[i]);
+	free(t->cells);
+}
+
+static const char *fmt_bytes(uint64_t bytes, char *buf, size_t size)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	double v = (double)bytes;
+	unsigned u = 0;
+
+	if (bytes < 1024) {
+		snprintf(buf, size, "%" PRIu64 " B", bytes);
+		return buf;
+	}
+	while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, size, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+static const char *fmt_point(const Sseq__Point *p, char *buf, size_t size)
+{
+	if (!p || p->seq == 0)
+		snprintf(buf, size, "-");
+	else
+		snprintf(buf, size, "%" PRIu32 ":%" PRIu64, p->stream, p->seq);
+	return buf;
+}
+
+static size_t clients_count(const struct ctl *c, const Sseq__QueryResult *res)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < res->n_clients; i++)
+		n += client_visible(c, res->clients[i]);
+	return n;
+}
+
+static void text_streams(const Sseq__QueryResult *res)
+{
+	struct table t;
+	char kind[32];
+
+	table_init(&t, "rlrrrr", "ID", "KIND", "INDEX", "LAST ISSUED", "LAST COMPLETED", "WINDOW");
+	for (size_t i = 0; i < res->n_streams; i++) {
+		const Sseq__StreamInfo *s = res->streams[i];
+		table_cell(&t, "%" PRIu32, s->id);
+		table_cell(&t, "%s",
+			ctl_enum_name(&sseq__stream_kind__descriptor, s->kind, "STREAM_KIND_", kind,
+				sizeof(kind)));
+		table_cell(&t, "%" PRIu32, s->index);
+		table_cell(&t, "%" PRIu64, s->last_issued);
+		table_cell(&t, "%" PRIu64, s->last_completed);
+		table_cell(&t, "%" PRIu32 "/%" PRIu32, s->window_used, s->window_capacity);
+	}
+	table_print(&t, stdout);
+	table_finish(&t);
+}
+
+static void text_clients(const struct ctl *c, const Sseq__QueryResult *res)
+{
+	struct table t;
+	char b1[32], b2[32];
+
+	if (clients_count(c, res) == 0) {
+		puts("no clients");
+		return;
+	}
+	table_init(&t, "rrrllrrrl", "SESSION", "PID", "UID", "WORKER", "NAME", "BUFFERS", "BYTES",
+		"IN-FLIGHT", "STAGING");
+	for (size_t i = 0; i < res->n_clients; i++) {
+		const Sseq__ClientInfo *ci = res->clients[i];
+		if (!client_visible(c, ci))
+			continue;
+		table_cell(&t, "%" PRIu64, ci->session);
+		table_cell(&t, "%" PRIu32, ci->pid);
+		table_cell(&t, "%" PRIu32, ci->uid);
+		table_cell(&t, "%s", ci->worker_id && *ci->worker_id ? ci->worker_id : "-");
+		table_cell(&t, "%s", ci->name && *ci->name ? ci->name : "-");
+		table_cell(&t, "%" PRIu64, ci->buffers);
+		table_cell(&t, "%s", fmt_bytes(ci->bytes, b1, sizeof(b1)));
+		table_cell(&t, "%" PRIu64, ci->inflight);
+		table_cell(&t, "%" PRIu64 " (%s)", ci->staging_arenas,
+			fmt_bytes(ci->staging_bytes, b2, sizeof(b2)));
+	}
+	table_print(&t, stdout);
+	table_finish(&t);
+}
+
+static void text_status(const struct ctl *c, const Sseq__QueryResult *res)
+{
+	const Sseq__DeviceInfo *d = res->device;
+	const Sseq__Counters *k = res->counters;
+	char used[32], total[32];
+
+	if (d)
+		printf("device %" PRIu32 ": %s (backend %s%s%s), memory %s / %s used\n", d->index,
+			d->name && *d->name ? d->name : "?", d->backend ? d->backend : "?",
+			d->arch && *d->arch ? ", " : "", d->arch ? d->arch : "",
+			fmt_bytes(d->memory_used, used, sizeof(used)),
+			fmt_bytes(d->memory_total, total, sizeof(total)));
+	printf("clients: %zu\n\n", clients_count(c, res));
+	text_streams(res);
+	if (!k)
+		return;
+	printf("\n");
+	printf("waits         %" PRIu64 " enqueued; elided %" PRIu64 " by same stream, %" PRIu64
+	       " by observed completion; %" PRIu64 " legacy-elided\n",
+		k->waits_enqueued, k->waits_elided_same_stream, k->waits_elided_observed,
+		k->waits_elided_legacy);
+	printf("ops           %" PRIu64 " submitted, %" PRIu64 " completed, %" PRIu64 " failed\n",
+		k->ops_submitted, k->ops_completed, k->ops_failed);
+	printf("backpressure  %" PRIu64 "\n", k->backpressure_events);
+	printf("races         %" PRIu64 " findings\n", k->race_findings);
+	printf("frees         %" PRIu64 " deferred, %" PRIu64 " released\n", k->frees_deferred,
+		k->releases);
+}
+
+static void text_buffers(const Sseq__QueryResult *res)
+{
+	struct table t;
+
+	if (res->n_buffers == 0) {
+		puts("no buffers");
+		return;
+	}
+	table_init(&t, "rlllllrlll", "SESSION", "HANDLE", "LABEL", "SIZE", "SLICE OF", "PRODUCER",
+		"SLICES", "PENDING READERS", "PENDING FREE", "STATUS");
+	for (size_t i = 0; i < res->n_buffers; i++) {
+		const Sseq__BufferInfo *b = res->buffers[i];
+		char size[32], point[48], readers[256], status[48];
+		size_t off = 0;
+
+		table_cell(&t, "%" PRIu64, b->session);
+		table_cell(&t, "%#" PRIx64, b->handle);
+		table_cell(&t, "%s", b->label && *b->label ? b->label : "-");
+		table_cell(&t, "%s", fmt_bytes(b->size, size, sizeof(size)));
+		if (b->is_slice)
+			table_cell(&t, "%#" PRIx64 "+%" PRIu64, b->base_handle, b->offset);
+		else
+			table_cell(&t, "-");
+		fmt_point(b->producer, point, sizeof(point));
+		if (b->producer && b->producer->seq)
+			table_cell(
+				&t, "%s %s", point, b->producer_complete ? "complete" : "pending");
+		else
+			table_cell(&t, "-");
+		table_cell(&t, "%" PRIu32, b->slices);
+		readers[0] = '\0';
+		for (size_t r = 0; r < b->n_readers && off < sizeof(readers); r++) {
+			int n = snprintf(readers + off, sizeof(readers) - off, "%s%s", r ? "," : "",
+				fmt_point(b->readers[r], point, sizeof(point)));
+			if (n > 0)
+				off += (size_t)n;
+		}
+		table_cell(&t, "%s", readers[0] ? readers : "-");
+		table_cell(&t, "%s", b->pending_free ? "yes" : "no");
+		table_cell(&t, "%s", ctl_status_name(b->producer_status, status, sizeof(status)));
+	}
+	table_print(&t, stdout);
+	table_finish(&t);
+}
+
+/* Labels for counters whose field name alone reads badly; the rest are spelled from
+ * the schema, so a counter added in a later minor version still shows up. */
+static const char *counter_label(const char *field, char *buf, size_t size)
+{
+	static const struct {
+		const char *field, *label;
+	} labels[] = {
+		{"waits_elided_same_stream", "waits elided: same stream"},
+		{"waits_elided_observed", "waits elided: observed complete"},
+		{"waits_elided_legacy", "waits elided: legacy (injected bug)"},
+		{"frames_in", "frames received"},
+		{"frames_bad", "frames refused"},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(labels) / sizeof(labels[0]); i++)
+		if (strcmp(field, labels[i].field) == 0)
+			return labels[i].label;
+	for (i = 0; field[i] && i + 1 < size; i++)
+		buf[i] = field[i] == '_' ? ' ' : field[i];
+	buf[i] = '\0';
+	return buf;
+}
+
+static void text_stats(const Sseq__QueryResult *res)
+{
+	const ProtobufCMessageDescriptor *desc = &sseq__counters__descriptor;
+	struct table t;
+	char buf[64];
+
+	if (!res->counters) {
+		puts("no counters");
+		return;
+	}
+	table_init(&t, "lr", "COUNTER", "VALUE");
+	for (unsigned i = 0; i < desc->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &desc->fields[i];
+		if (!counter_is_u64(f))
+			continue;
+		table_cell(&t, "%s", counter_label(f->name, buf, sizeof(buf)));
+		table_cell(&t, "%" PRIu64, counter_value(res->counters, f));
+	}
+	table_print(&t, stdout);
+	table_finish(&t);
+}
+
+/* Fixed widths rather than a table: --follow prints rows as they come. */
+void ctl_text_trace_header(void)
+{
+	printf("%8s  %12s  %7s  %-7s  %-10s  %-12s  %-10s  %s\n", "SEQ", "TIME(s)", "SESSION", "OP",
+		"POINT", "BUFFER", "PRODUCER", "DECISION");
+}
+
+static void text_trace(const Sseq__QueryResult *res)
+{
+	for (size_t i = 0; i < res->n_trace; i++) {
+		const Sseq__TraceEntry *e = res->trace[i];
+		printf("%8" PRIu64 "  %12.6f  %7" PRIu64 "  %-7s  %-10s  %-12s  %-10s  %s\n",
+			e->seq, (double)e->time_ns / 1e9, e->session, e->op ? e->op : "",
+			e->point ? e->point : "", e->buffer ? e->buffer : "",
+			e->producer ? e->producer : "", e->decision ? e->decision : "");
+	}
+	fflush(stdout);
+}
+
+void ctl_text_print(const struct ctl *c, Sseq__QueryKind kind, const Sseq__QueryResult *res)
+{
+	switch (kind) {
+	case SSEQ__QUERY_KIND__QUERY_KIND_STATUS:
+		text_status(c, res);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS:
+		text_clients(c, res);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS:
+		text_buffers(res);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_STREAMS:
+		text_streams(res);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_STATS:
+		text_stats(res);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_TRACE:
+		text_trace(res);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_METRICS:
+		fputs(res->metrics_text ? res->metrics_text : "", stdout);
+		break;
+	default:
+		break;
+	}
+}
