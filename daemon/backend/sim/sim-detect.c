@@ -1,0 +1,177 @@
+/* The sim's race detector: at launch, each op's accesses are resolved to blocks and
+ * checked against their shadow (the last writer, the readers since) for the points the op
+ * must run after; when the op runs, any of them not yet executed is a finding. */
+#include "sim-internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* "kernel add at 0:5" or "h2d at 1:2", for findings. */
+static void sim_describe(char *buf, size_t size, enum seq_op_kind kind, const struct op_payload *p,
+	struct seq_point at)
+{
+	if (kind == SEQ_OP_EXEC && p && p->kernel && p->kernel->name)
+		snprintf(buf, size, "kernel %s at %" PRIu32 ":%" PRIu64, p->kernel->name, at.stream,
+			at.seq);
+	else
+		snprintf(buf, size, "%s at %" PRIu32 ":%" PRIu64, backend_op_name(kind), at.stream,
+			at.seq);
+}
+
+void sim_report(struct sim *sim, const char *fmt, ...)
+{
+	char what[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	atomic_fetch_add(&sim->findings, 1);
+	if (sim->finding)
+		sim->finding(sim->arg, what);
+}
+
+/* Resolve every view of e (its `at` set) to its block, reporting those already
+ * released. Changes no shadow; -EFAULT when an access is in no block at all. */
+int sim_detect_views(struct sim *sim, struct sim_entry *e, const struct seq_op *op)
+{
+	const struct op_payload *p = op->payload;
+	char who[96];
+
+	for (unsigned i = 0; i < op->naccess; i++) {
+		struct sim_view *v = &e->view[i];
+
+		v->addr = op->access[i].addr;
+		v->size = op->access[i].size;
+		v->block = sim_block_find(sim, v->addr, v->size);
+		if (!v->block) {
+			/* Not host memory the sim owns any more: running it could crash. */
+			sim_describe(who, sizeof(who), op->kind, p, e->at);
+			sim_report(sim, "use-after-free: %s touches unallocated memory %#" PRIx64,
+				who, v->addr);
+			return -EFAULT;
+		}
+		v->gen = atomic_load(&v->block->gen);
+		v->reported = !v->block->live;
+		if (v->reported) {
+			sim_describe(who, sizeof(who), op->kind, p, e->at);
+			sim_report(sim,
+				"use-after-free: %s touches buffer %#" PRIx64
+				" after it was released",
+				who, v->block->addr);
+		}
+	}
+	return 0;
+}
+
+/* Note that the op must run after p, keeping the latest point per stream. */
+static void sim_need_add(
+	struct sim_need *need, uint32_t self, struct seq_point p, enum sim_race race, uint64_t addr)
+{
+	if (p.seq == 0 || p.stream == self || p.seq <= need[p.stream].p.seq)
+		return;
+	need[p.stream] = (struct sim_need){p, race, addr};
+}
+
+/* What the op must run after, by the shadow as launched so far (I2, I4). All found
+ * before any update, so an op reading and writing one allocation needs itself not: call
+ * it before sim_detect_note. Only the points not executed yet go into e->need. */
+void sim_detect_needs(struct sim *sim, struct sim_entry *e, const struct seq_op *op)
+{
+	struct sim_need need[SEQ_MAX_STREAMS]; /* the first nstreams: cleared below */
+	struct seq_point at = e->at;
+
+	for (uint32_t x = 0; x < sim->nstreams; x++)
+		need[x].p.seq = 0;
+	for (unsigned i = 0; i < op->naccess; i++) {
+		const struct sim_block *b = e->view[i].block;
+
+		if (op->access[i].mode & SEQ_READ)
+			sim_need_add(need, at.stream, b->writer, SIM_RACE_RAW, b->addr);
+		if (op->access[i].mode & SEQ_WRITE) {
+			sim_need_add(need, at.stream, b->writer, SIM_RACE_WAW, b->addr);
+			for (uint32_t x = 0; x < sim->nstreams; x++)
+				sim_need_add(need, at.stream, (struct seq_point){x, b->readers[x]},
+					SIM_RACE_WAR, b->addr);
+		}
+	}
+	e->nneed = 0;
+	for (uint32_t x = 0; x < sim->nstreams; x++)
+		if (need[x].p.seq && !sim_executed(sim, need[x].p))
+			e->need[e->nneed++] = need[x];
+}
+
+/* Enter the launched op in its blocks' shadows: every view's reads first, then its
+ * writes, so an op that reads and writes one block ends as its writer with no readers. */
+void sim_detect_note(struct sim_entry *e, const struct seq_op *op)
+{
+	struct seq_point at = e->at;
+
+	for (unsigned i = 0; i < op->naccess; i++) {
+		struct sim_block *b = e->view[i].block;
+
+		b->used[at.stream] = at.seq;
+		if (op->access[i].mode & SEQ_READ && b->readers[at.stream] < at.seq)
+			b->readers[at.stream] = at.seq;
+	}
+	for (unsigned i = 0; i < op->naccess; i++) {
+		struct sim_block *b = e->view[i].block;
+
+		if (op->access[i].mode & SEQ_WRITE) {
+			b->writer = at;
+			memset(b->readers, 0, sizeof(b->readers));
+		}
+	}
+}
+
+static void sim_race_report(struct sim *sim, const struct sim_entry *e, const struct sim_need *n)
+{
+	static const char *const act[] = {
+		[SIM_RACE_RAW] = "read",
+		[SIM_RACE_WAR] = "wrote",
+		[SIM_RACE_WAW] = "wrote",
+	};
+	static const char *const other[] = {
+		[SIM_RACE_RAW] = "producer",
+		[SIM_RACE_WAR] = "reader",
+		[SIM_RACE_WAW] = "previous writer",
+	};
+	char who[96];
+
+	sim_describe(who, sizeof(who), e->kind, &e->payload, e->at);
+	sim_report(sim,
+		"race: %s %s buffer %#" PRIx64 " before its %s %" PRIu32 ":%" PRIu64
+		" completed (missing wait)",
+		who, act[n->race], n->addr, other[n->race], n->p.stream, n->p.seq);
+}
+
+/* On the worker, just before the op runs: every point it needed that has not executed
+ * was not ordered before it. */
+void sim_detect_races(struct sim *sim, const struct sim_entry *e)
+{
+	for (unsigned i = 0; i < e->nneed; i++)
+		if (!sim_executed(sim, e->need[i].p))
+			sim_race_report(sim, e, &e->need[i]);
+}
+
+/* On the worker, after the op's work: a release at any time while it ran is a use after
+ * free. */
+void sim_detect_released(struct sim *sim, const struct sim_entry *e)
+{
+	for (unsigned i = 0; i < e->naccess; i++) {
+		const struct sim_view *v = &e->view[i];
+
+		if (!v->reported && atomic_load(&v->block->gen) != v->gen) {
+			char who[96];
+
+			sim_describe(who, sizeof(who), e->kind, &e->payload, e->at);
+			sim_report(sim,
+				"use-after-free: %s touched buffer %#" PRIx64
+				" after it was released",
+				who, v->block->addr);
+		}
+	}
+}

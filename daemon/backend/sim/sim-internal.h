@@ -1,0 +1,154 @@
+/* What the parts of the sim share (sim.c, sim-mem.c, sim-detect.c, sim-worker.c,
+ * sim-config.c): the device's structs and the functions one part calls in another. Not
+ * for use outside daemon/backend/sim. */
+#ifndef SSEQ_SIM_INTERNAL_H
+#define SSEQ_SIM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim.h"
+
+#define SIM_CLASS_BUCKETS 64
+
+enum sim_entry_type {
+	SIM_ENTRY_OP,
+	SIM_ENTRY_WAIT, /* at: the event waited for */
+	SIM_ENTRY_RECORD,
+};
+
+enum sim_race {
+	SIM_RACE_RAW, /* read before its producer */
+	SIM_RACE_WAR, /* write before a pending reader */
+	SIM_RACE_WAW, /* write before the previous writer */
+};
+
+/* An allocation: its memory and its shadow. The shadow and the cache links belong to
+ * whoever holds sim.lock; workers only read `gen`. */
+struct sim_block {
+	uint64_t addr;
+	uint64_t size; /* the size class: a multiple of SIM_ALIGN */
+	bool live;
+	bool mapped;
+	/* Bumped at release and at reuse: an op that sees it change while in flight touched
+	 * memory that changed hands. */
+	_Atomic uint64_t gen;
+	struct seq_point writer; /* last launched writer */
+	uint64_t readers[SEQ_MAX_STREAMS]; /* launched readers since that writer */
+	uint64_t used[SEQ_MAX_STREAMS]; /* last launched op touching it, for the release check */
+	struct sim_block *age_prev, *age_next; /* free cache, newest first */
+	struct sim_block *class_prev, *class_next; /* free cache bucket, newest first */
+};
+
+/* A point an op must run after, found at launch and checked when the op runs. */
+struct sim_need {
+	struct seq_point p;
+	enum sim_race race;
+	uint64_t addr;
+};
+
+struct sim_view {
+	uint64_t addr;
+	uint64_t size;
+	struct sim_block *block;
+	uint64_t gen; /* block->gen at launch */
+	bool reported; /* already a use-after-free at launch */
+};
+
+/* A queued command. Launch copies everything it needs: the caller's op and payload are
+ * gone once launch returns. */
+struct sim_entry {
+	struct sim_entry *next;
+	enum sim_entry_type type;
+	struct seq_point at;
+	enum seq_op_kind kind;
+	bool device_fault; /* injected device-fail-op: runs without doing its work */
+	unsigned naccess;
+	unsigned nneed;
+	struct sim_view view[SEQ_MAX_ACCESS];
+	struct sim_need need[SEQ_MAX_STREAMS];
+	struct op_payload payload;
+};
+
+struct sim;
+
+struct sim_stream {
+	struct sim *sim;
+	enum seq_stream_kind kind;
+	pthread_t thread;
+	bool started;
+	/* The worker's own. */
+	uint64_t rng;
+	uint64_t script_pos;
+	int fault; /* once an op faulted: what every later event reports (sticky) */
+	/* The submitting side's, under sim.lock. */
+	uint64_t launched;
+	struct sim_entry *cache; /* entries to reuse, taken from `spare` in bulk */
+	/* Under mu. */
+	pthread_mutex_t mu;
+	pthread_cond_t work; /* the worker sleeps here for entries */
+	pthread_cond_t progress; /* other workers sleep here for `executed` */
+	struct sim_entry *head, *tail;
+	struct sim_entry *spare; /* run entries handed back by the worker */
+	bool sleeping;
+	bool stop;
+	/* Written by the worker only. `waiters` is raised under mu before sleeping on
+	 * progress, so the worker locks and broadcasts only when somebody sleeps. */
+	_Atomic uint64_t executed;
+	_Atomic unsigned waiters;
+};
+
+struct sim {
+	backend_complete_fn complete;
+	backend_finding_fn finding;
+	void *arg;
+	struct sim_config cfg;
+	unsigned nstreams;
+	_Atomic uint64_t findings;
+	struct sim_stream streams[SEQ_MAX_STREAMS];
+	/* The shadow, the memory map and every stream's submitting side. Taken by the
+	 * thread driving the core, never by workers. */
+	pthread_mutex_t lock;
+	uint64_t launches;
+	struct sim_block **blocks; /* every block, live or cached, by address */
+	size_t nblocks, cap;
+	struct sim_block *bucket[SIM_CLASS_BUCKETS];
+	struct sim_block *newest, *oldest;
+	uint64_t used_bytes;
+	uint64_t cached_bytes;
+};
+
+static inline bool sim_executed(struct sim *sim, struct seq_point p)
+{
+	return atomic_load(&sim->streams[p.stream].executed) >= p.seq;
+}
+
+/* sim-mem.c: alloc and release are backend ops and take sim.lock; sim_block_find needs it
+ * held; sim_mem_finish runs once no worker is left. */
+int sim_mem_alloc(void *ctx, uint64_t size, uint64_t *addr);
+void sim_mem_release(void *ctx, uint64_t addr, uint64_t size);
+struct sim_block *sim_block_find(const struct sim *sim, uint64_t addr, uint64_t size);
+void sim_mem_finish(struct sim *sim);
+
+/* sim-detect.c: at launch under sim.lock (views, needs, note), then on the worker. */
+__attribute__((format(printf, 2, 3))) void sim_report(struct sim *sim, const char *fmt, ...);
+int sim_detect_views(struct sim *sim, struct sim_entry *e, const struct seq_op *op);
+void sim_detect_needs(struct sim *sim, struct sim_entry *e, const struct seq_op *op);
+void sim_detect_note(struct sim_entry *e, const struct seq_op *op);
+void sim_detect_races(struct sim *sim, const struct sim_entry *e);
+void sim_detect_released(struct sim *sim, const struct sim_entry *e);
+
+/* sim-worker.c */
+int sim_record(void *ctx, struct seq_point at);
+int sim_wait(void *ctx, uint32_t stream, struct seq_point event);
+int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op);
+int sim_streams_start(struct sim *sim);
+void sim_streams_stop(struct sim *sim);
+
+/* sim-config.c */
+int sim_config_check(const struct sim_config *cfg);
+
+#endif

@@ -1,0 +1,467 @@
+/* The sim's streams: launch, record and wait queue entries under sim.lock, and one worker
+ * thread per stream runs its queue in order, sleeping the configured delay before each op
+ * and waiting for other streams' progress where the core asked it to. */
+#include "sim-internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Device memory races on purpose when a wait is missing: that is what the detector is
+ * there to report. Under ThreadSanitizer, keep its eye on the sim's own state. */
+#if defined(__SANITIZE_THREAD__)
+#define SIM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SIM_TSAN 1
+#endif
+#endif
+#ifdef SIM_TSAN
+void AnnotateIgnoreReadsBegin(const char *file, int line);
+void AnnotateIgnoreReadsEnd(const char *file, int line);
+void AnnotateIgnoreWritesBegin(const char *file, int line);
+void AnnotateIgnoreWritesEnd(const char *file, int line);
+#define SIM_DEVICE_ACCESS_BEGIN()                                                                  \
+	do {                                                                                       \
+		AnnotateIgnoreReadsBegin(__FILE__, __LINE__);                                      \
+		AnnotateIgnoreWritesBegin(__FILE__, __LINE__);                                     \
+	} while (0)
+#define SIM_DEVICE_ACCESS_END()                                                                    \
+	do {                                                                                       \
+		AnnotateIgnoreWritesEnd(__FILE__, __LINE__);                                       \
+		AnnotateIgnoreReadsEnd(__FILE__, __LINE__);                                        \
+	} while (0)
+#else
+#define SIM_DEVICE_ACCESS_BEGIN() ((void)0)
+#define SIM_DEVICE_ACCESS_END() ((void)0)
+#endif
+
+static uint64_t sim_splitmix(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* ---- submission ---- */
+
+static struct sim_entry *sim_entry_get(struct sim_stream *st)
+{
+	struct sim_entry *e;
+
+	if (!st->cache) {
+		pthread_mutex_lock(&st->mu);
+		st->cache = st->spare;
+		st->spare = NULL;
+		pthread_mutex_unlock(&st->mu);
+	}
+	e = st->cache;
+	if (e)
+		st->cache = e->next;
+	else
+		e = malloc(sizeof(*e));
+	return e;
+}
+
+static void sim_entry_push(struct sim_stream *st, struct sim_entry *e)
+{
+	e->next = NULL;
+	pthread_mutex_lock(&st->mu);
+	if (st->tail)
+		st->tail->next = e;
+	else
+		st->head = e;
+	st->tail = e;
+	/* Only a sleeping worker costs a wake-up; a busy one finds the entry itself. */
+	if (st->sleeping)
+		pthread_cond_signal(&st->work);
+	pthread_mutex_unlock(&st->mu);
+}
+
+int sim_record(void *ctx, struct seq_point at)
+{
+	struct sim *sim = ctx;
+	struct sim_stream *st;
+	struct sim_entry *e;
+	int r = 0;
+
+	if (at.stream >= sim->nstreams)
+		return -EINVAL;
+	st = &sim->streams[at.stream];
+	pthread_mutex_lock(&sim->lock);
+	if (at.seq > st->launched) {
+		r = -EINVAL;
+		goto out;
+	}
+	e = sim_entry_get(st);
+	if (!e) {
+		r = -ENOMEM;
+		goto out;
+	}
+	e->type = SIM_ENTRY_RECORD;
+	e->at = at;
+	sim_entry_push(st, e);
+out:
+	pthread_mutex_unlock(&sim->lock);
+	return r;
+}
+
+int sim_wait(void *ctx, uint32_t stream, struct seq_point event)
+{
+	struct sim *sim = ctx;
+	struct sim_stream *st;
+	struct sim_entry *e;
+	int r = 0;
+
+	if (stream >= sim->nstreams || event.stream >= sim->nstreams)
+		return -EINVAL;
+	if (stream == event.stream)
+		return 0; /* an in-order stream already waits for itself */
+	st = &sim->streams[stream];
+	pthread_mutex_lock(&sim->lock);
+	if (event.seq > sim->streams[event.stream].launched) {
+		r = -EINVAL; /* it would never complete */
+		goto out;
+	}
+	e = sim_entry_get(st);
+	if (!e) {
+		r = -ENOMEM;
+		goto out;
+	}
+	e->type = SIM_ENTRY_WAIT;
+	e->at = event;
+	sim_entry_push(st, e);
+out:
+	pthread_mutex_unlock(&sim->lock);
+	return r;
+}
+
+/* What the sim can check of an op before it touches anything (backend_op_check), plus
+ * that a kernel has a CPU version. */
+static int sim_op_check(const struct sim *sim, struct seq_point at, const struct seq_op *op)
+{
+	const struct op_payload *p = op->payload;
+
+	if (at.stream >= sim->nstreams)
+		return -EINVAL;
+	if (op->kind == SEQ_OP_EXEC && p && (!p->kernel || !p->kernel->cpu))
+		return -EINVAL;
+	return backend_op_check(
+		sim->streams[at.stream].kind, sim->streams[at.stream].launched, at, op);
+}
+
+/* Whether the current launch call is a fail-op (refused) or a device-fail-op (faults
+ * on the device, *on_device) fault. Refusal wins where both name it: nothing runs. */
+static bool sim_injected(const struct sim *sim, bool *on_device)
+{
+	bool hit = false;
+
+	*on_device = false;
+	for (unsigned i = 0; i < sim->cfg.nfail; i++) {
+		if (sim->cfg.fail_op[i] != sim->launches)
+			continue;
+		if (!sim->cfg.fail_on_device[i]) {
+			*on_device = false;
+			return true;
+		}
+		hit = *on_device = true;
+	}
+	return hit;
+}
+
+/* Copy what the worker needs of the payload: the caller's is gone once launch returns. */
+static void sim_entry_set_payload(struct sim_entry *e, const struct seq_op *op)
+{
+	const struct op_payload *p = op->payload;
+
+	e->payload.host = p->host;
+	e->payload.src_offset = p->src_offset;
+	e->payload.dst_offset = p->dst_offset;
+	e->payload.length = p->length;
+	e->payload.kernel = p->kernel;
+	e->payload.nargs = 0;
+	if (op->kind == SEQ_OP_EXEC) {
+		e->payload.nargs = p->nargs;
+		memcpy(e->payload.args, p->args, p->nargs * sizeof(p->args[0]));
+		e->payload.elements = p->elements;
+		e->payload.grid = p->grid;
+	}
+}
+
+/* All under one hold of sim.lock: the launch count (what --inject counts), the shadow and
+ * the stream's queue change together, in the order the core launches. */
+int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op)
+{
+	struct sim *sim = ctx;
+	struct sim_stream *st = NULL;
+	struct sim_entry *e = NULL;
+	bool device_fault = false;
+	int r;
+
+	pthread_mutex_lock(&sim->lock);
+	sim->launches++;
+	if (sim_injected(sim, &device_fault) && !device_fault) {
+		r = -BACKEND_EINJECTED;
+		goto fail;
+	}
+	r = sim_op_check(sim, at, op);
+	if (r < 0)
+		goto fail;
+	st = &sim->streams[at.stream];
+	e = sim_entry_get(st);
+	if (!e) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	e->type = SIM_ENTRY_OP;
+	e->at = at;
+	e->kind = op->kind;
+	e->device_fault = device_fault;
+	e->naccess = op->naccess;
+
+	/* Resolve every view before changing any shadow, so a refused op leaves none. */
+	r = sim_detect_views(sim, e, op);
+	if (r < 0)
+		goto fail;
+	sim_detect_needs(sim, e, op);
+	sim_detect_note(e, op);
+
+	sim_entry_set_payload(e, op);
+	st->launched = at.seq;
+	sim_entry_push(st, e);
+	pthread_mutex_unlock(&sim->lock);
+	return 0;
+fail:
+	if (e) {
+		e->next = st->cache;
+		st->cache = e;
+	}
+	pthread_mutex_unlock(&sim->lock);
+	return r;
+}
+
+/* ---- the workers ---- */
+
+static uint64_t sim_delay_next(struct sim_stream *st)
+{
+	const struct sim_delay *d = &st->sim->cfg.delay[st->kind];
+	uint64_t span;
+
+	switch (d->mode) {
+	case SIM_DELAY_NONE:
+		break;
+	case SIM_DELAY_FIXED:
+		return d->lo_ns;
+	case SIM_DELAY_RAND:
+		span = d->hi_ns - d->lo_ns + 1;
+		return d->lo_ns + sim_splitmix(&st->rng) % span;
+	case SIM_DELAY_SCRIPT:
+		return d->script_ns[st->script_pos++ % d->nscript];
+	}
+	return 0;
+}
+
+static void sim_sleep(uint64_t ns)
+{
+	struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
+}
+
+static void sim_wait_for(struct sim *sim, struct seq_point p)
+{
+	struct sim_stream *x = &sim->streams[p.stream];
+
+	if (atomic_load(&x->executed) >= p.seq)
+		return;
+	pthread_mutex_lock(&x->mu);
+	atomic_fetch_add(&x->waiters, 1);
+	while (atomic_load(&x->executed) < p.seq)
+		pthread_cond_wait(&x->progress, &x->mu);
+	atomic_fetch_sub(&x->waiters, 1);
+	pthread_mutex_unlock(&x->mu);
+}
+
+static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
+{
+	struct sim *sim = st->sim;
+	struct op_payload *p = &e->payload;
+	uint64_t ns = sim_delay_next(st);
+	unsigned char *src, *dst;
+
+	if (ns)
+		sim_sleep(ns);
+	sim_detect_races(sim, e);
+	/* An injected device fault: the op runs in stream order and is checked like any
+	 * other, but does not do its work, so what it would write keeps what it held, as
+	 * after a kernel that faulted before its stores: a failure the core lost would
+	 * show as wrong data too. Its stream's events report the error from now on. */
+	if (e->device_fault) {
+		st->fault = -EIO;
+		goto done;
+	}
+
+	SIM_DEVICE_ACCESS_BEGIN();
+	switch (e->kind) {
+	case SEQ_OP_H2D:
+		if (p->length)
+			memcpy((unsigned char *)(uintptr_t)e->view[0].addr + p->dst_offset, p->host,
+				p->length);
+		break;
+	case SEQ_OP_D2H:
+		if (p->length)
+			memcpy(p->host, (unsigned char *)(uintptr_t)e->view[0].addr + p->src_offset,
+				p->length);
+		break;
+	case SEQ_OP_D2D:
+		src = (unsigned char *)(uintptr_t)e->view[0].addr + p->src_offset;
+		dst = (unsigned char *)(uintptr_t)e->view[e->naccess > 1].addr + p->dst_offset;
+		if (p->length)
+			memmove(dst, src, p->length);
+		break;
+	case SEQ_OP_EXEC:
+		for (unsigned i = 0; i < p->nargs; i++) {
+			struct karg *a = &p->args[i];
+
+			if (a->type == KARG_BUFFER) {
+				a->v.buf.ptr = (void *)(uintptr_t)e->view[a->v.buf.index].addr;
+				a->v.buf.size = e->view[a->v.buf.index].size;
+			}
+		}
+		p->kernel->cpu(p->args, p->elements);
+		break;
+	}
+	SIM_DEVICE_ACCESS_END();
+
+	/* Checked after the work: a release at any time while it ran is a use after free. */
+	sim_detect_released(sim, e);
+
+done:
+	atomic_store(&st->executed, e->at.seq);
+	if (atomic_load(&st->waiters)) {
+		pthread_mutex_lock(&st->mu);
+		pthread_cond_broadcast(&st->progress);
+		pthread_mutex_unlock(&st->mu);
+	}
+}
+
+static void *sim_worker(void *arg)
+{
+	struct sim_stream *st = arg;
+	struct sim *sim = st->sim;
+
+	pthread_mutex_lock(&st->mu);
+	for (;;) {
+		struct sim_entry *batch, *last = NULL;
+
+		while (!st->head && !st->stop) {
+			st->sleeping = true;
+			pthread_cond_wait(&st->work, &st->mu);
+			st->sleeping = false;
+		}
+		if (!st->head)
+			break;
+		/* Take the whole queue: one lock round per batch, not per entry. */
+		batch = st->head;
+		st->head = st->tail = NULL;
+		pthread_mutex_unlock(&st->mu);
+		for (struct sim_entry *e = batch; e; e = e->next) {
+			switch (e->type) {
+			case SIM_ENTRY_OP:
+				sim_run_op(st, e);
+				break;
+			case SIM_ENTRY_WAIT:
+				sim_wait_for(sim, e->at);
+				break;
+			case SIM_ENTRY_RECORD:
+				sim->complete(sim->arg, e->at, st->fault);
+				break;
+			}
+			last = e;
+		}
+		pthread_mutex_lock(&st->mu);
+		last->next = st->spare;
+		st->spare = batch;
+	}
+	pthread_mutex_unlock(&st->mu);
+	return NULL;
+}
+
+/* The core's numbering: compute, H2D, the D2H streams, the D2D streams. */
+static enum seq_stream_kind sim_stream_kind(const struct sim_config *cfg, unsigned i)
+{
+	if (i == 0)
+		return SEQ_STREAM_COMPUTE;
+	if (i == 1)
+		return SEQ_STREAM_H2D;
+	return i < 2 + cfg->n_d2h ? SEQ_STREAM_D2H : SEQ_STREAM_D2D;
+}
+
+/* Set up sim->nstreams streams and start their workers. On failure, some workers may be
+ * running: sim_streams_stop ends them (every stream's locks are set up by then). */
+int sim_streams_start(struct sim *sim)
+{
+	int r;
+
+	for (unsigned i = 0; i < sim->nstreams; i++) {
+		struct sim_stream *st = &sim->streams[i];
+		uint64_t seed = sim->cfg.seed ^ (0x5eedull * (i + 1));
+
+		st->sim = sim;
+		st->kind = sim_stream_kind(&sim->cfg, i);
+		st->rng = sim_splitmix(&seed);
+		pthread_mutex_init(&st->mu, NULL);
+		pthread_cond_init(&st->work, NULL);
+		pthread_cond_init(&st->progress, NULL);
+	}
+	for (unsigned i = 0; i < sim->nstreams; i++) {
+		struct sim_stream *st = &sim->streams[i];
+
+		r = -pthread_create(&st->thread, NULL, sim_worker, st);
+		if (r < 0)
+			return r;
+		st->started = true;
+	}
+	return 0;
+}
+
+static void sim_entries_free(struct sim_entry *e)
+{
+	while (e) {
+		struct sim_entry *next = e->next;
+
+		free(e);
+		e = next;
+	}
+}
+
+void sim_streams_stop(struct sim *sim)
+{
+	/* Workers drain their queues before they see stop: every launched op runs. */
+	for (unsigned i = 0; i < sim->nstreams; i++) {
+		struct sim_stream *st = &sim->streams[i];
+
+		if (!st->started)
+			continue;
+		pthread_mutex_lock(&st->mu);
+		st->stop = true;
+		pthread_cond_signal(&st->work);
+		pthread_mutex_unlock(&st->mu);
+	}
+	for (unsigned i = 0; i < sim->nstreams; i++) {
+		struct sim_stream *st = &sim->streams[i];
+
+		if (st->started)
+			pthread_join(st->thread, NULL);
+		sim_entries_free(st->head);
+		sim_entries_free(st->spare);
+		sim_entries_free(st->cache);
+		pthread_cond_destroy(&st->progress);
+		pthread_cond_destroy(&st->work);
+		pthread_mutex_destroy(&st->mu);
+	}
+}
