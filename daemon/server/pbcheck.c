@@ -13,7 +13,7 @@
  * deepest a valid Request goes. */
 #define PBCHECK_MAX_DEPTH 8
 
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
+enum { PBC_VARINT = 0, PBC_I64 = 1, PBC_LEN = 2, PBC_I32 = 5 };
 
 struct level {
 	const ProtobufCMessageDescriptor *desc;
@@ -61,18 +61,18 @@ int pbcheck_request(const uint8_t *p, size_t len, char *why, size_t why_size)
 		if (read_varint(&l->p, l->end, &key) < 0)
 			goto malformed;
 		switch (key & 7) {
-		case WT_VARINT:
+		case PBC_VARINT:
 			if (read_varint(&l->p, l->end, &n) < 0)
 				goto malformed;
 			continue;
-		case WT_I64:
-		case WT_I32:
-			n = (key & 7) == WT_I64 ? 8 : 4;
+		case PBC_I64:
+		case PBC_I32:
+			n = (key & 7) == PBC_I64 ? 8 : 4;
 			if ((uint64_t)(l->end - l->p) < n)
 				goto malformed;
 			l->p += n;
 			continue;
-		case WT_LEN:
+		case PBC_LEN:
 			break;
 		default:
 			goto malformed; /* groups: protobuf-c declines them too */
