@@ -1,6 +1,6 @@
-/* The HIP calls hip.c makes, mapped onto CUDA's runtime API for NVIDIA builds
- * (-Dhip_platform=nvidia). Only what hip.c uses is here: Debian's HIP 5.2 NVIDIA headers
- * do not compile against CUDA 13, and a small table we own is easier to keep right. */
+/* The HIP calls the hip backend (hip*.c) makes, mapped onto CUDA's runtime API for NVIDIA
+ * builds (-Dhip_platform=nvidia). Only what it uses is here: Debian's HIP 5.2 NVIDIA
+ * headers do not compile against CUDA 13, and a small table we own is easier to keep right. */
 #ifndef SSEQ_HIP_NVIDIA_H
 #define SSEQ_HIP_NVIDIA_H
 
@@ -98,7 +98,7 @@ static inline hipError_t hipModuleGetFunction(
 	return cudaLibraryGetKernel(f, module, name);
 }
 
-/* cuLaunchKernel's shape; `extra` (packed arguments) is not used by hip.c. */
+/* cuLaunchKernel's shape; `extra` (packed arguments) is not used by the backend. */
 static inline hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned gx, unsigned gy,
 	unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared, hipStream_t stream,
 	void **params, void **extra)

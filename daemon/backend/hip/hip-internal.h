@@ -1,0 +1,319 @@
+/* The hip backend's insides, shared by its files and by nothing else: the state of one
+ * device (struct hip) and its streams, the commands the loop hands to the submit thread,
+ * and the hip__ functions one file of the backend calls in another. */
+#ifndef SSEQ_HIP_INTERNAL_H
+#define SSEQ_HIP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef SSEQ_HIP_NVIDIA
+#include "hip-nvidia.h"
+#else
+#include <hip/hip_runtime_api.h>
+#endif
+
+#include "hip.h"
+
+/* Size classes: multiples of 256 up to 4 KiB, then 8 per power of two (at most 12.5%
+ * slack), so released blocks fit the next request of about the same size. */
+#define HIP_ALIGN 256
+#define HIP_SMALL_MAX 4096
+#define HIP_SMALL_CLASSES (HIP_SMALL_MAX / HIP_ALIGN)
+#define HIP_CLASS_STEPS 8
+#define HIP_MAX_ALLOC (1ull << 48)
+#define HIP_NCLASSES (HIP_SMALL_CLASSES + (48 - 12) * HIP_CLASS_STEPS)
+#define HIP_MAX_KERNELS 32
+/* How long an idle completion thread keeps looking for new events before it sleeps. */
+#define HIP_IDLE_SPIN_NS 1000000L
+/* Commands the loop may queue ahead of the submit thread (a power of two). */
+#define HIP_SUBMIT_QUEUE 4096
+
+/* Hidden arguments a built-in kernel's device wrapper takes after its signature's. */
+enum hip_extra {
+	HIP_EXTRA_NONE,
+	HIP_EXTRA_CLOCK, /* spin: the device clock's rate in kHz */
+	HIP_EXTRA_CONV2D, /* conv2d: struct kernel_conv2d with the output extent */
+};
+
+struct hip_fn {
+	hipFunction_t f; /* NULL: not in the image */
+	enum hip_extra extra;
+};
+
+/* One device allocation, live or cached; found by address for release and destroy. */
+struct hip_block {
+	uint64_t addr;
+	uint64_t size; /* its class size */
+	unsigned cls;
+	bool live;
+	struct hip_block *next_free; /* in its class's free list */
+	struct hip_block *hnext; /* hash chain */
+};
+
+struct hip_event_ent {
+	uint64_t seq;
+	hipEvent_t ev;
+	/* Set by whoever records it: the stream's failure (reported instead of success), and
+	 * whether the record itself failed (nothing to wait for on the event). */
+	int status;
+	bool unrecorded;
+};
+
+/* Audit: the timestamps around one launched point. Its stream's table holds one reference
+ * until the core retires the point (it is then known complete, so later consumers need no
+ * check); each queued check holds one more, so the end event outlives the table entry for
+ * as long as a consumer still has to be compared with it. At zero the op and its events go
+ * back to a free list for reuse. */
+struct hip_audit_op {
+	atomic_uint refs;
+	struct seq_point at;
+	hipEvent_t start, end;
+	char what[48]; /* "kernel scale", "h2d", ... */
+	/* A timestamp is missing or the op did not run: checks naming it are skipped. */
+	bool bad;
+	struct hip_audit_op *next_free;
+};
+
+/* One check for the audit thread: consumer must have started after producer finished. */
+struct hip_audit_check {
+	struct hip_audit_op *consumer, *producer;
+	bool war; /* producer is a reader of what the consumer overwrites */
+	uint64_t addr, size; /* the base buffer, for the report */
+	struct hip_audit_check *next;
+};
+
+/* A module whose last launch is complete, unloaded off the loop thread. */
+struct hip_reap_module {
+	hipModule_t module;
+	struct hip_reap_module *next;
+};
+
+/* A scratch block retired from an overlapping D2D; back to the pool once `seq` is done. */
+struct hip_deferred {
+	uint64_t addr;
+	uint64_t size;
+	uint64_t seq;
+	struct hip_deferred *next;
+};
+
+/* One kernel argument's value, as the launch call takes it by address. */
+union hip_karg {
+	void *ptr;
+	int32_t i32;
+	uint32_t u32;
+	int64_t i64;
+	uint64_t u64;
+	float f32;
+	double f64;
+};
+
+/* One enqueue for the submit thread, with everything it needs copied in: the caller's op
+ * and payload are gone once launch returns. */
+struct hip_cmd {
+	enum { HIP_CMD_LAUNCH, HIP_CMD_WAIT, HIP_CMD_RECORD } kind;
+	uint32_t stream; /* launch, record: the op's stream; wait: the waiting stream */
+	struct seq_point at; /* launch, record: the point; wait: the event waited for */
+	hipEvent_t ev; /* wait, record */
+	/* Launch: */
+	enum seq_op_kind op;
+	bool empty; /* nothing to enqueue (zero length, zero elements) */
+	struct hip_audit_op *audit; /* holds one reference for the command */
+	struct hip_audit_check *checks; /* queued once the timestamps are recorded */
+	union {
+		struct {
+			void *dst;
+			const void *src;
+			uint64_t len;
+			uint64_t scratch; /* overlapping D2D: through this block */
+		} copy;
+		struct {
+			hipFunction_t f;
+			uint32_t grid[3], block[3], shared;
+			unsigned nv; /* values in v, then conv when has_conv */
+			bool has_conv;
+			union hip_karg v[KERNEL_MAX_ARGS + 2];
+			struct kernel_conv2d conv;
+			char what[48];
+		} kernel;
+	};
+};
+
+struct hip;
+
+struct hip_stream {
+	struct hip *h;
+	uint32_t index;
+	enum seq_stream_kind kind;
+	hipStream_t stream;
+	pthread_t thread;
+	bool started;
+	/* The loop thread's. */
+	uint64_t launched;
+	uint64_t recorded;
+	uint64_t scratch; /* for overlapping D2D copies (D2D streams) */
+	uint64_t scratch_size;
+	struct hip_deferred *deferred;
+	/* Audit (loop thread only): the launched, unretired points' timestamps, a ring
+	 * [ahead, ahead + acount) whose first entry is point afirst. An entry is NULL when the
+	 * timestamps could not be recorded. */
+	struct hip_audit_op **aops;
+	size_t acap, ahead, acount;
+	uint64_t afirst;
+	/* Events in ascending order: a ring [head, head + count) the loop thread pushes to
+	 * when it picks an event for a point. The first `nsubmitted` were recorded on the
+	 * device (by whoever runs the commands: the completion thread must not look at an
+	 * event before, I3); of those the first `nreported` were reported and wait for
+	 * retire. Only the loop thread changes the ring's shape; it does so, and the others
+	 * read it, under mu. */
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct hip_event_ent *ring;
+	size_t cap, head, count, nsubmitted, nreported;
+	/* The submitting thread's: the error that failed the stream there (sticky). */
+	int failed;
+	bool sleeping;
+	bool stop;
+};
+
+struct hip {
+	backend_complete_fn complete;
+	backend_finding_fn finding;
+	void *arg;
+	struct hip_config cfg;
+	int device;
+	bool device_open;
+	char name[96];
+	char arch[32];
+	uint64_t memory_total;
+	uint64_t clock_khz;
+	_Atomic uint64_t findings;
+	/* A device fault seen by a completion thread: later launches are refused. */
+	_Atomic int device_error;
+	unsigned nstreams;
+	struct hip_stream streams[SEQ_MAX_STREAMS];
+	hipModule_t module;
+	bool module_loaded;
+	const struct kernel_desc *const *kernels;
+	struct hip_fn fn[HIP_MAX_KERNELS];
+	unsigned nfn;
+	/* Event pool: the loop thread's alone. */
+	hipEvent_t *events;
+	size_t nevents, capevents;
+	unsigned event_flags;
+	/* Memory pool: the loop thread's alone. */
+	struct hip_block **hash;
+	size_t nhash, nblocks;
+	struct hip_block *free_class[HIP_NCLASSES];
+	uint64_t used_bytes, cached_bytes;
+	uint64_t scratch_bytes; /* of used_bytes, the D2D streams' scratch blocks */
+	/* Registered staging ranges, unregistered at destroy if the server did not. */
+	struct hip_staging {
+		void *addr;
+		size_t size;
+	} * staging;
+	size_t nstaging, capstaging;
+	/* Cached blocks handed back to the device off the loop thread (hipFree syncs). */
+	pthread_t reaper;
+	bool reaper_started;
+	pthread_mutex_t reap_mu;
+	pthread_cond_t reap_cond;
+	struct hip_block *reap_list;
+	struct hip_reap_module *reap_modules;
+	bool reap_stop;
+	/* Audit: checks queued by the loop thread for the audit thread, and spent ops; both
+	 * under audit_mu. */
+	pthread_t auditor;
+	bool auditor_started;
+	pthread_mutex_t audit_mu;
+	pthread_cond_t audit_cond;
+	struct hip_audit_check *aq_head, *aq_tail;
+	struct hip_audit_op *afree;
+	bool audit_stop;
+	atomic_bool audit_warned;
+	_Atomic uint64_t audit_queued; /* checks queued, */
+	_Atomic uint64_t audit_done; /* taken off the queue, */
+	_Atomic uint64_t audit_checks; /* of which timed, */
+	_Atomic uint64_t audit_findings; /* of which found a missing wait */
+	/* The submit queue (see hip-submit.c): the loop thread produces at q_tail, the
+	 * submit thread consumes at q_head. */
+	bool submit_thread;
+	struct hip_cmd *q;
+	_Atomic size_t q_head, q_tail;
+	atomic_bool q_sleeping;
+	bool q_stop;
+	pthread_mutex_t q_mu;
+	pthread_cond_t q_cond;
+	pthread_t submitter;
+	bool submitter_started;
+};
+
+/* Entry i of st's event ring, counted from its head. */
+static inline struct hip_event_ent *hip__ring_at(struct hip_stream *st, size_t i)
+{
+	return &st->ring[(st->head + i) % st->cap];
+}
+
+/* hip.c: errors, translated once, there. */
+int hip__errno(hipError_t e);
+/* Log a failed call with what it was doing and return the translated error. */
+int hip__fail(hipError_t e, const char *call, const char *what, struct seq_point at);
+
+/* hip-mem.c: the caching pool, its reaper thread, staging registration. */
+int hip__mem_alloc(void *ctx, uint64_t size, uint64_t *addr);
+void hip__mem_release(void *ctx, uint64_t addr, uint64_t size);
+struct hip_block *hip__block_find(const struct hip *h, uint64_t addr);
+int hip__reaper_start(struct hip *h);
+void hip__reaper_stop(struct hip *h);
+void hip__mem_finish(struct hip *h);
+int hip__staging_register(void *ctx, void *addr, size_t size);
+void hip__staging_unregister(void *ctx, void *addr, size_t size);
+void hip__staging_finish(struct hip *h);
+
+/* hip-event.c: the event pool, record, wait, retire. */
+int hip__event_pool_fill(struct hip *h);
+void hip__event_pool_finish(struct hip *h);
+int hip__record(void *ctx, struct seq_point at);
+int hip__wait(void *ctx, uint32_t stream, struct seq_point event);
+void hip__retire(void *ctx, struct seq_point event);
+
+/* hip-submit.c: launch, and the commands that run inline or on the submit thread. */
+int hip__launch(void *ctx, struct seq_point at, const struct seq_op *op);
+struct hip_cmd *hip__submit_begin(struct hip *h, struct hip_cmd *local);
+int hip__submit_end(struct hip *h, struct hip_cmd *c);
+int hip__submit_start(struct hip *h);
+void hip__submit_stop(struct hip *h);
+void hip__scratch_retire(struct hip *h, struct hip_stream *st, uint64_t through);
+/* What a kernel launch is called in logs and audit reports. */
+const char *hip__kernel_name(const struct op_payload *p);
+
+/* hip-complete.c: the completion threads. */
+hipError_t hip__event_poll(hipEvent_t ev);
+int hip__complete_start(struct hip *h);
+void hip__complete_stop(struct hip *h);
+
+/* hip-audit.c: timestamps around every launch, checked on the audit thread. */
+void hip__audit_op_put(struct hip *h, struct hip_audit_op *a);
+void hip__audit_warn(struct hip *h, const char *why, hipError_t e);
+struct hip_audit_op *hip__audit_prepare(
+	struct hip *h, struct seq_point at, const struct seq_op *op);
+struct hip_audit_check *hip__audit_table(struct hip *h, struct hip_stream *st, struct seq_point at,
+	const struct seq_op *op, struct hip_audit_op *a);
+void hip__audit_unpush(struct hip *h, struct hip_stream *st, struct seq_point at);
+void hip__audit_queue(struct hip *h, struct hip_audit_op *a, struct hip_audit_check *checks);
+void hip__audit_retire(struct hip *h, struct hip_stream *st, uint64_t through);
+uint64_t hip__audit_findings(void *ctx);
+int hip__audit_start(struct hip *h);
+void hip__audit_stop(struct hip *h);
+void hip__audit_finish(struct hip *h);
+
+/* hip-module.c: the built-in kernel image and users' code objects. */
+int hip__kernels_load(struct hip *h);
+int hip__module_load(void *ctx, const char *path, void **module);
+int hip__module_function(void *ctx, void *module, const char *name, void **function);
+void hip__module_unload(void *ctx, void *module);
+
+#endif

@@ -1,0 +1,556 @@
+/* Launches for the hip backend: the loop thread turns each op (a copy or a kernel) into a
+ * fixed-size command, and the commands (launches, event records and waits) run in queue
+ * order, inline on the loop or on the submit thread. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hip-internal.h"
+#include "log.h"
+
+#define HIP_BLOCK 256
+#define HIP_GRID_MAX 0x7fffffffu
+
+/* ---- launch ---- */
+
+const char *hip__kernel_name(const struct op_payload *p)
+{
+	if (p->kernel && p->kernel->name)
+		return p->kernel->name;
+	return p->function_name ? p->function_name : "(module function)";
+}
+
+static int hip_op_check(const struct hip *h, struct seq_point at, const struct seq_op *op)
+{
+	if (at.stream >= h->nstreams)
+		return -EINVAL;
+	return backend_op_check(h->streams[at.stream].kind, h->streams[at.stream].launched, at, op);
+}
+
+/* A D2D copy within one allocation whose ranges overlap goes through the stream's
+ * scratch block (cudaMemcpy leaves overlap undefined). The stream is in order, so the
+ * scratch is free for the next copy once this one is enqueued; a smaller one it replaces
+ * goes back to the pool when the last copy that used it is retired. The block comes from
+ * the pool here, on the loop thread; the copies are the command's. */
+static int hip_d2d_scratch(struct hip *h, struct hip_stream *st, uint64_t len, uint64_t *scratch)
+{
+	int r;
+
+	if (st->scratch_size < len) {
+		uint64_t addr;
+
+		r = hip__mem_alloc(h, len, &addr);
+		if (r < 0)
+			return r;
+		if (st->scratch) {
+			struct hip_deferred *d = malloc(sizeof(*d));
+
+			if (!d) {
+				hip__mem_release(h, addr, len);
+				return -ENOMEM;
+			}
+			*d = (struct hip_deferred){
+				st->scratch, st->scratch_size, st->launched, st->deferred};
+			st->deferred = d;
+		}
+		st->scratch = addr;
+		st->scratch_size = hip__block_find(h, addr)->size; /* the class, or more */
+		h->scratch_bytes += st->scratch_size;
+	}
+	*scratch = st->scratch;
+	return 0;
+}
+
+/* Scratch blocks whose last user is now known complete. */
+void hip__scratch_retire(struct hip *h, struct hip_stream *st, uint64_t through)
+{
+	for (struct hip_deferred **p = &st->deferred; *p;) {
+		struct hip_deferred *d = *p;
+
+		if (d->seq <= through) {
+			*p = d->next;
+			hip__mem_release(h, d->addr, d->size);
+			h->scratch_bytes -= d->size;
+			free(d);
+		} else {
+			p = &d->next;
+		}
+	}
+}
+
+/* The function to launch: a module function as given, or a built-in kernel's from the
+ * image (then also in *fnp, for its hidden arguments). */
+static int hip_kernel_function(struct hip *h, struct seq_point at, const struct op_payload *p,
+	const struct hip_fn **fnp, hipFunction_t *fp)
+{
+	const struct hip_fn *fn = NULL;
+	hipFunction_t f = p->function;
+
+	if (!f) {
+		for (unsigned i = 0; i < h->nfn; i++)
+			if (h->kernels[i] == p->kernel)
+				fn = &h->fn[i];
+		if (!fn || !fn->f) {
+			log_err("hip", "kernel %s at %" PRIu32 ":%" PRIu64 " is not in the image",
+				p->kernel->name ? p->kernel->name : "?", at.stream, at.seq);
+			return -ENOSYS;
+		}
+		f = fn->f;
+	}
+	*fnp = fn;
+	*fp = f;
+	return 0;
+}
+
+/* The signature's argument values into c, a buffer's as its view's address; *n counts
+ * them. */
+static int hip_kernel_args(
+	const struct seq_op *op, const struct op_payload *p, struct hip_cmd *c, unsigned *n)
+{
+	for (unsigned i = 0; i < p->nargs; i++) {
+		const struct karg *a = &p->args[i];
+		union hip_karg *v = &c->kernel.v[(*n)++];
+
+		switch (a->type) {
+		case KARG_BUFFER:
+			v->ptr = (void *)(uintptr_t)op->access[a->v.buf.index].addr;
+			break;
+		case KARG_I32:
+			v->i32 = a->v.i32;
+			break;
+		case KARG_U32:
+			v->u32 = a->v.u32;
+			break;
+		case KARG_I64:
+			v->i64 = a->v.i64;
+			break;
+		case KARG_U64:
+			v->u64 = a->v.u64;
+			break;
+		case KARG_F32:
+			v->f32 = a->v.f32;
+			break;
+		case KARG_F64:
+			v->f64 = a->v.f64;
+			break;
+		default:
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* A built-in kernel's hidden arguments after its signature's (enum hip_extra). */
+static int hip_kernel_extra(struct hip *h, const struct hip_fn *fn, const struct op_payload *p,
+	struct hip_cmd *c, unsigned *n)
+{
+	c->kernel.v[(*n)++].u64 = p->elements;
+	if (fn->extra == HIP_EXTRA_CLOCK) {
+		c->kernel.v[(*n)++].u64 = h->clock_khz;
+	} else if (fn->extra == HIP_EXTRA_CONV2D) {
+		/* The output extent from its one definition, not recomputed per thread. */
+		kernel_conv2d_from_args(p->args, &c->kernel.conv);
+		if (kernel_conv2d_out_shape(&c->kernel.conv, NULL) < 0)
+			return -EINVAL;
+		c->kernel.has_conv = true;
+	}
+	return 0;
+}
+
+/* The grid the op names, or one thread per element in blocks of HIP_BLOCK. */
+static int hip_kernel_grid(const struct op_payload *p, struct hip_cmd *c)
+{
+	uint64_t elements = p->elements;
+
+	if (p->grid.grid[0]) {
+		memcpy(c->kernel.grid, p->grid.grid, sizeof(c->kernel.grid));
+		memcpy(c->kernel.block, p->grid.block, sizeof(c->kernel.block));
+	} else {
+		uint64_t blocks;
+
+		/* Nothing to run; the point still counts (its event completes in order). */
+		if (elements == 0) {
+			c->empty = true;
+			return 0;
+		}
+		blocks = elements / HIP_BLOCK + (elements % HIP_BLOCK != 0);
+		if (blocks > HIP_GRID_MAX)
+			return -E2BIG;
+		c->kernel.grid[0] = (uint32_t)blocks;
+		c->kernel.grid[1] = c->kernel.grid[2] = 1;
+		c->kernel.block[0] = HIP_BLOCK;
+		c->kernel.block[1] = c->kernel.block[2] = 1;
+	}
+	return 0;
+}
+
+/* A kernel launch's function, grid and argument values into its command; the refusals
+ * that need no HIP call (not in the image, a grid too large) are made here. */
+static int hip_kernel_prepare(
+	struct hip *h, struct seq_point at, const struct seq_op *op, struct hip_cmd *c)
+{
+	const struct op_payload *p = op->payload;
+	const struct hip_fn *fn;
+	unsigned n = 0;
+	int r;
+
+	r = hip_kernel_function(h, at, p, &fn, &c->kernel.f);
+	if (r < 0)
+		return r;
+	c->kernel.has_conv = false;
+	r = hip_kernel_args(op, p, c, &n);
+	if (r < 0)
+		return r;
+	if (fn) {
+		r = hip_kernel_extra(h, fn, p, c, &n);
+		if (r < 0)
+			return r;
+	}
+	c->kernel.nv = n;
+	snprintf(c->kernel.what, sizeof(c->kernel.what), "kernel %s", hip__kernel_name(p));
+	c->kernel.shared = p->grid.shared_mem;
+	return hip_kernel_grid(p, c);
+}
+
+/* Everything launch needs into c: addresses, sizes, the kernel's argument values. */
+static int hip_launch_prepare(struct hip *h, struct hip_stream *st, struct seq_point at,
+	const struct seq_op *op, struct hip_cmd *c)
+{
+	const struct op_payload *p = op->payload;
+	uint64_t src, dst;
+
+	c->kind = HIP_CMD_LAUNCH;
+	c->stream = at.stream;
+	c->at = at;
+	c->op = op->kind;
+	c->empty = false;
+	c->audit = NULL;
+	c->checks = NULL;
+	switch (op->kind) {
+	case SEQ_OP_H2D:
+		c->copy.dst = (void *)(uintptr_t)(op->access[0].addr + p->dst_offset);
+		c->copy.src = p->host;
+		c->copy.len = p->length;
+		c->empty = !p->length;
+		return 0;
+	case SEQ_OP_D2H:
+		c->copy.dst = p->host;
+		c->copy.src = (void *)(uintptr_t)(op->access[0].addr + p->src_offset);
+		c->copy.len = p->length;
+		c->empty = !p->length;
+		return 0;
+	case SEQ_OP_D2D:
+		src = op->access[0].addr + p->src_offset;
+		dst = op->access[op->naccess > 1].addr + p->dst_offset;
+		c->copy.dst = (void *)(uintptr_t)dst;
+		c->copy.src = (void *)(uintptr_t)src;
+		c->copy.len = p->length;
+		c->copy.scratch = 0;
+		c->empty = !p->length || src == dst;
+		if (!c->empty && src < dst + p->length && dst < src + p->length)
+			return hip_d2d_scratch(h, st, p->length, &c->copy.scratch);
+		return 0;
+	case SEQ_OP_EXEC:
+		return hip_kernel_prepare(h, at, op, c);
+	}
+	return -EINVAL;
+}
+
+int hip__launch(void *ctx, struct seq_point at, const struct seq_op *op)
+{
+	struct hip *h = ctx;
+	struct hip_stream *st;
+	struct hip_cmd local, *c;
+	int r;
+
+	r = hip_op_check(h, at, op);
+	if (r < 0)
+		return r;
+	/* After a device fault every HIP call fails: refuse at once, as inline would. */
+	r = atomic_load_explicit(&h->device_error, memory_order_relaxed);
+	if (r < 0)
+		return r;
+	st = &h->streams[at.stream];
+	c = hip__submit_begin(h, &local);
+	r = hip_launch_prepare(h, st, at, op, c);
+	if (r < 0)
+		return r; /* the slot is not published: the next command takes it */
+	if (h->cfg.audit) {
+		c->audit = hip__audit_prepare(h, at, op);
+		c->checks = hip__audit_table(h, st, at, op, c->audit);
+	}
+	r = hip__submit_end(h, c);
+	if (r < 0) {
+		/* Inline only: not launched, the point is not used. */
+		if (h->cfg.audit)
+			hip__audit_unpush(h, st, at);
+		return r;
+	}
+	st->launched = at.seq;
+	return 0;
+}
+
+/* ---- submission: the enqueue calls, off the loop thread ----
+ *
+ * An enqueue (cudaLaunchKernel, cudaMemcpyAsync, ...) costs microseconds, about what the
+ * loop spends on everything else for a request, so with the calls on the loop a daemon
+ * launches at most half as fast as its clients. The loop queues fixed-size commands
+ * instead; one thread per device runs them strictly in queue order, which keeps every
+ * order the core relies on (a wait after the record it names, a stream's launches by
+ * seq). Two consequences shape the rest of the backend: an event enters the completion
+ * thread's view only once its record command ran (I3: an unrecorded event reads as
+ * complete), and an enqueue error surfaces here, after launch returned, so it fails the
+ * stream forward: the stream's next event is reported with the error (I9). */
+
+static void hip_submit_fail(struct hip_stream *st, const struct hip_cmd *c, int r)
+{
+	if (st->failed)
+		return;
+	st->failed = r;
+	log_err("hip",
+		"stream %" PRIu32 " failed at %" PRIu32 ":%" PRIu64 " (%s): its later operations "
+		"are not enqueued and its events report the error",
+		st->index, c->at.stream, c->at.seq, strerror(-r));
+}
+
+static int hip_submit_copy(struct hip_stream *st, const struct hip_cmd *c)
+{
+	hipError_t e;
+
+	switch (c->op) {
+	case SEQ_OP_H2D:
+		e = hipMemcpyAsync(
+			c->copy.dst, c->copy.src, c->copy.len, hipMemcpyHostToDevice, st->stream);
+		break;
+	case SEQ_OP_D2H:
+		e = hipMemcpyAsync(
+			c->copy.dst, c->copy.src, c->copy.len, hipMemcpyDeviceToHost, st->stream);
+		break;
+	default:
+		if (c->copy.scratch) {
+			void *scratch = (void *)(uintptr_t)c->copy.scratch;
+
+			e = hipMemcpyAsync(scratch, c->copy.src, c->copy.len,
+				hipMemcpyDeviceToDevice, st->stream);
+			if (e == hipSuccess)
+				e = hipMemcpyAsync(c->copy.dst, scratch, c->copy.len,
+					hipMemcpyDeviceToDevice, st->stream);
+			if (e != hipSuccess)
+				return hip__fail(e, "hipMemcpyAsync", "overlapping d2d", c->at);
+			return 0;
+		}
+		e = hipMemcpyAsync(
+			c->copy.dst, c->copy.src, c->copy.len, hipMemcpyDeviceToDevice, st->stream);
+		break;
+	}
+	if (e != hipSuccess)
+		return hip__fail(e, "hipMemcpyAsync", backend_op_name(c->op), c->at);
+	return 0;
+}
+
+static int hip_submit_kernel(struct hip_stream *st, struct hip_cmd *c)
+{
+	void *params[KERNEL_MAX_ARGS + 3];
+	unsigned n;
+	hipError_t e;
+
+	for (n = 0; n < c->kernel.nv; n++)
+		params[n] = &c->kernel.v[n];
+	if (c->kernel.has_conv)
+		params[n++] = &c->kernel.conv;
+	e = hipModuleLaunchKernel(c->kernel.f, c->kernel.grid[0], c->kernel.grid[1],
+		c->kernel.grid[2], c->kernel.block[0], c->kernel.block[1], c->kernel.block[2],
+		c->kernel.shared, st->stream, params, NULL);
+	if (e != hipSuccess)
+		return hip__fail(e, "hipModuleLaunchKernel", c->kernel.what, c->at);
+	return 0;
+}
+
+/* The op between its timestamps. A stream that already failed enqueues nothing more:
+ * its events report the failure, and what depends on it fails in the core. */
+static int hip_submit_launch(struct hip *h, struct hip_cmd *c)
+{
+	struct hip_stream *st = &h->streams[c->stream];
+	struct hip_audit_op *a = c->audit;
+	const bool skip = st->failed != 0;
+	hipError_t e;
+	int r = 0;
+
+	if (a && !skip) {
+		e = hipEventRecord(a->start, st->stream);
+		if (e != hipSuccess) {
+			hip__audit_warn(h, "cannot record a start event", e);
+			a->bad = true;
+		}
+	}
+	if (!skip && !c->empty)
+		r = c->op == SEQ_OP_EXEC ? hip_submit_kernel(st, c) : hip_submit_copy(st, c);
+	if (a) {
+		if (skip || r < 0) {
+			a->bad = true;
+		} else if (!a->bad) {
+			e = hipEventRecord(a->end, st->stream);
+			if (e != hipSuccess) {
+				hip__audit_warn(h, "cannot record an end event", e);
+				a->bad = true;
+			}
+		}
+		hip__audit_queue(h, a, c->checks);
+		hip__audit_op_put(h, a);
+	}
+	return r;
+}
+
+/* Record: then, and only then, the completion thread may wait for the event. */
+static void hip_submit_record(struct hip *h, const struct hip_cmd *c)
+{
+	struct hip_stream *st = &h->streams[c->stream];
+	hipError_t e = hipEventRecord(c->ev, st->stream);
+	int r = e == hipSuccess ? st->failed : hip__fail(e, "hipEventRecord", "event", c->at);
+	struct hip_event_ent *x;
+
+	pthread_mutex_lock(&st->mu);
+	x = hip__ring_at(st, st->nsubmitted);
+	x->status = r;
+	x->unrecorded = e != hipSuccess;
+	st->nsubmitted++;
+	/* Only a sleeping thread needs the wake-up; a busy one finds the entry itself. */
+	if (st->sleeping)
+		pthread_cond_signal(&st->cond);
+	pthread_mutex_unlock(&st->mu);
+}
+
+/* One command: 0 or the error of the enqueue (a record's goes into its event). */
+static int hip_submit_run(struct hip *h, struct hip_cmd *c)
+{
+	hipError_t e;
+
+	switch (c->kind) {
+	case HIP_CMD_LAUNCH:
+		return hip_submit_launch(h, c);
+	case HIP_CMD_WAIT:
+		e = hipStreamWaitEvent(h->streams[c->stream].stream, c->ev, 0);
+		if (e != hipSuccess)
+			return hip__fail(e, "hipStreamWaitEvent", "wait", c->at);
+		return 0;
+	case HIP_CMD_RECORD:
+		hip_submit_record(h, c);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* Where the loop builds its next command: the queue's free slot (waiting, as a full
+ * launch queue would make the enqueue call wait, while the submit thread is a whole
+ * queue behind), or `local` when commands run inline. */
+struct hip_cmd *hip__submit_begin(struct hip *h, struct hip_cmd *local)
+{
+	size_t tail = atomic_load_explicit(&h->q_tail, memory_order_relaxed);
+
+	if (!h->submit_thread)
+		return local;
+	while (tail - atomic_load_explicit(&h->q_head, memory_order_acquire) >= HIP_SUBMIT_QUEUE)
+		sched_yield();
+	return &h->q[tail % HIP_SUBMIT_QUEUE];
+}
+
+/* Run c (inline: its error comes back) or hand it to the submit thread. */
+int hip__submit_end(struct hip *h, struct hip_cmd *c)
+{
+	if (!h->submit_thread)
+		return hip_submit_run(h, c);
+	/* Sequentially consistent, with the load of q_sleeping after it, against the submit
+	 * thread's store of q_sleeping and load of q_tail: one of the two sees the other. */
+	atomic_fetch_add(&h->q_tail, 1);
+	if (atomic_load(&h->q_sleeping)) {
+		pthread_mutex_lock(&h->q_mu);
+		pthread_cond_signal(&h->q_cond);
+		pthread_mutex_unlock(&h->q_mu);
+	}
+	return 0;
+}
+
+static void *hip_submitter(void *arg)
+{
+	struct hip *h = arg;
+	size_t head = atomic_load(&h->q_head);
+
+	hipSetDevice(h->device);
+	for (;;) {
+		struct timespec t0, t;
+		struct hip_cmd *c;
+		int r;
+
+		if (head == atomic_load_explicit(&h->q_tail, memory_order_acquire)) {
+			/* Requests come in bursts: look again for a while before sleeping, since
+			 * a futex wake-up costs more than a launch. */
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			for (unsigned i = 1;; i++) {
+				if (head != atomic_load_explicit(&h->q_tail, memory_order_acquire))
+					break;
+				if (i % 64)
+					continue;
+				clock_gettime(CLOCK_MONOTONIC, &t);
+				if ((t.tv_sec - t0.tv_sec) * 1000000000L +
+						(t.tv_nsec - t0.tv_nsec) >=
+					HIP_IDLE_SPIN_NS)
+					break;
+			}
+			if (head != atomic_load_explicit(&h->q_tail, memory_order_acquire))
+				continue;
+			pthread_mutex_lock(&h->q_mu);
+			atomic_store(&h->q_sleeping, true);
+			while (head == atomic_load(&h->q_tail) && !h->q_stop)
+				pthread_cond_wait(&h->q_cond, &h->q_mu);
+			atomic_store(&h->q_sleeping, false);
+			pthread_mutex_unlock(&h->q_mu);
+			if (head == atomic_load_explicit(&h->q_tail, memory_order_acquire))
+				break; /* stopped, and drained */
+			continue;
+		}
+		c = &h->q[head % HIP_SUBMIT_QUEUE];
+		r = hip_submit_run(h, c);
+		if (r < 0)
+			hip_submit_fail(&h->streams[c->stream], c, r);
+		atomic_store_explicit(&h->q_head, ++head, memory_order_release);
+	}
+	return NULL;
+}
+
+/* The queue, and the thread: commands go to it only once both exist. */
+int hip__submit_start(struct hip *h)
+{
+	int r;
+
+	h->q = malloc(HIP_SUBMIT_QUEUE * sizeof(*h->q));
+	if (!h->q)
+		return -ENOMEM;
+	r = -pthread_create(&h->submitter, NULL, hip_submitter, h);
+	if (r < 0)
+		return r;
+	h->submitter_started = true;
+	h->submit_thread = true;
+	return 0;
+}
+
+/* The thread runs what is queued before it stops. */
+void hip__submit_stop(struct hip *h)
+{
+	if (h->submitter_started) {
+		pthread_mutex_lock(&h->q_mu);
+		h->q_stop = true;
+		pthread_cond_signal(&h->q_cond);
+		pthread_mutex_unlock(&h->q_mu);
+		pthread_join(h->submitter, NULL);
+	}
+	free(h->q);
+	pthread_cond_destroy(&h->q_cond);
+	pthread_mutex_destroy(&h->q_mu);
+}
