@@ -418,7 +418,7 @@ static int backend_start(struct daemon_opts *o, struct server *srv, struct backe
 	const char *want = o->backend ? o->backend : "auto";
 
 #ifdef SSEQ_HAVE_HIP
-	/* ---- hip (daemon/hip.c): a GPU if there is one; auto falls back to the sim ---- */
+	/* ---- hip (daemon/backend/hip): a GPU if there is one; auto falls back to the sim ---- */
 	if (strcmp(want, "sim") != 0) {
 		const struct hip_config hc = {
 			.device = o->srv.device,

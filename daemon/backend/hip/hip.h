@@ -30,7 +30,7 @@ enum hip_submit {
 
 /* All zero is valid: device 0, 1 D2H and 1 D2D stream, the kernel image found where the
  * build put it or where it was installed, hipEventSynchronize, untimed events, no audit,
- * a submit thread. */
+ * submission on the loop thread (HIP_SUBMIT_INLINE). */
 struct hip_config {
 	unsigned device;
 	/* Must equal the sequencer's seq_config (streams are numbered as the core numbers

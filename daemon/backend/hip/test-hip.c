@@ -1,4 +1,4 @@
-/* Tests for the hip backend (hip.c) on a real GPU, through the real sequencer core:
+/* Tests for the hip backend (daemon/backend/hip) on a real GPU, through the real sequencer core:
  * data round trips through every built-in kernel, the seed scenario, the caching pool,
  * errors flowing forward, how fast completion is learned, the --audit mode's checks on
  * GPU timestamps, and user code objects, also through a real sseqd and libsseq. Skips

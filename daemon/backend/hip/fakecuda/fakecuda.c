@@ -598,7 +598,7 @@ cudaError_t cudaMemcpyAsync(
 
 	if (e != cudaSuccess)
 		return e;
-	/* Overlap is undefined in CUDA: hip.c must never ask for it. */
+	/* Overlap is undefined in CUDA: the hip backend must never ask for it. */
 	if ((const char *)src < (char *)dst + count && (char *)dst < (const char *)src + count) {
 		fprintf(stderr, "fakecuda: overlapping cudaMemcpyAsync(%p, %p, %zu)\n", dst, src,
 			count);
@@ -705,7 +705,7 @@ cudaError_t cudaLibraryGetKernel(cudaKernel_t *out, cudaLibrary_t lib, const cha
 
 /* The GPU argument layout (kernels-gpu.cu) back into the CPU one: the signature, then
  * `elements`, then spin's clock rate or conv2d's parameters, which must agree with what
- * the arguments say. A mismatch is a hip.c bug: abort loudly. */
+ * the arguments say. A mismatch is a hip backend bug: abort loudly. */
 static void fake_args(struct fake_op *o, const struct kernel_desc *k, void **params)
 {
 	for (unsigned i = 0; i < k->nargs; i++) {
