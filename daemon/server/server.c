@@ -111,26 +111,8 @@ static void srv_trace(void *ctx, const struct seq_trace *t)
 void server_push_completion(void *arg, struct seq_point p, int status)
 {
 	struct server *srv = arg;
-	bool wake;
 
-	pthread_mutex_lock(&srv->cq_lock);
-	if (srv->cq_len == srv->cq_cap) {
-		size_t cap = srv->cq_cap ? srv->cq_cap * 2 : 256;
-		struct completion_ent *n = realloc(srv->cq, cap * sizeof(*n));
-		if (!n) {
-			/* Never drop a completion: that would stall its stream forever. */
-			pthread_mutex_unlock(&srv->cq_lock);
-			log_err("server", "out of memory queueing a completion; aborting");
-			abort();
-		}
-		srv->cq = n;
-		srv->cq_cap = cap;
-	}
-	srv->cq[srv->cq_len++] = (struct completion_ent){p, status};
-	/* Wake the loop only on empty -> non-empty; it drains everything each time. */
-	wake = srv->cq_len == 1;
-	pthread_mutex_unlock(&srv->cq_lock);
-	if (wake)
+	if (cq_push(&srv->cq, p, status))
 		uv_async_send(&srv->wake);
 }
 
@@ -186,28 +168,17 @@ static void server_on_spin(uv_idle_t *h)
 
 static void server_drain(struct server *srv)
 {
-	struct completion_ent *batch;
-	size_t n, cap;
+	struct cq_batch b = cq_take(&srv->cq);
 
-	pthread_mutex_lock(&srv->cq_lock);
-	batch = srv->cq;
-	n = srv->cq_len;
-	cap = srv->cq_cap;
-	srv->cq = srv->cq_spare;
-	srv->cq_cap = srv->cq_spare_cap;
-	srv->cq_len = 0;
-	pthread_mutex_unlock(&srv->cq_lock);
-
-	for (size_t i = 0; i < n; i++) {
-		if (batch[i].status < 0)
+	for (size_t i = 0; i < b.n; i++) {
+		const struct completion_ent *e = &b.ents[i];
+		if (e->status < 0)
 			log_err("device", "stream %u failed at or before %u:%" PRIu64 ": %s",
-				batch[i].p.stream, batch[i].p.stream, batch[i].p.seq,
-				strerror(-batch[i].status));
-		seq_complete(srv->seq, batch[i].p, batch[i].status);
+				e->p.stream, e->p.stream, e->p.seq, strerror(-e->status));
+		seq_complete(srv->seq, e->p, e->status);
 	}
-	srv->cq_spare = batch;
-	srv->cq_spare_cap = cap;
-	if (n)
+	cq_done(&srv->cq, b);
+	if (b.n)
 		server_resume_blocked(srv);
 }
 
@@ -472,7 +443,7 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	srv->backend = backend;
 	srv->listen_fd = -1;
 	srv->started_ns = server_now_ns();
-	pthread_mutex_init(&srv->cq_lock, NULL);
+	cq_init(&srv->cq);
 
 	srv->seq_be = (struct seq_backend){
 		.ctx = srv,
@@ -535,9 +506,7 @@ void server_finish(struct server *srv)
 		srv->op_free = r->next_free;
 		free(r);
 	}
-	free(srv->cq);
-	free(srv->cq_spare);
-	pthread_mutex_destroy(&srv->cq_lock);
+	cq_finish(&srv->cq);
 	if (srv->listen_fd >= 0 && srv->opts.listen_fd < 0) {
 		close(srv->listen_fd);
 		unlink(srv->opts.socket_path);

@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "backend.h"
+#include "cq.h"
 #include "sequencer.h"
 #include "sseq.pb-c.h"
 
@@ -46,11 +47,6 @@ struct trace_ent {
 	struct seq_point at, producer;
 	uint8_t decision;
 	uint8_t op;
-};
-
-struct completion_ent {
-	struct seq_point p;
-	int status;
 };
 
 /* How long the loop polls for completions after it sent work (--spin-us): a sleeping
@@ -139,9 +135,7 @@ struct server {
 	struct seq_backend seq_be; /* the core's commands, routed through the server */
 
 	/* Backend threads push here; the loop drains it all on each wake. */
-	pthread_mutex_t cq_lock;
-	struct completion_ent *cq, *cq_spare;
-	size_t cq_len, cq_cap, cq_spare_cap;
+	struct cq cq;
 
 	struct session *sessions;
 	struct session *dirty; /* sessions with output to write this turn */
