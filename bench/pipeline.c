@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sseq-frame.h"
 #include "sseq.pb-c.h"
 
 static double now_s(void)
@@ -25,10 +26,7 @@ static double now_s(void)
 static size_t frame(const Sseq__Request *rq, uint8_t *out)
 {
 	size_t len = sseq__request__pack(rq, out + 4);
-	out[0] = (uint8_t)len;
-	out[1] = (uint8_t)(len >> 8);
-	out[2] = (uint8_t)(len >> 16);
-	out[3] = (uint8_t)(len >> 24);
+	frame_put_len(out, (uint32_t)len);
 	return len + 4;
 }
 
@@ -61,8 +59,7 @@ static Sseq__Message *read_msg(int fd)
 			return NULL;
 		got += (size_t)r;
 	}
-	len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
-		(uint32_t)hdr[3] << 24;
+	len = frame_get_len(hdr);
 	buf = malloc(len + 1);
 	for (got = 0; got < len;) {
 		ssize_t r = read(fd, buf + got, len - got);
@@ -184,8 +181,7 @@ int main(int argc, char **argv)
 		rlen += (size_t)r;
 		size_t off = 0;
 		while (rlen - off >= 4) {
-			uint32_t len = (uint32_t)rbuf[off] | (uint32_t)rbuf[off + 1] << 8 |
-				(uint32_t)rbuf[off + 2] << 16 | (uint32_t)rbuf[off + 3] << 24;
+			uint32_t len = frame_get_len(rbuf + off);
 			if (rlen - off - 4 < len)
 				break;
 			m = sseq__message__unpack(NULL, len, rbuf + off + 4);

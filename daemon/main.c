@@ -20,6 +20,7 @@
 #include "log.h"
 #include "server.h"
 #include "sim.h"
+#include "sseq-frame.h"
 #ifdef SSEQ_HAVE_HIP
 #include "hip.h"
 #endif
@@ -204,7 +205,7 @@ static const struct limit_opt limit_opts[] = {
 	LIMIT("hello-timeout", LIMIT_MS, hello_timeout_ms, 0, 86400000, " (500, 500ms or 5s)"),
 	LIMIT("frame-timeout", LIMIT_MS, frame_timeout_ms, 0, 86400000, " (500, 500ms or 5s)"),
 	/* At least a few frames of the largest size must fit. */
-	LIMIT("max-input-memory", LIMIT_SIZE, max_input_bytes, 4u * SERVER_MAX_FRAME, UINT64_MAX,
+	LIMIT("max-input-memory", LIMIT_SIZE, max_input_bytes, 4u * FRAME_MAX, UINT64_MAX,
 		" (a size of at least 4M)"),
 	LIMIT("client-staging-limit", LIMIT_SIZE, client_staging_bytes, 0, UINT64_MAX, ""),
 	LIMIT("staging-limit", LIMIT_SIZE, staging_bytes, 0, UINT64_MAX, ""),

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sseq-frame.h"
 #include "sseq.pb-c.h"
 
 static const char *sseqd_path;
@@ -136,10 +137,7 @@ static inline void send_req_fd(int fd, const Sseq__Request *rq, int passfd)
 	size_t len = sseq__request__get_packed_size(rq);
 	uint8_t *buf = malloc(len + 4);
 
-	buf[0] = (uint8_t)len;
-	buf[1] = (uint8_t)(len >> 8);
-	buf[2] = (uint8_t)(len >> 16);
-	buf[3] = (uint8_t)(len >> 24);
+	frame_put_len(buf, (uint32_t)len);
 	sseq__request__pack(rq, buf + 4);
 	send_raw(fd, buf, len + 4, passfd);
 	free(buf);
@@ -193,9 +191,8 @@ static inline Sseq__Message *recv_msg(int fd)
 
 	if (!read_full(fd, hdr, 4, 5000))
 		return NULL;
-	len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
-		(uint32_t)hdr[3] << 24;
-	ck_assert_uint_le(len, 1u << 20);
+	len = frame_get_len(hdr);
+	ck_assert_uint_le(len, FRAME_MAX);
 	buf = malloc(len ? len : 1);
 	ck_assert(read_full(fd, buf, len, 5000));
 	m = sseq__message__unpack(NULL, len, buf);

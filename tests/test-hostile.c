@@ -261,10 +261,7 @@ static uint8_t *nested_batch_frame(unsigned depth, size_t *len)
 		inner += n;
 	}
 	p -= 4;
-	p[0] = (uint8_t)inner;
-	p[1] = (uint8_t)(inner >> 8);
-	p[2] = (uint8_t)(inner >> 16);
-	p[3] = (uint8_t)(inner >> 24);
+	frame_put_len(p, (uint32_t)inner);
 	*len = inner + 4;
 	memmove(buf, p, *len);
 	return buf;
@@ -280,12 +277,12 @@ START_TEST(test_deep_batch_nesting_is_refused_without_recursing)
 		uint8_t *frame = nested_batch_frame(depths[i], &len);
 		int fd = conn_hello();
 
-		if (len - 4 > (1u << 20)) {
+		if (len - 4 > FRAME_MAX) {
 			/* Over the frame limit: refused by size before anything is unpacked. */
 			free(frame);
 			frame = nested_batch_frame(80000, &len);
 		}
-		ck_assert_uint_le(len - 4, 1u << 20);
+		ck_assert_uint_le(len - 4, FRAME_MAX);
 		send_raw(fd, frame, len, -1);
 		free(frame);
 		expect_closed_with(fd, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, "nest");
@@ -337,10 +334,7 @@ static void expect_string_refused(Sseq__Request *rq, char **field, const char *b
 	size_t len = sseq__request__get_packed_size(rq);
 	uint8_t *buf = malloc(len + 4);
 	sseq__request__pack(rq, buf + 4);
-	buf[0] = (uint8_t)len;
-	buf[1] = (uint8_t)(len >> 8);
-	buf[2] = (uint8_t)(len >> 16);
-	buf[3] = (uint8_t)(len >> 24);
+	frame_put_len(buf, (uint32_t)len);
 	uint8_t *at = memmem(buf + 4, len, ph, badlen);
 	ck_assert_ptr_nonnull(at);
 	memcpy(at, bad, badlen);
@@ -450,10 +444,10 @@ END_TEST
 
 static void send_bytes_framed(int fd, const uint8_t *body, size_t len)
 {
-	uint8_t frame[256] = {
-		(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16), (uint8_t)(len >> 24)};
+	uint8_t frame[256];
 
 	ck_assert_uint_le(len + 4, sizeof(frame));
+	frame_put_len(frame, (uint32_t)len);
 	memcpy(frame + 4, body, len);
 	send_raw(fd, frame, len + 4, -1);
 }
@@ -602,9 +596,9 @@ START_TEST(test_partial_frames_are_bounded_and_time_out)
 		(const char *const[]){"--max-input-memory", "4M", "--frame-timeout", "2s", NULL});
 	fd = conn_hello();
 	for (int i = 0; i < PINNERS; i++) {
-		uint32_t len = 1u << 20;
-		uint8_t hdr[4] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
-			(uint8_t)(len >> 24)};
+		uint8_t hdr[4];
+
+		frame_put_len(hdr, FRAME_MAX);
 		pin[i] = conn_hello();
 		send_raw(pin[i], hdr, 4, -1);
 		/* The daemon stops reading those past the limit: a child each blocks. */

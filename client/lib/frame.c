@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "frame.h"
+#include "sseq-frame.h"
 
 void frame_writer_init(struct frame_writer *w)
 {
@@ -69,10 +70,7 @@ int frame_writer_add(struct frame_writer *w, const ProtobufCMessage *msg, int fd
 		w->fds[w->nfds++] = (struct frame_fd){.offset = w->len, .fd = fd};
 	}
 	uint8_t *p = w->data + w->len;
-	p[0] = size & 0xff;
-	p[1] = (size >> 8) & 0xff;
-	p[2] = (size >> 16) & 0xff;
-	p[3] = (size >> 24) & 0xff;
+	frame_put_len(p, (uint32_t)size);
 	protobuf_c_message_pack(msg, p + FRAME_HEADER_SIZE);
 	w->len += FRAME_HEADER_SIZE + size;
 	return 0;
@@ -181,8 +179,7 @@ int frame_reader_next(struct frame_reader *r, const uint8_t **frame, size_t *len
 	if (avail < FRAME_HEADER_SIZE)
 		return 0;
 	const uint8_t *p = r->data + r->start;
-	uint32_t size =
-		(uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	uint32_t size = frame_get_len(p);
 	if (size > FRAME_MAX_SIZE)
 		return -EMSGSIZE;
 	if (avail < FRAME_HEADER_SIZE + (size_t)size) {

@@ -11,8 +11,10 @@
 
 #include <protobuf-c/protobuf-c.h>
 
-#define FRAME_HEADER_SIZE 4
-#define FRAME_MAX_SIZE (1u << 20)
+#include "sseq-frame.h"
+
+#define FRAME_HEADER_SIZE FRAME_HEADER
+#define FRAME_MAX_SIZE FRAME_MAX
 
 struct frame_fd {
 	size_t offset; /* byte of the send buffer the descriptor travels with */

@@ -3,6 +3,8 @@
  * written at the end of the loop turn) and the deadlines the sweep enforces. */
 #include "session-internal.h"
 
+#include "sseq-frame.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -72,10 +74,7 @@ void session_send(struct session *s, const Sseq__Message *m)
 	len = sseq__message__get_packed_size(m);
 	if (!(o = session_out_reserve(s, 4 + len)))
 		return;
-	o[0] = (uint8_t)len;
-	o[1] = (uint8_t)(len >> 8);
-	o[2] = (uint8_t)(len >> 16);
-	o[3] = (uint8_t)(len >> 24);
+	frame_put_len(o, (uint32_t)len);
 	sseq__message__pack(m, o + 4);
 	s->out_len += 4 + len;
 }
@@ -226,15 +225,14 @@ void session_process(struct session *s)
 
 	while (s->connected && !s->closing && !s->inflight_capped && s->in_len - off >= 4) {
 		const uint8_t *p = s->in + off;
-		uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-			(uint32_t)p[3] << 24;
+		uint32_t len = frame_get_len(p);
 		Sseq__Request *rq = NULL;
 		char why[128];
 		int r;
 
-		if (len > SERVER_MAX_FRAME) {
+		if (len > FRAME_MAX) {
 			snprintf(why, sizeof(why), "frame of %u bytes exceeds the limit of %u", len,
-				SERVER_MAX_FRAME);
+				FRAME_MAX);
 			session_protocol_error(s, SSEQ__STATUS__STATUS_FRAME_TOO_LARGE, why);
 			return;
 		}

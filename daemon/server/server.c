@@ -2,6 +2,7 @@
  * drains backend completions (pushed from other threads, woken with uv_async_send) and, at
  * the end of every loop turn, records the events it needs and writes coalesced replies. */
 #include "server.h"
+#include "sseq-frame.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -225,10 +226,7 @@ static void server_refuse(int fd, Sseq__Status status, const char *why)
 	m.reply = &r;
 	len = sseq__message__get_packed_size(&m);
 	if (len + 4 <= sizeof(buf)) {
-		buf[0] = (uint8_t)len;
-		buf[1] = (uint8_t)(len >> 8);
-		buf[2] = (uint8_t)(len >> 16);
-		buf[3] = (uint8_t)(len >> 24);
+		frame_put_len(buf, (uint32_t)len);
 		sseq__message__pack(&m, buf + 4);
 		(void)!send(fd, buf, len + 4, MSG_DONTWAIT | MSG_NOSIGNAL);
 	}

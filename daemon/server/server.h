@@ -14,7 +14,6 @@
 #include "sequencer.h"
 #include "sseq.pb-c.h"
 
-#define SERVER_MAX_FRAME 1048576u
 #define SESSION_MAX_FDS 8
 #define TRACE_RING 4096
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sseq-frame.h"
 #include "wire.h"
 
 static uint64_t rng_state;
@@ -454,8 +455,7 @@ START_TEST(test_hand_encoded_reply_unpacks)
 
 		snprintf(msg, sizeof(msg), "%s", rnd() & 1 ? "" : "out of range: 123");
 		n = wire_encode_reply(buf, tag, status, msg, handle, with_point ? &at : NULL);
-		len = (size_t)buf[0] | (size_t)buf[1] << 8 | (size_t)buf[2] << 16 |
-			(size_t)buf[3] << 24;
+		len = frame_get_len(buf);
 		ck_assert_uint_eq(n, len + 4);
 		m = sseq__message__unpack(NULL, len, buf + 4);
 		ck_assert_ptr_nonnull(m);

@@ -2,6 +2,7 @@
  * plain replies: protobuf-c's table-driven unpack cost ~3,700 instructions per pipelined
  * execute, most of the daemon's budget. Anything unexpected declines to protobuf-c. */
 #include "wire.h"
+#include "sseq-frame.h"
 
 #include <limits.h>
 #include <stdbool.h>
@@ -358,9 +359,6 @@ size_t wire_encode_reply(uint8_t *out, uint64_t tag, int status, const char *mes
 			o = put_varint(o, at->seq);
 		}
 	}
-	out[0] = (uint8_t)msg_len;
-	out[1] = (uint8_t)(msg_len >> 8);
-	out[2] = (uint8_t)(msg_len >> 16);
-	out[3] = (uint8_t)(msg_len >> 24);
+	frame_put_len(out, (uint32_t)msg_len);
 	return (size_t)(o - out);
 }

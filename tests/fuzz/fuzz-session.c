@@ -18,6 +18,7 @@
 #include "log.h"
 #include "server.h"
 #include "session.h"
+#include "sseq-frame.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -140,11 +141,10 @@ static void fz_client_read(struct fz *f)
 	size_t off = 0;
 	while (f->rx_len - off >= 4) {
 		const uint8_t *p = f->rx + off;
-		uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-			(uint32_t)p[3] << 24;
+		uint32_t len = frame_get_len(p);
 		Sseq__Message *m;
 
-		if (len > SERVER_MAX_FRAME)
+		if (len > FRAME_MAX)
 			harness_fail("the daemon sent a frame of %" PRIu32 " bytes", len);
 		if (f->rx_len - off - 4 < len)
 			break;
@@ -240,7 +240,7 @@ static void fz_send(struct fz *f, const uint8_t *p, size_t n, const int *fds, un
  * StagingRegister in the frame (a Batch may hold several). */
 static unsigned fz_inspect(struct fz *f, const uint8_t *p, size_t len, int *fds)
 {
-	Sseq__Request *rq = len <= SERVER_MAX_FRAME ? sseq__request__unpack(NULL, len, p) : NULL;
+	Sseq__Request *rq = len <= FRAME_MAX ? sseq__request__unpack(NULL, len, p) : NULL;
 	const Sseq__Request *const *list;
 	size_t n;
 	unsigned nfds = 0;
@@ -323,8 +323,7 @@ static void fz_run(struct fz *f, uint8_t cfg, uint8_t fault_seed, const uint8_t 
 
 	while (size - off >= 4) {
 		const uint8_t *p = data + off;
-		uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-			(uint32_t)p[3] << 24;
+		uint32_t len = frame_get_len(p);
 		int fds[SESSION_MAX_FDS];
 		unsigned nfds;
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sseq-frame.h"
 #include "wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -179,7 +180,7 @@ static void reply_round_trips(const uint8_t *data, size_t size)
 	mlen = strlen(msg);
 
 	n = wire_encode_reply(out, tag, status, msg, handle, with_point ? &at : NULL);
-	len = (size_t)out[0] | (size_t)out[1] << 8 | (size_t)out[2] << 16 | (size_t)out[3] << 24;
+	len = frame_get_len(out);
 	if (n != len + 4 || n > WIRE_REPLY_MAX + mlen)
 		disagree("encoded %zu bytes under a prefix of %zu (limit %zu)", n, len,
 			(size_t)WIRE_REPLY_MAX + mlen);

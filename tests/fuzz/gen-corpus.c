@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "sseq-frame.h"
 #include "sseq.pb-c.h"
 
 /* A session's handles are predictable: the n-th handle it creates, none freed, is slot n
@@ -338,10 +339,8 @@ static void put_frame(struct out *o, const Sseq__Request *r)
 {
 	size_t len = sseq__request__get_packed_size(r);
 
-	o->b[o->n++] = (uint8_t)len;
-	o->b[o->n++] = (uint8_t)(len >> 8);
-	o->b[o->n++] = (uint8_t)(len >> 16);
-	o->b[o->n++] = (uint8_t)(len >> 24);
+	frame_put_len(o->b + o->n, (uint32_t)len);
+	o->n += FRAME_HEADER;
 	o->n += sseq__request__pack(r, o->b + o->n);
 }
 
