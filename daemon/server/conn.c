@@ -267,7 +267,7 @@ void session_process(struct session *s)
 		memmove(s->in, s->in + off, s->in_len - off);
 		s->in_len -= off;
 		/* What is left is a new frame's start: its deadline counts from now. */
-		s->frame_started_ns = s->in_len ? server_now_ns() : 0;
+		s->frame_started_ns = s->in_len ? server_loop_ns(s->srv) : 0;
 	}
 }
 
@@ -313,8 +313,9 @@ void session_input_resume(struct session *s)
 		return;
 	s->input_wait = false;
 	s->srv->input_waiting--;
+	/* The wait was the daemon's, not the client's: its frame's deadline starts again. */
 	if (s->in_len)
-		s->frame_started_ns = server_now_ns(); /* the wait was the daemon's, not its */
+		s->frame_started_ns = server_loop_ns(s->srv);
 	session_mark_dirty(s); /* its flush polls for input again */
 }
 
@@ -392,7 +393,7 @@ static void session_read(struct session *s)
 			session_input_ended(s);
 			return;
 		}
-		s->last_read_ns = server_now_ns();
+		s->last_read_ns = server_loop_ns(s->srv);
 		if (!s->in_len)
 			s->frame_started_ns = s->last_read_ns;
 		s->in_len += (size_t)n;

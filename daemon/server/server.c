@@ -369,7 +369,7 @@ void server_input_released(struct server *srv)
 static void server_on_sweep(uv_timer_t *t)
 {
 	struct server *srv = t->data;
-	uint64_t now = server_now_ns();
+	uint64_t now = server_loop_ns(srv);
 
 	for (struct session *s = srv->sessions, *next; s; s = next) {
 		next = s->next;

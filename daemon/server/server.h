@@ -155,6 +155,14 @@ struct server {
 
 int server_init(struct server *srv, uv_loop_t *loop, const struct server_options *opts,
 	struct backend backend);
+/* The loop's clock, read once per loop turn: exact enough for the deadlines the sweep
+ * enforces (seconds), and free on the request path, where a clock read per socket read
+ * would not be. */
+static inline uint64_t server_loop_ns(const struct server *srv)
+{
+	return uv_now(srv->loop) * 1000000u;
+}
+
 /* Stop accepting, tell every client, refuse new work; in-flight work still completes. */
 void server_stop(struct server *srv);
 /* Write what is pending and close every connection (the end of a drain). */

@@ -90,7 +90,7 @@ struct session *session_new(struct server *srv, int fd)
 	s->id = ++srv->next_session;
 	s->refs = 1;
 	s->connected = true;
-	s->accepted_ns = server_now_ns();
+	s->accepted_ns = server_loop_ns(srv);
 	arena_init(&s->arena);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
 		s->pid = (uint32_t)cred.pid;
