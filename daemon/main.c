@@ -18,21 +18,16 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "registry.h"
 #include "server.h"
 #include "sim.h"
 #include "sseq-frame.h"
-#ifdef SSEQ_HAVE_HIP
-#include "hip.h"
-#endif
 
 #define DRAIN_TIMEOUT_MS 10000
 
 struct daemon_opts {
 	struct server_options srv;
-	struct sim_config sim;
-	const char *backend;
-	const char *kernels; /* --kernels: the hip backend's kernel image */
-	bool audit; /* --audit: the hip backend checks ordering on GPU timestamps */
+	struct backend_options be; /* --backend, --kernels, --audit, the sim's knobs */
 	char socket_buf[108];
 };
 
@@ -167,7 +162,7 @@ static int parse_inject(struct daemon_opts *o, const char *spec)
 		o->srv.seq.legacy_early_free = true;
 		return 0;
 	}
-	if (sim_parse_inject(&o->sim, spec, &why) < 0) {
+	if (sim_parse_inject(&o->be.sim, spec, &why) < 0) {
 		fprintf(stderr,
 			"sseqd: --inject %s: %s (known: fail-op=N, device-fail-op=N, "
 			"legacy-sync-window=N, early-free)\n",
@@ -304,10 +299,10 @@ static int parse_option(struct daemon_opts *o, int c)
 	case 'b':
 		if (strcmp(optarg, "sim") && strcmp(optarg, "hip") && strcmp(optarg, "auto"))
 			goto bad;
-		o->backend = optarg;
+		o->be.name = optarg;
 		break;
 	case OPT_SIM_DELAY:
-		if (sim_parse_delay(&o->sim, optarg, &why) < 0) {
+		if (sim_parse_delay(&o->be.sim, optarg, &why) < 0) {
 			fprintf(stderr, "sseqd: --sim-delay %s: %s\n", optarg,
 				why ? why : "invalid");
 			return -EINVAL;
@@ -333,10 +328,10 @@ static int parse_option(struct daemon_opts *o, int c)
 		o->srv.module_dir = optarg;
 		break;
 	case OPT_KERNELS:
-		o->kernels = optarg;
+		o->be.kernels = optarg;
 		break;
 	case OPT_AUDIT:
-		o->audit = true;
+		o->be.audit = true;
 		break;
 	case OPT_SPIN:
 		if (parse_uint(optarg, 0, 1000000, &o->srv.spin_us) < 0)
@@ -414,75 +409,6 @@ static int take_listen_fd(void)
 	return SD_LISTEN_FDS_START;
 }
 
-static int backend_start(struct daemon_opts *o, struct server *srv, struct backend *out)
-{
-	const char *want = o->backend ? o->backend : "auto";
-
-#ifdef SSEQ_HAVE_HIP
-	/* ---- hip (daemon/backend/hip): a GPU if there is one; auto falls back to the sim ---- */
-	if (strcmp(want, "sim") != 0) {
-		const struct hip_config hc = {
-			.device = o->srv.device,
-			.n_d2h = o->srv.seq.n_d2h,
-			.n_d2d = o->srv.seq.n_d2d,
-			.kernels = o->kernels,
-			.audit = o->audit,
-		};
-		const bool must = strcmp(want, "hip") == 0;
-		int n = hip_device_count(), r;
-
-		if (n > (int)o->srv.device) {
-			if (o->sim.nfail || o->sim.delay[0].mode || o->sim.delay[1].mode ||
-				o->sim.delay[2].mode || o->sim.delay[3].mode)
-				log_warn("main",
-					"--sim-delay and --inject fail-op/device-fail-op act on "
-					"the sim "
-					"backend only: ignored with hip");
-			r = hip_create(out, &hc, server_push_completion, server_finding, srv);
-			if (r == 0 || must)
-				return r;
-			log_warn("main",
-				"auto: the hip backend did not start (%s): using the sim "
-				"backend",
-				strerror(-r));
-		} else if (n < 0) {
-			log_msg(must ? LOG_LVL_ERR : LOG_LVL_NOTICE, "main",
-				"%s: the HIP runtime cannot start (no GPU driver: %s)%s",
-				must ? "--backend hip" : "auto", strerror(-n),
-				must ? "" : ": using the sim backend");
-		} else if (n == 0) {
-			log_msg(must ? LOG_LVL_ERR : LOG_LVL_NOTICE, "main", "%s: no GPU found%s",
-				must ? "--backend hip" : "auto",
-				must ? "" : ": using the sim backend");
-		} else {
-			log_msg(must ? LOG_LVL_ERR : LOG_LVL_NOTICE, "main",
-				"%s: no GPU %u (the HIP runtime sees %d)%s",
-				must ? "--backend hip" : "auto", o->srv.device, n,
-				must ? "" : ": using the sim backend");
-		}
-		if (must)
-			return -ENODEV;
-	}
-#else
-	if (strcmp(want, "hip") == 0) {
-		log_err("main",
-			"--backend hip: this sseqd was built without HIP "
-			"(configure with -Dhip=enabled)");
-		return -ENODEV;
-	}
-	if (strcmp(want, "auto") == 0)
-		log_notice("main", "no HIP support built in: using the sim backend");
-	(void)o->kernels;
-#endif
-	if (o->audit)
-		log_notice("main",
-			"--audit: the sim backend's race detector already checks every "
-			"access against its producer; --audit adds nothing to it");
-	o->sim.n_d2h = o->srv.seq.n_d2h;
-	o->sim.n_d2d = o->srv.seq.n_d2d;
-	return sim_create(out, &o->sim, server_push_completion, server_finding, srv);
-}
-
 /* Every connection is a descriptor: raise the soft limit to what --max-clients needs (the
  * listener, the loop, the backend and a client's memfds in passing take a few dozen more),
  * within the hard limit, and say so when even that is short. */
@@ -502,6 +428,8 @@ static void raise_fd_limit(const struct server_limits *lim)
 }
 
 struct daemon_state {
+	struct cq cq;
+	struct backend be;
 	struct server srv;
 	uv_signal_t sigint, sigterm, sighup;
 	uv_timer_t drain, watchdog, status;
@@ -602,11 +530,11 @@ static void log_serving(const struct daemon_opts *o, const struct backend *be)
 {
 	struct backend_info info = {0};
 
-	be->ops->info(be->ctx, &info);
+	backend_info(be, &info);
 	log_notice("main", "sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s",
 		SSEQ_VERSION, o->srv.device, info.name, info.backend, o->srv.socket_path,
 		o->srv.seq.window ? o->srv.seq.window : SEQ_DEFAULT_WINDOW,
-		o->audit && be->ops->audit_findings ? "; audit on" : "",
+		o->be.audit && backend_has_audit(be) ? "; audit on" : "",
 		o->srv.seq.legacy_sync_window ? "; INJECTED legacy-sync-window" : "",
 		o->srv.seq.legacy_early_free ? "; INJECTED early-free" : "");
 }
@@ -649,16 +577,43 @@ static void loop_finish(struct daemon_state *d, uv_loop_t *loop)
 	uv_loop_close(loop);
 }
 
+/* The completion queue first, then the backend that pushes to it, then the server that
+ * drains it; the backend builds the streams the core will number. */
+static int daemon_start(struct daemon_state *d, struct daemon_opts *o, uv_loop_t *loop)
+{
+	struct seq_layout layout;
+	const struct backend_env env = {.layout = &layout, .cq = &d->cq, .finding = server_finding};
+	int r = seq_layout_init(&layout, &o->srv.seq);
+
+	if (r < 0) {
+		log_err("main", "--d2h-streams and --d2d-streams: at most %u streams in all",
+			SEQ_MAX_STREAMS);
+		return r;
+	}
+	cq_init(&d->cq);
+	o->be.device = o->srv.device;
+	r = backend_start(&o->be, &env, &d->be);
+	if (r < 0) {
+		log_err("main", "cannot start the %s backend: %s", o->be.name ? o->be.name : "auto",
+			strerror(-r));
+		return r;
+	}
+	r = server_init(&d->srv, loop, &o->srv, &d->be, &d->cq);
+	if (r < 0) {
+		server_finish(&d->srv);
+		backend_destroy(&d->be);
+	}
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	static struct daemon_state d;
 	struct daemon_opts o = {.srv = {.listen_fd = -1,
 					.spin_us = SERVER_DEFAULT_SPIN_US,
 					.limits = SERVER_LIMITS_DEFAULT}};
-	struct backend be = {0};
 	uv_loop_t *loop = uv_default_loop();
 	sigset_t stop_signals;
-	int r;
 
 	if (parse_args(&o, argc, argv) < 0)
 		return 2;
@@ -672,26 +627,17 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 	if (socket_prepare(&o) < 0)
 		return 1;
-	r = backend_start(&o, &d.srv, &be);
-	if (r < 0) {
-		log_err("main", "cannot start the %s backend: %s", o.backend ? o.backend : "sim",
-			strerror(-r));
+	if (daemon_start(&d, &o, loop) < 0)
 		return 1;
-	}
-	r = server_init(&d.srv, loop, &o.srv, be);
-	if (r < 0) {
-		server_finish(&d.srv);
-		be.ops->destroy(be.ctx);
-		return 1;
-	}
-	log_serving(&o, &be);
+	log_serving(&o, &d.be);
 	loop_start(&d, loop, &stop_signals);
 	/* The device is initialised and the socket listens: clients can be served. */
 	sd_notify(0, "READY=1");
 	uv_run(loop, UV_RUN_DEFAULT);
 
 	server_finish(&d.srv);
-	be.ops->destroy(be.ctx);
+	backend_destroy(&d.be);
+	cq_finish(&d.cq);
 	loop_finish(&d, loop);
 	log_notice("main", "stopped");
 	return 0;

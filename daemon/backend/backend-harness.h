@@ -1,6 +1,6 @@
 /* What test-sim and test-hip share to drive a backend through the real core from the
- * test's thread, as sseqd's loop does: the queue of completions the backend's threads
- * report (uv_async_send there, a mutex and a condition variable here), and the ops. */
+ * test's thread, as sseqd's loop does: the completion queue the backend's threads push
+ * to (woken by uv_async_send there, a condition variable here), and the ops. */
 #ifndef SSEQ_TESTS_BACKEND_HARNESS_H
 #define SSEQ_TESTS_BACKEND_HARNESS_H
 
@@ -13,101 +13,101 @@
 #include <time.h>
 
 #include "backend.h"
+#include "cq.h"
 #include "sequencer.h"
 
-struct completion_queue {
+/* The real completion queue (cq.c), with a wake hook that signals the test's thread
+ * where sseqd's loop gets uv_async_send. */
+struct harness_cq {
+	struct cq q;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
-	struct seq_point *points;
-	int *status;
-	size_t n, cap;
+	bool woken;
 };
 
-static inline void cq_init(struct completion_queue *q)
+static inline void harness_cq_wake(void *arg)
 {
-	*q = (struct completion_queue){0};
-	pthread_mutex_init(&q->mu, NULL);
-	pthread_cond_init(&q->cond, NULL);
+	struct harness_cq *h = arg;
+
+	pthread_mutex_lock(&h->mu);
+	h->woken = true;
+	pthread_cond_signal(&h->cond);
+	pthread_mutex_unlock(&h->mu);
 }
 
-static inline void cq_destroy(struct completion_queue *q)
+static inline void harness_cq_init(struct harness_cq *h)
 {
-	free(q->points);
-	free(q->status);
-	pthread_cond_destroy(&q->cond);
-	pthread_mutex_destroy(&q->mu);
+	*h = (struct harness_cq){0};
+	cq_init(&h->q);
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_cond_init(&h->cond, NULL);
+	cq_set_wake(&h->q, harness_cq_wake, h);
 }
 
-/* From any thread: one completion. */
-static inline void cq_push(struct completion_queue *q, struct seq_point p, int status)
+static inline void harness_cq_destroy(struct harness_cq *h)
 {
-	pthread_mutex_lock(&q->mu);
-	if (q->n == q->cap) {
-		size_t cap = q->cap ? 2 * q->cap : 64;
+	cq_finish(&h->q);
+	pthread_cond_destroy(&h->cond);
+	pthread_mutex_destroy(&h->mu);
+}
 
-		q->points = realloc(q->points, cap * sizeof(*q->points));
-		q->status = realloc(q->status, cap * sizeof(*q->status));
-		if (!q->points || !q->status)
-			abort();
-		q->cap = cap;
+/* Everything queued so far (hand it back with cq_done); with `block`, first waits up to
+ * `timeout_s` seconds for at least one. */
+static inline struct cq_batch harness_cq_take(struct harness_cq *h, bool block, int timeout_s)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_s;
+	for (;;) {
+		struct cq_batch b = cq_take(&h->q);
+		bool late = false;
+
+		if (b.n || !block)
+			return b;
+		cq_done(&h->q, b);
+		/* Empty: the next push wakes us (it finds the queue empty). */
+		pthread_mutex_lock(&h->mu);
+		while (!h->woken && !late)
+			late = pthread_cond_timedwait(&h->cond, &h->mu, &until) == ETIMEDOUT;
+		h->woken = false;
+		pthread_mutex_unlock(&h->mu);
+		if (late)
+			return cq_take(&h->q);
 	}
-	q->points[q->n] = p;
-	q->status[q->n] = status;
-	q->n++;
-	pthread_cond_signal(&q->cond);
-	pthread_mutex_unlock(&q->mu);
 }
 
-/* Everything queued so far, handed over (the caller frees both arrays); with `block`,
- * first waits up to `timeout_s` seconds for at least one. Returns how many. */
-static inline size_t cq_take(struct completion_queue *q, bool block, int timeout_s,
-	struct seq_point **points, int **status)
+/* What a backend under test is given: the core's layout for scfg (NULL: the default) and
+ * the harness's queue. */
+static inline struct backend_env harness_env(struct seq_layout *layout,
+	const struct seq_config *scfg, struct harness_cq *h, backend_finding_fn finding)
 {
-	size_t n;
+	const struct seq_config none = {0};
 
-	pthread_mutex_lock(&q->mu);
-	if (block && q->n == 0) {
-		struct timespec until;
-
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += timeout_s;
-		while (q->n == 0)
-			if (pthread_cond_timedwait(&q->cond, &q->mu, &until) == ETIMEDOUT)
-				break;
-	}
-	*points = q->points;
-	*status = q->status;
-	n = q->n;
-	q->points = NULL;
-	q->status = NULL;
-	q->n = q->cap = 0;
-	pthread_mutex_unlock(&q->mu);
-	return n;
+	ck_assert_int_eq(seq_layout_init(layout, scfg ? scfg : &none), 0);
+	return (struct backend_env){.layout = layout, .cq = &h->q, .finding = finding};
 }
 
 /* Hand queued completions to `seq` (when there is one); with `block`, wait (bounded) for
  * at least one. Returns how many. */
-static inline size_t cq_drain(struct completion_queue *q, struct seq *seq, bool block)
+static inline size_t cq_drain(struct harness_cq *q, struct seq *seq, bool block)
 {
-	struct seq_point *points;
-	int *status;
-	size_t n;
+	struct cq_batch b = harness_cq_take(q, block, 20);
+	size_t n = b.n;
 
-	n = cq_take(q, block, 20, &points, &status);
 	if (block)
 		ck_assert_msg(n > 0, "no completion within 20 s");
 	for (size_t i = 0; i < n; i++)
 		if (seq)
-			seq_complete(seq, points[i], status[i]);
-	free(points);
-	free(status);
+			seq_complete(seq, b.ents[i].p, b.ents[i].status);
+	cq_done(&q->q, b);
 	return n;
 }
 
 /* Flush and hand completions to `seq` until its done callbacks, counted in `*dones`,
  * reach `want`. */
 static inline void harness_wait_dones(
-	struct seq *seq, struct completion_queue *q, const uint64_t *dones, uint64_t want)
+	struct seq *seq, struct harness_cq *q, const uint64_t *dones, uint64_t want)
 {
 	while (*dones < want) {
 		seq_flush(seq);
@@ -117,7 +117,7 @@ static inline void harness_wait_dones(
 
 /* Until buf's producer has completed. */
 static inline void harness_await(
-	struct seq *seq, struct completion_queue *q, const uint64_t *dones, struct seq_buffer *buf)
+	struct seq *seq, struct harness_cq *q, const uint64_t *dones, struct seq_buffer *buf)
 {
 	uint64_t want = *dones + 1;
 	int r = seq_await(seq, buf, 1);

@@ -1,6 +1,7 @@
-/* The device backends (sim, hip) as the server sees them: the sequencer's command set
- * plus device set-up, staging registration and completion delivery. A backend learns
- * completion on its own threads and hands it over through backend_complete_fn. */
+/* The device backends (sim, hip) as the server sees them: the core's device commands
+ * plus staging registration, user modules and information. A backend learns completion
+ * on its own threads and pushes it to the completion queue it was given (cq.h). Everyone
+ * but the core reaches a backend through the backend_* calls below: one route. */
 #ifndef SSEQ_BACKEND_H
 #define SSEQ_BACKEND_H
 
@@ -9,16 +10,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cq.h"
 #include "kernels.h"
 #include "sequencer.h"
 
 /* The error an injected fault (sim --inject fail-op=N) fails its operation with, so the
  * server can tell it from a real device error. */
 #define BACKEND_EINJECTED ECANCELED
-
-/* Called from a backend thread when the event recorded at `p` completed (status 0 or a
- * negative errno). Must be thread-safe and must not call back into the backend. */
-typedef void (*backend_complete_fn)(void *arg, struct seq_point p, int status);
 
 /* Called from a backend thread when the sim's race detector or the HIP audit finds an
  * access that was not ordered after its producer. `what` is a one-line description. */
@@ -62,9 +60,18 @@ struct backend {
 	void *ctx;
 };
 
+/* What every backend is given at creation: the streams to build (the core's layout),
+ * where completions go, and who hears findings. */
+struct backend_env {
+	const struct seq_layout *layout;
+	struct cq *cq; /* every recorded event reached, pushed from the backend's threads */
+	backend_finding_fn finding; /* may be NULL; must not call back into the backend */
+	void *finding_arg;
+};
+
 struct backend_ops {
-	/* The sequencer's command set; ctx is the backend's own. */
-	struct seq_backend seq;
+	/* The core's device commands (seq_create gets them straight); ctx is the backend's. */
+	struct seq_device dev;
 	/* Make a staging arena's mapping fast to copy from (hipHostRegister). */
 	int (*staging_register)(void *ctx, void *addr, size_t size);
 	void (*staging_unregister)(void *ctx, void *addr, size_t size);
@@ -83,6 +90,69 @@ struct backend_ops {
 	/* Stop threads and free everything; the device must be idle. */
 	void (*destroy)(void *ctx);
 };
+
+/* The one route to a backend for everything but the core's commands. */
+static inline int backend_staging_register(const struct backend *b, void *addr, size_t size)
+{
+	return b->ops->staging_register ? b->ops->staging_register(b->ctx, addr, size) : 0;
+}
+
+static inline void backend_staging_unregister(const struct backend *b, void *addr, size_t size)
+{
+	if (b->ops->staging_unregister)
+		b->ops->staging_unregister(b->ctx, addr, size);
+}
+
+static inline uint64_t backend_findings(const struct backend *b)
+{
+	return b->ops->findings ? b->ops->findings(b->ctx) : 0;
+}
+
+/* Whether the backend has a GPU-timestamp audit (hip), and its findings (0 without). */
+static inline bool backend_has_audit(const struct backend *b)
+{
+	return b->ops->audit_findings != NULL;
+}
+
+static inline uint64_t backend_audit_findings(const struct backend *b)
+{
+	return b->ops->audit_findings ? b->ops->audit_findings(b->ctx) : 0;
+}
+
+/* Whether the backend runs user code objects. */
+static inline bool backend_has_modules(const struct backend *b)
+{
+	return b->ops->module_load != NULL;
+}
+
+static inline int backend_module_load(const struct backend *b, const char *path, void **module)
+{
+	return b->ops->module_load ? b->ops->module_load(b->ctx, path, module) : -ENOTSUP;
+}
+
+static inline int backend_module_function(
+	const struct backend *b, void *module, const char *name, void **function)
+{
+	return b->ops->module_function(b->ctx, module, name, function);
+}
+
+static inline void backend_module_unload(const struct backend *b, void *module)
+{
+	b->ops->module_unload(b->ctx, module);
+}
+
+static inline void backend_info(const struct backend *b, struct backend_info *info)
+{
+	b->ops->info(b->ctx, info);
+}
+
+static inline void backend_destroy(struct backend *b)
+{
+	if (b->ops)
+		b->ops->destroy(b->ctx);
+	b->ops = NULL;
+	b->ctx = NULL;
+}
 
 /* The checks every backend makes before launching op at `at` on a stream of kind
  * stream_kind whose last launched point is `launched`: 0 or -EINVAL. */

@@ -45,7 +45,7 @@ static int demo_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 static int demo_run(const char *title, unsigned legacy_window)
 {
 	struct seq_config cfg = {.window = 4, .legacy_sync_window = legacy_window};
-	struct seq_backend be = {
+	const struct seq_device dev = {
 		.mem_alloc = demo_alloc,
 		.mem_release = demo_release,
 		.record = demo_record,
@@ -59,7 +59,7 @@ static int demo_run(const char *title, unsigned legacy_window)
 	int r;
 
 	printf("\n== %s ==\n", title);
-	r = seq_create(&seq, &cfg, &be);
+	r = seq_create(&seq, &cfg, &dev, NULL, NULL);
 	if (r < 0)
 		return r;
 	if ((r = seq_buffer_alloc(seq, 64 << 20, &in)) < 0 ||

@@ -49,8 +49,11 @@ struct stream {
 
 struct seq {
 	struct seq_config config;
-	struct seq_backend be;
+	struct seq_device dev; /* copied: one load per command, as before the split */
+	void *dev_ctx;
+	struct seq_observer obs;
 	struct seq_counters counters;
+	struct seq_layout layout;
 	unsigned nstreams;
 	struct stream streams[SEQ_MAX_STREAMS];
 	unsigned rr_d2h, rr_d2d;
@@ -59,12 +62,10 @@ struct seq {
 	size_t npending, cappending;
 };
 
-#define STREAM_D2H0 2u
-
 static void seq_trace_emit(struct seq *seq, enum seq_decision decision, struct seq_point at,
 	enum seq_op_kind op, const struct seq_buffer *buf, struct seq_point producer)
 {
-	if (!seq->be.trace)
+	if (!seq->obs.trace)
 		return;
 	struct seq_trace t = {
 		.decision = decision,
@@ -73,7 +74,7 @@ static void seq_trace_emit(struct seq *seq, enum seq_decision decision, struct s
 		.buf = buf,
 		.producer = producer,
 	};
-	seq->be.trace(seq->be.ctx, &t);
+	seq->obs.trace(seq->obs.ctx, &t);
 }
 
 const char *seq_stream_kind_name(enum seq_stream_kind kind)
@@ -91,16 +92,40 @@ const char *seq_stream_kind_name(enum seq_stream_kind kind)
 	return "?";
 }
 
-static void stream_setup(struct stream *s, enum seq_stream_kind kind, unsigned index)
+int seq_layout_init(struct seq_layout *l, const struct seq_config *cfg)
 {
-	s->kind = kind;
-	s->index = index;
+	const unsigned count[SEQ_STREAM_KINDS] = {
+		[SEQ_STREAM_COMPUTE] = 1,
+		[SEQ_STREAM_H2D] = 1,
+		[SEQ_STREAM_D2H] = cfg->n_d2h ? cfg->n_d2h : 1,
+		[SEQ_STREAM_D2D] = cfg->n_d2d ? cfg->n_d2d : 1,
+	};
+
+	memset(l, 0, sizeof(*l));
+	for (unsigned k = 0; k < SEQ_STREAM_KINDS; k++) {
+		if (count[k] > SEQ_MAX_STREAMS - l->nstreams)
+			return -EINVAL;
+		l->first[k] = l->nstreams;
+		l->count[k] = count[k];
+		for (unsigned i = 0; i < count[k]; i++, l->nstreams++) {
+			l->kind[l->nstreams] = (enum seq_stream_kind)k;
+			l->index[l->nstreams] = i;
+		}
+	}
+	return 0;
 }
 
-int seq_create(struct seq **out, const struct seq_config *config, const struct seq_backend *backend)
+const struct seq_layout *seq_layout(const struct seq *seq)
+{
+	return &seq->layout;
+}
+
+int seq_create(struct seq **out, const struct seq_config *config, const struct seq_device *device,
+	void *device_ctx, const struct seq_observer *observer)
 {
 	struct seq *seq = NULL;
 	struct seq_config cfg = *config;
+	struct seq_layout layout;
 
 	if (cfg.n_d2h == 0)
 		cfg.n_d2h = 1;
@@ -108,22 +133,24 @@ int seq_create(struct seq **out, const struct seq_config *config, const struct s
 		cfg.n_d2d = 1;
 	if (cfg.window == 0)
 		cfg.window = SEQ_DEFAULT_WINDOW;
-	if (2 + cfg.n_d2h + cfg.n_d2d > SEQ_MAX_STREAMS || !backend->mem_alloc ||
-		!backend->mem_release || !backend->record || !backend->wait || !backend->launch)
+	if (seq_layout_init(&layout, &cfg) < 0 || !device->mem_alloc || !device->mem_release ||
+		!device->record || !device->wait || !device->launch)
 		return -EINVAL;
 
 	seq = calloc(1, sizeof(*seq));
 	if (!seq)
 		return -ENOMEM;
 	seq->config = cfg;
-	seq->be = *backend;
-	seq->nstreams = 2 + cfg.n_d2h + cfg.n_d2d;
-	stream_setup(&seq->streams[0], SEQ_STREAM_COMPUTE, 0);
-	stream_setup(&seq->streams[1], SEQ_STREAM_H2D, 0);
-	for (unsigned i = 0; i < cfg.n_d2h; i++)
-		stream_setup(&seq->streams[STREAM_D2H0 + i], SEQ_STREAM_D2H, i);
-	for (unsigned i = 0; i < cfg.n_d2d; i++)
-		stream_setup(&seq->streams[STREAM_D2H0 + cfg.n_d2h + i], SEQ_STREAM_D2D, i);
+	seq->dev = *device;
+	seq->dev_ctx = device_ctx;
+	if (observer)
+		seq->obs = *observer;
+	seq->layout = layout;
+	seq->nstreams = layout.nstreams;
+	for (unsigned i = 0; i < seq->nstreams; i++) {
+		seq->streams[i].kind = layout.kind[i];
+		seq->streams[i].index = layout.index[i];
+	}
 	for (unsigned i = 0; i < seq->nstreams; i++) {
 		struct stream *s = &seq->streams[i];
 		s->recs = calloc(cfg.window, sizeof(*s->recs));
@@ -155,7 +182,7 @@ void seq_destroy(struct seq *seq)
 	while (seq->all) {
 		struct seq_buffer *b = seq->all;
 		if (!b->base)
-			seq->be.mem_release(seq->be.ctx, b->addr, b->size);
+			seq->dev.mem_release(seq->dev_ctx, b->addr, b->size);
 		buffer_unlink(seq, b);
 		free(b);
 	}
@@ -221,7 +248,7 @@ static int stream_record(struct seq *seq, uint32_t x)
 
 	if (s->recorded == s->issued || s->issued == s->completed)
 		return 0;
-	r = seq->be.record(seq->be.ctx, (struct seq_point){x, s->issued});
+	r = seq->dev.record(seq->dev_ctx, (struct seq_point){x, s->issued});
 	if (r < 0)
 		return r;
 	s->events[(s->ev_head + s->ev_count) % (seq->config.window + 1)] = s->issued;
@@ -308,12 +335,12 @@ int seq_buffer_alloc(struct seq *seq, uint64_t size, struct seq_buffer **out)
 
 	if (size == 0)
 		return -EINVAL;
-	r = seq->be.mem_alloc(seq->be.ctx, size, &addr);
+	r = seq->dev.mem_alloc(seq->dev_ctx, size, &addr);
 	if (r < 0)
 		return r;
 	b = buffer_new(seq);
 	if (!b) {
-		seq->be.mem_release(seq->be.ctx, addr, size);
+		seq->dev.mem_release(seq->dev_ctx, addr, size);
 		return -ENOMEM;
 	}
 	b->size = size;
@@ -346,7 +373,7 @@ int seq_buffer_slice(struct seq *seq, struct seq_buffer *of, uint64_t offset, ui
 
 static void buffer_release(struct seq *seq, struct seq_buffer *b)
 {
-	seq->be.mem_release(seq->be.ctx, b->addr, b->size);
+	seq->dev.mem_release(seq->dev_ctx, b->addr, b->size);
 	seq->counters.releases++;
 	seq_trace_emit(seq, SEQ_TRACE_RELEASE, (struct seq_point){0, 0}, SEQ_OP_EXEC, b, b->def);
 	buffer_unlink(seq, b);
@@ -428,18 +455,18 @@ static uint32_t seq_pick_stream(const struct seq *seq, const struct seq_op *op, 
 	*affine = false;
 	switch (op->kind) {
 	case SEQ_OP_EXEC:
-		return 0;
+		return seq->layout.first[SEQ_STREAM_COMPUTE];
 	case SEQ_OP_H2D:
-		return 1;
+		return seq->layout.first[SEQ_STREAM_H2D];
 	case SEQ_OP_D2H:
-		first = STREAM_D2H0;
-		n = seq->config.n_d2h;
+		first = seq->layout.first[SEQ_STREAM_D2H];
+		n = seq->layout.count[SEQ_STREAM_D2H];
 		rr = seq->rr_d2h;
 		break;
 	case SEQ_OP_D2D:
 	default:
-		first = STREAM_D2H0 + seq->config.n_d2h;
-		n = seq->config.n_d2d;
+		first = seq->layout.first[SEQ_STREAM_D2D];
+		n = seq->layout.count[SEQ_STREAM_D2D];
 		rr = seq->rr_d2d;
 		break;
 	}
@@ -491,7 +518,8 @@ static bool op_needs(struct seq *seq, uint32_t s, const struct seq_buffer *b, st
 	/* The injected legacy bug: an H2D definition held as a compute-stream sync point
 	 * counts as complete once that point has left a window of `window` entries. */
 	if (window && b->legacy_mark && p.stream == b->def.stream && p.seq == b->def.seq &&
-		seq->streams[0].issued + 1 - b->legacy_mark >= window) {
+		seq->streams[seq->layout.first[SEQ_STREAM_COMPUTE]].issued + 1 - b->legacy_mark >=
+			window) {
 		seq->counters.waits_elided_legacy++;
 		seq_trace_emit(seq, SEQ_TRACE_ELIDE_LEGACY, at, kind, b, p);
 		return false;
@@ -592,7 +620,7 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 			continue;
 		r = stream_event_for(seq, x, need[x], &event);
 		if (r >= 0)
-			r = seq->be.wait(seq->be.ctx, s, (struct seq_point){x, event});
+			r = seq->dev.wait(seq->dev_ctx, s, (struct seq_point){x, event});
 		if (r < 0)
 			return op_fail(seq, op, s, r, SEQ_FAIL_LAUNCH, NULL,
 				(struct seq_point){x, need[x]});
@@ -603,7 +631,7 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 	}
 
 	p = (struct seq_point){s, st->issued + 1};
-	r = seq->be.launch(seq->be.ctx, p, op);
+	r = seq->dev.launch(seq->dev_ctx, p, op);
 	if (r < 0)
 		return op_fail(seq, op, s, r, SEQ_FAIL_LAUNCH, NULL, p);
 
@@ -631,7 +659,8 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 			b->error = 0;
 		b->legacy_mark = 0;
 		if (op->kind == SEQ_OP_H2D && seq->config.legacy_sync_window)
-			b->legacy_mark = seq->streams[0].issued + 1;
+			b->legacy_mark =
+				seq->streams[seq->layout.first[SEQ_STREAM_COMPUTE]].issued + 1;
 	}
 	if (at)
 		*at = p;
@@ -755,8 +784,8 @@ static bool stream_advance(struct seq *seq, uint32_t x)
 		s->completed = n;
 		seq->counters.ops_completed++;
 		progress = true;
-		if (r->want_done && seq->be.done)
-			seq->be.done(seq->be.ctx, r->cookie, status);
+		if (r->want_done && seq->obs.done)
+			seq->obs.done(seq->obs.ctx, r->cookie, status);
 	}
 	return progress;
 }
@@ -768,8 +797,8 @@ static void stream_retire_and_notify(struct seq *seq, uint32_t x)
 	size_t i = 0;
 
 	while (s->ev_count && s->events[s->ev_head] <= s->completed) {
-		if (seq->be.retire)
-			seq->be.retire(seq->be.ctx, (struct seq_point){x, s->events[s->ev_head]});
+		if (seq->dev.retire)
+			seq->dev.retire(seq->dev_ctx, (struct seq_point){x, s->events[s->ev_head]});
 		s->ev_head = (s->ev_head + 1) % cap;
 		s->ev_count--;
 	}
@@ -778,8 +807,8 @@ static void stream_retire_and_notify(struct seq *seq, uint32_t x)
 		if (point_failed(seq, (struct seq_point){x, s->watches[i].seq}) && !w->status)
 			w->status = s->error;
 		if (--w->pending == 0) {
-			if (seq->be.done)
-				seq->be.done(seq->be.ctx, w->cookie, w->status);
+			if (seq->obs.done)
+				seq->obs.done(seq->obs.ctx, w->cookie, w->status);
 			free(w);
 		}
 	}

@@ -18,6 +18,7 @@ enum seq_stream_kind {
 	SEQ_STREAM_D2H,
 	SEQ_STREAM_D2D,
 };
+#define SEQ_STREAM_KINDS 4
 
 /* A point is the seq-th operation issued on a stream; seq 0 is "before anything". */
 struct seq_point {
@@ -68,10 +69,11 @@ struct seq_op {
 	struct seq_access access[SEQ_MAX_ACCESS];
 };
 
-/* The commands the core emits. Events are named by the point they were recorded at; an
- * event recorded at (s, n) completes once every operation on s up to n has. */
-struct seq_backend {
-	void *ctx;
+/* The core's output is two interfaces. The device commands are what a backend
+ * implements; they go straight from the core to it. Events are named by the point they
+ * were recorded at; an event recorded at (s, n) completes once every operation on s up to
+ * n has. `ctx` is the backend's own, given to seq_create beside the table. */
+struct seq_device {
 	int (*mem_alloc)(void *ctx, uint64_t size, uint64_t *addr);
 	void (*mem_release)(void *ctx, uint64_t addr, uint64_t size);
 	/* Record an event on at.stream after everything issued there so far (at.seq is the
@@ -83,9 +85,14 @@ struct seq_backend {
 	int (*launch)(void *ctx, struct seq_point at, const struct seq_op *op);
 	/* The core will never name this event again (optional). */
 	void (*retire)(void *ctx, struct seq_point event);
-	/* A watched point or op completed (optional). */
+};
+
+/* ... and what the core's owner (the server) observes; both hooks are optional. */
+struct seq_observer {
+	void *ctx;
+	/* A watched point or op completed. */
 	void (*done)(void *ctx, uint64_t cookie, int status);
-	/* A sequencing decision, for the live trace (optional). */
+	/* A sequencing decision, for the live trace. */
 	void (*trace)(void *ctx, const struct seq_trace *t);
 };
 
@@ -116,6 +123,20 @@ struct seq_config {
 	unsigned legacy_sync_window; /* H2D readiness tied to a compute window of N points */
 	bool legacy_early_free; /* frees hand memory back at once */
 };
+
+/* The streams, numbered once, here: compute, H2D, then the D2H pool, then the D2D pool.
+ * The core sequences on them and backends build theirs from the same layout. */
+struct seq_layout {
+	unsigned nstreams;
+	unsigned first[SEQ_STREAM_KINDS]; /* the first stream of each kind */
+	unsigned count[SEQ_STREAM_KINDS]; /* ... and how many there are */
+	enum seq_stream_kind kind[SEQ_MAX_STREAMS];
+	unsigned index[SEQ_MAX_STREAMS]; /* a stream's place among those of its kind */
+};
+
+/* The layout config asks for (pool sizes of 0 mean 1): 0, or -EINVAL when the streams
+ * do not fit in SEQ_MAX_STREAMS. */
+int seq_layout_init(struct seq_layout *layout, const struct seq_config *config);
 
 struct seq_counters {
 	uint64_t ops_submitted;
@@ -170,8 +191,10 @@ struct seq_stream_info {
 
 struct seq;
 
-int seq_create(
-	struct seq **out, const struct seq_config *config, const struct seq_backend *backend);
+/* A core issuing to `device` (with its ctx) and telling `observer` (may be NULL). */
+int seq_create(struct seq **out, const struct seq_config *config, const struct seq_device *device,
+	void *device_ctx, const struct seq_observer *observer);
+const struct seq_layout *seq_layout(const struct seq *seq);
 /* Releases every buffer still held, whatever is pending: call only once the device is idle. */
 void seq_destroy(struct seq *seq);
 

@@ -1822,7 +1822,8 @@ static void model_run_sequence(
 	const struct model_run *run, unsigned index, enum model_mode mode, unsigned counts[V_COUNT])
 {
 	struct model *m = calloc(1, sizeof(*m));
-	struct seq_backend backend;
+	struct seq_device device;
+	struct seq_observer observer;
 	unsigned nactions;
 	int rc;
 
@@ -1849,8 +1850,7 @@ static void model_run_sequence(
 	if (mode == MODE_STRICT && rng_chance(&m->rng, MODEL_DEVICE_FAULT_SEQUENCES_PERCENT))
 		m->fault_permille = rng_chance(&m->rng, 80) ? 1 + rng_below(&m->rng, 10)
 							    : 50 + rng_below(&m->rng, 200);
-	backend = (struct seq_backend){
-		.ctx = m,
+	device = (struct seq_device){
 		.mem_alloc = dev_mem_alloc,
 		.mem_release = dev_mem_release,
 		.record = dev_record,
@@ -1858,13 +1858,16 @@ static void model_run_sequence(
 		.launch = dev_launch,
 		/* The optional hooks are left out now and then: the core must cope. */
 		.retire = rng_chance(&m->rng, 90) ? dev_retire : NULL,
+	};
+	observer = (struct seq_observer){
+		.ctx = m,
 		.done = dev_done,
 		.trace = rng_chance(&m->rng, 50) ? dev_trace : NULL,
 	};
 	snprintf(m->what, sizeof(m->what), "seq_create n_d2h=%u n_d2d=%u window=%u",
 		m->config.n_d2h, m->config.n_d2d, m->config.window);
 	model_log(m, "%s", m->what);
-	rc = seq_create(&m->seq, &m->config, &backend);
+	rc = seq_create(&m->seq, &m->config, &device, m, &observer);
 	if (rc) {
 		model_fail(m, V_OTHER, "seq_create: %d", rc);
 		goto out;

@@ -243,14 +243,17 @@ static void rec_trace(void *ctx, const struct seq_trace *t)
 	f->last_trace[t->decision] = *t;
 }
 
-static const struct seq_backend rec_backend = {
-	.ctx = &F,
+static const struct seq_device rec_device = {
 	.mem_alloc = rec_mem_alloc,
 	.mem_release = rec_mem_release,
 	.record = rec_record,
 	.wait = rec_wait,
 	.launch = rec_launch,
 	.retire = rec_retire,
+};
+
+static const struct seq_observer rec_observer = {
+	.ctx = &F,
 	.done = rec_done,
 	.trace = rec_trace,
 };
@@ -278,7 +281,8 @@ static void fx_start(const struct seq_config *config)
 	struct seq_config zero;
 
 	memset(&zero, 0, sizeof(zero));
-	ck_assert_int_eq(seq_create(&F.seq, config ? config : &zero, &rec_backend), 0);
+	ck_assert_int_eq(
+		seq_create(&F.seq, config ? config : &zero, &rec_device, &F, &rec_observer), 0);
 	ck_assert_ptr_nonnull(F.seq);
 }
 

@@ -88,7 +88,7 @@ static int req_execute_function(struct session *s, const Sseq__Request *rq)
 	void *fn = NULL;
 	int r;
 
-	if (!s->srv->backend.ops->module_function)
+	if (!backend_has_modules(&s->srv->backend))
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
 			"module functions need the hip backend and LoadModule");
 	if (!mf)

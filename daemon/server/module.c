@@ -23,7 +23,7 @@ void smodule_unref(struct server *srv, struct smodule *m)
 		free(f->name);
 		free(f);
 	}
-	srv->backend.ops->module_unload(srv->backend.ctx, m->module);
+	backend_module_unload(&srv->backend, m->module);
 	free(m);
 }
 
@@ -39,7 +39,7 @@ int smodule_function(struct server *srv, struct smodule *m, const char *name, vo
 			return 0;
 		}
 	}
-	r = srv->backend.ops->module_function(srv->backend.ctx, m->module, name, fn);
+	r = backend_module_function(&srv->backend, m->module, name, fn);
 	if (r < 0 || m->nfns >= SESSION_MAX_MODULE_FNS)
 		return r;
 	f = calloc(1, sizeof(*f));
@@ -65,7 +65,6 @@ static void shown_path(char *out, size_t size, const char *path)
 
 int req_load_module(struct session *s, const Sseq__Request *rq)
 {
-	const struct backend_ops *ops = s->srv->backend.ops;
 	const char *path = rq->load_module->path;
 	char real[PATH_MAX], shown[96];
 	const char *why = NULL;
@@ -73,10 +72,10 @@ int req_load_module(struct session *s, const Sseq__Request *rq)
 	void *mod = NULL;
 	int r;
 
-	if (!ops->module_load) {
+	if (!backend_has_modules(&s->srv->backend)) {
 		struct backend_info info = {0};
 
-		ops->info(s->srv->backend.ctx, &info);
+		backend_info(&s->srv->backend, &info);
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
 			"LoadModule needs the hip backend (this daemon runs the %s backend)",
 			info.backend ? info.backend : "?");
@@ -97,7 +96,7 @@ int req_load_module(struct session *s, const Sseq__Request *rq)
 	if (s->modules >= SESSION_MAX_MODULES)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
 			"this session already holds %u modules", SESSION_MAX_MODULES);
-	r = ops->module_load(s->srv->backend.ctx, real, &mod);
+	r = backend_module_load(&s->srv->backend, real, &mod);
 	if (r == -ENOMEM)
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
 			"cannot load module '%s': out of memory", shown);
@@ -108,7 +107,7 @@ int req_load_module(struct session *s, const Sseq__Request *rq)
 	m = calloc(1, sizeof(*m));
 	if (!m || session_handle_new(s, HANDLE_MODULE, m, &m->handle) < 0) {
 		free(m);
-		ops->module_unload(s->srv->backend.ctx, mod);
+		backend_module_unload(&s->srv->backend, mod);
 		return req_fail(
 			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	}

@@ -31,7 +31,7 @@ static Sseq__DeviceInfo *query_device(struct server *srv, struct arena *a)
 	struct backend_info info = {0};
 
 	sseq__device_info__init(d);
-	srv->backend.ops->info(srv->backend.ctx, &info);
+	backend_info(&srv->backend, &info);
 	d->index = srv->opts.device;
 	d->name = arena_strdup(a, info.name);
 	d->backend = arena_strdup(a, info.backend ? info.backend : "");
@@ -83,12 +83,9 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 	c->releases = sc->releases;
 	c->double_definitions = sc->double_definitions;
 	c->placed_by_affinity = sc->placed_by_affinity;
-	c->race_findings =
-		srv->backend.ops->findings ? srv->backend.ops->findings(srv->backend.ctx) : 0;
+	c->race_findings = backend_findings(&srv->backend);
 	/* Of those, the hip audit's (also counted in race_findings); 0 on the sim. */
-	c->audit_findings = srv->backend.ops->audit_findings
-		? srv->backend.ops->audit_findings(srv->backend.ctx)
-		: 0;
+	c->audit_findings = backend_audit_findings(&srv->backend);
 	c->sessions_total = srv->sessions_total;
 	c->frames_bad = srv->frames_bad;
 	c->frames_in = srv->frames_in;

@@ -51,7 +51,7 @@ static int req_hello(struct session *s, const Sseq__Request *rq)
 	log_info("session", "client %" PRIu64 " connected: %s pid %u uid %u%s%s", s->id,
 		s->name[0] ? s->name : "unnamed", s->pid, s->uid, s->worker[0] ? " worker " : "",
 		s->worker);
-	s->srv->backend.ops->info(s->srv->backend.ctx, &info);
+	backend_info(&s->srv->backend, &info);
 	d.index = s->srv->opts.device;
 	d.name = info.name;
 	d.backend = (char *)info.backend;

@@ -41,44 +41,7 @@ Sseq__Status server_status_from_errno(int err)
 	}
 }
 
-/* ---- the sequencer's commands, routed to the backend --------------------------------- */
-
-static int srv_mem_alloc(void *ctx, uint64_t size, uint64_t *addr)
-{
-	struct server *srv = ctx;
-	return srv->backend.ops->seq.mem_alloc(srv->backend.ctx, size, addr);
-}
-
-static void srv_mem_release(void *ctx, uint64_t addr, uint64_t size)
-{
-	struct server *srv = ctx;
-	srv->backend.ops->seq.mem_release(srv->backend.ctx, addr, size);
-}
-
-static int srv_record(void *ctx, struct seq_point at)
-{
-	struct server *srv = ctx;
-	return srv->backend.ops->seq.record(srv->backend.ctx, at);
-}
-
-static int srv_wait(void *ctx, uint32_t stream, struct seq_point event)
-{
-	struct server *srv = ctx;
-	return srv->backend.ops->seq.wait(srv->backend.ctx, stream, event);
-}
-
-static int srv_launch(void *ctx, struct seq_point at, const struct seq_op *op)
-{
-	struct server *srv = ctx;
-	return srv->backend.ops->seq.launch(srv->backend.ctx, at, op);
-}
-
-static void srv_retire(void *ctx, struct seq_point event)
-{
-	struct server *srv = ctx;
-	if (srv->backend.ops->seq.retire)
-		srv->backend.ops->seq.retire(srv->backend.ctx, event);
-}
+/* ---- what the server observes of the core -------------------------------------------- */
 
 static void srv_done(void *ctx, uint64_t cookie, int status)
 {
@@ -109,12 +72,12 @@ static void srv_trace(void *ctx, const struct seq_trace *t)
 
 /* ---- completion from backend threads -------------------------------------------------- */
 
-void server_push_completion(void *arg, struct seq_point p, int status)
+/* The completion queue's wake hook: a push found it empty (any thread). */
+static void server_wake(void *arg)
 {
 	struct server *srv = arg;
 
-	if (cq_push(&srv->cq, p, status))
-		uv_async_send(&srv->wake);
+	uv_async_send(&srv->wake);
 }
 
 void server_finding(void *arg, const char *what)
@@ -169,7 +132,7 @@ static void server_on_spin(uv_idle_t *h)
 
 static void server_drain(struct server *srv)
 {
-	struct cq_batch b = cq_take(&srv->cq);
+	struct cq_batch b = cq_take(srv->cq);
 
 	for (size_t i = 0; i < b.n; i++) {
 		const struct completion_ent *e = &b.ents[i];
@@ -178,7 +141,7 @@ static void server_drain(struct server *srv)
 				e->p.stream, e->p.stream, e->p.seq, strerror(-e->status));
 		seq_complete(srv->seq, e->p, e->status);
 	}
-	cq_done(&srv->cq, b);
+	cq_done(srv->cq, b);
 	if (b.n)
 		server_resume_blocked(srv);
 }
@@ -431,30 +394,21 @@ static int server_listen(struct server *srv)
 }
 
 int server_init(struct server *srv, uv_loop_t *loop, const struct server_options *opts,
-	struct backend backend)
+	const struct backend *backend, struct cq *cq)
 {
+	const struct seq_observer observer = {.ctx = srv, .done = srv_done, .trace = srv_trace};
 	int r;
 
 	memset(srv, 0, sizeof(*srv));
 	srv->loop = loop;
 	srv->opts = *opts;
-	srv->backend = backend;
+	srv->backend = *backend;
+	srv->cq = cq;
 	srv->listen_fd = -1;
 	srv->started_ns = server_now_ns();
-	cq_init(&srv->cq);
 
-	srv->seq_be = (struct seq_backend){
-		.ctx = srv,
-		.mem_alloc = srv_mem_alloc,
-		.mem_release = srv_mem_release,
-		.record = srv_record,
-		.wait = srv_wait,
-		.launch = srv_launch,
-		.retire = srv_retire,
-		.done = srv_done,
-		.trace = srv_trace,
-	};
-	r = seq_create(&srv->seq, &opts->seq, &srv->seq_be);
+	/* The core issues to the backend directly; the server only observes. */
+	r = seq_create(&srv->seq, &opts->seq, &backend->ops->dev, backend->ctx, &observer);
 	if (r < 0) {
 		log_err("server", "cannot create the sequencer: %s", strerror(-r));
 		return r;
@@ -472,6 +426,7 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	}
 	uv_async_init(loop, &srv->wake, server_on_wake);
 	srv->wake.data = srv;
+	cq_set_wake(cq, server_wake, srv);
 	uv_idle_init(loop, &srv->spin);
 	srv->spin.data = srv;
 	uv_check_init(loop, &srv->turn_end);
@@ -504,7 +459,6 @@ void server_finish(struct server *srv)
 		srv->op_free = r->next_free;
 		free(r);
 	}
-	cq_finish(&srv->cq);
 	if (srv->listen_fd >= 0 && srv->opts.listen_fd < 0) {
 		close(srv->listen_fd);
 		unlink(srv->opts.socket_path);

@@ -130,11 +130,11 @@ struct server {
 	uint64_t started_ns;
 
 	struct seq *seq;
-	struct backend backend;
-	struct seq_backend seq_be; /* the core's commands, routed through the server */
+	struct backend backend; /* the server's copy of main's; main destroys it */
 
-	/* Backend threads push here; the loop drains it all on each wake. */
-	struct cq cq;
+	/* Backend threads push here; the loop drains it all on each wake. main.c creates it
+	 * before the backend and the server and finishes it after both. */
+	struct cq *cq;
 
 	struct session *sessions;
 	struct session *dirty; /* sessions with output to write this turn */
@@ -153,8 +153,10 @@ struct server {
 	unsigned nresume; /* sessions to process again at the next chance */
 };
 
+/* Serve with `backend`, whose completions arrive on `cq` (both made by the caller, which
+ * destroys them after server_finish). */
 int server_init(struct server *srv, uv_loop_t *loop, const struct server_options *opts,
-	struct backend backend);
+	const struct backend *backend, struct cq *cq);
 /* The loop's clock, read once per loop turn: exact enough for the deadlines the sweep
  * enforces (seconds), and free on the request path, where a clock read per socket read
  * would not be. */
@@ -174,8 +176,7 @@ bool server_idle(const struct server *srv);
 /* Release the sequencer (and the memory it holds through the backend). */
 void server_finish(struct server *srv);
 void server_close_handles(struct server *srv);
-/* Backend threads call this (through backend_complete_fn). */
-void server_push_completion(void *arg, struct seq_point p, int status);
+/* The backend's finding hook: logs the finding. */
 void server_finding(void *arg, const char *what);
 
 /* Input memory went back (a buffer shrank or a session ended): resume the sessions that

@@ -17,8 +17,7 @@ void staging_unref(struct server *srv, struct staging *st)
 {
 	if (--st->refs > 0)
 		return;
-	if (srv->backend.ops->staging_unregister)
-		srv->backend.ops->staging_unregister(srv->backend.ctx, st->addr, st->size);
+	backend_staging_unregister(&srv->backend, st->addr, st->size);
 	munmap(st->addr, st->size);
 	free(st);
 }
@@ -119,13 +118,10 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 	}
 	*st = (struct staging){.owner = s, .addr = addr, .size = sr->size, .refs = 1};
 	snprintf(st->label, sizeof(st->label), "%s", sr->label ? sr->label : "");
-	r = s->srv->backend.ops->staging_register
-		? s->srv->backend.ops->staging_register(s->srv->backend.ctx, addr, sr->size)
-		: 0;
+	r = backend_staging_register(&s->srv->backend, addr, sr->size);
 	if (r < 0 || session_handle_new(s, HANDLE_STAGING, st, &st->handle) < 0) {
-		if (r >= 0 && s->srv->backend.ops->staging_unregister)
-			s->srv->backend.ops->staging_unregister(
-				s->srv->backend.ctx, addr, sr->size);
+		if (r >= 0)
+			backend_staging_unregister(&s->srv->backend, addr, sr->size);
 		munmap(addr, sr->size);
 		free(st);
 		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,

@@ -97,8 +97,7 @@ struct check_backend {
 	bool faults;
 	uint64_t fault_rng;
 	bool trace; /* SSEQ_FUZZ_LOG: a line per command, to read a reproducer by */
-	backend_complete_fn complete;
-	void *arg;
+	struct cq *cq;
 };
 
 uint8_t fuzz_sched_next(struct fuzz_sched *s)
@@ -613,29 +612,24 @@ static const struct backend_ops cb_ops = {
 	.destroy = cb_destroy,
 };
 
-int check_backend_create(struct backend *out, unsigned n_d2h, unsigned n_d2d,
-	struct fuzz_sched *sched, bool faults, uint64_t fault_seed, backend_complete_fn complete,
-	void *arg)
+int check_backend_create(struct backend *out, const struct seq_layout *layout,
+	struct fuzz_sched *sched, bool faults, uint64_t fault_seed, struct cq *cq)
 {
 	struct check_backend *cb;
 
-	if (n_d2h < 1 || n_d2d < 1 || 2 + n_d2h + n_d2d > SEQ_MAX_STREAMS)
+	if (layout->nstreams > SEQ_MAX_STREAMS)
 		return -EINVAL;
 	if (!(cb = calloc(1, sizeof(*cb))))
 		return -ENOMEM;
-	cb->nstreams = 2 + n_d2h + n_d2d;
+	cb->nstreams = layout->nstreams;
 	for (unsigned x = 0; x < cb->nstreams; x++)
-		cb->streams[x].kind = x == 0 ? SEQ_STREAM_COMPUTE
-			: x == 1	     ? SEQ_STREAM_H2D
-			: x < 2 + n_d2h	     ? SEQ_STREAM_D2H
-					     : SEQ_STREAM_D2D;
+		cb->streams[x].kind = layout->kind[x];
 	cb->next_addr = CB_BASE_ADDR;
 	cb->trace = getenv("SSEQ_FUZZ_LOG") != NULL;
 	cb->sched = sched;
 	cb->faults = faults;
 	cb->fault_rng = fault_seed;
-	cb->complete = complete;
-	cb->arg = arg;
+	cb->cq = cq;
 	out->ops = &cb_ops;
 	out->ctx = cb;
 	return 0;
@@ -786,7 +780,7 @@ bool check_backend_step(struct check_backend *cb, uint8_t choice)
 			d.seq, d.status);
 		if (d.status < 0)
 			st->failure_sent = d.seq;
-		cb->complete(cb->arg, (struct seq_point){pick - SEQ_MAX_STREAMS, d.seq}, d.status);
+		cq_push(cb->cq, (struct seq_point){pick - SEQ_MAX_STREAMS, d.seq}, d.status);
 	}
 	return true;
 }

@@ -21,14 +21,12 @@ uint8_t fuzz_sched_next(struct fuzz_sched *s);
 
 struct check_backend;
 
-/* A model of 2 + n_d2h + n_d2d streams numbered as the sequencer numbers them (0 compute,
- * 1 H2D, then the D2H streams, then the D2D ones). Completions go to complete(arg, ...)
- * only when check_backend_step delivers them. With faults on, a generator seeded with
+/* A model of the core's streams (its layout). Completions go to cq only when
+ * check_backend_step delivers them. With faults on, a generator seeded with
  * fault_seed refuses launches, records, waits, allocations, staging registrations and
  * module loads now and then, and fails operations on the device. */
-int check_backend_create(struct backend *out, unsigned n_d2h, unsigned n_d2d,
-	struct fuzz_sched *sched, bool faults, uint64_t fault_seed, backend_complete_fn complete,
-	void *arg);
+int check_backend_create(struct backend *out, const struct seq_layout *layout,
+	struct fuzz_sched *sched, bool faults, uint64_t fault_seed, struct cq *cq);
 struct check_backend *check_backend_get(const struct backend *be);
 void check_backend_set_faults(struct check_backend *cb, bool on);
 /* Execute one runnable stream head or deliver one pending completion, chosen by `choice`

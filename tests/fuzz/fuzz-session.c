@@ -43,6 +43,7 @@ enum {
 struct fz {
 	uv_loop_t loop;
 	struct server srv;
+	struct cq cq;
 	struct backend be;
 	struct check_backend *cb;
 	struct fuzz_sched sched;
@@ -297,6 +298,7 @@ static void fz_run(struct fz *f, uint8_t cfg, uint8_t fault_seed, const uint8_t 
 			.legacy_sync_window = inject_sync_window,
 			.legacy_early_free = inject_early_free},
 	};
+	struct seq_layout layout;
 	size_t off = 0;
 
 #ifdef SERVER_LIMITS_DEFAULT
@@ -311,11 +313,13 @@ static void fz_run(struct fz *f, uint8_t cfg, uint8_t fault_seed, const uint8_t 
 		harness_fail("pipe/socketpair: %s", strerror(errno));
 	opts.listen_fd = listen_pipe[0];
 	uv_loop_init(&f->loop);
-	if (check_backend_create(&f->be, opts.seq.n_d2h, opts.seq.n_d2d, &f->sched,
-		    cfg & CFG_FAULTS, fault_seed, server_push_completion, &f->srv) < 0)
+	cq_init(&f->cq);
+	if (seq_layout_init(&layout, &opts.seq) < 0 ||
+		check_backend_create(
+			&f->be, &layout, &f->sched, cfg & CFG_FAULTS, fault_seed, &f->cq) < 0)
 		harness_fail("check_backend_create");
 	f->cb = check_backend_get(&f->be);
-	if (server_init(&f->srv, &f->loop, &opts, f->be) < 0)
+	if (server_init(&f->srv, &f->loop, &opts, &f->be, &f->cq) < 0)
 		harness_fail("server_init");
 	if (!session_new(&f->srv, sv[0]))
 		harness_fail("session_new");
@@ -373,7 +377,8 @@ static void fz_run(struct fz *f, uint8_t cfg, uint8_t fault_seed, const uint8_t 
 		harness_fail("a session was never freed: some op or watch never completed (a lost "
 			     "completion)");
 	}
-	f->be.ops->destroy(f->be.ctx);
+	backend_destroy(&f->be);
+	cq_finish(&f->cq);
 	close(listen_pipe[0]);
 	close(listen_pipe[1]);
 }

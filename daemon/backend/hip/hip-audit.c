@@ -297,7 +297,7 @@ static void hip_audit_check_one(struct hip *h, const struct hip_audit_check *c)
 	atomic_fetch_add(&h->audit_findings, 1);
 	atomic_fetch_add(&h->findings, 1);
 	if (h->finding)
-		h->finding(h->arg, what);
+		h->finding(h->finding_arg, what);
 	else
 		log_err("hip", "%s", what);
 }

@@ -1,6 +1,6 @@
 /* Completion for the hip backend: one thread per stream waits for the stream's recorded
  * events in order and reports each point reached (or the fault it hit) to the core
- * through the complete callback. */
+ * to the completion queue. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -140,7 +140,7 @@ static void *hip_completer(void *arg)
 
 		if (e != hipSuccess)
 			hip_completer_fault(h, st, x.seq, e, status);
-		h->complete(h->arg, (struct seq_point){st->index, x.seq}, status);
+		cq_push(h->cq, (struct seq_point){st->index, x.seq}, status);
 		pthread_mutex_lock(&st->mu);
 	}
 	pthread_mutex_unlock(&st->mu);

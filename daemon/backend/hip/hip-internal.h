@@ -180,10 +180,11 @@ struct hip_stream {
 };
 
 struct hip {
-	backend_complete_fn complete;
+	struct cq *cq;
 	backend_finding_fn finding;
-	void *arg;
+	void *finding_arg;
 	struct hip_config cfg;
+	struct seq_layout layout; /* the core's: kinds by stream number */
 	int device;
 	bool device_open;
 	char name[96];

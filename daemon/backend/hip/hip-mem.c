@@ -271,7 +271,7 @@ void hip__mem_release(void *ctx, uint64_t addr, uint64_t size)
 		log_err("hip", "%s", what);
 		atomic_fetch_add(&h->findings, 1);
 		if (h->finding)
-			h->finding(h->arg, what);
+			h->finding(h->finding_arg, what);
 		return;
 	}
 	/* Newest first: a just-released block is the most likely to be warm. */

@@ -152,7 +152,7 @@ static void hip_destroy(void *ctx)
 }
 
 static const struct backend_ops hip_ops = {
-	.seq =
+	.dev =
 		{
 			.mem_alloc = hip__mem_alloc,
 			.mem_release = hip__mem_release,
@@ -200,15 +200,6 @@ int hip_device_count(void)
 		return hip__errno(e) ? hip__errno(e) : -ENODEV;
 	}
 	return n;
-}
-
-static enum seq_stream_kind hip_stream_kind(const struct hip_config *cfg, unsigned i)
-{
-	if (i == 0)
-		return SEQ_STREAM_COMPUTE;
-	if (i == 1)
-		return SEQ_STREAM_H2D;
-	return i < 2 + cfg->n_d2h ? SEQ_STREAM_D2H : SEQ_STREAM_D2D;
 }
 
 static int hip_device_open(struct hip *h)
@@ -263,10 +254,6 @@ static void hip_configure(struct hip *h, const struct hip_config *cfg)
 		h->cfg.submit = HIP_SUBMIT_THREAD;
 	else if (submit && *submit)
 		log_warn("hip", "SSEQ_HIP_SUBMIT=%s is neither thread nor inline: ignored", submit);
-	if (!h->cfg.n_d2h)
-		h->cfg.n_d2h = 1;
-	if (!h->cfg.n_d2d)
-		h->cfg.n_d2d = 1;
 }
 
 /* Every lock, before anything can fail: hip_destroy destroys them all. */
@@ -292,7 +279,7 @@ static int hip_streams_create(struct hip *h)
 
 		st->h = h;
 		st->index = i;
-		st->kind = hip_stream_kind(&h->cfg, i);
+		st->kind = h->layout.kind[i];
 		/* Non-blocking: no implicit ordering with the legacy default stream. */
 		e = hipStreamCreateWithFlags(&st->stream, hipStreamNonBlocking);
 		if (e != hipSuccess)
@@ -314,32 +301,31 @@ static void hip_log_ready(const struct hip *h)
 			     : "");
 }
 
-int hip_create(struct backend *out, const struct hip_config *cfg, backend_complete_fn complete,
-	backend_finding_fn finding, void *arg)
+int hip_create(struct backend *out, const struct hip_config *cfg, const struct backend_env *env)
 {
 	struct hip *h;
 	int r;
 
-	if (!complete)
+	if (!env->cq || !env->layout || env->layout->nstreams > SEQ_MAX_STREAMS)
 		return -EINVAL;
 	hip_runtime_setup();
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
 	hip_configure(h, cfg);
-	h->complete = complete;
-	h->finding = finding;
-	h->arg = arg;
+	h->cq = env->cq;
+	h->finding = env->finding;
+	h->finding_arg = env->finding_arg;
+	h->layout = *env->layout;
 	h->event_flags = h->cfg.timing ? hipEventDefault : hipEventDisableTiming;
 	hip_locks_init(h);
-	if (2 + h->cfg.n_d2h + h->cfg.n_d2d > SEQ_MAX_STREAMS ||
-		(h->cfg.completion != HIP_COMPLETION_SYNC &&
-			h->cfg.completion != HIP_COMPLETION_POLL) ||
+	if ((h->cfg.completion != HIP_COMPLETION_SYNC &&
+		    h->cfg.completion != HIP_COMPLETION_POLL) ||
 		(h->cfg.submit != HIP_SUBMIT_THREAD && h->cfg.submit != HIP_SUBMIT_INLINE)) {
 		r = -EINVAL;
 		goto fail;
 	}
-	h->nstreams = 2 + h->cfg.n_d2h + h->cfg.n_d2d;
+	h->nstreams = h->layout.nstreams;
 	r = hip_device_open(h);
 	if (r < 0)
 		goto fail;

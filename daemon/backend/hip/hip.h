@@ -33,10 +33,6 @@ enum hip_submit {
  * submission on the loop thread (HIP_SUBMIT_INLINE). */
 struct hip_config {
 	unsigned device;
-	/* Must equal the sequencer's seq_config (streams are numbered as the core numbers
-	 * them: 0 compute, 1 H2D, then the D2H streams, then the D2D streams). 0 means 1. */
-	unsigned n_d2h;
-	unsigned n_d2d;
 	/* The built-in kernels' code object (.hsaco / .fatbin); NULL: hip_kernels_path(). */
 	const char *kernels;
 	enum hip_completion completion;
@@ -59,15 +55,14 @@ int hip_device_count(void);
  * else the installed one. */
 const char *hip_kernels_path(void);
 
-/* Open the device, create its streams and completion threads and load the kernels.
- * `complete` is called from a completion thread for every recorded event reached, with
- * 0 or a negative errno (-EIO for a device fault); `finding` may be NULL; it is
- * called from the audit thread for each audit finding (and from the loop thread for a
- * release of memory that is not allocated). Returns 0, -ENODEV without a usable device, -ENOENT /
+/* Open the device, create env's streams and their completion threads and load the
+ * kernels. A completion thread pushes every recorded event reached to env->cq, with 0 or
+ * a negative errno (-EIO for a device fault); env->finding (may be NULL) hears each audit
+ * finding, from the audit thread (and from the loop thread for a release of memory that
+ * is not allocated). Returns 0, -ENODEV without a usable device, -ENOENT /
  * -ENOEXEC for a missing or unloadable kernel image, -ENOMEM, or another translated
  * HIP error; the reason is logged. */
-int hip_create(struct backend *out, const struct hip_config *cfg, backend_complete_fn complete,
-	backend_finding_fn finding, void *arg);
+int hip_create(struct backend *out, const struct hip_config *cfg, const struct backend_env *env);
 
 /* Audit checks made so far (both timestamps read), whether or not they found anything,
  * and in *pending (when not NULL) those queued and not yet made: 0 when the audit is off.

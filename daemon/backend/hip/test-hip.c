@@ -38,7 +38,7 @@
 struct harness {
 	struct backend be;
 	struct seq *seq;
-	struct completion_queue cq;
+	struct harness_cq cq;
 	pthread_mutex_t mu; /* for the findings */
 	uint64_t dones;
 	int last_status;
@@ -49,11 +49,6 @@ struct harness {
 };
 
 static struct harness H;
-
-static void h_complete(void *arg, struct seq_point p, int status)
-{
-	cq_push(&H.cq, p, status);
-}
 
 static void h_finding(void *arg, const char *what)
 {
@@ -107,27 +102,23 @@ static const char *h_kernels(void)
 static int h_try_setup(const struct seq_config *scfg, struct hip_config *hcfg)
 {
 	struct hip_config def = {0};
-	struct seq_backend sb;
+	const struct seq_observer obs = {.done = h_done};
+	struct seq_layout layout;
+	struct backend_env env;
 	int r;
 
 	memset(&H, 0, sizeof(H));
 	pthread_mutex_init(&H.mu, NULL);
-	cq_init(&H.cq);
+	harness_cq_init(&H.cq);
 	if (!hcfg)
 		hcfg = &def;
 	if (!hcfg->kernels)
 		hcfg->kernels = h_kernels();
-	if (scfg) {
-		hcfg->n_d2h = scfg->n_d2h;
-		hcfg->n_d2d = scfg->n_d2d;
-	}
-	r = hip_create(&H.be, hcfg, h_complete, h_finding, NULL);
+	env = harness_env(&layout, scfg, &H.cq, h_finding);
+	r = hip_create(&H.be, hcfg, &env);
 	if (r < 0 || !scfg)
 		return r;
-	sb = H.be.ops->seq;
-	sb.ctx = H.be.ctx;
-	sb.done = h_done;
-	ck_assert_int_eq(seq_create(&H.seq, scfg, &sb), 0);
+	ck_assert_int_eq(seq_create(&H.seq, scfg, &H.be.ops->dev, H.be.ctx, &obs), 0);
 	return 0;
 }
 
@@ -165,7 +156,7 @@ static void h_teardown(void)
 	}
 	H.be.ops->destroy(H.be.ctx);
 	h_drain(false);
-	cq_destroy(&H.cq);
+	harness_cq_destroy(&H.cq);
 	pthread_mutex_destroy(&H.mu);
 }
 
@@ -668,7 +659,7 @@ static uint64_t be_alloc(uint64_t size)
 {
 	uint64_t addr = 0;
 
-	ck_assert_int_eq(H.be.ops->seq.mem_alloc(H.be.ctx, size, &addr), 0);
+	ck_assert_int_eq(H.be.ops->dev.mem_alloc(H.be.ctx, size, &addr), 0);
 	ck_assert_uint_ne(addr, 0);
 	ck_assert_uint_eq(addr % 256, 0);
 	return addr;
@@ -684,33 +675,33 @@ START_TEST(test_pool_reuses_released_blocks_by_size_class)
 	b = be_alloc(1000);
 	c = be_alloc(5000);
 	ck_assert(a != b && b != c && a != c);
-	H.be.ops->seq.mem_release(H.be.ctx, a, 1000);
-	H.be.ops->seq.mem_release(H.be.ctx, c, 5000);
-	H.be.ops->seq.mem_release(H.be.ctx, b, 1000);
+	H.be.ops->dev.mem_release(H.be.ctx, a, 1000);
+	H.be.ops->dev.mem_release(H.be.ctx, c, 5000);
+	H.be.ops->dev.mem_release(H.be.ctx, b, 1000);
 	d = be_alloc(1001); /* the 1024 class: newest released first */
 	e = be_alloc(1024);
 	ck_assert_uint_eq(d, b);
 	ck_assert_uint_eq(e, a);
 	ck_assert_uint_eq(be_alloc(4700), c); /* 5000 and 4700 share the 5120 class */
 	big = be_alloc(64 << 20);
-	H.be.ops->seq.mem_release(H.be.ctx, big, 64 << 20);
+	H.be.ops->dev.mem_release(H.be.ctx, big, 64 << 20);
 	big2 = be_alloc((64 << 20) - 4096);
 	ck_assert_uint_eq(big2, big);
-	H.be.ops->seq.mem_release(H.be.ctx, big2, (64 << 20) - 4096);
+	H.be.ops->dev.mem_release(H.be.ctx, big2, (64 << 20) - 4096);
 	/* Reuse never reaches the runtime: far cheaper than hipMalloc + hipFree. */
 	t0 = now_s();
 	for (int i = 0; i < 100000; i++) {
 		uint64_t x = be_alloc(1 << 20);
 
-		H.be.ops->seq.mem_release(H.be.ctx, x, 1 << 20);
+		H.be.ops->dev.mem_release(H.be.ctx, x, 1 << 20);
 	}
 	dt = now_s() - t0;
 	printf("hip: pooled alloc+release: %.0f ns\n", dt * 1e9 / 100000);
 	ck_assert_msg(dt < 1.0, "100000 pooled allocations took %.3f s", dt);
-	H.be.ops->seq.mem_release(H.be.ctx, d, 1001);
-	H.be.ops->seq.mem_release(H.be.ctx, e, 1024);
+	H.be.ops->dev.mem_release(H.be.ctx, d, 1001);
+	H.be.ops->dev.mem_release(H.be.ctx, e, 1024);
 	ck_assert_uint_eq(H.be.ops->findings(H.be.ctx), 0);
-	H.be.ops->seq.mem_release(H.be.ctx, d, 1001); /* twice: reported, not reused */
+	H.be.ops->dev.mem_release(H.be.ctx, d, 1001); /* twice: reported, not reused */
 	ck_assert_uint_eq(H.be.ops->findings(H.be.ctx), 1);
 	h_teardown();
 }
@@ -749,7 +740,7 @@ START_TEST(test_missing_kernel_image_fails_create_clearly)
 	struct hip_config cfg = {.kernels = "/nonexistent/sseq-kernels.image"};
 
 	ck_assert_int_eq(h_try_setup(NULL, &cfg), -ENOENT);
-	cq_destroy(&H.cq);
+	harness_cq_destroy(&H.cq);
 	pthread_mutex_destroy(&H.mu);
 }
 END_TEST
@@ -980,7 +971,7 @@ START_TEST(test_audit_catches_a_launch_made_without_its_wait)
 	cp.host = host;
 	cp.length = bytes;
 	h2d.access[0] = (struct seq_access){&in, SEQ_WRITE, in.addr, bytes};
-	ck_assert_int_eq(H.be.ops->seq.launch(H.be.ctx, (struct seq_point){1, 1}, &h2d), 0);
+	ck_assert_int_eq(H.be.ops->dev.launch(H.be.ctx, (struct seq_point){1, 1}, &h2d), 0);
 	in.def = (struct seq_point){1, 1}; /* as the core records it after the launch */
 	kp.args[0] = (struct karg){KARG_BUFFER, KARG_IN, {.buf = {NULL, bytes, 0}}};
 	kp.args[1] = (struct karg){KARG_BUFFER, KARG_OUT, {.buf = {NULL, bytes, 1}}};
@@ -988,9 +979,9 @@ START_TEST(test_audit_catches_a_launch_made_without_its_wait)
 	kp.args[3] = U64(N);
 	k.access[0] = (struct seq_access){&in, SEQ_READ, in.addr, bytes};
 	k.access[1] = (struct seq_access){&out, SEQ_WRITE, out.addr, bytes};
-	ck_assert_int_eq(H.be.ops->seq.launch(H.be.ctx, (struct seq_point){0, 1}, &k), 0);
-	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){1, 1}), 0);
-	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){0, 1}), 0);
+	ck_assert_int_eq(H.be.ops->dev.launch(H.be.ctx, (struct seq_point){0, 1}, &k), 0);
+	ck_assert_int_eq(H.be.ops->dev.record(H.be.ctx, (struct seq_point){1, 1}), 0);
+	ck_assert_int_eq(H.be.ops->dev.record(H.be.ctx, (struct seq_point){0, 1}), 0);
 	while (got < 2)
 		got += h_drain(true);
 	h_audit_settle();
@@ -1001,8 +992,8 @@ START_TEST(test_audit_catches_a_launch_made_without_its_wait)
 	ck_assert_msg(strstr(msg, "audit: kernel scale at 0:1 started ") &&
 			strstr(msg, " ms before its producer 1:1 (h2d) finished (missing wait"),
 		"finding: %s", msg);
-	H.be.ops->seq.mem_release(H.be.ctx, in.addr, bytes);
-	H.be.ops->seq.mem_release(H.be.ctx, out.addr, bytes);
+	H.be.ops->dev.mem_release(H.be.ctx, in.addr, bytes);
+	H.be.ops->dev.mem_release(H.be.ctx, out.addr, bytes);
 	h_unstage(host, bytes);
 	h_teardown();
 	ck_assert_uint_eq(H.findings, 1);

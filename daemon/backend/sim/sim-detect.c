@@ -31,7 +31,7 @@ void sim_report(struct sim *sim, const char *fmt, ...)
 	va_end(ap);
 	atomic_fetch_add(&sim->findings, 1);
 	if (sim->finding)
-		sim->finding(sim->arg, what);
+		sim->finding(sim->finding_arg, what);
 }
 
 /* Resolve every view of e (its `at` set) to its block, reporting those already

@@ -102,10 +102,11 @@ struct sim_stream {
 };
 
 struct sim {
-	backend_complete_fn complete;
+	struct cq *cq;
 	backend_finding_fn finding;
-	void *arg;
+	void *finding_arg;
 	struct sim_config cfg;
+	struct seq_layout layout; /* the core's: kinds by stream number */
 	unsigned nstreams;
 	_Atomic uint64_t findings;
 	struct sim_stream streams[SEQ_MAX_STREAMS];

@@ -378,7 +378,7 @@ static void *sim_worker(void *arg)
 				sim_wait_for(sim, e->at);
 				break;
 			case SIM_ENTRY_RECORD:
-				sim->complete(sim->arg, e->at, st->fault);
+				cq_push(sim->cq, e->at, st->fault);
 				break;
 			}
 			last = e;
@@ -389,16 +389,6 @@ static void *sim_worker(void *arg)
 	}
 	pthread_mutex_unlock(&st->mu);
 	return NULL;
-}
-
-/* The core's numbering: compute, H2D, the D2H streams, the D2D streams. */
-static enum seq_stream_kind sim_stream_kind(const struct sim_config *cfg, unsigned i)
-{
-	if (i == 0)
-		return SEQ_STREAM_COMPUTE;
-	if (i == 1)
-		return SEQ_STREAM_H2D;
-	return i < 2 + cfg->n_d2h ? SEQ_STREAM_D2H : SEQ_STREAM_D2D;
 }
 
 /* Set up sim->nstreams streams and start their workers. On failure, some workers may be
@@ -412,7 +402,7 @@ int sim_streams_start(struct sim *sim)
 		uint64_t seed = sim->cfg.seed ^ (0x5eedull * (i + 1));
 
 		st->sim = sim;
-		st->kind = sim_stream_kind(&sim->cfg, i);
+		st->kind = sim->layout.kind[i];
 		st->rng = sim_splitmix(&seed);
 		pthread_mutex_init(&st->mu, NULL);
 		pthread_cond_init(&st->work, NULL);

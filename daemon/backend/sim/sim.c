@@ -52,7 +52,7 @@ static void sim_destroy(void *ctx)
 }
 
 static const struct backend_ops sim_ops = {
-	.seq =
+	.dev =
 		{
 			.mem_alloc = sim_mem_alloc,
 			.mem_release = sim_mem_release,
@@ -67,23 +67,18 @@ static const struct backend_ops sim_ops = {
 	.destroy = sim_destroy,
 };
 
-int sim_create(struct backend *out, const struct sim_config *cfg, backend_complete_fn complete,
-	backend_finding_fn finding, void *arg)
+int sim_create(struct backend *out, const struct sim_config *cfg, const struct backend_env *env)
 {
 	struct sim *sim;
 	int r;
 
-	if (!complete)
+	if (!env->cq || !env->layout || env->layout->nstreams > SEQ_MAX_STREAMS)
 		return -EINVAL;
 	sim = calloc(1, sizeof(*sim));
 	if (!sim)
 		return -ENOMEM;
 	if (cfg)
 		sim->cfg = *cfg;
-	if (!sim->cfg.n_d2h)
-		sim->cfg.n_d2h = 1;
-	if (!sim->cfg.n_d2d)
-		sim->cfg.n_d2d = 1;
 	if (!sim->cfg.memory)
 		sim->cfg.memory = SIM_DEFAULT_MEMORY;
 	r = sim_config_check(&sim->cfg);
@@ -91,10 +86,11 @@ int sim_create(struct backend *out, const struct sim_config *cfg, backend_comple
 		free(sim);
 		return r;
 	}
-	sim->complete = complete;
-	sim->finding = finding;
-	sim->arg = arg;
-	sim->nstreams = 2 + sim->cfg.n_d2h + sim->cfg.n_d2d;
+	sim->cq = env->cq;
+	sim->finding = env->finding;
+	sim->finding_arg = env->finding_arg;
+	sim->layout = *env->layout;
+	sim->nstreams = env->layout->nstreams;
 	pthread_mutex_init(&sim->lock, NULL);
 	r = sim_streams_start(sim);
 	if (r < 0)

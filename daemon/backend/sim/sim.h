@@ -28,13 +28,9 @@ struct sim_delay {
 	uint64_t script_ns[SIM_SCRIPT_MAX];
 };
 
-/* All zero is a valid configuration: no delays, no faults, 1 D2H and 1 D2D stream,
- * SIM_DEFAULT_MEMORY bytes, seed 0. */
+/* All zero is a valid configuration: no delays, no faults, SIM_DEFAULT_MEMORY bytes,
+ * seed 0. The streams come from the core's layout (backend_env). */
 struct sim_config {
-	/* Must equal the sequencer's seq_config: streams are numbered as the core numbers
-	 * them (0 compute, 1 H2D, then the D2H streams, then the D2D streams). 0 means 1. */
-	unsigned n_d2h;
-	unsigned n_d2d;
 	uint64_t memory; /* bytes the device offers; 0: SIM_DEFAULT_MEMORY */
 	uint64_t seed; /* for random delays */
 	struct sim_delay delay[SEQ_STREAM_D2D + 1]; /* by enum seq_stream_kind */
@@ -57,12 +53,10 @@ int sim_parse_delay(struct sim_config *cfg, const char *spec, const char **why);
  * repeatable, at most SIM_INJECT_MAX in all). Returns 0 or -EINVAL with *why set. */
 int sim_parse_inject(struct sim_config *cfg, const char *spec, const char **why);
 
-/* Start the device: its worker threads are running when this returns 0. `complete` is
- * called from a worker for every recorded event reached; `finding` (may be NULL) for
- * each race-detector finding, from a worker or from the thread calling launch or
- * mem_release. Neither may call back into the backend. Returns 0, -EINVAL for a bad
- * config, or -ENOMEM / a thread-creation error. */
-int sim_create(struct backend *out, const struct sim_config *cfg, backend_complete_fn complete,
-	backend_finding_fn finding, void *arg);
+/* Start the device with env's streams: its worker threads are running when this returns
+ * 0. A worker pushes every recorded event reached to env->cq; env->finding hears each
+ * race-detector finding, from a worker or from the thread calling launch or mem_release.
+ * Returns 0, -EINVAL for a bad config, or -ENOMEM / a thread-creation error. */
+int sim_create(struct backend *out, const struct sim_config *cfg, const struct backend_env *env);
 
 #endif

@@ -25,7 +25,7 @@
 struct harness {
 	struct backend be;
 	struct seq *seq;
-	struct completion_queue cq; /* completions not yet handed to the core */
+	struct harness_cq cq; /* completions not yet handed to the core */
 	pthread_mutex_t mu; /* for the findings */
 	char *findings[MAX_FINDINGS];
 	unsigned nfindings;
@@ -34,11 +34,6 @@ struct harness {
 };
 
 static struct harness H;
-
-static void h_complete(void *arg, struct seq_point p, int status)
-{
-	cq_push(&H.cq, p, status);
-}
 
 static void h_finding(void *arg, const char *what)
 {
@@ -70,18 +65,18 @@ static void h_drain_n(size_t n)
 
 static void h_setup(const struct seq_config *scfg, const struct sim_config *simcfg)
 {
-	struct seq_backend sb;
+	const struct seq_observer obs = {.done = h_done};
+	struct seq_layout layout;
+	struct backend_env env;
 
 	memset(&H, 0, sizeof(H));
 	pthread_mutex_init(&H.mu, NULL);
-	cq_init(&H.cq);
-	ck_assert_int_eq(sim_create(&H.be, simcfg, h_complete, h_finding, NULL), 0);
+	harness_cq_init(&H.cq);
+	env = harness_env(&layout, scfg, &H.cq, h_finding);
+	ck_assert_int_eq(sim_create(&H.be, simcfg, &env), 0);
 	if (!scfg)
 		return;
-	sb = H.be.ops->seq;
-	sb.ctx = H.be.ctx;
-	sb.done = h_done;
-	ck_assert_int_eq(seq_create(&H.seq, scfg, &sb), 0);
+	ck_assert_int_eq(seq_create(&H.seq, scfg, &H.be.ops->dev, H.be.ctx, &obs), 0);
 }
 
 /* Until everything issued so far has completed. */
@@ -131,7 +126,7 @@ static void h_teardown(void)
 	h_drain(false);
 	for (unsigned i = 0; i < H.nfindings && i < MAX_FINDINGS; i++)
 		free(H.findings[i]);
-	cq_destroy(&H.cq);
+	harness_cq_destroy(&H.cq);
 	pthread_mutex_destroy(&H.mu);
 }
 
@@ -311,7 +306,7 @@ END_TEST
 START_TEST(test_copies_over_several_d2h_and_d2d_streams_are_ordered)
 {
 	struct seq_config scfg = {.n_d2h = 2, .n_d2d = 2};
-	struct sim_config cfg = {.n_d2h = 2, .n_d2d = 2};
+	struct sim_config cfg = {0};
 	enum { N = 2048 };
 	struct seq_buffer *a, *b, *c;
 	uint32_t *src = pattern(N, 5), *d1 = calloc(N, 4), *d2 = calloc(N, 4);
@@ -342,18 +337,25 @@ START_TEST(test_copies_over_several_d2h_and_d2d_streams_are_ordered)
 }
 END_TEST
 
-START_TEST(test_stream_layout_must_match_the_core)
+START_TEST(test_streams_follow_the_core_layout)
 {
-	/* The core has two D2H streams; the sim one, so the core's stream 3 is a D2D
-	 * stream to the sim and the second D2H copy is refused, not run on the wrong queue. */
+	/* The sim builds its streams from the core's layout: with two D2H streams, both
+	 * D2H copies run (streams 2 and 3), and a D2H op launched directly on the D2D
+	 * stream (4) is refused, not run on the wrong queue. */
 	struct seq_config scfg = {.n_d2h = 2};
 	struct seq_buffer *a;
 	uint32_t host[16] = {0};
+	struct op_payload p = {.host = host, .length = sizeof(host)};
+	struct seq_op op = {.kind = SEQ_OP_D2H, .naccess = 1, .payload = &p};
 
 	h_setup(&scfg, NULL);
+	ck_assert_uint_eq(seq_layout(H.seq)->count[SEQ_STREAM_D2H], 2);
 	ck_assert_int_eq(seq_buffer_alloc(H.seq, sizeof(host), &a), 0);
 	ck_assert_int_eq(h_copy(SEQ_OP_D2H, a, host, sizeof(host)), 0);
-	ck_assert_int_eq(h_copy(SEQ_OP_D2H, a, host, sizeof(host)), -EINVAL);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, a, host, sizeof(host)), 0);
+	h_sync();
+	op.access[0] = (struct seq_access){a, SEQ_READ, a->addr, a->size};
+	ck_assert_int_eq(H.be.ops->dev.launch(H.be.ctx, (struct seq_point){4, 1}, &op), -EINVAL);
 	h_teardown();
 }
 END_TEST
@@ -364,7 +366,7 @@ static uint64_t sim_alloc(uint64_t size)
 {
 	uint64_t addr = 0;
 
-	ck_assert_int_eq(H.be.ops->seq.mem_alloc(H.be.ctx, size, &addr), 0);
+	ck_assert_int_eq(H.be.ops->dev.mem_alloc(H.be.ctx, size, &addr), 0);
 	ck_assert_uint_eq(addr % 256, 0);
 	return addr;
 }
@@ -379,13 +381,13 @@ static int sim_launch(struct seq_point at, enum seq_op_kind kind, struct op_payl
 		op.access[i].addr = addr[i];
 		op.access[i].size = size;
 	}
-	return H.be.ops->seq.launch(H.be.ctx, at, &op);
+	return H.be.ops->dev.launch(H.be.ctx, at, &op);
 }
 
 /* Record (s, n) and wait for its completion to come back. */
 static void sim_record_wait(uint32_t s, uint64_t n)
 {
-	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){s, n}), 0);
+	ck_assert_int_eq(H.be.ops->dev.record(H.be.ctx, (struct seq_point){s, n}), 0);
 	h_drain(true);
 }
 
@@ -410,24 +412,24 @@ static void bypass_scenario(bool with_wait, size_t *wrong)
 	ck_assert_int_eq(
 		sim_launch((struct seq_point){1, 1}, SEQ_OP_H2D, &h2d, 1, &in, &w, N * 4), 0);
 	if (with_wait) {
-		ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){1, 1}), 0);
-		ck_assert_int_eq(H.be.ops->seq.wait(H.be.ctx, 0, (struct seq_point){1, 1}), 0);
+		ck_assert_int_eq(H.be.ops->dev.record(H.be.ctx, (struct seq_point){1, 1}), 0);
+		ck_assert_int_eq(H.be.ops->dev.wait(H.be.ctx, 0, (struct seq_point){1, 1}), 0);
 	}
 	ck_assert_int_eq(sim_launch((struct seq_point){0, 1}, SEQ_OP_EXEC, &k, 2,
 				 (const uint64_t[]){in, out}, kmode, N * 4),
 		0);
 	/* The D2H always waits for the kernel: the only missing wait is the one above. */
-	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){0, 1}), 0);
-	ck_assert_int_eq(H.be.ops->seq.wait(H.be.ctx, 2, (struct seq_point){0, 1}), 0);
+	ck_assert_int_eq(H.be.ops->dev.record(H.be.ctx, (struct seq_point){0, 1}), 0);
+	ck_assert_int_eq(H.be.ops->dev.wait(H.be.ctx, 2, (struct seq_point){0, 1}), 0);
 	ck_assert_int_eq(
 		sim_launch((struct seq_point){2, 1}, SEQ_OP_D2H, &d2h, 1, &out, &r, N * 4), 0);
-	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){2, 1}), 0);
+	ck_assert_int_eq(H.be.ops->dev.record(H.be.ctx, (struct seq_point){2, 1}), 0);
 	if (!with_wait)
-		ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){1, 1}), 0);
+		ck_assert_int_eq(H.be.ops->dev.record(H.be.ctx, (struct seq_point){1, 1}), 0);
 	h_drain_n(3);
 	*wrong = wrong_add_one(src, dst, N);
-	H.be.ops->seq.mem_release(H.be.ctx, in, N * 4);
-	H.be.ops->seq.mem_release(H.be.ctx, out, N * 4);
+	H.be.ops->dev.mem_release(H.be.ctx, in, N * 4);
+	H.be.ops->dev.mem_release(H.be.ctx, out, N * 4);
 	free(src);
 	free(dst);
 }
@@ -475,7 +477,7 @@ START_TEST(test_write_before_pending_reader_is_a_race)
 	ck_assert_uint_eq(h_findings(), 1);
 	ck_assert(h_found("race: h2d at 1:1 wrote buffer"));
 	ck_assert(h_found("before its reader 0:1 completed"));
-	H.be.ops->seq.mem_release(H.be.ctx, a, sizeof(host));
+	H.be.ops->dev.mem_release(H.be.ctx, a, sizeof(host));
 	h_teardown();
 }
 END_TEST
@@ -492,7 +494,7 @@ START_TEST(test_release_while_op_pending_is_reported)
 	h_setup(NULL, &cfg);
 	a = sim_alloc(512);
 	ck_assert_int_eq(sim_launch((struct seq_point){0, 1}, SEQ_OP_EXEC, &k, 1, &a, &rw, 512), 0);
-	H.be.ops->seq.mem_release(H.be.ctx, a, 512);
+	H.be.ops->dev.mem_release(H.be.ctx, a, 512);
 	snprintf(expect, sizeof(expect), "memory %#" PRIx64 " released while 0:1 still uses it", a);
 	ck_assert(h_found(expect));
 	sim_record_wait(0, 1);
@@ -652,18 +654,16 @@ END_TEST
 /* Record (s, n) and return the status its completion came back with. */
 static int sim_record_status(uint32_t s, uint64_t n)
 {
-	struct seq_point *points;
-	int *status, r;
-	size_t got;
+	struct cq_batch b;
+	int r;
 
-	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){s, n}), 0);
-	got = cq_take(&H.cq, true, 20, &points, &status);
-	ck_assert_uint_eq(got, 1);
-	ck_assert_uint_eq(points[0].stream, s);
-	ck_assert_uint_eq(points[0].seq, n);
-	r = status[0];
-	free(points);
-	free(status);
+	ck_assert_int_eq(H.be.ops->dev.record(H.be.ctx, (struct seq_point){s, n}), 0);
+	b = harness_cq_take(&H.cq, true, 20);
+	ck_assert_uint_eq(b.n, 1);
+	ck_assert_uint_eq(b.ents[0].p.stream, s);
+	ck_assert_uint_eq(b.ents[0].p.seq, n);
+	r = b.ents[0].status;
+	cq_done(&H.cq.q, b);
 	return r;
 }
 
@@ -705,8 +705,8 @@ START_TEST(test_device_fail_op_does_no_work_and_fails_the_streams_events)
 	ck_assert_int_eq(sim_launch((struct seq_point){2, 2}, SEQ_OP_D2H, &d2h, 1, &a, &r, N * 4),
 		-BACKEND_EINJECTED);
 	ck_assert_uint_eq(h_findings(), 0);
-	H.be.ops->seq.mem_release(H.be.ctx, a, N * 4);
-	H.be.ops->seq.mem_release(H.be.ctx, b, N * 4);
+	H.be.ops->dev.mem_release(H.be.ctx, a, N * 4);
+	H.be.ops->dev.mem_release(H.be.ctx, b, N * 4);
 	free(first);
 	free(second);
 	h_teardown();
@@ -819,19 +819,19 @@ START_TEST(test_released_memory_is_reused_lifo_and_counted)
 	ck_assert_str_eq(info.arch, "");
 	ck_assert_uint_eq(info.memory_total, 1 << 20);
 	ck_assert_uint_eq(info.memory_used, 1024 + 1024 + 5120);
-	H.be.ops->seq.mem_release(H.be.ctx, a, 1000);
-	H.be.ops->seq.mem_release(H.be.ctx, c, 5000);
-	H.be.ops->seq.mem_release(H.be.ctx, b, 1000);
+	H.be.ops->dev.mem_release(H.be.ctx, a, 1000);
+	H.be.ops->dev.mem_release(H.be.ctx, c, 5000);
+	H.be.ops->dev.mem_release(H.be.ctx, b, 1000);
 	d = sim_alloc(1001); /* same 1024 class: the latest released first */
 	e = sim_alloc(1024);
 	ck_assert_uint_eq(d, b);
 	ck_assert_uint_eq(e, a);
-	ck_assert_int_eq(H.be.ops->seq.mem_alloc(H.be.ctx, 1 << 20, &a), -ENOMEM);
+	ck_assert_int_eq(H.be.ops->dev.mem_alloc(H.be.ctx, 1 << 20, &a), -ENOMEM);
 	H.be.ops->info(H.be.ctx, &info);
 	ck_assert_uint_eq(info.memory_used, 2048);
 	ck_assert_uint_eq(h_findings(), 0);
-	H.be.ops->seq.mem_release(H.be.ctx, d, 1001);
-	H.be.ops->seq.mem_release(H.be.ctx, e, 1024);
+	H.be.ops->dev.mem_release(H.be.ctx, d, 1001);
+	H.be.ops->dev.mem_release(H.be.ctx, e, 1024);
 	h_teardown();
 }
 END_TEST
@@ -897,10 +897,10 @@ START_TEST(test_launch_refuses_what_it_cannot_run_safely)
 		sim_launch((struct seq_point){1, 2}, SEQ_OP_H2D, &h2d, 1, &a, &w, 256), -EINVAL);
 	ck_assert_int_eq(sim_launch((struct seq_point){1, 1}, SEQ_OP_H2D, &h2d, 1, &bogus, &w, 256),
 		-EFAULT);
-	ck_assert_int_eq(H.be.ops->seq.record(H.be.ctx, (struct seq_point){1, 1}), -EINVAL);
+	ck_assert_int_eq(H.be.ops->dev.record(H.be.ctx, (struct seq_point){1, 1}), -EINVAL);
 	ck_assert_int_eq(sim_launch((struct seq_point){1, 1}, SEQ_OP_H2D, &h2d, 1, &a, &w, 256), 0);
 	sim_record_wait(1, 1);
-	H.be.ops->seq.mem_release(H.be.ctx, a, sizeof(host));
+	H.be.ops->dev.mem_release(H.be.ctx, a, sizeof(host));
 	h_teardown();
 }
 END_TEST
@@ -1112,7 +1112,7 @@ static Suite *sim_suite(void)
 	tcase_add_test(data, test_round_trip_gives_right_data);
 	tcase_add_test(data, test_delayed_h2d_is_waited_for_and_detector_is_quiet);
 	tcase_add_test(data, test_copies_over_several_d2h_and_d2d_streams_are_ordered);
-	tcase_add_test(data, test_stream_layout_must_match_the_core);
+	tcase_add_test(data, test_streams_follow_the_core_layout);
 	suite_add_tcase(s, data);
 
 	tcase_add_test(detector, test_kernel_launched_without_wait_on_delayed_h2d_is_a_race);

@@ -1,6 +1,7 @@
-/* The completion queue: backend threads push (stream, seq, status) under a lock; the
- * loop takes everything at once. A push that finds the queue empty asks for a wake-up,
- * so the loop is woken once per batch, not once per completion (h2o's multithread.c). */
+/* The completion queue: created first (main.c) and handed to the backend, whose threads
+ * push (stream, seq, status) under a lock, and to the server, whose loop takes everything
+ * at once. A push that finds the queue empty calls the wake hook, so the loop is woken
+ * once per batch, not once per completion (h2o's multithread.c). */
 #ifndef SSEQ_CQ_H
 #define SSEQ_CQ_H
 
@@ -25,11 +26,16 @@ struct cq {
 	pthread_mutex_t lock;
 	struct completion_ent *ents, *spare;
 	size_t len, cap, spare_cap;
+	/* Called by a push that found the queue empty, outside the lock (may be NULL). */
+	void (*wake)(void *arg);
+	void *wake_arg;
 };
 
 void cq_init(struct cq *q);
 void cq_finish(struct cq *q);
-/* From any thread. True when the queue was empty: the caller wakes the loop. Never drops
+/* Who is woken (the server's loop, a test's thread); set before the first push. */
+void cq_set_wake(struct cq *q, void (*wake)(void *arg), void *arg);
+/* From any thread. True when the queue was empty (the wake hook was called). Never drops
  * a completion (that would stall its stream forever): out of memory aborts. */
 bool cq_push(struct cq *q, struct seq_point p, int status);
 /* On the loop thread: everything queued so far, in push order per pushing thread. */

@@ -11,6 +11,12 @@ void cq_init(struct cq *q)
 	pthread_mutex_init(&q->lock, NULL);
 }
 
+void cq_set_wake(struct cq *q, void (*wake)(void *arg), void *arg)
+{
+	q->wake = wake;
+	q->wake_arg = arg;
+}
+
 void cq_finish(struct cq *q)
 {
 	free(q->ents);
@@ -28,8 +34,7 @@ bool cq_push(struct cq *q, struct seq_point p, int status)
 		struct completion_ent *n = realloc(q->ents, cap * sizeof(*n));
 		if (!n) {
 			pthread_mutex_unlock(&q->lock);
-			fprintf(stderr,
-				"<3>server: out of memory queueing a completion; aborting\n");
+			fprintf(stderr, "<3>cq: out of memory queueing a completion; aborting\n");
 			abort();
 		}
 		q->ents = n;
@@ -38,6 +43,8 @@ bool cq_push(struct cq *q, struct seq_point p, int status)
 	q->ents[q->len++] = (struct completion_ent){p, status};
 	first = q->len == 1;
 	pthread_mutex_unlock(&q->lock);
+	if (first && q->wake)
+		q->wake(q->wake_arg);
 	return first;
 }
 
