@@ -593,7 +593,7 @@ static void cb_destroy(void *ctx)
 }
 
 static const struct backend_ops cb_ops = {
-	.seq =
+	.dev =
 		{
 			.mem_alloc = cb_mem_alloc,
 			.mem_release = cb_mem_release,
