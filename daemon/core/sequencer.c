@@ -542,6 +542,133 @@ static int op_fail(struct seq *seq, struct seq_op *op, uint32_t s, int error,
 	return error;
 }
 
+/* The op's stream has a free window slot, else -EAGAIN (nothing emitted; at->stream
+ * names the full stream for the caller's resume). */
+static int submit_window(struct seq *seq, const struct seq_op *op, uint32_t s, struct seq_point *at)
+{
+	struct stream *st = &seq->streams[s];
+
+	if (st->issued - st->completed < seq->config.window)
+		return 0;
+	seq->counters.backpressure++;
+	seq_trace_emit(seq, SEQ_TRACE_BACKPRESSURE, (struct seq_point){s, 0}, op->kind, NULL,
+		(struct seq_point){s, st->completed + 1});
+	stream_record(seq, s);
+	if (at)
+		*at = (struct seq_point){s, 0};
+	return -EAGAIN;
+}
+
+/* I9 before launch: the stream's device error, or an input's failure, fails the op. */
+static int submit_failures(struct seq *seq, struct seq_op *op, uint32_t s)
+{
+	struct stream *st = &seq->streams[s];
+
+	if (st->error)
+		return op_fail(seq, op, s, st->error, SEQ_FAIL_STREAM, NULL,
+			(struct seq_point){s, st->fail_from});
+	for (unsigned i = 0; i < op->naccess; i++) {
+		struct seq_buffer *b = buffer_base(op->access[i].buf);
+		int error = seq_buffer_error(seq, b);
+
+		if (!error)
+			continue;
+		if (op->access[i].mode & SEQ_READ)
+			return op_fail(seq, op, s, error, SEQ_FAIL_INPUT, b, b->def);
+		/* A write of part of a failed base leaves the rest as the failed op left it. The
+		 * failure may be known only through b->def, which this write is about to move:
+		 * b->error keeps it (I9). Only a write of the whole base clears it, at launch. */
+		if (op->access[i].buf->size != b->size)
+			b->error = error;
+	}
+	return 0;
+}
+
+/* I1/I2: the latest point on each stream that op must wait for (its inputs' producers,
+ * and for what it writes, their readers), with a buffer each for the trace. Fills in
+ * each access's device view for the backend. */
+static void submit_needs(struct seq *seq, struct seq_op *op, uint32_t s,
+	uint64_t need[SEQ_MAX_STREAMS], const struct seq_buffer *need_buf[SEQ_MAX_STREAMS])
+{
+	for (unsigned i = 0; i < op->naccess; i++) {
+		struct seq_access *a = &op->access[i];
+		const struct seq_buffer *b = buffer_base(a->buf);
+
+		a->addr = a->buf->addr;
+		a->size = a->buf->size;
+		if (op_needs(seq, s, b, b->def, op->kind) && need[b->def.stream] < b->def.seq) {
+			need[b->def.stream] = b->def.seq;
+			need_buf[b->def.stream] = b;
+		}
+		if (!(a->mode & SEQ_WRITE))
+			continue;
+		for (uint32_t x = 0; x < seq->nstreams; x++) {
+			struct seq_point p = {x, b->readers[x]};
+
+			if (op_needs(seq, s, b, p, op->kind) && need[x] < p.seq) {
+				need[x] = p.seq;
+				need_buf[x] = b;
+			}
+		}
+	}
+}
+
+/* One wait per stream needed, each on the earliest event covering the point, kept in
+ * the op's point record (rec) for retirement. */
+static int submit_waits(struct seq *seq, struct seq_op *op, uint32_t s, struct point_rec *rec,
+	const uint64_t need[SEQ_MAX_STREAMS], const struct seq_buffer *need_buf[SEQ_MAX_STREAMS])
+{
+	const uint64_t next = seq->streams[s].issued + 1;
+
+	for (uint32_t x = 0; x < seq->nstreams; x++) {
+		uint64_t event;
+		int r;
+
+		if (!need[x])
+			continue;
+		r = stream_event_for(seq, x, need[x], &event);
+		if (r >= 0)
+			r = seq->dev.wait(seq->dev_ctx, s, (struct seq_point){x, event});
+		if (r < 0)
+			return op_fail(seq, op, s, r, SEQ_FAIL_LAUNCH, NULL,
+				(struct seq_point){x, need[x]});
+		seq->counters.waits_enqueued++;
+		seq_trace_emit(seq, SEQ_TRACE_WAIT, (struct seq_point){s, next}, op->kind,
+			need_buf[x], (struct seq_point){x, need[x]});
+		rec->waits[rec->nwaits++] = (struct point_wait){x, event};
+	}
+	return 0;
+}
+
+/* The op launched as p: it is now the reader or the definition (I1) of its buffers. */
+static void submit_commit(struct seq *seq, const struct seq_op *op, struct seq_point p, bool affine)
+{
+	seq->counters.ops_submitted++;
+	if (affine)
+		seq->counters.placed_by_affinity++;
+	else if (op->kind == SEQ_OP_D2H)
+		seq->rr_d2h++;
+	else if (op->kind == SEQ_OP_D2D)
+		seq->rr_d2d++;
+
+	for (unsigned i = 0; i < op->naccess; i++) {
+		const struct seq_access *a = &op->access[i];
+		struct seq_buffer *b = buffer_base(a->buf);
+		if (a->mode & SEQ_READ)
+			b->readers[p.stream] = p.seq;
+		if (!(a->mode & SEQ_WRITE))
+			continue;
+		b->def = p;
+		memset(b->readers, 0, sizeof(b->readers));
+		if (a->mode == SEQ_WRITE && a->buf->size == b->size)
+			b->error = 0;
+		b->legacy_mark = 0;
+		if (op->kind == SEQ_OP_H2D && seq->config.legacy_sync_window)
+			b->legacy_mark =
+				seq->streams[seq->layout.first[SEQ_STREAM_COMPUTE]].issued + 1;
+	}
+}
+
 int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 {
 	uint64_t need[SEQ_MAX_STREAMS] = {0};
@@ -562,106 +689,29 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 
 	s = seq_pick_stream(seq, op, &affine);
 	st = &seq->streams[s];
-	if (st->issued - st->completed >= seq->config.window) {
-		seq->counters.backpressure++;
-		seq_trace_emit(seq, SEQ_TRACE_BACKPRESSURE, (struct seq_point){s, 0}, op->kind,
-			NULL, (struct seq_point){s, st->completed + 1});
-		stream_record(seq, s);
-		return -EAGAIN;
-	}
-
+	r = submit_window(seq, op, s, at);
+	if (r < 0)
+		return r;
 	/* The window check above means the point this slot held is complete and its record
 	 * done with: fill it in place. Until the launch succeeds nothing reads it. */
 	rec = &st->recs[(st->issued + 1) % seq->config.window];
 	rec->nwaits = 0;
-
-	if (st->error)
-		return op_fail(seq, op, s, st->error, SEQ_FAIL_STREAM, NULL,
-			(struct seq_point){s, st->fail_from});
-	for (unsigned i = 0; i < op->naccess; i++) {
-		struct seq_buffer *b = buffer_base(op->access[i].buf);
-		int error = seq_buffer_error(seq, b);
-
-		if (!error)
-			continue;
-		if (op->access[i].mode & SEQ_READ)
-			return op_fail(seq, op, s, error, SEQ_FAIL_INPUT, b, b->def);
-		/* A write of part of a failed base leaves the rest as the failed op left it. The
-		 * failure may be known only through b->def, which this write is about to move:
-		 * b->error keeps it (I9). Only a write of the whole base clears it, at launch. */
-		if (op->access[i].buf->size != b->size)
-			b->error = error;
-	}
-
-	for (unsigned i = 0; i < op->naccess; i++) {
-		struct seq_access *a = &op->access[i];
-		const struct seq_buffer *b = buffer_base(a->buf);
-
-		a->addr = a->buf->addr;
-		a->size = a->buf->size;
-		if (op_needs(seq, s, b, b->def, op->kind) && need[b->def.stream] < b->def.seq) {
-			need[b->def.stream] = b->def.seq;
-			need_buf[b->def.stream] = b;
-		}
-		if (!(a->mode & SEQ_WRITE))
-			continue;
-		for (uint32_t x = 0; x < seq->nstreams; x++) {
-			p = (struct seq_point){x, b->readers[x]};
-			if (op_needs(seq, s, b, p, op->kind) && need[x] < p.seq) {
-				need[x] = p.seq;
-				need_buf[x] = b;
-			}
-		}
-	}
-
-	for (uint32_t x = 0; x < seq->nstreams; x++) {
-		uint64_t event;
-		if (!need[x])
-			continue;
-		r = stream_event_for(seq, x, need[x], &event);
-		if (r >= 0)
-			r = seq->dev.wait(seq->dev_ctx, s, (struct seq_point){x, event});
-		if (r < 0)
-			return op_fail(seq, op, s, r, SEQ_FAIL_LAUNCH, NULL,
-				(struct seq_point){x, need[x]});
-		seq->counters.waits_enqueued++;
-		seq_trace_emit(seq, SEQ_TRACE_WAIT, (struct seq_point){s, st->issued + 1}, op->kind,
-			need_buf[x], (struct seq_point){x, need[x]});
-		rec->waits[rec->nwaits++] = (struct point_wait){x, event};
-	}
+	r = submit_failures(seq, op, s);
+	if (r < 0)
+		return r;
+	submit_needs(seq, op, s, need, need_buf);
+	r = submit_waits(seq, op, s, rec, need, need_buf);
+	if (r < 0)
+		return r;
 
 	p = (struct seq_point){s, st->issued + 1};
 	r = seq->dev.launch(seq->dev_ctx, p, op);
 	if (r < 0)
 		return op_fail(seq, op, s, r, SEQ_FAIL_LAUNCH, NULL, p);
-
 	st->issued = p.seq;
 	rec->cookie = op->cookie;
 	rec->want_done = op->want_done;
-	seq->counters.ops_submitted++;
-	if (affine)
-		seq->counters.placed_by_affinity++;
-	else if (op->kind == SEQ_OP_D2H)
-		seq->rr_d2h++;
-	else if (op->kind == SEQ_OP_D2D)
-		seq->rr_d2d++;
-
-	for (unsigned i = 0; i < op->naccess; i++) {
-		struct seq_access *a = &op->access[i];
-		struct seq_buffer *b = buffer_base(a->buf);
-		if (a->mode & SEQ_READ)
-			b->readers[s] = p.seq;
-		if (!(a->mode & SEQ_WRITE))
-			continue;
-		b->def = p;
-		memset(b->readers, 0, sizeof(b->readers));
-		if (a->mode == SEQ_WRITE && a->buf->size == b->size)
-			b->error = 0;
-		b->legacy_mark = 0;
-		if (op->kind == SEQ_OP_H2D && seq->config.legacy_sync_window)
-			b->legacy_mark =
-				seq->streams[seq->layout.first[SEQ_STREAM_COMPUTE]].issued + 1;
-	}
+	submit_commit(seq, op, p, affine);
 	if (at)
 		*at = p;
 	return 0;

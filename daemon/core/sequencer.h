@@ -221,10 +221,10 @@ int seq_buffer_error(const struct seq *seq, const struct seq_buffer *buf);
 
 /* Decide the waits for op, emit them and launch it. Returns 0 (and the op's point in *at
  * when at is not NULL); -EAGAIN when its stream's window is full (nothing was emitted:
- * retry after completions); -EINVAL for a malformed op; -EEXIST when it would define a
- * buffer twice (I7); or the error that failed it: an input's failure (I9), the stream's
- * device error, or the backend's launch error. A failed op is not launched and the
- * buffers it would have written carry its error. */
+ * retry after completions; at->stream names that stream, at->seq is 0); -EINVAL for a malformed op;
+ * -EEXIST when it would define a buffer twice (I7); or the error that failed it: an input's failure
+ * (I9), the stream's device error, or the backend's launch error. A failed op is not launched and
+ * the buffers it would have written carry its error. */
 int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at);
 
 /* Call backend->done(cookie, status) once buf's producer is complete. Returns 1 when it
