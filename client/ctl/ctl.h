@@ -11,7 +11,6 @@
 
 #include "sseq.pb-c.h"
 
-#define CTL_DEFAULT_SOCKET "/run/sseq/gpu0.sock"
 #define CTL_TIMEOUT_MS 5000
 #define CTL_FOLLOW_MS 200
 

@@ -14,6 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Only for SSEQ_DEFAULT_SOCKET: sseqctl speaks the wire itself, without libsseq. */
+#include <sseq/sseq.h>
+
 #include "ctl.h"
 
 volatile sig_atomic_t ctl_stop;
@@ -149,7 +152,7 @@ static void usage(FILE *f)
 		"\n"
 		"Exit status: 0 ok, 1 the daemon reported an error, 2 bad usage,\n"
 		"3 no daemon answers at the socket.\n",
-		CTL_DEFAULT_SOCKET);
+		SSEQ_DEFAULT_SOCKET);
 }
 
 /* What the command line asked for. */
@@ -191,7 +194,7 @@ static int ctl_parse_options(int argc, char **argv, struct ctl *c, struct invoca
 	const char *env = getenv("SSEQ_SOCKET");
 	int opt;
 
-	c->socket = env && *env ? env : CTL_DEFAULT_SOCKET;
+	c->socket = env && *env ? env : SSEQ_DEFAULT_SOCKET;
 	while ((opt = getopt_long(argc, argv, "s:jn:fhV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 's':

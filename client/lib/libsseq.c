@@ -15,8 +15,6 @@
 
 #include "client.h"
 
-#define DEFAULT_SOCKET "/run/sseq/gpu0.sock"
-
 /* Why the calling thread's last sseq_connect failed: there is no connection to hold it. */
 static _Thread_local char connect_errmsg[256];
 
@@ -671,7 +669,7 @@ static void client_free(struct sseq *s)
 	free(s);
 }
 
-int sseq_connect_fd(int fd, const struct sseq_connect_options *opts, struct sseq **out)
+int sseq__connect_fd(int fd, const struct sseq_connect_options *opts, struct sseq **out)
 {
 	*out = NULL;
 	connect_errmsg[0] = '\0';
@@ -736,7 +734,7 @@ int sseq_connect(const char *path, const struct sseq_connect_options *opts, stru
 	if (!path) {
 		path = getenv("SSEQ_SOCKET");
 		if (!path || !*path)
-			path = DEFAULT_SOCKET;
+			path = SSEQ_DEFAULT_SOCKET;
 	}
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	size_t len = strlen(path);
@@ -763,7 +761,7 @@ int sseq_connect(const char *path, const struct sseq_connect_options *opts, stru
 		close(fd);
 		return r;
 	}
-	return sseq_connect_fd(fd, opts, out);
+	return sseq__connect_fd(fd, opts, out);
 }
 
 void sseq_close(struct sseq *s)
@@ -888,7 +886,7 @@ int sseq_stats(struct sseq *s, struct sseq_stats *stats)
 
 	if (size < offsetof(struct sseq_stats, waits_enqueued) + sizeof(uint64_t))
 		return -EINVAL;
-	r = sseq_query(s, SSEQ__QUERY_KIND__QUERY_KIND_STATS, 0, &qr);
+	r = sseq__query(s, SSEQ__QUERY_KIND__QUERY_KIND_STATS, 0, &qr);
 	if (r < 0)
 		return r;
 	const Sseq__Counters *c = qr->counters;
@@ -913,7 +911,7 @@ int sseq_stats(struct sseq *s, struct sseq_stats *stats)
 		st.frames_bad = c->frames_bad;
 		st.placed_by_affinity = c->placed_by_affinity;
 	}
-	sseq_query_result_free(qr);
+	sseq__query_result_free(qr);
 	/* A caller built against an older header passes a smaller struct. */
 	memcpy(stats, &st, size < sizeof(st) ? size : sizeof(st));
 	return 0;

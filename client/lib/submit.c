@@ -396,12 +396,12 @@ int sseq_execute_function(struct sseq *s, uint64_t module, const char *name,
 
 /* ---- queries (sseq-internal.h) ---- */
 
-int sseq_query_send(struct sseq *s, const Sseq__Query *query, uint64_t *tag)
+int sseq__query_send(struct sseq *s, const Sseq__Query *query, uint64_t *tag)
 {
 	struct op *op = client_op_new();
 	if (!op)
 		return -ENOMEM;
-	/* Results wait in the op until sseq_query_next collects them. */
+	/* Results wait in the op until sseq__query_next collects them. */
 	op->waited = true;
 	op->follow = query->trace && query->trace->follow;
 	Sseq__Request req = SSEQ__REQUEST__INIT;
@@ -413,7 +413,7 @@ int sseq_query_send(struct sseq *s, const Sseq__Query *query, uint64_t *tag)
 	return r;
 }
 
-int sseq_query_next(struct sseq *s, uint64_t tag, int timeout_ms, Sseq__QueryResult **result)
+int sseq__query_next(struct sseq *s, uint64_t tag, int timeout_ms, Sseq__QueryResult **result)
 {
 	*result = NULL;
 	struct op *op = client_op_find(s, tag);
@@ -443,20 +443,20 @@ int sseq_query_next(struct sseq *s, uint64_t tag, int timeout_ms, Sseq__QueryRes
 	return 0;
 }
 
-int sseq_query(struct sseq *s, Sseq__QueryKind kind, uint64_t session, Sseq__QueryResult **result)
+int sseq__query(struct sseq *s, Sseq__QueryKind kind, uint64_t session, Sseq__QueryResult **result)
 {
 	*result = NULL;
 	Sseq__Query q = SSEQ__QUERY__INIT;
 	q.kind = kind;
 	q.session = session;
 	uint64_t tag;
-	int r = sseq_query_send(s, &q, &tag);
+	int r = sseq__query_send(s, &q, &tag);
 	if (r < 0)
 		return r;
-	return sseq_query_next(s, tag, -1, result);
+	return sseq__query_next(s, tag, -1, result);
 }
 
-void sseq_query_result_free(Sseq__QueryResult *result)
+void sseq__query_result_free(Sseq__QueryResult *result)
 {
 	if (result)
 		sseq__query_result__free_unpacked(result, NULL);

@@ -710,7 +710,7 @@ static struct sseq *fake_connect(struct fake *f, uint64_t staging_size)
 		.staging_size = staging_size,
 	};
 	struct sseq *s;
-	int r = sseq_connect_fd(fd, &o, &s);
+	int r = sseq__connect_fd(fd, &o, &s);
 	ck_assert_msg(r == 0, "connect: %s", sseq_strerror(r));
 	return s;
 }
@@ -744,7 +744,7 @@ START_TEST(test_client_refuses_other_major)
 	int fd = fake_serve(f);
 	struct sseq_connect_options o = {.worker_id = "gw7"};
 	struct sseq *s;
-	ck_assert_int_eq(sseq_connect_fd(fd, &o, &s), -SSEQ_ERR_UNSUPPORTED_VERSION);
+	ck_assert_int_eq(sseq__connect_fd(fd, &o, &s), -SSEQ_ERR_UNSUPPORTED_VERSION);
 	ck_assert_ptr_null(s);
 	ck_assert_ptr_nonnull(strstr(sseq_last_error_message(NULL), "99"));
 	fake_stop(f, NULL);

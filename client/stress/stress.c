@@ -24,10 +24,10 @@ static int race_findings(uint64_t *out)
 		return r;
 	}
 	Sseq__QueryResult *qr;
-	r = sseq_query(s, SSEQ__QUERY_KIND__QUERY_KIND_STATS, 0, &qr);
+	r = sseq__query(s, SSEQ__QUERY_KIND__QUERY_KIND_STATS, 0, &qr);
 	if (r == 0) {
 		*out = qr->counters ? qr->counters->race_findings : 0;
-		sseq_query_result_free(qr);
+		sseq__query_result_free(qr);
 	} else {
 		fprintf(stderr, "sseq-stress: STATS query: %s\n", sseq_last_error_message(s));
 	}
@@ -40,8 +40,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: sseq-stress [OPTIONS]\n"
 		"Random workloads through libsseq, checked against a host model.\n\n"
-		"  -s, --socket PATH   daemon socket (default $SSEQ_SOCKET or "
-		"/run/sseq/gpu0.sock)\n"
+		"  -s, --socket PATH   daemon socket (default $SSEQ_SOCKET or " SSEQ_DEFAULT_SOCKET
+		")\n"
 		"  -n, --ops N         operations in total, split across clients (default 10000)\n"
 		"  -c, --clients N     concurrent clients, each its own connection (default 4)\n"
 		"  -S, --seed S        random seed; client i uses S + i (default 1)\n"

@@ -90,8 +90,12 @@ struct sseq_connect_options {
 	uint64_t staging_size;
 };
 
+/* The socket sseq_connect() uses when given no path and $SSEQ_SOCKET is unset or empty:
+ * the first device's sseqd. */
+#define SSEQ_DEFAULT_SOCKET "/run/sseq/gpu0.sock"
+
 /* Connect to the daemon at `path` and say Hello. path NULL: $SSEQ_SOCKET if set and not
- * empty, else /run/sseq/gpu0.sock. opts may be NULL. Waits for the Welcome. On success
+ * empty, else SSEQ_DEFAULT_SOCKET. opts may be NULL. Waits for the Welcome. On success
  * *out is the connection (free it with sseq_close). On failure *out is NULL and
  * sseq_last_error_message(NULL) says why on this thread. Returns 0, a negative errno
  * (-ENOENT / -ECONNREFUSED: no daemon there) or -SSEQ_ERR_UNSUPPORTED_VERSION. */
