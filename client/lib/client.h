@@ -1,14 +1,16 @@
 /* libsseq internals shared by its modules: the connection, the table of requests in
- * flight, and the helpers that submit a request and wait for it. Not installed. */
+ * flight, and what each module offers the others. Not installed. The modules call one
+ * way only: submit.c and query.c use conn.c, which uses ops.c; frame.c, arenas.c and
+ * args.c use none of them. */
 #ifndef SSEQ_CLIENT_CLIENT_H
 #define SSEQ_CLIENT_CLIENT_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "arenas.h"
 #include "frame.h"
 #include "sseq-internal.h"
-#include "staging.h"
 
 /* Soft and hard limits on bytes buffered for sending: past the soft one a submission
  * tries a non-blocking send, past the hard one it waits for the socket. */
@@ -63,11 +65,8 @@ struct sseq {
 	size_t nbuckets, nops;
 	size_t nactive; /* not yet finished, follow queries aside */
 	uint64_t finished; /* requests finished so far, for sseq_poll */
-	/* Staging arenas; the first one is kept for the connection's life. */
-	struct staging_arena *arenas;
-	uint64_t staging_size;
-	uint64_t staging_refs; /* range references held by requests in flight */
-	/* Errors not yet collected, oldest first (see libsseq.c). */
+	struct staging_set staging;
+	/* Errors not yet collected, oldest first (see ops.c). */
 	struct client_error *errors;
 	size_t nerrors, errors_cap, nreported;
 	int broken; /* 0, or why the connection is unusable */
@@ -86,12 +85,42 @@ struct sseq {
 	} info;
 };
 
+/* ---- ops.c: requests in flight, the daemon's messages about them, errors ---- */
+
 /* Translate a wire status into the library's code (0 or -SSEQ_ERR_*). */
 int client_status_code(int status);
 /* Record a message for sseq_last_error_message. */
 void client_set_error(struct sseq *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 struct op *client_op_new(void);
+/* Free an op that is not (or no longer) in the table. */
+void client_op_free(struct op *op);
+struct op *client_op_find(struct sseq *s, uint64_t tag);
+/* Make room in the table for one more op, so that client_op_insert cannot fail. */
+int client_ops_reserve(struct sseq *s);
+/* Track op under op->tag; its kind and whether a Completion follows come from req. */
+void client_op_insert(struct sseq *s, struct op *op, const Sseq__Request *req);
+/* Take op out of the table and free it. */
+void client_op_drop(struct sseq *s, struct op *op);
+/* Record the op's first error; later ones do not replace it. */
+void client_op_fail(struct op *op, int code, const char *message);
+/* Finish every op still in flight with err (the connection is lost). */
+void client_ops_fail_all(struct sseq *s, int err);
+/* Free every op and every kept error (the connection is closing). */
+void client_ops_free_all(struct sseq *s);
+/* Decode one frame from the daemon and apply it to the ops. -EPROTO if undecodable. */
+int client_dispatch(struct sseq *s, const uint8_t *frame, size_t len);
+
+/* Keep an error nobody collected (see ops.c for which are kept, and how long). */
+void client_error_push(
+	struct sseq *s, uint64_t tag, int code, const char *message, bool tagged, bool reported);
+/* Report the oldest error not yet reported (its tag in *tag, may be NULL), or 0. */
+int client_error_next(struct sseq *s, uint64_t *tag);
+/* If an error is kept for tag, report it for good into *code and return true. */
+bool client_error_collect(struct sseq *s, uint64_t tag, int *code);
+
+/* ---- conn.c: the socket, and submitting and waiting for requests ---- */
+
 /* Give `req` a fresh tag (also in *tag if not NULL), track `op` for it and queue it (fd
  * >= 0 travels with it). Set op's fields (waited, user_tag, staging) first: from here on
  * the table owns it, and unless waited it is freed once finished, possibly before this
@@ -107,15 +136,9 @@ int client_flush(struct sseq *s);
 /* Process input, waiting up to timeout_ms for it (-1: forever). Returns messages
  * handled, -ETIMEDOUT, or the connection's error. */
 int client_pump(struct sseq *s, int timeout_ms);
-struct op *client_op_find(struct sseq *s, uint64_t tag);
-/* Drop a staging reference an op held (the op failed before it was queued). */
-void client_staging_unref(struct sseq *s, struct staging_arena *a, uint64_t off);
 
-/* Drop empty extra staging arenas (at quiet points, so ranges are not thrashed). */
-void client_staging_trim(struct sseq *s);
-void client_staging_destroy(struct sseq *s);
+/* ---- args.c: Execute packing, kept separate so tests can check it without a daemon ---- */
 
-/* Execute packing, kept separate so tests can check it without a daemon. */
 struct args_pack {
 	Sseq__Execute ex;
 	Sseq__ModuleFunction fn;

@@ -1,6 +1,7 @@
-/* libsseq requests: buffers, staging and host memory, copies, kernels, modules and
- * queries. Each call packs one Request and hands it to client_submit(); the ones that
- * return a handle wait for their Reply. */
+/* libsseq requests: buffers, modules, staging and host memory, copies, kernels, and
+ * the calls that wait on the daemon's side (await, sync). Each call packs one Request
+ * and hands it to client_submit(); the ones that return a handle wait for their Reply.
+ * The arenas themselves are arenas.c's; registering them with the daemon is here. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +66,7 @@ int sseq_load_module(struct sseq *s, const char *path, uint64_t *module)
  * string of tiny arenas. */
 static int staging_add_arena(struct sseq *s, uint64_t len)
 {
-	uint64_t size = s->staging_size;
+	uint64_t size = s->staging.size;
 	if (len > size)
 		size = (len + STAGING_ROUND - 1) / STAGING_ROUND * STAGING_ROUND;
 	struct staging_arena *a;
@@ -94,10 +95,7 @@ static int staging_add_arena(struct sseq *s, uint64_t len)
 		staging_arena_destroy(a);
 		return r;
 	}
-	struct staging_arena **tail = &s->arenas;
-	while (*tail)
-		tail = &(*tail)->next;
-	*tail = a;
+	staging_set_add(&s->staging, a);
 	return 0;
 }
 
@@ -108,27 +106,11 @@ static int staging_get(
 	struct sseq *s, uint64_t len, bool user, struct staging_arena **out, uint64_t *off)
 {
 	for (;;) {
-		bool could_fit = false;
-		for (struct staging_arena *a = s->arenas; a; a = a->next) {
-			int r = staging_arena_reserve(a, len, off);
-			if (r == 0) {
-				struct staging_range *rg = staging_arena_find(a, *off, len);
-				if (user) {
-					rg->user = true;
-				} else {
-					rg->refs = 1;
-					s->staging_refs++;
-				}
-				*out = a;
-				return 0;
-			}
-			if (r != -ENOSPC)
-				return r;
-			if (a->size >= len)
-				could_fit = true;
-		}
-		int r;
-		if (could_fit && s->staging_refs > 0) {
+		bool could_fit;
+		int r = staging_set_reserve(&s->staging, len, user, out, off, &could_fit);
+		if (r != -ENOSPC)
+			return r;
+		if (could_fit && s->staging.refs > 0) {
 			r = client_flush(s);
 			if (r == 0)
 				r = client_pump(s, -1);
@@ -142,11 +124,13 @@ static int staging_get(
 	}
 }
 
-void client_staging_trim(struct sseq *s)
+/* Unregister and unmap the empty extra arenas (at sync, a quiet point, so ranges are
+ * not thrashed); the first one stays. */
+static void staging_trim(struct sseq *s)
 {
-	if (!s->arenas)
+	if (!s->staging.arenas)
 		return;
-	struct staging_arena **p = &s->arenas->next;
+	struct staging_arena **p = &s->staging.arenas->next;
 	while (*p) {
 		struct staging_arena *a = *p;
 		if (a->nranges > 0) {
@@ -165,23 +149,6 @@ void client_staging_trim(struct sseq *s)
 		*p = a->next;
 		staging_arena_destroy(a);
 	}
-}
-
-void client_staging_destroy(struct sseq *s)
-{
-	while (s->arenas) {
-		struct staging_arena *a = s->arenas;
-		s->arenas = a->next;
-		staging_arena_destroy(a);
-	}
-}
-
-static struct staging_arena *arena_of(struct sseq *s, const void *p)
-{
-	for (struct staging_arena *a = s->arenas; a; a = a->next)
-		if (staging_arena_contains(a, p))
-			return a;
-	return NULL;
 }
 
 int sseq_host_alloc(struct sseq *s, uint64_t size, void **ptr)
@@ -204,7 +171,7 @@ int sseq_host_free(struct sseq *s, void *ptr)
 {
 	if (!ptr)
 		return 0;
-	struct staging_arena *a = arena_of(s, ptr);
+	struct staging_arena *a = staging_set_find(&s->staging, ptr);
 	if (!a)
 		return -EINVAL;
 	uint64_t off = (uint64_t)((uint8_t *)ptr - a->base);
@@ -221,7 +188,7 @@ int sseq_host_free(struct sseq *s, void *ptr)
 static int staging_attach(
 	struct sseq *s, struct op *op, void *p, uint64_t len, bool to_device, uint64_t *copy_off)
 {
-	struct staging_arena *a = arena_of(s, p);
+	struct staging_arena *a = staging_set_find(&s->staging, p);
 	if (a) {
 		uint64_t off = (uint64_t)((uint8_t *)p - a->base);
 		struct staging_range *rg = staging_arena_find(a, off, len);
@@ -232,7 +199,7 @@ static int staging_attach(
 			return -EINVAL;
 		}
 		rg->refs++;
-		s->staging_refs++;
+		s->staging.refs++;
 		op->arena = a;
 		op->staging_off = rg->offset;
 		*copy_off = off;
@@ -394,70 +361,37 @@ int sseq_execute_function(struct sseq *s, uint64_t module, const char *name,
 	return execute(s, NULL, module, name, args, nargs, shape, tag);
 }
 
-/* ---- queries (sseq-internal.h) ---- */
+/* ---- waiting on the daemon's side ---- */
 
-int sseq__query_send(struct sseq *s, const Sseq__Query *query, uint64_t *tag)
+int sseq_await(struct sseq *s, uint64_t buf)
 {
-	struct op *op = client_op_new();
-	if (!op)
-		return -ENOMEM;
-	/* Results wait in the op until sseq__query_next collects them. */
-	op->waited = true;
-	op->follow = query->trace && query->trace->follow;
+	Sseq__Await aw = SSEQ__AWAIT__INIT;
+	aw.buffer = buf;
 	Sseq__Request req = SSEQ__REQUEST__INIT;
-	req.body_case = SSEQ__REQUEST__BODY_QUERY;
-	req.query = (Sseq__Query *)query;
-	int r = client_submit(s, &req, -1, op, tag);
-	if (r == 0)
-		r = client_flush(s);
-	return r;
+	req.body_case = SSEQ__REQUEST__BODY_AWAIT;
+	req.await = &aw;
+	return client_request_wait(s, &req, NULL);
 }
 
-int sseq__query_next(struct sseq *s, uint64_t tag, int timeout_ms, Sseq__QueryResult **result)
+int sseq_sync(struct sseq *s)
 {
-	*result = NULL;
-	struct op *op = client_op_find(s, tag);
-	if (!op || op->kind != SSEQ__REQUEST__BODY_QUERY)
-		return -EINVAL;
-	while (op->nresults == 0 && !op->done) {
-		/* Good enough for a tool: each message restarts the timeout. */
-		int r = client_pump(s, timeout_ms);
-		if (r == -ETIMEDOUT)
-			return r;
-		if (r < 0 && !op->done)
-			return r;
+	Sseq__Sync sy = SSEQ__SYNC__INIT;
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	req.body_case = SSEQ__REQUEST__BODY_SYNC;
+	req.sync = &sy;
+	int r = client_request_wait(s, &req, NULL);
+	/* The daemon saw everything complete, but completions may come in any order:
+	 * let every earlier request's message arrive before answering. */
+	while (!s->broken && s->nactive > 0) {
+		int p = client_pump(s, -1);
+		if (p < 0 && p != -ETIMEDOUT)
+			break;
 	}
-	if (op->nresults == 0)
-		return client_op_collect(s, op);
-	Sseq__QueryResult *qr = op->results[0];
-	memmove(&op->results[0], &op->results[1], --op->nresults * sizeof(*op->results));
-	if (op->done && op->nresults == 0)
-		client_op_collect(s, op);
-	int code = client_status_code((int)qr->status);
-	if (code != 0) {
-		client_set_error(s, "%s", qr->message[0] ? qr->message : sseq_strerror(code));
-		sseq__query_result__free_unpacked(qr, NULL);
-		return code;
-	}
-	*result = qr;
-	return 0;
-}
-
-int sseq__query(struct sseq *s, Sseq__QueryKind kind, uint64_t session, Sseq__QueryResult **result)
-{
-	*result = NULL;
-	Sseq__Query q = SSEQ__QUERY__INIT;
-	q.kind = kind;
-	q.session = session;
-	uint64_t tag;
-	int r = sseq__query_send(s, &q, &tag);
+	if (s->broken)
+		return s->broken;
+	staging_trim(s);
+	/* The Sync itself failing is one more error; report it after older ones. */
 	if (r < 0)
-		return r;
-	return sseq__query_next(s, tag, -1, result);
-}
-
-void sseq__query_result_free(Sseq__QueryResult *result)
-{
-	if (result)
-		sseq__query_result__free_unpacked(result, NULL);
+		client_error_push(s, 0, r, s->errmsg, false, false);
+	return client_error_next(s, NULL);
 }

@@ -1,8 +1,10 @@
-/* Staging arenas: memfd mappings shared with the daemon, and the range allocator that
- * hands out space in them. A range stays reserved while copies in flight use it (refs)
- * or while the application holds it (sseq_host_alloc), and is reused only after both. */
-#ifndef SSEQ_CLIENT_STAGING_H
-#define SSEQ_CLIENT_STAGING_H
+/* Staging arenas: memfd mappings shared with the daemon, the range allocator that
+ * hands out space in them, and a connection's set of arenas. A range stays reserved
+ * while copies in flight use it (refs) or while the application holds it
+ * (sseq_host_alloc), and is reused only after both. Nothing here talks to the daemon:
+ * registering an arena is a request (submit.c). */
+#ifndef SSEQ_CLIENT_ARENAS_H
+#define SSEQ_CLIENT_ARENAS_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -50,5 +52,27 @@ bool staging_range_unref(struct staging_arena *a, struct staging_range *r);
 bool staging_range_unhold(struct staging_arena *a, struct staging_range *r);
 /* Does [p, p + len) start inside this arena's mapping? */
 bool staging_arena_contains(const struct staging_arena *a, const void *p);
+
+/* One connection's arenas, in the order they were registered; the first is kept for
+ * the connection's life. */
+struct staging_set {
+	struct staging_arena *arenas;
+	uint64_t size; /* bytes of the first arena, and the least of any later one */
+	uint64_t refs; /* range references held by requests in flight */
+};
+
+/* Reserve `len` bytes in the first arena with room, held by the application (user) or
+ * by one request (refs = 1). -ENOSPC when none has room; *could_fit then says whether
+ * one is large enough, so that waiting for copies in flight may free the space. */
+int staging_set_reserve(struct staging_set *set, uint64_t len, bool user,
+	struct staging_arena **out, uint64_t *off, bool *could_fit);
+/* Append an arena (registered with the daemon) to the set, which then owns it. */
+void staging_set_add(struct staging_set *set, struct staging_arena *a);
+/* The arena whose mapping holds p, or NULL. */
+struct staging_arena *staging_set_find(struct staging_set *set, const void *p);
+/* Drop the reference a request held on the range starting at `off` of arena a. */
+void staging_set_unref(struct staging_set *set, struct staging_arena *a, uint64_t off);
+/* Unmap every arena (the daemon drops its own mappings with the session). */
+void staging_set_destroy(struct staging_set *set);
 
 #endif

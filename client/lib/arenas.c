@@ -1,6 +1,7 @@
-/* Staging arenas for libsseq: sealed memfd mappings the daemon maps too, and a
- * first-fit range allocator over each. Ranges are kept sorted by offset so a pointer
- * from the application resolves to its range by binary search. */
+/* Staging arenas for libsseq: sealed memfd mappings the daemon maps too, a first-fit
+ * range allocator over each, and the set of them a connection holds. Ranges are kept
+ * sorted by offset so a pointer from the application resolves to its range by binary
+ * search. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -8,7 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "staging.h"
+#include "arenas.h"
 
 void staging_arena_init(struct staging_arena *a, void *base, uint64_t size)
 {
@@ -160,4 +161,62 @@ bool staging_arena_contains(const struct staging_arena *a, const void *p)
 {
 	uintptr_t b = (uintptr_t)p, base = (uintptr_t)a->base;
 	return b >= base && b - base < a->size;
+}
+
+int staging_set_reserve(struct staging_set *set, uint64_t len, bool user,
+	struct staging_arena **out, uint64_t *off, bool *could_fit)
+{
+	*could_fit = false;
+	for (struct staging_arena *a = set->arenas; a; a = a->next) {
+		int r = staging_arena_reserve(a, len, off);
+		if (r == 0) {
+			struct staging_range *rg = staging_arena_find(a, *off, len);
+			if (user) {
+				rg->user = true;
+			} else {
+				rg->refs = 1;
+				set->refs++;
+			}
+			*out = a;
+			return 0;
+		}
+		if (r != -ENOSPC)
+			return r;
+		if (a->size >= len)
+			*could_fit = true;
+	}
+	return -ENOSPC;
+}
+
+void staging_set_add(struct staging_set *set, struct staging_arena *a)
+{
+	struct staging_arena **tail = &set->arenas;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = a;
+}
+
+struct staging_arena *staging_set_find(struct staging_set *set, const void *p)
+{
+	for (struct staging_arena *a = set->arenas; a; a = a->next)
+		if (staging_arena_contains(a, p))
+			return a;
+	return NULL;
+}
+
+void staging_set_unref(struct staging_set *set, struct staging_arena *a, uint64_t off)
+{
+	struct staging_range *r = staging_arena_find(a, off, 0);
+	if (r && r->offset == off)
+		staging_range_unref(a, r);
+	set->refs--;
+}
+
+void staging_set_destroy(struct staging_set *set)
+{
+	while (set->arenas) {
+		struct staging_arena *a = set->arenas;
+		set->arenas = a->next;
+		staging_arena_destroy(a);
+	}
 }

@@ -1,0 +1,462 @@
+/* libsseq's connection: connecting and saying Hello, the socket (sending what is
+ * queued, reading and handing frames to ops.c, the spin-then-poll wait), submitting a
+ * request and waiting for it, and the public calls that wait or look at the connection.
+ * What each request carries is built in submit.c and query.c. */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+
+/* Why the calling thread's last sseq_connect failed: there is no connection to hold it. */
+static _Thread_local char connect_errmsg[256];
+
+const char *sseq_last_error_message(struct sseq *s)
+{
+	return s ? s->errmsg : connect_errmsg;
+}
+
+uint64_t sseq_last_error_tag(struct sseq *s)
+{
+	return s->errtag;
+}
+
+/* ---- the socket ---- */
+
+/* The connection is unusable: finish everything with `err`, which every later call
+ * returns. */
+static void client_break(struct sseq *s, int err)
+{
+	if (s->broken)
+		return;
+	s->broken = err;
+	if (!s->errmsg[0])
+		client_set_error(s, "connection to sseqd lost: %s", sseq_strerror(err));
+	client_ops_fail_all(s, err);
+}
+
+/* Read whatever is there and dispatch every complete frame. Returns frames handled. */
+static int read_input(struct sseq *s)
+{
+	int handled = 0;
+	for (int round = 0; round < 64; round++) {
+		int r = frame_reader_fill(&s->r, s->sock);
+		if (r == -EAGAIN)
+			break;
+		for (;;) {
+			const uint8_t *frame;
+			size_t len;
+			int f = frame_reader_next(&s->r, &frame, &len);
+			if (f == 0)
+				break;
+			if (f < 0) {
+				client_set_error(s, "oversized frame from sseqd");
+				client_break(s, f == -EMSGSIZE ? -EPROTO : f);
+				return s->broken;
+			}
+			f = client_dispatch(s, frame, len);
+			if (f < 0) {
+				client_break(s, f);
+				return s->broken;
+			}
+			handled++;
+		}
+		if (r < 0) {
+			client_break(s, r == -ECONNRESET && s->fatal ? s->fatal : r);
+			return s->broken;
+		}
+	}
+	return handled;
+}
+
+/* Send what the socket takes now. Any failure but a full socket breaks the connection
+ * (a closed peer reads as a reset). Returns 0, -EAGAIN or s->broken. */
+static int client_send(struct sseq *s)
+{
+	int r = frame_writer_send(&s->w, s->sock);
+	if (r < 0 && r != -EAGAIN) {
+		client_break(s, r == -EPIPE ? -ECONNRESET : r);
+		return s->broken;
+	}
+	return r;
+}
+
+/* How long a waiting call looks for the daemon's answer before it sleeps in poll():
+ * $SSEQ_SPIN_US, default 2 ms. Waking a sleeping thread costs tens of microseconds on
+ * a GPU host; a native synchronize spins the same way. */
+#define CLIENT_DEFAULT_SPIN_US 2000L
+
+static long client_spin_ns(void)
+{
+	const char *e = getenv("SSEQ_SPIN_US");
+	char *end;
+	long us;
+
+	if (!e || !*e)
+		return CLIENT_DEFAULT_SPIN_US * 1000L;
+	us = strtol(e, &end, 10);
+	return *end || us < 0 ? CLIENT_DEFAULT_SPIN_US * 1000L : us * 1000L;
+}
+
+int client_pump(struct sseq *s, int timeout_ms)
+{
+	if (s->broken)
+		return s->broken;
+	if (frame_writer_pending(&s->w)) {
+		client_send(s);
+		if (s->broken)
+			return s->broken;
+	}
+	struct pollfd pfd = {
+		.fd = s->sock,
+		.events = POLLIN | (frame_writer_pending(&s->w) ? POLLOUT : 0),
+	};
+	int n = 0;
+	/* An answer usually comes within tens of microseconds: look for it for a moment
+	 * before sleeping, since waking from poll() costs about as much again (the native
+	 * alternative, a synchronize on the GPU, spins as well). */
+	long spin_ns = timeout_ms != 0 ? client_spin_ns() : 0;
+	if (spin_ns > 0) {
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do {
+			n = poll(&pfd, 1, 0);
+			if (n != 0)
+				break;
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		} while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < spin_ns);
+	}
+	if (n == 0 || (n < 0 && errno == EINTR)) {
+		do
+			n = poll(&pfd, 1, timeout_ms);
+		while (n < 0 && errno == EINTR);
+	}
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -ETIMEDOUT;
+	if (pfd.revents & POLLOUT) {
+		client_send(s);
+		if (s->broken)
+			return s->broken;
+	}
+	if (pfd.revents & (POLLIN | POLLHUP | POLLERR))
+		return read_input(s);
+	return 0;
+}
+
+int client_flush(struct sseq *s)
+{
+	while (frame_writer_pending(&s->w)) {
+		if (s->broken)
+			return s->broken;
+		int r = client_send(s);
+		if (r == 0)
+			break;
+		if (r != -EAGAIN)
+			return r;
+		/* The socket is full: read while waiting so the daemon is never stuck
+		 * writing to us while we are stuck writing to it. */
+		r = client_pump(s, -1);
+		if (r < 0 && r != -ETIMEDOUT)
+			return r;
+	}
+	return s->broken;
+}
+
+/* ---- one request ---- */
+
+int client_submit(struct sseq *s, Sseq__Request *req, int fd, struct op *op, uint64_t *tag)
+{
+	int r = s->broken;
+	if (r == 0)
+		r = client_ops_reserve(s);
+	if (r == 0) {
+		req->tag = s->next_tag;
+		r = frame_writer_add(&s->w, &req->base, fd);
+		if (r == -EMSGSIZE)
+			client_set_error(s, "request does not fit in a frame");
+	}
+	if (r < 0) {
+		if (op->arena)
+			staging_set_unref(&s->staging, op->arena, op->staging_off);
+		client_op_free(op);
+		return r;
+	}
+	op->tag = s->next_tag++;
+	client_op_insert(s, op, req);
+	if (tag)
+		*tag = op->tag;
+
+	/* From here on the op may finish (and, unless waited, be freed) at any time.
+	 * A send failure breaks the connection, which every later call reports. */
+	size_t pending = frame_writer_pending(&s->w);
+	if (pending >= CLIENT_SEND_HARD) {
+		client_flush(s);
+	} else if (pending >= CLIENT_SEND_SOFT) {
+		client_send(s);
+	}
+	return 0;
+}
+
+int client_op_collect(struct sseq *s, struct op *op)
+{
+	return client_op_collect_handle(s, op, NULL);
+}
+
+int client_op_collect_handle(struct sseq *s, struct op *op, uint64_t *handle)
+{
+	op->waited = true;
+	if (!op->done) {
+		client_flush(s);
+		while (!op->done) {
+			int r = client_pump(s, -1);
+			if (r < 0 && r != -ETIMEDOUT && !op->done) {
+				/* Not a lost connection (that finishes every op): a poll failure.
+				 */
+				client_op_fail(op, r, NULL);
+				break;
+			}
+		}
+	}
+	int status = op->status;
+	if (handle)
+		*handle = op->handle;
+	if (status != 0) {
+		client_set_error(s, "%s", op->message ? op->message : sseq_strerror(status));
+		s->errtag = op->user_tag ? op->tag : 0;
+	}
+	client_op_drop(s, op);
+	return status;
+}
+
+int client_request_wait(struct sseq *s, Sseq__Request *req, uint64_t *handle)
+{
+	struct op *op = client_op_new();
+	if (!op)
+		return -ENOMEM;
+	op->waited = true;
+	int r = client_submit(s, req, -1, op, NULL);
+	if (r < 0)
+		return r;
+	uint64_t h = 0;
+	r = client_op_collect_handle(s, op, &h);
+	if (handle)
+		*handle = r == 0 ? h : 0;
+	return r;
+}
+
+/* ---- connecting ---- */
+
+static void connect_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void connect_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(connect_errmsg, sizeof(connect_errmsg), fmt, ap);
+	va_end(ap);
+}
+
+static void client_free(struct sseq *s)
+{
+	client_ops_free_all(s);
+	staging_set_destroy(&s->staging);
+	frame_writer_finish(&s->w);
+	frame_reader_finish(&s->r);
+	if (s->sock >= 0)
+		close(s->sock);
+	free(s->info.daemon_version);
+	free(s->info.device_name);
+	free(s->info.backend);
+	free(s->info.arch);
+	free(s);
+}
+
+/* Send the Hello and wait for the Welcome, which ops.c saves in s->info. */
+static int client_hello(struct sseq *s, const struct sseq_connect_options *o)
+{
+	const char *name = o->client_name ? o->client_name : program_invocation_short_name;
+	const char *worker = o->worker_id ? o->worker_id : getenv("PYTEST_XDIST_WORKER");
+	Sseq__Hello hello = SSEQ__HELLO__INIT;
+	hello.protocol_major = SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR;
+	hello.protocol_minor = SSEQ__PROTOCOL_VERSION__PROTOCOL_MINOR;
+	hello.client_name = (char *)name;
+	hello.pid = (uint32_t)getpid();
+	hello.worker_id = (char *)(worker ? worker : "");
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	req.body_case = SSEQ__REQUEST__BODY_HELLO;
+	req.hello = &hello;
+
+	struct op *op = client_op_new();
+	if (!op)
+		return -ENOMEM;
+	op->waited = true;
+	int r = client_submit(s, &req, -1, op, NULL);
+	if (r == 0)
+		r = client_op_collect(s, op);
+	if (r == 0 && s->info.major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR) {
+		r = -SSEQ_ERR_UNSUPPORTED_VERSION;
+		client_set_error(s, "sseqd speaks protocol %u, this libsseq %u", s->info.major,
+			SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR);
+	}
+	return r;
+}
+
+int sseq__connect_fd(int fd, const struct sseq_connect_options *opts, struct sseq **out)
+{
+	*out = NULL;
+	connect_errmsg[0] = '\0';
+	struct sseq *s = calloc(1, sizeof(*s));
+	if (!s) {
+		close(fd);
+		connect_error("out of memory");
+		return -ENOMEM;
+	}
+	s->sock = fd;
+	s->next_tag = 1;
+	s->staging.size = CLIENT_DEFAULT_STAGING;
+	frame_writer_init(&s->w);
+	frame_reader_init(&s->r);
+
+	/* Only read the fields the caller's version of the struct has. */
+	struct sseq_connect_options o = {0};
+	if (opts) {
+		size_t n = opts->size ? opts->size : sizeof(o);
+		memcpy(&o, opts, n < sizeof(o) ? n : sizeof(o));
+	}
+	if (o.staging_size)
+		s->staging.size = o.staging_size;
+
+	int r = client_hello(s, &o);
+	if (r < 0) {
+		connect_error("%s", s->errmsg[0] ? s->errmsg : sseq_strerror(r));
+		client_free(s);
+		return r;
+	}
+	s->errmsg[0] = '\0';
+	*out = s;
+	return 0;
+}
+
+int sseq_connect(const char *path, const struct sseq_connect_options *opts, struct sseq **out)
+{
+	*out = NULL;
+	if (!path) {
+		path = getenv("SSEQ_SOCKET");
+		if (!path || !*path)
+			path = SSEQ_DEFAULT_SOCKET;
+	}
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	size_t len = strlen(path);
+	if (len == 0 || len >= sizeof(addr.sun_path)) {
+		connect_error("socket path '%s' is empty or too long", path);
+		return -ENAMETOOLONG;
+	}
+	memcpy(addr.sun_path, path, len);
+	/* "@name" is the abstract namespace (handy for tests); it has no terminator. */
+	socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
+	if (path[0] == '@') {
+		addr.sun_path[0] = '\0';
+		alen--;
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		int r = -errno;
+		connect_error("socket: %s", strerror(errno));
+		return r;
+	}
+	if (connect(fd, (struct sockaddr *)&addr, alen) < 0) {
+		int r = -errno;
+		connect_error("connect %s: %s", path, strerror(errno));
+		close(fd);
+		return r;
+	}
+	return sseq__connect_fd(fd, opts, out);
+}
+
+void sseq_close(struct sseq *s)
+{
+	if (!s)
+		return;
+	/* Send what the application queued (frees, copies) but wait for nothing: the
+	 * daemon cleans up after the session itself (I10). A full socket is not worth
+	 * blocking close for, so only what fits goes. */
+	if (!s->broken && frame_writer_pending(&s->w))
+		frame_writer_send(&s->w, s->sock);
+	client_free(s);
+}
+
+int sseq_get_info(struct sseq *s, struct sseq_info *info)
+{
+	*info = (struct sseq_info){
+		.session = s->info.session,
+		.protocol_major = s->info.major,
+		.protocol_minor = s->info.minor,
+		.daemon_version = s->info.daemon_version ? s->info.daemon_version : "",
+		.device_index = s->info.device_index,
+		.device_name = s->info.device_name ? s->info.device_name : "",
+		.backend = s->info.backend ? s->info.backend : "",
+		.arch = s->info.arch ? s->info.arch : "",
+		.memory_total = s->info.memory_total,
+	};
+	return 0;
+}
+
+/* ---- waiting ---- */
+
+int sseq_flush(struct sseq *s)
+{
+	return client_flush(s);
+}
+
+int sseq_wait(struct sseq *s, uint64_t tag)
+{
+	struct op *op = client_op_find(s, tag);
+	if (op && !op->follow)
+		return client_op_collect(s, op);
+	int code;
+	if (client_error_collect(s, tag, &code))
+		return code;
+	if (tag == 0 || tag >= s->next_tag || op) {
+		client_set_error(
+			s, "tag %llu was not issued on this connection", (unsigned long long)tag);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int sseq_poll(struct sseq *s, int timeout_ms)
+{
+	int r = client_flush(s);
+	if (r < 0)
+		return r;
+	uint64_t before = s->finished;
+	r = client_pump(s, timeout_ms);
+	if (r < 0)
+		return r;
+	return (int)(s->finished - before);
+}
+
+uint64_t sseq_outstanding(struct sseq *s)
+{
+	return s->nactive;
+}
+
+int sseq_get_fd(struct sseq *s)
+{
+	return s->sock;
+}
+
+void sseq_set_completion_callback(struct sseq *s, sseq_completion_fn fn, void *userdata)
+{
+	s->cb = fn;
+	s->cb_data = userdata;
+}
