@@ -367,38 +367,26 @@ const struct kernel_desc *kernel_find(const char *name)
 	return NULL;
 }
 
+const struct karg_type_info karg_types[KARG_NTYPES] = {
+	[KARG_BUFFER] = {"buffer", sizeof(void *)},
+	[KARG_I32] = {"i32", 4},
+	[KARG_U32] = {"u32", 4},
+	[KARG_I64] = {"i64", 8},
+	[KARG_U64] = {"u64", 8},
+	[KARG_F32] = {"f32", 4},
+	[KARG_F64] = {"f64", 8},
+};
+
 const char *karg_type_name(enum karg_type type)
 {
-	switch (type) {
-	case KARG_BUFFER:
-		return "buffer";
-	case KARG_I32:
-		return "i32";
-	case KARG_U32:
-		return "u32";
-	case KARG_I64:
-		return "i64";
-	case KARG_U64:
-		return "u64";
-	case KARG_F32:
-		return "f32";
-	case KARG_F64:
-		return "f64";
-	}
-	return "unknown";
+	return (unsigned)type < KARG_NTYPES ? karg_types[type].name : "unknown";
 }
 
-static const char *access_name(unsigned access)
+const char *karg_access_name(unsigned access)
 {
-	switch (access) {
-	case KARG_IN:
-		return "in";
-	case KARG_OUT:
-		return "out";
-	case KARG_INOUT:
-		return "inout";
-	}
-	return "no access";
+	static const char *const names[] = {"?", "in", "out", "inout"};
+
+	return names[access & 3];
 }
 
 int kernel_validate(const struct kernel_desc *k, const struct karg *args, unsigned nargs,
@@ -418,7 +406,8 @@ int kernel_validate(const struct kernel_desc *k, const struct karg *args, unsign
 				(args[i].access & k->access[i]) != k->access[i]))
 			return fail(why, -EINVAL,
 				"%s: buffer argument %u is marked %s, the kernel needs %s", k->name,
-				i, access_name(args[i].access), access_name(k->access[i]));
+				i, karg_access_name(args[i].access),
+				karg_access_name(k->access[i]));
 	}
 	return k->check(args, elements, why);
 }

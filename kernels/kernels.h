@@ -17,6 +17,16 @@ enum karg_type {
 	KARG_F32,
 	KARG_F64,
 };
+#define KARG_NTYPES (KARG_F64 + 1)
+
+/* Every argument type, defined once: its name (in errors, sseqctl and the docs) and the
+ * bytes it takes by value in a launch (a buffer: its device address). */
+struct karg_type_info {
+	const char *name;
+	unsigned size;
+};
+
+extern const struct karg_type_info karg_types[KARG_NTYPES];
 
 /* How a kernel uses a buffer argument; matches enum seq_access_mode. */
 enum karg_access {
@@ -92,5 +102,16 @@ const struct kernel_desc *kernel_find(const char *name);
 /* Every built-in kernel, NULL-terminated. */
 const struct kernel_desc *const *kernel_list(void);
 const char *karg_type_name(enum karg_type type);
+/* "in", "out" or "inout" (enum karg_access), "?" for anything else. */
+const char *karg_access_name(unsigned access);
+/* Copy a scalar of type t, by value, from src to dst (each at least 8 bytes, as the
+ * launch's argument slots are); the two sizes are constants, so this stays two moves. */
+static inline void karg_copy_scalar(void *dst, const void *src, enum karg_type t)
+{
+	if (karg_types[t].size == 4)
+		__builtin_memcpy(dst, src, 4);
+	else
+		__builtin_memcpy(dst, src, 8);
+}
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <string.h>
 
 /* Add sb's view to op with `access` (in, out, inout are read, write, read-write) and
@@ -18,59 +19,34 @@ static void op_add_buffer(
 	op->access[op->naccess++] = (struct seq_access){sb->buf, access};
 }
 
+/* The wire's argument cases, each with its type and where protobuf-c keeps the value. */
+static const struct {
+	signed char type; /* enum karg_type, -1 for none */
+	unsigned char offset;
+} wire_args[] = {
+	[SSEQ__ARG__VALUE__NOT_SET] = {-1, 0},
+	[SSEQ__ARG__VALUE_BUFFER] = {KARG_BUFFER, offsetof(Sseq__Arg, buffer)},
+	[SSEQ__ARG__VALUE_I64] = {KARG_I64, offsetof(Sseq__Arg, i64)},
+	[SSEQ__ARG__VALUE_U64] = {KARG_U64, offsetof(Sseq__Arg, u64)},
+	[SSEQ__ARG__VALUE_F64] = {KARG_F64, offsetof(Sseq__Arg, f64)},
+	[SSEQ__ARG__VALUE_F32] = {KARG_F32, offsetof(Sseq__Arg, f32)},
+	[SSEQ__ARG__VALUE_I32] = {KARG_I32, offsetof(Sseq__Arg, i32)},
+	[SSEQ__ARG__VALUE_U32] = {KARG_U32, offsetof(Sseq__Arg, u32)},
+};
+
 static enum karg_type arg_type(const Sseq__Arg *a)
 {
-	switch (a->value_case) {
-	case SSEQ__ARG__VALUE_BUFFER:
-		return KARG_BUFFER;
-	case SSEQ__ARG__VALUE_I64:
-		return KARG_I64;
-	case SSEQ__ARG__VALUE_U64:
-		return KARG_U64;
-	case SSEQ__ARG__VALUE_F64:
-		return KARG_F64;
-	case SSEQ__ARG__VALUE_F32:
-		return KARG_F32;
-	case SSEQ__ARG__VALUE_I32:
-		return KARG_I32;
-	case SSEQ__ARG__VALUE_U32:
-		return KARG_U32;
-	default:
+	if ((unsigned)a->value_case >= sizeof(wire_args) / sizeof(wire_args[0]))
 		return (enum karg_type) - 1;
-	}
-}
-
-static const char *access_name(unsigned access)
-{
-	static const char *const names[] = {"?", "in", "out", "inout"};
-	return names[access & 3];
+	return (enum karg_type)wire_args[a->value_case].type;
 }
 
 /* A scalar argument's value, by the type arg_type() found. */
 static void arg_scalar(struct karg *ka, const Sseq__Arg *a)
 {
-	switch (ka->type) {
-	case KARG_I32:
-		ka->v.i32 = a->i32;
-		break;
-	case KARG_U32:
-		ka->v.u32 = a->u32;
-		break;
-	case KARG_I64:
-		ka->v.i64 = a->i64;
-		break;
-	case KARG_U64:
-		ka->v.u64 = a->u64;
-		break;
-	case KARG_F32:
-		ka->v.f32 = a->f32;
-		break;
-	case KARG_F64:
-		ka->v.f64 = a->f64;
-		break;
-	case KARG_BUFFER:
-		break;
-	}
+	if (ka->type != KARG_BUFFER)
+		karg_copy_scalar(
+			&ka->v, (const char *)a + wire_args[a->value_case].offset, ka->type);
 }
 
 /* A user kernel: no signature to check against, so every argument goes by value in
@@ -205,8 +181,8 @@ int req_execute(struct session *s, const Sseq__Request *rq)
 			if ((unsigned)a->buffer->access != k->access[i])
 				return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
 					"%s argument %u must be marked %s, got %s", k->name, i,
-					access_name(k->access[i]),
-					access_name((unsigned)a->buffer->access));
+					karg_access_name(k->access[i]),
+					karg_access_name((unsigned)a->buffer->access));
 			/* The view's address lets kernel_validate check its alignment; the
 			 * backend resolves the real pointer at launch. */
 			op_add_buffer(&op, ka, sb, k->access[i]);

@@ -118,31 +118,12 @@ static int hip_kernel_args(
 		const struct karg *a = &p->args[i];
 		union hip_karg *v = &c->kernel.v[(*n)++];
 
-		switch (a->type) {
-		case KARG_BUFFER:
-			v->ptr = (void *)(uintptr_t)op->access[a->v.buf.index].addr;
-			break;
-		case KARG_I32:
-			v->i32 = a->v.i32;
-			break;
-		case KARG_U32:
-			v->u32 = a->v.u32;
-			break;
-		case KARG_I64:
-			v->i64 = a->v.i64;
-			break;
-		case KARG_U64:
-			v->u64 = a->v.u64;
-			break;
-		case KARG_F32:
-			v->f32 = a->v.f32;
-			break;
-		case KARG_F64:
-			v->f64 = a->v.f64;
-			break;
-		default:
+		if ((unsigned)a->type >= KARG_NTYPES)
 			return -EINVAL;
-		}
+		if (a->type == KARG_BUFFER)
+			v->ptr = (void *)(uintptr_t)op->access[a->v.buf.index].addr;
+		else
+			karg_copy_scalar(v, &a->v, a->type);
 	}
 	return 0;
 }

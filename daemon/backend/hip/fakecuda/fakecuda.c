@@ -711,19 +711,8 @@ static void fake_args(struct fake_op *o, const struct kernel_desc *k, void **par
 	for (unsigned i = 0; i < k->nargs; i++) {
 		o->args[i].type = k->types[i];
 		o->args[i].access = k->access[i];
-		switch (k->types[i]) {
-		case KARG_BUFFER:
-			memcpy(&o->args[i].v.buf.ptr, params[i], sizeof(void *));
-			break;
-		case KARG_I32:
-		case KARG_U32:
-		case KARG_F32:
-			memcpy(&o->args[i].v, params[i], 4);
-			break;
-		default:
-			memcpy(&o->args[i].v, params[i], 8);
-			break;
-		}
+		/* By value, as many bytes as the type takes (a buffer: its address). */
+		memcpy(&o->args[i].v, params[i], karg_types[k->types[i]].size);
 	}
 	memcpy(&o->elements, params[k->nargs], sizeof(o->elements));
 	if (strcmp(k->name, "spin") == 0) {
