@@ -20,8 +20,9 @@ The pytest plugin is :mod:`sseq.pytest_plugin` (``-p sseq.pytest_plugin``).
 
 from ._lib import LibraryNotFoundError, library_path
 from .args import BUILTIN_KERNELS, In, InOut, Out, Scalar, f32, f64, i32, i64, u32, u64
+from .buffer import Buffer, Op
 from .errors import Error, Status
-from .session import Buffer, Info, Op, Session, Stats, connect
+from .session import Info, Session, Stats, connect
 
 __all__ = [
     "connect",

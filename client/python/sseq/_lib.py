@@ -14,9 +14,14 @@ import os
 import threading
 from typing import Optional
 
-__all__ = ["lib", "library_path", "SseqConnectOptions", "SseqInfo", "SseqArg", "SseqLaunch",
-           "SseqStats", "ARG_BUFFER", "ARG_I32", "ARG_U32", "ARG_I64", "ARG_U64", "ARG_F32",
-           "ARG_F64", "ACCESS_IN", "ACCESS_OUT", "ACCESS_INOUT", "LibraryNotFoundError"]
+__all__ = ["lib", "library_path", "DEFAULT_SOCKET", "SseqConnectOptions", "SseqInfo",
+           "SseqArg", "SseqLaunch", "SseqStats", "ARG_BUFFER", "ARG_I32", "ARG_U32", "ARG_I64",
+           "ARG_U64", "ARG_F32", "ARG_F64", "ACCESS_IN", "ACCESS_OUT", "ACCESS_INOUT",
+           "LibraryNotFoundError"]
+
+# SSEQ_DEFAULT_SOCKET: where sseq_connect(NULL) goes when $SSEQ_SOCKET is unset or
+# empty. Connecting passes None and lets libsseq decide; this is for saying where.
+DEFAULT_SOCKET = "/run/sseq/gpu0.sock"
 
 # enum sseq_arg_type and enum sseq_access
 ARG_BUFFER, ARG_I32, ARG_U32, ARG_I64, ARG_U64, ARG_F32, ARG_F64 = range(1, 8)

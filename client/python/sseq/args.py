@@ -17,14 +17,12 @@ from __future__ import annotations
 import ctypes
 import math
 import numbers
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _lib
-
-if TYPE_CHECKING:
-    from .session import Buffer
+from .buffer import Buffer
 
 __all__ = ["In", "Out", "InOut", "Scalar", "i32", "u32", "i64", "u64", "f32", "f64",
            "BUILTIN_KERNELS", "Arg", "pack_args"]
@@ -38,8 +36,7 @@ class _Access:
 
     __slots__ = ("buffer",)
 
-    def __init__(self, buffer: "Buffer") -> None:
-        from .session import Buffer
+    def __init__(self, buffer: Buffer) -> None:
         if not isinstance(buffer, Buffer):
             raise TypeError(f"sseq.{self.name}() takes an sseq.Buffer, not "
                             f"{type(buffer).__name__}")
@@ -232,8 +229,6 @@ def pack_args(kernel: str, args: Sequence[Any], *,
               builtin: bool = True) -> "ctypes.Array[_lib.SseqArg]":
     """Build the ``struct sseq_arg`` array for a launch. ``builtin`` says whether the
     built-in signature table may type plain numbers (False for module functions)."""
-    from .session import Buffer
-
     sig = BUILTIN_KERNELS.get(kernel) if builtin else None
     packed = (_lib.SseqArg * max(len(args), 1))()
     for i, a in enumerate(args):

@@ -37,6 +37,7 @@ import pytest
 from _pytest.runner import runtestprotocol
 
 import sseq
+from sseq._lib import DEFAULT_SOCKET
 from sseq.session import Session, Stats
 
 __all__ = ["split_sockets", "socket_for_worker", "CounterProbe"]
@@ -75,7 +76,7 @@ class _WorkerState:
         self.scope: Optional[str] = None
 
     def where(self) -> str:
-        return self.socket or os.environ.get("SSEQ_SOCKET") or "/run/sseq/gpu0.sock"
+        return self.socket or os.environ.get("SSEQ_SOCKET") or DEFAULT_SOCKET
 
     def get(self) -> Session:
         if self.session is not None and not self.session.closed:
@@ -138,7 +139,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--sseq-socket", dest="sseq_socket", default=None, metavar="PATH[:PATH...]",
         help="sseqd socket; several (colon- or comma-separated, one per GPU) spread xdist "
              "workers gwN over them by N mod count. Default: $SSEQ_SOCKETS, else "
-             "$SSEQ_SOCKET, else /run/sseq/gpu0.sock.")
+             f"$SSEQ_SOCKET, else {DEFAULT_SOCKET}.")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -159,7 +160,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str:
     spec = (config.getoption("sseq_socket") or os.environ.get("SSEQ_SOCKETS")
-            or os.environ.get("SSEQ_SOCKET") or "/run/sseq/gpu0.sock")
+            or os.environ.get("SSEQ_SOCKET") or DEFAULT_SOCKET)
     lib = os.environ.get("SSEQ_LIBRARY") or "installed libsseq"
     return f"sseq: socket(s) {spec}; library {lib}"
 

@@ -1,0 +1,277 @@
+"""Buffer and Op: a device buffer (or a slice of one) and a queued request.
+
+A Buffer is a handle the daemon gave its session, with optional shape and dtype used
+as defaults for downloads and indexing. An Op is the tag of a queued copy or launch.
+Both act through the session that made them (:mod:`sseq.session`), which this module
+sees only through :class:`_Owner`, so that the kernel-argument packing in
+:mod:`sseq.args` can recognise buffers without importing the session module.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Optional, Protocol, Sequence, Union
+
+import numpy as np
+
+from . import _lib
+from .errors import Error
+
+__all__ = ["Buffer", "Op"]
+
+Shape = Union[int, Sequence[int]]
+DTypeLike = Any  # anything np.dtype() takes
+
+
+class _Owner(Protocol):
+    """What a Buffer and an Op use of the :class:`sseq.Session` that made them."""
+
+    _ptr: Optional[int]
+    _lock: Any  # a threading.RLock serialising calls into libsseq
+    _live: dict[int, "Buffer"]
+    _alloc_scope: Optional[str]
+
+    @property
+    def closed(self) -> bool: ...
+
+    def _check_open(self) -> None: ...
+
+    def _error(self, code: int, what: str, tag: int = 0) -> Error: ...
+
+
+def _shape(shape: Shape) -> tuple[int, ...]:
+    t = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    t = tuple(int(d) for d in t)
+    if any(d < 0 for d in t):
+        raise ValueError(f"negative dimension in shape {t}")
+    return t
+
+
+def _nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    n = dtype.itemsize
+    for d in shape:
+        n *= d
+    return n
+
+
+class Op:
+    """A queued request (copy or launch). ``wait()`` blocks until it finished and raises
+    its error, if any."""
+
+    __slots__ = ("session", "tag", "what")
+
+    def __init__(self, session: _Owner, tag: int, what: str) -> None:
+        self.session = session
+        self.tag = tag
+        self.what = what
+
+    def wait(self) -> None:
+        """Wait until the request finished; raise :class:`sseq.Error` if it failed."""
+        s = self.session
+        with s._lock:
+            s._check_open()
+            r = _lib.lib().sseq_wait(s._ptr, self.tag)
+            if r < 0:
+                raise s._error(r, self.what, tag=self.tag)
+
+    def __repr__(self) -> str:
+        return f"<sseq.Op {self.what} tag={self.tag}>"
+
+
+class Buffer:
+    """A device buffer, or a slice (a view) of one. Create with
+    :meth:`sseq.Session.alloc` or :meth:`Buffer.slice`. ``shape``/``dtype`` are
+    optional typing used as defaults by :meth:`download` and by indexing; the daemon
+    only knows bytes.
+
+    Lives until :meth:`free` (or the ``with`` block, or the session's close). A slice
+    keeps its base's memory alive on the daemon and must be freed too."""
+
+    def __init__(self, session: _Owner, handle: int, nbytes: int, label: str,
+                 shape: Optional[tuple[int, ...]], dtype: Optional[np.dtype],
+                 base: Optional["Buffer"] = None, offset: int = 0) -> None:
+        self.session = session
+        self.handle = handle
+        self.nbytes = nbytes
+        self.label = label
+        self.shape = shape
+        self.dtype = dtype
+        self.base = base
+        self.offset = offset  # bytes from the start of `base`
+        self.freed = False
+        # Which pytest fixture scope made it (the plugin's leak check uses this).
+        self.scope: Optional[str] = session._alloc_scope
+
+    # -- life --
+
+    def _check_live(self) -> None:
+        if self.freed:
+            raise ValueError(f"{self!r} was already freed")
+        self.session._check_open()
+
+    def free(self) -> None:
+        """Release the handle. The daemon defers the actual free until work already
+        submitted on the buffer is done, so this is safe right after a launch."""
+        self._check_live()
+        s = self.session
+        with s._lock:
+            r = _lib.lib().sseq_free(s._ptr, self.handle)
+            # The handle is gone either way: a refusal means it was never valid.
+            self.freed = True
+            s._live.pop(self.handle, None)
+            if r < 0:
+                raise s._error(r, f"free {self.describe()}")
+
+    def __enter__(self) -> "Buffer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.freed and not self.session.closed:
+            self.free()
+
+    # -- views --
+
+    def slice(self, offset: int, length: int, label: Optional[str] = None,
+              *, shape: Optional[Shape] = None, dtype: DTypeLike = None) -> "Buffer":
+        """A view of bytes ``[offset, offset + length)``. Its ordering and contents are
+        its base's. ``shape``/``dtype`` type the view (by default: this buffer's dtype
+        as a flat array when the length divides evenly)."""
+        self._check_live()
+        dt = np.dtype(dtype) if dtype is not None else self.dtype
+        shp = _shape(shape) if shape is not None else None
+        if shp is None and dt is not None and length % dt.itemsize == 0:
+            shp = (length // dt.itemsize,)
+        if shp is not None and dt is not None and _nbytes(shp, dt) != length:
+            raise ValueError(f"shape {shp} of {dt} is {_nbytes(shp, dt)} bytes, "
+                             f"slice length is {length}")
+        if label is None:
+            label = f"{self.label or 'buffer'}[{offset}:{offset + length}]"
+        s = self.session
+        out = ctypes.c_uint64()
+        with s._lock:
+            r = _lib.lib().sseq_slice(s._ptr, self.handle, offset, length,
+                                      label.encode(), ctypes.byref(out))
+            if r < 0:
+                raise s._error(r, f"slice {self.describe()} at {offset}+{length}")
+            buf = Buffer(s, out.value, length, label, shp, dt, base=self, offset=offset)
+            s._live[buf.handle] = buf
+        return buf
+
+    def __getitem__(self, index: Union[int, slice]) -> "Buffer":
+        """Slice by element index along the first axis: ``buf[i]`` is row i (for a 1-D
+        buffer a single element), ``buf[i:j]`` rows i..j-1. Needs shape and dtype.
+        Returns a new slice handle, to be freed like any buffer."""
+        if self.shape is None or self.dtype is None or len(self.shape) == 0:
+            raise TypeError(f"{self!r} has no shape/dtype: use slice(offset, length)")
+        rows = self.shape[0]
+        row_shape = self.shape[1:]
+        row_bytes = _nbytes(row_shape, self.dtype)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(rows)
+            if step != 1:
+                raise ValueError("a buffer slice must be contiguous (step 1)")
+            stop = max(stop, start)
+            return self.slice(start * row_bytes, (stop - start) * row_bytes,
+                              f"{self.label or 'buffer'}[{start}:{stop}]",
+                              shape=(stop - start,) + row_shape, dtype=self.dtype)
+        i = int(index)
+        if i < 0:
+            i += rows
+        if not 0 <= i < rows:
+            raise IndexError(f"index {index} out of range for {rows} rows")
+        return self.slice(i * row_bytes, row_bytes, f"{self.label or 'buffer'}[{i}]",
+                          shape=row_shape, dtype=self.dtype)
+
+    # -- copies --
+
+    def upload(self, array: np.ndarray, offset: int = 0) -> Op:
+        """Queue a host-to-device copy of ``array`` into this buffer at byte ``offset``.
+
+        ``array`` must be C-contiguous (others are copied to a contiguous temporary).
+        An array from :meth:`sseq.Session.host_array` is read in place from the staging
+        arena, with no copy at all: do not modify it until the Op (or ``sync``)
+        finished. Any other array is copied into staging before this returns and may
+        be reused at once."""
+        self._check_live()
+        a = np.ascontiguousarray(array)
+        if offset < 0 or offset + a.nbytes > self.nbytes:
+            raise ValueError(f"upload of {a.nbytes} bytes at offset {offset} does not fit "
+                             f"{self.describe()} ({self.nbytes} bytes)")
+        s = self.session
+        tag = ctypes.c_uint64()
+        with s._lock:
+            r = _lib.lib().sseq_copy_h2d(s._ptr, self.handle, offset, a.ctypes.data,
+                                         a.nbytes, ctypes.byref(tag))
+            if r < 0:
+                raise s._error(r, f"upload to {self.describe()}")
+        return Op(s, tag.value, f"upload to {self.describe()}")
+
+    def download(self, shape: Optional[Shape] = None, dtype: DTypeLike = None, *,
+                 out: Optional[np.ndarray] = None, offset: int = 0) -> np.ndarray:
+        """Copy the buffer's contents (from byte ``offset``) to the host and return them,
+        waiting for the copy. Into ``out`` (C-contiguous, writable; its size decides the
+        length) or a new array of ``shape``/``dtype`` (default: the buffer's own, else
+        float32 for all its bytes)."""
+        self._check_live()
+        if out is None:
+            dt = np.dtype(dtype) if dtype is not None else (self.dtype or np.dtype(np.float32))
+            if shape is not None:
+                shp = _shape(shape)
+            elif self.shape is not None and dtype is None:
+                shp = self.shape
+            else:
+                shp = ((self.nbytes - offset) // dt.itemsize,)
+            out = np.empty(shp, dt)
+        elif not (out.flags.c_contiguous and out.flags.writeable):
+            raise ValueError("download(out=...) needs a C-contiguous writable array")
+        if offset < 0 or offset + out.nbytes > self.nbytes:
+            raise ValueError(f"download of {out.nbytes} bytes at offset {offset} does not "
+                             f"fit {self.describe()} ({self.nbytes} bytes)")
+        if out.nbytes == 0:
+            return out
+        s = self.session
+        what = f"download from {self.describe()}"
+        tag = ctypes.c_uint64()
+        with s._lock:
+            lib = _lib.lib()
+            r = lib.sseq_copy_d2h(s._ptr, self.handle, offset, out.ctypes.data, out.nbytes,
+                                  ctypes.byref(tag))
+            if r < 0:
+                raise s._error(r, what)
+            r = lib.sseq_wait(s._ptr, tag.value)
+            if r < 0:
+                raise s._error(r, what, tag=tag.value)
+        return out
+
+    def copy_to(self, dst: "Buffer", src_offset: int = 0, dst_offset: int = 0,
+                nbytes: Optional[int] = None) -> Op:
+        """Queue a device-to-device copy of ``nbytes`` (default: all from src_offset)
+        into ``dst`` at ``dst_offset``. Both may be views of one base if the ranges do
+        not overlap."""
+        self._check_live()
+        dst._check_live()
+        if dst.session is not self.session:
+            raise ValueError("copy_to between buffers of different sessions")
+        if nbytes is None:
+            nbytes = self.nbytes - src_offset
+        s = self.session
+        what = f"copy {self.describe()} -> {dst.describe()}"
+        tag = ctypes.c_uint64()
+        with s._lock:
+            r = _lib.lib().sseq_copy_d2d(s._ptr, self.handle, src_offset, dst.handle,
+                                         dst_offset, nbytes, ctypes.byref(tag))
+            if r < 0:
+                raise s._error(r, what)
+        return Op(s, tag.value, what)
+
+    # -- naming --
+
+    def describe(self) -> str:
+        """The label (or ``#handle``) for messages."""
+        return repr(self.label) if self.label else f"#{self.handle}"
+
+    def __repr__(self) -> str:
+        kind = "slice" if self.base is not None else "buffer"
+        typed = f" {self.shape} {self.dtype}" if self.shape is not None else ""
+        state = " freed" if self.freed else ""
+        return f"<sseq {kind} {self.describe()} #{self.handle} {self.nbytes}B{typed}{state}>"
