@@ -49,18 +49,3 @@ int backend_op_check(enum seq_stream_kind stream_kind, uint64_t launched, struct
 	}
 	return 0;
 }
-
-const char *backend_op_name(enum seq_op_kind kind)
-{
-	switch (kind) {
-	case SEQ_OP_H2D:
-		return "h2d";
-	case SEQ_OP_D2H:
-		return "d2h";
-	case SEQ_OP_D2D:
-		return "d2d";
-	case SEQ_OP_EXEC:
-		return "kernel";
-	}
-	return "op";
-}

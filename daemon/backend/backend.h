@@ -159,7 +159,4 @@ static inline void backend_destroy(struct backend *b)
 int backend_op_check(enum seq_stream_kind stream_kind, uint64_t launched, struct seq_point at,
 	const struct seq_op *op);
 
-/* "h2d", "d2h", "d2d" or "kernel", for log lines and findings. */
-const char *backend_op_name(enum seq_op_kind kind);
-
 #endif

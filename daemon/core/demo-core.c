@@ -37,8 +37,8 @@ static int demo_wait(void *ctx, uint32_t stream, struct seq_point ev)
 
 static int demo_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 {
-	static const char *const names[] = {"h2d copy", "d2h copy", "d2d copy", "kernel"};
-	printf("    launch   %s as point %u:%" PRIu64 "\n", names[op->kind], at.stream, at.seq);
+	printf("    launch   %s as point %u:%" PRIu64 "\n", seq_op_kind_name(op->kind), at.stream,
+		at.seq);
 	return 0;
 }
 

@@ -77,6 +77,18 @@ static void seq_trace_emit(struct seq *seq, enum seq_decision decision, struct s
 	seq->obs.trace(seq->obs.ctx, &t);
 }
 
+const char *seq_op_kind_name(enum seq_op_kind kind)
+{
+	static const char *const names[] = {
+		[SEQ_OP_H2D] = "h2d",
+		[SEQ_OP_D2H] = "d2h",
+		[SEQ_OP_D2D] = "d2d",
+		[SEQ_OP_EXEC] = "execute",
+	};
+
+	return (unsigned)kind <= SEQ_OP_EXEC ? names[kind] : "?";
+}
+
 const char *seq_stream_kind_name(enum seq_stream_kind kind)
 {
 	switch (kind) {

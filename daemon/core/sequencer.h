@@ -202,6 +202,9 @@ unsigned seq_stream_count(const struct seq *seq);
 void seq_stream_info(const struct seq *seq, uint32_t stream, struct seq_stream_info *info);
 const struct seq_counters *seq_counters(const struct seq *seq);
 const char *seq_stream_kind_name(enum seq_stream_kind kind);
+/* "h2d", "d2h", "d2d" or "execute": the one spelling of an op's kind, for logs, findings
+ * and the trace (the wire's request names). */
+const char *seq_op_kind_name(enum seq_op_kind kind);
 
 int seq_buffer_alloc(struct seq *seq, uint64_t size, struct seq_buffer **out);
 /* A view of `of` (a base or a slice) at [offset, offset + size) of it. */

@@ -165,7 +165,7 @@ static bool cb_fault(struct check_backend *cb, unsigned one_in)
 static void cb_describe(char *out, size_t size, const struct cb_cmd *c)
 {
 	snprintf(out, size, "%s at %" PRIu32 ":%" PRIu64 " (launch #%" PRIu64 ")",
-		backend_op_name(c->op), c->at.stream, c->at.seq, c->order);
+		seq_op_kind_name(c->op), c->at.stream, c->at.seq, c->order);
 }
 
 /* The allocation holding [addr, addr + size), or -1. */
@@ -363,7 +363,7 @@ static void cb_check_input(const struct check_backend *cb, struct seq_point at,
 		cb_fail("%s at %" PRIu32 ":%" PRIu64 " launched reading memory %#" PRIx64
 			" whose producer %" PRIu32 ":%" PRIu64
 			" failed, after that failure was reported (I9)",
-			backend_op_name(kind), at.stream, at.seq, a->addr, a->writer.stream,
+			seq_op_kind_name(kind), at.stream, at.seq, a->addr, a->writer.stream,
 			a->writer.seq);
 }
 
@@ -381,7 +381,7 @@ static int cb_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	if (backend_op_check(st->kind, st->launched, at, op) < 0)
 		cb_fail("%s at %" PRIu32 ":%" PRIu64 " fails backend_op_check (last launch %" PRIu64
 			")",
-			backend_op_name(op->kind), at.stream, at.seq, st->launched);
+			seq_op_kind_name(op->kind), at.stream, at.seq, st->launched);
 	c = cb_cmd_new(CB_OP, at);
 	c->op = op->kind;
 	c->naccess = op->naccess;
@@ -390,7 +390,7 @@ static int cb_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 		if (a < 0 || !cb->allocs[a].live)
 			cb_fail("%s at %" PRIu32 ":%" PRIu64 " launched on %s memory %#" PRIx64
 				" (+%" PRIu64 ")",
-				backend_op_name(op->kind), at.stream, at.seq,
+				seq_op_kind_name(op->kind), at.stream, at.seq,
 				a < 0 ? "unallocated" : "released", op->access[i].addr,
 				op->access[i].size);
 		if (!op->access[i].mode || op->access[i].mode > SEQ_READWRITE)
@@ -403,7 +403,7 @@ static int cb_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 		!(c->staging = cb_staging_find(cb, p->host, p->length)))
 		cb_fail("%s at %" PRIu32 ":%" PRIu64 " copies %" PRIu64
 			" bytes outside every registered staging arena",
-			backend_op_name(op->kind), at.stream, at.seq, p->length);
+			seq_op_kind_name(op->kind), at.stream, at.seq, p->length);
 	if (op->kind == SEQ_OP_EXEC && p->function) {
 		c->module = cb_fn_module(cb, p->function);
 		if (!c->module || !c->module->live)

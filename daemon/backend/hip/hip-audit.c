@@ -88,7 +88,7 @@ struct hip_audit_op *hip__audit_prepare(struct hip *h, struct seq_point at, cons
 	if (op->kind == SEQ_OP_EXEC)
 		snprintf(a->what, sizeof(a->what), "kernel %s", hip__kernel_name(p));
 	else
-		snprintf(a->what, sizeof(a->what), "%s", backend_op_name(op->kind));
+		snprintf(a->what, sizeof(a->what), "%s", seq_op_kind_name(op->kind));
 	return a;
 }
 

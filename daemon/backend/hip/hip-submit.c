@@ -332,7 +332,7 @@ static int hip_submit_copy(struct hip_stream *st, const struct hip_cmd *c)
 		break;
 	}
 	if (e != hipSuccess)
-		return hip__fail(e, "hipMemcpyAsync", backend_op_name(c->op), c->at);
+		return hip__fail(e, "hipMemcpyAsync", seq_op_kind_name(c->op), c->at);
 	return 0;
 }
 

@@ -17,7 +17,7 @@ static void sim_describe(char *buf, size_t size, enum seq_op_kind kind, const st
 		snprintf(buf, size, "kernel %s at %" PRIu32 ":%" PRIu64, p->kernel->name, at.stream,
 			at.seq);
 	else
-		snprintf(buf, size, "%s at %" PRIu32 ":%" PRIu64, backend_op_name(kind), at.stream,
+		snprintf(buf, size, "%s at %" PRIu32 ":%" PRIu64, seq_op_kind_name(kind), at.stream,
 			at.seq);
 }
 
