@@ -283,22 +283,60 @@ static const struct option fixed_opts[] = {
 
 /* One option of the fixed set (the limits have their own table): 0 or -EINVAL; -h and
  * -V exit. A case per option is the clearest shape for this, hence its length. */
+static int bad_value(int c)
+{
+	for (const struct option *lo = fixed_opts; lo->name; lo++) {
+		if (lo->val == c) {
+			fprintf(stderr, "sseqd: invalid value '%s' for --%s%s\n", optarg, lo->name,
+				c == 'b' ? " (sim, hip or auto)" : "");
+			return -EINVAL;
+		}
+	}
+	fprintf(stderr, "sseqd: invalid value '%s'\n", optarg);
+	return -EINVAL;
+}
+
+/* The options that take a number in a range: 1 when c is one of them (0 or -EINVAL in
+ * *r), else 0. */
+static int parse_number_option(struct daemon_opts *o, int c, int *r)
+{
+	const struct {
+		int c;
+		unsigned lo, hi;
+		unsigned *to;
+	} numbers[] = {
+		{'d', 0, 1023, &o->srv.device},
+		{OPT_WINDOW, 2, 1u << 20, &o->srv.seq.window},
+		{OPT_D2H, 1, 7, &o->srv.seq.n_d2h},
+		{OPT_D2D, 1, 7, &o->srv.seq.n_d2d},
+		{OPT_SPIN, 0, 1000000, &o->srv.spin_us},
+	};
+
+	for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
+		if (numbers[i].c != c)
+			continue;
+		*r = parse_uint(optarg, numbers[i].lo, numbers[i].hi, numbers[i].to) < 0
+			? bad_value(c)
+			: 0;
+		return 1;
+	}
+	return 0;
+}
+
 static int parse_option(struct daemon_opts *o, int c)
 {
 	const char *why = NULL;
-	int level;
+	int level, r;
 
+	if (parse_number_option(o, c, &r))
+		return r;
 	switch (c) {
 	case 's':
 		o->srv.socket_path = optarg;
 		break;
-	case 'd':
-		if (parse_uint(optarg, 0, 1023, &o->srv.device) < 0)
-			goto bad;
-		break;
 	case 'b':
 		if (strcmp(optarg, "sim") && strcmp(optarg, "hip") && strcmp(optarg, "auto"))
-			goto bad;
+			return bad_value(c);
 		o->be.name = optarg;
 		break;
 	case OPT_SIM_DELAY:
@@ -309,21 +347,7 @@ static int parse_option(struct daemon_opts *o, int c)
 		}
 		break;
 	case OPT_INJECT:
-		if (parse_inject(o, optarg) < 0)
-			return -EINVAL;
-		break;
-	case OPT_WINDOW:
-		if (parse_uint(optarg, 2, 1u << 20, &o->srv.seq.window) < 0)
-			goto bad;
-		break;
-	case OPT_D2H:
-		if (parse_uint(optarg, 1, 7, &o->srv.seq.n_d2h) < 0)
-			goto bad;
-		break;
-	case OPT_D2D:
-		if (parse_uint(optarg, 1, 7, &o->srv.seq.n_d2d) < 0)
-			goto bad;
-		break;
+		return parse_inject(o, optarg) < 0 ? -EINVAL : 0;
 	case OPT_MODULE_DIR:
 		o->srv.module_dir = optarg;
 		break;
@@ -333,14 +357,10 @@ static int parse_option(struct daemon_opts *o, int c)
 	case OPT_AUDIT:
 		o->be.audit = true;
 		break;
-	case OPT_SPIN:
-		if (parse_uint(optarg, 0, 1000000, &o->srv.spin_us) < 0)
-			goto bad;
-		break;
 	case 'l':
 		level = log_parse_level(optarg);
 		if (level < 0)
-			goto bad;
+			return bad_value(c);
 		log_set_level((enum log_level)level);
 		break;
 	case 'h':
@@ -354,16 +374,6 @@ static int parse_option(struct daemon_opts *o, int c)
 		return -EINVAL;
 	}
 	return 0;
-bad:
-	for (const struct option *lo = fixed_opts; lo->name; lo++) {
-		if (lo->val == c) {
-			fprintf(stderr, "sseqd: invalid value '%s' for --%s%s\n", optarg, lo->name,
-				c == 'b' ? " (sim, hip or auto)" : "");
-			return -EINVAL;
-		}
-	}
-	fprintf(stderr, "sseqd: invalid value '%s'\n", optarg);
-	return -EINVAL;
 }
 
 static int parse_args(struct daemon_opts *o, int argc, char **argv)
