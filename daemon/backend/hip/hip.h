@@ -28,8 +28,8 @@ enum hip_submit {
 	HIP_SUBMIT_THREAD, /* one submit thread per device, in queue order */
 };
 
-/* All zero is valid: device 0, 1 D2H and 1 D2D stream, the kernel image found where the
- * build put it or where it was installed, hipEventSynchronize, untimed events, no audit,
+/* All zero is valid: device 0 (its streams come from the core's layout, backend_env),
+ * the kernel image found where the build put it or where it was installed, hipEventSynchronize, untimed events, no audit,
  * submission on the loop thread (HIP_SUBMIT_INLINE). */
 struct hip_config {
 	unsigned device;
