@@ -1,8 +1,9 @@
 #!/bin/bash
-# Everything that needs the GPU, in one visit: the hip backend's Check suite (audit and
-# user modules included), sseq-stress under --audit clean and with the legacy bug, the
-# race harness, the daemon-vs-native benchmarks, the Python suite with -n 8 and -n 1
-# against one hip daemon, and conv2d against PyTorch. Logs go to $OUT.
+# Everything that needs the GPU, in one visit: the hip backend's Check suites (the
+# conformance suite, the backend's own with audit and user modules, sseqd through
+# libsseq), sseq-stress under --audit clean and with the legacy bug, the race harness,
+# the daemon-vs-native benchmarks, the Python suite with -n 8 and -n 1 against one hip
+# daemon, and conv2d against PyTorch. Logs go to $OUT.
 # Usage: tests/gpu/run-all.sh DEBUG_BUILD RELEASE_BUILD   (e.g. build-hipnv build-hiprel)
 # Preparing the builds on a machine without a GPU, for one that lacks libuv/protobuf-c:
 #   meson setup build-hipnv -Dhip=enabled -Dhip_platform=nvidia
@@ -24,9 +25,12 @@ export LD_LIBRARY_PATH=$PWD/$D/lib:$PWD/$D/client/lib
 export SSEQ_KERNELS=$PWD/$D/daemon/backend/hip/sseq-kernels.fatbin
 "$D/daemon/server/test-modpath" >"$O/test-modpath.log" 2>&1
 step "test-modpath rc=$? $(grep Checks "$O/test-modpath.log")"
-timeout 300 "$D/daemon/backend/hip/test-hip" >"$O/test-hip.log" 2>&1
-step "test-hip rc=$? ($(el)) $(grep -E 'Checks' "$O/test-hip.log")"
-grep -E ":F:|:E:" "$O/test-hip.log" | head -20 | tee -a "$S"
+for t in daemon/backend/test-backend-hip daemon/backend/hip/test-hip tests/test-hip-daemon; do
+	n=$(basename "$t")
+	timeout 300 "$D/$t" >"$O/$n.log" 2>&1
+	step "$n rc=$? ($(el)) $(grep -E 'Checks' "$O/$n.log")"
+	grep -E ":F:|:E:" "$O/$n.log" | head -20 | tee -a "$S"
+done
 
 # ---- release build: audit, race harness, benchmarks ----
 export LD_LIBRARY_PATH=$PWD/$R/lib:$PWD/$R/client/lib

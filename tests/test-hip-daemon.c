@@ -1,0 +1,479 @@
+/* Integration: sseqd --backend hip through its socket and libsseq: user code objects
+ * loaded and run (with the module-dir path rules on the daemon path), and the --audit
+ * mode catching the injected legacy window. Skips (77) without a GPU; HIP is asked about
+ * only in a forked child, and sseqd is a process of its own. The backend alone is
+ * test-hip's and test-backend-hip's (daemon/backend/). */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sseq/sseq.h>
+
+#include "hip.h"
+
+/* This executable's directory: the build tree's tests/, wherever it was moved to. */
+static void exe_dir(char *out, size_t size)
+{
+	char buf[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+
+	ck_assert_int_gt(n, 0);
+	buf[n] = '\0';
+	snprintf(out, size, "%s", dirname(buf));
+}
+
+/* The kernel image: $SSEQ_KERNELS, else the build tree's. */
+static const char *h_kernels(void)
+{
+	static char path[PATH_MAX + 64];
+	const char *env = getenv("SSEQ_KERNELS");
+	char dir[PATH_MAX];
+
+	if (env && *env)
+		return env;
+	exe_dir(dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/" SSEQ_HIP_DIR_REL "/%s", dir, SSEQ_KERNELS_NAME);
+	return access(path, R_OK) == 0 ? path : NULL;
+}
+
+/* fakecuda/ (a -Dfake_cuda build) sets SSEQ_FAKE_CUDA: CPU threads, not a GPU. */
+static bool fake_cuda(void)
+{
+	const char *env = getenv("SSEQ_FAKE_CUDA");
+
+	return env && *env && strcmp(env, "0") != 0;
+}
+
+static void fill_pattern(float *v, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		v[i] = (float)((i * 2654435761u + seed) % 1000003u) * 0.001f;
+}
+
+/* gpu-module.cu as built in the build tree, or $SSEQ_TEST_MODULE. */
+static void module_path(char *out, size_t size)
+{
+	const char *env = getenv("SSEQ_TEST_MODULE");
+	char dir[PATH_MAX];
+
+	if (env && *env) {
+		snprintf(out, size, "%s", env);
+		return;
+	}
+	exe_dir(dir, sizeof(dir));
+	ck_assert_int_lt(
+		snprintf(out, size, "%s/" SSEQ_HIP_DIR_REL "/%s", dir, SSEQ_TEST_MODULE_NAME),
+		(int)size);
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+	close(fd);
+}
+
+struct hipd {
+	pid_t pid;
+	char sock[108];
+	char dir[64]; /* its --module-dir */
+};
+
+/* Start `sseqd --backend hip` with a fresh --module-dir holding the test module, a file
+ * that is no code object, and a symlink that leads out of the directory. */
+static void hipd_start(struct hipd *d, const char *const *extra)
+{
+	const char *kernels = h_kernels();
+	const char *argv[32];
+	char sseqd[PATH_MAX], mod[PATH_MAX], link[PATH_MAX + 16], copy[PATH_MAX + 16];
+	char *image;
+	size_t len;
+	FILE *f;
+	int n = 0;
+
+	if (getenv("SSEQD") && *getenv("SSEQD")) {
+		snprintf(sseqd, sizeof(sseqd), "%s", getenv("SSEQD"));
+	} else {
+		char dir[PATH_MAX];
+
+		exe_dir(dir, sizeof(dir));
+		ck_assert_int_lt(snprintf(sseqd, sizeof(sseqd), "%s/../daemon/sseqd", dir),
+			(int)sizeof(sseqd));
+	}
+	snprintf(d->dir, sizeof(d->dir), "/tmp/sseq-hip-mods.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(d->dir));
+	module_path(mod, sizeof(mod));
+	f = fopen(mod, "rb");
+	/* The fake runs no user code objects: none is built, and no test loads one. */
+	ck_assert_msg(f != NULL || fake_cuda(), "%s: %s", mod, strerror(errno));
+	if (f) {
+		image = malloc(1 << 24);
+		ck_assert_ptr_nonnull(image);
+		len = fread(image, 1, 1 << 24, f);
+		fclose(f);
+		snprintf(copy, sizeof(copy), "%s/%s", d->dir, SSEQ_TEST_MODULE_NAME);
+		write_file(copy, image, len);
+		free(image);
+	}
+	snprintf(copy, sizeof(copy), "%s/notcode.bin", d->dir);
+	write_file(copy, "not a code object\n", 18);
+	snprintf(link, sizeof(link), "%s/escape", d->dir);
+	ck_assert_int_eq(symlink(mod, link), 0);
+
+	snprintf(d->sock, sizeof(d->sock), "/tmp/sseq-hip-%d.sock", (int)getpid());
+	argv[n++] = sseqd;
+	argv[n++] = "--backend";
+	argv[n++] = "hip";
+	argv[n++] = "--socket";
+	argv[n++] = d->sock;
+	argv[n++] = "--module-dir";
+	argv[n++] = d->dir;
+	argv[n++] = "--log-level";
+	argv[n++] = "notice";
+	if (kernels) {
+		argv[n++] = "--kernels";
+		argv[n++] = kernels;
+	}
+	for (; extra && *extra; extra++)
+		argv[n++] = *extra;
+	argv[n] = NULL;
+	d->pid = fork();
+	ck_assert_int_ge(d->pid, 0);
+	if (d->pid == 0) {
+		/* A failed check ends the test process: the daemon must not outlive it and
+		 * keep the GPU. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		execv(sseqd, (char *const *)argv);
+		_exit(127);
+	}
+	/* Opening the GPU takes a moment. */
+	for (int i = 0; i < 600; i++) {
+		int status;
+
+		if (access(d->sock, F_OK) == 0)
+			return;
+		ck_assert_msg(waitpid(d->pid, &status, WNOHANG) == 0,
+			"%s exited at start-up (status %#x)", sseqd, status);
+		usleep(50000);
+	}
+	ck_abort_msg("sseqd did not create its socket in 30 s");
+}
+
+static void hipd_stop(struct hipd *d)
+{
+	char cmd[128];
+	int status = 0;
+
+	kill(d->pid, SIGTERM);
+	ck_assert_int_eq(waitpid(d->pid, &status, 0), d->pid);
+	ck_assert_msg(
+		WIFEXITED(status) && WEXITSTATUS(status) == 0, "sseqd exited with %#x", status);
+	unlink(d->sock);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static struct sseq *hipd_connect(const struct hipd *d, uint64_t staging)
+{
+	struct sseq_connect_options o = {
+		.size = sizeof(o), .client_name = "test-hip", .staging_size = staging};
+	struct sseq_info info;
+	struct sseq *s = NULL;
+	int r = sseq_connect(d->sock, &o, &s);
+
+	ck_assert_msg(r == 0, "connect: %s", sseq_strerror(r));
+	ck_assert_int_eq(sseq_get_info(s, &info), 0);
+	ck_assert_str_eq(info.backend, "hip");
+	return s;
+}
+
+static void hipd_stats(struct sseq *s, struct sseq_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->size = sizeof(*st);
+	ck_assert_int_eq(sseq_stats(s, st), 0);
+}
+
+/* Run twice() over x (n floats) and check every element doubled. */
+static void hipd_twice(struct sseq *s, uint64_t module, uint64_t n)
+{
+	const struct sseq_launch grid = {
+		.grid = {(uint32_t)((n + 255) / 256), 1, 1}, .block = {256, 1, 1}};
+	float *host, *back;
+	uint64_t x;
+
+	ck_assert_int_eq(sseq_host_alloc(s, n * 4, (void **)&host), 0);
+	back = malloc(n * 4);
+	ck_assert_ptr_nonnull(back);
+	fill_pattern(host, n, 11);
+	ck_assert_int_eq(sseq_alloc(s, n * 4, "x", &x), 0);
+	ck_assert_int_eq(sseq_copy_h2d(s, x, 0, host, n * 4, NULL), 0);
+	ck_assert_int_eq(sseq_execute_function(s, module, "twice",
+				 (struct sseq_arg[]){SSEQ_INOUT(x), SSEQ_U64(n)}, 2, &grid, NULL),
+		0);
+	ck_assert_int_eq(sseq_copy_d2h(s, x, 0, back, n * 4, NULL), 0);
+	ck_assert_msg(sseq_sync(s) == 0, "twice: %s", sseq_last_error_message(s));
+	for (size_t i = 0; i < n; i++)
+		if (back[i] != 2.0f * host[i])
+			ck_abort_msg("[%zu] %g != 2 * %g", i, back[i], host[i]);
+	free(back);
+	ck_assert_int_eq(sseq_host_free(s, host), 0);
+	ck_assert_int_eq(sseq_free(s, x), 0);
+}
+
+/* A request that the daemon refuses: its status, and its message in msg. */
+static int hipd_refused(struct sseq *s, uint64_t module, const char *fn,
+	const struct sseq_arg *args, size_t nargs, const struct sseq_launch *shape, char *msg,
+	size_t size)
+{
+	uint64_t tag = 0;
+	int r = sseq_execute_function(s, module, fn, args, nargs, shape, &tag);
+
+	ck_assert_int_eq(r, 0);
+	r = sseq_wait(s, tag);
+	snprintf(msg, size, "%s", sseq_last_error_message(s));
+	return r;
+}
+
+START_TEST(test_daemon_loads_and_runs_a_user_module)
+{
+	enum { N = (1 << 20) + 3 };
+	const struct sseq_launch grid = {.grid = {1, 1, 1}, .block = {64, 1, 1}};
+	struct hipd d;
+	struct sseq_stats st;
+	struct sseq *s;
+	uint64_t m = 0, x, y;
+	char path[PATH_MAX], msg[512];
+	float *res, *host;
+
+	hipd_start(&d, (const char *const[]){"--audit", NULL});
+	s = hipd_connect(&d, 0);
+
+	/* Path rules (the full set is test-modpath's): applied on the daemon path. */
+	module_path(path, sizeof(path));
+	ck_assert_int_eq(sseq_load_module(s, path, &m), -SSEQ_ERR_PERMISSION_DENIED);
+	ck_assert_int_eq(sseq_load_module(s, "../x.fatbin", &m), -SSEQ_ERR_PERMISSION_DENIED);
+	ck_assert_int_eq(sseq_load_module(s, "escape", &m), -SSEQ_ERR_PERMISSION_DENIED);
+	ck_assert_int_eq(sseq_load_module(s, "missing.bin", &m), -SSEQ_ERR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(sseq_last_error_message(s), "no such file"), "%s",
+		sseq_last_error_message(s));
+	/* Refused at load, not at the first launch, whatever the runtime's loading mode. */
+	ck_assert_int_eq(sseq_load_module(s, "notcode.bin", &m), -SSEQ_ERR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(sseq_last_error_message(s), "not a code object for this device"), "%s",
+		sseq_last_error_message(s));
+	ck_assert_int_eq(sseq_load_module(s, SSEQ_TEST_MODULE_NAME, &m), 0);
+	ck_assert_uint_ne(m, 0);
+
+	hipd_twice(s, m, N);
+
+	/* An input from an H2D copy on the other stream, through a second function. */
+	ck_assert_int_eq(sseq_host_alloc(s, N * 4, (void **)&host), 0);
+	fill_pattern(host, N, 12);
+	res = malloc(N * 4);
+	ck_assert_ptr_nonnull(res);
+	ck_assert_int_eq(sseq_alloc(s, N * 4, "in", &x), 0);
+	ck_assert_int_eq(sseq_alloc(s, N * 4, "out", &y), 0);
+	ck_assert_int_eq(sseq_copy_h2d(s, x, 0, host, N * 4, NULL), 0);
+	{
+		const struct sseq_launch g = {
+			.grid = {(N + 255) / 256, 1, 1}, .block = {256, 1, 1}};
+
+		ck_assert_int_eq(sseq_execute_function(s, m, "scaled",
+					 (struct sseq_arg[]){
+						 SSEQ_IN(x), SSEQ_OUT(y), SSEQ_F32(3), SSEQ_U64(N)},
+					 4, &g, NULL),
+			0);
+	}
+	ck_assert_int_eq(sseq_copy_d2h(s, y, 0, res, N * 4, NULL), 0);
+	ck_assert_msg(sseq_sync(s) == 0, "scaled: %s", sseq_last_error_message(s));
+	for (size_t i = 0; i < N; i++)
+		if (res[i] != 3.0f * host[i])
+			ck_abort_msg("[%zu] %g != 3 * %g", i, res[i], host[i]);
+	free(res);
+
+	/* What the daemon refuses for module functions. */
+	ck_assert_int_eq(
+		hipd_refused(s, m, "twice", (struct sseq_arg[]){SSEQ_INOUT(x), SSEQ_U64(N)}, 2,
+			NULL, msg, sizeof(msg)),
+		-SSEQ_ERR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(msg, "grid"), "%s", msg);
+	ck_assert_int_eq(hipd_refused(s, m, "nope", (struct sseq_arg[]){SSEQ_U64(1)}, 1, &grid, msg,
+				 sizeof(msg)),
+		-SSEQ_ERR_UNKNOWN_KERNEL);
+	ck_assert_int_eq(hipd_refused(s, m ^ (1ull << 32), "twice",
+				 (struct sseq_arg[]){SSEQ_INOUT(x), SSEQ_U64(1)}, 2, &grid, msg,
+				 sizeof(msg)),
+		-SSEQ_ERR_UNKNOWN_HANDLE);
+	ck_assert_int_eq(sseq_sync(s), 0);
+
+	/* Leave with launches in flight: the module stays loaded until they complete. */
+	for (int i = 0; i < 20; i++) {
+		const struct sseq_launch g = {
+			.grid = {(N + 255) / 256, 1, 1}, .block = {256, 1, 1}};
+
+		ck_assert_int_eq(
+			sseq_execute_function(s, m, "twice",
+				(struct sseq_arg[]){SSEQ_INOUT(x), SSEQ_U64(N)}, 2, &g, NULL),
+			0);
+	}
+	ck_assert_int_eq(sseq_flush(s), 0);
+	sseq_close(s);
+
+	s = hipd_connect(&d, 0);
+	ck_assert_int_eq(sseq_load_module(s, SSEQ_TEST_MODULE_NAME, &m), 0);
+	hipd_twice(s, m, 1000);
+	/* The checks run behind the work; give them a moment before the count is read. */
+	usleep(200000);
+	hipd_stats(s, &st);
+	printf("hip: daemon with --audit, module functions: %" PRIu64 " audit findings\n",
+		st.audit_findings);
+	ck_assert_uint_eq(st.audit_findings, 0);
+	sseq_close(s);
+	hipd_stop(&d);
+}
+END_TEST
+
+/* The kernels a racing scenario uses, run once through the daemon first (see
+ * h_warm_up: a first launch may synchronize the device). */
+static void hipd_warm_up(struct sseq *s)
+{
+	uint64_t a, b;
+
+	ck_assert_int_eq(sseq_alloc(s, 4096, "warm-a", &a), 0);
+	ck_assert_int_eq(sseq_alloc(s, 4096, "warm-b", &b), 0);
+	ck_assert_int_eq(sseq_execute(s, "fill",
+				 (struct sseq_arg[]){SSEQ_OUT(a), SSEQ_F32(0.5f), SSEQ_U64(1024)},
+				 3, NULL, NULL),
+		0);
+	ck_assert_int_eq(
+		sseq_execute(s, "scale",
+			(struct sseq_arg[]){SSEQ_IN(a), SSEQ_OUT(b), SSEQ_F32(1), SSEQ_U64(1024)},
+			4, NULL, NULL),
+		0);
+	ck_assert_int_eq(
+		sseq_execute(s, "spin", (struct sseq_arg[]){SSEQ_U64(0)}, 1, NULL, NULL), 0);
+	ck_assert_msg(sseq_sync(s) == 0, "warm-up: %s", sseq_last_error_message(s));
+	ck_assert_int_eq(sseq_free(s, a), 0);
+	ck_assert_int_eq(sseq_free(s, b), 0);
+}
+
+START_TEST(test_daemon_audit_catches_the_injected_legacy_window)
+{
+	enum { N = 64 << 20 }; /* floats: 256 MiB, about 5 ms to copy */
+	const uint64_t bytes = (uint64_t)N * 4;
+	struct hipd d;
+	struct sseq_stats st;
+	struct sseq *s;
+	uint64_t in, out;
+	float *host, *back;
+	size_t stale = 0;
+
+	hipd_start(&d, (const char *const[]){"--audit", "--inject", "legacy-sync-window=4", NULL});
+	s = hipd_connect(&d, 2 * bytes + (64u << 20));
+	hipd_warm_up(s);
+	ck_assert_int_eq(sseq_host_alloc(s, bytes, (void **)&host), 0);
+	ck_assert_int_eq(sseq_host_alloc(s, bytes, (void **)&back), 0);
+	fill_pattern(host, N, 13);
+	ck_assert_int_eq(sseq_alloc(s, bytes, "in", &in), 0);
+	ck_assert_int_eq(sseq_alloc(s, bytes, "out", &out), 0);
+	/* One pipelined burst: the copy, four empty kernels that take the compute stream past
+	 * the window, the kernel that reads the copy, and the read-back. */
+	ck_assert_int_eq(sseq_copy_h2d(s, in, 0, host, bytes, NULL), 0);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(
+			sseq_execute(s, "spin", (struct sseq_arg[]){SSEQ_U64(0)}, 1, NULL, NULL),
+			0);
+	ck_assert_int_eq(
+		sseq_execute(s, "scale",
+			(struct sseq_arg[]){SSEQ_IN(in), SSEQ_OUT(out), SSEQ_F32(1), SSEQ_U64(N)},
+			4, NULL, NULL),
+		0);
+	ck_assert_int_eq(sseq_copy_d2h(s, out, 0, back, bytes, NULL), 0);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	for (size_t i = 0; i < N; i++)
+		stale += back[i] != host[i];
+	for (int i = 0; i < 100; i++) {
+		hipd_stats(s, &st);
+		if (st.audit_findings)
+			break;
+		usleep(50000);
+	}
+	printf("hip: daemon with --audit and legacy-sync-window=4: %" PRIu64
+	       " legacy-elided waits, %" PRIu64 " audit findings, %" PRIu64
+	       " race findings, %zu of %d elements stale\n",
+		st.waits_elided_legacy, st.audit_findings, st.race_findings, stale, N);
+	ck_assert_uint_eq(st.waits_elided_legacy, 1);
+	ck_assert_uint_ge(st.audit_findings, 1);
+	ck_assert_uint_ge(st.race_findings, st.audit_findings);
+	/* The daemon logs what the finding names; here the data shows the same early read.
+	 * Not with the fake: a CPU kernel that starts early trails the copy and may read only
+	 * what already landed. */
+	if (!fake_cuda())
+		ck_assert_uint_gt(stale, 0);
+	ck_assert_int_eq(sseq_host_free(s, host), 0);
+	ck_assert_int_eq(sseq_host_free(s, back), 0);
+	sseq_close(s);
+	hipd_stop(&d);
+}
+END_TEST
+
+static Suite *hip_daemon_suite(void)
+{
+	Suite *s = suite_create("hip-daemon");
+	TCase *daemon = tcase_create("daemon");
+
+	/* sseqd takes a few seconds to open the GPU and a few more to drain. */
+	tcase_set_timeout(daemon, 120);
+	if (fake_cuda())
+		printf("test-hip-daemon: fake CUDA runtime: user code object test skipped\n");
+	else
+		tcase_add_test(daemon, test_daemon_loads_and_runs_a_user_module);
+	tcase_add_test(daemon, test_daemon_audit_catches_the_injected_legacy_window);
+	suite_add_tcase(s, daemon);
+	return s;
+}
+
+/* Whether a GPU is there, asked in a child: this process never starts HIP itself. */
+static bool gpu_present(void)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return false;
+	if (pid == 0)
+		_exit(hip_device_count() > 0 ? 0 : 1);
+	if (waitpid(pid, &status, 0) < 0)
+		return false;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+int main(void)
+{
+	SRunner *sr;
+	int failed;
+
+	if (!gpu_present()) {
+		printf("test-hip-daemon: no GPU: skipped\n");
+		return 77;
+	}
+	sr = srunner_create(hip_daemon_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
