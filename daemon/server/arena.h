@@ -18,7 +18,7 @@ void arena_init(struct arena *a);
 void *arena_alloc(struct arena *a, size_t size);
 char *arena_strdup(struct arena *a, const char *s);
 char *arena_printf(struct arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Free everything but the first chunk, which is kept for the next frame. */
+/* Free every chunk but the newest, which is kept for the next frame. */
 void arena_reset(struct arena *a);
 void arena_finish(struct arena *a);
 

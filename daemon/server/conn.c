@@ -253,7 +253,8 @@ void session_process(struct session *s)
 		r = session_request(s, rq, false);
 		arena_reset(&s->arena);
 		if (r == -EAGAIN) {
-			s->blocked = true;
+			/* The frame stays: it runs again once its stream has room (I3). */
+			server_block_session(s->srv, s);
 			break;
 		}
 		if (r == -EPROTO) {

@@ -1,9 +1,13 @@
 /* Inspection: answers sseqctl's queries from the loop's own state — device, streams,
- * clients, buffers, counters, the trace ring and a Prometheus text form. */
+ * clients, buffers, counters, the trace ring and a Prometheus text form. Sessions are read
+ * through their accessors (session_foreach, session_info, session_foreach_buffer). */
+#include "query.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "arena.h"
 #include "server.h"
 #include "session.h"
 
@@ -105,33 +109,59 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 }
 
 /* Root and the same user see every session; others only their own. */
-static bool query_may_see(const struct session *asker, const struct session *s)
+static bool query_may_see(const struct session_info *asker, const struct session_info *s)
 {
-	return asker == s || asker->uid == 0 || asker->uid == s->uid;
+	return asker->id == s->id || asker->uid == 0 || asker->uid == s->uid;
 }
 
-static void query_clients(struct server *srv, struct session *asker, uint64_t only,
+/* What a walk over the sessions collects into. */
+struct query_walk {
+	struct server *srv;
+	struct session_info asker;
+	uint64_t only; /* one session's id, or 0 */
+	Sseq__QueryResult *res;
+	struct arena *a;
+	size_t n, cap; /* entries filled, and room */
+	uint64_t session; /* the session whose buffers are walked */
+};
+
+static bool query_walk_wants(struct query_walk *w, const struct session *s, struct session_info *si)
+{
+	session_info(s, si);
+	return query_may_see(&w->asker, si) && (!w->only || si->id == w->only);
+}
+
+static void query_client(const struct session *s, void *arg)
+{
+	struct query_walk *w = arg;
+	struct session_info si;
+	Sseq__ClientInfo *ci;
+
+	if (!query_walk_wants(w, s, &si))
+		return;
+	ci = arena_alloc(w->a, sizeof(*ci));
+	sseq__client_info__init(ci);
+	ci->session = si.id;
+	ci->pid = si.pid;
+	ci->uid = si.uid;
+	ci->worker_id = arena_strdup(w->a, si.worker);
+	ci->name = arena_strdup(w->a, si.name);
+	ci->buffers = si.buffers;
+	ci->bytes = si.bytes;
+	ci->inflight = si.inflight;
+	ci->staging_arenas = si.stagings;
+	ci->staging_bytes = si.staging_bytes;
+	w->res->clients[w->res->n_clients++] = ci;
+}
+
+static void query_clients(struct server *srv, const struct session *asker, uint64_t only,
 	Sseq__QueryResult *res, struct arena *a)
 {
+	struct query_walk w = {.srv = srv, .only = only, .res = res, .a = a};
+
+	session_info(asker, &w.asker);
 	res->clients = arena_alloc(a, (srv->nsessions + 1) * sizeof(*res->clients));
-	for (struct session *s = srv->sessions; s; s = s->next) {
-		Sseq__ClientInfo *ci;
-		if (!query_may_see(asker, s) || (only && s->id != only))
-			continue;
-		ci = arena_alloc(a, sizeof(*ci));
-		sseq__client_info__init(ci);
-		ci->session = s->id;
-		ci->pid = s->pid;
-		ci->uid = s->uid;
-		ci->worker_id = arena_strdup(a, s->worker);
-		ci->name = arena_strdup(a, s->name);
-		ci->buffers = s->buffers;
-		ci->bytes = s->bytes;
-		ci->inflight = s->inflight;
-		ci->staging_arenas = s->stagings;
-		ci->staging_bytes = s->staging_bytes;
-		res->clients[res->n_clients++] = ci;
-	}
+	session_foreach(srv, query_client, &w);
 }
 
 static Sseq__Point *query_point(struct arena *a, struct seq_point p)
@@ -164,46 +194,61 @@ static void query_buffer_state(
 	bi->producer_status = server_status_from_errno(seq_buffer_error(srv->seq, base));
 }
 
-static void query_buffers(struct server *srv, struct session *asker, uint64_t only,
+static void query_buffer(const struct session_buffer *sb, void *arg)
+{
+	struct query_walk *w = arg;
+	const struct seq_buffer *b = sb->buf, *base = b->base ? b->base : b;
+	Sseq__BufferInfo *bi;
+
+	if (w->n == w->cap)
+		return; /* counted before: cannot happen */
+	bi = arena_alloc(w->a, sizeof(*bi));
+	sseq__buffer_info__init(bi);
+	bi->session = w->session;
+	bi->handle = sb->handle;
+	bi->label = arena_strdup(w->a, sb->label);
+	bi->size = b->size;
+	bi->is_slice = b->base != NULL;
+	bi->base_handle = sb->base_handle;
+	bi->offset = b->offset;
+	bi->slices = base->refs - (base->freed ? 0 : 1);
+	query_buffer_state(w->srv, w->a, base, bi);
+	w->res->buffers[w->n++] = bi;
+}
+
+static void query_session_buffers(const struct session *s, void *arg)
+{
+	struct query_walk *w = arg;
+	struct session_info si;
+
+	if (!query_walk_wants(w, s, &si))
+		return;
+	w->session = si.id;
+	session_foreach_buffer(s, query_buffer, w);
+}
+
+static void query_count_handles(const struct session *s, void *arg)
+{
+	struct session_info si;
+
+	session_info(s, &si);
+	*(size_t *)arg += si.handles;
+}
+
+static void query_buffers(struct server *srv, const struct session *asker, uint64_t only,
 	Sseq__QueryResult *res, struct arena *a)
 {
+	struct query_walk w = {.srv = srv, .only = only, .res = res, .a = a};
+	size_t np, total = 0;
+
+	session_info(asker, &w.asker);
 	/* Freed bases whose memory waits for their last use (I5) have no handle any more:
 	 * root sees them too. */
-	size_t np = asker->uid == 0 && !only ? seq_pending_count(srv->seq) : 0;
-	size_t total = np, n = 0;
-
-	for (struct session *s = srv->sessions; s; s = s->next)
-		total += s->nslots;
-	res->buffers = arena_alloc(a, (total + 1) * sizeof(*res->buffers));
-	for (struct session *s = srv->sessions; s; s = s->next) {
-		if (!query_may_see(asker, s) || (only && s->id != only))
-			continue;
-		for (uint32_t i = 0; i < s->nslots; i++) {
-			const struct sbuf *sb;
-			const struct seq_buffer *b, *base;
-			Sseq__BufferInfo *bi;
-
-			if (s->slots[i].kind != HANDLE_BUFFER)
-				continue;
-			sb = s->slots[i].obj;
-			b = sb->buf;
-			base = b->base ? b->base : b;
-			bi = arena_alloc(a, sizeof(*bi));
-			sseq__buffer_info__init(bi);
-			bi->session = s->id;
-			bi->handle = sb->handle;
-			bi->label = arena_strdup(a, sb->label);
-			bi->size = b->size;
-			bi->is_slice = b->base != NULL;
-			if (b->base && base->user)
-				bi->base_handle =
-					((const struct sbuf *)(uintptr_t)base->user)->handle;
-			bi->offset = b->offset;
-			bi->slices = base->refs - (base->freed ? 0 : 1);
-			query_buffer_state(srv, a, base, bi);
-			res->buffers[n++] = bi;
-		}
-	}
+	np = w.asker.uid == 0 && !only ? seq_pending_count(srv->seq) : 0;
+	session_foreach(srv, query_count_handles, &total);
+	w.cap = total;
+	res->buffers = arena_alloc(a, (total + np + 1) * sizeof(*res->buffers));
+	session_foreach(srv, query_session_buffers, &w);
 	for (size_t i = 0; i < np; i++) {
 		const struct seq_buffer *b = seq_pending_get(srv->seq, i);
 		Sseq__BufferInfo *bi = arena_alloc(a, sizeof(*bi));
@@ -212,9 +257,9 @@ static void query_buffers(struct server *srv, struct session *asker, uint64_t on
 		bi->label = (char *)"(freed)";
 		bi->size = b->size;
 		query_buffer_state(srv, a, b, bi);
-		res->buffers[n++] = bi;
+		res->buffers[w.n++] = bi;
 	}
-	res->n_buffers = n;
+	res->n_buffers = w.n;
 }
 
 static char *query_point_text(struct arena *a, struct seq_point p)
@@ -222,14 +267,16 @@ static char *query_point_text(struct arena *a, struct seq_point p)
 	return p.seq ? arena_printf(a, "%u:%" PRIu64, p.stream, p.seq) : arena_strdup(a, "-");
 }
 
-static void query_trace(struct server *srv, struct session *asker, const Sseq__Query *q,
+static void query_trace(struct server *srv, const struct session *asker, const Sseq__Query *q,
 	Sseq__QueryResult *res, struct arena *a)
 {
+	struct session_info me;
 	uint64_t max = q->trace && q->trace->max_entries ? q->trace->max_entries : 100;
 	uint64_t since = q->trace ? q->trace->since_seq : 0;
 	uint64_t first = srv->trace_seq > TRACE_RING ? srv->trace_seq - TRACE_RING + 1 : 1;
 	uint64_t last = srv->trace_seq;
 
+	session_info(asker, &me);
 	if (max > TRACE_RING)
 		max = TRACE_RING;
 	if (since) {
@@ -252,7 +299,7 @@ static void query_trace(struct server *srv, struct session *asker, const Sseq__Q
 
 		/* Root and the same user see every session's entries; others their own. */
 		if ((q->session && e->session != q->session) ||
-			(asker->uid != 0 && e->session != asker->id && e->uid != asker->uid))
+			(me.uid != 0 && e->session != me.id && e->uid != me.uid))
 			continue;
 		te = arena_alloc(a, sizeof(*te));
 		sseq__trace_entry__init(te);
@@ -371,7 +418,7 @@ static char *query_metrics(struct server *srv, struct arena *a)
 	return m.text ? m.text : arena_strdup(a, "");
 }
 
-void query_answer(struct server *srv, struct session *asker, const Sseq__Query *q,
+void query_answer(struct server *srv, const struct session *asker, const Sseq__Query *q,
 	Sseq__QueryResult *res, struct arena *a)
 {
 	uint64_t only = q->session;

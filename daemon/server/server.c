@@ -1,5 +1,6 @@
-/* The sseqd server loop: accepts clients, routes the sequencer's commands to the backend,
- * drains backend completions (pushed from other threads, woken with uv_async_send) and, at
+/* The sseqd server loop: accepts clients, observes the core (its done and trace hooks; the
+ * core issues to the backend itself), drains backend completions (pushed from other
+ * threads, woken with uv_async_send), resumes the sessions that backpressure paused and, at
  * the end of every loop turn, records the events it needs and writes coalesced replies. */
 #include "server.h"
 #include "sseq-frame.h"
@@ -68,6 +69,8 @@ static void srv_trace(void *ctx, const struct seq_trace *t)
 		.decision = (uint8_t)t->decision,
 		.op = (uint8_t)t->op,
 	};
+	if (t->decision == SEQ_TRACE_BACKPRESSURE)
+		srv->backpressure_stream = t->at.stream; /* for server_block_session */
 }
 
 /* ---- completion from backend threads -------------------------------------------------- */
@@ -85,24 +88,121 @@ void server_finding(void *arg, const char *what)
 	log_err("detector", "%s", what);
 }
 
-static void server_resume_blocked(struct server *srv)
+/* ---- backpressure: who is paused, and when they resume -------------------------------- */
+
+/* Off its stream's list (it may be on a detached one being resumed: its pprev says). */
+static void server_unblock(struct server *srv, struct session *s)
 {
-	srv->nresume = 0;
-	for (struct session *s = srv->sessions; s; s = s->next) {
-		if (!s->blocked && !s->resume)
-			continue;
-		s->blocked = false;
-		s->resume = false;
-		session_process(s);
-		session_flush(s);
-	}
+	if (!s->blocked_pprev)
+		return;
+	*s->blocked_pprev = s->blocked_next;
+	if (s->blocked_next)
+		s->blocked_next->blocked_pprev = s->blocked_pprev;
+	if (s->blocked_stream < SEQ_MAX_STREAMS && !srv->blocked[s->blocked_stream])
+		srv->blocked_mask &= ~(1u << s->blocked_stream);
+	s->blocked_next = NULL;
+	s->blocked_pprev = NULL;
+}
+
+static void server_unresume(struct session *s)
+{
+	if (!s->resume_pprev)
+		return;
+	*s->resume_pprev = s->resume_next;
+	if (s->resume_next)
+		s->resume_next->resume_pprev = s->resume_pprev;
+	s->resume_next = NULL;
+	s->resume_pprev = NULL;
+	s->resume = false;
+}
+
+void server_block_session(struct server *srv, struct session *s)
+{
+	/* The core names the full stream in its backpressure trace, just before seq_submit
+	 * returns -EAGAIN; an -EAGAIN without one waits for any completion. */
+	uint32_t x = srv->backpressure_stream;
+	struct session **head;
+
+	srv->backpressure_stream = SEQ_MAX_STREAMS;
+	server_unblock(srv, s);
+	s->blocked = true;
+	s->blocked_stream = x < SEQ_MAX_STREAMS ? x : SEQ_MAX_STREAMS;
+	head = &srv->blocked[s->blocked_stream];
+	s->blocked_next = *head;
+	if (*head)
+		(*head)->blocked_pprev = &s->blocked_next;
+	*head = s;
+	s->blocked_pprev = head;
+	if (s->blocked_stream < SEQ_MAX_STREAMS)
+		srv->blocked_mask |= 1u << s->blocked_stream;
 }
 
 void server_resume_session(struct server *srv, struct session *s)
 {
 	/* Not now: this runs inside the sequencer's done callback. */
+	if (s->resume)
+		return;
 	s->resume = true;
-	srv->nresume++;
+	s->resume_next = srv->resume;
+	if (srv->resume)
+		srv->resume->resume_pprev = &s->resume_next;
+	srv->resume = s;
+	s->resume_pprev = &srv->resume;
+}
+
+void server_forget_session(struct server *srv, struct session *s)
+{
+	server_unblock(srv, s);
+	server_unresume(s);
+	s->blocked = false;
+}
+
+static void server_resume_one(struct server *srv, struct session *s)
+{
+	server_unblock(srv, s);
+	server_unresume(s);
+	s->blocked = false;
+	session_process(s); /* may block it again, on a list of its own */
+	session_flush(s);
+}
+
+/* Resume every session on *list, detached first: one that blocks again goes on the live
+ * list, not this one. */
+static void server_resume_list(struct server *srv, struct session **list)
+{
+	struct session *detached = *list;
+
+	*list = NULL;
+	if (detached)
+		detached->blocked_pprev = &detached;
+	while (detached)
+		server_resume_one(srv, detached);
+}
+
+/* The sessions paused for another cause (server_resume_session). */
+static void server_resume_pending(struct server *srv)
+{
+	while (srv->resume)
+		server_resume_one(srv, srv->resume);
+}
+
+/* After completions: each blocked stream that has drained below half its window resumes
+ * its sessions; one still above half keeps them, so a session is not woken to submit one
+ * op and block again on every completion. */
+static void server_resume_streams(struct server *srv)
+{
+	for (uint32_t mask = srv->blocked_mask; mask; mask &= mask - 1) {
+		uint32_t x = (uint32_t)__builtin_ctz(mask);
+		struct seq_stream_info si;
+
+		seq_stream_info(srv->seq, x, &si);
+		if (2 * (si.issued - si.completed) >= si.window_capacity)
+			continue;
+		srv->blocked_mask &= ~(1u << x);
+		server_resume_list(srv, &srv->blocked[x]);
+	}
+	server_resume_list(srv, &srv->blocked[SEQ_MAX_STREAMS]);
+	server_resume_pending(srv);
 }
 
 static void server_drain(struct server *srv);
@@ -143,7 +243,7 @@ static void server_drain(struct server *srv)
 	}
 	cq_done(srv->cq, b);
 	if (b.n)
-		server_resume_blocked(srv);
+		server_resume_streams(srv);
 }
 
 /* End of a loop turn: make completion of this turn's work observable, then write. */
@@ -151,8 +251,8 @@ static void server_on_turn_end(uv_check_t *h)
 {
 	struct server *srv = h->data;
 
-	if (srv->nresume)
-		server_resume_blocked(srv);
+	if (srv->resume)
+		server_resume_pending(srv);
 	seq_flush(srv->seq);
 	if (srv->dirty && srv->opts.spin_us) {
 		srv->spin_until_ns = server_now_ns() + (uint64_t)srv->opts.spin_us * 1000u;
@@ -406,6 +506,7 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	srv->cq = cq;
 	srv->listen_fd = -1;
 	srv->started_ns = server_now_ns();
+	srv->backpressure_stream = SEQ_MAX_STREAMS;
 
 	/* The core issues to the backend directly; the server only observes. */
 	r = seq_create(&srv->seq, &opts->seq, &backend->ops->dev, backend->ctx, &observer);

@@ -150,7 +150,15 @@ struct server {
 	uint64_t frames_in, frames_bad, sessions_total;
 	struct server_limit_counters limit;
 	unsigned input_waiting; /* sessions paused until input memory frees */
-	unsigned nresume; /* sessions to process again at the next chance */
+
+	/* Backpressure with hysteresis (knot-resolver's worker.c): a session stopped by a full
+	 * stream window waits on that stream's list and is resumed only once the stream has
+	 * drained below half its window, not on every completion. blocked[SEQ_MAX_STREAMS]
+	 * holds those whose stream the core did not name (resumed on any completion). */
+	struct session *blocked[SEQ_MAX_STREAMS + 1];
+	uint32_t blocked_mask; /* bit x: blocked[x] is not empty */
+	uint32_t backpressure_stream; /* the stream the core last found full (srv_trace) */
+	struct session *resume; /* sessions to process again at the next chance */
 };
 
 /* Serve with `backend`, whose completions arrive on `cq` (both made by the caller, which
@@ -184,13 +192,13 @@ void server_finding(void *arg, const char *what);
 void server_input_released(struct server *srv);
 /* Process what s has buffered (it was paused) once this turn's completions are in. */
 void server_resume_session(struct server *srv, struct session *s);
+/* A request of s found its stream's window full (-EAGAIN): stop reading s until that
+ * stream falls below half its window. */
+void server_block_session(struct server *srv, struct session *s);
+/* s is going away: off the blocked and resume lists. */
+void server_forget_session(struct server *srv, struct session *s);
 
 /* The Status a negative errno from the core or a backend maps to. */
 Sseq__Status server_status_from_errno(int err);
-
-/* Inspection (query.c): fills result for kind; allocations come from `a`. */
-struct arena;
-void query_answer(struct server *srv, struct session *asker, const Sseq__Query *q,
-	Sseq__QueryResult *result, struct arena *a);
 
 #endif

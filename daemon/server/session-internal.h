@@ -67,4 +67,7 @@ void op_init(struct seq_op *op, struct op_payload *pl, enum seq_op_kind kind);
 unsigned write_mode(const struct seq_buffer *b, uint64_t off, uint64_t len);
 int session_request(struct session *s, const Sseq__Request *rq, bool nested);
 
+/* query.c (request.c and trace.c answer queries) */
+#include "query.h"
+
 #endif

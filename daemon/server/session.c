@@ -68,6 +68,53 @@ void *session_lookup(const struct session *s, uint64_t handle, enum handle_kind 
 	return slot->obj;
 }
 
+void session_info(const struct session *s, struct session_info *info)
+{
+	*info = (struct session_info){
+		.id = s->id,
+		.pid = s->pid,
+		.uid = s->uid,
+		.name = s->name,
+		.worker = s->worker,
+		.buffers = s->buffers,
+		.bytes = s->bytes,
+		.inflight = s->inflight,
+		.stagings = s->stagings,
+		.staging_bytes = s->staging_bytes,
+		.handles = s->nhandles,
+	};
+}
+
+void session_foreach(struct server *srv, void (*fn)(const struct session *s, void *arg), void *arg)
+{
+	for (const struct session *s = srv->sessions; s; s = s->next)
+		fn(s, arg);
+}
+
+void session_foreach_buffer(
+	const struct session *s, void (*fn)(const struct session_buffer *b, void *arg), void *arg)
+{
+	for (uint32_t i = 0; i < s->nslots; i++) {
+		const struct sbuf *sb;
+		const struct seq_buffer *base;
+		struct session_buffer b;
+
+		if (s->slots[i].kind != HANDLE_BUFFER)
+			continue;
+		sb = s->slots[i].obj;
+		base = sb->buf->base;
+		b = (struct session_buffer){
+			.handle = sb->handle,
+			.label = sb->label,
+			.buf = sb->buf,
+			.base_handle = base && base->user
+				? ((const struct sbuf *)(uintptr_t)base->user)->handle
+				: 0,
+		};
+		fn(&b, arg);
+	}
+}
+
 /* Client-supplied text goes into log lines and tables: nothing that could forge or
  * break a line. */
 void printable(char *text)
@@ -155,6 +202,7 @@ void session_disconnect(struct session *s)
 	if (s->following)
 		srv->nfollowing--;
 	s->following = false;
+	server_forget_session(srv, s);
 	log_info("session",
 		"client %" PRIu64 " (pid %u, %s%s%s) disconnected: %" PRIu64 " buffers, %" PRIu64
 		" ops in flight",

@@ -78,9 +78,12 @@ struct session {
 	bool eof;
 	bool input_wait; /* paused until input memory frees (--max-input-memory) */
 	bool inflight_capped; /* at --client-inflight-limit: paused until half completed */
-	bool resume; /* process its buffered input again (server_resume_session) */
+	bool resume; /* on srv->resume: process its buffered input again */
 	bool hello;
-	bool blocked; /* the sequencer's window is full: input paused (I3) */
+	bool blocked; /* a stream's window is full: input paused (I3) */
+	uint32_t blocked_stream; /* ... that one (SEQ_MAX_STREAMS: not named) */
+	struct session *blocked_next, **blocked_pprev; /* on srv->blocked[blocked_stream] */
+	struct session *resume_next, **resume_pprev; /* on srv->resume */
 	uint32_t batch_resume; /* inner requests of the held batch already done */
 
 	uint32_t pid, uid;
@@ -129,7 +132,7 @@ void session_flush(struct session *s);
 void session_sweep(struct session *s, uint64_t now_ns);
 /* Resume reading a session paused at the input memory limit. */
 void session_input_resume(struct session *s);
-/* An op or watch finished (from the sequencer's done callback). */
+/* An op or watch finished (the core's observer: done). */
 void session_op_done(struct op_rec *rec, int status);
 /* Send trace entries newer than the last sent to a following session. */
 void session_follow_trace(struct session *s);
@@ -137,5 +140,29 @@ void session_follow_trace(struct session *s);
 void session_notice(struct session *s, Sseq__Status status, const char *message);
 /* Look up a handle of this session, or NULL. */
 void *session_lookup(const struct session *s, uint64_t handle, enum handle_kind kind);
+
+/* What inspection (query.c) may know of a session: it reads sessions only through these
+ * accessors, never through struct session. The strings live as long as the session. */
+struct session_info {
+	uint64_t id;
+	uint32_t pid, uid;
+	const char *name, *worker;
+	uint64_t buffers, bytes, inflight, stagings, staging_bytes;
+	uint32_t handles; /* live handles of every kind */
+};
+void session_info(const struct session *s, struct session_info *info);
+/* fn(s, arg) for every connected session, newest first. */
+void session_foreach(struct server *srv, void (*fn)(const struct session *s, void *arg), void *arg);
+
+/* A buffer or slice handle of a session, for inspection. */
+struct session_buffer {
+	uint64_t handle;
+	const char *label;
+	const struct seq_buffer *buf; /* as the handle names it: a base or a slice */
+	uint64_t base_handle; /* a slice's base's handle, 0 if a base or the base has none */
+};
+/* fn(b, arg) for every buffer and slice handle of s, in handle order. */
+void session_foreach_buffer(
+	const struct session *s, void (*fn)(const struct session_buffer *b, void *arg), void *arg);
 
 #endif

@@ -1,0 +1,16 @@
+/* Inspection: the answer to a Query (sseqctl's status, clients, buffers, streams, stats,
+ * trace and metrics), built from the server's state and read through accessors. */
+#ifndef SSEQ_QUERY_H
+#define SSEQ_QUERY_H
+
+#include "sseq.pb-c.h"
+
+struct arena;
+struct server;
+struct session;
+
+/* Fill result for q's kind as `asker` may see it; allocations come from `a`. */
+void query_answer(struct server *srv, const struct session *asker, const Sseq__Query *q,
+	Sseq__QueryResult *result, struct arena *a);
+
+#endif

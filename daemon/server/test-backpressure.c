@@ -1,0 +1,212 @@
+/* Backpressure with hysteresis (server.c, conn.c): a session stopped by a full stream
+ * window waits on that stream and resumes only once the stream has drained below half its
+ * window (knot-resolver's worker.c), not on every completion; other sessions and other
+ * resume causes are not held up by it (I3: it never blocks the loop or guesses). */
+#include <check.h>
+#include <stdlib.h>
+
+#include "test-loop.h"
+
+#define WINDOW 8u
+
+static uint32_t d2d_stream(struct tl *t)
+{
+	return seq_layout(t->srv.seq)->first[SEQ_STREAM_D2D];
+}
+
+/* A client that fills the D2D window: WINDOW copies run, the next one waits. */
+static uint64_t fill_window(struct tl *t, struct tl_client *c, unsigned copies)
+{
+	uint64_t h;
+
+	tl_hello(t, c, "backpressure");
+	h = tl_alloc(t, c, 4096, "buf");
+	for (unsigned i = 0; i < copies; i++)
+		tl_send_d2d(c, h, 64);
+	tl_pump(t);
+	return h;
+}
+
+START_TEST(test_blocked_session_waits_on_the_stream_that_blocked_it)
+{
+	struct tl *t = tl_new(WINDOW);
+	struct tl_client c;
+	uint32_t x;
+
+	tl_connect(t, &c);
+	fill_window(t, &c, 3 * WINDOW);
+	x = d2d_stream(t);
+	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
+	ck_assert(c.s->blocked);
+	ck_assert_uint_eq(c.s->blocked_stream, x);
+	ck_assert_ptr_eq(t->srv.blocked[x], c.s);
+	ck_assert_uint_eq(t->srv.blocked_mask, 1u << x);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+START_TEST(test_blocked_session_resumes_only_below_half_the_window)
+{
+	struct tl *t = tl_new(WINDOW);
+	struct tl_client c;
+	uint32_t x;
+
+	tl_connect(t, &c);
+	fill_window(t, &c, 3 * WINDOW);
+	x = d2d_stream(t);
+	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
+
+	/* 6 of 8 in flight: above half, the session stays paused (the old loop resumed it
+	 * here, to submit two ops and block again). */
+	tl_complete(t, x, 2);
+	ck_assert_uint_eq(tl_completed(t, x), 2);
+	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
+	ck_assert(c.s->blocked);
+	/* 4 of 8: exactly half is not below it. */
+	tl_complete(t, x, 4);
+	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
+	ck_assert(c.s->blocked);
+	/* 3 of 8: below half; it runs until the window is full again. */
+	tl_complete(t, x, 5);
+	ck_assert_uint_eq(tl_issued(t, x), 5 + WINDOW);
+	ck_assert(c.s->blocked);
+	ck_assert_uint_eq(c.s->blocked_stream, x);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+START_TEST(test_resumed_session_runs_what_it_buffered_and_answers_it)
+{
+	struct tl *t = tl_new(WINDOW);
+	struct tl_client c;
+	unsigned replies = 0;
+	uint32_t x;
+	Sseq__Message *m;
+
+	tl_connect(t, &c);
+	fill_window(t, &c, 2 * WINDOW);
+	x = d2d_stream(t);
+	while ((m = tl_next(&c))) {
+		replies += m->body_case == SSEQ__MESSAGE__BODY_REPLY;
+		sseq__message__free_unpacked(m, NULL);
+	}
+	ck_assert_uint_eq(replies, WINDOW);
+	tl_complete(t, x, WINDOW);
+	ck_assert_uint_eq(tl_issued(t, x), 2 * WINDOW);
+	ck_assert(!c.s->blocked);
+	ck_assert_ptr_null(t->srv.blocked[x]);
+	ck_assert_uint_eq(t->srv.blocked_mask, 0);
+	while ((m = tl_next(&c))) {
+		replies += m->body_case == SSEQ__MESSAGE__BODY_REPLY;
+		sseq__message__free_unpacked(m, NULL);
+	}
+	ck_assert_uint_eq(replies, 2 * WINDOW);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+/* Two sessions blocked on one stream both resume when it drains. */
+START_TEST(test_every_session_on_the_stream_resumes)
+{
+	struct tl *t = tl_new(WINDOW);
+	struct tl_client a, b;
+	uint64_t hb;
+	uint32_t x;
+
+	tl_connect(t, &a);
+	tl_connect(t, &b);
+	fill_window(t, &a, 2 * WINDOW);
+	tl_hello(t, &b, "second");
+	hb = tl_alloc(t, &b, 4096, "b");
+	tl_send_d2d(&b, hb, 64);
+	tl_pump(t);
+	x = d2d_stream(t);
+	ck_assert(a.s->blocked && b.s->blocked);
+	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
+	tl_complete(t, x, WINDOW);
+	/* a's eight more, or b's one and a's seven: both ran, the window is full again. */
+	ck_assert_uint_eq(tl_issued(t, x), 2 * WINDOW);
+	ck_assert(!b.s->blocked || !a.s->blocked);
+	tl_complete(t, x, 2 * WINDOW);
+	ck_assert(!a.s->blocked && !b.s->blocked);
+	ck_assert_uint_eq(tl_issued(t, x), 2 * WINDOW + 1);
+	tl_close(t, &a);
+	tl_close(t, &b);
+	tl_free(t);
+}
+END_TEST
+
+/* A blocked session whose client goes away leaves its stream's list (ASan would see the
+ * list reach freed memory otherwise), and the stream's later completion finds nobody. */
+START_TEST(test_blocked_session_that_goes_away_leaves_the_list)
+{
+	struct tl *t = tl_new(WINDOW);
+	struct tl_client c, other;
+	uint32_t x;
+
+	tl_connect(t, &c);
+	tl_connect(t, &other);
+	fill_window(t, &c, 2 * WINDOW);
+	x = d2d_stream(t);
+	ck_assert_ptr_eq(t->srv.blocked[x], c.s);
+	session_disconnect(c.s);
+	ck_assert_ptr_null(t->srv.blocked[x]);
+	ck_assert_uint_eq(t->srv.blocked_mask, 0);
+	tl_close(t, &c);
+	tl_complete(t, x, WINDOW);
+	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
+	tl_close(t, &other);
+	tl_free(t);
+}
+END_TEST
+
+/* The in-flight cap's resume (server_resume_session) still works beside the window's. */
+START_TEST(test_inflight_cap_resumes_at_half)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	uint32_t x;
+
+	t->srv.opts.limits.client_inflight = 4;
+	tl_connect(t, &c);
+	fill_window(t, &c, 10);
+	x = d2d_stream(t);
+	ck_assert_uint_eq(tl_issued(t, x), 4);
+	ck_assert(c.s->inflight_capped);
+	ck_assert(!c.s->blocked);
+	tl_complete(t, x, 2);
+	ck_assert(!c.s->resume);
+	ck_assert_uint_eq(tl_issued(t, x), 6);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+static Suite *backpressure_suite(void)
+{
+	Suite *s = suite_create("backpressure");
+	TCase *tc = tcase_create("hysteresis");
+
+	tcase_add_test(tc, test_blocked_session_waits_on_the_stream_that_blocked_it);
+	tcase_add_test(tc, test_blocked_session_resumes_only_below_half_the_window);
+	tcase_add_test(tc, test_resumed_session_runs_what_it_buffered_and_answers_it);
+	tcase_add_test(tc, test_every_session_on_the_stream_resumes);
+	tcase_add_test(tc, test_blocked_session_that_goes_away_leaves_the_list);
+	tcase_add_test(tc, test_inflight_cap_resumes_at_half);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(backpressure_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,310 @@
+/* A connection (conn.c) over a real socketpair: frames split across writes or several in
+ * one, the 1 MiB limit (FRAME_MAX) exactly and one byte over, memfds arriving with their
+ * frame (SCM_RIGHTS), and EOF in the middle of a frame. */
+#include <check.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sseq-frame.h"
+#include "test-loop.h"
+
+static size_t hello_frame(uint8_t *buf, uint64_t tag)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Hello h = SSEQ__HELLO__INIT;
+
+	h.protocol_major = SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR;
+	h.protocol_minor = SSEQ__PROTOCOL_VERSION__PROTOCOL_MINOR;
+	h.client_name = (char *)"conn";
+	rq.tag = tag;
+	rq.body_case = SSEQ__REQUEST__BODY_HELLO;
+	rq.hello = &h;
+	return tl_frame(&rq, buf);
+}
+
+static size_t alloc_frame(uint8_t *buf, uint64_t tag, const char *label)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Alloc a = SSEQ__ALLOC__INIT;
+
+	a.size = 64;
+	a.label = (char *)label;
+	rq.tag = tag;
+	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	rq.alloc = &a;
+	return tl_frame(&rq, buf);
+}
+
+START_TEST(test_a_frame_split_across_writes_runs_once_whole)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	uint8_t buf[256];
+	size_t n = hello_frame(buf, 1);
+
+	tl_connect(t, &c);
+	for (size_t i = 0; i + 1 < n; i++) {
+		tl_write(&c, buf + i, 1, NULL, 0);
+		tl_pump(t);
+		ck_assert_uint_eq(t->srv.frames_in, 0);
+		ck_assert_ptr_null(tl_next(&c));
+	}
+	tl_write(&c, buf + n - 1, 1, NULL, 0);
+	tl_pump(t);
+	ck_assert_uint_eq(t->srv.frames_in, 1);
+	ck_assert_int_eq(tl_reply(&c, 1, NULL), SSEQ__STATUS__STATUS_OK);
+	ck_assert(c.s->hello);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+START_TEST(test_several_frames_in_one_write_all_run_in_order)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	uint8_t buf[1024];
+	size_t n = hello_frame(buf, 1);
+
+	tl_connect(t, &c);
+	for (uint64_t tag = 2; tag <= 5; tag++)
+		n += alloc_frame(buf + n, tag, "x");
+	n += hello_frame(buf + n, 6) / 2; /* and half of a sixth */
+	tl_write(&c, buf, n, NULL, 0);
+	tl_pump(t);
+	ck_assert_uint_eq(t->srv.frames_in, 5);
+	ck_assert_int_eq(tl_reply(&c, 1, NULL), SSEQ__STATUS__STATUS_OK);
+	for (uint64_t tag = 2; tag <= 5; tag++)
+		ck_assert_int_eq(tl_reply(&c, tag, NULL), SSEQ__STATUS__STATUS_OK);
+	ck_assert_ptr_null(tl_next(&c));
+	ck_assert_uint_gt(c.s->in_len, 0); /* the half frame waits for the rest */
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+/* An Alloc whose frame body is exactly `body` bytes (its label fills it). */
+static uint8_t *sized_frame(size_t body, size_t *len)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Alloc a = SSEQ__ALLOC__INIT;
+	size_t label = body - 16;
+	char *text = malloc(body);
+	uint8_t *buf;
+
+	ck_assert_ptr_nonnull(text);
+	a.size = 64;
+	a.label = text;
+	rq.tag = 2;
+	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	rq.alloc = &a;
+	for (int i = 0; i < 8; i++) { /* the varint lengths settle in a step or two */
+		memset(text, 'L', label);
+		text[label] = 0;
+		size_t got = sseq__request__get_packed_size(&rq);
+		if (got == body)
+			break;
+		label = label + body - got;
+	}
+	ck_assert_uint_eq(sseq__request__get_packed_size(&rq), body);
+	buf = malloc(FRAME_HEADER + body);
+	ck_assert_ptr_nonnull(buf);
+	*len = tl_frame(&rq, buf);
+	free(text);
+	return buf;
+}
+
+START_TEST(test_a_frame_of_exactly_the_limit_is_taken)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	uint8_t hello[256];
+	size_t n;
+	uint8_t *big = sized_frame(FRAME_MAX, &n);
+
+	tl_connect(t, &c);
+	tl_write(&c, hello, hello_frame(hello, 1), NULL, 0);
+	tl_pump(t);
+	ck_assert_int_eq(tl_reply(&c, 1, NULL), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(frame_get_len(big), FRAME_MAX);
+	/* In pieces, as the socket takes them, the daemon reading in between. */
+	for (size_t off = 0; off < n;) {
+		size_t part = n - off < 65536 ? n - off : 65536;
+		tl_write(&c, big + off, part, NULL, 0);
+		off += part;
+		tl_pump(t);
+	}
+	ck_assert_int_eq(tl_reply(&c, 2, NULL), SSEQ__STATUS__STATUS_OK);
+	ck_assert(c.s->connected && !c.s->closing);
+	ck_assert_uint_eq(t->srv.frames_bad, 0);
+	free(big);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+START_TEST(test_a_frame_over_the_limit_closes_the_connection)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	uint8_t hello[256], head[FRAME_HEADER + 16] = {0};
+	Sseq__Message *m;
+
+	tl_connect(t, &c);
+	tl_write(&c, hello, hello_frame(hello, 1), NULL, 0);
+	tl_pump(t);
+	ck_assert_int_eq(tl_reply(&c, 1, NULL), SSEQ__STATUS__STATUS_OK);
+	/* Refused from its length alone: nobody waits for a megabyte to come first. */
+	frame_put_len(head, FRAME_MAX + 1);
+	tl_write(&c, head, sizeof(head), NULL, 0);
+	tl_pump(t);
+	m = tl_next(&c);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(m->body_case, SSEQ__MESSAGE__BODY_REPLY);
+	ck_assert_uint_eq(m->reply->tag, 0);
+	ck_assert_int_eq(m->reply->status, SSEQ__STATUS__STATUS_FRAME_TOO_LARGE);
+	sseq__message__free_unpacked(m, NULL);
+	ck_assert_uint_eq(t->srv.frames_bad, 1);
+	tl_pump(t);
+	ck_assert_ptr_null(tl_next(&c));
+	ck_assert(c.eof); /* the daemon closed once the notice was out */
+	ck_assert_uint_eq(t->srv.nsessions, 0);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+static int sealed_memfd(size_t size)
+{
+	int fd = memfd_create("test-conn", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	return fd;
+}
+
+static size_t register_frame(uint8_t *buf, uint64_t tag, uint64_t size)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__StagingRegister sr = SSEQ__STAGING_REGISTER__INIT;
+
+	sr.size = size;
+	sr.label = (char *)"arena";
+	rq.tag = tag;
+	rq.body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
+	rq.staging_register = &sr;
+	return tl_frame(&rq, buf);
+}
+
+START_TEST(test_a_memfd_arrives_with_its_frame)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	uint8_t buf[512];
+	size_t n;
+	int fd = sealed_memfd(8192), fds[2];
+	uint64_t h = 0;
+
+	tl_connect(t, &c);
+	tl_write(&c, buf, hello_frame(buf, 1), NULL, 0);
+	tl_pump(t);
+	ck_assert_int_eq(tl_reply(&c, 1, NULL), SSEQ__STATUS__STATUS_OK);
+	n = register_frame(buf, 2, 8192);
+	tl_write(&c, buf, n, &fd, 1);
+	tl_pump(t);
+	ck_assert_int_eq(tl_reply(&c, 2, &h), SSEQ__STATUS__STATUS_OK);
+	ck_assert_ptr_nonnull(session_lookup(c.s, h, HANDLE_STAGING));
+	ck_assert_uint_eq(c.s->nfds, 0); /* taken by its registration */
+	/* Two memfds on the first half of two frames: each registration takes one. */
+	fds[0] = sealed_memfd(4096);
+	fds[1] = sealed_memfd(4096);
+	n = register_frame(buf, 3, 4096);
+	n += register_frame(buf + n, 4, 4096);
+	tl_write(&c, buf, 5, fds, 2);
+	tl_pump(t);
+	ck_assert_uint_eq(c.s->nfds, 2); /* held until their frames are whole */
+	ck_assert_ptr_null(tl_next(&c));
+	tl_write(&c, buf + 5, n - 5, NULL, 0);
+	tl_pump(t);
+	ck_assert_int_eq(tl_reply(&c, 3, &h), SSEQ__STATUS__STATUS_OK);
+	ck_assert_ptr_nonnull(session_lookup(c.s, h, HANDLE_STAGING));
+	ck_assert_int_eq(tl_reply(&c, 4, &h), SSEQ__STATUS__STATUS_OK);
+	ck_assert_ptr_nonnull(session_lookup(c.s, h, HANDLE_STAGING));
+	ck_assert_uint_eq(c.s->nfds, 0);
+	ck_assert_uint_eq(c.s->stagings, 3);
+	close(fd);
+	close(fds[0]);
+	close(fds[1]);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+START_TEST(test_a_frame_without_its_memfd_is_refused)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	uint8_t buf[512];
+
+	tl_connect(t, &c);
+	tl_write(&c, buf, hello_frame(buf, 1), NULL, 0);
+	tl_pump(t);
+	ck_assert_int_eq(tl_reply(&c, 1, NULL), SSEQ__STATUS__STATUS_OK);
+	tl_write(&c, buf, register_frame(buf, 2, 4096), NULL, 0);
+	tl_pump(t);
+	ck_assert_int_eq(tl_reply(&c, 2, NULL), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert(c.s->connected);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+START_TEST(test_eof_in_the_middle_of_a_frame_ends_the_session)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	uint8_t buf[512];
+	size_t n = hello_frame(buf, 1);
+
+	tl_connect(t, &c);
+	n += alloc_frame(buf + n, 2, "torn");
+	tl_write(&c, buf, n - 3, NULL, 0);
+	shutdown(c.fd, SHUT_WR);
+	tl_pump(t);
+	/* What was whole ran and was answered; the torn frame never runs. */
+	ck_assert_int_eq(tl_reply(&c, 1, NULL), SSEQ__STATUS__STATUS_OK);
+	ck_assert_ptr_null(tl_next(&c));
+	ck_assert(c.eof);
+	ck_assert_uint_eq(t->srv.frames_in, 1);
+	ck_assert_uint_eq(t->srv.nsessions, 0);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("conn");
+	TCase *tc = tcase_create("framing");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_a_frame_split_across_writes_runs_once_whole);
+	tcase_add_test(tc, test_several_frames_in_one_write_all_run_in_order);
+	tcase_add_test(tc, test_a_frame_of_exactly_the_limit_is_taken);
+	tcase_add_test(tc, test_a_frame_over_the_limit_closes_the_connection);
+	tcase_add_test(tc, test_a_memfd_arrives_with_its_frame);
+	tcase_add_test(tc, test_a_frame_without_its_memfd_is_refused);
+	tcase_add_test(tc, test_eof_in_the_middle_of_a_frame_ends_the_session);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
