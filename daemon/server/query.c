@@ -22,13 +22,6 @@ static const char *const decision_names[] = {
 	[SEQ_TRACE_RELEASE] = "memory released",
 };
 
-static const char *const op_names[] = {
-	[SEQ_OP_H2D] = "h2d",
-	[SEQ_OP_D2H] = "d2h",
-	[SEQ_OP_D2D] = "d2d",
-	[SEQ_OP_EXEC] = "execute",
-};
-
 static Sseq__DeviceInfo *query_device(struct server *srv, struct arena *a)
 {
 	Sseq__DeviceInfo *d = arena_alloc(a, sizeof(*d));
@@ -308,8 +301,7 @@ static void query_trace(struct server *srv, const struct session *asker, const S
 		te->op = arena_strdup(a,
 			e->decision == SEQ_TRACE_RELEASE || e->decision == SEQ_TRACE_DEFER_FREE
 				? "free"
-				: e->op <= SEQ_OP_EXEC ? op_names[e->op]
-						       : "?");
+				: seq_op_kind_name((enum seq_op_kind)e->op));
 		te->stream = arena_printf(a, "%u", e->at.stream);
 		te->point = query_point_text(a, e->at);
 		te->decision = arena_strdup(
@@ -356,6 +348,73 @@ static void metric(struct metrics_buf *m, const char *name, const char *type, co
 	m->len += (size_t)n;
 }
 
+/* The HELP line of a Counters field (the schema, sseq.proto, is the list of counters:
+ * one added there shows up here without a line of its own). */
+static const char *counter_help(const char *field)
+{
+	static const struct {
+		const char *field, *help;
+	} help[] = {
+		{"ops_submitted", "Operations launched."},
+		{"ops_completed", "Operations observed complete."},
+		{"ops_failed", "Operations failed before launch (I9)."},
+		{"waits_enqueued", "Waits enqueued on a producer's event."},
+		{"waits_elided_same_stream", "Waits elided: producer earlier on the same stream."},
+		{"waits_elided_observed", "Waits elided: producer observed complete."},
+		{"waits_elided_legacy", "Waits skipped by the injected legacy bug."},
+		{"events_recorded", "Events recorded (lazily)."},
+		{"backpressure_events", "Requests paused on a full stream window."},
+		{"frees_deferred", "Frees deferred until last use completed."},
+		{"releases", "Buffers whose memory went back to the device."},
+		{"double_definitions", "Operations refused for defining a buffer twice."},
+		{"placed_by_affinity", "Copies placed on the pool stream they depend on."},
+		{"race_findings", "Race-detector or audit findings."},
+		{"audit_findings", "Of those, hip --audit findings (GPU timestamps)."},
+		{"sessions_total", "Client sessions since start."},
+		{"frames_in", "Frames received."},
+		{"frames_bad", "Frames refused."},
+		{"connections_refused", "Connections refused at --max-clients(-per-uid)."},
+		{"hello_timeouts", "Connections closed: no Hello within --hello-timeout."},
+		{"frame_timeouts", "Connections closed: a frame stalled past --frame-timeout."},
+		{"input_paused", "Times a connection's reading paused at --max-input-memory."},
+		{"trace_entries_dropped", "Trace entries a follower did not get."},
+		{"staging_refused", "Staging arenas refused at a staging limit."},
+		{"quota_refused", "Allocations refused at --client-memory-limit."},
+		{"accept_errors", "accept() failures (the listener rests on them)."},
+		{"handles_refused", "Requests refused at --client-handle-limit."},
+		{"inflight_capped", "Times a session paused at --client-inflight-limit."},
+		{"input_bytes", "Input buffered across connections."},
+		{"staging_bytes", "Staging arenas mapped across sessions."},
+	};
+
+	for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++)
+		if (strcmp(help[i].field, field) == 0)
+			return help[i].help;
+	return "See sseq(7), COUNTERS.";
+}
+
+/* Every uint64 field of Counters: a *_bytes field is a gauge, the rest are counters
+ * (named *_total, as Prometheus wants). */
+static void metric_counters(struct metrics_buf *m, const Sseq__Counters *c, const char *labels)
+{
+	const ProtobufCMessageDescriptor *d = &sseq__counters__descriptor;
+
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		size_t len = strlen(f->name);
+		bool gauge = len > 6 && strcmp(f->name + len - 6, "_bytes") == 0;
+		bool total = len > 6 && strcmp(f->name + len - 6, "_total") == 0;
+		char name[96];
+		uint64_t v;
+
+		if (f->type != PROTOBUF_C_TYPE_UINT64 || f->label == PROTOBUF_C_LABEL_REPEATED)
+			continue;
+		memcpy(&v, (const char *)c + f->offset, sizeof(v));
+		snprintf(name, sizeof(name), "%s%s", f->name, gauge || total ? "" : "_total");
+		metric(m, name, gauge ? "gauge" : "counter", counter_help(f->name), labels, v);
+	}
+}
+
 static char *query_metrics(struct server *srv, struct arena *a)
 {
 	struct metrics_buf m = {.a = a};
@@ -369,39 +428,7 @@ static char *query_metrics(struct server *srv, struct arena *a)
 	metric(&m, "clients", "gauge", "Connected client sessions.", dev, srv->nsessions);
 	metric(&m, "memory_used_bytes", "gauge", "Device memory held by buffers.", dev,
 		d->memory_used);
-#define COUNTER(field, help) metric(&m, #field "_total", "counter", help, dev, c->field)
-	COUNTER(ops_submitted, "Operations launched.");
-	COUNTER(ops_completed, "Operations observed complete.");
-	COUNTER(ops_failed, "Operations failed before launch (I9).");
-	COUNTER(waits_enqueued, "Waits enqueued on a producer's event.");
-	COUNTER(waits_elided_same_stream, "Waits elided: producer earlier on the same stream.");
-	COUNTER(waits_elided_observed, "Waits elided: producer observed complete.");
-	COUNTER(waits_elided_legacy, "Waits skipped by the injected legacy bug.");
-	COUNTER(events_recorded, "Events recorded (lazily).");
-	COUNTER(backpressure_events, "Requests paused on a full stream window.");
-	COUNTER(frees_deferred, "Frees deferred until last use completed.");
-	COUNTER(releases, "Buffers whose memory went back to the device.");
-	COUNTER(double_definitions, "Operations refused for defining a buffer twice.");
-	COUNTER(placed_by_affinity, "Copies placed on the pool stream they depend on.");
-	COUNTER(race_findings, "Race-detector or audit findings.");
-	COUNTER(audit_findings, "Of those, hip --audit findings (GPU timestamps).");
-	COUNTER(frames_in, "Frames received.");
-	COUNTER(frames_bad, "Frames refused.");
-	COUNTER(connections_refused, "Connections refused at --max-clients(-per-uid).");
-	COUNTER(hello_timeouts, "Connections closed: no Hello within --hello-timeout.");
-	COUNTER(frame_timeouts, "Connections closed: a frame stalled past --frame-timeout.");
-	COUNTER(input_paused, "Times a connection's reading paused at --max-input-memory.");
-	COUNTER(trace_entries_dropped, "Trace entries a follower did not get.");
-	COUNTER(staging_refused, "Staging arenas refused at a staging limit.");
-	COUNTER(quota_refused, "Allocations refused at --client-memory-limit.");
-	COUNTER(accept_errors, "accept() failures (the listener rests on them).");
-	COUNTER(handles_refused, "Requests refused at --client-handle-limit.");
-	COUNTER(inflight_capped, "Times a session paused at --client-inflight-limit.");
-#undef COUNTER
-	metric(&m, "input_bytes", "gauge", "Input buffered across connections.", dev,
-		c->input_bytes);
-	metric(&m, "staging_bytes", "gauge", "Staging arenas mapped across sessions.", dev,
-		c->staging_bytes);
+	metric_counters(&m, c, dev);
 	for (unsigned i = 0; i < n; i++) {
 		struct seq_stream_info si;
 		seq_stream_info(srv->seq, i, &si);
