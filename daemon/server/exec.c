@@ -49,63 +49,59 @@ static void arg_scalar(struct karg *ka, const Sseq__Arg *a)
 			&ka->v, (const char *)a + wire_args[a->value_case].offset, ka->type);
 }
 
-/* A user kernel: no signature to check against, so every argument goes by value in
- * order (a buffer as its view's device address) and the access marks alone drive the
- * waits. The daemon cannot bound what the kernel touches: a kernel that writes past its
- * views or through a buffer marked in breaks the ordering, as it would anywhere. */
-static int req_execute_function(struct session *s, const Sseq__Request *rq)
+/* The module function e names, and its launch shape checked: 0 with *m and *fn, or a
+ * refusal. */
+static int exec_function_target(
+	struct session *s, const Sseq__Execute *e, struct smodule **m, void **fn)
 {
-	const Sseq__Execute *e = rq->execute;
 	const Sseq__ModuleFunction *mf = e->function;
-	struct op_payload pl;
-	struct seq_op op;
 	const Sseq__Grid *g = e->grid;
-	struct smodule *m;
-	void *fn = NULL;
 	int r;
 
 	if (!backend_has_modules(&s->srv->backend))
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
+		return req_error(s, REQ_UNKNOWN_KERNEL,
 			"module functions need the hip backend and LoadModule");
 	if (!mf)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-			"Execute without a module function");
-	m = session_lookup(s, mf->module, HANDLE_MODULE);
-	if (!m)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-			"unknown module handle %#" PRIx64, mf->module);
+		return req_error(s, -EINVAL, "Execute without a module function");
+	*m = session_lookup(s, mf->module, HANDLE_MODULE);
+	if (!*m)
+		return req_error(
+			s, REQ_UNKNOWN_HANDLE, "unknown module handle %#" PRIx64, mf->module);
 	if (!mf->name || !*mf->name || strlen(mf->name) > SESSION_MAX_FN_NAME)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-			"a module function needs a name of 1 to %u bytes", SESSION_MAX_FN_NAME);
+		return req_error(s, -EINVAL, "a module function needs a name of 1 to %u bytes",
+			SESSION_MAX_FN_NAME);
 	if (e->launch_shape_case != SSEQ__EXECUTE__LAUNCH_SHAPE_GRID || !g)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+		return req_error(s, -EINVAL,
 			"module function '%.64s' needs an explicit grid: the daemon cannot "
 			"derive one for code it does not know",
 			mf->name);
 	if (!g->grid_x || !g->block_x)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-			"grid_x and block_x must be at least 1");
+		return req_error(s, -EINVAL, "grid_x and block_x must be at least 1");
 	if (e->n_args > KERNEL_MAX_ARGS)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-			"%zu arguments: at most %u", e->n_args, KERNEL_MAX_ARGS);
-	r = smodule_function(s->srv, m, mf->name, &fn);
+		return req_error(
+			s, -EINVAL, "%zu arguments: at most %u", e->n_args, KERNEL_MAX_ARGS);
+	r = smodule_function(s->srv, *m, mf->name, fn);
 	if (r == -ENOMEM)
-		return req_fail(
-			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return req_error(s, r, "out of memory");
 	if (r < 0)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
-			"module %s has no function '%.64s'", m->path, mf->name);
-	op_init(&op, &pl, SEQ_OP_EXEC);
+		return req_error(s, REQ_UNKNOWN_KERNEL, "module %s has no function '%.64s'",
+			(*m)->path, mf->name);
+	return 0;
+}
+
+/* A module function's arguments into op and pl, in order; each buffer marked. */
+static int exec_function_args(
+	struct session *s, const Sseq__Execute *e, struct seq_op *op, struct op_payload *pl)
+{
 	for (unsigned i = 0; i < e->n_args; i++) {
 		const Sseq__Arg *a = e->args[i];
-		struct karg *ka = &pl.args[i];
+		struct karg *ka = &pl->args[i];
 		enum karg_type t = arg_type(a);
 		struct sbuf *sb;
 		unsigned access;
 
 		if ((int)t < 0)
-			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
-				"argument %u has no value", i);
+			return req_error(s, REQ_BAD_ARGUMENT_TYPE, "argument %u has no value", i);
 		*ka = (struct karg){.type = t};
 		if (t != KARG_BUFFER) {
 			arg_scalar(ka, a);
@@ -113,22 +109,43 @@ static int req_execute_function(struct session *s, const Sseq__Request *rq)
 		}
 		sb = session_lookup(s, a->buffer->handle, HANDLE_BUFFER);
 		if (!sb)
-			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+			return req_error(s, REQ_UNKNOWN_HANDLE,
 				"argument %u: unknown buffer handle %#" PRIx64, i,
 				a->buffer->handle);
 		access = (unsigned)a->buffer->access;
 		if (access < KARG_IN || access > KARG_INOUT)
-			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
+			return req_error(s, REQ_BAD_ARGUMENT_TYPE,
 				"argument %u: a buffer must be marked in, out or inout", i);
-		if (op.naccess == SEQ_MAX_ACCESS)
-			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-				"at most %u buffer arguments", SEQ_MAX_ACCESS);
+		if (op->naccess == SEQ_MAX_ACCESS)
+			return req_error(s, -EINVAL, "at most %u buffer arguments", SEQ_MAX_ACCESS);
 		/* "out" is the client's word that the kernel defines the whole view (use
 		 * inout for a partial write). */
-		op_add_buffer(&op, ka, sb, access);
+		op_add_buffer(op, ka, sb, access);
 	}
+	return 0;
+}
+
+/* A user kernel: no signature to check against, so every argument goes by value in
+ * order (a buffer as its view's device address) and the access marks alone drive the
+ * waits. The daemon cannot bound what the kernel touches: a kernel that writes past its
+ * views or through a buffer marked in breaks the ordering, as it would anywhere. */
+static int req_execute_function(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__Execute *e = rq->execute;
+	const Sseq__Grid *g = e->grid;
+	struct op_payload pl;
+	struct seq_op op;
+	struct smodule *m;
+	void *fn = NULL;
+	int r;
+
+	if ((r = exec_function_target(s, e, &m, &fn)))
+		return r;
+	op_init(&op, &pl, SEQ_OP_EXEC);
+	if ((r = exec_function_args(s, e, &op, &pl)))
+		return r;
 	pl.function = fn;
-	pl.function_name = mf->name;
+	pl.function_name = e->function->name;
 	pl.nargs = (unsigned)e->n_args;
 	pl.grid = (struct kernel_grid){
 		.grid = {g->grid_x, g->grid_y ? g->grid_y : 1, g->grid_z ? g->grid_z : 1},
@@ -150,15 +167,14 @@ int req_execute(struct session *s, const Sseq__Request *rq)
 	if (e->target_case == SSEQ__EXECUTE__TARGET_FUNCTION)
 		return req_execute_function(s, rq);
 	if (e->target_case != SSEQ__EXECUTE__TARGET_KERNEL || !e->kernel)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
+		return req_error(s, REQ_UNKNOWN_KERNEL,
 			"Execute names neither a kernel nor a module function");
 	k = kernel_find(e->kernel);
 	if (!k)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_KERNEL,
-			"unknown kernel '%s'", e->kernel);
+		return req_error(s, REQ_UNKNOWN_KERNEL, "unknown kernel '%s'", e->kernel);
 	if (e->n_args != k->nargs)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
-			"%s takes %u arguments, got %zu", k->name, k->nargs, e->n_args);
+		return req_error(s, REQ_BAD_ARGUMENT_TYPE, "%s takes %u arguments, got %zu",
+			k->name, k->nargs, e->n_args);
 	op_init(&op, &pl, SEQ_OP_EXEC);
 	for (unsigned i = 0; i < k->nargs; i++) {
 		const Sseq__Arg *a = e->args[i];
@@ -166,7 +182,7 @@ int req_execute(struct session *s, const Sseq__Request *rq)
 		enum karg_type t = arg_type(a);
 
 		if (t != k->types[i])
-			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
+			return req_error(s, REQ_BAD_ARGUMENT_TYPE,
 				"%s argument %u must be %s, got %s", k->name, i,
 				karg_type_name(k->types[i]),
 				(int)t < 0 ? "nothing" : karg_type_name(t));
@@ -175,11 +191,11 @@ int req_execute(struct session *s, const Sseq__Request *rq)
 		case KARG_BUFFER: {
 			struct sbuf *sb = session_lookup(s, a->buffer->handle, HANDLE_BUFFER);
 			if (!sb)
-				return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
+				return req_error(s, REQ_UNKNOWN_HANDLE,
 					"%s argument %u: unknown buffer handle %#" PRIx64, k->name,
 					i, a->buffer->handle);
 			if ((unsigned)a->buffer->access != k->access[i])
-				return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE,
+				return req_error(s, REQ_BAD_ARGUMENT_TYPE,
 					"%s argument %u must be marked %s, got %s", k->name, i,
 					karg_access_name(k->access[i]),
 					karg_access_name((unsigned)a->buffer->access));
@@ -196,11 +212,8 @@ int req_execute(struct session *s, const Sseq__Request *rq)
 	pl.kernel = k;
 	pl.nargs = k->nargs;
 	r = kernel_validate(k, pl.args, pl.nargs, &pl.elements, &why);
-	if (r < 0)
-		return req_fail(s, rq->tag,
-			r == -ERANGE ? SSEQ__STATUS__STATUS_OUT_OF_RANGE
-				     : SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-			"%s", why ? why : "invalid arguments");
+	if (r < 0) /* -ERANGE when a count overflows, -EINVAL otherwise */
+		return req_error(s, r, "%s", why ? why : "invalid arguments");
 	/* Every built-in kernel writes one float per element: an output it covers only in
 	 * part keeps the rest of its old contents, so it is a read-write for sequencing and
 	 * for error flow (I9), not a fresh definition. */

@@ -76,40 +76,39 @@ int req_load_module(struct session *s, const Sseq__Request *rq)
 		struct backend_info info = {0};
 
 		backend_info(&s->srv->backend, &info);
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+		return req_error(s, -EINVAL,
 			"LoadModule needs the hip backend (this daemon runs the %s backend)",
 			info.backend ? info.backend : "?");
 	}
 	if (!s->srv->opts.module_dir)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PERMISSION_DENIED,
-			"no --module-dir configured");
+		return req_error(s, REQ_PERMISSION_DENIED, "no --module-dir configured");
 	shown_path(shown, sizeof(shown), path);
 	r = module_path_resolve(s->srv->opts.module_dir, path, real, sizeof(real), &why);
+	/* Outside --module-dir is refused; any other bad path (not there, not a regular
+	 * file, too long) is the client's argument. */
 	if (r == -EPERM || r == -EACCES)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PERMISSION_DENIED,
-			"module '%s': %s", shown, why);
+		return req_error(s, REQ_PERMISSION_DENIED, "module '%s': %s", shown, why);
 	if (r < 0)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-			"module '%s': %s", shown, why);
+		return req_error(s, -EINVAL, "module '%s': %s", shown, why);
 	if (handle_over_limit(s, rq->tag))
 		return 0;
 	if (s->modules >= SESSION_MAX_MODULES)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-			"this session already holds %u modules", SESSION_MAX_MODULES);
+		return req_error(
+			s, -ENOSPC, "this session already holds %u modules", SESSION_MAX_MODULES);
 	r = backend_module_load(&s->srv->backend, real, &mod);
 	if (r == -ENOMEM)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-			"cannot load module '%s': out of memory", shown);
+		return req_error(s, r, "cannot load module '%s': out of memory", shown);
+	/* The file is there: whatever else the backend says, it is not code for this
+	 * device, which is the client's argument. */
 	if (r < 0)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+		return req_error(s, -EINVAL,
 			"module '%s' does not load: not a code object for this device (%s)", shown,
 			strerror(-r));
 	m = calloc(1, sizeof(*m));
 	if (!m || session_handle_new(s, HANDLE_MODULE, m, &m->handle) < 0) {
 		free(m);
 		backend_module_unload(&s->srv->backend, mod);
-		return req_fail(
-			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return req_error(s, -ENOMEM, "out of memory");
 	}
 	m->module = mod;
 	m->refs = 1;

@@ -11,6 +11,94 @@
 
 #include "log.h"
 
+/* The one table: what every Reply and Completion says for an outcome. A negative errno
+ * from the core or a backend, or a handler's own refusal; a positive code for the
+ * protocol's statuses that no errno names. */
+Sseq__Status server_status_from_errno(int outcome)
+{
+	switch (outcome) {
+	case 0:
+		return SSEQ__STATUS__STATUS_OK;
+	case -BACKEND_EINJECTED:
+		return SSEQ__STATUS__STATUS_INJECTED_FAULT;
+	case -ENOMEM: /* out of memory */
+	case -ENOSPC: /* a limit or quota reached */
+		return SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED;
+	case -EINVAL:
+		return SSEQ__STATUS__STATUS_INVALID_ARGUMENT;
+	case -ERANGE:
+		return SSEQ__STATUS__STATUS_OUT_OF_RANGE;
+	case -EEXIST:
+		return SSEQ__STATUS__STATUS_DOUBLE_DEFINITION;
+	case -EAGAIN:
+		return SSEQ__STATUS__STATUS_BUSY;
+	case REQ_UNKNOWN_HANDLE:
+		return SSEQ__STATUS__STATUS_UNKNOWN_HANDLE;
+	case REQ_UNKNOWN_KERNEL:
+		return SSEQ__STATUS__STATUS_UNKNOWN_KERNEL;
+	case REQ_BAD_ARGUMENT_TYPE:
+		return SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE;
+	case REQ_PERMISSION_DENIED:
+		return SSEQ__STATUS__STATUS_PERMISSION_DENIED;
+	case REQ_STAGING_UNSEALED:
+		return SSEQ__STATUS__STATUS_STAGING_UNSEALED;
+	case REQ_DEPENDENCY_FAILED:
+		return SSEQ__STATUS__STATUS_DEPENDENCY_FAILED;
+	case REQ_STREAM_FAILED:
+		return SSEQ__STATUS__STATUS_DEVICE_ERROR;
+	case REQ_UNSUPPORTED_VERSION:
+		return SSEQ__STATUS__STATUS_UNSUPPORTED_VERSION;
+	case REQ_PROTOCOL_ERROR:
+		return SSEQ__STATUS__STATUS_PROTOCOL_ERROR;
+	case REQ_SHUTTING_DOWN:
+		return SSEQ__STATUS__STATUS_SHUTTING_DOWN;
+	default:
+		/* REQ_BLOCKED and REQ_CLOSE are never answered: seeing one here is a bug. */
+		return outcome > 0 ? SSEQ__STATUS__STATUS_INTERNAL
+				   : SSEQ__STATUS__STATUS_DEVICE_ERROR;
+	}
+}
+
+/* The message of the refusal about to be answered: req_error() sets it, req_answer() sends
+ * and clears it before the request returns (the loop thread's alone). */
+static _Thread_local char req_message[256];
+
+int req_error(struct session *s, int outcome, const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)s;
+	va_start(ap, fmt);
+	vsnprintf(req_message, sizeof(req_message), fmt, ap);
+	va_end(ap);
+	return outcome;
+}
+
+/* Send the Reply a handler's outcome calls for; what session_request returns. */
+static int req_answer(struct session *s, uint64_t tag, int outcome)
+{
+	const char *msg;
+
+	switch (outcome) {
+	case 0:
+		return 0;
+	case REQ_BLOCKED:
+		return -EAGAIN;
+	case REQ_CLOSE:
+		return -EPROTO;
+	default:
+		break;
+	}
+	/* A refusal without req_error() says what the errno says. */
+	msg = req_message[0] ? req_message : outcome < 0 ? status_text(outcome) : "";
+	log_debug("session", "client %" PRIu64 " (pid %u) tag %" PRIu64 ": %s", s->id, s->pid, tag,
+		msg);
+	session_reply(s, tag, server_status_from_errno(outcome), msg);
+	req_message[0] = '\0';
+	return 0;
+}
+
+/* handle_over_limit() answers for itself, with a status of its own choosing. */
 int req_fail(struct session *s, uint64_t tag, Sseq__Status status, const char *fmt, ...)
 {
 	char msg[256];
@@ -33,15 +121,13 @@ static int req_hello(struct session *s, const Sseq__Request *rq)
 	Sseq__DeviceInfo d = SSEQ__DEVICE_INFO__INIT;
 
 	if (s->hello)
-		return req_fail(
-			s, rq->tag, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, "Hello sent twice");
+		return req_error(s, REQ_PROTOCOL_ERROR, "Hello sent twice");
 	if (h->protocol_major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR) {
-		req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNSUPPORTED_VERSION,
+		s->closing = true; /* after this Reply */
+		return req_error(s, REQ_UNSUPPORTED_VERSION,
 			"protocol major %u not supported: this daemon speaks %u.%u",
 			h->protocol_major, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR,
 			SSEQ__PROTOCOL_VERSION__PROTOCOL_MINOR);
-		s->closing = true;
-		return 0;
 	}
 	s->hello = true;
 	snprintf(s->name, sizeof(s->name), "%s", h->client_name ? h->client_name : "");
@@ -95,25 +181,26 @@ static int req_alloc(struct session *s, const Sseq__Request *rq)
 	int r;
 
 	if (a->size == 0 || a->size > SESSION_MAX_ALLOC)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-			"alloc size %" PRIu64 " out of range (1 .. 2^40)", a->size);
+		return req_error(
+			s, -EINVAL, "alloc size %" PRIu64 " out of range (1 .. 2^40)", a->size);
 	if (handle_over_limit(s, rq->tag))
 		return 0;
 	if (quota && (a->size > quota || s->bytes > quota - a->size)) {
 		s->srv->limit.quota_refused++;
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+		return req_error(s, -ENOSPC,
 			"cannot allocate %" PRIu64 " bytes: this session holds %" PRIu64
 			" of its device memory quota of %" PRIu64 " (--client-memory-limit)",
 			a->size, s->bytes, quota);
 	}
 	r = seq_buffer_alloc(s->srv->seq, a->size, &b);
+	/* The backend's own errno: out of memory, or an error it reported (the size was
+	 * checked above). */
 	if (r < 0)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-			"cannot allocate %" PRIu64 " bytes: %s", a->size, strerror(-r));
+		return req_error(
+			s, r, "cannot allocate %" PRIu64 " bytes: %s", a->size, strerror(-r));
 	if (sbuf_new(s, b, a->label, &handle) < 0) {
 		seq_buffer_free(s->srv->seq, b);
-		return req_fail(
-			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return req_error(s, -ENOMEM, "out of memory");
 	}
 	s->buffers++;
 	s->bytes += a->size;
@@ -127,8 +214,7 @@ static int req_free(struct session *s, const Sseq__Request *rq)
 	struct sbuf *sb = session_lookup(s, h, HANDLE_BUFFER);
 
 	if (!sb)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-			"unknown buffer handle %#" PRIx64, h);
+		return req_error(s, REQ_UNKNOWN_HANDLE, "unknown buffer handle %#" PRIx64, h);
 	session_handle_drop(s, h);
 	sbuf_release(s, sb); /* the sequencer defers the memory until it is idle (I5) */
 	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
@@ -143,22 +229,21 @@ static int req_slice(struct session *s, const Sseq__Request *rq)
 	uint64_t handle;
 
 	if (!sb)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-			"unknown buffer handle %#" PRIx64, sl->buffer);
+		return req_error(
+			s, REQ_UNKNOWN_HANDLE, "unknown buffer handle %#" PRIx64, sl->buffer);
 	if (sl->length == 0 || sl->offset > sb->buf->size ||
 		sl->length > sb->buf->size - sl->offset)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_OUT_OF_RANGE,
+		return req_error(s, -ERANGE,
 			"slice [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64 " bytes",
 			sl->offset, sl->length, sb->buf->size);
 	if (handle_over_limit(s, rq->tag))
 		return 0;
+	/* The range was checked above: only memory can fail. */
 	if (seq_buffer_slice(s->srv->seq, sb->buf, sl->offset, sl->length, &b) < 0)
-		return req_fail(
-			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return req_error(s, -ENOMEM, "out of memory");
 	if (sbuf_new(s, b, sl->label, &handle) < 0) {
 		seq_buffer_free(s->srv->seq, b);
-		return req_fail(
-			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return req_error(s, -ENOMEM, "out of memory");
 	}
 	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", handle, NULL, NULL);
 	return 0;
@@ -174,36 +259,32 @@ int session_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op
 	int r;
 
 	if (!rec)
-		return req_fail(
-			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return req_error(s, -ENOMEM, "out of memory");
 	op->want_done = true;
 	op->cookie = (uint64_t)(uintptr_t)rec;
 	r = seq_submit(s->srv->seq, op, &at);
 	if (r == -EAGAIN) {
 		/* The stream's window is full of incomplete points: pause this client (I3). */
 		op_rec_free(rec);
-		return -EAGAIN;
+		return REQ_BLOCKED;
 	}
 	if (r < 0) {
 		op_rec_free(rec);
 		switch (op->fail_cause) {
 		case SEQ_FAIL_INPUT:
-			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_DEPENDENCY_FAILED,
+			return req_error(s, REQ_DEPENDENCY_FAILED,
 				"not launched: an input's producer %u:%" PRIu64 " failed: %s",
 				op->failed_producer.stream, op->failed_producer.seq,
 				status_text(r));
 		case SEQ_FAIL_STREAM:
-			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_DEVICE_ERROR,
-				"not launched: stream %u failed: %s", op->failed_producer.stream,
-				status_text(r));
+			return req_error(s, REQ_STREAM_FAILED, "not launched: stream %u failed: %s",
+				op->failed_producer.stream, status_text(r));
 		default:
 			break;
 		}
 		if (r == -EEXIST)
-			return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_DOUBLE_DEFINITION,
-				"one operation writes the same buffer twice (I7)");
-		return req_fail(s, rq->tag, server_status_from_errno(r), "launch failed: %s",
-			status_text(r));
+			return req_error(s, r, "one operation writes the same buffer twice (I7)");
+		return req_error(s, r, "launch failed: %s", status_text(r));
 	}
 	rec->at = at;
 	s->last_point[at.stream] = at.seq;
@@ -231,23 +312,20 @@ void op_init(struct seq_op *op, struct op_payload *pl, enum seq_op_kind kind)
 }
 
 /* Look up a buffer and check [off, off + len) lies in it. */
-static struct sbuf *req_range(struct session *s, uint64_t tag, uint64_t handle, uint64_t off,
-	uint64_t len, const char *what)
+static int req_range(struct session *s, uint64_t handle, uint64_t off, uint64_t len,
+	const char *what, struct sbuf **out)
 {
 	struct sbuf *sb = session_lookup(s, handle, HANDLE_BUFFER);
 
-	if (!sb) {
-		req_fail(s, tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-			"unknown %s buffer handle %#" PRIx64, what, handle);
-		return NULL;
-	}
-	if (off > sb->buf->size || len > sb->buf->size - off) {
-		req_fail(s, tag, SSEQ__STATUS__STATUS_OUT_OF_RANGE,
+	if (!sb)
+		return req_error(
+			s, REQ_UNKNOWN_HANDLE, "unknown %s buffer handle %#" PRIx64, what, handle);
+	if (off > sb->buf->size || len > sb->buf->size - off)
+		return req_error(s, -ERANGE,
 			"%s range [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64 " bytes",
 			what, off, len, sb->buf->size);
-		return NULL;
-	}
-	return sb;
+	*out = sb;
+	return 0;
 }
 
 /* A write covering the whole view defines it anew; a partial one keeps the rest. */
@@ -263,13 +341,13 @@ static int req_copy_h2d(struct session *s, const Sseq__Request *rq)
 	struct seq_op op;
 	struct staging *st;
 	struct sbuf *dst;
+	int r;
 
 	if (c->length == 0)
-		return req_fail(
-			s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT, "copy of 0 bytes");
-	if (!(st = req_staging_range(s, rq->tag, c->staging, c->staging_offset, c->length)) ||
-		!(dst = req_range(s, rq->tag, c->dst, c->dst_offset, c->length, "destination")))
-		return 0;
+		return req_error(s, -EINVAL, "copy of 0 bytes");
+	if ((r = req_staging_range(s, c->staging, c->staging_offset, c->length, &st)) ||
+		(r = req_range(s, c->dst, c->dst_offset, c->length, "destination", &dst)))
+		return r;
 	op_init(&op, &pl, SEQ_OP_H2D);
 	op.naccess = 1;
 	op.access[0] =
@@ -287,13 +365,13 @@ static int req_copy_d2h(struct session *s, const Sseq__Request *rq)
 	struct seq_op op;
 	struct staging *st;
 	struct sbuf *src;
+	int r;
 
 	if (c->length == 0)
-		return req_fail(
-			s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT, "copy of 0 bytes");
-	if (!(src = req_range(s, rq->tag, c->src, c->src_offset, c->length, "source")) ||
-		!(st = req_staging_range(s, rq->tag, c->staging, c->staging_offset, c->length)))
-		return 0;
+		return req_error(s, -EINVAL, "copy of 0 bytes");
+	if ((r = req_range(s, c->src, c->src_offset, c->length, "source", &src)) ||
+		(r = req_staging_range(s, c->staging, c->staging_offset, c->length, &st)))
+		return r;
 	op_init(&op, &pl, SEQ_OP_D2H);
 	op.naccess = 1;
 	op.access[0] = (struct seq_access){src->buf, SEQ_READ};
@@ -310,13 +388,13 @@ static int req_copy_d2d(struct session *s, const Sseq__Request *rq)
 	struct seq_op op;
 	struct sbuf *src, *dst;
 	struct seq_buffer *sbase, *dbase;
+	int r;
 
 	if (c->length == 0)
-		return req_fail(
-			s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT, "copy of 0 bytes");
-	if (!(src = req_range(s, rq->tag, c->src, c->src_offset, c->length, "source")) ||
-		!(dst = req_range(s, rq->tag, c->dst, c->dst_offset, c->length, "destination")))
-		return 0;
+		return req_error(s, -EINVAL, "copy of 0 bytes");
+	if ((r = req_range(s, c->src, c->src_offset, c->length, "source", &src)) ||
+		(r = req_range(s, c->dst, c->dst_offset, c->length, "destination", &dst)))
+		return r;
 	op_init(&op, &pl, SEQ_OP_D2D);
 	sbase = src->buf->base ? src->buf->base : src->buf;
 	dbase = dst->buf->base ? dst->buf->base : dst->buf;
@@ -344,16 +422,14 @@ static int session_watch(struct session *s, const Sseq__Request *rq, const struc
 	int r;
 
 	if (!rec)
-		return req_fail(
-			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return req_error(s, -ENOMEM, "out of memory");
 	/* Sync covers this session's own work, not other clients'. */
 	r = b ? seq_await(s->srv->seq, b, (uint64_t)(uintptr_t)rec)
 	      : seq_sync_points(s->srv->seq, s->last_point, (uint64_t)(uintptr_t)rec);
 	if (r < 0) {
 		/* The Reply carries the error; no Completion repeats it. */
-		session_reply(s, rq->tag, server_status_from_errno(r), status_text(r));
 		op_rec_free(rec);
-		return 0;
+		return req_error(s, r, "%s", status_text(r));
 	}
 	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
 	if (r == 0)
@@ -367,8 +443,8 @@ static int req_await(struct session *s, const Sseq__Request *rq)
 	struct sbuf *sb = session_lookup(s, rq->await->buffer, HANDLE_BUFFER);
 
 	if (!sb)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-			"unknown buffer handle %#" PRIx64, rq->await->buffer);
+		return req_error(s, REQ_UNKNOWN_HANDLE, "unknown buffer handle %#" PRIx64,
+			rq->await->buffer);
 	return session_watch(s, rq, sb->buf);
 }
 
@@ -407,35 +483,19 @@ static int req_batch(struct session *s, const Sseq__Request *rq)
 		int r = session_request(s, b->requests[i], true);
 		if (r == -EAGAIN) {
 			s->batch_resume = (uint32_t)i;
-			return -EAGAIN;
+			return REQ_BLOCKED;
 		}
 		if (r < 0)
-			return r;
+			return REQ_CLOSE; /* answered: it broke the protocol */
 	}
 	s->batch_resume = 0;
 	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
 	return 0;
 }
 
-/* 0: answered; -EAGAIN: window full, retry later; -EPROTO: close the connection. */
-int session_request(struct session *s, const Sseq__Request *rq, bool nested)
+/* The handler for rq's body: its outcome (see enum req_code). */
+static int req_dispatch(struct session *s, const Sseq__Request *rq, bool nested)
 {
-	if (s->srv->stopping && rq->body_case != SSEQ__REQUEST__BODY_QUERY)
-		return req_fail(
-			s, rq->tag, SSEQ__STATUS__STATUS_SHUTTING_DOWN, "the daemon is stopping");
-	if (rq->tag == 0) {
-		/* A reply under tag 0 would read as the daemon's own notice. */
-		session_reply(s, 0, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
-			"tag 0 is reserved for the daemon's own messages: tag every request "
-			"with a number of your own");
-		s->srv->frames_bad++;
-		return -EPROTO;
-	}
-	if (!s->hello && rq->body_case != SSEQ__REQUEST__BODY_HELLO) {
-		req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
-			"the first request must be Hello");
-		return -EPROTO;
-	}
 	switch (rq->body_case) {
 	case SSEQ__REQUEST__BODY_HELLO:
 		return req_hello(s, rq);
@@ -465,15 +525,44 @@ int session_request(struct session *s, const Sseq__Request *rq, bool nested)
 		return session_watch(s, rq, NULL);
 	case SSEQ__REQUEST__BODY_BATCH:
 		if (nested) {
-			req_fail(s, rq->tag, SSEQ__STATUS__STATUS_PROTOCOL_ERROR,
-				"batches do not nest");
-			return -EPROTO;
+			req_answer(s, rq->tag,
+				req_error(s, REQ_PROTOCOL_ERROR, "batches do not nest"));
+			return REQ_CLOSE;
 		}
 		return req_batch(s, rq);
 	case SSEQ__REQUEST__BODY_QUERY:
 		return req_query(s, rq);
 	default:
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-			"request without a known body (%d)", (int)rq->body_case);
+		return req_error(
+			s, -EINVAL, "request without a known body (%d)", (int)rq->body_case);
 	}
+}
+
+/* 0: answered; -EAGAIN: window full, retry later; -EPROTO: close the connection. */
+int session_request(struct session *s, const Sseq__Request *rq, bool nested)
+{
+	int r;
+
+	if (s->srv->stopping && rq->body_case != SSEQ__REQUEST__BODY_QUERY)
+		return req_answer(
+			s, rq->tag, req_error(s, REQ_SHUTTING_DOWN, "the daemon is stopping"));
+	if (rq->tag == 0) {
+		/* A reply under tag 0 would read as the daemon's own notice. */
+		req_answer(s, 0,
+			req_error(s, REQ_PROTOCOL_ERROR,
+				"tag 0 is reserved for the daemon's own messages: tag every "
+				"request "
+				"with a number of your own"));
+		s->srv->frames_bad++;
+		return -EPROTO;
+	}
+	if (!s->hello && rq->body_case != SSEQ__REQUEST__BODY_HELLO) {
+		req_answer(s, rq->tag,
+			req_error(s, REQ_PROTOCOL_ERROR, "the first request must be Hello"));
+		return -EPROTO;
+	}
+	r = req_dispatch(s, rq, nested);
+	if (r == 0)
+		return 0;
+	return req_answer(s, rq->tag, r);
 }

@@ -19,29 +19,6 @@
 #include "log.h"
 #include "session.h"
 
-Sseq__Status server_status_from_errno(int err)
-{
-	switch (err) {
-	case 0:
-		return SSEQ__STATUS__STATUS_OK;
-	case -BACKEND_EINJECTED:
-		return SSEQ__STATUS__STATUS_INJECTED_FAULT;
-	case -ENOMEM:
-	case -ENOSPC:
-		return SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED;
-	case -EINVAL:
-		return SSEQ__STATUS__STATUS_INVALID_ARGUMENT;
-	case -ERANGE:
-		return SSEQ__STATUS__STATUS_OUT_OF_RANGE;
-	case -EEXIST:
-		return SSEQ__STATUS__STATUS_DOUBLE_DEFINITION;
-	case -EAGAIN:
-		return SSEQ__STATUS__STATUS_BUSY;
-	default:
-		return SSEQ__STATUS__STATUS_DEVICE_ERROR;
-	}
-}
-
 /* ---- what the server observes of the core -------------------------------------------- */
 
 static void srv_done(void *ctx, uint64_t cookie, int status)

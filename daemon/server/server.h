@@ -198,7 +198,8 @@ void server_block_session(struct server *srv, struct session *s);
 /* s is going away: off the blocked and resume lists. */
 void server_forget_session(struct server *srv, struct session *s);
 
-/* The Status a negative errno from the core or a backend maps to. */
-Sseq__Status server_status_from_errno(int err);
+/* The Status a negative errno from the core or a backend maps to (request.c: the one
+ * table, which also maps the request handlers' own codes, enum req_code). */
+Sseq__Status server_status_from_errno(int outcome);
 
 #endif

@@ -47,8 +47,8 @@ void session_input_free(struct session *s);
 void staging_unref(struct server *srv, struct staging *st);
 int req_staging_register(struct session *s, const Sseq__Request *rq);
 int req_staging_unregister(struct session *s, const Sseq__Request *rq);
-struct staging *req_staging_range(
-	struct session *s, uint64_t tag, uint64_t handle, uint64_t off, uint64_t len);
+int req_staging_range(
+	struct session *s, uint64_t handle, uint64_t off, uint64_t len, struct staging **out);
 
 /* module.c */
 void smodule_unref(struct server *srv, struct smodule *m);
@@ -59,6 +59,32 @@ int req_load_module(struct session *s, const Sseq__Request *rq);
 int req_execute(struct session *s, const Sseq__Request *rq);
 
 /* request.c */
+
+/* What a request handler (req_*) returns. 0: answered (success is the handler's own Reply,
+ * which carries a handle or a point). A refusal is returned, not sent: a negative errno
+ * (-EINVAL, -ERANGE, -ENOMEM; -ENOSPC for a limit) or one of these codes for the protocol's
+ * statuses no errno names, its message set by req_error(); session_request() answers it
+ * with the status server_status_from_errno(), the one table, maps it to. */
+enum req_code {
+	REQ_UNKNOWN_HANDLE = 1,
+	REQ_UNKNOWN_KERNEL,
+	REQ_BAD_ARGUMENT_TYPE,
+	REQ_PERMISSION_DENIED,
+	REQ_STAGING_UNSEALED,
+	REQ_DEPENDENCY_FAILED, /* an input's producer failed (I9) */
+	REQ_STREAM_FAILED, /* the op's stream failed on the device: DEVICE_ERROR */
+	REQ_UNSUPPORTED_VERSION,
+	REQ_PROTOCOL_ERROR,
+	REQ_SHUTTING_DOWN,
+	/* Not answered: */
+	REQ_BLOCKED, /* its stream's window is full; the request runs again later (I3) */
+	REQ_CLOSE, /* already answered; close the connection */
+};
+
+/* Set the message of the refusal `outcome` and return it: return req_error(s, -EINVAL, ...). */
+int req_error(struct session *s, int outcome, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Answer now with a status of the caller's choosing: for handle_over_limit() alone. */
 int req_fail(struct session *s, uint64_t tag, Sseq__Status status, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 int session_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op,

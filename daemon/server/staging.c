@@ -24,7 +24,8 @@ void staging_unref(struct server *srv, struct staging *st)
 
 /* Each arena is mapped into the daemon and pinned: a few hundred sparse ones would take
  * its address space, and the host's memory, from everyone. */
-static bool staging_over_limit(struct session *s, uint64_t tag, uint64_t size)
+/* 0, or -ENOSPC with the limit it reached. */
+static int staging_over_limit(struct session *s, uint64_t size)
 {
 	const struct server_limits *lim = &s->srv->opts.limits;
 	struct server_limit_counters *c = &s->srv->limit;
@@ -32,31 +33,28 @@ static bool staging_over_limit(struct session *s, uint64_t tag, uint64_t size)
 	if (size > lim->client_staging_bytes - s->staging_bytes ||
 		s->staging_bytes > lim->client_staging_bytes) {
 		c->staging_refused++;
-		req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+		return req_error(s, -ENOSPC,
 			"staging arena of %" PRIu64 " bytes refused: this session maps %" PRIu64
 			" of its %" PRIu64 " (--client-staging-limit)",
 			size, s->staging_bytes, lim->client_staging_bytes);
-		return true;
 	}
 	if (s->stagings >= lim->client_arenas || c->arenas >= lim->arenas) {
 		bool mine = s->stagings >= lim->client_arenas;
 		c->staging_refused++;
-		req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+		return req_error(s, -ENOSPC,
 			"staging arena refused: %s %" PRIu64 " arenas, the most allowed (%s)",
 			mine ? "this session holds" : "all sessions hold",
 			mine ? s->stagings : c->arenas,
 			mine ? "--client-arena-limit" : "--arena-limit");
-		return true;
 	}
 	if (size > lim->staging_bytes - c->staging_bytes || c->staging_bytes > lim->staging_bytes) {
 		c->staging_refused++;
-		req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+		return req_error(s, -ENOSPC,
 			"staging arena of %" PRIu64 " bytes refused: all sessions map %" PRIu64
 			" of the daemon's %" PRIu64 " (--staging-limit)",
 			size, c->staging_bytes, lim->staging_bytes);
-		return true;
 	}
-	return false;
+	return 0;
 }
 
 int req_staging_register(struct session *s, const Sseq__Request *rq)
@@ -68,8 +66,8 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 	void *addr;
 
 	if (s->nfds == 0)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-			"StagingRegister without a memfd (send it with SCM_RIGHTS)");
+		return req_error(
+			s, -EINVAL, "StagingRegister without a memfd (send it with SCM_RIGHTS)");
 	fd = s->fds[0];
 	memmove(s->fds, s->fds + 1, --s->nfds * sizeof(int));
 	if (handle_over_limit(s, rq->tag)) {
@@ -78,54 +76,55 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 	}
 	if (sr->size == 0 || sr->size > SESSION_MAX_ALLOC) {
 		close(fd);
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
-			"staging size %" PRIu64 " out of range", sr->size);
+		return req_error(s, -EINVAL, "staging size %" PRIu64 " out of range", sr->size);
 	}
 	seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
 		close(fd);
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_STAGING_UNSEALED,
+		return req_error(s, REQ_STAGING_UNSEALED,
 			"staging memfd is not sealed with F_SEAL_SHRINK (seals %#x)",
 			seals < 0 ? 0 : seals);
 	}
 	if (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) {
 		close(fd);
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_INVALID_ARGUMENT,
+		return req_error(s, -EINVAL,
 			"staging memfd is sealed with %s: D2H writes its results into the "
 			"arena, so it must stay writable",
 			seals & F_SEAL_WRITE ? "F_SEAL_WRITE" : "F_SEAL_FUTURE_WRITE");
 	}
-	if (staging_over_limit(s, rq->tag, sr->size)) {
+	if ((r = staging_over_limit(s, sr->size))) {
 		close(fd);
-		return 0;
+		return r;
 	}
 	if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size < sr->size) {
 		close(fd);
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_STAGING_UNSEALED,
+		return req_error(s, REQ_STAGING_UNSEALED,
 			"staging memfd holds %lld bytes, less than the %" PRIu64 " registered",
 			(long long)sb.st_size, sr->size);
 	}
 	addr = mmap(NULL, sr->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
+	/* Whatever mmap says, the daemon's address space is what ran out. */
 	if (addr == MAP_FAILED)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-			"cannot map staging arena: %s", strerror(errno));
+		return req_error(s, -ENOMEM, "cannot map staging arena: %s", strerror(errno));
 	st = calloc(1, sizeof(*st));
 	if (!st) {
 		munmap(addr, sr->size);
-		return req_fail(
-			s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return req_error(s, -ENOMEM, "out of memory");
 	}
 	*st = (struct staging){.owner = s, .addr = addr, .size = sr->size, .refs = 1};
 	snprintf(st->label, sizeof(st->label), "%s", sr->label ? sr->label : "");
 	r = backend_staging_register(&s->srv->backend, addr, sr->size);
 	if (r < 0 || session_handle_new(s, HANDLE_STAGING, st, &st->handle) < 0) {
-		if (r >= 0)
+		if (r >= 0) {
 			backend_staging_unregister(&s->srv->backend, addr, sr->size);
+			r = -ENOMEM; /* the handle table's */
+		}
 		munmap(addr, sr->size);
 		free(st);
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
-			"cannot register staging arena: %s", strerror(-r));
+		/* Pinning refused (hipHostRegister's -EEXIST is no double definition): the
+		 * host memory the daemon may pin ran out, whatever the backend's errno. */
+		return req_error(s, -ENOMEM, "cannot register staging arena: %s", strerror(-r));
 	}
 	s->stagings++;
 	s->staging_bytes += sr->size;
@@ -141,8 +140,7 @@ int req_staging_unregister(struct session *s, const Sseq__Request *rq)
 	struct staging *st = session_lookup(s, h, HANDLE_STAGING);
 
 	if (!st)
-		return req_fail(s, rq->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-			"unknown staging handle %#" PRIx64, h);
+		return req_error(s, REQ_UNKNOWN_HANDLE, "unknown staging handle %#" PRIx64, h);
 	session_handle_drop(s, h);
 	s->stagings--;
 	s->staging_bytes -= st->size;
@@ -153,22 +151,18 @@ int req_staging_unregister(struct session *s, const Sseq__Request *rq)
 	return 0;
 }
 
-struct staging *req_staging_range(
-	struct session *s, uint64_t tag, uint64_t handle, uint64_t off, uint64_t len)
+int req_staging_range(
+	struct session *s, uint64_t handle, uint64_t off, uint64_t len, struct staging **out)
 {
 	struct staging *st = session_lookup(s, handle, HANDLE_STAGING);
 
-	if (!st) {
-		req_fail(s, tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE,
-			"unknown staging handle %#" PRIx64, handle);
-		return NULL;
-	}
-	if (off > st->size || len > st->size - off) {
-		req_fail(s, tag, SSEQ__STATUS__STATUS_OUT_OF_RANGE,
+	if (!st)
+		return req_error(s, REQ_UNKNOWN_HANDLE, "unknown staging handle %#" PRIx64, handle);
+	if (off > st->size || len > st->size - off)
+		return req_error(s, -ERANGE,
 			"staging range [%" PRIu64 ", +%" PRIu64 ") outside arena of %" PRIu64
 			" bytes",
 			off, len, st->size);
-		return NULL;
-	}
-	return st;
+	*out = st;
+	return 0;
 }
