@@ -135,7 +135,7 @@ static int req_execute_function(struct session *s, const Sseq__Request *rq)
 	const Sseq__Grid *g = e->grid;
 	struct op_payload pl;
 	struct seq_op op;
-	struct smodule *m;
+	struct smodule *m = NULL;
 	void *fn = NULL;
 	int r;
 

@@ -339,8 +339,8 @@ static int req_copy_h2d(struct session *s, const Sseq__Request *rq)
 	const Sseq__CopyH2D *c = rq->copy_h2d;
 	struct op_payload pl;
 	struct seq_op op;
-	struct staging *st;
-	struct sbuf *dst;
+	struct staging *st = NULL;
+	struct sbuf *dst = NULL;
 	int r;
 
 	if (c->length == 0)
@@ -363,8 +363,8 @@ static int req_copy_d2h(struct session *s, const Sseq__Request *rq)
 	const Sseq__CopyD2H *c = rq->copy_d2h;
 	struct op_payload pl;
 	struct seq_op op;
-	struct staging *st;
-	struct sbuf *src;
+	struct staging *st = NULL;
+	struct sbuf *src = NULL;
 	int r;
 
 	if (c->length == 0)
@@ -386,7 +386,7 @@ static int req_copy_d2d(struct session *s, const Sseq__Request *rq)
 	const Sseq__CopyD2D *c = rq->copy_d2d;
 	struct op_payload pl;
 	struct seq_op op;
-	struct sbuf *src, *dst;
+	struct sbuf *src = NULL, *dst = NULL;
 	struct seq_buffer *sbase, *dbase;
 	int r;
 
