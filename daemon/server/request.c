@@ -264,8 +264,10 @@ int session_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op
 	op->cookie = (uint64_t)(uintptr_t)rec;
 	r = seq_submit(s->srv->seq, op, &at);
 	if (r == -EAGAIN) {
-		/* The stream's window is full of incomplete points: pause this client (I3). */
+		/* The stream's window is full of incomplete points: pause this client until
+		 * that stream has room (I3); the core named it in at. */
 		op_rec_free(rec);
+		s->srv->backpressure_stream = at.stream;
 		return REQ_BLOCKED;
 	}
 	if (r < 0) {

@@ -46,8 +46,6 @@ static void srv_trace(void *ctx, const struct seq_trace *t)
 		.decision = (uint8_t)t->decision,
 		.op = (uint8_t)t->op,
 	};
-	if (t->decision == SEQ_TRACE_BACKPRESSURE)
-		srv->backpressure_stream = t->at.stream; /* for server_block_session */
 }
 
 /* ---- completion from backend threads -------------------------------------------------- */
@@ -95,8 +93,8 @@ static void server_unresume(struct session *s)
 
 void server_block_session(struct server *srv, struct session *s)
 {
-	/* The core names the full stream in its backpressure trace, just before seq_submit
-	 * returns -EAGAIN; an -EAGAIN without one waits for any completion. */
+	/* session_submit kept the stream seq_submit named with its -EAGAIN; a block
+	 * without one (none named) waits for any completion. */
 	uint32_t x = srv->backpressure_stream;
 	struct session **head;
 

@@ -157,7 +157,7 @@ struct server {
 	 * holds those whose stream the core did not name (resumed on any completion). */
 	struct session *blocked[SEQ_MAX_STREAMS + 1];
 	uint32_t blocked_mask; /* bit x: blocked[x] is not empty */
-	uint32_t backpressure_stream; /* the stream the core last found full (srv_trace) */
+	uint32_t backpressure_stream; /* the stream seq_submit last found full */
 	struct session *resume; /* sessions to process again at the next chance */
 };
 

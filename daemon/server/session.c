@@ -330,7 +330,7 @@ bool handle_over_limit(struct session *s, uint64_t tag)
 	if (s->nhandles < limit)
 		return false;
 	s->srv->limit.handles_refused++;
-	req_fail(s, tag, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED,
+	req_fail(s, tag, server_status_from_errno(-ENOSPC),
 		"this session holds %u handles (buffers, slices, arenas, modules), the most "
 		"allowed (--client-handle-limit): free some",
 		limit);
