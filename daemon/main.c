@@ -34,6 +34,7 @@ struct daemon_opts {
 static void usage(FILE *f)
 {
 	const struct server_limits defaults = SERVER_LIMITS_DEFAULT;
+	const struct seq_config streams = SERVER_STREAMS_DEFAULT;
 
 	fprintf(f,
 		"Usage: sseqd [OPTIONS]\n"
@@ -50,8 +51,11 @@ static void usage(FILE *f)
 		"                           device-fail-op=N, legacy-sync-window=N, early-free\n"
 		"      --window N           incomplete points per stream before backpressure\n"
 		"                           (default %u)\n"
-		"      --d2h-streams N      device-to-host streams (default 1)\n"
-		"      --d2d-streams N      device-to-device streams (default 1)\n"
+		"      --compute-streams N  compute lanes: each session's kernels run on a lane\n"
+		"                           of its own (default %u)\n"
+		"      --h2d-streams N      host-to-device streams (default %u)\n"
+		"      --d2h-streams N      device-to-host streams (default %u)\n"
+		"      --d2d-streams N      device-to-device streams (default %u)\n"
 		"      --module-dir DIR     where LoadModule may load code objects from (hip)\n"
 		"      --audit              check on the GPU's timestamps that every operation\n"
 		"                           started after its producers finished (hip)\n"
@@ -81,8 +85,9 @@ static void usage(FILE *f)
 		"  -l, --log-level LEVEL    err, warning, notice, info (default), debug\n"
 		"  -h, --help               show this help\n"
 		"  -V, --version            show the version\n",
-		SEQ_DEFAULT_WINDOW, SERVER_DEFAULT_SPIN_US, defaults.max_clients,
-		defaults.max_clients_per_uid, defaults.hello_timeout_ms, defaults.frame_timeout_ms,
+		SEQ_DEFAULT_WINDOW, streams.n_compute, streams.n_h2d, streams.n_d2h, streams.n_d2d,
+		SERVER_DEFAULT_SPIN_US, defaults.max_clients, defaults.max_clients_per_uid,
+		defaults.hello_timeout_ms, defaults.frame_timeout_ms,
 		(unsigned long long)(defaults.max_input_bytes >> 20),
 		(unsigned long long)(defaults.client_staging_bytes >> 30),
 		(unsigned long long)(defaults.staging_bytes >> 30), defaults.client_handles,
@@ -253,6 +258,8 @@ enum {
 	OPT_SIM_DELAY = 256,
 	OPT_INJECT,
 	OPT_WINDOW,
+	OPT_COMPUTE,
+	OPT_H2D,
 	OPT_D2H,
 	OPT_D2D,
 	OPT_MODULE_DIR,
@@ -269,6 +276,8 @@ static const struct option fixed_opts[] = {
 	{"sim-delay", required_argument, NULL, OPT_SIM_DELAY},
 	{"inject", required_argument, NULL, OPT_INJECT},
 	{"window", required_argument, NULL, OPT_WINDOW},
+	{"compute-streams", required_argument, NULL, OPT_COMPUTE},
+	{"h2d-streams", required_argument, NULL, OPT_H2D},
 	{"d2h-streams", required_argument, NULL, OPT_D2H},
 	{"d2d-streams", required_argument, NULL, OPT_D2D},
 	{"module-dir", required_argument, NULL, OPT_MODULE_DIR},
@@ -307,8 +316,10 @@ static int parse_number_option(struct daemon_opts *o, int c, int *r)
 	} numbers[] = {
 		{'d', 0, 1023, &o->srv.device},
 		{OPT_WINDOW, 2, 1u << 20, &o->srv.seq.window},
-		{OPT_D2H, 1, 7, &o->srv.seq.n_d2h},
-		{OPT_D2D, 1, 7, &o->srv.seq.n_d2d},
+		{OPT_COMPUTE, 1, 32, &o->srv.seq.n_compute},
+		{OPT_H2D, 1, 8, &o->srv.seq.n_h2d},
+		{OPT_D2H, 1, 8, &o->srv.seq.n_d2h},
+		{OPT_D2D, 1, 8, &o->srv.seq.n_d2d},
 		{OPT_SPIN, 0, 1000000, &o->srv.spin_us},
 	};
 
@@ -596,7 +607,7 @@ static int daemon_start(struct daemon_state *d, struct daemon_opts *o, uv_loop_t
 	int r = seq_layout_init(&layout, &o->srv.seq);
 
 	if (r < 0) {
-		log_err("main", "--d2h-streams and --d2d-streams: at most %u streams in all",
+		log_err("main", "the --*-streams options: at most %u streams in all",
 			SEQ_MAX_STREAMS);
 		return r;
 	}
@@ -621,6 +632,7 @@ int main(int argc, char **argv)
 	static struct daemon_state d;
 	struct daemon_opts o = {.srv = {.listen_fd = -1,
 					.spin_us = SERVER_DEFAULT_SPIN_US,
+					.seq = SERVER_STREAMS_DEFAULT,
 					.limits = SERVER_LIMITS_DEFAULT}};
 	uv_loop_t *loop = uv_default_loop();
 	sigset_t stop_signals;

@@ -107,8 +107,8 @@ const char *seq_stream_kind_name(enum seq_stream_kind kind)
 int seq_layout_init(struct seq_layout *l, const struct seq_config *cfg)
 {
 	const unsigned count[SEQ_STREAM_KINDS] = {
-		[SEQ_STREAM_COMPUTE] = 1,
-		[SEQ_STREAM_H2D] = 1,
+		[SEQ_STREAM_COMPUTE] = cfg->n_compute ? cfg->n_compute : 1,
+		[SEQ_STREAM_H2D] = cfg->n_h2d ? cfg->n_h2d : 1,
 		[SEQ_STREAM_D2H] = cfg->n_d2h ? cfg->n_d2h : 1,
 		[SEQ_STREAM_D2D] = cfg->n_d2d ? cfg->n_d2d : 1,
 	};
@@ -139,6 +139,10 @@ int seq_create(struct seq **out, const struct seq_config *config, const struct s
 	struct seq_config cfg = *config;
 	struct seq_layout layout;
 
+	if (cfg.n_compute == 0)
+		cfg.n_compute = 1;
+	if (cfg.n_h2d == 0)
+		cfg.n_h2d = 1;
 	if (cfg.n_d2h == 0)
 		cfg.n_d2h = 1;
 	if (cfg.n_d2d == 0)
@@ -299,9 +303,12 @@ bool seq_buffer_idle(const struct seq *seq, const struct seq_buffer *buf)
 
 	if (!point_complete(seq, b->def))
 		return false;
-	for (unsigned x = 0; x < seq->nstreams; x++)
+	for (uint64_t m = b->reader_mask; m; m &= m - 1) {
+		unsigned x = (unsigned)__builtin_ctzll(m);
+
 		if (b->readers[x] > seq->streams[x].completed)
 			return false;
+	}
 	return true;
 }
 
@@ -414,9 +421,12 @@ static void buffer_drop(struct seq *seq, struct seq_buffer *b)
 	/* Its release waits on these points: make sure their completion will be learned. */
 	if (!point_complete(seq, b->def))
 		stream_record(seq, b->def.stream);
-	for (unsigned x = 0; x < seq->nstreams; x++)
+	for (uint64_t m = b->reader_mask; m; m &= m - 1) {
+		unsigned x = (unsigned)__builtin_ctzll(m);
+
 		if (b->readers[x] > seq->streams[x].completed)
 			stream_record(seq, x);
+	}
 }
 
 void seq_buffer_free(struct seq *seq, struct seq_buffer *buf)
@@ -456,9 +466,19 @@ static uint32_t pool_affinity(
 	return UINT32_MAX;
 }
 
-/* Compute and H2D have one stream each. D2H and D2D have pools: an op goes where an
- * unfinished point it depends on already is (pool_affinity), else round robin, so that
- * independent copies overlap. */
+/* The stream of a pool that an op's lane names: lanes share streams when there are more
+ * lanes than streams. */
+static uint32_t lane_stream(const struct seq *seq, enum seq_stream_kind kind, uint32_t lane)
+{
+	const uint32_t first = seq->layout.first[kind];
+
+	return lane == SEQ_LANE_NONE ? first : first + (lane - 1) % seq->layout.count[kind];
+}
+
+/* Kernels and H2D copies go on their lane's stream of the compute and H2D pools. D2H and
+ * D2D copies go where an unfinished point they depend on already is (pool_affinity),
+ * else on their lane's stream, else (no lane) round robin, so that independent copies
+ * overlap. */
 static uint32_t seq_pick_stream(const struct seq *seq, const struct seq_op *op, bool *affine)
 {
 	uint32_t first, n, s;
@@ -467,9 +487,9 @@ static uint32_t seq_pick_stream(const struct seq *seq, const struct seq_op *op, 
 	*affine = false;
 	switch (op->kind) {
 	case SEQ_OP_EXEC:
-		return seq->layout.first[SEQ_STREAM_COMPUTE];
+		return lane_stream(seq, SEQ_STREAM_COMPUTE, op->lane);
 	case SEQ_OP_H2D:
-		return seq->layout.first[SEQ_STREAM_H2D];
+		return lane_stream(seq, SEQ_STREAM_H2D, op->lane);
 	case SEQ_OP_D2H:
 		first = seq->layout.first[SEQ_STREAM_D2H];
 		n = seq->layout.count[SEQ_STREAM_D2H];
@@ -484,7 +504,9 @@ static uint32_t seq_pick_stream(const struct seq *seq, const struct seq_op *op, 
 	}
 	s = n > 1 ? pool_affinity(seq, op, first, n) : UINT32_MAX;
 	*affine = s != UINT32_MAX;
-	return *affine ? s : first + rr % n;
+	if (*affine)
+		return s;
+	return op->lane != SEQ_LANE_NONE ? first + (op->lane - 1) % n : first + rr % n;
 }
 
 static int op_validate(const struct seq_op *op)
@@ -530,8 +552,7 @@ static bool op_needs(struct seq *seq, uint32_t s, const struct seq_buffer *b, st
 	/* The injected legacy bug: an H2D definition held as a compute-stream sync point
 	 * counts as complete once that point has left a window of `window` entries. */
 	if (window && b->legacy_mark && p.stream == b->def.stream && p.seq == b->def.seq &&
-		seq->streams[seq->layout.first[SEQ_STREAM_COMPUTE]].issued + 1 - b->legacy_mark >=
-			window) {
+		seq->streams[b->legacy_stream].issued + 1 - b->legacy_mark >= window) {
 		seq->counters.waits_elided_legacy++;
 		seq_trace_emit(seq, SEQ_TRACE_ELIDE_LEGACY, at, kind, b, p);
 		return false;
@@ -596,11 +617,30 @@ static int submit_failures(struct seq *seq, struct seq_op *op, uint32_t s)
 	return 0;
 }
 
+/* What an op must wait for: the latest point per stream (need[x], valid where bit x of
+ * mask is set), with a buffer each for the trace. A mask, so that neither collecting nor
+ * emitting walks every stream of the layout (up to SEQ_MAX_STREAMS). */
+struct submit_needs {
+	uint64_t mask;
+	uint64_t need[SEQ_MAX_STREAMS];
+	const struct seq_buffer *buf[SEQ_MAX_STREAMS];
+};
+
+static void needs_add(struct submit_needs *n, struct seq_point p, const struct seq_buffer *b)
+{
+	const uint64_t bit = 1ull << p.stream;
+
+	if (!(n->mask & bit) || n->need[p.stream] < p.seq) {
+		n->mask |= bit;
+		n->need[p.stream] = p.seq;
+		n->buf[p.stream] = b;
+	}
+}
+
 /* I1/I2: the latest point on each stream that op must wait for (its inputs' producers,
- * and for what it writes, their readers), with a buffer each for the trace. Fills in
- * each access's device view for the backend. */
-static void submit_needs(struct seq *seq, struct seq_op *op, uint32_t s,
-	uint64_t need[SEQ_MAX_STREAMS], const struct seq_buffer *need_buf[SEQ_MAX_STREAMS])
+ * and for what it writes, their readers). Fills in each access's device view for the
+ * backend. */
+static void submit_needs(struct seq *seq, struct seq_op *op, uint32_t s, struct submit_needs *n)
 {
 	for (unsigned i = 0; i < op->naccess; i++) {
 		struct seq_access *a = &op->access[i];
@@ -608,45 +648,41 @@ static void submit_needs(struct seq *seq, struct seq_op *op, uint32_t s,
 
 		a->addr = a->buf->addr;
 		a->size = a->buf->size;
-		if (op_needs(seq, s, b, b->def, op->kind) && need[b->def.stream] < b->def.seq) {
-			need[b->def.stream] = b->def.seq;
-			need_buf[b->def.stream] = b;
-		}
+		if (b->def.seq && op_needs(seq, s, b, b->def, op->kind))
+			needs_add(n, b->def, b);
 		if (!(a->mode & SEQ_WRITE))
 			continue;
-		for (uint32_t x = 0; x < seq->nstreams; x++) {
-			struct seq_point p = {x, b->readers[x]};
+		for (uint64_t m = b->reader_mask; m; m &= m - 1) {
+			struct seq_point p = {(uint32_t)__builtin_ctzll(m), 0};
 
-			if (op_needs(seq, s, b, p, op->kind) && need[x] < p.seq) {
-				need[x] = p.seq;
-				need_buf[x] = b;
-			}
+			p.seq = b->readers[p.stream];
+			if (op_needs(seq, s, b, p, op->kind))
+				needs_add(n, p, b);
 		}
 	}
 }
 
-/* One wait per stream needed, each on the earliest event covering the point, kept in
- * the op's point record (rec) for retirement. */
+/* One wait per stream needed, in stream order, each on the earliest event covering the
+ * point, kept in the op's point record (rec) for retirement. */
 static int submit_waits(struct seq *seq, struct seq_op *op, uint32_t s, struct point_rec *rec,
-	const uint64_t need[SEQ_MAX_STREAMS], const struct seq_buffer *need_buf[SEQ_MAX_STREAMS])
+	const struct submit_needs *n)
 {
 	const uint64_t next = seq->streams[s].issued + 1;
 
-	for (uint32_t x = 0; x < seq->nstreams; x++) {
+	for (uint64_t m = n->mask; m; m &= m - 1) {
+		uint32_t x = (uint32_t)__builtin_ctzll(m);
 		uint64_t event;
 		int r;
 
-		if (!need[x])
-			continue;
-		r = stream_event_for(seq, x, need[x], &event);
+		r = stream_event_for(seq, x, n->need[x], &event);
 		if (r >= 0)
 			r = seq->dev.wait(seq->dev_ctx, s, (struct seq_point){x, event});
 		if (r < 0)
 			return op_fail(seq, op, s, r, SEQ_FAIL_LAUNCH, NULL,
-				(struct seq_point){x, need[x]});
+				(struct seq_point){x, n->need[x]});
 		seq->counters.waits_enqueued++;
 		seq_trace_emit(seq, SEQ_TRACE_WAIT, (struct seq_point){s, next}, op->kind,
-			need_buf[x], (struct seq_point){x, need[x]});
+			n->buf[x], (struct seq_point){x, n->need[x]});
 		rec->waits[rec->nwaits++] = (struct point_wait){x, event};
 	}
 	return 0;
@@ -658,6 +694,8 @@ static void submit_commit(struct seq *seq, const struct seq_op *op, struct seq_p
 	seq->counters.ops_submitted++;
 	if (affine)
 		seq->counters.placed_by_affinity++;
+	else if (op->lane != SEQ_LANE_NONE)
+		;
 	else if (op->kind == SEQ_OP_D2H)
 		seq->rr_d2h++;
 	else if (op->kind == SEQ_OP_D2D)
@@ -666,25 +704,30 @@ static void submit_commit(struct seq *seq, const struct seq_op *op, struct seq_p
 	for (unsigned i = 0; i < op->naccess; i++) {
 		const struct seq_access *a = &op->access[i];
 		struct seq_buffer *b = buffer_base(a->buf);
-		if (a->mode & SEQ_READ)
+		if (a->mode & SEQ_READ) {
 			b->readers[p.stream] = p.seq;
+			b->reader_mask |= 1ull << p.stream;
+		}
 		if (!(a->mode & SEQ_WRITE))
 			continue;
 		b->def = p;
-		memset(b->readers, 0, sizeof(b->readers));
+		/* Cleared where set, so readers[] reads 0 wherever the mask has no bit. */
+		for (uint64_t m = b->reader_mask; m; m &= m - 1)
+			b->readers[__builtin_ctzll(m)] = 0;
+		b->reader_mask = 0;
 		if (a->mode == SEQ_WRITE && a->buf->size == b->size)
 			b->error = 0;
 		b->legacy_mark = 0;
-		if (op->kind == SEQ_OP_H2D && seq->config.legacy_sync_window)
-			b->legacy_mark =
-				seq->streams[seq->layout.first[SEQ_STREAM_COMPUTE]].issued + 1;
+		if (op->kind == SEQ_OP_H2D && seq->config.legacy_sync_window) {
+			b->legacy_stream = lane_stream(seq, SEQ_STREAM_COMPUTE, op->lane);
+			b->legacy_mark = seq->streams[b->legacy_stream].issued + 1;
+		}
 	}
 }
 
 int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 {
-	uint64_t need[SEQ_MAX_STREAMS] = {0};
-	const struct seq_buffer *need_buf[SEQ_MAX_STREAMS]; /* for the trace */
+	struct submit_needs needs;
 	struct point_rec *rec;
 	struct stream *st;
 	struct seq_point p;
@@ -711,8 +754,9 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 	r = submit_failures(seq, op, s);
 	if (r < 0)
 		return r;
-	submit_needs(seq, op, s, need, need_buf);
-	r = submit_waits(seq, op, s, rec, need, need_buf);
+	needs.mask = 0;
+	submit_needs(seq, op, s, &needs);
+	r = submit_waits(seq, op, s, rec, &needs);
 	if (r < 0)
 		return r;
 

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SEQ_MAX_STREAMS 16
+#define SEQ_MAX_STREAMS 64 /* a bit each in a uint64_t mask */
 #define SEQ_MAX_ACCESS 16
 #define SEQ_DEFAULT_WINDOW 1024
 
@@ -27,11 +27,18 @@ struct seq_point {
 };
 
 enum seq_op_kind {
-	SEQ_OP_H2D, /* runs on the H2D stream */
+	SEQ_OP_H2D, /* runs on one of the H2D streams */
 	SEQ_OP_D2H, /* on one of the D2H streams */
 	SEQ_OP_D2D, /* on one of the D2D streams */
-	SEQ_OP_EXEC, /* on the compute stream */
+	SEQ_OP_EXEC, /* on one of the compute streams (lanes) */
 };
+
+/* An op's lane: SEQ_LANE(n) for lane n, which puts it on stream n (mod the pool's size)
+ * of its kind's pool; SEQ_LANE_NONE (0, as a zeroed op has it) for the first compute and
+ * H2D stream and round robin in the D2H and D2D pools. Either way a D2H or D2D copy that
+ * depends on an unfinished point of its pool goes to that point's stream. */
+#define SEQ_LANE_NONE 0u
+#define SEQ_LANE(n) ((uint32_t)(n) + 1u)
 
 enum seq_access_mode {
 	SEQ_READ = 1,
@@ -54,6 +61,7 @@ struct seq_op {
 	enum seq_op_kind kind;
 	unsigned naccess;
 	void *payload; /* opaque to the core: staging ranges, kernel, scalars */
+	uint32_t lane; /* SEQ_LANE(n) or SEQ_LANE_NONE */
 	bool want_done; /* call backend->done(cookie, status) when the op's point completes */
 	uint64_t cookie;
 	/* Set by seq_submit() when it fails the op: why, and the failed producer if any. */
@@ -116,6 +124,8 @@ struct seq_trace {
 };
 
 struct seq_config {
+	unsigned n_compute; /* compute streams (lanes, 1..), default 1 */
+	unsigned n_h2d; /* H2D streams (1..), default 1 */
 	unsigned n_d2h; /* D2H streams (1..), default 1 */
 	unsigned n_d2d; /* D2D streams (1..), default 1 */
 	unsigned window; /* incomplete points allowed per stream */
@@ -124,7 +134,7 @@ struct seq_config {
 	bool legacy_early_free; /* frees hand memory back at once */
 };
 
-/* The streams, numbered once, here: compute, H2D, then the D2H pool, then the D2D pool.
+/* The streams, numbered once, here: the compute pool, then the H2D, D2H and D2D pools.
  * The core sequences on them and backends build theirs from the same layout. */
 struct seq_layout {
 	unsigned nstreams;
@@ -171,8 +181,10 @@ struct seq_buffer {
 	 * base already failed, which a write of the whole base alone clears (I9). */
 	int error;
 	struct seq_point def; /* the point that wrote the contents (I1) */
-	uint64_t legacy_mark; /* injected bug only: compute progress at definition + 1 */
-	uint64_t readers[SEQ_MAX_STREAMS]; /* last reading seq per stream since def */
+	uint64_t legacy_mark; /* injected bug only: compute progress at definition + 1 ... */
+	uint32_t legacy_stream; /* ... on this compute stream (the H2D's lane's) */
+	uint64_t readers[SEQ_MAX_STREAMS]; /* last reading seq per stream since def, or 0 */
+	uint64_t reader_mask; /* bit x: readers[x] is not 0 */
 	bool pending; /* on the deferred-free list */
 	/* Core bookkeeping: every live buffer object, for seq_destroy(). */
 	struct seq_buffer *all_prev, *all_next;

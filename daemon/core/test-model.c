@@ -347,13 +347,17 @@ static void op_describe(const struct model_op *op, char *out, size_t len)
 
 /* ---- the virtual device: the backend the core drives ---- */
 
+/* The model's own numbering of the layout sseq(7) documents: the compute pool, then the
+ * H2D, D2H and D2D pools. */
 static enum seq_stream_kind stream_kind(const struct model *m, uint32_t s)
 {
-	if (s == 0)
+	const struct seq_config *c = &m->config;
+
+	if (s < c->n_compute)
 		return SEQ_STREAM_COMPUTE;
-	if (s == 1)
+	if (s < c->n_compute + c->n_h2d)
 		return SEQ_STREAM_H2D;
-	if (s < 2 + m->config.n_d2h)
+	if (s < c->n_compute + c->n_h2d + c->n_d2h)
 		return SEQ_STREAM_D2H;
 	return SEQ_STREAM_D2D;
 }
@@ -1212,6 +1216,10 @@ static void model_submit(struct model *m, struct seq_op *op, struct model_op *mo
 		cookie = model_cookie_new(m, COOKIE_OP);
 		op->cookie = cookie;
 	}
+	/* Lanes only place ops; ordering must hold whatever they say (past the pool's size
+	 * too, and none at all). */
+	op->lane = rng_chance(&m->rng, 20) ? SEQ_LANE_NONE
+					   : SEQ_LANE(rng_below(&m->rng, m->config.n_compute + 2));
 	for (;;) {
 		memset(&m->sub, 0, sizeof(m->sub));
 		m->sub.active = true;
@@ -1836,6 +1844,8 @@ static void model_run_sequence(
 	for (unsigned u = 0; u < MODEL_SPACE; u++)
 		m->owner[u] = OWNER_FREE;
 	m->config = (struct seq_config){
+		.n_compute = 1 + rng_below(&m->rng, 4),
+		.n_h2d = 1 + rng_below(&m->rng, 3),
 		.n_d2h = 1 + rng_below(&m->rng, 3),
 		.n_d2d = 1 + rng_below(&m->rng, 3),
 		/* Small windows exercise backpressure; 0 asks for the default. */
@@ -1843,7 +1853,7 @@ static void model_run_sequence(
 		.legacy_sync_window = mode == MODE_LEGACY_SYNC_WINDOW ? 2 : 0,
 		.legacy_early_free = mode == MODE_LEGACY_EARLY_FREE,
 	};
-	m->nstreams = 2 + m->config.n_d2h + m->config.n_d2d;
+	m->nstreams = m->config.n_compute + m->config.n_h2d + m->config.n_d2h + m->config.n_d2d;
 	m->window = m->config.window ? m->config.window : SEQ_DEFAULT_WINDOW;
 	m->eager = rng_below(&m->rng, 4) * 20;
 	/* Device faults only where every violation counts: the legacy runs count races. */
@@ -1864,8 +1874,9 @@ static void model_run_sequence(
 		.done = dev_done,
 		.trace = rng_chance(&m->rng, 50) ? dev_trace : NULL,
 	};
-	snprintf(m->what, sizeof(m->what), "seq_create n_d2h=%u n_d2d=%u window=%u",
-		m->config.n_d2h, m->config.n_d2d, m->config.window);
+	snprintf(m->what, sizeof(m->what),
+		"seq_create n_compute=%u n_h2d=%u n_d2h=%u n_d2d=%u window=%u", m->config.n_compute,
+		m->config.n_h2d, m->config.n_d2h, m->config.n_d2d, m->config.window);
 	model_log(m, "%s", m->what);
 	rc = seq_create(&m->seq, &m->config, &device, m, &observer);
 	if (rc) {

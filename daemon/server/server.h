@@ -53,6 +53,14 @@ struct trace_ent {
  * client waiting on a short operation pays in full. */
 #define SERVER_DEFAULT_SPIN_US 2000u
 
+/* The default streams, for a node of 16 workers: a compute lane each, and four streams
+ * per copy direction so that unrelated clients' copies overlap on the copy engines
+ * (sseqd(8), --compute-streams). */
+#define SERVER_STREAMS_DEFAULT                                                                     \
+	{                                                                                          \
+		.n_compute = 16, .n_h2d = 4, .n_d2h = 4, .n_d2d = 2,                               \
+	}
+
 /* The limits that keep one client from taking what the others need (sseqd(8), LIMITS).
  * 0 means no limit where a comment says so. */
 struct server_limits {
