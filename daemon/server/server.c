@@ -74,7 +74,7 @@ static void server_unblock(struct server *srv, struct session *s)
 	if (s->blocked_next)
 		s->blocked_next->blocked_pprev = s->blocked_pprev;
 	if (s->blocked_stream < SEQ_MAX_STREAMS && !srv->blocked[s->blocked_stream])
-		srv->blocked_mask &= ~(1u << s->blocked_stream);
+		srv->blocked_mask &= ~(1ull << s->blocked_stream);
 	s->blocked_next = NULL;
 	s->blocked_pprev = NULL;
 }
@@ -109,7 +109,7 @@ void server_block_session(struct server *srv, struct session *s)
 	*head = s;
 	s->blocked_pprev = head;
 	if (s->blocked_stream < SEQ_MAX_STREAMS)
-		srv->blocked_mask |= 1u << s->blocked_stream;
+		srv->blocked_mask |= 1ull << s->blocked_stream;
 }
 
 void server_resume_session(struct server *srv, struct session *s)
@@ -166,14 +166,14 @@ static void server_resume_pending(struct server *srv)
  * op and block again on every completion. */
 static void server_resume_streams(struct server *srv)
 {
-	for (uint32_t mask = srv->blocked_mask; mask; mask &= mask - 1) {
-		uint32_t x = (uint32_t)__builtin_ctz(mask);
+	for (uint64_t mask = srv->blocked_mask; mask; mask &= mask - 1) {
+		uint32_t x = (uint32_t)__builtin_ctzll(mask);
 		struct seq_stream_info si;
 
 		seq_stream_info(srv->seq, x, &si);
 		if (2 * (si.issued - si.completed) >= si.window_capacity)
 			continue;
-		srv->blocked_mask &= ~(1u << x);
+		srv->blocked_mask &= ~(1ull << x);
 		server_resume_list(srv, &srv->blocked[x]);
 	}
 	server_resume_list(srv, &srv->blocked[SEQ_MAX_STREAMS]);

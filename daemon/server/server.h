@@ -164,7 +164,7 @@ struct server {
 	 * drained below half its window, not on every completion. blocked[SEQ_MAX_STREAMS]
 	 * holds those whose stream the core did not name (resumed on any completion). */
 	struct session *blocked[SEQ_MAX_STREAMS + 1];
-	uint32_t blocked_mask; /* bit x: blocked[x] is not empty */
+	uint64_t blocked_mask; /* bit x: blocked[x] is not empty */
 	uint32_t backpressure_stream; /* the stream seq_submit last found full */
 	struct session *resume; /* sessions to process again at the next chance */
 };
