@@ -1,6 +1,6 @@
 /* The daemon's side of the native comparisons: the same work as bench-native, done by a
  * client with no GPU context through libsseq and sseqd. Each mode prints one line of
- * key=value figures. Modes: copy, latency, launch, first-kernel, hold. */
+ * key=value figures. Modes: copy, latency, launch, first-kernel, burst, hold. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +110,24 @@ static void mode_launch(long count)
 	print_launch("daemon", count, t0);
 }
 
+/* `count` one-block spin(us) kernels, pipelined, started with the other processes of a
+ * concurrency run (bench/concurrency.sh), then sync. */
+static void mode_burst(long count, unsigned long us)
+{
+	const struct sseq_arg args[] = {SSEQ_U64(us)};
+	double t0;
+
+	open_session(0);
+	for (int i = 0; i < 10; i++)
+		check(sseq_execute(s, "spin", args, 1, NULL, NULL), "execute");
+	check(sseq_sync(s), "sync");
+	t0 = bench_wait_go("daemon");
+	for (long i = 0; i < count; i++)
+		check(sseq_execute(s, "spin", args, 1, NULL, NULL), "execute");
+	check(sseq_sync(s), "sync");
+	print_burst("daemon", count, us, t0);
+}
+
 /* What a fresh worker does through the daemon: connect, allocate, one kernel, wait. */
 static void mode_first_kernel(void)
 {
@@ -146,12 +164,15 @@ int main(int argc, char **argv)
 		mode_launch(argc > 2 ? atol(argv[2]) : 200000);
 	else if (!strcmp(mode, "first-kernel"))
 		mode_first_kernel();
+	else if (!strcmp(mode, "burst"))
+		mode_burst(
+			argc > 2 ? atol(argv[2]) : 2000, argc > 3 ? strtoul(argv[3], NULL, 0) : 50);
 	else if (!strcmp(mode, "hold"))
 		mode_hold();
 	else {
 		fprintf(stderr,
 			"usage: SSEQ_SOCKET=... bench-client copy [BYTES] | latency [N] |"
-			" launch [N] | first-kernel | hold\n");
+			" launch [N] | first-kernel | burst [N [US]] | hold\n");
 		return 2;
 	}
 	sseq_close(s);

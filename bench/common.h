@@ -51,6 +51,39 @@ static inline void print_launch(const char *side, long count, double t0)
 		(double)count / seconds);
 }
 
+/* The wall clock, comparable across processes: for when many start together. */
+static inline double wall_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Many processes set up (connect, or create a context), say so, then start together:
+ * each polls for the file $SSEQ_BENCH_GO, which the script creates once all are ready.
+ * Returns the wall time it saw it. */
+static inline double bench_wait_go(const char *side)
+{
+	const char *go = getenv("SSEQ_BENCH_GO");
+
+	printf("%s burst ready\n", side);
+	fflush(stdout);
+	while (go && access(go, F_OK) != 0)
+		usleep(50);
+	return wall_s();
+}
+
+/* "<side> burst ..." for `count` kernels of `us` microseconds each, between the start
+ * (the go) and their completion, in wall time: the script aggregates across processes. */
+static inline void print_burst(const char *side, long count, unsigned long us, double start)
+{
+	double end = wall_s();
+
+	printf("%s burst count=%ld us=%lu start=%.6f end=%.6f kernels_per_s=%.0f\n", side, count,
+		us, start, end, (double)count / (end - start));
+}
+
 /* Say `side` is ready, then block until stdin closes (device-memory figures). */
 static inline void hold_until_stdin_closes(const char *side)
 {

@@ -1,6 +1,6 @@
 /* The native baseline: the same work as bench-client, done directly with HIP in one
  * process (built through the same platform header as the daemon). Each mode prints one
- * line of key=value figures. Modes: copy, latency, launch, first-kernel, hold. */
+ * line of key=value figures. Modes: copy, latency, launch, first-kernel, burst, hold. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,6 +16,14 @@
 #endif
 
 #include "common.h"
+
+/* The spin kernel's clock (its hidden argument, as the hip backend passes it): NVIDIA's
+ * globaltimer counts nanoseconds, AMD's wall clock runs at 100 MHz. */
+#ifdef SSEQ_HIP_NVIDIA
+#define NATIVE_CLOCK_KHZ 1000000ull
+#else
+#define NATIVE_CLOCK_KHZ 100000ull
+#endif
 
 #define CHECK(call)                                                                                \
 	do {                                                                                       \
@@ -127,6 +135,29 @@ static void mode_launch(const char *image, long count)
 	print_launch("native", count, t0);
 }
 
+/* `count` one-block spin(us) kernels on a stream of this process's own context (or its
+ * MPS client), started with the other processes of a concurrency run, then sync. */
+static void mode_burst(const char *image, long count, unsigned long us)
+{
+	hipStream_t st;
+	hipFunction_t f;
+	uint64_t spin_us = us, elements = 1, khz = NATIVE_CLOCK_KHZ;
+	void *params[] = {&spin_us, &elements, &khz};
+	double t0;
+
+	CHECK(hipSetDevice(0));
+	f = load_spin(image);
+	CHECK(hipStreamCreateWithFlags(&st, hipStreamNonBlocking));
+	for (int i = 0; i < 10; i++)
+		CHECK(hipModuleLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, st, params, NULL));
+	CHECK(hipStreamSynchronize(st));
+	t0 = bench_wait_go("native");
+	for (long i = 0; i < count; i++)
+		CHECK(hipModuleLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, st, params, NULL));
+	CHECK(hipStreamSynchronize(st));
+	print_burst("native", count, us, t0);
+}
+
 /* What a fresh worker does natively: create a context, load the kernels, allocate, run
  * one kernel and wait for it. Timed from outside (process start to exit). */
 static void mode_first_kernel(const char *image)
@@ -169,12 +200,15 @@ int main(int argc, char **argv)
 		mode_launch(argv[2], argc > 3 ? atol(argv[3]) : 200000);
 	else if (!strcmp(mode, "first-kernel") && argc > 2)
 		mode_first_kernel(argv[2]);
+	else if (!strcmp(mode, "burst") && argc > 2)
+		mode_burst(argv[2], argc > 3 ? atol(argv[3]) : 2000,
+			argc > 4 ? strtoul(argv[4], NULL, 0) : 50);
 	else if (!strcmp(mode, "hold"))
 		mode_hold();
 	else {
 		fprintf(stderr,
 			"usage: bench-native copy [BYTES] | latency [N] | launch IMAGE [N] |"
-			" first-kernel IMAGE | hold\n");
+			" first-kernel IMAGE | burst IMAGE [N [US]] | hold\n");
 		return 2;
 	}
 	return 0;
