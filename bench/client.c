@@ -1,6 +1,6 @@
 /* The daemon's side of the native comparisons: the same work as bench-native, done by a
  * client with no GPU context through libsseq and sseqd. Each mode prints one line of
- * key=value figures. Modes: copy, latency, launch, first-kernel, burst, hold. */
+ * key=value figures. Modes: copy, latency, launch, first-kernel, burst, copy-flood, hold. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +93,32 @@ static void mode_latency(int reps)
 	free(t);
 }
 
+/* Another client's load for the quiet client's latency (bench/concurrency.sh): 256 MiB
+ * H2D copies, four in flight, for `seconds`. */
+static void mode_copy_flood(double seconds)
+{
+	const uint64_t size = 256ull << 20;
+	void *up;
+	uint64_t a, copies = 0;
+	double t0;
+
+	open_session(size);
+	check(sseq_host_alloc(s, size, &up), "host_alloc");
+	memset(up, 1, size);
+	check(sseq_alloc(s, size, "flood", &a), "alloc");
+	printf("daemon flood ready\n");
+	fflush(stdout);
+	t0 = now_s();
+	while (now_s() - t0 < seconds) {
+		for (int i = 0; i < 4; i++)
+			check(sseq_copy_h2d(s, a, 0, up, size, NULL), "h2d");
+		check(sseq_await(s, a), "await");
+		copies += 4;
+	}
+	printf("daemon flood copies=%" PRIu64 " seconds=%.2f GBps=%.2f\n", copies, now_s() - t0,
+		(double)copies * (double)size / (now_s() - t0) / 1e9);
+}
+
 /* `count` pipelined executes of spin(0): the empty kernel. */
 static void mode_launch(long count)
 {
@@ -164,6 +190,8 @@ int main(int argc, char **argv)
 		mode_launch(argc > 2 ? atol(argv[2]) : 200000);
 	else if (!strcmp(mode, "first-kernel"))
 		mode_first_kernel();
+	else if (!strcmp(mode, "copy-flood"))
+		mode_copy_flood(argc > 2 ? atof(argv[2]) : 5.0);
 	else if (!strcmp(mode, "burst"))
 		mode_burst(
 			argc > 2 ? atol(argv[2]) : 2000, argc > 3 ? strtoul(argv[3], NULL, 0) : 50);
@@ -172,7 +200,8 @@ int main(int argc, char **argv)
 	else {
 		fprintf(stderr,
 			"usage: SSEQ_SOCKET=... bench-client copy [BYTES] | latency [N] |"
-			" launch [N] | first-kernel | burst [N [US]] | hold\n");
+			" launch [N] | first-kernel | burst [N [US]] | copy-flood [SECONDS] | "
+			"hold\n");
 		return 2;
 	}
 	sseq_close(s);

@@ -51,6 +51,22 @@ daemon() { # extra sseqd options...
 }
 
 say "date=$(date -u +%FT%TZ) host=$(hostname) gpu=\"$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)\""
+
+# A quiet client's 4 KiB H2D + await, alone and while another client floods the H2D
+# direction with 256 MiB copies: with one stream per direction it queues behind them.
+for opts in "--compute-streams 1 --h2d-streams 1" ""; do
+	# shellcheck disable=SC2086 # options, one word each
+	daemon $opts
+	say "quiet-latency idle options=\"$opts\" $(SSEQ_SOCKET=$sock "$B/bench/bench-client" latency 2000)"
+	SSEQ_SOCKET=$sock "$B/bench/bench-client" copy-flood 6 >"$tmp/flood.out" 2>&1 &
+	fpid=$!
+	for _ in $(seq 100); do grep -q 'flood ready' "$tmp/flood.out" 2>/dev/null && break; sleep 0.1; done
+	sleep 0.5
+	lat=$(SSEQ_SOCKET=$sock "$B/bench/bench-client" latency 2000)
+	wait "$fpid"
+	say "quiet-latency flooded options=\"$opts\" $lat flood: $(tail -1 "$tmp/flood.out")"
+	kill -TERM "$dpid"; wait "$dpid"
+done
 for work in "2000 50" "20000 0"; do
 	read -r count us <<<"$work"
 	for p in $procs; do
