@@ -65,6 +65,13 @@ for opts in "--compute-streams 1 --h2d-streams 1" ""; do
 	lat=$(SSEQ_SOCKET=$sock "$B/bench/bench-client" latency 2000)
 	wait "$fpid"
 	say "quiet-latency flooded options=\"$opts\" $lat flood: $(tail -1 "$tmp/flood.out")"
+	# ... and beside a client flooding launches (empty kernels, pipelined).
+	SSEQ_SOCKET=$sock SSEQ_BENCH_GO= "$B/bench/bench-client" burst 1000000 0 >"$tmp/lflood.out" 2>&1 &
+	fpid=$!
+	sleep 1
+	lat=$(SSEQ_SOCKET=$sock "$B/bench/bench-client" latency 2000)
+	kill -TERM "$fpid" 2>/dev/null; wait "$fpid"
+	say "quiet-latency launch-flooded options=\"$opts\" $lat"
 	kill -TERM "$dpid"; wait "$dpid"
 done
 for work in "2000 50" "20000 0"; do
