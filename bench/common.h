@@ -69,7 +69,7 @@ static inline double bench_wait_go(const char *side)
 
 	printf("%s burst ready\n", side);
 	fflush(stdout);
-	while (go && access(go, F_OK) != 0)
+	while (go && *go && access(go, F_OK) != 0)
 		usleep(50);
 	return wall_s();
 }
