@@ -21,71 +21,13 @@
 
 #include <sseq/sseq.h>
 
+#include "backend-harness.h"
+#include "hip-harness.h"
 #include "hip.h"
 
-/* This executable's directory: the build tree's tests/, wherever it was moved to. */
-static void exe_dir(char *out, size_t size)
-{
-	char buf[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-
-	ck_assert_int_gt(n, 0);
-	buf[n] = '\0';
-	snprintf(out, size, "%s", dirname(buf));
-}
-
-/* The kernel image: $SSEQ_KERNELS, else the build tree's. */
-static const char *h_kernels(void)
-{
-	static char path[PATH_MAX + 64];
-	const char *env = getenv("SSEQ_KERNELS");
-	char dir[PATH_MAX];
-
-	if (env && *env)
-		return env;
-	exe_dir(dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/" SSEQ_HIP_DIR_REL "/%s", dir, SSEQ_KERNELS_NAME);
-	return access(path, R_OK) == 0 ? path : NULL;
-}
-
-/* fakecuda/ (a -Dfake_cuda build) sets SSEQ_FAKE_CUDA: CPU threads, not a GPU. */
-static bool fake_cuda(void)
-{
-	const char *env = getenv("SSEQ_FAKE_CUDA");
-
-	return env && *env && strcmp(env, "0") != 0;
-}
-
-static void fill_pattern(float *v, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		v[i] = (float)((i * 2654435761u + seed) % 1000003u) * 0.001f;
-}
-
-/* gpu-module.cu as built in the build tree, or $SSEQ_TEST_MODULE. */
-static void module_path(char *out, size_t size)
-{
-	const char *env = getenv("SSEQ_TEST_MODULE");
-	char dir[PATH_MAX];
-
-	if (env && *env) {
-		snprintf(out, size, "%s", env);
-		return;
-	}
-	exe_dir(dir, sizeof(dir));
-	ck_assert_int_lt(
-		snprintf(out, size, "%s/" SSEQ_HIP_DIR_REL "/%s", dir, SSEQ_TEST_MODULE_NAME),
-		(int)size);
-}
-
-static void write_file(const char *path, const void *data, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
-	close(fd);
-}
+/* The kernel image and the test module, found in the build tree relative to this
+ * executable (the build tree's tests/, wherever it was moved to). */
+#define HIP_DIR_FILE(name) SSEQ_HIP_DIR_REL "/" name
 
 struct hipd {
 	pid_t pid;
@@ -97,7 +39,7 @@ struct hipd {
  * that is no code object, and a symlink that leads out of the directory. */
 static void hipd_start(struct hipd *d, const char *const *extra)
 {
-	const char *kernels = h_kernels();
+	const char *kernels = hip_harness_kernels(HIP_DIR_FILE(SSEQ_KERNELS_NAME));
 	const char *argv[32];
 	char sseqd[PATH_MAX], mod[PATH_MAX], link[PATH_MAX + 16], copy[PATH_MAX + 16];
 	char *image;
@@ -110,27 +52,27 @@ static void hipd_start(struct hipd *d, const char *const *extra)
 	} else {
 		char dir[PATH_MAX];
 
-		exe_dir(dir, sizeof(dir));
+		hip_harness_exe_dir(dir, sizeof(dir));
 		ck_assert_int_lt(snprintf(sseqd, sizeof(sseqd), "%s/../daemon/sseqd", dir),
 			(int)sizeof(sseqd));
 	}
 	snprintf(d->dir, sizeof(d->dir), "/tmp/sseq-hip-mods.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(d->dir));
-	module_path(mod, sizeof(mod));
+	hip_harness_module_path(mod, sizeof(mod), HIP_DIR_FILE(SSEQ_TEST_MODULE_NAME));
 	f = fopen(mod, "rb");
 	/* The fake runs no user code objects: none is built, and no test loads one. */
-	ck_assert_msg(f != NULL || fake_cuda(), "%s: %s", mod, strerror(errno));
+	ck_assert_msg(f != NULL || hip_harness_fake_cuda(), "%s: %s", mod, strerror(errno));
 	if (f) {
 		image = malloc(1 << 24);
 		ck_assert_ptr_nonnull(image);
 		len = fread(image, 1, 1 << 24, f);
 		fclose(f);
 		snprintf(copy, sizeof(copy), "%s/%s", d->dir, SSEQ_TEST_MODULE_NAME);
-		write_file(copy, image, len);
+		hip_harness_write_file(copy, image, len);
 		free(image);
 	}
 	snprintf(copy, sizeof(copy), "%s/notcode.bin", d->dir);
-	write_file(copy, "not a code object\n", 18);
+	hip_harness_write_file(copy, "not a code object\n", 18);
 	snprintf(link, sizeof(link), "%s/escape", d->dir);
 	ck_assert_int_eq(symlink(mod, link), 0);
 
@@ -264,7 +206,7 @@ START_TEST(test_daemon_loads_and_runs_a_user_module)
 	s = hipd_connect(&d, 0);
 
 	/* Path rules (the full set is test-modpath's): applied on the daemon path. */
-	module_path(path, sizeof(path));
+	hip_harness_module_path(path, sizeof(path), HIP_DIR_FILE(SSEQ_TEST_MODULE_NAME));
 	ck_assert_int_eq(sseq_load_module(s, path, &m), -SSEQ_ERR_PERMISSION_DENIED);
 	ck_assert_int_eq(sseq_load_module(s, "../x.fatbin", &m), -SSEQ_ERR_PERMISSION_DENIED);
 	ck_assert_int_eq(sseq_load_module(s, "escape", &m), -SSEQ_ERR_PERMISSION_DENIED);
@@ -422,7 +364,7 @@ START_TEST(test_daemon_audit_catches_the_injected_legacy_window)
 	/* The daemon logs what the finding names; here the data shows the same early read.
 	 * Not with the fake: a CPU kernel that starts early trails the copy and may read only
 	 * what already landed. */
-	if (!fake_cuda())
+	if (!hip_harness_fake_cuda())
 		ck_assert_uint_gt(stale, 0);
 	ck_assert_int_eq(sseq_host_free(s, host), 0);
 	ck_assert_int_eq(sseq_host_free(s, back), 0);
@@ -438,7 +380,7 @@ static Suite *hip_daemon_suite(void)
 
 	/* sseqd takes a few seconds to open the GPU and a few more to drain. */
 	tcase_set_timeout(daemon, 120);
-	if (fake_cuda())
+	if (hip_harness_fake_cuda())
 		printf("test-hip-daemon: fake CUDA runtime: user code object test skipped\n");
 	else
 		tcase_add_test(daemon, test_daemon_loads_and_runs_a_user_module);
@@ -447,27 +389,12 @@ static Suite *hip_daemon_suite(void)
 	return s;
 }
 
-/* Whether a GPU is there, asked in a child: this process never starts HIP itself. */
-static bool gpu_present(void)
-{
-	int status;
-	pid_t pid = fork();
-
-	if (pid < 0)
-		return false;
-	if (pid == 0)
-		_exit(hip_device_count() > 0 ? 0 : 1);
-	if (waitpid(pid, &status, 0) < 0)
-		return false;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 int main(void)
 {
 	SRunner *sr;
 	int failed;
 
-	if (!gpu_present()) {
+	if (!hip_harness_gpu_present()) {
 		printf("test-hip-daemon: no GPU: skipped\n");
 		return 77;
 	}

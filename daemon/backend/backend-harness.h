@@ -14,7 +14,14 @@
 
 #include "backend.h"
 #include "cq.h"
+#include "kernels.h"
 #include "sequencer.h"
+
+/* Kernel arguments, as a launch's karg array spells them. */
+#define BUF ((struct karg){.type = KARG_BUFFER})
+#define F32(x) ((struct karg){.type = KARG_F32, .v.f32 = (x)})
+#define U64(x) ((struct karg){.type = KARG_U64, .v.u64 = (x)})
+#define I32(x) ((struct karg){.type = KARG_I32, .v.i32 = (x)})
 
 /* The real completion queue (cq.c), with a wake hook that signals the test's thread
  * where sseqd's loop gets uv_async_send. */
@@ -155,6 +162,31 @@ static inline int harness_d2d(
 	};
 
 	return seq_submit(seq, &op, NULL);
+}
+
+/* Record (s, n) on be's device directly (no core) and wait for that completion alone;
+ * the status it came back with. */
+static inline int harness_record_wait(
+	struct backend *be, struct harness_cq *q, uint32_t s, uint64_t n)
+{
+	struct cq_batch b;
+	int r;
+
+	ck_assert_int_eq(be->ops->dev.record(be->ctx, (struct seq_point){s, n}), 0);
+	b = harness_cq_take(q, true, 20);
+	ck_assert_uint_eq(b.n, 1);
+	ck_assert_uint_eq(b.ents[0].p.stream, s);
+	ck_assert_uint_eq(b.ents[0].p.seq, n);
+	r = b.ents[0].status;
+	cq_done(&q->q, b);
+	return r;
+}
+
+/* A float pattern that differs from element to element and from seed to seed. */
+static inline void fill_pattern(float *v, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		v[i] = (float)((i * 2654435761u + seed) % 1000003u) * 0.001f;
 }
 
 #endif

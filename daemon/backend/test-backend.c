@@ -23,10 +23,6 @@
 #include "kernels.h"
 #include "sequencer.h"
 
-#define BUF ((struct karg){.type = KARG_BUFFER})
-#define F32(x) ((struct karg){.type = KARG_F32, .v.f32 = (x)})
-#define U64(x) ((struct karg){.type = KARG_U64, .v.u64 = (x)})
-
 /* What a case may ask of the backend beyond its defaults. A backend without the means
  * ignores it: hip's timing is the device's own. */
 struct conf_opts {
@@ -60,8 +56,9 @@ static unsigned conf_scaled(unsigned n, unsigned divisor)
 	return (n + divisor - 1) / divisor;
 }
 
-static int conf_create(struct backend *be, const struct conf_opts *o, const struct backend_env *env)
+static int conf_create(struct backend *be, const struct backend_env *env, const void *opts)
 {
+	const struct conf_opts *o = opts;
 	struct sim_config cfg = {0};
 	const char *why = NULL;
 
@@ -81,59 +78,28 @@ static void conf_fault_payload(struct op_payload *p)
 }
 
 #elif defined(BACKEND_HIP)
-#include <libgen.h>
-
+#include "hip-harness.h"
 #include "hip.h"
 
 static const struct conf_backend B = {.name = "hip", .cannot_run = -ENOSYS, .fault_is_fatal = true};
 
-/* Whether a GPU is there, asked in a child: this process must not start HIP before
- * Check forks the tests. */
 static bool conf_present(void)
 {
-	int status;
-	pid_t pid = fork();
-
-	if (pid < 0)
-		return false;
-	if (pid == 0)
-		_exit(hip_device_count() > 0 ? 0 : 1);
-	if (waitpid(pid, &status, 0) < 0)
-		return false;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	return hip_harness_gpu_present();
 }
 
-/* fakecuda/ (a -Dfake_cuda build) sets SSEQ_FAKE_CUDA: CPU threads, not a GPU. */
 static unsigned conf_scaled(unsigned n, unsigned divisor)
 {
-	const char *env = getenv("SSEQ_FAKE_CUDA");
-
-	return env && *env && strcmp(env, "0") != 0 ? (n + divisor - 1) / divisor : n;
+	return hip_harness_scaled(n, divisor);
 }
 
 /* The kernel image: $SSEQ_KERNELS, else the one built beside this suite (the build tree
  * moves to the GPU machine). */
-static const char *conf_kernels(void)
+static int conf_create(struct backend *be, const struct backend_env *env, const void *opts)
 {
-	static char path[PATH_MAX + 64];
-	const char *env = getenv("SSEQ_KERNELS");
-	char buf[PATH_MAX];
-	ssize_t n;
+	struct hip_config cfg = {.kernels = hip_harness_kernels(SSEQ_KERNELS_REL)};
 
-	if (env && *env)
-		return env;
-	n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-	ck_assert_int_gt(n, 0);
-	buf[n] = '\0';
-	snprintf(path, sizeof(path), "%s/%s", dirname(buf), SSEQ_KERNELS_REL);
-	return access(path, R_OK) == 0 ? path : NULL;
-}
-
-static int conf_create(struct backend *be, const struct conf_opts *o, const struct backend_env *env)
-{
-	struct hip_config cfg = {.kernels = conf_kernels()};
-
-	(void)o;
+	(void)opts;
 	return hip_create(be, &cfg, env);
 }
 
@@ -149,176 +115,22 @@ static void conf_fault_payload(struct op_payload *p)
 #error "build with -DBACKEND_SIM or -DBACKEND_HIP"
 #endif
 
+#define HARNESS_NAME B.name
+#include "backend-world.h"
+
 /* ---- one test's world: the backend, the core driving it, what came back ---- */
-
-struct harness {
-	struct backend be;
-	struct seq *seq;
-	struct harness_cq cq;
-	pthread_mutex_t mu; /* for the findings */
-	uint64_t dones;
-	int last_status;
-	unsigned findings;
-	char finding[512];
-};
-
-static struct harness H;
-
-static void h_finding(void *arg, const char *what)
-{
-	(void)arg;
-	printf("%s: %s\n", B.name, what);
-	pthread_mutex_lock(&H.mu);
-	H.findings++;
-	snprintf(H.finding, sizeof(H.finding), "%s", what);
-	pthread_mutex_unlock(&H.mu);
-}
-
-static void h_done(void *ctx, uint64_t cookie, int status)
-{
-	(void)ctx;
-	(void)cookie;
-	H.dones++;
-	H.last_status = status;
-}
 
 /* The backend with `o` (NULL: defaults) and, with scfg, the core driving it. */
 static void h_setup(const struct seq_config *scfg, const struct conf_opts *o)
 {
 	const struct conf_opts none = {0};
-	const struct seq_observer obs = {.done = h_done};
-	struct seq_layout layout;
-	struct backend_env env;
 
-	memset(&H, 0, sizeof(H));
-	pthread_mutex_init(&H.mu, NULL);
-	harness_cq_init(&H.cq);
-	env = harness_env(&layout, scfg, &H.cq, h_finding);
-	ck_assert_int_eq(conf_create(&H.be, o ? o : &none, &env), 0);
-	if (scfg)
-		ck_assert_int_eq(seq_create(&H.seq, scfg, &H.be.ops->dev, H.be.ctx, &obs), 0);
-}
-
-/* Hand queued completions to the core (when there is one); with `block`, wait for one. */
-static size_t h_drain(bool block)
-{
-	return cq_drain(&H.cq, H.seq, block);
-}
-
-/* Until everything issued so far has completed; its status. */
-static int h_sync(void)
-{
-	uint64_t want = H.dones + 1;
-	int r = seq_sync(H.seq, 1);
-
-	if (r < 0)
-		return r;
-	if (r == 1)
-		return 0;
-	harness_wait_dones(H.seq, &H.cq, &H.dones, want);
-	return H.last_status;
-}
-
-static void h_await(struct seq_buffer *buf)
-{
-	harness_await(H.seq, &H.cq, &H.dones, buf);
-}
-
-static void h_teardown(void)
-{
-	if (H.seq) {
-		h_sync();
-		seq_destroy(H.seq);
-		H.seq = NULL;
-	}
-	backend_destroy(&H.be);
-	h_drain(false);
-	harness_cq_destroy(&H.cq);
-	pthread_mutex_destroy(&H.mu);
-}
-
-/* Host memory as the daemon has it: a mapping registered as staging. */
-static void *h_stage(size_t size)
-{
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	ck_assert(p != MAP_FAILED);
-	ck_assert_int_eq(backend_staging_register(&H.be, p, size), 0);
-	return p;
-}
-
-static void h_unstage(void *p, size_t size)
-{
-	backend_staging_unregister(&H.be, p, size);
-	munmap(p, size);
+	ck_assert_int_eq(h_world_open(scfg, conf_create, o ? o : &none), 0);
 }
 
 static uint64_t h_backend_findings(void)
 {
 	return backend_findings(&H.be);
-}
-
-/* ---- ops through the core ---- */
-
-static int h_copy(enum seq_op_kind kind, struct seq_buffer *buf, void *host, uint64_t len)
-{
-	return harness_copy(H.seq, kind, buf, host, len);
-}
-
-static int h_d2d(struct seq_buffer *src, struct seq_buffer *dst, uint64_t len)
-{
-	return harness_d2d(H.seq, src, dst, len);
-}
-
-/* A built-in kernel by name, its arguments validated as the server validates them; the
- * buffer arguments take `bufs` in order. */
-static int h_exec(
-	const char *name, const struct karg *in, unsigned nargs, struct seq_buffer *const *bufs)
-{
-	const struct kernel_desc *k = kernel_find(name);
-	struct op_payload p = {.kernel = k, .nargs = nargs};
-	struct seq_op op = {.kind = SEQ_OP_EXEC, .payload = &p};
-	const char *why = NULL;
-	int r;
-
-	ck_assert_ptr_nonnull(k);
-	for (unsigned i = 0; i < nargs; i++) {
-		p.args[i] = in[i];
-		if (in[i].type != KARG_BUFFER)
-			continue;
-		p.args[i].access = k->access[i];
-		p.args[i].v.buf.index = op.naccess;
-		p.args[i].v.buf.size = bufs[op.naccess]->size;
-		op.access[op.naccess] = (struct seq_access){bufs[op.naccess], k->access[i]};
-		op.naccess++;
-	}
-	r = kernel_validate(k, p.args, nargs, &p.elements, &why);
-	ck_assert_msg(r == 0, "%s: %s", name, why ? why : "invalid");
-	return seq_submit(H.seq, &op, NULL);
-}
-
-static int h_scale(struct seq_buffer *in, struct seq_buffer *out, float by, uint64_t n)
-{
-	return h_exec("scale", (struct karg[]){BUF, BUF, F32(by), U64(n)}, 4,
-		(struct seq_buffer *[]){in, out});
-}
-
-static void h_alloc(uint64_t size, struct seq_buffer **const *out, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++)
-		ck_assert_int_eq(seq_buffer_alloc(H.seq, size, out[i]), 0);
-}
-
-static void h_free(struct seq_buffer *const *bufs, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++)
-		seq_buffer_free(H.seq, bufs[i]);
-}
-
-static void fill_pattern(float *v, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		v[i] = (float)((i * 2654435761u + seed) % 1000003u) * 0.001f;
 }
 
 /* How many of out[i] differ from by * in[i] (exact: by is a power of two). */
@@ -332,16 +144,6 @@ static size_t wrong_scaled(const float *in, const float *out, size_t n, float by
 }
 
 /* ---- the device commands directly, bypassing the core ---- */
-
-static uint64_t be_alloc(uint64_t size)
-{
-	uint64_t addr = 0;
-
-	ck_assert_int_eq(H.be.ops->dev.mem_alloc(H.be.ctx, size, &addr), 0);
-	ck_assert_uint_ne(addr, 0);
-	ck_assert_uint_eq(addr % 256, 0);
-	return addr;
-}
 
 static void be_release(uint64_t addr, uint64_t size)
 {
@@ -361,17 +163,7 @@ static int be_launch(struct seq_point at, enum seq_op_kind kind, struct op_paylo
 /* Record (s, n) and wait for its completion; its status. */
 static int be_record_wait(uint32_t s, uint64_t n)
 {
-	struct cq_batch b;
-	int r;
-
-	ck_assert_int_eq(H.be.ops->dev.record(H.be.ctx, (struct seq_point){s, n}), 0);
-	b = harness_cq_take(&H.cq, true, 20);
-	ck_assert_uint_eq(b.n, 1);
-	ck_assert_uint_eq(b.ents[0].p.stream, s);
-	ck_assert_uint_eq(b.ents[0].p.seq, n);
-	r = b.ents[0].status;
-	cq_done(&H.cq.q, b);
-	return r;
+	return harness_record_wait(&H.be, &H.cq, s, n);
 }
 
 /* ---- data through the core ---- */
@@ -408,23 +200,6 @@ START_TEST(test_round_trip_gives_right_data)
 	h_teardown();
 }
 END_TEST
-
-/* (ha + hb) / 2 into out, n floats, through every stream kind: H2D into bufs[0] and
- * bufs[1], add into bufs[2], scale into bufs[3], D2D into bufs[4] and D2H from it. */
-static void h_add_halve(
-	struct seq_buffer *const *bufs, float *ha, float *hb, float *out, uint64_t n)
-{
-	const uint64_t bytes = n * sizeof(float);
-
-	ck_assert_int_eq(h_copy(SEQ_OP_H2D, bufs[0], ha, bytes), 0);
-	ck_assert_int_eq(h_copy(SEQ_OP_H2D, bufs[1], hb, bytes), 0);
-	ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(n)}, 4,
-				 (struct seq_buffer *[]){bufs[0], bufs[1], bufs[2]}),
-		0);
-	ck_assert_int_eq(h_scale(bufs[2], bufs[3], 0.5f, n), 0);
-	ck_assert_int_eq(h_d2d(bufs[3], bufs[4], bytes), 0);
-	ck_assert_int_eq(h_copy(SEQ_OP_D2H, bufs[4], out, bytes), 0);
-}
 
 START_TEST(test_h2d_add_scale_d2d_d2h_round_trip)
 {

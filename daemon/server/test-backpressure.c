@@ -14,8 +14,9 @@ static uint32_t d2d_stream(struct tl *t)
 	return seq_layout(t->srv.seq)->first[SEQ_STREAM_D2D];
 }
 
-/* A client that fills the D2D window: WINDOW copies run, the next one waits. */
-static uint64_t fill_window(struct tl *t, struct tl_client *c, unsigned copies)
+/* A client that fills the D2D window: WINDOW copies run, the next one waits. Returns the
+ * D2D stream. */
+static uint32_t fill_window(struct tl *t, struct tl_client *c, unsigned copies)
 {
 	uint64_t h;
 
@@ -24,7 +25,7 @@ static uint64_t fill_window(struct tl *t, struct tl_client *c, unsigned copies)
 	for (unsigned i = 0; i < copies; i++)
 		tl_send_d2d(c, h, 64);
 	tl_pump(t);
-	return h;
+	return d2d_stream(t);
 }
 
 START_TEST(test_blocked_session_waits_on_the_stream_that_blocked_it)
@@ -34,8 +35,7 @@ START_TEST(test_blocked_session_waits_on_the_stream_that_blocked_it)
 	uint32_t x;
 
 	tl_connect(t, &c);
-	fill_window(t, &c, 3 * WINDOW);
-	x = d2d_stream(t);
+	x = fill_window(t, &c, 3 * WINDOW);
 	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
 	ck_assert(c.s->blocked);
 	ck_assert_uint_eq(c.s->blocked_stream, x);
@@ -53,8 +53,7 @@ START_TEST(test_blocked_session_resumes_only_below_half_the_window)
 	uint32_t x;
 
 	tl_connect(t, &c);
-	fill_window(t, &c, 3 * WINDOW);
-	x = d2d_stream(t);
+	x = fill_window(t, &c, 3 * WINDOW);
 	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
 
 	/* 6 of 8 in flight: above half, the session stays paused (the old loop resumed it
@@ -83,25 +82,17 @@ START_TEST(test_resumed_session_runs_what_it_buffered_and_answers_it)
 	struct tl_client c;
 	unsigned replies = 0;
 	uint32_t x;
-	Sseq__Message *m;
 
 	tl_connect(t, &c);
-	fill_window(t, &c, 2 * WINDOW);
-	x = d2d_stream(t);
-	while ((m = tl_next(&c))) {
-		replies += m->body_case == SSEQ__MESSAGE__BODY_REPLY;
-		sseq__message__free_unpacked(m, NULL);
-	}
+	x = fill_window(t, &c, 2 * WINDOW);
+	replies += tl_take_replies(&c);
 	ck_assert_uint_eq(replies, WINDOW);
 	tl_complete(t, x, WINDOW);
 	ck_assert_uint_eq(tl_issued(t, x), 2 * WINDOW);
 	ck_assert(!c.s->blocked);
 	ck_assert_ptr_null(t->srv.blocked[x]);
 	ck_assert_uint_eq(t->srv.blocked_mask, 0);
-	while ((m = tl_next(&c))) {
-		replies += m->body_case == SSEQ__MESSAGE__BODY_REPLY;
-		sseq__message__free_unpacked(m, NULL);
-	}
+	replies += tl_take_replies(&c);
 	ck_assert_uint_eq(replies, 2 * WINDOW);
 	tl_close(t, &c);
 	tl_free(t);
@@ -149,8 +140,7 @@ START_TEST(test_blocked_session_that_goes_away_leaves_the_list)
 
 	tl_connect(t, &c);
 	tl_connect(t, &other);
-	fill_window(t, &c, 2 * WINDOW);
-	x = d2d_stream(t);
+	x = fill_window(t, &c, 2 * WINDOW);
 	ck_assert_ptr_eq(t->srv.blocked[x], c.s);
 	session_disconnect(c.s);
 	ck_assert_ptr_null(t->srv.blocked[x]);
@@ -172,8 +162,7 @@ START_TEST(test_inflight_cap_resumes_at_half)
 
 	t->srv.opts.limits.client_inflight = 4;
 	tl_connect(t, &c);
-	fill_window(t, &c, 10);
-	x = d2d_stream(t);
+	x = fill_window(t, &c, 10);
 	ck_assert_uint_eq(tl_issued(t, x), 4);
 	ck_assert(c.s->inflight_capped);
 	ck_assert(!c.s->blocked);

@@ -26,6 +26,16 @@ static size_t hello_frame(uint8_t *buf, uint64_t tag)
 	return tl_frame(&rq, buf);
 }
 
+/* A connected session whose Hello (tag 1, as a frame of its own) was answered. */
+static void conn_open(struct tl *t, struct tl_client *c)
+{
+	uint8_t buf[256];
+
+	tl_connect(t, c);
+	ck_assert_int_eq(tl_exchange(t, c, buf, hello_frame(buf, 1), NULL, 0, 1, NULL),
+		SSEQ__STATUS__STATUS_OK);
+}
+
 static size_t alloc_frame(uint8_t *buf, uint64_t tag, const char *label)
 {
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
@@ -122,14 +132,10 @@ START_TEST(test_a_frame_of_exactly_the_limit_is_taken)
 {
 	struct tl *t = tl_new(0);
 	struct tl_client c;
-	uint8_t hello[256];
 	size_t n;
 	uint8_t *big = sized_frame(FRAME_MAX, &n);
 
-	tl_connect(t, &c);
-	tl_write(&c, hello, hello_frame(hello, 1), NULL, 0);
-	tl_pump(t);
-	ck_assert_int_eq(tl_reply(&c, 1, NULL), SSEQ__STATUS__STATUS_OK);
+	conn_open(t, &c);
 	ck_assert_uint_eq(frame_get_len(big), FRAME_MAX);
 	/* In pieces, as the socket takes them, the daemon reading in between. */
 	for (size_t off = 0; off < n;) {
@@ -151,13 +157,10 @@ START_TEST(test_a_frame_over_the_limit_closes_the_connection)
 {
 	struct tl *t = tl_new(0);
 	struct tl_client c;
-	uint8_t hello[256], head[FRAME_HEADER + 16] = {0};
+	uint8_t head[FRAME_HEADER + 16] = {0};
 	Sseq__Message *m;
 
-	tl_connect(t, &c);
-	tl_write(&c, hello, hello_frame(hello, 1), NULL, 0);
-	tl_pump(t);
-	ck_assert_int_eq(tl_reply(&c, 1, NULL), SSEQ__STATUS__STATUS_OK);
+	conn_open(t, &c);
 	/* Refused from its length alone: nobody waits for a megabyte to come first. */
 	frame_put_len(head, FRAME_MAX + 1);
 	tl_write(&c, head, sizeof(head), NULL, 0);
@@ -210,14 +213,9 @@ START_TEST(test_a_memfd_arrives_with_its_frame)
 	int fd = sealed_memfd(8192), fds[2];
 	uint64_t h = 0;
 
-	tl_connect(t, &c);
-	tl_write(&c, buf, hello_frame(buf, 1), NULL, 0);
-	tl_pump(t);
-	ck_assert_int_eq(tl_reply(&c, 1, NULL), SSEQ__STATUS__STATUS_OK);
+	conn_open(t, &c);
 	n = register_frame(buf, 2, 8192);
-	tl_write(&c, buf, n, &fd, 1);
-	tl_pump(t);
-	ck_assert_int_eq(tl_reply(&c, 2, &h), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(tl_exchange(t, &c, buf, n, &fd, 1, 2, &h), SSEQ__STATUS__STATUS_OK);
 	ck_assert_ptr_nonnull(session_lookup(c.s, h, HANDLE_STAGING));
 	ck_assert_uint_eq(c.s->nfds, 0); /* taken by its registration */
 	/* Two memfds on the first half of two frames: each registration takes one. */
@@ -229,9 +227,8 @@ START_TEST(test_a_memfd_arrives_with_its_frame)
 	tl_pump(t);
 	ck_assert_uint_eq(c.s->nfds, 2); /* held until their frames are whole */
 	ck_assert_ptr_null(tl_next(&c));
-	tl_write(&c, buf + 5, n - 5, NULL, 0);
-	tl_pump(t);
-	ck_assert_int_eq(tl_reply(&c, 3, &h), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		tl_exchange(t, &c, buf + 5, n - 5, NULL, 0, 3, &h), SSEQ__STATUS__STATUS_OK);
 	ck_assert_ptr_nonnull(session_lookup(c.s, h, HANDLE_STAGING));
 	ck_assert_int_eq(tl_reply(&c, 4, &h), SSEQ__STATUS__STATUS_OK);
 	ck_assert_ptr_nonnull(session_lookup(c.s, h, HANDLE_STAGING));
@@ -251,13 +248,9 @@ START_TEST(test_a_frame_without_its_memfd_is_refused)
 	struct tl_client c;
 	uint8_t buf[512];
 
-	tl_connect(t, &c);
-	tl_write(&c, buf, hello_frame(buf, 1), NULL, 0);
-	tl_pump(t);
-	ck_assert_int_eq(tl_reply(&c, 1, NULL), SSEQ__STATUS__STATUS_OK);
-	tl_write(&c, buf, register_frame(buf, 2, 4096), NULL, 0);
-	tl_pump(t);
-	ck_assert_int_eq(tl_reply(&c, 2, NULL), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	conn_open(t, &c);
+	ck_assert_int_eq(tl_exchange(t, &c, buf, register_frame(buf, 2, 4096), NULL, 0, 2, NULL),
+		SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
 	ck_assert(c.s->connected);
 	tl_close(t, &c);
 	tl_free(t);

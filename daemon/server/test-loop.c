@@ -269,6 +269,26 @@ Sseq__Status tl_reply(struct tl_client *c, uint64_t tag, uint64_t *handle)
 	return st;
 }
 
+Sseq__Status tl_exchange(struct tl *t, struct tl_client *c, const void *p, size_t n, const int *fds,
+	unsigned nfds, uint64_t tag, uint64_t *handle)
+{
+	tl_write(c, p, n, fds, nfds);
+	tl_pump(t);
+	return tl_reply(c, tag, handle);
+}
+
+unsigned tl_take_replies(struct tl_client *c)
+{
+	unsigned replies = 0;
+	Sseq__Message *m;
+
+	while ((m = tl_next(c))) {
+		replies += m->body_case == SSEQ__MESSAGE__BODY_REPLY;
+		sseq__message__free_unpacked(m, NULL);
+	}
+	return replies;
+}
+
 void tl_hello(struct tl *t, struct tl_client *c, const char *name)
 {
 	Sseq__Request rq = SSEQ__REQUEST__INIT;

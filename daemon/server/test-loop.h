@@ -56,6 +56,11 @@ uint64_t tl_send(struct tl_client *c, Sseq__Request *rq);
 Sseq__Message *tl_next(struct tl_client *c);
 /* The next message must be a Reply to tag: its status, and its handle in *handle. */
 Sseq__Status tl_reply(struct tl_client *c, uint64_t tag, uint64_t *handle);
+/* Write n bytes (fds as tl_write), pump, and take the Reply to tag (as tl_reply). */
+Sseq__Status tl_exchange(struct tl *t, struct tl_client *c, const void *p, size_t n, const int *fds,
+	unsigned nfds, uint64_t tag, uint64_t *handle);
+/* Take every message the daemon has sent so far: how many were Replies. */
+unsigned tl_take_replies(struct tl_client *c);
 
 /* Requests that answer at once; each pumps the loop and returns the Reply's handle. */
 void tl_hello(struct tl *t, struct tl_client *c, const char *name);

@@ -24,168 +24,36 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend-harness.h"
 #include "backend.h"
+#include "hip-harness.h"
 #include "hip.h"
 #include "kernels.h"
 #include "sequencer.h"
 
-/* One test's world: the backend, the core driving it, and what came back from the
- * completion threads. Those only push to the locked queue; the test thread calls
- * seq_complete(), as the server's loop does. */
-struct harness {
-	struct backend be;
-	struct seq *seq;
-	struct harness_cq cq;
-	pthread_mutex_t mu; /* for the findings */
-	uint64_t dones;
-	int last_status;
-	/* Audit findings, reported from the audit thread (under mu). */
-	unsigned findings;
-	char first_finding[512];
-	char finding[512];
-};
+#define HARNESS_NAME "hip"
+#include "backend-world.h"
 
-static struct harness H;
-
-static void h_finding(void *arg, const char *what)
+static int h_create(struct backend *be, const struct backend_env *env, const void *hcfg)
 {
-	printf("hip: %s\n", what);
-	pthread_mutex_lock(&H.mu);
-	if (H.findings++ == 0)
-		snprintf(H.first_finding, sizeof(H.first_finding), "%s", what);
-	snprintf(H.finding, sizeof(H.finding), "%s", what);
-	pthread_mutex_unlock(&H.mu);
+	return hip_create(be, hcfg, env);
 }
 
-static void h_done(void *ctx, uint64_t cookie, int status)
-{
-	H.dones++;
-	H.last_status = status;
-}
-
-/* Hand queued completions to the core; with `block`, wait (bounded) for at least one. */
-static size_t h_drain(bool block)
-{
-	return cq_drain(&H.cq, H.seq, block);
-}
-
-/* This executable's directory: the build tree's daemon/backend/hip/, wherever it was
- * moved to. */
-static void exe_dir(char *out, size_t size)
-{
-	char buf[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-
-	ck_assert_int_gt(n, 0);
-	buf[n] = '\0';
-	snprintf(out, size, "%s", dirname(buf));
-}
-
-static const char *h_kernels(void)
-{
-	static char path[PATH_MAX + 32];
-	const char *env = getenv("SSEQ_KERNELS");
-	char dir[PATH_MAX];
-
-	/* The build tree moves when the tests run elsewhere (the GPU machine): the image
-	 * built beside this suite, unless the environment names one. */
-	if (env && *env)
-		return env;
-	exe_dir(dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/%s", dir, SSEQ_KERNELS_NAME);
-	return access(path, R_OK) == 0 ? path : NULL;
-}
-
+/* The backend with hcfg (NULL: defaults; the kernel image built beside this suite unless
+ * it names one) and, with scfg, the core driving it: what hip_create returned. */
 static int h_try_setup(const struct seq_config *scfg, struct hip_config *hcfg)
 {
 	struct hip_config def = {0};
-	const struct seq_observer obs = {.done = h_done};
-	struct seq_layout layout;
-	struct backend_env env;
-	int r;
 
-	memset(&H, 0, sizeof(H));
-	pthread_mutex_init(&H.mu, NULL);
-	harness_cq_init(&H.cq);
 	if (!hcfg)
 		hcfg = &def;
 	if (!hcfg->kernels)
-		hcfg->kernels = h_kernels();
-	env = harness_env(&layout, scfg, &H.cq, h_finding);
-	r = hip_create(&H.be, hcfg, &env);
-	if (r < 0 || !scfg)
-		return r;
-	ck_assert_int_eq(seq_create(&H.seq, scfg, &H.be.ops->dev, H.be.ctx, &obs), 0);
-	return 0;
+		hcfg->kernels = hip_harness_kernels(SSEQ_KERNELS_NAME);
+	return h_world_open(scfg, h_create, hcfg);
 }
 
 static void h_setup(const struct seq_config *scfg, struct hip_config *hcfg)
 {
 	ck_assert_int_eq(h_try_setup(scfg, hcfg), 0);
-}
-
-/* Until everything issued so far has completed; its status. */
-static int h_sync(void)
-{
-	uint64_t want = H.dones + 1;
-	int r = seq_sync(H.seq, 1);
-
-	if (r < 0)
-		return r;
-	if (r == 1)
-		return 0;
-	harness_wait_dones(H.seq, &H.cq, &H.dones, want);
-	return H.last_status;
-}
-
-/* Until buf's producer has completed. */
-static void h_await(struct seq_buffer *buf)
-{
-	harness_await(H.seq, &H.cq, &H.dones, buf);
-}
-
-static void h_teardown(void)
-{
-	if (H.seq) {
-		h_sync();
-		seq_destroy(H.seq);
-		H.seq = NULL;
-	}
-	H.be.ops->destroy(H.be.ctx);
-	h_drain(false);
-	harness_cq_destroy(&H.cq);
-	pthread_mutex_destroy(&H.mu);
-}
-
-/* Host memory as the daemon has it: a mapping registered as staging (pinned). */
-static void *h_stage(size_t size)
-{
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	ck_assert(p != MAP_FAILED);
-	ck_assert_int_eq(H.be.ops->staging_register(H.be.ctx, p, size), 0);
-	return p;
-}
-
-static void h_unstage(void *p, size_t size)
-{
-	H.be.ops->staging_unregister(H.be.ctx, p, size);
-	munmap(p, size);
-}
-
-/* fakecuda/ (a -Dfake_cuda build) sets SSEQ_FAKE_CUDA: CPU threads, not a GPU, so
- * the long loops run shorter and the wall-time bounds are looser. */
-static bool fake_cuda(void)
-{
-	const char *env = getenv("SSEQ_FAKE_CUDA");
-
-	return env && *env && strcmp(env, "0") != 0;
-}
-
-static unsigned fake_scaled(unsigned n, unsigned divisor)
-{
-	return fake_cuda() ? (n + divisor - 1) / divisor : n;
 }
 
 static double now_s(void)
@@ -198,43 +66,6 @@ static double now_s(void)
 
 /* ---- ops through the core ---- */
 
-static int h_copy(enum seq_op_kind kind, struct seq_buffer *buf, void *host, uint64_t len)
-{
-	return harness_copy(H.seq, kind, buf, host, len);
-}
-
-static int h_d2d(struct seq_buffer *src, struct seq_buffer *dst, uint64_t len)
-{
-	return harness_d2d(H.seq, src, dst, len);
-}
-
-/* A built-in kernel by name, its arguments validated as the server validates them. The
- * buffers in `bufs` are taken in order by the buffer arguments. */
-static int h_exec(
-	const char *name, const struct karg *in, unsigned nargs, struct seq_buffer *const *bufs)
-{
-	const struct kernel_desc *k = kernel_find(name);
-	struct op_payload p = {.kernel = k, .nargs = nargs};
-	struct seq_op op = {.kind = SEQ_OP_EXEC, .payload = &p};
-	const char *why = NULL;
-	int r;
-
-	ck_assert_ptr_nonnull(k);
-	for (unsigned i = 0; i < nargs; i++) {
-		p.args[i] = in[i];
-		if (in[i].type != KARG_BUFFER)
-			continue;
-		p.args[i].access = k->access[i];
-		p.args[i].v.buf.index = op.naccess;
-		p.args[i].v.buf.size = bufs[op.naccess]->size;
-		op.access[op.naccess] = (struct seq_access){bufs[op.naccess], k->access[i]};
-		op.naccess++;
-	}
-	r = kernel_validate(k, p.args, nargs, &p.elements, &why);
-	ck_assert_msg(r == 0, "%s: %s", name, why ? why : "invalid");
-	return seq_submit(H.seq, &op, NULL);
-}
-
 /* h_exec, pipelined: while the stream's window is full, flush and take completions. */
 static int h_exec_pipelined(
 	const char *name, const struct karg *in, unsigned nargs, struct seq_buffer *const *bufs)
@@ -246,49 +77,6 @@ static int h_exec_pipelined(
 		h_drain(true);
 	}
 	return r;
-}
-
-#define BUF ((struct karg){.type = KARG_BUFFER})
-#define F32(x) ((struct karg){.type = KARG_F32, .v.f32 = (x)})
-#define U64(x) ((struct karg){.type = KARG_U64, .v.u64 = (x)})
-#define I32(x) ((struct karg){.type = KARG_I32, .v.i32 = (x)})
-
-/* n buffers of `size` bytes each, into *out[0] to *out[n - 1]. */
-static void h_alloc(uint64_t size, struct seq_buffer **const *out, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++)
-		ck_assert_int_eq(seq_buffer_alloc(H.seq, size, out[i]), 0);
-}
-
-static void h_free(struct seq_buffer *const *bufs, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++)
-		seq_buffer_free(H.seq, bufs[i]);
-}
-
-/* (ha + hb) / 2 into out, n floats, through every stream kind: H2D into bufs[0] and
- * bufs[1], add into bufs[2], scale into bufs[3], D2D into bufs[4] and D2H from it. */
-static void h_add_halve(
-	struct seq_buffer *const *bufs, float *ha, float *hb, float *out, uint64_t n)
-{
-	const uint64_t bytes = n * sizeof(float);
-
-	ck_assert_int_eq(h_copy(SEQ_OP_H2D, bufs[0], ha, bytes), 0);
-	ck_assert_int_eq(h_copy(SEQ_OP_H2D, bufs[1], hb, bytes), 0);
-	ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(n)}, 4,
-				 (struct seq_buffer *[]){bufs[0], bufs[1], bufs[2]}),
-		0);
-	ck_assert_int_eq(h_exec("scale", (struct karg[]){BUF, BUF, F32(0.5f), U64(n)}, 4,
-				 (struct seq_buffer *[]){bufs[2], bufs[3]}),
-		0);
-	ck_assert_int_eq(h_d2d(bufs[3], bufs[4], bytes), 0);
-	ck_assert_int_eq(h_copy(SEQ_OP_D2H, bufs[4], out, bytes), 0);
-}
-
-static void fill_pattern(float *v, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		v[i] = (float)((i * 2654435761u + seed) % 1000003u) * 0.001f;
 }
 
 /* ---- data through the core ---- */
@@ -407,7 +195,7 @@ static void pipelined_launches(enum hip_submit mode)
 	struct seq_config scfg = {0};
 	struct hip_config cfg = {.submit = mode};
 	enum { N = 1000 };
-	const unsigned launches = fake_scaled(100000, 10);
+	const unsigned launches = hip_harness_scaled(100000, 10);
 	struct seq_buffer *one, *p, *q;
 	float *out;
 
@@ -499,7 +287,7 @@ START_TEST(test_seed_with_the_legacy_window_reads_stale_data)
 {
 	/* The injected legacy bug on real hardware: shown, not asserted, since whether
 	 * the kernel overtakes the copy is up to the device's timing. */
-	const unsigned trials = fake_scaled(20, 10);
+	const unsigned trials = hip_harness_scaled(20, 10);
 	unsigned wrong = seed_trials(2, trials);
 
 	printf("hip: seed scenario, legacy window 2: %u of %u trials read stale data\n", wrong,
@@ -508,16 +296,6 @@ START_TEST(test_seed_with_the_legacy_window_reads_stale_data)
 END_TEST
 
 /* ---- the caching pool ---- */
-
-static uint64_t be_alloc(uint64_t size)
-{
-	uint64_t addr = 0;
-
-	ck_assert_int_eq(H.be.ops->dev.mem_alloc(H.be.ctx, size, &addr), 0);
-	ck_assert_uint_ne(addr, 0);
-	ck_assert_uint_eq(addr % 256, 0);
-	return addr;
-}
 
 START_TEST(test_pool_reuses_released_blocks_by_size_class)
 {
@@ -625,9 +403,10 @@ static void completion_speed(enum hip_completion mode, const char *name)
 	struct seq_config scfg = {0};
 	struct hip_config cfg = {.completion = mode};
 	struct seq_buffer *a;
-	const int rounds = (int)fake_scaled(2000, 10), pipe = (int)fake_scaled(20000, 10);
+	const int rounds = (int)hip_harness_scaled(2000, 10),
+		  pipe = (int)hip_harness_scaled(20000, 10);
 	/* The fake's streams are threads behind condition variables: correct, not fast. */
-	const double max_lat = fake_cuda() ? 20e-3 : 1e-3;
+	const double max_lat = hip_harness_fake_cuda() ? 20e-3 : 1e-3;
 	double t0, lat, thr;
 
 	h_setup(&scfg, &cfg);
@@ -918,29 +697,6 @@ END_TEST
 
 /* ---- user code objects ---- */
 
-/* gpu-module.cu as built beside this test, or $SSEQ_TEST_MODULE. */
-static void module_path(char *out, size_t size)
-{
-	const char *env = getenv("SSEQ_TEST_MODULE");
-	char dir[PATH_MAX];
-
-	if (env && *env) {
-		snprintf(out, size, "%s", env);
-		return;
-	}
-	exe_dir(dir, sizeof(dir));
-	ck_assert_int_lt(snprintf(out, size, "%s/%s", dir, SSEQ_TEST_MODULE_NAME), (int)size);
-}
-
-static void write_file(const char *path, const void *data, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
-	close(fd);
-}
-
 static int h_exec_function(void *fn, const char *name, const struct karg *in, unsigned nargs,
 	struct seq_buffer *const *bufs, const unsigned *modes, uint32_t grid, uint32_t block)
 {
@@ -972,7 +728,7 @@ START_TEST(test_module_functions_run_in_order_through_the_core)
 	double *hy;
 	int fd;
 
-	module_path(path, sizeof(path));
+	hip_harness_module_path(path, sizeof(path), SSEQ_TEST_MODULE_NAME);
 	h_setup(&scfg, &cfg);
 	ck_assert_int_eq(H.be.ops->module_load(H.be.ctx, path, &mod), 0);
 	ck_assert_int_eq(H.be.ops->module_function(H.be.ctx, mod, "twice", &twice), 0);
@@ -981,7 +737,7 @@ START_TEST(test_module_functions_run_in_order_through_the_core)
 	fd = mkstemp(junk);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
-	write_file(junk, "not a code object\n", 18);
+	hip_harness_write_file(junk, "not a code object\n", 18);
 	{
 		void *bad = NULL;
 
@@ -1066,7 +822,7 @@ static Suite *hip_suite(void)
 	tcase_add_test(audit, test_audit_finds_nothing_in_a_sequenced_run);
 	suite_add_tcase(s, audit);
 
-	if (fake_cuda())
+	if (hip_harness_fake_cuda())
 		printf("test-hip: fake CUDA runtime: user code object tests skipped\n");
 	else
 		tcase_add_test(modules, test_module_functions_run_in_order_through_the_core);
@@ -1075,28 +831,12 @@ static Suite *hip_suite(void)
 	return s;
 }
 
-/* Whether a GPU is there, asked in a child: this process must not start HIP before
- * Check forks the tests. */
-static bool gpu_present(void)
-{
-	int status;
-	pid_t pid = fork();
-
-	if (pid < 0)
-		return false;
-	if (pid == 0)
-		_exit(hip_device_count() > 0 ? 0 : 1);
-	if (waitpid(pid, &status, 0) < 0)
-		return false;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 int main(void)
 {
 	SRunner *sr;
 	int failed;
 
-	if (!gpu_present()) {
+	if (!hip_harness_gpu_present()) {
 		printf("test-hip: no GPU: skipped\n");
 		return 77;
 	}

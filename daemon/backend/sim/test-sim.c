@@ -542,17 +542,7 @@ END_TEST
 /* Record (s, n) and return the status its completion came back with. */
 static int sim_record_status(uint32_t s, uint64_t n)
 {
-	struct cq_batch b;
-	int r;
-
-	ck_assert_int_eq(H.be.ops->dev.record(H.be.ctx, (struct seq_point){s, n}), 0);
-	b = harness_cq_take(&H.cq, true, 20);
-	ck_assert_uint_eq(b.n, 1);
-	ck_assert_uint_eq(b.ents[0].p.stream, s);
-	ck_assert_uint_eq(b.ents[0].p.seq, n);
-	r = b.ents[0].status;
-	cq_done(&H.cq.q, b);
-	return r;
+	return harness_record_wait(&H.be, &H.cq, s, n);
 }
 
 START_TEST(test_device_fail_op_does_no_work_and_fails_the_streams_events)
