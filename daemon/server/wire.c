@@ -187,8 +187,13 @@ static int decode_execute(struct rd *r, struct wire_request *w)
 			e->n_args++;
 			break;
 		case 5:
+		case 6:
 			if (wt != WT_VARINT || rd_varint(r, &v) < 0)
 				return -1;
+			if (f == 6) {
+				e->lane = (uint32_t)v; /* protobuf-c keeps a uint32's low bits */
+				break;
+			}
 			e->launch_shape_case = SSEQ__EXECUTE__LAUNCH_SHAPE_ELEMENTS;
 			e->elements = v;
 			break;
@@ -199,16 +204,20 @@ static int decode_execute(struct rd *r, struct wire_request *w)
 	return e->target_case == SSEQ__EXECUTE__TARGET_KERNEL ? 0 : -1;
 }
 
-/* Copies are five varints each; `fields` points at them in field-number order. */
-static int decode_varints(struct rd *r, uint64_t *fields[], unsigned n)
+/* Copies are five uint64 varints each, `fields` pointing at them in field-number order,
+ * then their uint32 lane (field 6), of which protobuf-c keeps the low 32 bits. */
+static int decode_copy(struct rd *r, uint64_t *fields[5], uint32_t *lane)
 {
 	uint32_t f, wt;
 	uint64_t v;
 
 	while (r->p < r->end) {
-		if (rd_key(r, &f, &wt) < 0 || wt != WT_VARINT || f > n || rd_varint(r, &v) < 0)
+		if (rd_key(r, &f, &wt) < 0 || wt != WT_VARINT || f > 6 || rd_varint(r, &v) < 0)
 			return -1;
-		*fields[f - 1] = v;
+		if (f == 6)
+			*lane = (uint32_t)v;
+		else
+			*fields[f - 1] = v;
 	}
 	return 0;
 }
@@ -243,10 +252,10 @@ int wire_decode_request(const uint8_t *p, size_t len, struct wire_request *w)
 		case 16: {
 			Sseq__CopyH2D *c = &w->body.copy_h2d;
 			sseq__copy_h2_d__init(c);
-			if (decode_varints(&sub,
+			if (decode_copy(&sub,
 				    (uint64_t *[]){&c->staging, &c->staging_offset, &c->dst,
 					    &c->dst_offset, &c->length},
-				    5) < 0)
+				    &c->lane) < 0)
 				return 0;
 			rq->body_case = SSEQ__REQUEST__BODY_COPY_H2D;
 			rq->copy_h2d = c;
@@ -255,10 +264,10 @@ int wire_decode_request(const uint8_t *p, size_t len, struct wire_request *w)
 		case 17: {
 			Sseq__CopyD2H *c = &w->body.copy_d2h;
 			sseq__copy_d2_h__init(c);
-			if (decode_varints(&sub,
+			if (decode_copy(&sub,
 				    (uint64_t *[]){&c->src, &c->src_offset, &c->staging,
 					    &c->staging_offset, &c->length},
-				    5) < 0)
+				    &c->lane) < 0)
 				return 0;
 			rq->body_case = SSEQ__REQUEST__BODY_COPY_D2H;
 			rq->copy_d2h = c;
@@ -267,10 +276,10 @@ int wire_decode_request(const uint8_t *p, size_t len, struct wire_request *w)
 		case 18: {
 			Sseq__CopyD2D *c = &w->body.copy_d2d;
 			sseq__copy_d2_d__init(c);
-			if (decode_varints(&sub,
+			if (decode_copy(&sub,
 				    (uint64_t *[]){&c->src, &c->src_offset, &c->dst, &c->dst_offset,
 					    &c->length},
-				    5) < 0)
+				    &c->lane) < 0)
 				return 0;
 			rq->body_case = SSEQ__REQUEST__BODY_COPY_D2D;
 			rq->copy_d2d = c;

@@ -31,6 +31,7 @@ enum {
 	CFG_TWO_D2D = 1 << 4,
 	CFG_FAULTS = 1 << 5, /* the device refuses and fails things */
 	CFG_KILL = 1 << 6, /* the client goes away with its work in flight (kill -9) */
+	CFG_LANES = 1 << 7, /* three compute and two H2D streams, for sessions' lanes */
 };
 
 #define harness_fail(...)                                                                          \
@@ -292,7 +293,9 @@ static void fz_run(struct fz *f, uint8_t cfg, uint8_t fault_seed, const uint8_t 
 	struct server_options opts = {
 		.socket_path = "fuzz",
 		.module_dir = module_dir,
-		.seq = {.n_d2h = cfg & CFG_TWO_D2H ? 2 : 1,
+		.seq = {.n_compute = cfg & CFG_LANES ? 3 : 1,
+			.n_h2d = cfg & CFG_LANES ? 2 : 1,
+			.n_d2h = cfg & CFG_TWO_D2H ? 2 : 1,
 			.n_d2d = cfg & CFG_TWO_D2D ? 2 : 1,
 			.window = 2 + (cfg & CFG_WINDOW),
 			.legacy_sync_window = inject_sync_window,

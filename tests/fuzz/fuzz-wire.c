@@ -76,12 +76,16 @@ static void arg_agrees(size_t i, const Sseq__Arg *h, const Sseq__Arg *r)
 	}
 }
 
-static void copy_agrees(const char *what, const uint64_t *h, const uint64_t *r)
+/* A copy's five uint64 fields, then its lane (field 6). */
+static void copy_agrees(
+	const char *what, const uint64_t *h, const uint64_t *r, uint32_t hlane, uint32_t rlane)
 {
 	for (int i = 0; i < 5; i++)
 		if (h[i] != r[i])
 			disagree("%s field %d: %" PRIu64 ", protobuf-c %" PRIu64, what, i + 1, h[i],
 				r[i]);
+	if (hlane != rlane)
+		disagree("%s lane %" PRIu32 ", protobuf-c %" PRIu32, what, hlane, rlane);
 }
 
 static void request_agrees(const uint8_t *data, size_t size)
@@ -107,15 +111,18 @@ static void request_agrees(const uint8_t *data, size_t size)
 	switch (r->body_case) {
 	case SSEQ__REQUEST__BODY_COPY_H2D:
 		no_unknown(&r->copy_h2d->base, "CopyH2D");
-		copy_agrees("CopyH2D", &h->copy_h2d->staging, &r->copy_h2d->staging);
+		copy_agrees("CopyH2D", &h->copy_h2d->staging, &r->copy_h2d->staging,
+			h->copy_h2d->lane, r->copy_h2d->lane);
 		break;
 	case SSEQ__REQUEST__BODY_COPY_D2H:
 		no_unknown(&r->copy_d2h->base, "CopyD2H");
-		copy_agrees("CopyD2H", &h->copy_d2h->src, &r->copy_d2h->src);
+		copy_agrees("CopyD2H", &h->copy_d2h->src, &r->copy_d2h->src, h->copy_d2h->lane,
+			r->copy_d2h->lane);
 		break;
 	case SSEQ__REQUEST__BODY_COPY_D2D:
 		no_unknown(&r->copy_d2d->base, "CopyD2D");
-		copy_agrees("CopyD2D", &h->copy_d2d->src, &r->copy_d2d->src);
+		copy_agrees("CopyD2D", &h->copy_d2d->src, &r->copy_d2d->src, h->copy_d2d->lane,
+			r->copy_d2d->lane);
 		break;
 	case SSEQ__REQUEST__BODY_EXECUTE: {
 		const Sseq__Execute *he = h->execute, *re = r->execute;
@@ -137,6 +144,9 @@ static void request_agrees(const uint8_t *data, size_t size)
 			he->elements != re->elements)
 			disagree("elements %" PRIu64 ", protobuf-c %" PRIu64, he->elements,
 				re->elements);
+		if (he->lane != re->lane)
+			disagree("execute lane %" PRIu32 ", protobuf-c %" PRIu32, he->lane,
+				re->lane);
 		break;
 	}
 	default:

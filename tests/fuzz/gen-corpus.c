@@ -82,6 +82,14 @@ static Sseq__Request *rq_hello(void)
 	return r;
 }
 
+/* Hello asking for n lanes. */
+static Sseq__Request *rq_hello_lanes(uint32_t n)
+{
+	Sseq__Request *r = rq_hello();
+	r->hello->lanes = n;
+	return r;
+}
+
 static Sseq__Request *rq_staging(uint64_t size)
 {
 	Sseq__Request *r = rq_new();
@@ -251,6 +259,45 @@ static Sseq__Request *rq_exec(const char *kernel, const char *sig, const uint64_
 	return r;
 }
 
+/* r (a copy or an Execute) named on the session's lane `lane`. */
+static Sseq__Request *on_lane(uint32_t lane, Sseq__Request *r)
+{
+	switch (r->body_case) {
+	case SSEQ__REQUEST__BODY_COPY_H2D:
+		r->copy_h2d->lane = lane;
+		break;
+	case SSEQ__REQUEST__BODY_COPY_D2H:
+		r->copy_d2h->lane = lane;
+		break;
+	case SSEQ__REQUEST__BODY_COPY_D2D:
+		r->copy_d2d->lane = lane;
+		break;
+	default:
+		r->execute->lane = lane;
+		break;
+	}
+	return r;
+}
+
+/* The lane a request names, for the wire corpus's keys (0 if it names none). */
+static uint32_t lane_of(const Sseq__Request *r)
+{
+	switch (r->body_case) {
+	case SSEQ__REQUEST__BODY_COPY_H2D:
+		return r->copy_h2d->lane;
+	case SSEQ__REQUEST__BODY_COPY_D2H:
+		return r->copy_d2h->lane;
+	case SSEQ__REQUEST__BODY_COPY_D2D:
+		return r->copy_d2d->lane;
+	case SSEQ__REQUEST__BODY_EXECUTE:
+		return r->execute->lane;
+	case SSEQ__REQUEST__BODY_HELLO:
+		return r->hello->lanes;
+	default:
+		return 0;
+	}
+}
+
 static Sseq__Request *rq_function(uint64_t module, const char *name, uint64_t buf)
 {
 	Sseq__Request *r = rq_exec("", "x", (uint64_t[]){buf});
@@ -358,11 +405,12 @@ static bool wire_new(const Sseq__Request *r)
 	static unsigned nseen;
 	char key[32];
 
-	snprintf(key, sizeof(key), "%d %s", (int)r->body_case,
+	snprintf(key, sizeof(key), "%d %s%s", (int)r->body_case,
 		r->body_case == SSEQ__REQUEST__BODY_EXECUTE &&
 				r->execute->target_case == SSEQ__EXECUTE__TARGET_KERNEL
 			? r->execute->kernel
-			: "");
+			: "",
+		lane_of(r) ? " lane" : "");
 	for (unsigned i = 0; i < nseen; i++)
 		if (strcmp(seen[i], key) == 0)
 			return false;
@@ -427,7 +475,7 @@ static void wire_padded(void)
 int main(int argc, char **argv)
 {
 	/* Handles in order of creation: H(1) is the first of the session. */
-	enum { KILL = 1 << 6, FAULTS = 1 << 5, TWO = 3 << 3 };
+	enum { LANES = 1 << 7, KILL = 1 << 6, FAULTS = 1 << 5, TWO = 3 << 3 };
 
 	if (argc != 2) {
 		fprintf(stderr,
@@ -544,6 +592,28 @@ int main(int argc, char **argv)
 				1, 1, 1}),
 		rq_await(H(3)));
 	SESSION("spin", 7, "\x02", rq_hello(), rq_exec("spin", "u", (uint64_t[]){1000}), rq_sync());
+	/* Lanes (three compute streams): work on both of a session's lanes over the same
+	 * buffers, so every hand-off between them is a wait between compute streams; then a
+	 * lane it does not have, and a Hello asking for too many. */
+	SESSION("lanes", 7 | LANES | TWO, "\x03\x01\x00\x02\x05", rq_hello_lanes(2),
+		rq_staging(8192), rq_alloc(4096), rq_alloc(4096), rq_alloc(4096),
+		on_lane(0, rq_h2d(H(1), 0, H(2), 0, 4096)),
+		on_lane(1, rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3), 2, 1024})),
+		on_lane(0, rq_exec("scale", "iofu", (uint64_t[]){H(3), H(4), 3, 1024})),
+		on_lane(1, rq_d2d(H(4), 0, H(2), 0, 4096)),
+		on_lane(1, rq_exec("fill", "ofu", (uint64_t[]){H(3), 1, 1024})),
+		on_lane(1, rq_d2h(H(2), 0, H(1), 4096, 4096)),
+		on_lane(2, rq_exec("fill", "ofu", (uint64_t[]){H(3), 1, 1024})),
+		on_lane(9, rq_h2d(H(1), 0, H(2), 0, 4096)), rq_free(H(3)), rq_sync());
+	SESSION("lanes-refused", 7 | LANES, "", rq_hello_lanes(9), rq_hello_lanes(8),
+		rq_alloc(4096), on_lane(7, rq_exec("fill", "ofu", (uint64_t[]){H(1), 1, 1024})),
+		rq_await(H(1)));
+	SESSION("lanes-faults-kill", 2 | LANES | FAULTS | KILL, "\x01\x02\x03\x00\x01",
+		rq_hello_lanes(3), rq_staging(4096), rq_alloc(4096), rq_alloc(4096),
+		on_lane(2, rq_h2d(H(1), 0, H(2), 0, 4096)),
+		on_lane(1, rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3), 2, 1024})),
+		on_lane(2, rq_exec("scale", "iofu", (uint64_t[]){H(3), H(2), 2, 1024})),
+		on_lane(0, rq_d2h(H(2), 0, H(1), 0, 4096)), rq_sync());
 	{
 		/* Frames the daemon must refuse before it allocates: oversize, then torn. */
 		struct out o = {.n = 0};
