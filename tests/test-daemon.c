@@ -562,6 +562,319 @@ START_TEST(test_staging_unregister_and_load_module)
 }
 END_TEST
 
+/* ---- compute lanes ----------------------------------------------------------------- */
+
+/* Hello asking for `lanes`; the Welcome's status, and its lanes in ids (up to 8). */
+static Sseq__Status hello_lanes(int fd, uint32_t lanes, uint32_t *ids, size_t *nids)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Hello h = SSEQ__HELLO__INIT;
+	Sseq__Message *m;
+	Sseq__Status st;
+
+	h.protocol_major = SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR;
+	h.protocol_minor = SSEQ__PROTOCOL_VERSION__PROTOCOL_MINOR;
+	h.client_name = (char *)"test-daemon";
+	h.lanes = lanes;
+	rq.body_case = SSEQ__REQUEST__BODY_HELLO;
+	rq.hello = &h;
+	send_tagged(fd, &rq);
+	m = recv_msg(fd);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(m->body_case, SSEQ__MESSAGE__BODY_REPLY);
+	ck_assert_uint_eq(m->reply->tag, rq.tag);
+	st = m->reply->status;
+	*nids = 0;
+	if (st == SSEQ__STATUS__STATUS_OK) {
+		ck_assert_ptr_nonnull(m->reply->welcome);
+		ck_assert_uint_le(m->reply->welcome->n_lanes, 8);
+		*nids = m->reply->welcome->n_lanes;
+		memcpy(ids, m->reply->welcome->lanes, *nids * sizeof(*ids));
+	}
+	sseq__message__free_unpacked(m, NULL);
+	return st;
+}
+
+/* A fill of buf (n floats with v) on the session's lane `lane`; returns the tag. */
+static uint64_t send_fill_on(int fd, uint32_t lane, uint64_t buf, float v, uint64_t n)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Execute e = SSEQ__EXECUTE__INIT;
+	Sseq__Arg a[3], *ap[3] = {&a[0], &a[1], &a[2]};
+	Sseq__BufferArg b = SSEQ__BUFFER_ARG__INIT;
+
+	for (int i = 0; i < 3; i++)
+		sseq__arg__init(&a[i]);
+	b.handle = buf;
+	b.access = SSEQ__ACCESS__ACCESS_OUT;
+	a[0].value_case = SSEQ__ARG__VALUE_BUFFER;
+	a[0].buffer = &b;
+	a[1].value_case = SSEQ__ARG__VALUE_F32;
+	a[1].f32 = v;
+	a[2].value_case = SSEQ__ARG__VALUE_U64;
+	a[2].u64 = n;
+	e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
+	e.kernel = (char *)"fill";
+	e.n_args = 3;
+	e.args = ap;
+	e.lane = lane;
+	rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
+	rq.execute = &e;
+	return send_tagged(fd, &rq);
+}
+
+/* The Reply for tag (skipping completions): its status and point, and its message. */
+static Sseq__Status reply_point(int fd, uint64_t tag, Sseq__Point *at, char *msg, size_t len)
+{
+	for (;;) {
+		Sseq__Message *m = recv_msg(fd);
+		ck_assert_msg(m != NULL, "no reply for tag %llu", (unsigned long long)tag);
+		if (m->body_case == SSEQ__MESSAGE__BODY_REPLY && m->reply->tag == tag) {
+			Sseq__Status st = m->reply->status;
+			*at = m->reply->point ? *m->reply->point : (Sseq__Point)SSEQ__POINT__INIT;
+			if (msg)
+				snprintf(msg, len, "%s", m->reply->message);
+			sseq__message__free_unpacked(m, NULL);
+			return st;
+		}
+		sseq__message__free_unpacked(m, NULL);
+	}
+}
+
+/* The compute stream a fill on `lane` of this session was sequenced on. */
+static uint32_t fill_stream(int fd, uint32_t lane, uint64_t buf)
+{
+	Sseq__Point at;
+
+	ck_assert_int_eq(reply_point(fd, send_fill_on(fd, lane, buf, 1.0f, 256), &at, NULL, 0),
+		SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_gt(at.seq, 0);
+	return at.stream;
+}
+
+static const Sseq__StreamInfo *stream_of(const Sseq__QueryResult *r, uint32_t id)
+{
+	for (size_t i = 0; i < r->n_streams; i++)
+		if (r->streams[i]->id == id)
+			return r->streams[i];
+	ck_abort_msg("no stream %u", id);
+	return NULL;
+}
+
+/* Sessions get the least-loaded lanes: two at once get different compute streams and
+ * their kernels run there; the streams and clients queries say who holds which; a lane
+ * goes back when its session ends. */
+START_TEST(test_sessions_get_distinct_lanes)
+{
+	uint32_t l1[8], l2[8], l3[8];
+	size_t n1, n2, n3;
+	uint64_t b1, b2, b3, id1, id2;
+	int fd1, fd2, fd3;
+	Sseq__QueryResult *r;
+
+	daemon_start((const char *const[]){"--compute-streams", "4", NULL});
+	fd1 = conn_open();
+	ck_assert_int_eq(hello_lanes(fd1, 0, l1, &n1), SSEQ__STATUS__STATUS_OK);
+	fd2 = conn_open();
+	ck_assert_int_eq(hello_lanes(fd2, 1, l2, &n2), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(n1, 1);
+	ck_assert_uint_eq(n2, 1);
+	ck_assert_uint_eq(l1[0], 0);
+	ck_assert_uint_eq(l2[0], 1);
+	ck_assert_int_eq(do_alloc(fd1, 1024, &b1), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd2, 1024, &b2), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(fill_stream(fd1, 0, b1), l1[0]);
+	ck_assert_uint_eq(fill_stream(fd2, 0, b2), l2[0]);
+
+	r = query(fd1, SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS);
+	ck_assert_uint_eq(r->n_clients, 2);
+	/* Newest first. */
+	id2 = r->clients[0]->session;
+	id1 = r->clients[1]->session;
+	ck_assert_uint_eq(r->clients[0]->n_lanes, 1);
+	ck_assert_uint_eq(r->clients[0]->lanes[0], l2[0]);
+	ck_assert_uint_eq(r->clients[1]->n_lanes, 1);
+	ck_assert_uint_eq(r->clients[1]->lanes[0], l1[0]);
+	sseq__query_result__free_unpacked(r, NULL);
+	r = query(fd1, SSEQ__QUERY_KIND__QUERY_KIND_STREAMS);
+	ck_assert_uint_eq(stream_of(r, l1[0])->n_sessions, 1);
+	ck_assert_uint_eq(stream_of(r, l1[0])->sessions[0], id1);
+	ck_assert_uint_eq(stream_of(r, l2[0])->n_sessions, 1);
+	ck_assert_uint_eq(stream_of(r, l2[0])->sessions[0], id2);
+	ck_assert_uint_eq(stream_of(r, 2)->n_sessions, 0);
+	sseq__query_result__free_unpacked(r, NULL);
+
+	/* The first session's lane is free again once it is gone: the next one gets it. */
+	close(fd1);
+	usleep(100000);
+	fd3 = conn_open();
+	ck_assert_int_eq(hello_lanes(fd3, 0, l3, &n3), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(l3[0], l1[0]);
+	ck_assert_int_eq(do_alloc(fd3, 1024, &b3), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(fill_stream(fd3, 0, b3), l1[0]);
+	close(fd2);
+	close(fd3);
+	daemon_stop();
+}
+END_TEST
+
+/* A session asking for two lanes gets two distinct ones, the least loaded: an op named
+ * lane 1 runs on the second, lane 0 on the first. */
+START_TEST(test_two_lanes_for_one_session)
+{
+	uint32_t l1[8], l2[8];
+	size_t n1, n2;
+	uint64_t b;
+	int fd1, fd2;
+
+	daemon_start((const char *const[]){"--compute-streams", "4", NULL});
+	fd1 = conn_open();
+	ck_assert_int_eq(hello_lanes(fd1, 1, l1, &n1), SSEQ__STATUS__STATUS_OK);
+	fd2 = conn_open();
+	ck_assert_int_eq(hello_lanes(fd2, 2, l2, &n2), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(n2, 2);
+	ck_assert_uint_ne(l2[0], l2[1]);
+	ck_assert_uint_ne(l2[0], l1[0]);
+	ck_assert_uint_ne(l2[1], l1[0]);
+	ck_assert_int_eq(do_alloc(fd2, 1024, &b), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(fill_stream(fd2, 1, b), l2[1]);
+	ck_assert_uint_eq(fill_stream(fd2, 0, b), l2[0]);
+	ck_assert_uint_eq(fill_stream(fd2, 1, b), l2[1]);
+	sync_all(fd2);
+	close(fd1);
+	close(fd2);
+	daemon_stop();
+}
+END_TEST
+
+/* A lane index beyond the session's count is refused, naming the lane and the count, for
+ * copies and kernels alike; so is a Hello asking for more than 8. */
+START_TEST(test_lane_out_of_range_refused)
+{
+	uint32_t l[8];
+	size_t n;
+	uint64_t b, t;
+	struct staging st;
+	char msg[256];
+	Sseq__Point at;
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__CopyH2D c = SSEQ__COPY_H2_D__INIT;
+	int fd;
+
+	daemon_start(NULL);
+	fd = conn_open();
+	ck_assert_int_eq(hello_lanes(fd, 9, l, &n), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_int_eq(hello_lanes(fd, 2, l, &n), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 1024, &b), SSEQ__STATUS__STATUS_OK);
+	t = send_fill_on(fd, 2, b, 1.0f, 256);
+	ck_assert_int_eq(
+		reply_point(fd, t, &at, msg, sizeof(msg)), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(msg, "lane 2") && strstr(msg, "2 lanes"), "message: %s", msg);
+	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
+	c.staging = st.handle;
+	c.dst = b;
+	c.length = 1024;
+	c.lane = 7;
+	rq.body_case = SSEQ__REQUEST__BODY_COPY_H2D;
+	rq.copy_h2d = &c;
+	t = send_tagged(fd, &rq);
+	ck_assert_int_eq(
+		reply_point(fd, t, &at, msg, sizeof(msg)), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(msg, "lane 7") && strstr(msg, "2 lanes"), "message: %s", msg);
+	/* Lane 1 exists. */
+	ck_assert_int_eq(reply_point(fd, send_fill_on(fd, 1, b, 1.0f, 256), &at, NULL, 0),
+		SSEQ__STATUS__STATUS_OK);
+	sync_all(fd);
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
+/* Order holds across a session's lanes (I2): a slow H2D on lane 0, a kernel on lane 0
+ * writing from it, a kernel on lane 1 reading that (a wait between two compute streams),
+ * a D2H on lane 1. The data says each waited, and so does the race detector. */
+START_TEST(test_order_holds_across_lanes)
+{
+	uint32_t l[8];
+	size_t n;
+	uint64_t a, b, c, t;
+	struct staging st;
+	Sseq__Point p1, p2;
+	const size_t N = 4096;
+	int fd;
+
+	daemon_start((const char *const[]){
+		"--sim-delay", "h2d=3ms", "--sim-delay", "compute=script:2ms,0", NULL});
+	fd = conn_open();
+	ck_assert_int_eq(hello_lanes(fd, 2, l, &n), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_ne(l[0], l[1]);
+	ck_assert_int_eq(staging_register(fd, &st, 2 * N * 4, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, N * 4, &a), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, N * 4, &b), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, N * 4, &c), SSEQ__STATUS__STATUS_OK);
+	for (size_t i = 0; i < N; i++) {
+		st.map[i] = (float)i;
+		st.map[N + i] = -1.0f;
+	}
+	send_h2d(fd, st.handle, 0, a, 0, N * 4); /* lane 0 */
+	t = send_exec(fd, "scale", "iofu", (uint64_t[]){a, b}, (double[]){2, (double)N});
+	ck_assert_int_eq(reply_point(fd, t, &p1, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	{
+		Sseq__Request rq = SSEQ__REQUEST__INIT;
+		Sseq__Execute e = SSEQ__EXECUTE__INIT;
+		Sseq__Arg ar[4], *ap[4] = {&ar[0], &ar[1], &ar[2], &ar[3]};
+		Sseq__BufferArg bi = SSEQ__BUFFER_ARG__INIT, bo = SSEQ__BUFFER_ARG__INIT;
+		for (int i = 0; i < 4; i++)
+			sseq__arg__init(&ar[i]);
+		bi.handle = b;
+		bi.access = SSEQ__ACCESS__ACCESS_IN;
+		bo.handle = c;
+		bo.access = SSEQ__ACCESS__ACCESS_OUT;
+		ar[0].value_case = ar[1].value_case = SSEQ__ARG__VALUE_BUFFER;
+		ar[0].buffer = &bi;
+		ar[1].buffer = &bo;
+		ar[2].value_case = SSEQ__ARG__VALUE_F32;
+		ar[2].f32 = 3.0f;
+		ar[3].value_case = SSEQ__ARG__VALUE_U64;
+		ar[3].u64 = N;
+		e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
+		e.kernel = (char *)"scale";
+		e.n_args = 4;
+		e.args = ap;
+		e.lane = 1;
+		rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
+		rq.execute = &e;
+		t = send_tagged(fd, &rq);
+		ck_assert_int_eq(reply_point(fd, t, &p2, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	}
+	ck_assert_uint_eq(p1.stream, l[0]);
+	ck_assert_uint_eq(p2.stream, l[1]);
+	{
+		Sseq__Request rq = SSEQ__REQUEST__INIT;
+		Sseq__CopyD2H d = SSEQ__COPY_D2_H__INIT;
+		d.src = c;
+		d.staging = st.handle;
+		d.staging_offset = N * 4;
+		d.length = N * 4;
+		d.lane = 1;
+		rq.body_case = SSEQ__REQUEST__BODY_COPY_D2H;
+		rq.copy_d2h = &d;
+		ASSERT_OK_AND_COMPLETED(fd, send_tagged(fd, &rq));
+	}
+	for (size_t i = 0; i < N; i++)
+		ck_assert_msg(st.map[N + i] == 6.0f * (float)i, "c[%zu] = %g, want %g", i,
+			(double)st.map[N + i], 6.0 * (double)i);
+	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATS);
+	ck_assert_uint_eq(r->counters->race_findings, 0);
+	ck_assert_uint_gt(r->counters->waits_enqueued, 0);
+	sseq__query_result__free_unpacked(r, NULL);
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
 START_TEST(test_sigterm_drains_work_in_flight)
 {
 	int fd, status = 0;
@@ -639,6 +952,10 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_slice_overwrite_keeps_device_error);
 	tcase_add_test(tc, test_staging_unregister_and_load_module);
 	tcase_add_test(tc, test_sigterm_drains_work_in_flight);
+	tcase_add_test(tc, test_sessions_get_distinct_lanes);
+	tcase_add_test(tc, test_two_lanes_for_one_session);
+	tcase_add_test(tc, test_lane_out_of_range_refused);
+	tcase_add_test(tc, test_order_holds_across_lanes);
 }
 
 int main(int argc, char **argv)

@@ -142,7 +142,7 @@ static int req_execute_function(struct session *s, const Sseq__Request *rq)
 	if ((r = exec_function_target(s, e, &m, &fn)))
 		return r;
 	op_init(&op, &pl, SEQ_OP_EXEC);
-	if ((r = exec_function_args(s, e, &op, &pl)))
+	if ((r = req_lane(s, e->lane, &op)) || (r = exec_function_args(s, e, &op, &pl)))
 		return r;
 	pl.function = fn;
 	pl.function_name = e->function->name;
@@ -176,6 +176,8 @@ int req_execute(struct session *s, const Sseq__Request *rq)
 		return req_error(s, REQ_BAD_ARGUMENT_TYPE, "%s takes %u arguments, got %zu",
 			k->name, k->nargs, e->n_args);
 	op_init(&op, &pl, SEQ_OP_EXEC);
+	if ((r = req_lane(s, e->lane, &op)))
+		return r;
 	for (unsigned i = 0; i < k->nargs; i++) {
 		const Sseq__Arg *a = e->args[i];
 		struct karg *ka = &pl.args[i];

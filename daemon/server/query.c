@@ -38,7 +38,66 @@ static Sseq__DeviceInfo *query_device(struct server *srv, struct arena *a)
 	return d;
 }
 
-static void query_streams(struct server *srv, Sseq__QueryResult *res, struct arena *a)
+/* Root and the same user see every session; others only their own. */
+static bool query_may_see(const struct session_info *asker, const struct session_info *s)
+{
+	return asker->id == s->id || asker->uid == 0 || asker->uid == s->uid;
+}
+
+/* Which sessions' lanes map to each stream: counted in one walk, filled in a second. */
+struct query_lanes {
+	const struct seq_layout *layout;
+	struct session_info asker;
+	Sseq__StreamInfo **streams;
+	bool fill;
+};
+
+static void query_lanes_of(const struct session *s, void *arg)
+{
+	struct query_lanes *q = arg;
+	struct session_info si;
+
+	session_info(s, &si);
+	if (!query_may_see(&q->asker, &si))
+		return;
+	for (unsigned k = 0; k < SEQ_STREAM_KINDS; k++) {
+		for (uint32_t i = 0; i < si.nlanes; i++) {
+			unsigned x = q->layout->first[k] + si.lanes[i] % q->layout->count[k];
+			Sseq__StreamInfo *st = q->streams[x];
+			/* A session's lanes are walked together: one entry per stream. */
+			bool dup = false;
+			for (uint32_t j = 0; j < i && !dup; j++)
+				dup = si.lanes[j] % q->layout->count[k] ==
+					si.lanes[i] % q->layout->count[k];
+			if (dup)
+				continue;
+			if (q->fill)
+				st->sessions[st->n_sessions] = si.id;
+			st->n_sessions++;
+		}
+	}
+}
+
+static void query_stream_sessions(
+	struct server *srv, const struct session *asker, Sseq__QueryResult *res, struct arena *a)
+{
+	struct query_lanes q = {.layout = seq_layout(srv->seq), .streams = res->streams};
+
+	session_info(asker, &q.asker);
+	session_foreach(srv, query_lanes_of, &q);
+	for (size_t i = 0; i < res->n_streams; i++) {
+		Sseq__StreamInfo *st = res->streams[i];
+		st->sessions = st->n_sessions
+			? arena_alloc(a, st->n_sessions * sizeof(*st->sessions))
+			: NULL;
+		st->n_sessions = 0;
+	}
+	q.fill = true;
+	session_foreach(srv, query_lanes_of, &q);
+}
+
+static void query_streams(
+	struct server *srv, const struct session *asker, Sseq__QueryResult *res, struct arena *a)
 {
 	unsigned n = seq_stream_count(srv->seq);
 
@@ -59,6 +118,7 @@ static void query_streams(struct server *srv, Sseq__QueryResult *res, struct are
 		si->window_capacity = info.window_capacity;
 		res->streams[i] = si;
 	}
+	query_stream_sessions(srv, asker, res, a);
 }
 
 static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
@@ -101,12 +161,6 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 	return c;
 }
 
-/* Root and the same user see every session; others only their own. */
-static bool query_may_see(const struct session_info *asker, const struct session_info *s)
-{
-	return asker->id == s->id || asker->uid == 0 || asker->uid == s->uid;
-}
-
 /* What a walk over the sessions collects into. */
 struct query_walk {
 	struct server *srv;
@@ -144,6 +198,9 @@ static void query_client(const struct session *s, void *arg)
 	ci->inflight = si.inflight;
 	ci->staging_arenas = si.stagings;
 	ci->staging_bytes = si.staging_bytes;
+	ci->n_lanes = si.nlanes;
+	ci->lanes = arena_alloc(w->a, (si.nlanes + 1) * sizeof(*ci->lanes));
+	memcpy(ci->lanes, si.lanes, si.nlanes * sizeof(*ci->lanes));
 	w->res->clients[w->res->n_clients++] = ci;
 }
 
@@ -455,7 +512,7 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 	switch (q->kind) {
 	case SSEQ__QUERY_KIND__QUERY_KIND_STATUS:
 		res->device = query_device(srv, a);
-		query_streams(srv, res, a);
+		query_streams(srv, asker, res, a);
 		res->counters = query_counters(srv, a);
 		query_clients(srv, asker, only, res, a);
 		break;
@@ -466,7 +523,7 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 		query_buffers(srv, asker, only, res, a);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_STREAMS:
-		query_streams(srv, res, a);
+		query_streams(srv, asker, res, a);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_STATS:
 		res->counters = query_counters(srv, a);

@@ -129,14 +129,22 @@ static int req_hello(struct session *s, const Sseq__Request *rq)
 			h->protocol_major, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR,
 			SSEQ__PROTOCOL_VERSION__PROTOCOL_MINOR);
 	}
+	if (h->lanes > SESSION_MAX_LANES)
+		return req_error(s, -EINVAL,
+			"Hello asks for %u lanes: at most %u (0 means 1; lanes share the daemon's "
+			"%u compute streams)",
+			h->lanes, SESSION_MAX_LANES,
+			seq_layout(s->srv->seq)->count[SEQ_STREAM_COMPUTE]);
 	s->hello = true;
+	session_lanes_take(s, h->lanes ? h->lanes : 1);
 	snprintf(s->name, sizeof(s->name), "%s", h->client_name ? h->client_name : "");
 	snprintf(s->worker, sizeof(s->worker), "%s", h->worker_id ? h->worker_id : "");
 	printable(s->name);
 	printable(s->worker);
-	log_info("session", "client %" PRIu64 " connected: %s pid %u uid %u%s%s", s->id,
-		s->name[0] ? s->name : "unnamed", s->pid, s->uid, s->worker[0] ? " worker " : "",
-		s->worker);
+	log_info("session", "client %" PRIu64 " connected: %s pid %u uid %u%s%s, lane%s %u%s",
+		s->id, s->name[0] ? s->name : "unnamed", s->pid, s->uid,
+		s->worker[0] ? " worker " : "", s->worker, s->nlanes > 1 ? "s" : "", s->lanes[0],
+		s->nlanes > 1 ? " ..." : "");
 	backend_info(&s->srv->backend, &info);
 	d.index = s->srv->opts.device;
 	d.name = info.name;
@@ -149,6 +157,8 @@ static int req_hello(struct session *s, const Sseq__Request *rq)
 	w.session = s->id;
 	w.device = &d;
 	w.daemon_version = (char *)SSEQ_VERSION;
+	w.n_lanes = s->nlanes;
+	w.lanes = s->lanes;
 	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", 0, NULL, &w);
 	return 0;
 }
@@ -351,6 +361,8 @@ static int req_copy_h2d(struct session *s, const Sseq__Request *rq)
 		(r = req_range(s, c->dst, c->dst_offset, c->length, "destination", &dst)))
 		return r;
 	op_init(&op, &pl, SEQ_OP_H2D);
+	if ((r = req_lane(s, c->lane, &op)))
+		return r;
 	op.naccess = 1;
 	op.access[0] =
 		(struct seq_access){dst->buf, write_mode(dst->buf, c->dst_offset, c->length)};
@@ -375,6 +387,8 @@ static int req_copy_d2h(struct session *s, const Sseq__Request *rq)
 		(r = req_staging_range(s, c->staging, c->staging_offset, c->length, &st)))
 		return r;
 	op_init(&op, &pl, SEQ_OP_D2H);
+	if ((r = req_lane(s, c->lane, &op)))
+		return r;
 	op.naccess = 1;
 	op.access[0] = (struct seq_access){src->buf, SEQ_READ};
 	pl.host = (char *)st->addr + c->staging_offset;
@@ -398,6 +412,8 @@ static int req_copy_d2d(struct session *s, const Sseq__Request *rq)
 		(r = req_range(s, c->dst, c->dst_offset, c->length, "destination", &dst)))
 		return r;
 	op_init(&op, &pl, SEQ_OP_D2D);
+	if ((r = req_lane(s, c->lane, &op)))
+		return r;
 	sbase = src->buf->base ? src->buf->base : src->buf;
 	dbase = dst->buf->base ? dst->buf->base : dst->buf;
 	pl.length = c->length;

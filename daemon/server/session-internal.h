@@ -4,6 +4,7 @@
 #ifndef SSEQ_SESSION_INTERNAL_H
 #define SSEQ_SESSION_INTERNAL_H
 
+#include <errno.h>
 #include <stdarg.h>
 
 #include "session.h"
@@ -32,6 +33,9 @@ struct op_rec *op_rec_new(struct session *s, uint64_t tag, bool notify);
 void op_rec_free(struct op_rec *rec);
 const char *status_text(int status);
 bool handle_over_limit(struct session *s, uint64_t tag);
+/* Give s n lanes (1 .. SESSION_MAX_LANES): the least-loaded compute streams, distinct
+ * while the pool has enough; session_disconnect gives them back. */
+void session_lanes_take(struct session *s, unsigned n);
 
 /* conn.c */
 void session_mark_dirty(struct session *s);
@@ -87,6 +91,18 @@ int req_error(struct session *s, int outcome, const char *fmt, ...)
 /* Answer now with a status of the caller's choosing: for handle_over_limit() alone. */
 int req_fail(struct session *s, uint64_t tag, Sseq__Status status, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* Put op on the session's lane `lane` (a request's index, 0 .. nlanes-1): 0, or the
+ * refusal of one beyond the session's count. After op_init(), which clears it. */
+static inline int req_lane(struct session *s, uint32_t lane, struct seq_op *op)
+{
+	if (lane >= s->nlanes)
+		return req_error(s, -EINVAL,
+			"lane %u out of range: this session has %u lane%s (0 .. %u; ask for more "
+			"in Hello.lanes)",
+			lane, s->nlanes, s->nlanes == 1 ? "" : "s", s->nlanes - 1);
+	op->lane = SEQ_LANE(s->lanes[lane]);
+	return 0;
+}
 int session_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op,
 	struct staging *st, struct smodule *mod, bool notify);
 void op_init(struct seq_op *op, struct op_payload *pl, enum seq_op_kind kind);

@@ -82,6 +82,8 @@ void session_info(const struct session *s, struct session_info *info)
 		.stagings = s->stagings,
 		.staging_bytes = s->staging_bytes,
 		.handles = s->nhandles,
+		.lanes = s->lanes,
+		.nlanes = s->nlanes,
 	};
 }
 
@@ -179,6 +181,41 @@ static void session_poll_closed(uv_handle_t *h)
 	session_unref(s); /* the connection's */
 }
 
+void session_lanes_take(struct session *s, unsigned n)
+{
+	struct server *srv = s->srv;
+	const unsigned pool = seq_layout(srv->seq)->count[SEQ_STREAM_COMPUTE];
+	unsigned mine[SEQ_MAX_STREAMS] = {0};
+
+	/* Each lane: one this session does not hold yet, then the least held by others,
+	 * then the lowest number. Sessions never share buffers, so nothing orders one
+	 * session's lanes after another's: spreading them is what lets them overlap. */
+	for (unsigned k = 0; k < n; k++) {
+		unsigned best = 0;
+		for (unsigned l = 1; l < pool; l++)
+			if (mine[l] < mine[best] ||
+				(mine[l] == mine[best] && srv->lane_load[l] < srv->lane_load[best]))
+				best = l;
+		if (mine[best]++ == 0)
+			srv->lane_load[best]++;
+		s->lanes[k] = best;
+	}
+	s->nlanes = n;
+}
+
+/* Give back the lanes Hello gave (each counted once however often s holds it). */
+static void session_lanes_release(struct session *s)
+{
+	for (unsigned k = 0; k < s->nlanes; k++) {
+		bool first = true;
+		for (unsigned j = 0; j < k; j++)
+			first = first && s->lanes[j] != s->lanes[k];
+		if (first)
+			s->srv->lane_load[s->lanes[k]]--;
+	}
+	s->nlanes = 0;
+}
+
 void sbuf_release(struct session *s, struct sbuf *sb)
 {
 	struct seq_buffer *b = sb->buf;
@@ -203,6 +240,7 @@ void session_disconnect(struct session *s)
 		srv->nfollowing--;
 	s->following = false;
 	server_forget_session(srv, s);
+	session_lanes_release(s);
 	log_info("session",
 		"client %" PRIu64 " (pid %u, %s%s%s) disconnected: %" PRIu64 " buffers, %" PRIu64
 		" ops in flight",

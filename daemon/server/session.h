@@ -10,6 +10,9 @@
 #include "arena.h"
 #include "server.h"
 
+/* Lanes a session may ask for in Hello. */
+#define SESSION_MAX_LANES 8
+
 enum handle_kind {
 	HANDLE_FREE,
 	HANDLE_BUFFER,
@@ -109,6 +112,10 @@ struct session {
 
 	uint64_t buffers, bytes, inflight, stagings, staging_bytes, modules;
 	uint64_t last_point[SEQ_MAX_STREAMS]; /* this session's last op per stream, for Sync */
+	/* Its lanes from Hello: a request's lane index k runs on compute stream lanes[k] (and
+	 * stream lanes[k] mod the pool's size of the copy pools). */
+	uint32_t nlanes;
+	uint32_t lanes[SESSION_MAX_LANES];
 
 	/* A TRACE query with follow: new entries go out under follow_tag each turn. */
 	bool following;
@@ -149,6 +156,8 @@ struct session_info {
 	const char *name, *worker;
 	uint64_t buffers, bytes, inflight, stagings, staging_bytes;
 	uint32_t handles; /* live handles of every kind */
+	const uint32_t *lanes; /* its lanes (compute stream numbers), in its order */
+	uint32_t nlanes;
 };
 void session_info(const struct session *s, struct session_info *info);
 /* fn(s, arg) for every connected session, newest first. */
