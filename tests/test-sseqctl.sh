@@ -96,6 +96,61 @@ while IFS= read -r line; do
 	python3 -c 'import json,sys; json.loads(sys.argv[1])' "$line" || fail "follow line: $line"
 done <"$dir/out"
 
+# Lanes: two clients holding lanes (raw frames, encoded by hand as below), the first
+# asking for two. clients shows each one's lanes, streams which sessions hold each
+# compute stream.
+python3 -c '
+import socket, struct, sys, time
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7f; n >>= 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n: return out
+def field(num, payload):
+    if isinstance(payload, int): return varint(num << 3) + varint(payload)
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+conns = []
+for lanes in (2, 1):
+    c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
+    hello = field(1, 1) + field(3, b"laned") + field(6, lanes)
+    msg = field(1, 1) + field(10, hello)
+    c.sendall(struct.pack("<I", len(msg)) + msg)
+    n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
+    c.recv(n, socket.MSG_WAITALL)
+    conns.append(c)
+open(sys.argv[2], "w").write("ready")
+time.sleep(60)' "$sock" "$dir/laned" &
+helper_pid=$!
+for _ in $(seq 100); do [[ -s $dir/laned ]] && break; sleep 0.05; done
+[[ -s $dir/laned ]] || fail "the laned clients did not connect"
+expect_rc 0 --socket "$sock" --json clients
+cp "$dir/out" "$dir/clients.json"
+expect_rc 0 --socket "$sock" --json streams
+python3 - "$dir/clients.json" "$dir/out" <<'EOF' || fail "lanes JSON: $(cat "$dir/clients.json" "$dir/out")"
+import json, sys
+clients = json.load(open(sys.argv[1]))["clients"]
+streams = json.load(open(sys.argv[2]))["streams"]
+lanes = {c["session"]: c["lanes"] for c in clients if c["name"] == "laned"}
+assert sorted(map(len, lanes.values())) == [1, 2], lanes
+two = next(s for s, l in lanes.items() if len(l) == 2)
+one = next(s for s, l in lanes.items() if len(l) == 1)
+# Distinct, least loaded: the first client took 0 and 1, the second 2.
+assert lanes[two] == [0, 1] and lanes[one] == [2], lanes
+compute = {s["id"]: s["sessions"] for s in streams if s["kind"] == "compute"}
+assert compute[0] == [two] and compute[1] == [two] and compute[2] == [one], compute
+assert all(not v for k, v in compute.items() if k > 2), compute
+EOF
+expect_rc 0 --socket "$sock" clients
+grep -qE "laned .* 0,1$" "$dir/out" || fail "clients table lacks lanes 0,1: $(cat "$dir/out")"
+two=$(python3 -c 'import json,sys; print([c["session"] for c in json.load(open(sys.argv[1]))["clients"] if len(c["lanes"]) == 2][0])' "$dir/clients.json")
+expect_rc 0 --socket "$sock" streams
+grep -q "SESSIONS" "$dir/out" || fail "streams table without SESSIONS: $(cat "$dir/out")"
+grep -qE "^ *1 +compute +1 .* $two$" "$dir/out" || fail "streams table: stream 1 not held by $two: $(cat "$dir/out")"
+kill "$helper_pid" 2>/dev/null || true
+wait "$helper_pid" 2>/dev/null || true
+helper_pid=
+
 # Bad usage.
 expect_rc 2 --socket "$sock" frobnicate
 expect_rc 2 --socket "$sock" status -n 3

@@ -62,7 +62,7 @@ static void json_device(struct json *j, const Sseq__DeviceInfo *d)
 	json_object_end(j);
 }
 
-static void json_streams(struct json *j, const Sseq__QueryResult *res)
+static void json_streams(struct json *j, const struct ctl *c, const Sseq__QueryResult *res)
 {
 	char kind[32];
 
@@ -79,6 +79,11 @@ static void json_streams(struct json *j, const Sseq__QueryResult *res)
 		json_uint(j, "last_completed", s->last_completed);
 		json_uint(j, "window_used", s->window_used);
 		json_uint(j, "window_capacity", s->window_capacity);
+		json_array_begin(j, "sessions");
+		for (size_t k = 0; k < s->n_sessions; k++)
+			if (s->sessions[k] != c->session) /* sseqctl's own, as in clients */
+				json_uint(j, NULL, s->sessions[k]);
+		json_array_end(j);
 		json_object_end(j);
 	}
 	json_array_end(j);
@@ -117,6 +122,10 @@ static void json_clients(struct json *j, const struct ctl *c, const Sseq__QueryR
 		json_uint(j, "inflight", ci->inflight);
 		json_uint(j, "staging_arenas", ci->staging_arenas);
 		json_uint(j, "staging_bytes", ci->staging_bytes);
+		json_array_begin(j, "lanes");
+		for (size_t k = 0; k < ci->n_lanes; k++)
+			json_uint(j, NULL, ci->lanes[k]);
+		json_array_end(j);
 		json_object_end(j);
 	}
 	json_array_end(j);
@@ -187,7 +196,7 @@ void ctl_json_print(
 	switch (kind) {
 	case SSEQ__QUERY_KIND__QUERY_KIND_STATUS:
 		json_device(&j, res->device);
-		json_streams(&j, res);
+		json_streams(&j, c, res);
 		json_counters(&j, res->counters);
 		json_clients(&j, c, res);
 		break;
@@ -198,7 +207,7 @@ void ctl_json_print(
 		json_buffers(&j, res);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_STREAMS:
-		json_streams(&j, res);
+		json_streams(&j, c, res);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_STATS:
 		json_counters(&j, res->counters);

@@ -149,6 +149,38 @@ static const char *fmt_point(const Sseq__Point *p, char *buf, size_t size)
 	return buf;
 }
 
+/* "0,3,5": a lane or session list, "-" when empty, cut with "..." where it would not fit. */
+static const char *fmt_list(
+	const uint32_t *u32, const uint64_t *u64, size_t n, char *buf, size_t size)
+{
+	size_t len = 0;
+
+	snprintf(buf, size, "-");
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = u32 ? u32[i] : u64[i];
+		int w = snprintf(buf + len, size - len, "%s%" PRIu64, i ? "," : "", v);
+		if (w < 0 || (size_t)w >= size - len) {
+			snprintf(buf + (len < size - 4 ? len : size - 4), 4, "...");
+			break;
+		}
+		len += (size_t)w;
+	}
+	return buf;
+}
+
+/* The sessions holding a stream, sseqctl's own left out as in clients. */
+static const char *fmt_sessions(
+	const struct ctl *c, const Sseq__StreamInfo *s, char *buf, size_t size)
+{
+	uint64_t ids[64];
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->n_sessions && n < 64; i++)
+		if (s->sessions[i] != c->session)
+			ids[n++] = s->sessions[i];
+	return fmt_list(NULL, ids, n, buf, size);
+}
+
 static size_t clients_count(const struct ctl *c, const Sseq__QueryResult *res)
 {
 	size_t n = 0;
@@ -158,12 +190,13 @@ static size_t clients_count(const struct ctl *c, const Sseq__QueryResult *res)
 	return n;
 }
 
-static void text_streams(const Sseq__QueryResult *res)
+static void text_streams(const struct ctl *c, const Sseq__QueryResult *res)
 {
 	struct table t;
-	char kind[32];
+	char kind[32], sessions[128];
 
-	table_init(&t, "rlrrrr", "ID", "KIND", "INDEX", "LAST ISSUED", "LAST COMPLETED", "WINDOW");
+	table_init(&t, "rlrrrrl", "ID", "KIND", "INDEX", "LAST ISSUED", "LAST COMPLETED", "WINDOW",
+		"SESSIONS");
 	for (size_t i = 0; i < res->n_streams; i++) {
 		const Sseq__StreamInfo *s = res->streams[i];
 		table_cell(&t, "%" PRIu32, s->id);
@@ -174,6 +207,7 @@ static void text_streams(const Sseq__QueryResult *res)
 		table_cell(&t, "%" PRIu64, s->last_issued);
 		table_cell(&t, "%" PRIu64, s->last_completed);
 		table_cell(&t, "%" PRIu32 "/%" PRIu32, s->window_used, s->window_capacity);
+		table_cell(&t, "%s", fmt_sessions(c, s, sessions, sizeof(sessions)));
 	}
 	table_print(&t, stdout);
 	table_finish(&t);
@@ -182,14 +216,14 @@ static void text_streams(const Sseq__QueryResult *res)
 static void text_clients(const struct ctl *c, const Sseq__QueryResult *res)
 {
 	struct table t;
-	char b1[32], b2[32];
+	char b1[32], b2[32], lanes[64];
 
 	if (clients_count(c, res) == 0) {
 		puts("no clients");
 		return;
 	}
-	table_init(&t, "rrrllrrrl", "SESSION", "PID", "UID", "WORKER", "NAME", "BUFFERS", "BYTES",
-		"IN-FLIGHT", "STAGING");
+	table_init(&t, "rrrllrrrll", "SESSION", "PID", "UID", "WORKER", "NAME", "BUFFERS", "BYTES",
+		"IN-FLIGHT", "STAGING", "LANES");
 	for (size_t i = 0; i < res->n_clients; i++) {
 		const Sseq__ClientInfo *ci = res->clients[i];
 		if (!client_visible(c, ci))
@@ -204,6 +238,7 @@ static void text_clients(const struct ctl *c, const Sseq__QueryResult *res)
 		table_cell(&t, "%" PRIu64, ci->inflight);
 		table_cell(&t, "%" PRIu64 " (%s)", ci->staging_arenas,
 			fmt_bytes(ci->staging_bytes, b2, sizeof(b2)));
+		table_cell(&t, "%s", fmt_list(ci->lanes, NULL, ci->n_lanes, lanes, sizeof(lanes)));
 	}
 	table_print(&t, stdout);
 	table_finish(&t);
@@ -222,7 +257,7 @@ static void text_status(const struct ctl *c, const Sseq__QueryResult *res)
 			fmt_bytes(d->memory_used, used, sizeof(used)),
 			fmt_bytes(d->memory_total, total, sizeof(total)));
 	printf("clients: %zu\n\n", clients_count(c, res));
-	text_streams(res);
+	text_streams(c, res);
 	if (!k)
 		return;
 	printf("\n");
@@ -361,7 +396,7 @@ void ctl_text_print(const struct ctl *c, Sseq__QueryKind kind, const Sseq__Query
 		text_buffers(res);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_STREAMS:
-		text_streams(res);
+		text_streams(c, res);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_STATS:
 		text_stats(res);

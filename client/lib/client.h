@@ -82,7 +82,10 @@ struct sseq {
 		uint32_t device_index;
 		char *device_name, *backend, *arch;
 		uint64_t memory_total;
+		uint32_t lanes[SSEQ_MAX_LANES]; /* Welcome.lanes */
+		uint32_t nlanes; /* at least 1 once connected */
 	} info;
+	uint32_t lane; /* the current lane, an index into info.lanes */
 };
 
 /* ---- ops.c: requests in flight, the daemon's messages about them, errors ---- */

@@ -291,6 +291,7 @@ static int client_hello(struct sseq *s, const struct sseq_connect_options *o)
 	hello.client_name = (char *)name;
 	hello.pid = (uint32_t)getpid();
 	hello.worker_id = (char *)(worker ? worker : "");
+	hello.lanes = o->lanes;
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_HELLO;
 	req.hello = &hello;
@@ -326,10 +327,11 @@ int sseq__connect_fd(int fd, const struct sseq_connect_options *opts, struct sse
 	frame_writer_init(&s->w);
 	frame_reader_init(&s->r);
 
-	/* Only read the fields the caller's version of the struct has. */
+	/* Only read the fields the caller's version of the struct has: a .size of 0 is the
+	 * first version's, which ended before .lanes. */
 	struct sseq_connect_options o = {0};
 	if (opts) {
-		size_t n = opts->size ? opts->size : sizeof(o);
+		size_t n = opts->size ? opts->size : offsetof(struct sseq_connect_options, lanes);
 		memcpy(&o, opts, n < sizeof(o) ? n : sizeof(o));
 	}
 	if (o.staging_size)
@@ -408,6 +410,29 @@ int sseq_get_info(struct sseq *s, struct sseq_info *info)
 		.memory_total = s->info.memory_total,
 	};
 	return 0;
+}
+
+int sseq_set_lane(struct sseq *s, unsigned lane)
+{
+	if (lane >= s->info.nlanes) {
+		client_set_error(s, "lane %u: this connection has %u lane%s", lane, s->info.nlanes,
+			s->info.nlanes == 1 ? "" : "s");
+		return -EINVAL;
+	}
+	s->lane = lane;
+	return 0;
+}
+
+unsigned sseq_get_lane(struct sseq *s)
+{
+	return s->lane;
+}
+
+int sseq_get_lanes(struct sseq *s, uint32_t *ids, size_t n)
+{
+	for (size_t i = 0; ids && i < n && i < s->info.nlanes; i++)
+		ids[i] = s->info.lanes[i];
+	return (int)s->info.nlanes;
 }
 
 /* ---- waiting ---- */

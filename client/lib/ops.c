@@ -318,6 +318,14 @@ static void save_welcome(struct sseq *s, const Sseq__Welcome *w)
 	s->info.minor = w->protocol_minor;
 	free(s->info.daemon_version);
 	s->info.daemon_version = strdup(w->daemon_version ? w->daemon_version : "");
+	/* A daemon before protocol 1.2 names no lanes: everything runs on its one. */
+	s->info.nlanes = 1;
+	s->info.lanes[0] = 0;
+	if (w->n_lanes) {
+		s->info.nlanes =
+			w->n_lanes < SSEQ_MAX_LANES ? (uint32_t)w->n_lanes : SSEQ_MAX_LANES;
+		memcpy(s->info.lanes, w->lanes, s->info.nlanes * sizeof(*w->lanes));
+	}
 	if (w->device) {
 		const Sseq__DeviceInfo *d = w->device;
 		s->info.device_index = d->index;

@@ -259,6 +259,7 @@ int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *sr
 	c.dst = dst;
 	c.dst_offset = dst_off;
 	c.length = len;
+	c.lane = s->lane;
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_COPY_H2D;
 	req.copy_h2d = &c;
@@ -282,6 +283,7 @@ int sseq_copy_d2h(
 	c.staging = op->arena->handle;
 	c.staging_offset = off;
 	c.length = len;
+	c.lane = s->lane;
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_COPY_D2H;
 	req.copy_d2h = &c;
@@ -312,6 +314,7 @@ int sseq_copy_d2d(struct sseq *s, uint64_t src, uint64_t src_off, uint64_t dst, 
 	c.dst = dst;
 	c.dst_offset = dst_off;
 	c.length = len;
+	c.lane = s->lane;
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_COPY_D2D;
 	req.copy_d2d = &c;
@@ -334,6 +337,7 @@ static int execute(struct sseq *s, const char *kernel, uint64_t module, const ch
 			p.ex.target_case = SSEQ__EXECUTE__TARGET_FUNCTION;
 			p.ex.function = &p.fn;
 		}
+		p.ex.lane = s->lane;
 		Sseq__Request req = SSEQ__REQUEST__INIT;
 		req.body_case = SSEQ__REQUEST__BODY_EXECUTE;
 		req.execute = &p.ex;

@@ -482,7 +482,10 @@ struct fake {
 	uint64_t fail_late_tag; /* Reply OK, then a failed Completion */
 	bool hold_completions; /* send them only at Sync, newest first, after its own */
 	uint32_t major;
+	bool old_daemon; /* a Welcome without lanes (protocol 1.1) */
 	/* State. */
+	uint32_t hello_lanes; /* what the Hello asked for */
+	int64_t copy_lane, exec_lane; /* the last copy's and kernel's lane, -1 before one */
 	uint8_t *buf[FAKE_MAX_HANDLES];
 	uint64_t size[FAKE_MAX_HANDLES];
 	unsigned nhandles;
@@ -568,6 +571,13 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 		w.session = 42;
 		w.device = &d;
 		w.daemon_version = "test";
+		/* Lane k is stream 5 + 4k: ids that are not indexes. */
+		uint32_t lanes[16];
+		f->hello_lanes = q->hello->lanes;
+		w.n_lanes = f->old_daemon ? 0 : q->hello->lanes ? q->hello->lanes : 1;
+		for (size_t k = 0; k < w.n_lanes && k < 16; k++)
+			lanes[k] = 5 + 4 * (uint32_t)k;
+		w.lanes = lanes;
 		ck_assert_uint_eq(q->hello->protocol_major, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR);
 		ck_assert_str_eq(q->hello->worker_id, "gw7");
 		fake_reply(f, q->tag, 0, 0, &w);
@@ -596,6 +606,7 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 		return;
 	case SSEQ__REQUEST__BODY_COPY_H2D: {
 		const Sseq__CopyH2D *c = q->copy_h2d;
+		f->copy_lane = c->lane;
 		ck_assert_uint_le(c->staging_offset + c->length, f->staging_size[c->staging - 1]);
 		memcpy(fake_buf(f, c->dst) + c->dst_offset,
 			f->staging[c->staging - 1] + c->staging_offset, c->length);
@@ -606,6 +617,7 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 	}
 	case SSEQ__REQUEST__BODY_COPY_D2H: {
 		const Sseq__CopyD2H *c = q->copy_d2h;
+		f->copy_lane = c->lane;
 		memcpy(f->staging[c->staging - 1] + c->staging_offset,
 			fake_buf(f, c->src) + c->src_offset, c->length);
 		fake_reply(f, q->tag, 0, 0, NULL);
@@ -623,6 +635,10 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 		return;
 	}
 	default:
+		if (q->body_case == SSEQ__REQUEST__BODY_EXECUTE)
+			f->exec_lane = q->execute->lane;
+		if (q->body_case == SSEQ__REQUEST__BODY_COPY_D2D)
+			f->copy_lane = q->copy_d2d->lane;
 		fake_reply(f, q->tag, 0, 0, NULL);
 		if (want || late)
 			fake_maybe_complete(f, q->tag, late);
@@ -688,6 +704,7 @@ static struct fake *fake_start(void)
 {
 	struct fake *f = calloc(1, sizeof(*f));
 	f->major = SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR;
+	f->copy_lane = f->exec_lane = -1;
 	return f;
 }
 
@@ -733,6 +750,81 @@ START_TEST(test_client_hello_and_welcome)
 	ck_assert_str_eq(info.backend, "sim");
 	ck_assert_str_eq(info.daemon_version, "test");
 	ck_assert_uint_eq(info.memory_total, 1 << 30);
+	fake_stop(f, s);
+}
+END_TEST
+
+/* Lanes asked for at connect travel in Hello; the Welcome's ids come back from
+ * sseq_get_lanes; sseq_set_lane puts every later copy and kernel on its lane and refuses
+ * one the connection lacks. */
+START_TEST(test_client_lanes_asked_set_and_sent)
+{
+	struct fake *f = fake_start();
+	int fd = fake_serve(f);
+	struct sseq_connect_options o = {.size = sizeof(o), .worker_id = "gw7", .lanes = 3};
+	struct sseq *s;
+	uint32_t ids[4] = {0};
+	uint64_t buf, tag;
+	float x[4] = {1, 2, 3, 4};
+
+	ck_assert_int_eq(sseq__connect_fd(fd, &o, &s), 0);
+	ck_assert_uint_eq(f->hello_lanes, 3);
+	ck_assert_int_eq(sseq_get_lanes(s, NULL, 0), 3);
+	ck_assert_int_eq(sseq_get_lanes(s, ids, 2), 3);
+	ck_assert_uint_eq(ids[0], 5);
+	ck_assert_uint_eq(ids[1], 9);
+	ck_assert_uint_eq(ids[2], 0); /* n = 2: no more written */
+	ck_assert_uint_eq(sseq_get_lane(s), 0);
+	ck_assert_int_eq(sseq_alloc(s, sizeof(x), "x", &buf), 0);
+	ck_assert_int_eq(sseq_copy_h2d(s, buf, 0, x, sizeof(x), &tag), 0);
+	ck_assert_int_eq(sseq_wait(s, tag), 0);
+	ck_assert_int_eq(f->copy_lane, 0);
+
+	ck_assert_int_eq(sseq_set_lane(s, 3), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(sseq_last_error_message(s), "3 lanes"));
+	ck_assert_uint_eq(sseq_get_lane(s), 0);
+	ck_assert_int_eq(sseq_set_lane(s, 2), 0);
+	ck_assert_uint_eq(sseq_get_lane(s), 2);
+	struct sseq_arg args[] = {SSEQ_OUT(buf), SSEQ_F32(1), SSEQ_U64(4)};
+	ck_assert_int_eq(sseq_execute(s, "fill", args, 3, NULL, &tag), 0);
+	ck_assert_int_eq(sseq_wait(s, tag), 0);
+	ck_assert_int_eq(f->exec_lane, 2);
+	ck_assert_int_eq(sseq_copy_d2h(s, buf, 0, x, sizeof(x), &tag), 0);
+	ck_assert_int_eq(sseq_wait(s, tag), 0);
+	ck_assert_int_eq(f->copy_lane, 2);
+	ck_assert_int_eq(sseq_set_lane(s, 1), 0);
+	ck_assert_int_eq(sseq_copy_d2d(s, buf, 0, buf, 8, 8, &tag), 0);
+	ck_assert_int_eq(sseq_wait(s, tag), 0);
+	ck_assert_int_eq(f->copy_lane, 1);
+	fake_stop(f, s);
+}
+END_TEST
+
+/* The first version of the options (.size 0, or a size before .lanes) asks for no lanes,
+ * whatever lies past it; a daemon before protocol 1.2 (no Welcome.lanes) gives one. */
+START_TEST(test_client_lanes_old_options_and_old_daemon)
+{
+	struct fake *f = fake_start();
+	int fd = fake_serve(f);
+	struct sseq_connect_options o = {.worker_id = "gw7", .lanes = 4}; /* .size 0 */
+	struct sseq *s;
+	uint32_t id = 77;
+
+	ck_assert_int_eq(sseq__connect_fd(fd, &o, &s), 0);
+	ck_assert_uint_eq(f->hello_lanes, 0);
+	ck_assert_int_eq(sseq_get_lanes(s, &id, 1), 1);
+	ck_assert_uint_eq(id, 5);
+	fake_stop(f, s);
+
+	f = fake_start();
+	f->old_daemon = true;
+	fd = fake_serve(f);
+	o.size = sizeof(o);
+	ck_assert_int_eq(sseq__connect_fd(fd, &o, &s), 0);
+	ck_assert_uint_eq(f->hello_lanes, 4);
+	ck_assert_int_eq(sseq_get_lanes(s, &id, 1), 1);
+	ck_assert_uint_eq(id, 0);
+	ck_assert_int_eq(sseq_set_lane(s, 1), -EINVAL);
 	fake_stop(f, s);
 }
 END_TEST
@@ -1011,6 +1103,8 @@ static Suite *client_suite(void)
 	tc = tcase_create("library");
 	tcase_add_test(tc, test_client_hello_and_welcome);
 	tcase_add_test(tc, test_client_refuses_other_major);
+	tcase_add_test(tc, test_client_lanes_asked_set_and_sent);
+	tcase_add_test(tc, test_client_lanes_old_options_and_old_daemon);
 	tcase_add_test(tc, test_client_connect_missing_socket);
 	tcase_add_test(tc, test_client_copies_through_staging);
 	tcase_add_test(tc, test_client_staging_reused_not_grown);

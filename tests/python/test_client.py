@@ -314,3 +314,46 @@ def test_worker_id_and_name_reach_sseqctl(sseq_session: sseq.Session) -> None:
         if worker:
             assert mine[sseq_session.info.session]["worker_id"] == worker
             assert mine[sseq_session.info.session]["name"] == "pytest"
+
+
+def test_lanes_distinct_ordered_and_shown(start_daemon) -> None:  # type: ignore[no-untyped-def]
+    """Compute lanes: a session asking for two gets two of its own, distinct from
+    another's; work named on lane 1 lands on the second (sseqctl streams says which
+    session holds it); a kernel on lane 1 reading what lane 0 wrote sees the data."""
+    d = start_daemon("--compute-streams", "4", "--sim-delay", "h2d=3ms",
+                     "--sim-delay", "compute=script:5ms,0")
+    with pytest.raises(ValueError):
+        sseq.connect(d.socket, lanes=9)
+    with sseq.connect(d.socket) as s1, sseq.connect(d.socket, lanes=2) as s2:
+        assert s1.lanes == (0,)
+        assert s2.lanes == (1, 2)
+        assert s2.current_lane == 0
+        with pytest.raises(ValueError):
+            s2.set_lane(2)
+        with pytest.raises(ValueError):
+            s1.set_lane(1)
+        n = 4096
+        x = np.arange(n, dtype=np.float32)
+        a, b, c = (s2.alloc(n, np.float32, label=l) for l in "abc")
+        before = s2.stats()
+        a.upload(x)  # lane 0
+        s2.execute("scale", sseq.In(a), sseq.Out(b), 2.0, n)  # lane 0, 5 ms
+        with s2.lane(1):
+            assert s2.current_lane == 1
+            s2.execute("scale", sseq.In(b), sseq.Out(c), 3.0, n)  # lane 1, after lane 0's
+            got = c.download()
+        assert s2.current_lane == 0
+        np.testing.assert_array_equal(got, 6 * x)
+        delta = s2.stats() - before
+        assert delta.race_findings == 0
+        assert delta.waits_enqueued > 0
+        ctl = os.environ.get("SSEQCTL")
+        if ctl:
+            out = subprocess.run([ctl, "--socket", d.socket, "--json", "streams"],
+                                 check=True, capture_output=True, text=True).stdout
+            streams = {st["id"]: st for st in json.loads(out)["streams"]}
+            assert streams[1]["sessions"] == [s2.info.session]
+            assert streams[2]["sessions"] == [s2.info.session]
+            assert streams[2]["last_issued"] == 1  # the one kernel named on lane 1
+            assert streams[0]["sessions"] == [s1.info.session]
+            assert streams[0]["last_issued"] == 0

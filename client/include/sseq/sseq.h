@@ -88,7 +88,17 @@ struct sseq_connect_options {
 	/* Bytes of the first staging arena, created on first use. More arenas are added on
 	 * demand (a request larger than this gets one of its own). Default: 64 MiB. */
 	uint64_t staging_size;
+	/* Compute lanes to ask for, 1 .. SSEQ_MAX_LANES (0: one). Each lane is a stream of
+	 * the daemon's own for independent work (see sseq_set_lane); the daemon gives the
+	 * least-loaded ones, distinct while it has enough. More than SSEQ_MAX_LANES fails
+	 * the connect with -SSEQ_ERR_INVALID_ARGUMENT. Read only when .size covers it (a
+	 * .size of 0 means the first version, which had no lanes); a daemon older than
+	 * protocol 1.2 gives one lane whatever is asked. */
+	uint32_t lanes;
 };
+
+/* The most lanes a connection may ask for. */
+#define SSEQ_MAX_LANES 8
 
 /* The socket sseq_connect() uses when given no path and $SSEQ_SOCKET is unset or empty:
  * the first device's sseqd. */
@@ -122,6 +132,30 @@ struct sseq_info {
 
 /* Fill *info from the Welcome (no I/O). Returns 0. */
 int sseq_get_info(struct sseq *s, struct sseq_info *info);
+
+/*
+ * Lanes
+ * -----
+ * A connection has one or more lanes (sseq_connect_options.lanes): streams of the daemon
+ * that run its work, its own unless the daemon has more connections than streams.
+ * Copies and kernels go on the current lane, lane 0 until sseq_set_lane() picks
+ * another. Work on different lanes may run concurrently, but ordering between
+ * operations on the same buffers holds across lanes exactly as within one: a kernel on
+ * lane 1 that reads a buffer an H2D copy on lane 0 wrote runs after that copy.
+ */
+
+/* Put the copies and kernels submitted from now on on lane `lane` (0 .. count-1).
+ * Returns 0, or -EINVAL (nothing changes) when the connection has no such lane. */
+int sseq_set_lane(struct sseq *s, unsigned lane);
+
+/* The current lane, as sseq_set_lane() set it (0 at first). */
+unsigned sseq_get_lane(struct sseq *s);
+
+/* How many lanes the connection has (1 or more), no I/O. With ids not NULL, the first
+ * min(n, count) of them are filled with the daemon's stream number of each lane, in lane
+ * order (what sseqctl streams and Reply points show); a daemon older than protocol 1.2
+ * gives every connection one lane, reported as stream 0. */
+int sseq_get_lanes(struct sseq *s, uint32_t *ids, size_t n);
 
 /* The daemon's detail text for the last daemon error (-SSEQ_ERR_*) a function returned
  * on this connection, or a description of the last local failure; "" if none. With

@@ -14,7 +14,7 @@ import os
 import threading
 from typing import Optional
 
-__all__ = ["lib", "library_path", "DEFAULT_SOCKET", "SseqConnectOptions", "SseqInfo",
+__all__ = ["lib", "library_path", "DEFAULT_SOCKET", "MAX_LANES", "SseqConnectOptions", "SseqInfo",
            "SseqArg", "SseqLaunch", "SseqStats", "ARG_BUFFER", "ARG_I32", "ARG_U32", "ARG_I64",
            "ARG_U64", "ARG_F32", "ARG_F64", "ACCESS_IN", "ACCESS_OUT", "ACCESS_INOUT",
            "LibraryNotFoundError"]
@@ -34,7 +34,12 @@ class SseqConnectOptions(ctypes.Structure):
         ("client_name", ctypes.c_char_p),
         ("worker_id", ctypes.c_char_p),
         ("staging_size", ctypes.c_uint64),
+        ("lanes", ctypes.c_uint32),
     ]
+
+
+# SSEQ_MAX_LANES: the most lanes a connection may ask for.
+MAX_LANES = 8
 
 
 class SseqInfo(ctypes.Structure):
@@ -123,6 +128,9 @@ _PROTOTYPES = {
                                     ctypes.POINTER(_P)]),
     "sseq_close": (None, [_P]),
     "sseq_get_info": (ctypes.c_int, [_P, ctypes.POINTER(SseqInfo)]),
+    "sseq_set_lane": (ctypes.c_int, [_P, ctypes.c_uint]),
+    "sseq_get_lane": (ctypes.c_uint, [_P]),
+    "sseq_get_lanes": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_uint32), ctypes.c_size_t]),
     "sseq_last_error_message": (ctypes.c_char_p, [_P]),
     "sseq_last_error_tag": (_U64, [_P]),
     "sseq_alloc": (ctypes.c_int, [_P, _U64, ctypes.c_char_p, _PU64]),

@@ -14,11 +14,12 @@ and the context manager release everything.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import os
 import threading
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
@@ -139,6 +140,46 @@ class Session:
             arch=_text(info.arch),
             memory_total=info.memory_total,
         )
+        n = _lib.lib().sseq_get_lanes(ptr, None, 0)
+        ids = (ctypes.c_uint32 * n)()
+        _lib.lib().sseq_get_lanes(ptr, ids, n)
+        #: The daemon's stream number of each lane, in lane order (``sseqctl streams``
+        #: and ``Op`` points show these).
+        self.lanes: tuple[int, ...] = tuple(ids)
+
+    # -- lanes --
+
+    @property
+    def current_lane(self) -> int:
+        """The lane (an index into :attr:`lanes`) that copies and kernels go on now."""
+        self._check_open()
+        return _lib.lib().sseq_get_lane(self._ptr)
+
+    def set_lane(self, lane: int) -> None:
+        """Put the copies and kernels queued from now on (uploads and downloads
+        included) on lane ``lane``, 0 .. ``len(lanes) - 1``. Work on different lanes may
+        overlap on the GPU; work on the same buffers is still ordered across lanes.
+        Raises ValueError for a lane the session does not have."""
+        self._check_open()
+        if not isinstance(lane, (int, np.integer)) or lane < 0 or lane >= len(self.lanes):
+            raise ValueError(f"lane {lane!r}: this session has {len(self.lanes)} lane(s) "
+                             f"(connect(lanes=N) asks for more)")
+        with self._lock:
+            r = _lib.lib().sseq_set_lane(self._ptr, int(lane))
+            if r < 0:
+                raise self._error(r, f"set_lane {lane}")
+
+    @contextlib.contextmanager
+    def lane(self, lane: int) -> Iterator["Session"]:
+        """``with s.lane(1): ...`` queues the block's work on lane 1 and puts the lane
+        that was current back afterwards."""
+        before = self.current_lane
+        self.set_lane(lane)
+        try:
+            yield self
+        finally:
+            if not self.closed:
+                self.set_lane(before)
 
     # -- plumbing --
 
@@ -364,15 +405,20 @@ class Session:
 
 
 def connect(socket: Optional[PathLike] = None, *, name: Optional[str] = None,
-            worker_id: Optional[str] = None, staging_size: int = 0) -> Session:
+            worker_id: Optional[str] = None, staging_size: int = 0,
+            lanes: int = 1) -> Session:
     """Connect to sseqd and return a :class:`Session` (a context manager that closes).
 
     ``socket``: the daemon's socket; default ``$SSEQ_SOCKET``, else
     ``/run/sseq/gpu0.sock``. ``name`` is shown by ``sseqctl clients`` (default: the
     program's name); ``worker_id`` groups clients there (default:
     ``$PYTEST_XDIST_WORKER``). ``staging_size``: bytes of the first staging arena
-    (default 64 MiB). Raises :class:`sseq.Error` (``ENOENT``/``ECONNREFUSED`` when no
-    daemon answers) or :class:`sseq.LibraryNotFoundError`."""
+    (default 64 MiB). ``lanes``: how many lanes (streams of the daemon's own for
+    independent work, see :meth:`Session.lane`) to ask for, 1 to 8. Raises
+    :class:`sseq.Error` (``ENOENT``/``ECONNREFUSED`` when no daemon answers) or
+    :class:`sseq.LibraryNotFoundError`."""
+    if not 1 <= lanes <= _lib.MAX_LANES:
+        raise ValueError(f"lanes={lanes!r}: ask for 1 to {_lib.MAX_LANES}")
     lib = _lib.lib()
     path = os.fspath(socket) if socket is not None else None
     opts = _lib.SseqConnectOptions()
@@ -380,6 +426,7 @@ def connect(socket: Optional[PathLike] = None, *, name: Optional[str] = None,
     opts.client_name = name.encode() if name else None
     opts.worker_id = worker_id.encode() if worker_id else None
     opts.staging_size = staging_size
+    opts.lanes = lanes
     ptr = ctypes.c_void_p()
     r = lib.sseq_connect(path.encode() if path else None, ctypes.byref(opts),
                          ctypes.byref(ptr))
