@@ -184,17 +184,29 @@ static void session_poll_closed(uv_handle_t *h)
 void session_lanes_take(struct session *s, unsigned n)
 {
 	struct server *srv = s->srv;
-	const unsigned pool = seq_layout(srv->seq)->count[SEQ_STREAM_COMPUTE];
+	const struct seq_layout *layout = seq_layout(srv->seq);
+	const unsigned pool = layout->count[SEQ_STREAM_COMPUTE];
 	unsigned mine[SEQ_MAX_STREAMS] = {0};
+	bool failed[SEQ_MAX_STREAMS];
 
-	/* Each lane: one this session does not hold yet, then the least held by others,
-	 * then the lowest number. Sessions never share buffers, so nothing orders one
-	 * session's lanes after another's: spreading them is what lets them overlap. */
+	/* A lane whose stream a device fault failed (sticky) fails whatever runs there:
+	 * a new session gets one only when every lane has failed. */
+	for (unsigned l = 0; l < pool; l++) {
+		struct seq_stream_info si;
+
+		seq_stream_info(srv->seq, layout->first[SEQ_STREAM_COMPUTE] + l, &si);
+		failed[l] = si.error != 0;
+	}
+	/* Each lane: a healthy one, then one this session does not hold yet, then the least
+	 * held by others, then the lowest number. Sessions never share buffers, so nothing
+	 * orders one session's lanes after another's: spreading them lets them overlap. */
 	for (unsigned k = 0; k < n; k++) {
 		unsigned best = 0;
 		for (unsigned l = 1; l < pool; l++)
-			if (mine[l] < mine[best] ||
-				(mine[l] == mine[best] && srv->lane_load[l] < srv->lane_load[best]))
+			if (failed[l] != failed[best] ? !failed[l]
+					: mine[l] != mine[best]
+					? mine[l] < mine[best]
+					: srv->lane_load[l] < srv->lane_load[best])
 				best = l;
 		if (mine[best]++ == 0)
 			srv->lane_load[best]++;
