@@ -29,8 +29,8 @@ enum hip_submit {
 };
 
 /* All zero is valid: device 0 (its streams come from the core's layout, backend_env),
- * the kernel image found where the build put it or where it was installed, hipEventSynchronize, untimed events, no audit,
- * submission on the loop thread (HIP_SUBMIT_INLINE). */
+ * the kernel image found where the build put it or where it was installed, hipEventSynchronize,
+ * untimed events, no audit, submission on the loop thread (HIP_SUBMIT_INLINE). */
 struct hip_config {
 	unsigned device;
 	/* The built-in kernels' code object (.hsaco / .fatbin); NULL: hip_kernels_path(). */
