@@ -67,12 +67,16 @@ int sim_detect_views(struct sim *sim, struct sim_entry *e, const struct seq_op *
 	return 0;
 }
 
-/* Note that the op must run after p, keeping the latest point per stream. */
-static void sim_need_add(
-	struct sim_need *need, uint32_t self, struct seq_point p, enum sim_race race, uint64_t addr)
+/* Note that the op must run after p, keeping the latest point per stream (need[x] is
+ * valid where bit x of *mask is set: no walk over every stream of the layout). */
+static void sim_need_add(struct sim_need *need, uint64_t *mask, uint32_t self, struct seq_point p,
+	enum sim_race race, uint64_t addr)
 {
-	if (p.seq == 0 || p.stream == self || p.seq <= need[p.stream].p.seq)
+	const uint64_t bit = 1ull << p.stream;
+
+	if (p.seq == 0 || p.stream == self || ((*mask & bit) && p.seq <= need[p.stream].p.seq))
 		return;
+	*mask |= bit;
 	need[p.stream] = (struct sim_need){p, race, addr};
 }
 
@@ -81,27 +85,33 @@ static void sim_need_add(
  * it before sim_detect_note. Only the points not executed yet go into e->need. */
 void sim_detect_needs(struct sim *sim, struct sim_entry *e, const struct seq_op *op)
 {
-	struct sim_need need[SEQ_MAX_STREAMS]; /* the first nstreams: cleared below */
+	struct sim_need need[SEQ_MAX_STREAMS]; /* valid where `mask` says */
+	uint64_t mask = 0;
 	struct seq_point at = e->at;
 
-	for (uint32_t x = 0; x < sim->nstreams; x++)
-		need[x].p.seq = 0;
 	for (unsigned i = 0; i < op->naccess; i++) {
 		const struct sim_block *b = e->view[i].block;
 
 		if (op->access[i].mode & SEQ_READ)
-			sim_need_add(need, at.stream, b->writer, SIM_RACE_RAW, b->addr);
+			sim_need_add(need, &mask, at.stream, b->writer, SIM_RACE_RAW, b->addr);
 		if (op->access[i].mode & SEQ_WRITE) {
-			sim_need_add(need, at.stream, b->writer, SIM_RACE_WAW, b->addr);
-			for (uint32_t x = 0; x < sim->nstreams; x++)
-				sim_need_add(need, at.stream, (struct seq_point){x, b->readers[x]},
-					SIM_RACE_WAR, b->addr);
+			sim_need_add(need, &mask, at.stream, b->writer, SIM_RACE_WAW, b->addr);
+			for (uint64_t m = b->reader_mask; m; m &= m - 1) {
+				uint32_t x = (uint32_t)__builtin_ctzll(m);
+
+				sim_need_add(need, &mask, at.stream,
+					(struct seq_point){x, b->readers[x]}, SIM_RACE_WAR,
+					b->addr);
+			}
 		}
 	}
 	e->nneed = 0;
-	for (uint32_t x = 0; x < sim->nstreams; x++)
-		if (need[x].p.seq && !sim_executed(sim, need[x].p))
+	for (uint64_t m = mask; m; m &= m - 1) {
+		uint32_t x = (uint32_t)__builtin_ctzll(m);
+
+		if (!sim_executed(sim, need[x].p))
 			e->need[e->nneed++] = need[x];
+	}
 }
 
 /* Enter the launched op in its blocks' shadows: every view's reads first, then its
@@ -114,15 +124,19 @@ void sim_detect_note(struct sim_entry *e, const struct seq_op *op)
 		struct sim_block *b = e->view[i].block;
 
 		b->used[at.stream] = at.seq;
-		if (op->access[i].mode & SEQ_READ && b->readers[at.stream] < at.seq)
+		if (op->access[i].mode & SEQ_READ && b->readers[at.stream] < at.seq) {
 			b->readers[at.stream] = at.seq;
+			b->reader_mask |= 1ull << at.stream;
+		}
 	}
 	for (unsigned i = 0; i < op->naccess; i++) {
 		struct sim_block *b = e->view[i].block;
 
 		if (op->access[i].mode & SEQ_WRITE) {
 			b->writer = at;
-			memset(b->readers, 0, sizeof(b->readers));
+			for (uint64_t m = b->reader_mask; m; m &= m - 1)
+				b->readers[__builtin_ctzll(m)] = 0;
+			b->reader_mask = 0;
 		}
 	}
 }

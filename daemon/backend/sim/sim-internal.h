@@ -37,7 +37,8 @@ struct sim_block {
 	 * memory that changed hands. */
 	_Atomic uint64_t gen;
 	struct seq_point writer; /* last launched writer */
-	uint64_t readers[SEQ_MAX_STREAMS]; /* launched readers since that writer */
+	uint64_t readers[SEQ_MAX_STREAMS]; /* launched readers since that writer, or 0 */
+	uint64_t reader_mask; /* bit x: readers[x] is not 0 */
 	uint64_t used[SEQ_MAX_STREAMS]; /* last launched op touching it, for the release check */
 	struct sim_block *age_prev, *age_next; /* free cache, newest first */
 	struct sim_block *class_prev, *class_next; /* free cache bucket, newest first */

@@ -205,6 +205,7 @@ int sim_mem_alloc(void *ctx, uint64_t size, uint64_t *addr)
 	atomic_fetch_add(&b->gen, 1);
 	b->writer = (struct seq_point){0, 0};
 	memset(b->readers, 0, sizeof(b->readers));
+	b->reader_mask = 0;
 	sim->used_bytes += class;
 	*addr = b->addr;
 out:
