@@ -317,9 +317,9 @@ static int parse_number_option(struct daemon_opts *o, int c, int *r)
 		{'d', 0, 1023, &o->srv.device},
 		{OPT_WINDOW, 2, 1u << 20, &o->srv.seq.window},
 		{OPT_COMPUTE, 1, 32, &o->srv.seq.n_compute},
-		{OPT_H2D, 1, 8, &o->srv.seq.n_h2d},
-		{OPT_D2H, 1, 8, &o->srv.seq.n_d2h},
-		{OPT_D2D, 1, 8, &o->srv.seq.n_d2d},
+		{OPT_H2D, 1, 32, &o->srv.seq.n_h2d},
+		{OPT_D2H, 1, 32, &o->srv.seq.n_d2h},
+		{OPT_D2D, 1, 32, &o->srv.seq.n_d2d},
 		{OPT_SPIN, 0, 1000000, &o->srv.spin_us},
 	};
 
