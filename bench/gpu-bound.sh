@@ -18,11 +18,15 @@ for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.05; done
 export PYTHONPATH=$PWD/client/python SSEQ_SOCKET=$sock PYTHONDONTWRITEBYTECODE=1
 export SSEQ_LIBRARY=$PWD/$B/client/lib/libsseq.so.0
 for n in 1 8; do
+	# What the daemon serves halfway through: who holds which lane, how far each got.
+	(sleep 3; "$B/client/ctl/sseqctl" --socket "$sock" streams >"$O/gpu-bound-n$n-streams.txt" 2>&1) &
 	t0=$(date +%s.%N)
-	timeout 300 python3 -m pytest -q -p no:cacheprovider -p sseq.pytest_plugin -n "$n" \
-		bench/gpu-bound >"$O/gpu-bound-n$n.log" 2>&1
+	timeout 400 python3 -m pytest -q -p no:cacheprovider -p sseq.pytest_plugin -n "$n" \
+		--durations=3 bench/gpu-bound >"$O/gpu-bound-n$n.log" 2>&1
 	rc=$?
-	echo "gpu-bound workers=$n rc=$rc seconds=$(awk "BEGIN {print $(date +%s.%N) - $t0}") options=\"$*\" $(tail -1 "$O/gpu-bound-n$n.log")"
+	echo "gpu-bound workers=$n rc=$rc seconds=$(awk "BEGIN {print $(date +%s.%N) - $t0}") options=\"$*\" spin_us=${GPU_BOUND_SPIN_US:-20000} spin_only=${GPU_BOUND_SPIN_ONLY:-0} $(tail -1 "$O/gpu-bound-n$n.log")"
+	grep -E '^[0-9.]+s (call|setup|teardown)' "$O/gpu-bound-n$n.log" | head -3 | sed 's/^/  slowest: /'
+
 done
 kill -TERM "$pid"
 wait "$pid"
