@@ -8,6 +8,20 @@ sseqd=$1
 sseqctl=$2
 dir=$(mktemp -d "${TMPDIR:-/tmp}/test-sseqctl.XXXXXX")
 sock=$dir/s.sock
+# The wire by hand (field tags and varints), for the raw-frame clients and daemons below;
+# each python3 -c that needs it takes its path as its last argument.
+frames=$dir/frames.py
+cat >"$frames" <<'PY'
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7f; n >>= 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n: return out
+def field(num, payload):
+    if isinstance(payload, int): return varint(num << 3) + varint(payload)
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+PY
 daemon_pid=
 helper_pid=
 
@@ -101,15 +115,7 @@ done <"$dir/out"
 # compute stream.
 python3 -c '
 import socket, struct, sys, time
-def varint(n):
-    out = b""
-    while True:
-        b = n & 0x7f; n >>= 7
-        out += bytes([b | (0x80 if n else 0)])
-        if not n: return out
-def field(num, payload):
-    if isinstance(payload, int): return varint(num << 3) + varint(payload)
-    return varint(num << 3 | 2) + varint(len(payload)) + payload
+exec(open(sys.argv[-1]).read())
 conns = []
 for lanes in (2, 1):
     c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
@@ -120,7 +126,7 @@ for lanes in (2, 1):
     c.recv(n, socket.MSG_WAITALL)
     conns.append(c)
 open(sys.argv[2], "w").write("ready")
-time.sleep(60)' "$sock" "$dir/laned" &
+time.sleep(60)' "$sock" "$dir/laned" "$frames" &
 helper_pid=$!
 for _ in $(seq 100); do [[ -s $dir/laned ]] && break; sleep 0.05; done
 [[ -s $dir/laned ]] || fail "the laned clients did not connect"
@@ -191,15 +197,7 @@ helper_pid=
 # are encoded by hand (field tags and varints) to keep the test free of protobuf.
 python3 -c '
 import socket, struct, sys
-def varint(n):
-    out = b""
-    while True:
-        b = n & 0x7f; n >>= 7
-        out += bytes([b | (0x80 if n else 0)])
-        if not n: return out
-def field(num, payload):
-    if isinstance(payload, int): return varint(num << 3) + varint(payload)
-    return varint(num << 3 | 2) + varint(len(payload)) + payload
+exec(open(sys.argv[-1]).read())
 def frame(msg): return struct.pack("<I", len(msg)) + msg
 def read_frame(c):
     n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
@@ -212,7 +210,7 @@ c.sendall(frame(field(1, field(1, 1) + field(6, welcome))))
 read_frame(c)
 result = field(1, 2) + field(2, 15) + field(3, b"window full, try later")
 c.sendall(frame(field(3, result)))
-c.recv(1)' "$dir/busy.sock" &
+c.recv(1)' "$dir/busy.sock" "$frames" &
 helper_pid=$!
 wait_socket "$dir/busy.sock"
 expect_rc 1 --socket "$dir/busy.sock" stats
