@@ -36,6 +36,17 @@ echo "$out"
 [ "$(field ops "$out")" -ge 100000 ] || fail "fewer ops than asked: $out"
 stop
 
+echo "== lanes: 20,000 ops, 4 clients of 4 lanes each, random delays on every stream"
+start --sim-delay all=rand:0-100us
+out=$("$stress" --socket "$sock" --ops 20000 --clients 4 --lanes 4 --seed 9 | tail -1) ||
+	fail "sseq-stress failed with lanes: $out"
+echo "$out"
+[ "$(field wrong "$out")" = 0 ] && [ "$(field races "$out")" = 0 ] && [ "$(field errors "$out")" = 0 ] ||
+	fail "expected wrong=0 errors=0 races=0 with lanes: $out"
+lanes=$("$ctl" --socket "$sock" streams | awk '$2 == "compute" && $4 > 0' | wc -l)
+[ "$lanes" -ge 8 ] || fail "the clients' work ran on $lanes compute streams, not on their lanes"
+stop
+
 for inj in "--inject legacy-sync-window=4 --sim-delay h2d=2ms" "--inject early-free"; do
 	echo "== injected: $inj"
 	# shellcheck disable=SC2086

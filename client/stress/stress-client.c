@@ -1,6 +1,7 @@
 /* sseq-stress's client thread: its own connection, a random mix of operations and
  * scenarios until its budget is spent, and the accounting of every error it sees
  * (described by tag with --verbose, so a late error names its request). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -92,6 +93,10 @@ void note_write(struct storage *st, const char *fmt, ...)
 static void client_step(struct client *c)
 {
 	struct rng *r = &c->rng;
+	/* Lanes only place work: the daemon orders it across them all the same. */
+	if (opt.lanes > 1 &&
+		sseq_set_lane(c->s, (unsigned)(rng_next(&c->lane_rng) % opt.lanes)) < 0)
+		client_error(c, -EINVAL, "set_lane");
 	if (c->nh < 4) {
 		op_alloc(c);
 		return;
@@ -162,6 +167,7 @@ void *client_main(void *arg)
 		.client_name = name,
 		/* Small enough that staging space is reused and waited for. */
 		.staging_size = 8u << 20,
+		.lanes = opt.lanes,
 	};
 	if (opt.verbose)
 		c->described = calloc(DESCRIBED, sizeof(*c->described));

@@ -12,7 +12,7 @@
 
 #include "stress.h"
 
-struct options opt = {.ops = 10000, .clients = 4, .seed = 1};
+struct options opt = {.ops = 10000, .clients = 4, .lanes = 2, .seed = 1};
 
 static int race_findings(uint64_t *out)
 {
@@ -44,6 +44,8 @@ static void usage(FILE *f)
 		")\n"
 		"  -n, --ops N         operations in total, split across clients (default 10000)\n"
 		"  -c, --clients N     concurrent clients, each its own connection (default 4)\n"
+		"  -l, --lanes N       compute lanes per client, each op on one at random\n"
+		"                      (1..8, default 2)\n"
 		"  -S, --seed S        random seed; client i uses S + i (default 1)\n"
 		"  -v, --verbose       print errors and the first mismatches\n"
 		"  -h, --help\n\n"
@@ -65,13 +67,14 @@ static int parse_options(int argc, char **argv)
 		{"socket", required_argument, NULL, 's'},
 		{"ops", required_argument, NULL, 'n'},
 		{"clients", required_argument, NULL, 'c'},
+		{"lanes", required_argument, NULL, 'l'},
 		{"seed", required_argument, NULL, 'S'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	int ch;
-	while ((ch = getopt_long(argc, argv, "s:n:c:S:vh", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "s:n:c:l:S:vh", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
 			opt.socket = optarg;
@@ -81,6 +84,9 @@ static int parse_options(int argc, char **argv)
 			break;
 		case 'c':
 			opt.clients = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'l':
+			opt.lanes = (unsigned)strtoul(optarg, NULL, 0);
 			break;
 		case 'S':
 			opt.seed = strtoull(optarg, NULL, 0);
@@ -95,6 +101,10 @@ static int parse_options(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
+	}
+	if (opt.lanes == 0 || opt.lanes > SSEQ_MAX_LANES) {
+		fprintf(stderr, "sseq-stress: --lanes must be 1..%d\n", SSEQ_MAX_LANES);
+		return 2;
 	}
 	if (opt.clients == 0 || opt.clients > 1024) {
 		fprintf(stderr, "sseq-stress: --clients must be 1..1024\n");
@@ -114,6 +124,7 @@ static void run_clients(struct totals *t)
 	for (unsigned i = 0; i < opt.clients; i++) {
 		cl[i].id = i;
 		cl[i].rng.s = opt.seed + i;
+		cl[i].lane_rng.s = (opt.seed + i) ^ 0x1a9e5ull;
 		cl[i].budget = opt.ops / opt.clients + (i < opt.ops % opt.clients);
 		pthread_create(&th[i], NULL, client_main, &cl[i]);
 	}

@@ -24,6 +24,7 @@ struct options {
 	const char *socket;
 	uint64_t ops;
 	unsigned clients;
+	unsigned lanes; /* per client; each op on one of them at random */
 	uint64_t seed;
 	bool verbose;
 };
@@ -92,6 +93,7 @@ struct client {
 	unsigned id;
 	struct sseq *s;
 	struct rng rng;
+	struct rng lane_rng; /* its own, so that --lanes leaves a seed's ops as they were */
 	uint64_t budget;
 	struct handle hs[MAX_HANDLES];
 	unsigned nh;
