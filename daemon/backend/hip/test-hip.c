@@ -301,7 +301,7 @@ START_TEST(test_pool_reuses_released_blocks_by_size_class)
 {
 	/* Beyond test-backend's LIFO reuse within a 1024-byte class: hip's classes above
 	 * that (5120 for 5000 and 4700), big blocks, and the cost of a reuse. */
-	uint64_t c, big, big2;
+	uint64_t c, big, big2, first;
 	double t0, dt;
 
 	h_setup(NULL, NULL);
@@ -314,16 +314,20 @@ START_TEST(test_pool_reuses_released_blocks_by_size_class)
 	big2 = be_alloc((64 << 20) - 4096);
 	ck_assert_uint_eq(big2, big);
 	H.be.ops->dev.mem_release(H.be.ctx, big2, (64 << 20) - 4096);
-	/* Reuse never reaches the runtime: far cheaper than hipMalloc + hipFree. */
+	/* Reuse never reaches the runtime: every allocation is the block just released
+	 * (a hipMalloc would hand out another while that one sits in the cache). The time
+	 * is printed for the record, not asserted: a loaded machine makes it anything. */
+	first = be_alloc(1 << 20);
+	H.be.ops->dev.mem_release(H.be.ctx, first, 1 << 20);
 	t0 = now_s();
 	for (int i = 0; i < 100000; i++) {
 		uint64_t x = be_alloc(1 << 20);
 
+		ck_assert_uint_eq(x, first);
 		H.be.ops->dev.mem_release(H.be.ctx, x, 1 << 20);
 	}
 	dt = now_s() - t0;
 	printf("hip: pooled alloc+release: %.0f ns\n", dt * 1e9 / 100000);
-	ck_assert_msg(dt < 1.0, "100000 pooled allocations took %.3f s", dt);
 	ck_assert_uint_eq(H.be.ops->findings(H.be.ctx), 0);
 	h_teardown();
 }
