@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "sseq-frame.h"
 
 static void ctl_error(struct ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -148,37 +149,35 @@ static int ctl_send(struct ctl *c, Sseq__Request *rq, int64_t deadline)
 	uint8_t *frame;
 	int r;
 
-	if (len > SSEQ__FRAME_LIMITS__MAX_FRAME_SIZE) {
+	if (len > FRAME_MAX) {
 		ctl_error(c, "request of %zu bytes exceeds the frame limit", len);
 		return -EMSGSIZE;
 	}
-	frame = malloc(SSEQ__FRAME_LIMITS__FRAME_HEADER_SIZE + len);
+	frame = malloc(FRAME_HEADER + len);
 	if (!frame) {
 		ctl_error(c, "out of memory");
 		return -ENOMEM;
 	}
-	for (unsigned i = 0; i < SSEQ__FRAME_LIMITS__FRAME_HEADER_SIZE; i++)
-		frame[i] = (uint8_t)(len >> (8 * i));
-	sseq__request__pack(rq, frame + SSEQ__FRAME_LIMITS__FRAME_HEADER_SIZE);
-	r = ctl_write_all(c, frame, SSEQ__FRAME_LIMITS__FRAME_HEADER_SIZE + len, deadline);
+	frame_put_len(frame, (uint32_t)len);
+	sseq__request__pack(rq, frame + FRAME_HEADER);
+	r = ctl_write_all(c, frame, FRAME_HEADER + len, deadline);
 	free(frame);
 	return r;
 }
 
 static int ctl_recv(struct ctl *c, Sseq__Message **out, int64_t deadline)
 {
-	uint8_t hdr[SSEQ__FRAME_LIMITS__FRAME_HEADER_SIZE];
+	uint8_t hdr[FRAME_HEADER];
 	uint8_t *body;
-	uint32_t len = 0;
+	uint32_t len;
 	int r;
 
 	r = ctl_read_all(c, hdr, sizeof(hdr), deadline);
 	if (r < 0)
 		return r;
-	for (unsigned i = 0; i < sizeof(hdr); i++)
-		len |= (uint32_t)hdr[i] << (8 * i);
+	len = frame_get_len(hdr);
 	/* Checked before allocating: a bogus length must not make us allocate 4 GiB. */
-	if (len > SSEQ__FRAME_LIMITS__MAX_FRAME_SIZE) {
+	if (len > FRAME_MAX) {
 		ctl_error(c, "the daemon sent a frame of %" PRIu32 " bytes, over the limit", len);
 		return -EPROTO;
 	}

@@ -9,9 +9,7 @@
 
 void args_pack_finish(struct args_pack *p)
 {
-	free(p->args);
-	free(p->argv);
-	free(p->bufs);
+	free(p->args); /* the one block argv and bufs also point into */
 	p->args = NULL;
 	p->argv = NULL;
 	p->bufs = NULL;
@@ -66,11 +64,15 @@ int args_pack(struct args_pack *p, const struct sseq_arg *args, size_t nargs,
 	if (nargs > 0 && !args)
 		return -EINVAL;
 	if (nargs > 0) {
-		p->args = calloc(nargs, sizeof(*p->args));
-		p->argv = calloc(nargs, sizeof(*p->argv));
-		p->bufs = calloc(nargs, sizeof(*p->bufs));
-		if (!p->args || !p->argv || !p->bufs)
+		_Static_assert(sizeof(Sseq__Arg) % _Alignof(Sseq__BufferArg) == 0 &&
+				sizeof(Sseq__BufferArg) % _Alignof(Sseq__Arg *) == 0,
+			"args, bufs and argv share one block");
+		/* One allocation per launch, not three: the arrays all have nargs entries. */
+		p->args = calloc(nargs, sizeof(*p->args) + sizeof(*p->bufs) + sizeof(*p->argv));
+		if (!p->args)
 			return -ENOMEM;
+		p->bufs = (Sseq__BufferArg *)(p->args + nargs);
+		p->argv = (Sseq__Arg **)(p->bufs + nargs);
 	}
 	for (size_t i = 0; i < nargs; i++) {
 		sseq__arg__init(&p->args[i]);

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "frame.h"
-#include "sseq-frame.h"
 
 void frame_writer_init(struct frame_writer *w)
 {
@@ -56,11 +55,11 @@ static void writer_compact(struct frame_writer *w)
 int frame_writer_add(struct frame_writer *w, const ProtobufCMessage *msg, int fd)
 {
 	size_t size = protobuf_c_message_get_packed_size(msg);
-	if (size > FRAME_MAX_SIZE)
+	if (size > FRAME_MAX)
 		return -EMSGSIZE;
 	if (w->sent > 0 && (w->sent == w->len || w->sent >= 65536))
 		writer_compact(w);
-	int r = grow((void **)&w->data, &w->cap, w->len + FRAME_HEADER_SIZE + size, 1);
+	int r = grow((void **)&w->data, &w->cap, w->len + FRAME_HEADER + size, 1);
 	if (r < 0)
 		return r;
 	if (fd >= 0) {
@@ -71,8 +70,8 @@ int frame_writer_add(struct frame_writer *w, const ProtobufCMessage *msg, int fd
 	}
 	uint8_t *p = w->data + w->len;
 	frame_put_len(p, (uint32_t)size);
-	protobuf_c_message_pack(msg, p + FRAME_HEADER_SIZE);
-	w->len += FRAME_HEADER_SIZE + size;
+	protobuf_c_message_pack(msg, p + FRAME_HEADER);
+	w->len += FRAME_HEADER + size;
 	return 0;
 }
 
@@ -176,15 +175,15 @@ int frame_reader_fill(struct frame_reader *r, int sock)
 int frame_reader_next(struct frame_reader *r, const uint8_t **frame, size_t *len)
 {
 	size_t avail = r->len - r->start;
-	if (avail < FRAME_HEADER_SIZE)
+	if (avail < FRAME_HEADER)
 		return 0;
 	const uint8_t *p = r->data + r->start;
 	uint32_t size = frame_get_len(p);
-	if (size > FRAME_MAX_SIZE)
+	if (size > FRAME_MAX)
 		return -EMSGSIZE;
-	if (avail < FRAME_HEADER_SIZE + (size_t)size) {
+	if (avail < FRAME_HEADER + (size_t)size) {
 		/* Make sure the whole frame will fit once it arrives. */
-		size_t need = FRAME_HEADER_SIZE + (size_t)size;
+		size_t need = FRAME_HEADER + (size_t)size;
 		if (need > r->cap) {
 			int g = grow((void **)&r->data, &r->cap, need, 1);
 			if (g < 0)
@@ -192,9 +191,9 @@ int frame_reader_next(struct frame_reader *r, const uint8_t **frame, size_t *len
 		}
 		return 0;
 	}
-	*frame = p + FRAME_HEADER_SIZE;
+	*frame = p + FRAME_HEADER;
 	*len = size;
-	r->start += FRAME_HEADER_SIZE + size;
+	r->start += FRAME_HEADER + size;
 	if (r->start == r->len)
 		r->start = r->len = 0;
 	return 1;

@@ -13,9 +13,6 @@
 
 #include "sseq-frame.h"
 
-#define FRAME_HEADER_SIZE FRAME_HEADER
-#define FRAME_MAX_SIZE FRAME_MAX
-
 struct frame_fd {
 	size_t offset; /* byte of the send buffer the descriptor travels with */
 	int fd; /* borrowed: the owner keeps it open until frame_writer_pending_fds() drops */
@@ -40,7 +37,7 @@ struct frame_reader {
 void frame_writer_init(struct frame_writer *w);
 void frame_writer_finish(struct frame_writer *w);
 /* Append one frame holding `msg`; with fd >= 0 the descriptor is sent along with the
- * frame's first byte. -EMSGSIZE if the packed message exceeds FRAME_MAX_SIZE. */
+ * frame's first byte. -EMSGSIZE if the packed message exceeds FRAME_MAX. */
 int frame_writer_add(struct frame_writer *w, const ProtobufCMessage *msg, int fd);
 /* Bytes still to send. */
 size_t frame_writer_pending(const struct frame_writer *w);
@@ -54,7 +51,7 @@ void frame_reader_finish(struct frame_reader *r);
  * nothing is there, -ECONNRESET at end of stream, or a negative errno. */
 int frame_reader_fill(struct frame_reader *r, int sock);
 /* Take the next complete frame: 1 with *frame / *len set (valid until the next reader
- * call), 0 when more bytes are needed, -EMSGSIZE for a length over FRAME_MAX_SIZE. */
+ * call), 0 when more bytes are needed, -EMSGSIZE for a length over FRAME_MAX. */
 int frame_reader_next(struct frame_reader *r, const uint8_t **frame, size_t *len);
 
 #endif

@@ -143,7 +143,7 @@ START_TEST(test_frame_reader_rejects_oversized_length)
 	ck_assert_int_eq(write(sv[0], ok, 4), 4);
 	ck_assert_int_eq(frame_reader_fill(&r, sv[1]), 4);
 	ck_assert_int_eq(frame_reader_next(&r, &f, &len), 0);
-	ck_assert_uint_ge(r.cap, FRAME_HEADER_SIZE + FRAME_MAX_SIZE);
+	ck_assert_uint_ge(r.cap, FRAME_HEADER + FRAME_MAX);
 	frame_reader_finish(&r);
 	close_pair(sv);
 }
@@ -166,9 +166,9 @@ START_TEST(test_frame_writer_refuses_oversized_message)
 {
 	struct frame_writer w;
 	frame_writer_init(&w);
-	char *label = malloc(FRAME_MAX_SIZE + 1);
-	memset(label, 'x', FRAME_MAX_SIZE);
-	label[FRAME_MAX_SIZE] = '\0';
+	char *label = malloc(FRAME_MAX + 1);
+	memset(label, 'x', FRAME_MAX);
+	label[FRAME_MAX] = '\0';
 	Sseq__Alloc al = SSEQ__ALLOC__INIT;
 	al.size = 1;
 	al.label = label;
@@ -670,7 +670,7 @@ static void *fake_main(void *arg)
 			r.start = 0;
 		}
 		if (r.cap - r.len < 65536) {
-			r.cap = r.len + 65536 + FRAME_MAX_SIZE;
+			r.cap = r.len + 65536 + FRAME_MAX;
 			r.data = realloc(r.data, r.cap);
 		}
 		struct iovec iov = {.iov_base = r.data + r.len, .iov_len = r.cap - r.len};
