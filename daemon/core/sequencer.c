@@ -32,8 +32,6 @@ struct watch_ent {
 };
 
 struct stream {
-	enum seq_stream_kind kind;
-	unsigned index;
 	uint64_t issued; /* last point launched */
 	uint64_t completed; /* last point acknowledged complete */
 	uint64_t reported; /* last point the backend saw complete */
@@ -49,12 +47,11 @@ struct stream {
 
 struct seq {
 	struct seq_config config;
-	struct seq_device dev; /* copied: one load per command, as before the split */
+	struct seq_device dev; /* copied: one load per command */
 	void *dev_ctx;
 	struct seq_observer obs;
 	struct seq_counters counters;
-	struct seq_layout layout;
-	unsigned nstreams;
+	struct seq_layout layout; /* the streams' numbering */
 	struct stream streams[SEQ_MAX_STREAMS];
 	unsigned rr_d2h, rr_d2d;
 	struct seq_buffer *all; /* every live buffer object */
@@ -139,14 +136,6 @@ int seq_create(struct seq **out, const struct seq_config *config, const struct s
 	struct seq_config cfg = *config;
 	struct seq_layout layout;
 
-	if (cfg.n_compute == 0)
-		cfg.n_compute = 1;
-	if (cfg.n_h2d == 0)
-		cfg.n_h2d = 1;
-	if (cfg.n_d2h == 0)
-		cfg.n_d2h = 1;
-	if (cfg.n_d2d == 0)
-		cfg.n_d2d = 1;
 	if (cfg.window == 0)
 		cfg.window = SEQ_DEFAULT_WINDOW;
 	if (seq_layout_init(&layout, &cfg) < 0 || !device->mem_alloc || !device->mem_release ||
@@ -162,12 +151,7 @@ int seq_create(struct seq **out, const struct seq_config *config, const struct s
 	if (observer)
 		seq->obs = *observer;
 	seq->layout = layout;
-	seq->nstreams = layout.nstreams;
-	for (unsigned i = 0; i < seq->nstreams; i++) {
-		seq->streams[i].kind = layout.kind[i];
-		seq->streams[i].index = layout.index[i];
-	}
-	for (unsigned i = 0; i < seq->nstreams; i++) {
+	for (unsigned i = 0; i < seq->layout.nstreams; i++) {
 		struct stream *s = &seq->streams[i];
 		s->recs = calloc(cfg.window, sizeof(*s->recs));
 		s->events = calloc(cfg.window + 1, sizeof(*s->events));
@@ -202,7 +186,7 @@ void seq_destroy(struct seq *seq)
 		buffer_unlink(seq, b);
 		free(b);
 	}
-	for (unsigned i = 0; i < seq->nstreams; i++) {
+	for (unsigned i = 0; i < seq->layout.nstreams; i++) {
 		struct stream *s = &seq->streams[i];
 		for (size_t w = 0; w < s->nwatches; w++)
 			if (--s->watches[w].watch->pending == 0)
@@ -217,15 +201,15 @@ void seq_destroy(struct seq *seq)
 
 unsigned seq_stream_count(const struct seq *seq)
 {
-	return seq->nstreams;
+	return seq->layout.nstreams;
 }
 
 void seq_stream_info(const struct seq *seq, uint32_t stream, struct seq_stream_info *info)
 {
 	const struct stream *s = &seq->streams[stream];
 	*info = (struct seq_stream_info){
-		.kind = s->kind,
-		.index = s->index,
+		.kind = seq->layout.kind[stream],
+		.index = seq->layout.index[stream],
 		.issued = s->issued,
 		.completed = s->completed,
 		.recorded = s->recorded,
@@ -481,6 +465,7 @@ static uint32_t lane_stream(const struct seq *seq, enum seq_stream_kind kind, ui
  * overlap. */
 static uint32_t seq_pick_stream(const struct seq *seq, const struct seq_op *op, bool *affine)
 {
+	enum seq_stream_kind kind;
 	uint32_t first, n, s;
 	unsigned rr;
 
@@ -491,22 +476,22 @@ static uint32_t seq_pick_stream(const struct seq *seq, const struct seq_op *op, 
 	case SEQ_OP_H2D:
 		return lane_stream(seq, SEQ_STREAM_H2D, op->lane);
 	case SEQ_OP_D2H:
-		first = seq->layout.first[SEQ_STREAM_D2H];
-		n = seq->layout.count[SEQ_STREAM_D2H];
+		kind = SEQ_STREAM_D2H;
 		rr = seq->rr_d2h;
 		break;
 	case SEQ_OP_D2D:
 	default:
-		first = seq->layout.first[SEQ_STREAM_D2D];
-		n = seq->layout.count[SEQ_STREAM_D2D];
+		kind = SEQ_STREAM_D2D;
 		rr = seq->rr_d2d;
 		break;
 	}
+	first = seq->layout.first[kind];
+	n = seq->layout.count[kind];
 	s = n > 1 ? pool_affinity(seq, op, first, n) : UINT32_MAX;
 	*affine = s != UINT32_MAX;
 	if (*affine)
 		return s;
-	return op->lane != SEQ_LANE_NONE ? first + (op->lane - 1) % n : first + rr % n;
+	return op->lane != SEQ_LANE_NONE ? lane_stream(seq, kind, op->lane) : first + rr % n;
 }
 
 static int op_validate(const struct seq_op *op)
@@ -648,7 +633,7 @@ static void submit_needs(struct seq *seq, struct seq_op *op, uint32_t s, struct 
 
 		a->addr = a->buf->addr;
 		a->size = a->buf->size;
-		if (b->def.seq && op_needs(seq, s, b, b->def, op->kind))
+		if (op_needs(seq, s, b, b->def, op->kind))
 			needs_add(n, b->def, b);
 		if (!(a->mode & SEQ_WRITE))
 			continue;
@@ -694,11 +679,9 @@ static void submit_commit(struct seq *seq, const struct seq_op *op, struct seq_p
 	seq->counters.ops_submitted++;
 	if (affine)
 		seq->counters.placed_by_affinity++;
-	else if (op->lane != SEQ_LANE_NONE)
-		;
-	else if (op->kind == SEQ_OP_D2H)
+	else if (op->lane == SEQ_LANE_NONE && op->kind == SEQ_OP_D2H)
 		seq->rr_d2h++;
-	else if (op->kind == SEQ_OP_D2D)
+	else if (op->lane == SEQ_LANE_NONE && op->kind == SEQ_OP_D2D)
 		seq->rr_d2d++;
 
 	for (unsigned i = 0; i < op->naccess; i++) {
@@ -831,7 +814,7 @@ int seq_sync_points(struct seq *seq, const uint64_t *upto, uint64_t cookie)
 	w->cookie = cookie;
 	/* Held by one extra count while the entries go in, so none can finish it early. */
 	w->pending = 1;
-	for (uint32_t x = 0; x < seq->nstreams && r >= 0; x++) {
+	for (uint32_t x = 0; x < seq->layout.nstreams && r >= 0; x++) {
 		uint64_t n = upto ? upto[x] : seq->streams[x].issued;
 		if (n > seq->streams[x].issued)
 			n = seq->streams[x].issued;
@@ -853,7 +836,7 @@ int seq_sync(struct seq *seq, uint64_t cookie)
 
 void seq_flush(struct seq *seq)
 {
-	for (uint32_t x = 0; x < seq->nstreams; x++)
+	for (uint32_t x = 0; x < seq->layout.nstreams; x++)
 		stream_record(seq, x);
 }
 
@@ -943,7 +926,7 @@ void seq_complete(struct seq *seq, struct seq_point through, int status)
 	struct stream *s;
 	bool progress;
 
-	if (through.stream >= seq->nstreams)
+	if (through.stream >= seq->layout.nstreams)
 		return;
 	s = &seq->streams[through.stream];
 	/* Only points that were issued can complete; anything else is a backend bug. */
@@ -958,10 +941,10 @@ void seq_complete(struct seq *seq, struct seq_point through, int status)
 
 	do {
 		progress = false;
-		for (uint32_t x = 0; x < seq->nstreams; x++)
+		for (uint32_t x = 0; x < seq->layout.nstreams; x++)
 			progress |= stream_advance(seq, x);
 	} while (progress);
-	for (uint32_t x = 0; x < seq->nstreams; x++)
+	for (uint32_t x = 0; x < seq->layout.nstreams; x++)
 		stream_retire_and_notify(seq, x);
 	seq_release_idle(seq);
 }

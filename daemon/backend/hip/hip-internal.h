@@ -184,7 +184,6 @@ struct hip {
 	backend_finding_fn finding;
 	void *finding_arg;
 	struct hip_config cfg;
-	struct seq_layout layout; /* the core's: kinds by stream number */
 	int device;
 	bool device_open;
 	char name[96];

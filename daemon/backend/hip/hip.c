@@ -271,7 +271,7 @@ static void hip_locks_init(struct hip *h)
 	}
 }
 
-static int hip_streams_create(struct hip *h)
+static int hip_streams_create(struct hip *h, const struct seq_layout *layout)
 {
 	for (unsigned i = 0; i < h->nstreams; i++) {
 		struct hip_stream *st = &h->streams[i];
@@ -279,7 +279,7 @@ static int hip_streams_create(struct hip *h)
 
 		st->h = h;
 		st->index = i;
-		st->kind = h->layout.kind[i];
+		st->kind = layout->kind[i];
 		/* Non-blocking: no implicit ordering with the legacy default stream. */
 		e = hipStreamCreateWithFlags(&st->stream, hipStreamNonBlocking);
 		if (e != hipSuccess)
@@ -316,7 +316,6 @@ int hip_create(struct backend *out, const struct hip_config *cfg, const struct b
 	h->cq = env->cq;
 	h->finding = env->finding;
 	h->finding_arg = env->finding_arg;
-	h->layout = *env->layout;
 	h->event_flags = h->cfg.timing ? hipEventDefault : hipEventDisableTiming;
 	hip_locks_init(h);
 	if ((h->cfg.completion != HIP_COMPLETION_SYNC &&
@@ -325,14 +324,14 @@ int hip_create(struct backend *out, const struct hip_config *cfg, const struct b
 		r = -EINVAL;
 		goto fail;
 	}
-	h->nstreams = h->layout.nstreams;
+	h->nstreams = env->layout->nstreams;
 	r = hip_device_open(h);
 	if (r < 0)
 		goto fail;
 	r = hip__kernels_load(h);
 	if (r < 0)
 		goto fail;
-	r = hip_streams_create(h);
+	r = hip_streams_create(h, env->layout);
 	if (r < 0)
 		goto fail;
 	r = hip__event_pool_fill(h);

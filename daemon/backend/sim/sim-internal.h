@@ -107,8 +107,7 @@ struct sim {
 	backend_finding_fn finding;
 	void *finding_arg;
 	struct sim_config cfg;
-	struct seq_layout layout; /* the core's: kinds by stream number */
-	unsigned nstreams;
+	unsigned nstreams; /* the core's layout's; each stream knows its kind */
 	_Atomic uint64_t findings;
 	struct sim_stream streams[SEQ_MAX_STREAMS];
 	/* The shadow, the memory map and every stream's submitting side. Taken by the
@@ -147,7 +146,7 @@ void sim_detect_released(struct sim *sim, const struct sim_entry *e);
 int sim_record(void *ctx, struct seq_point at);
 int sim_wait(void *ctx, uint32_t stream, struct seq_point event);
 int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op);
-int sim_streams_start(struct sim *sim);
+int sim_streams_start(struct sim *sim, const struct seq_layout *layout);
 void sim_streams_stop(struct sim *sim);
 
 /* sim-config.c */

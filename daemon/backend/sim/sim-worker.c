@@ -391,9 +391,10 @@ static void *sim_worker(void *arg)
 	return NULL;
 }
 
-/* Set up sim->nstreams streams and start their workers. On failure, some workers may be
- * running: sim_streams_stop ends them (every stream's locks are set up by then). */
-int sim_streams_start(struct sim *sim)
+/* Set up layout's streams (sim->nstreams of them) and start their workers. On failure,
+ * some workers may be running: sim_streams_stop ends them (every stream's locks are set
+ * up by then). */
+int sim_streams_start(struct sim *sim, const struct seq_layout *layout)
 {
 	int r;
 
@@ -402,7 +403,7 @@ int sim_streams_start(struct sim *sim)
 		uint64_t seed = sim->cfg.seed ^ (0x5eedull * (i + 1));
 
 		st->sim = sim;
-		st->kind = sim->layout.kind[i];
+		st->kind = layout->kind[i];
 		st->rng = sim_splitmix(&seed);
 		pthread_mutex_init(&st->mu, NULL);
 		pthread_cond_init(&st->work, NULL);

@@ -89,10 +89,9 @@ int sim_create(struct backend *out, const struct sim_config *cfg, const struct b
 	sim->cq = env->cq;
 	sim->finding = env->finding;
 	sim->finding_arg = env->finding_arg;
-	sim->layout = *env->layout;
 	sim->nstreams = env->layout->nstreams;
 	pthread_mutex_init(&sim->lock, NULL);
-	r = sim_streams_start(sim);
+	r = sim_streams_start(sim, env->layout);
 	if (r < 0)
 		goto fail;
 	out->ops = &sim_ops;
