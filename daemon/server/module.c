@@ -90,8 +90,8 @@ int req_load_module(struct session *s, const Sseq__Request *rq)
 		return req_error(s, REQ_PERMISSION_DENIED, "module '%s': %s", shown, why);
 	if (r < 0)
 		return req_error(s, -EINVAL, "module '%s': %s", shown, why);
-	if (handle_over_limit(s, rq->tag))
-		return 0;
+	if ((r = handle_over_limit(s)))
+		return r;
 	if (s->modules >= SESSION_MAX_MODULES)
 		return req_error(
 			s, -ENOSPC, "this session already holds %u modules", SESSION_MAX_MODULES);

@@ -98,21 +98,6 @@ static int req_answer(struct session *s, uint64_t tag, int outcome)
 	return 0;
 }
 
-/* handle_over_limit() answers for itself, with a status of its own choosing. */
-int req_fail(struct session *s, uint64_t tag, Sseq__Status status, const char *fmt, ...)
-{
-	char msg[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	log_debug("session", "client %" PRIu64 " (pid %u) tag %" PRIu64 ": %s", s->id, s->pid, tag,
-		msg);
-	session_reply(s, tag, status, msg);
-	return 0;
-}
-
 static int req_hello(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__Hello *h = rq->hello;
@@ -193,8 +178,8 @@ static int req_alloc(struct session *s, const Sseq__Request *rq)
 	if (a->size == 0 || a->size > SESSION_MAX_ALLOC)
 		return req_error(
 			s, -EINVAL, "alloc size %" PRIu64 " out of range (1 .. 2^40)", a->size);
-	if (handle_over_limit(s, rq->tag))
-		return 0;
+	if ((r = handle_over_limit(s)))
+		return r;
 	if (quota && (a->size > quota || s->bytes > quota - a->size)) {
 		s->srv->limit.quota_refused++;
 		return req_error(s, -ENOSPC,
@@ -237,6 +222,7 @@ static int req_slice(struct session *s, const Sseq__Request *rq)
 	struct sbuf *sb = session_lookup(s, sl->buffer, HANDLE_BUFFER);
 	struct seq_buffer *b;
 	uint64_t handle;
+	int r;
 
 	if (!sb)
 		return req_error(
@@ -246,8 +232,8 @@ static int req_slice(struct session *s, const Sseq__Request *rq)
 		return req_error(s, -ERANGE,
 			"slice [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64 " bytes",
 			sl->offset, sl->length, sb->buf->size);
-	if (handle_over_limit(s, rq->tag))
-		return 0;
+	if ((r = handle_over_limit(s)))
+		return r;
 	/* The range was checked above: only memory can fail. */
 	if (seq_buffer_slice(s->srv->seq, sb->buf, sl->offset, sl->length, &b) < 0)
 		return req_error(s, -ENOMEM, "out of memory");
@@ -275,9 +261,10 @@ int session_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op
 	r = seq_submit(s->srv->seq, op, &at);
 	if (r == -EAGAIN) {
 		/* The stream's window is full of incomplete points: pause this client until
-		 * that stream has room (I3); the core named it in at. */
+		 * that stream has room (I3); the core named it in at, and
+		 * server_block_session() puts s on that stream's list. */
 		op_rec_free(rec);
-		s->srv->backpressure_stream = at.stream;
+		s->blocked_stream = at.stream < SEQ_MAX_STREAMS ? at.stream : SEQ_MAX_STREAMS;
 		return REQ_BLOCKED;
 	}
 	if (r < 0) {

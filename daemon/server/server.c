@@ -93,15 +93,12 @@ static void server_unresume(struct session *s)
 
 void server_block_session(struct server *srv, struct session *s)
 {
-	/* session_submit kept the stream seq_submit named with its -EAGAIN; a block
-	 * without one (none named) waits for any completion. */
-	uint32_t x = srv->backpressure_stream;
+	/* session_submit set s->blocked_stream to the stream seq_submit named with its
+	 * -EAGAIN; SEQ_MAX_STREAMS (none named) waits for any completion. */
 	struct session **head;
 
-	srv->backpressure_stream = SEQ_MAX_STREAMS;
 	server_unblock(srv, s);
 	s->blocked = true;
-	s->blocked_stream = x < SEQ_MAX_STREAMS ? x : SEQ_MAX_STREAMS;
 	head = &srv->blocked[s->blocked_stream];
 	s->blocked_next = *head;
 	if (*head)
@@ -481,7 +478,6 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	srv->cq = cq;
 	srv->listen_fd = -1;
 	srv->started_ns = server_now_ns();
-	srv->backpressure_stream = SEQ_MAX_STREAMS;
 
 	/* The core issues to the backend directly; the server only observes. */
 	r = seq_create(&srv->seq, &opts->seq, &backend->ops->dev, backend->ctx, &observer);

@@ -167,12 +167,7 @@ struct server {
 	 * holds those whose stream the core did not name (resumed on any completion). */
 	struct session *blocked[SEQ_MAX_STREAMS + 1];
 	uint64_t blocked_mask; /* bit x: blocked[x] is not empty */
-	uint32_t backpressure_stream; /* the stream seq_submit last found full */
 	struct session *resume; /* sessions to process again at the next chance */
-
-	/* Compute lanes: how many sessions hold each compute stream as a lane (Hello gives
-	 * the least loaded; session_disconnect gives them back). */
-	unsigned lane_load[SEQ_MAX_STREAMS];
 };
 
 /* Serve with `backend`, whose completions arrive on `cq` (both made by the caller, which

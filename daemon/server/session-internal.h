@@ -32,9 +32,10 @@ void sbuf_release(struct session *s, struct sbuf *sb);
 struct op_rec *op_rec_new(struct session *s, uint64_t tag, bool notify);
 void op_rec_free(struct op_rec *rec);
 const char *status_text(int status);
-bool handle_over_limit(struct session *s, uint64_t tag);
-/* Give s n lanes (1 .. SESSION_MAX_LANES): the least-loaded compute streams, distinct
- * while the pool has enough; session_disconnect gives them back. */
+/* 0, or the -ENOSPC refusal (req_error) of a session at --client-handle-limit. */
+int handle_over_limit(struct session *s);
+/* Give s n lanes (1 .. SESSION_MAX_LANES): the compute streams the fewest other
+ * connected sessions hold, distinct while the pool has enough. */
 void session_lanes_take(struct session *s, unsigned n);
 
 /* conn.c */
@@ -88,9 +89,6 @@ enum req_code {
 /* Set the message of the refusal `outcome` and return it: return req_error(s, -EINVAL, ...). */
 int req_error(struct session *s, int outcome, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* Answer now with a status of the caller's choosing: for handle_over_limit() alone. */
-int req_fail(struct session *s, uint64_t tag, Sseq__Status status, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
 /* Put op on the session's lane `lane` (a request's index, 0 .. nlanes-1): 0, or the
  * refusal of one beyond the session's count. After op_init(), which clears it. */
 static inline int req_lane(struct session *s, uint32_t lane, struct seq_op *op)

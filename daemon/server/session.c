@@ -186,7 +186,7 @@ void session_lanes_take(struct session *s, unsigned n)
 	struct server *srv = s->srv;
 	const struct seq_layout *layout = seq_layout(srv->seq);
 	const unsigned pool = layout->count[SEQ_STREAM_COMPUTE];
-	unsigned mine[SEQ_MAX_STREAMS] = {0};
+	unsigned mine[SEQ_MAX_STREAMS] = {0}, load[SEQ_MAX_STREAMS] = {0};
 	bool failed[SEQ_MAX_STREAMS];
 
 	/* A lane whose stream a device fault failed (sticky) fails whatever runs there:
@@ -197,35 +197,29 @@ void session_lanes_take(struct session *s, unsigned n)
 		seq_stream_info(srv->seq, layout->first[SEQ_STREAM_COMPUTE] + l, &si);
 		failed[l] = si.error != 0;
 	}
+	/* How many other sessions hold each lane (each counted once however often it holds
+	 * it); s itself holds none yet. Hello is rare: counting beats keeping a tally. */
+	for (const struct session *o = srv->sessions; o; o = o->next) {
+		uint64_t held = 0;
+		for (unsigned k = 0; k < o->nlanes; k++)
+			held |= 1ull << o->lanes[k];
+		for (; held; held &= held - 1)
+			load[__builtin_ctzll(held)]++;
+	}
 	/* Each lane: a healthy one, then one this session does not hold yet, then the least
 	 * held by others, then the lowest number. Sessions never share buffers, so nothing
 	 * orders one session's lanes after another's: spreading them lets them overlap. */
 	for (unsigned k = 0; k < n; k++) {
 		unsigned best = 0;
 		for (unsigned l = 1; l < pool; l++)
-			if (failed[l] != failed[best] ? !failed[l]
-					: mine[l] != mine[best]
-					? mine[l] < mine[best]
-					: srv->lane_load[l] < srv->lane_load[best])
+			if (failed[l] != failed[best]		? !failed[l]
+					: mine[l] != mine[best] ? mine[l] < mine[best]
+								: load[l] < load[best])
 				best = l;
-		if (mine[best]++ == 0)
-			srv->lane_load[best]++;
+		mine[best]++;
 		s->lanes[k] = best;
 	}
 	s->nlanes = n;
-}
-
-/* Give back the lanes Hello gave (each counted once however often s holds it). */
-static void session_lanes_release(struct session *s)
-{
-	for (unsigned k = 0; k < s->nlanes; k++) {
-		bool first = true;
-		for (unsigned j = 0; j < k; j++)
-			first = first && s->lanes[j] != s->lanes[k];
-		if (first)
-			s->srv->lane_load[s->lanes[k]]--;
-	}
-	s->nlanes = 0;
 }
 
 void sbuf_release(struct session *s, struct sbuf *sb)
@@ -252,7 +246,6 @@ void session_disconnect(struct session *s)
 		srv->nfollowing--;
 	s->following = false;
 	server_forget_session(srv, s);
-	session_lanes_release(s);
 	log_info("session",
 		"client %" PRIu64 " (pid %u, %s%s%s) disconnected: %" PRIu64 " buffers, %" PRIu64
 		" ops in flight",
@@ -373,16 +366,15 @@ void session_op_done(struct op_rec *rec, int status)
 	op_rec_free(rec);
 }
 
-bool handle_over_limit(struct session *s, uint64_t tag)
+int handle_over_limit(struct session *s)
 {
 	const unsigned limit = s->srv->opts.limits.client_handles;
 
 	if (s->nhandles < limit)
-		return false;
+		return 0;
 	s->srv->limit.handles_refused++;
-	req_fail(s, tag, server_status_from_errno(-ENOSPC),
+	return req_error(s, -ENOSPC,
 		"this session holds %u handles (buffers, slices, arenas, modules), the most "
 		"allowed (--client-handle-limit): free some",
 		limit);
-	return true;
 }

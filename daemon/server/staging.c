@@ -70,9 +70,9 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 			s, -EINVAL, "StagingRegister without a memfd (send it with SCM_RIGHTS)");
 	fd = s->fds[0];
 	memmove(s->fds, s->fds + 1, --s->nfds * sizeof(int));
-	if (handle_over_limit(s, rq->tag)) {
+	if ((r = handle_over_limit(s))) {
 		close(fd);
-		return 0;
+		return r;
 	}
 	if (sr->size == 0 || sr->size > SESSION_MAX_ALLOC) {
 		close(fd);
