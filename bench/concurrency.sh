@@ -19,36 +19,7 @@ say() { echo "$*" | tee -a "$log"; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
 
-# P processes of "$@" (one per line of output), started together: prints the aggregate.
-together() { # tag P count us cmd...
-	local tag=$1 p=$2 count=$3 us=$4 i n
-	shift 4
-	export SSEQ_BENCH_GO=$tmp/go
-	rm -f "$SSEQ_BENCH_GO" "$tmp"/out.*
-	for i in $(seq "$p"); do "$@" >"$tmp/out.$i" 2>&1 & done
-	for _ in $(seq 600); do
-		n=$(cat "$tmp"/out.* 2>/dev/null | grep -c 'burst ready')
-		[ "$n" -ge "$p" ] && break
-		sleep 0.1
-	done
-	touch "$SSEQ_BENCH_GO"
-	wait
-	cat "$tmp"/out.* >>"$O/concurrency-$tag-$p.log"
-	grep -h ' burst count=' "$tmp"/out.* | awk -v tag="$tag" -v p="$p" -v c="$count" -v us="$us" '
-		{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-		  if (!n || v["start"] < s) s = v["start"]; if (!n || v["end"] > e) e = v["end"]; n++ }
-		END { printf "%s procs=%d done=%d each=%d us=%d wall_ms=%.1f aggregate_kernels_per_s=%.0f\n",
-			tag, p, n, c, us, (e - s) * 1000, n * c / (e - s) }'
-}
-
-sock=$tmp/sseq.sock
-daemon() { # extra sseqd options...
-	rm -f "$sock"
-	"$B/daemon/sseqd" --backend hip --kernels "$img" --socket "$sock" --log-level warning "$@" \
-		2>>"$O/concurrency-sseqd.log" &
-	dpid=$!
-	for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.05; done
-}
+. "$(dirname "$0")/procs.sh"
 
 say "date=$(date -u +%FT%TZ) host=$(hostname) gpu=\"$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)\""
 
@@ -72,17 +43,17 @@ for opts in "--compute-streams 1 --h2d-streams 1" ""; do
 	lat=$(SSEQ_SOCKET=$sock "$B/bench/bench-client" latency 2000)
 	kill -TERM "$fpid" 2>/dev/null; wait "$fpid"
 	say "quiet-latency launch-flooded options=\"$opts\" $lat"
-	kill -TERM "$dpid"; wait "$dpid"
+	daemon_stop
 done
 for work in "2000 50" "20000 0"; do
 	read -r count us <<<"$work"
 	for p in $procs; do
 		daemon --compute-streams 1
 		say "$(SSEQ_SOCKET=$sock together daemon-1lane "$p" "$count" "$us" "$B/bench/bench-client" burst "$count" "$us")"
-		kill -TERM "$dpid"; wait "$dpid"
+		daemon_stop
 		daemon
 		say "$(SSEQ_SOCKET=$sock together daemon-lanes "$p" "$count" "$us" "$B/bench/bench-client" burst "$count" "$us")"
-		kill -TERM "$dpid"; wait "$dpid"
+		daemon_stop
 		say "$(together native "$p" "$count" "$us" "$B/bench/bench-native" burst "$img" "$count" "$us")"
 	done
 	# MPS: its control daemon, pipe and log directories under $tmp; quit afterwards.

@@ -56,6 +56,9 @@ static void usage(FILE *f)
 		"      --h2d-streams N      host-to-device streams (default %u)\n"
 		"      --d2h-streams N      device-to-host streams (default %u)\n"
 		"      --d2d-streams N      device-to-device streams (default %u)\n"
+		"      --submit-threads N   threads that make the GPU enqueue calls, each for\n"
+		"                           its own streams (hip; default %u, at most %u; 0:\n"
+		"                           on the thread that reads requests)\n"
 		"      --module-dir DIR     where LoadModule may load code objects from (hip)\n"
 		"      --audit              check on the GPU's timestamps that every operation\n"
 		"                           started after its producers finished (hip)\n"
@@ -86,9 +89,9 @@ static void usage(FILE *f)
 		"  -h, --help               show this help\n"
 		"  -V, --version            show the version\n",
 		SEQ_DEFAULT_WINDOW, streams.n_compute, streams.n_h2d, streams.n_d2h, streams.n_d2d,
-		SERVER_DEFAULT_SPIN_US, defaults.max_clients, defaults.max_clients_per_uid,
-		defaults.hello_timeout_ms, defaults.frame_timeout_ms,
-		(unsigned long long)(defaults.max_input_bytes >> 20),
+		BACKEND_DEFAULT_SUBMIT_THREADS, BACKEND_MAX_SUBMIT_THREADS, SERVER_DEFAULT_SPIN_US,
+		defaults.max_clients, defaults.max_clients_per_uid, defaults.hello_timeout_ms,
+		defaults.frame_timeout_ms, (unsigned long long)(defaults.max_input_bytes >> 20),
 		(unsigned long long)(defaults.client_staging_bytes >> 30),
 		(unsigned long long)(defaults.staging_bytes >> 30), defaults.client_handles,
 		defaults.client_arenas, defaults.arenas, defaults.client_inflight);
@@ -262,6 +265,7 @@ enum {
 	OPT_H2D,
 	OPT_D2H,
 	OPT_D2D,
+	OPT_SUBMIT,
 	OPT_MODULE_DIR,
 	OPT_KERNELS,
 	OPT_AUDIT,
@@ -280,6 +284,7 @@ static const struct option fixed_opts[] = {
 	{"h2d-streams", required_argument, NULL, OPT_H2D},
 	{"d2h-streams", required_argument, NULL, OPT_D2H},
 	{"d2d-streams", required_argument, NULL, OPT_D2D},
+	{"submit-threads", required_argument, NULL, OPT_SUBMIT},
 	{"module-dir", required_argument, NULL, OPT_MODULE_DIR},
 	{"kernels", required_argument, NULL, OPT_KERNELS},
 	{"audit", no_argument, NULL, OPT_AUDIT},
@@ -320,6 +325,7 @@ static int parse_number_option(struct daemon_opts *o, int c, int *r)
 		{OPT_H2D, 1, 32, &o->srv.seq.n_h2d},
 		{OPT_D2H, 1, 32, &o->srv.seq.n_d2h},
 		{OPT_D2D, 1, 32, &o->srv.seq.n_d2d},
+		{OPT_SUBMIT, 0, BACKEND_MAX_SUBMIT_THREADS, &o->be.submit_threads},
 		{OPT_SPIN, 0, 1000000, &o->srv.spin_us},
 	};
 
@@ -633,7 +639,8 @@ int main(int argc, char **argv)
 	struct daemon_opts o = {.srv = {.listen_fd = -1,
 					.spin_us = SERVER_DEFAULT_SPIN_US,
 					.seq = SERVER_STREAMS_DEFAULT,
-					.limits = SERVER_LIMITS_DEFAULT}};
+					.limits = SERVER_LIMITS_DEFAULT},
+		.be = {.submit_threads = BACKEND_DEFAULT_SUBMIT_THREADS}};
 	uv_loop_t *loop = uv_default_loop();
 	sigset_t stop_signals;
 

@@ -148,14 +148,14 @@ static inline int h_d2d(struct seq_buffer *src, struct seq_buffer *dst, uint64_t
 	return harness_d2d(H.seq, src, dst, len);
 }
 
-/* A built-in kernel by name, its arguments validated as the server validates them; the
- * buffer arguments take `bufs` in order. */
-static inline int h_exec(
-	const char *name, const struct karg *in, unsigned nargs, struct seq_buffer *const *bufs)
+/* A built-in kernel by name on `lane` (SEQ_LANE(n) or SEQ_LANE_NONE), its arguments
+ * validated as the server validates them; the buffer arguments take `bufs` in order. */
+static inline int h_exec_on(uint32_t lane, const char *name, const struct karg *in, unsigned nargs,
+	struct seq_buffer *const *bufs)
 {
 	const struct kernel_desc *k = kernel_find(name);
 	struct op_payload p = {.kernel = k, .nargs = nargs};
-	struct seq_op op = {.kind = SEQ_OP_EXEC, .payload = &p};
+	struct seq_op op = {.kind = SEQ_OP_EXEC, .lane = lane, .payload = &p};
 	const char *why = NULL;
 	int r;
 
@@ -173,6 +173,12 @@ static inline int h_exec(
 	r = kernel_validate(k, p.args, nargs, &p.elements, &why);
 	ck_assert_msg(r == 0, "%s: %s", name, why ? why : "invalid");
 	return seq_submit(H.seq, &op, NULL);
+}
+
+static inline int h_exec(
+	const char *name, const struct karg *in, unsigned nargs, struct seq_buffer *const *bufs)
+{
+	return h_exec_on(SEQ_LANE_NONE, name, in, nargs, bufs);
 }
 
 static inline int h_scale(struct seq_buffer *in, struct seq_buffer *out, float by, uint64_t n)

@@ -12,6 +12,9 @@
 #endif
 
 #ifdef SSEQ_HAVE_HIP
+_Static_assert(BACKEND_MAX_SUBMIT_THREADS == HIP_MAX_SUBMIT_THREADS,
+	"--submit-threads takes what the hip backend can start");
+
 static bool sim_tuned(const struct sim_config *c)
 {
 	for (unsigned k = 0; k < SEQ_STREAM_KINDS; k++)
@@ -39,8 +42,10 @@ static int hip_probe(const struct backend_options *o, char *why, size_t size)
 static int hip_start(
 	struct backend *out, const struct backend_options *o, const struct backend_env *env)
 {
-	const struct hip_config hc = {
-		.device = o->device, .kernels = o->kernels, .audit = o->audit};
+	const struct hip_config hc = {.device = o->device,
+		.kernels = o->kernels,
+		.audit = o->audit,
+		.submit_threads = o->submit_threads};
 
 	if (sim_tuned(&o->sim))
 		log_warn("main",

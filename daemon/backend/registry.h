@@ -16,8 +16,13 @@ struct backend_options {
 	unsigned device; /* --device */
 	const char *kernels; /* hip: the built-in kernels' image; NULL: the installed one */
 	bool audit; /* hip: --audit (the sim's detector always checks) */
+	unsigned submit_threads; /* hip: --submit-threads (0: the enqueue calls inline) */
 	struct sim_config sim; /* sim: delays and injected faults */
 };
+
+/* sseqd's --submit-threads when not given (the sim has no use for it). */
+#define BACKEND_DEFAULT_SUBMIT_THREADS 4
+#define BACKEND_MAX_SUBMIT_THREADS 16
 
 struct backend_impl {
 	const char *name;

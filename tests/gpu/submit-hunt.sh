@@ -1,7 +1,7 @@
 #!/bin/bash
 # Hunts the submit thread's intermittent test timeouts: runs the suspect cases (the
 # sequenced seed of the conformance suite, the sequenced audit run of test-hip) again and
-# again with SSEQ_HIP_SUBMIT=thread in Check's fork mode; a run still going after
+# again with SSEQ_HIP_SUBMIT=$HUNT_SUBMIT (default thread) in Check's fork mode; a run still going after
 # $HUNT_STALL_S seconds gets every thread of every process in its tree backtraced
 # (cuda-gdb, else gdb), then is killed. Logs under $OUT.
 # Usage: tests/gpu/submit-hunt.sh DEBUG_BUILD [ROUNDS]
@@ -11,7 +11,7 @@ rounds=${2:-10}
 O=${OUT:-/tmp/sseq-gpu}
 mkdir -p "$O"
 stall=${HUNT_STALL_S:-45}
-export LD_LIBRARY_PATH=$PWD/$D/lib:$PWD/$D/client/lib SSEQ_HIP_SUBMIT=thread CK_DEFAULT_TIMEOUT=300
+export LD_LIBRARY_PATH=$PWD/$D/lib:$PWD/$D/client/lib SSEQ_HIP_SUBMIT=${HUNT_SUBMIT:-thread} CK_DEFAULT_TIMEOUT=300
 export SSEQ_KERNELS=$PWD/$D/daemon/backend/hip/sseq-kernels.fatbin
 dbg=$(command -v cuda-gdb || command -v gdb || true)
 backtrace() { # pid: every process below it

@@ -4,10 +4,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include <sys/prctl.h>
 
 #include "hip-internal.h"
 #include "log.h"
@@ -83,6 +86,7 @@ struct hip_audit_op *hip__audit_prepare(struct hip *h, struct seq_point at, cons
 		return NULL;
 	}
 	atomic_store(&a->refs, 1);
+	atomic_store(&a->settled, false);
 	a->bad = false;
 	a->at = at;
 	if (op->kind == SEQ_OP_EXEC)
@@ -202,8 +206,9 @@ void hip__audit_unpush(struct hip *h, struct hip_stream *st, struct seq_point at
 	hip__audit_op_put(h, st->aops[(st->ahead + st->acount) % st->acap]);
 }
 
-/* Hand a launch's checks to the audit thread once its timestamps are recorded (every
- * producer they name was recorded earlier, in queue order); a bad op's are dropped. */
+/* Hand a launch's checks to the audit thread once its timestamps are recorded (the
+ * producers they name were queued earlier, perhaps to another submit thread: the audit
+ * thread waits for each to settle); a bad op's are dropped. */
 void hip__audit_queue(struct hip *h, struct hip_audit_op *a, struct hip_audit_check *checks)
 {
 	struct hip_audit_check *last = checks;
@@ -309,6 +314,7 @@ static void *hip_auditor(void *arg)
 	struct hip *h = arg;
 
 	hipSetDevice(h->device);
+	prctl(PR_SET_NAME, "sseq-audit");
 	pthread_mutex_lock(&h->audit_mu);
 	for (;;) {
 		struct hip_audit_check *c;
@@ -322,6 +328,10 @@ static void *hip_auditor(void *arg)
 		if (!h->aq_head)
 			h->aq_tail = NULL;
 		pthread_mutex_unlock(&h->audit_mu);
+		/* The consumer's thread queued the check; the producer's may not have run
+		 * its launch yet (its timestamps would be an older op's). */
+		while (!atomic_load_explicit(&c->producer->settled, memory_order_acquire))
+			sched_yield();
 		if (!c->consumer->bad && !c->producer->bad)
 			hip_audit_check_one(h, c);
 		hip__audit_op_put(h, c->consumer);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <sys/prctl.h>
 #include <time.h>
 
@@ -30,17 +31,6 @@ hipError_t hip__event_poll(hipEvent_t ev)
 	}
 }
 
-/* A pause between looks at shared state while spinning: tells the CPU (and a sibling
- * hyperthread) that this is a wait loop. */
-static inline void hip_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 /* With st->mu held, until there is an unreported event or the stream stops. */
 static void hip_completer_idle(struct hip_stream *st)
 {
@@ -53,7 +43,7 @@ static void hip_completer_idle(struct hip_stream *st)
 		do {
 			pthread_mutex_unlock(&st->mu);
 			for (int i = 0; i < 64; i++)
-				hip_cpu_relax();
+				hip__cpu_relax();
 			clock_gettime(CLOCK_MONOTONIC, &t);
 			pthread_mutex_lock(&st->mu);
 		} while (st->nreported == st->nsubmitted && !st->stop &&
@@ -79,7 +69,7 @@ static void hip_completer_take(struct hip_stream *st, struct hip_event_ent *x, i
 		if (next.status)
 			break; /* reported on its own, with its error */
 		pthread_mutex_unlock(&st->mu);
-		if (hipEventQuery(next.ev) != hipSuccess) {
+		if (hipEventQuery(next.ev->ev) != hipSuccess) {
 			pthread_mutex_lock(&st->mu);
 			break;
 		}
@@ -111,7 +101,10 @@ static void *hip_completer(void *arg)
 	struct hip_stream *st = arg;
 	struct hip *h = st->h;
 	const bool poll = h->cfg.completion == HIP_COMPLETION_POLL;
+	char name[16];
 
+	snprintf(name, sizeof(name), "sseq-done/%u", st->index);
+	prctl(PR_SET_NAME, name); /* top -H, perf: which thread is whose */
 	hipSetDevice(h->device);
 	if (poll)
 		prctl(PR_SET_TIMERSLACK, 1000ul); /* the naps are short; keep them so */
@@ -132,7 +125,7 @@ static void *hip_completer(void *arg)
 		if (x.unrecorded)
 			e = hipStreamSynchronize(st->stream);
 		else
-			e = poll ? hip__event_poll(x.ev) : hipEventSynchronize(x.ev);
+			e = poll ? hip__event_poll(x.ev->ev) : hipEventSynchronize(x.ev->ev);
 		status = e == hipSuccess ? x.status : hip__errno(e);
 		pthread_mutex_lock(&st->mu);
 		hip_completer_take(st, &x, status);

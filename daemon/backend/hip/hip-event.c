@@ -13,28 +13,41 @@
 
 /* ---- events ---- */
 
-static int hip_event_get(struct hip *h, hipEvent_t *ev)
+static int hip_event_get(struct hip *h, struct hip_ev **out)
 {
+	struct hip_ev *ev;
 	hipError_t e;
 
 	if (h->nevents) {
-		*ev = h->events[--h->nevents];
+		*out = h->events[--h->nevents];
 		return 0;
 	}
-	e = hipEventCreateWithFlags(ev, h->event_flags);
-	if (e != hipSuccess)
+	ev = calloc(1, sizeof(*ev));
+	if (!ev)
+		return -ENOMEM;
+	e = hipEventCreateWithFlags(&ev->ev, h->event_flags);
+	if (e != hipSuccess) {
+		free(ev);
 		return hip__fail(e, "hipEventCreateWithFlags", "event", (struct seq_point){0, 0});
+	}
+	*out = ev;
 	return 0;
 }
 
-static void hip_event_put(struct hip *h, hipEvent_t ev)
+void hip__event_destroy(struct hip_ev *ev)
+{
+	hipEventDestroy(ev->ev);
+	free(ev);
+}
+
+static void hip_event_put(struct hip *h, struct hip_ev *ev)
 {
 	if (h->nevents == h->capevents) {
 		size_t cap = h->capevents ? 2 * h->capevents : 64;
-		hipEvent_t *v = realloc(h->events, cap * sizeof(*v));
+		struct hip_ev **v = realloc(h->events, cap * sizeof(*v));
 
 		if (!v) {
-			hipEventDestroy(ev);
+			hip__event_destroy(ev);
 			return;
 		}
 		h->events = v;
@@ -46,22 +59,23 @@ static void hip_event_put(struct hip *h, hipEvent_t ev)
 /* At create: the pool's first events, so that the first records need no create call. */
 int hip__event_pool_fill(struct hip *h)
 {
-	for (unsigned i = 0; i < HIP_EVENTS_PRECREATED; i++) {
-		hipEvent_t ev;
-		hipError_t e = hipEventCreateWithFlags(&ev, h->event_flags);
+	struct hip_ev *made[HIP_EVENTS_PRECREATED];
+	int r = 0;
+	unsigned n;
 
-		if (e != hipSuccess)
-			return hip__fail(e, "hipEventCreateWithFlags", "event pool",
-				(struct seq_point){0, 0});
-		hip_event_put(h, ev);
-	}
-	return 0;
+	for (n = 0; n < HIP_EVENTS_PRECREATED && r == 0; n++)
+		r = hip_event_get(h, &made[n]);
+	if (r < 0)
+		n--;
+	for (unsigned i = 0; i < n; i++)
+		hip_event_put(h, made[i]);
+	return r;
 }
 
 void hip__event_pool_finish(struct hip *h)
 {
 	for (size_t i = 0; i < h->nevents; i++)
-		hipEventDestroy(h->events[i]);
+		hip__event_destroy(h->events[i]);
 	free(h->events);
 }
 
@@ -70,7 +84,7 @@ int hip__record(void *ctx, struct seq_point at)
 	struct hip *h = ctx;
 	struct hip_stream *st;
 	struct hip_cmd local, *c;
-	hipEvent_t ev;
+	struct hip_ev *ev;
 	int r;
 
 	if (at.stream >= h->nstreams)
@@ -98,16 +112,17 @@ int hip__record(void *ctx, struct seq_point at)
 		st->cap = cap;
 		st->head = 0;
 	}
-	*hip__ring_at(st, st->count) = (struct hip_event_ent){at.seq, ev, 0, false};
+	*hip__ring_at(st, st->count) = (struct hip_event_ent){at.seq, ev, ++ev->issued, 0, false};
 	st->count++;
 	st->recorded = at.seq;
 	pthread_mutex_unlock(&st->mu);
 	/* The completion thread sees the event once the command has recorded it. */
-	c = hip__submit_begin(h, &local);
+	c = hip__submit_begin(h, at.stream, &local);
 	c->kind = HIP_CMD_RECORD;
 	c->stream = at.stream;
 	c->at = at;
 	c->ev = ev;
+	c->serial = ev->issued;
 	return hip__submit_end(h, c);
 }
 
@@ -144,12 +159,14 @@ int hip__wait(void *ctx, uint32_t stream, struct seq_point event)
 	x = hip_event_find(&h->streams[event.stream], event.seq);
 	if (!x)
 		return -EINVAL; /* not recorded, or retired: nothing to wait on */
-	/* Queued after the command that records it: the queue runs in order. */
-	c = hip__submit_begin(h, &local);
+	/* Queued after the command that records it: on the same thread the queue runs in
+	 * order; on another, the wait holds its thread until the record ran (serial). */
+	c = hip__submit_begin(h, stream, &local);
 	c->kind = HIP_CMD_WAIT;
 	c->stream = stream;
 	c->at = event;
 	c->ev = x->ev;
+	c->serial = x->serial;
 	return hip__submit_end(h, c);
 }
 
@@ -157,7 +174,7 @@ void hip__retire(void *ctx, struct seq_point event)
 {
 	struct hip *h = ctx;
 	struct hip_stream *st;
-	hipEvent_t done[32];
+	struct hip_ev *done[32];
 	unsigned n;
 
 	if (event.stream >= h->nstreams)

@@ -29,8 +29,11 @@
 #define HIP_MAX_KERNELS 32
 /* How long an idle completion thread keeps looking for new events before it sleeps. */
 #define HIP_IDLE_SPIN_NS 1000000L
-/* Commands the loop may queue ahead of the submit thread (a power of two). */
+/* Commands the loop may queue ahead of each submit thread (a power of two). */
 #define HIP_SUBMIT_QUEUE 4096
+/* Locks that order an event's record against another thread's wait on it (a power of
+ * two): an event takes the one its address hashes to. */
+#define HIP_EVENT_LOCKS 64
 
 /* Hidden arguments a built-in kernel's device wrapper takes after its signature's. */
 enum hip_extra {
@@ -54,9 +57,22 @@ struct hip_block {
 	struct hip_block *hnext; /* hash chain */
 };
 
+/* A pooled event. Each record the loop queues on it gets the next serial (`issued`, the
+ * loop thread's); the thread that runs the record publishes it in `recorded` under the
+ * event's lock, so a wait queued for serial s on another submit thread knows when the
+ * record it names has run (recorded >= s) and whether the event was recorded again since
+ * (recorded > s: then the point it waited for was retired, so it is complete and the wait
+ * is not needed). */
+struct hip_ev {
+	hipEvent_t ev;
+	uint64_t issued;
+	_Atomic uint64_t recorded;
+};
+
 struct hip_event_ent {
 	uint64_t seq;
-	hipEvent_t ev;
+	struct hip_ev *ev;
+	uint64_t serial; /* of the record at seq */
 	/* Set by whoever records it: the stream's failure (reported instead of success), and
 	 * whether the record itself failed (nothing to wait for on the event). */
 	int status;
@@ -75,6 +91,10 @@ struct hip_audit_op {
 	char what[48]; /* "kernel scale", "h2d", ... */
 	/* A timestamp is missing or the op did not run: checks naming it are skipped. */
 	bool bad;
+	/* Set (release) once the launch command ran, timestamps and `bad` final: the audit
+	 * thread waits for it, since the producer of a check may be another submit
+	 * thread's and not have run yet. */
+	atomic_bool settled;
 	struct hip_audit_op *next_free;
 };
 
@@ -117,7 +137,8 @@ struct hip_cmd {
 	enum { HIP_CMD_LAUNCH, HIP_CMD_WAIT, HIP_CMD_RECORD } kind;
 	uint32_t stream; /* launch, record: the op's stream; wait: the waiting stream */
 	struct seq_point at; /* launch, record: the point; wait: the event waited for */
-	hipEvent_t ev; /* wait, record */
+	struct hip_ev *ev; /* wait, record */
+	uint64_t serial; /* wait, record: of the record */
 	/* Launch: */
 	enum seq_op_kind op;
 	bool empty; /* nothing to enqueue (zero length, zero elements) */
@@ -144,11 +165,29 @@ struct hip_cmd {
 
 struct hip;
 
+/* A submit thread and its queue: the loop thread produces at tail, the thread consumes at
+ * head, strictly in order. It owns a fixed set of streams (stream i belongs to thread
+ * i % nsubmitters), so each stream's commands keep their order. */
+struct hip_submitter {
+	struct hip *h;
+	unsigned index;
+	struct hip_cmd *q;
+	_Atomic size_t head, tail;
+	atomic_bool sleeping;
+	bool stop;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	pthread_t thread;
+	bool started;
+	_Atomic uint64_t commands; /* run so far */
+};
+
 struct hip_stream {
 	struct hip *h;
 	uint32_t index;
 	enum seq_stream_kind kind;
 	hipStream_t stream;
+	struct hip_submitter *sub; /* the thread that enqueues for it; NULL: inline */
 	pthread_t thread;
 	bool started;
 	/* The loop thread's. */
@@ -201,7 +240,7 @@ struct hip {
 	struct hip_fn fn[HIP_MAX_KERNELS];
 	unsigned nfn;
 	/* Event pool: the loop thread's alone. */
-	hipEvent_t *events;
+	struct hip_ev **events;
 	size_t nevents, capevents;
 	unsigned event_flags;
 	/* Memory pool: the loop thread's alone. */
@@ -238,23 +277,27 @@ struct hip {
 	_Atomic uint64_t audit_done; /* taken off the queue, */
 	_Atomic uint64_t audit_checks; /* of which timed, */
 	_Atomic uint64_t audit_findings; /* of which found a missing wait */
-	/* The submit queue (see hip-submit.c): the loop thread produces at q_tail, the
-	 * submit thread consumes at q_head. */
-	bool submit_thread;
-	struct hip_cmd *q;
-	_Atomic size_t q_head, q_tail;
-	atomic_bool q_sleeping;
-	bool q_stop;
-	pthread_mutex_t q_mu;
-	pthread_cond_t q_cond;
-	pthread_t submitter;
-	bool submitter_started;
+	/* The submit threads (see hip-submit.c); none: the commands run inline. */
+	unsigned nsubmitters;
+	struct hip_submitter sub[HIP_MAX_SUBMIT_THREADS];
+	pthread_mutex_t event_lock[HIP_EVENT_LOCKS];
 };
 
 /* Entry i of st's event ring, counted from its head. */
 static inline struct hip_event_ent *hip__ring_at(struct hip_stream *st, size_t i)
 {
 	return &st->ring[(st->head + i) % st->cap];
+}
+
+/* A pause between looks at shared state while spinning: tells the CPU (and a sibling
+ * hyperthread) that this is a wait loop. */
+static inline void hip__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
 }
 
 /* hip.c: errors, translated once, there. */
@@ -276,16 +319,18 @@ void hip__staging_finish(struct hip *h);
 /* hip-event.c: the event pool, record, wait, retire. */
 int hip__event_pool_fill(struct hip *h);
 void hip__event_pool_finish(struct hip *h);
+void hip__event_destroy(struct hip_ev *ev);
 int hip__record(void *ctx, struct seq_point at);
 int hip__wait(void *ctx, uint32_t stream, struct seq_point event);
 void hip__retire(void *ctx, struct seq_point event);
 
 /* hip-submit.c: launch, and the commands that run inline or on the submit thread. */
 int hip__launch(void *ctx, struct seq_point at, const struct seq_op *op);
-struct hip_cmd *hip__submit_begin(struct hip *h, struct hip_cmd *local);
+struct hip_cmd *hip__submit_begin(struct hip *h, uint32_t stream, struct hip_cmd *local);
 int hip__submit_end(struct hip *h, struct hip_cmd *c);
 int hip__submit_start(struct hip *h);
 void hip__submit_stop(struct hip *h);
+void hip__submit_finish(struct hip *h);
 void hip__scratch_retire(struct hip *h, struct hip_stream *st, uint64_t through);
 /* What a kernel launch is called in logs and audit reports. */
 const char *hip__kernel_name(const struct op_payload *p);

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <sys/prctl.h>
+
 #include "hip-internal.h"
 #include "log.h"
 
@@ -132,6 +134,7 @@ static void *hip_reaper(void *arg)
 	struct hip *h = arg;
 
 	hipSetDevice(h->device);
+	prctl(PR_SET_NAME, "sseq-reap");
 	pthread_mutex_lock(&h->reap_mu);
 	for (;;) {
 		struct hip_block *list;

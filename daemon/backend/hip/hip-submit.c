@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <sys/prctl.h>
+
 #include "hip-internal.h"
 #include "log.h"
 
@@ -259,7 +261,7 @@ int hip__launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	if (r < 0)
 		return r;
 	st = &h->streams[at.stream];
-	c = hip__submit_begin(h, &local);
+	c = hip__submit_begin(h, at.stream, &local);
 	r = hip_launch_prepare(h, st, at, op, c);
 	if (r < 0)
 		return r; /* the slot is not published: the next command takes it */
@@ -282,13 +284,31 @@ int hip__launch(void *ctx, struct seq_point at, const struct seq_op *op)
  *
  * An enqueue (cudaLaunchKernel, cudaMemcpyAsync, ...) costs microseconds, about what the
  * loop spends on everything else for a request, so with the calls on the loop a daemon
- * launches at most half as fast as its clients. The loop queues fixed-size commands
- * instead; one thread per device runs them strictly in queue order, which keeps every
- * order the core relies on (a wait after the record it names, a stream's launches by
- * seq). Two consequences shape the rest of the backend: an event enters the completion
+ * launches at most half as fast as its clients, and all of them through one thread. The
+ * loop queues fixed-size commands instead, each to the submit thread that owns the
+ * command's stream (stream i: thread i % nsubmitters). A thread runs its queue strictly
+ * in order, which keeps every order within a stream (its launches by seq, a record after
+ * the launch it marks, a wait before the launches after it). Across threads one order
+ * matters: a wait after the record it names. The loop queued the record first, so a wait
+ * that finds the record not yet run (the event's `recorded` serial behind the one it
+ * names) holds its thread until it has. That cannot deadlock: the oldest command not yet
+ * run anywhere heads its thread's queue, and what it can wait for is older, so it has run.
+ * An event goes back to the pool once its point is retired and is then recorded again: a
+ * wait that finds a newer serial drops itself (its point is complete), and the check and
+ * the wait are made under the event's lock, which its records also take, so a wait never
+ * binds to a later record than the one it names.
+ *
+ * Two consequences shape the rest of the backend: an event enters the completion
  * thread's view only once its record command ran (I3: an unrecorded event reads as
  * complete), and an enqueue error surfaces here, after launch returned, so it fails the
  * stream forward: the stream's next event is reported with the error (I9). */
+
+static pthread_mutex_t *hip_event_lock(struct hip *h, const struct hip_ev *ev)
+{
+	uintptr_t k = (uintptr_t)ev;
+
+	return &h->event_lock[(k >> 4 ^ k >> 12) % HIP_EVENT_LOCKS];
+}
 
 static void hip_submit_fail(struct hip_stream *st, const struct hip_cmd *c, int r)
 {
@@ -383,20 +403,28 @@ static int hip_submit_launch(struct hip *h, struct hip_cmd *c)
 				a->bad = true;
 			}
 		}
+		atomic_store_explicit(&a->settled, true, memory_order_release);
 		hip__audit_queue(h, a, c->checks);
 		hip__audit_op_put(h, a);
 	}
 	return r;
 }
 
-/* Record: then, and only then, the completion thread may wait for the event. */
+/* Record: then, and only then, the completion thread may wait for the event, and a wait
+ * on another thread may bind to it. */
 static void hip_submit_record(struct hip *h, const struct hip_cmd *c)
 {
 	struct hip_stream *st = &h->streams[c->stream];
-	hipError_t e = hipEventRecord(c->ev, st->stream);
-	int r = e == hipSuccess ? st->failed : hip__fail(e, "hipEventRecord", "event", c->at);
+	pthread_mutex_t *lock = hip_event_lock(h, c->ev);
 	struct hip_event_ent *x;
+	hipError_t e;
+	int r;
 
+	pthread_mutex_lock(lock);
+	e = hipEventRecord(c->ev->ev, st->stream);
+	atomic_store_explicit(&c->ev->recorded, c->serial, memory_order_release);
+	pthread_mutex_unlock(lock);
+	r = e == hipSuccess ? st->failed : hip__fail(e, "hipEventRecord", "event", c->at);
 	pthread_mutex_lock(&st->mu);
 	x = hip__ring_at(st, st->nsubmitted);
 	x->status = r;
@@ -408,19 +436,37 @@ static void hip_submit_record(struct hip *h, const struct hip_cmd *c)
 	pthread_mutex_unlock(&st->mu);
 }
 
+/* The waiting stream after the record c names: once that record has run (on its own
+ * thread, perhaps still behind), and only if the event was not recorded again since. */
+static int hip_submit_wait(struct hip *h, const struct hip_cmd *c)
+{
+	pthread_mutex_t *lock = hip_event_lock(h, c->ev);
+	hipError_t e = hipSuccess;
+
+	for (unsigned i = 1;
+		atomic_load_explicit(&c->ev->recorded, memory_order_acquire) < c->serial; i++) {
+		if (i % 64)
+			hip__cpu_relax();
+		else
+			sched_yield();
+	}
+	pthread_mutex_lock(lock);
+	if (atomic_load_explicit(&c->ev->recorded, memory_order_relaxed) == c->serial)
+		e = hipStreamWaitEvent(h->streams[c->stream].stream, c->ev->ev, 0);
+	pthread_mutex_unlock(lock);
+	if (e != hipSuccess)
+		return hip__fail(e, "hipStreamWaitEvent", "wait", c->at);
+	return 0;
+}
+
 /* One command: 0 or the error of the enqueue (a record's goes into its event). */
 static int hip_submit_run(struct hip *h, struct hip_cmd *c)
 {
-	hipError_t e;
-
 	switch (c->kind) {
 	case HIP_CMD_LAUNCH:
 		return hip_submit_launch(h, c);
 	case HIP_CMD_WAIT:
-		e = hipStreamWaitEvent(h->streams[c->stream].stream, c->ev, 0);
-		if (e != hipSuccess)
-			return hip__fail(e, "hipStreamWaitEvent", "wait", c->at);
-		return 0;
+		return hip_submit_wait(h, c);
 	case HIP_CMD_RECORD:
 		hip_submit_record(h, c);
 		return 0;
@@ -428,110 +474,159 @@ static int hip_submit_run(struct hip *h, struct hip_cmd *c)
 	return -EINVAL;
 }
 
-/* Where the loop builds its next command: the queue's free slot (waiting, as a full
- * launch queue would make the enqueue call wait, while the submit thread is a whole
+/* Where the loop builds its next command for `stream`: its thread's free slot (waiting,
+ * as a full launch queue would make the enqueue call wait, while that thread is a whole
  * queue behind), or `local` when commands run inline. */
-struct hip_cmd *hip__submit_begin(struct hip *h, struct hip_cmd *local)
+struct hip_cmd *hip__submit_begin(struct hip *h, uint32_t stream, struct hip_cmd *local)
 {
-	size_t tail = atomic_load_explicit(&h->q_tail, memory_order_relaxed);
+	struct hip_submitter *sub = h->streams[stream].sub;
+	size_t tail;
 
-	if (!h->submit_thread)
+	if (!sub)
 		return local;
-	while (tail - atomic_load_explicit(&h->q_head, memory_order_acquire) >= HIP_SUBMIT_QUEUE)
+	tail = atomic_load_explicit(&sub->tail, memory_order_relaxed);
+	while (tail - atomic_load_explicit(&sub->head, memory_order_acquire) >= HIP_SUBMIT_QUEUE)
 		sched_yield();
-	return &h->q[tail % HIP_SUBMIT_QUEUE];
+	return &sub->q[tail % HIP_SUBMIT_QUEUE];
 }
 
-/* Run c (inline: its error comes back) or hand it to the submit thread. */
+/* Run c (inline: its error comes back) or hand it to its stream's submit thread. */
 int hip__submit_end(struct hip *h, struct hip_cmd *c)
 {
-	if (!h->submit_thread)
+	struct hip_submitter *sub = h->streams[c->stream].sub;
+
+	if (!sub)
 		return hip_submit_run(h, c);
-	/* Sequentially consistent, with the load of q_sleeping after it, against the submit
-	 * thread's store of q_sleeping and load of q_tail: one of the two sees the other. */
-	atomic_fetch_add(&h->q_tail, 1);
-	if (atomic_load(&h->q_sleeping)) {
-		pthread_mutex_lock(&h->q_mu);
-		pthread_cond_signal(&h->q_cond);
-		pthread_mutex_unlock(&h->q_mu);
+	/* Sequentially consistent, with the load of sleeping after it, against the submit
+	 * thread's store of sleeping and load of tail: one of the two sees the other. */
+	atomic_fetch_add(&sub->tail, 1);
+	if (atomic_load(&sub->sleeping)) {
+		pthread_mutex_lock(&sub->mu);
+		pthread_cond_signal(&sub->cond);
+		pthread_mutex_unlock(&sub->mu);
 	}
 	return 0;
+}
+
+/* Whether a command came within HIP_IDLE_SPIN_NS: requests come in bursts, and a futex
+ * wake-up costs more than a launch, so an idle thread looks again for a while first. */
+static bool hip_submitter_spin(struct hip_submitter *sub, size_t head)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned i = 1;; i++) {
+		if (head != atomic_load_explicit(&sub->tail, memory_order_acquire))
+			return true;
+		if (i % 64) {
+			hip__cpu_relax();
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >=
+			HIP_IDLE_SPIN_NS)
+			return false;
+	}
 }
 
 static void *hip_submitter(void *arg)
 {
-	struct hip *h = arg;
-	size_t head = atomic_load(&h->q_head);
+	struct hip_submitter *sub = arg;
+	struct hip *h = sub->h;
+	size_t head = atomic_load(&sub->head);
 
+	char name[16];
+
+	snprintf(name, sizeof(name), "sseq-submit/%u", sub->index);
+	prctl(PR_SET_NAME, name);
 	hipSetDevice(h->device);
 	for (;;) {
-		struct timespec t0, t;
 		struct hip_cmd *c;
 		int r;
 
-		if (head == atomic_load_explicit(&h->q_tail, memory_order_acquire)) {
-			/* Requests come in bursts: look again for a while before sleeping, since
-			 * a futex wake-up costs more than a launch. */
-			clock_gettime(CLOCK_MONOTONIC, &t0);
-			for (unsigned i = 1;; i++) {
-				if (head != atomic_load_explicit(&h->q_tail, memory_order_acquire))
-					break;
-				if (i % 64)
-					continue;
-				clock_gettime(CLOCK_MONOTONIC, &t);
-				if ((t.tv_sec - t0.tv_sec) * 1000000000L +
-						(t.tv_nsec - t0.tv_nsec) >=
-					HIP_IDLE_SPIN_NS)
-					break;
-			}
-			if (head != atomic_load_explicit(&h->q_tail, memory_order_acquire))
+		if (head == atomic_load_explicit(&sub->tail, memory_order_acquire)) {
+			if (hip_submitter_spin(sub, head))
 				continue;
-			pthread_mutex_lock(&h->q_mu);
-			atomic_store(&h->q_sleeping, true);
-			while (head == atomic_load(&h->q_tail) && !h->q_stop)
-				pthread_cond_wait(&h->q_cond, &h->q_mu);
-			atomic_store(&h->q_sleeping, false);
-			pthread_mutex_unlock(&h->q_mu);
-			if (head == atomic_load_explicit(&h->q_tail, memory_order_acquire))
+			pthread_mutex_lock(&sub->mu);
+			atomic_store(&sub->sleeping, true);
+			while (head == atomic_load(&sub->tail) && !sub->stop)
+				pthread_cond_wait(&sub->cond, &sub->mu);
+			atomic_store(&sub->sleeping, false);
+			pthread_mutex_unlock(&sub->mu);
+			if (head == atomic_load_explicit(&sub->tail, memory_order_acquire))
 				break; /* stopped, and drained */
 			continue;
 		}
-		c = &h->q[head % HIP_SUBMIT_QUEUE];
+		c = &sub->q[head % HIP_SUBMIT_QUEUE];
 		r = hip_submit_run(h, c);
 		if (r < 0)
 			hip_submit_fail(&h->streams[c->stream], c, r);
-		atomic_store_explicit(&h->q_head, ++head, memory_order_release);
+		atomic_fetch_add_explicit(&sub->commands, 1, memory_order_relaxed);
+		atomic_store_explicit(&sub->head, ++head, memory_order_release);
 	}
 	return NULL;
 }
 
-/* The queue, and the thread: commands go to it only once both exist. */
+/* The queues and the threads, and each stream's owner: commands go to a thread only once
+ * it runs. Called with the streams created, before the first command. */
 int hip__submit_start(struct hip *h)
 {
-	int r;
+	unsigned n = h->cfg.submit_threads;
 
-	h->q = malloc(HIP_SUBMIT_QUEUE * sizeof(*h->q));
-	if (!h->q)
-		return -ENOMEM;
-	r = -pthread_create(&h->submitter, NULL, hip_submitter, h);
-	if (r < 0)
-		return r;
-	h->submitter_started = true;
-	h->submit_thread = true;
+	if (n > h->nstreams)
+		n = h->nstreams;
+	for (unsigned i = 0; i < n; i++) {
+		struct hip_submitter *sub = &h->sub[i];
+		int r;
+
+		sub->h = h;
+		sub->index = i;
+		sub->q = malloc(HIP_SUBMIT_QUEUE * sizeof(*sub->q));
+		if (!sub->q)
+			return -ENOMEM;
+		r = -pthread_create(&sub->thread, NULL, hip_submitter, sub);
+		if (r < 0)
+			return r;
+		sub->started = true;
+		h->nsubmitters++;
+	}
+	for (unsigned i = 0; n && i < h->nstreams; i++)
+		h->streams[i].sub = &h->sub[i % n];
 	return 0;
 }
 
-/* The thread runs what is queued before it stops. */
+/* Each thread runs what is queued before it stops; the streams go back to inline. */
 void hip__submit_stop(struct hip *h)
 {
-	if (h->submitter_started) {
-		pthread_mutex_lock(&h->q_mu);
-		h->q_stop = true;
-		pthread_cond_signal(&h->q_cond);
-		pthread_mutex_unlock(&h->q_mu);
-		pthread_join(h->submitter, NULL);
+	for (unsigned i = 0; i < h->nstreams; i++)
+		h->streams[i].sub = NULL;
+	for (unsigned i = 0; i < h->nsubmitters; i++) {
+		struct hip_submitter *sub = &h->sub[i];
+
+		pthread_mutex_lock(&sub->mu);
+		sub->stop = true;
+		pthread_cond_signal(&sub->cond);
+		pthread_mutex_unlock(&sub->mu);
 	}
-	free(h->q);
-	pthread_cond_destroy(&h->q_cond);
-	pthread_mutex_destroy(&h->q_mu);
+	for (unsigned i = 0; i < HIP_MAX_SUBMIT_THREADS; i++) {
+		struct hip_submitter *sub = &h->sub[i];
+
+		if (sub->started)
+			pthread_join(sub->thread, NULL);
+		sub->started = false;
+		free(sub->q);
+		sub->q = NULL;
+	}
+	h->nsubmitters = 0;
+}
+
+/* At destroy: the locks hip_locks_init made. */
+void hip__submit_finish(struct hip *h)
+{
+	for (unsigned i = 0; i < HIP_MAX_SUBMIT_THREADS; i++) {
+		pthread_cond_destroy(&h->sub[i].cond);
+		pthread_mutex_destroy(&h->sub[i].mu);
+	}
+	for (unsigned i = 0; i < HIP_EVENT_LOCKS; i++)
+		pthread_mutex_destroy(&h->event_lock[i]);
 }

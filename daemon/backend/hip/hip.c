@@ -4,8 +4,8 @@
  * from a caching pool so that no hipFree, which synchronizes the device, runs on the loop.
  * With --audit, timing events bracket every launch and an audit thread checks on the GPU's
  * timestamps that each operation started after the operations it depends on finished.
- * With SSEQ_HIP_SUBMIT=thread the enqueue calls run on a submit thread instead (see
- * hip-submit.c; not the default yet, see enum hip_submit).
+ * The enqueue calls run inline or on submit threads that own disjoint sets of streams
+ * (hip_config.submit_threads; see hip-submit.c).
  *
  * This file: create and destroy, the backend table, info, and HIP errors translated.
  * hip-mem.c, hip-event.c, hip-submit.c, hip-complete.c, hip-audit.c and hip-module.c hold
@@ -112,7 +112,7 @@ static void hip_stream_finish(struct hip *h, struct hip_stream *st)
 	hip__audit_retire(h, st, UINT64_MAX);
 	free(st->aops);
 	for (size_t j = 0; j < st->count; j++)
-		hipEventDestroy(hip__ring_at(st, j)->ev);
+		hip__event_destroy(hip__ring_at(st, j)->ev);
 	free(st->ring);
 	while (st->deferred) {
 		struct hip_deferred *d = st->deferred;
@@ -141,6 +141,7 @@ static void hip_destroy(void *ctx)
 		pthread_cond_destroy(&h->streams[i].cond);
 		pthread_mutex_destroy(&h->streams[i].mu);
 	}
+	hip__submit_finish(h);
 	hip__reaper_stop(h);
 	hip__audit_finish(h);
 	hip__event_pool_finish(h);
@@ -239,21 +240,36 @@ static int hip_device_open(struct hip *h)
 	return 0;
 }
 
-/* The caller's config (all zero is valid), its zeros made defaults, and SSEQ_HIP_SUBMIT's
- * override on top. */
+/* The caller's config (all zero is valid), and SSEQ_HIP_SUBMIT's override on top:
+ * "inline", "thread" (one) or a count of submit threads. */
 static void hip_configure(struct hip *h, const struct hip_config *cfg)
 {
 	const char *submit;
+	char *end;
+	unsigned long n;
 
 	if (cfg)
 		h->cfg = *cfg;
 	submit = getenv("SSEQ_HIP_SUBMIT");
-	if (submit && strcmp(submit, "inline") == 0)
-		h->cfg.submit = HIP_SUBMIT_INLINE;
-	else if (submit && strcmp(submit, "thread") == 0)
-		h->cfg.submit = HIP_SUBMIT_THREAD;
-	else if (submit && *submit)
-		log_warn("hip", "SSEQ_HIP_SUBMIT=%s is neither thread nor inline: ignored", submit);
+	if (!submit || !*submit)
+		return;
+	if (strcmp(submit, "inline") == 0) {
+		h->cfg.submit_threads = 0;
+		return;
+	}
+	if (strcmp(submit, "thread") == 0) {
+		h->cfg.submit_threads = 1;
+		return;
+	}
+	errno = 0;
+	n = strtoul(submit, &end, 10);
+	if (errno || *end || end == submit || n > HIP_MAX_SUBMIT_THREADS)
+		log_warn("hip",
+			"SSEQ_HIP_SUBMIT=%s is not inline, thread or a count of threads (0 to %d): "
+			"ignored",
+			submit, HIP_MAX_SUBMIT_THREADS);
+	else
+		h->cfg.submit_threads = (unsigned)n;
 }
 
 /* Every lock, before anything can fail: hip_destroy destroys them all. */
@@ -263,8 +279,12 @@ static void hip_locks_init(struct hip *h)
 	pthread_cond_init(&h->reap_cond, NULL);
 	pthread_mutex_init(&h->audit_mu, NULL);
 	pthread_cond_init(&h->audit_cond, NULL);
-	pthread_mutex_init(&h->q_mu, NULL);
-	pthread_cond_init(&h->q_cond, NULL);
+	for (unsigned i = 0; i < HIP_MAX_SUBMIT_THREADS; i++) {
+		pthread_mutex_init(&h->sub[i].mu, NULL);
+		pthread_cond_init(&h->sub[i].cond, NULL);
+	}
+	for (unsigned i = 0; i < HIP_EVENT_LOCKS; i++)
+		pthread_mutex_init(&h->event_lock[i], NULL);
 	for (unsigned i = 0; i < SEQ_MAX_STREAMS; i++) {
 		pthread_mutex_init(&h->streams[i].mu, NULL);
 		pthread_cond_init(&h->streams[i].cond, NULL);
@@ -291,9 +311,15 @@ static int hip_streams_create(struct hip *h, const struct seq_layout *layout)
 
 static void hip_log_ready(const struct hip *h)
 {
+	char how[48];
+
+	if (h->nsubmitters)
+		snprintf(how, sizeof(how), "by %u submit thread%s", h->nsubmitters,
+			h->nsubmitters == 1 ? "" : "s");
+	else
+		snprintf(how, sizeof(how), "inline on the loop thread");
 	log_info("hip", "GPU %d: %s (%s), %u streams, enqueued %s, completion by %s%s", h->device,
-		h->name, h->arch, h->nstreams,
-		h->submit_thread ? "by a submit thread" : "inline on the loop thread",
+		h->name, h->arch, h->nstreams, how,
 		h->cfg.completion == HIP_COMPLETION_POLL ? "hipEventQuery polling"
 							 : "hipEventSynchronize",
 		h->cfg.audit ? "; audit on: every launch is timestamped and checked against "
@@ -320,7 +346,7 @@ int hip_create(struct backend *out, const struct hip_config *cfg, const struct b
 	hip_locks_init(h);
 	if ((h->cfg.completion != HIP_COMPLETION_SYNC &&
 		    h->cfg.completion != HIP_COMPLETION_POLL) ||
-		(h->cfg.submit != HIP_SUBMIT_THREAD && h->cfg.submit != HIP_SUBMIT_INLINE)) {
+		h->cfg.submit_threads > HIP_MAX_SUBMIT_THREADS) {
 		r = -EINVAL;
 		goto fail;
 	}
@@ -348,7 +374,7 @@ int hip_create(struct backend *out, const struct hip_config *cfg, const struct b
 		if (r < 0)
 			goto fail;
 	}
-	if (h->cfg.submit == HIP_SUBMIT_THREAD) {
+	if (h->cfg.submit_threads) {
 		r = hip__submit_start(h);
 		if (r < 0)
 			goto fail;

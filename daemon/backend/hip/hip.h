@@ -15,28 +15,26 @@ enum hip_completion {
 };
 
 /* Who makes the enqueue calls (hipModuleLaunchKernel, hipMemcpyAsync, event records and
- * waits). A submit thread takes their microseconds off the loop thread; an enqueue error
- * then fails the op's stream from that point on (its next event reports it) instead of
- * failing the launch call. The SSEQ_HIP_SUBMIT environment variable (thread or inline)
- * overrides the config, for comparisons. */
-enum hip_submit {
-	/* The default: on the caller's (the loop) thread. The submit thread is faster
-	 * (launch rate at native, against ~89% inline, on an H200) but two cross-stream
-	 * tests of test-hip timed out once with it there (not reproduced in three later
-	 * runs): opt in with SSEQ_HIP_SUBMIT=thread until that is understood. */
-	HIP_SUBMIT_INLINE,
-	HIP_SUBMIT_THREAD, /* one submit thread per device, in queue order */
-};
+ * waits): inline on the caller's (the loop) thread, or submit threads that each own a
+ * fixed set of streams (stream i goes to thread i % N), so that launches to different
+ * lanes are issued in parallel while each stream's commands keep their order. A wait on
+ * another thread's event holds its thread until that record has run. With submit
+ * threads, an enqueue error fails the op's stream from that point on (its next event
+ * reports it) instead of failing the launch call. The SSEQ_HIP_SUBMIT environment
+ * variable (inline, thread for one, or a count) overrides the config, for comparisons. */
+#define HIP_MAX_SUBMIT_THREADS 16
 
 /* All zero is valid: device 0 (its streams come from the core's layout, backend_env),
  * the kernel image found where the build put it or where it was installed, hipEventSynchronize,
- * untimed events, no audit, submission on the loop thread (HIP_SUBMIT_INLINE). */
+ * untimed events, no audit, submission inline on the caller's thread. */
 struct hip_config {
 	unsigned device;
 	/* The built-in kernels' code object (.hsaco / .fatbin); NULL: hip_kernels_path(). */
 	const char *kernels;
 	enum hip_completion completion;
-	enum hip_submit submit;
+	/* 0: the enqueue calls inline; 1..HIP_MAX_SUBMIT_THREADS: that many submit
+	 * threads (at most one per stream: more are not started). */
+	unsigned submit_threads;
 	/* Events carry timestamps (for profiling); off, they are cheaper to record. */
 	bool timing;
 	/* Audit (sseqd --audit): timing events around every launch, and a check on the GPU's

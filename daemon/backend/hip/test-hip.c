@@ -188,17 +188,21 @@ END_TEST
 /* The bug sseq exists for: a 64 MiB H2D copy on its stream, the compute stream moving on
  * (small kernels, each seen complete), then a kernel reading the copy. Returns the trials
  * (of `trials`) whose kernel read anything but the copied data. */
-/* 100k kernels back to back, each reading what the one before wrote: the submit thread
- * must enqueue them exactly in order (and inline must too), or the sum comes out short. */
-static void pipelined_launches(enum hip_submit mode)
+/* Kernels back to back, each reading what the one before wrote, dealt round-robin over
+ * `lanes` compute lanes, so that with more than one every launch waits for an event of
+ * another stream (and, with submit threads, of another thread, its events recycled
+ * through the pool all the while): the submit threads must keep each stream's order and
+ * put every wait after the record it names, or the sum comes out short. */
+static void pipelined_launches(unsigned threads, unsigned lanes)
 {
-	struct seq_config scfg = {0};
-	struct hip_config cfg = {.submit = mode};
+	struct seq_config scfg = {.n_compute = lanes};
+	struct hip_config cfg = {.submit_threads = threads};
 	enum { N = 1000 };
-	const unsigned launches = hip_harness_scaled(100000, 10);
+	const unsigned launches = hip_harness_scaled(lanes > 1 ? 40000 : 100000, 10);
 	struct seq_buffer *one, *p, *q;
 	float *out;
 
+	unsetenv("SSEQ_HIP_SUBMIT");
 	h_setup(&scfg, &cfg);
 	out = h_stage(N * sizeof(float));
 	h_alloc(N * sizeof(float), (struct seq_buffer * *[]){&one, &p, &q}, 3);
@@ -210,10 +214,15 @@ static void pipelined_launches(enum hip_submit mode)
 		0);
 	for (unsigned i = 0; i < launches; i++) {
 		struct seq_buffer *src = i % 2 ? p : q, *dst = i % 2 ? q : p;
+		int r;
 
-		ck_assert_int_eq(h_exec_pipelined("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
-					 (struct seq_buffer *[]){src, one, dst}),
-			0);
+		while ((r = h_exec_on(SEQ_LANE(i % lanes), "add",
+				(struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
+				(struct seq_buffer *[]){src, one, dst})) == -EAGAIN) {
+			seq_flush(H.seq);
+			h_drain(true);
+		}
+		ck_assert_int_eq(r, 0);
 		h_drain(false);
 	}
 	ck_assert_int_eq(h_copy(SEQ_OP_D2H, q, out, N * sizeof(float)), 0);
@@ -222,6 +231,8 @@ static void pipelined_launches(enum hip_submit mode)
 		if (out[i] != (float)launches)
 			ck_abort_msg("[%u] %g != %u", i, out[i], launches);
 	ck_assert_uint_eq(seq_counters(H.seq)->ops_failed, 0);
+	if (lanes > 1)
+		ck_assert_uint_ge(seq_counters(H.seq)->waits_enqueued, launches - 1);
 	h_free((struct seq_buffer *[]){one, p, q}, 3);
 	h_unstage(out, N * sizeof(float));
 	h_teardown();
@@ -229,13 +240,26 @@ static void pipelined_launches(enum hip_submit mode)
 
 START_TEST(test_pipelined_launches_by_the_submit_thread_run_in_order)
 {
-	pipelined_launches(HIP_SUBMIT_THREAD);
+	pipelined_launches(1, 1);
+}
+END_TEST
+
+START_TEST(test_launches_across_four_lanes_by_four_submit_threads_run_in_order)
+{
+	pipelined_launches(4, 4);
+}
+END_TEST
+
+START_TEST(test_launches_across_four_lanes_by_three_submit_threads_run_in_order)
+{
+	/* Three threads for four lanes: lanes 0 and 3 share a thread, the rest do not. */
+	pipelined_launches(3, 4);
 }
 END_TEST
 
 START_TEST(test_pipelined_launches_inline_run_in_order)
 {
-	pipelined_launches(HIP_SUBMIT_INLINE);
+	pipelined_launches(0, 1);
 }
 END_TEST
 
@@ -351,7 +375,7 @@ END_TEST
 START_TEST(test_launch_refused_on_the_submit_thread_fails_its_stream)
 {
 	struct seq_config scfg = {0};
-	struct hip_config cfg = {.submit = HIP_SUBMIT_THREAD};
+	struct hip_config cfg = {.submit_threads = 1};
 	struct seq_stream_info info;
 	struct seq_buffer *a, *b, *c, *d;
 	uint32_t *host;
@@ -804,6 +828,8 @@ static Suite *hip_suite(void)
 	tcase_add_test(data, test_fill_iota_reduce_and_spin_run_on_the_device);
 	tcase_add_test(data, test_pipelined_launches_by_the_submit_thread_run_in_order);
 	tcase_add_test(data, test_pipelined_launches_inline_run_in_order);
+	tcase_add_test(data, test_launches_across_four_lanes_by_four_submit_threads_run_in_order);
+	tcase_add_test(data, test_launches_across_four_lanes_by_three_submit_threads_run_in_order);
 	suite_add_tcase(s, data);
 
 	tcase_add_test(seed, test_seed_with_the_legacy_window_reads_stale_data);
