@@ -163,7 +163,9 @@ void session_flush(struct session *s)
 	if (s->out_off == s->out_len) {
 		s->out_off = s->out_len = 0;
 		/* After EOF: once what was read has run and its work completed. */
-		if (s->closing || (s->eof && !s->blocked && !s->inflight_capped && !s->inflight)) {
+		if (s->closing ||
+			(s->eof && !s->blocked && !s->inflight_capped && !s->resume &&
+				!s->inflight)) {
 			session_disconnect(s);
 			return;
 		}
@@ -173,7 +175,7 @@ void session_flush(struct session *s)
 	if (s->out_off < s->out_len)
 		events |= UV_WRITABLE;
 	if (!s->blocked && !s->closing && !s->eof && !s->input_wait && !s->inflight_capped &&
-		s->out_len - s->out_off < SESSION_OUT_HIGH)
+		!s->resume && s->out_len - s->out_off < SESSION_OUT_HIGH)
 		events |= UV_READABLE;
 	if (events != s->poll_events) {
 		s->poll_events = events;
@@ -222,6 +224,7 @@ static void session_protocol_error(struct session *s, Sseq__Status status, const
 void session_process(struct session *s)
 {
 	size_t off = 0;
+	unsigned frames = 0;
 
 	while (s->connected && !s->closing && !s->inflight_capped && s->in_len - off >= 4) {
 		const uint8_t *p = s->in + off;
@@ -230,6 +233,11 @@ void session_process(struct session *s)
 		char why[128];
 		int r;
 
+		if (frames++ == SESSION_TURN_FRAMES) {
+			/* Its turn is up: the rest next turn, after the others. */
+			server_resume_session(s->srv, s);
+			break;
+		}
 		if (len > FRAME_MAX) {
 			snprintf(why, sizeof(why), "frame of %u bytes exceeds the limit of %u", len,
 				FRAME_MAX);
@@ -344,7 +352,7 @@ static void session_read(struct session *s)
 {
 	/* Bounded per turn so one busy client cannot starve the others. */
 	for (int rounds = 0; rounds < 4 && s->connected && !s->blocked && !s->closing && !s->eof &&
-		!s->inflight_capped;
+		!s->inflight_capped && !s->resume;
 		rounds++) {
 		union {
 			struct cmsghdr align;

@@ -151,11 +151,18 @@ static void server_resume_list(struct server *srv, struct session **list)
 		server_resume_one(srv, detached);
 }
 
-/* The sessions paused for another cause (server_resume_session). */
+/* The sessions paused for another cause (server_resume_session), detached first: one that
+ * used up its turn's frames again (SESSION_TURN_FRAMES) goes on the live list, for the next
+ * turn, so that the others' sockets are read in between. */
 static void server_resume_pending(struct server *srv)
 {
-	while (srv->resume)
-		server_resume_one(srv, srv->resume);
+	struct session *detached = srv->resume;
+
+	srv->resume = NULL;
+	if (detached)
+		detached->resume_pprev = &detached;
+	while (detached)
+		server_resume_one(srv, detached);
 }
 
 /* After completions: each blocked stream that has drained below half its window resumes
@@ -218,6 +225,12 @@ static void server_drain(struct server *srv)
 		server_resume_streams(srv);
 }
 
+/* Nothing to do here: while this runs, the loop polls without sleeping, and the turn's
+ * end processes the resumed sessions' next frames. */
+static void server_on_backlog(uv_idle_t *h)
+{
+}
+
 /* End of a loop turn: make completion of this turn's work observable, then write. */
 static void server_on_turn_end(uv_check_t *h)
 {
@@ -242,6 +255,11 @@ static void server_on_turn_end(uv_check_t *h)
 		s->dirty = false;
 		session_flush(s);
 	}
+	/* Frames left for the next turn: that turn comes without a sleep in poll. */
+	if (srv->resume)
+		uv_idle_start(&srv->backlog, server_on_backlog);
+	else
+		uv_idle_stop(&srv->backlog);
 }
 
 /* ---- listening ------------------------------------------------------------------------ */
@@ -501,6 +519,8 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	cq_set_wake(cq, server_wake, srv);
 	uv_idle_init(loop, &srv->spin);
 	srv->spin.data = srv;
+	uv_idle_init(loop, &srv->backlog);
+	srv->backlog.data = srv;
 	uv_check_init(loop, &srv->turn_end);
 	srv->turn_end.data = srv;
 	uv_check_start(&srv->turn_end, server_on_turn_end);
@@ -592,6 +612,7 @@ void server_close_handles(struct server *srv)
 	uv_close((uv_handle_t *)&srv->wake, server_close_cb);
 	uv_close((uv_handle_t *)&srv->turn_end, server_close_cb);
 	uv_close((uv_handle_t *)&srv->spin, server_close_cb);
+	uv_close((uv_handle_t *)&srv->backlog, server_close_cb);
 	uv_close((uv_handle_t *)&srv->listen_poll, server_close_cb);
 	uv_close((uv_handle_t *)&srv->sweep, server_close_cb);
 	uv_close((uv_handle_t *)&srv->accept_rest, server_close_cb);

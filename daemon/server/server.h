@@ -135,6 +135,9 @@ struct server {
 	 * sleeping until uv_async wakes the loop: see server_on_turn_end. */
 	uv_idle_t spin;
 	bool spinning;
+	/* Active while sessions have frames left for the next turn: the loop does not sleep
+	 * in poll while work is buffered. */
+	uv_idle_t backlog;
 	uint64_t spin_until_ns;
 	bool stopping;
 	uint64_t started_ns;

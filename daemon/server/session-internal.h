@@ -10,6 +10,9 @@
 #include "session.h"
 
 #define SESSION_READ_CHUNK 65536u
+/* Frames one session may have processed per loop turn: the rest wait for the next turn
+ * (srv->resume), so that every other session's requests are read in between. */
+#define SESSION_TURN_FRAMES 128u
 /* Every connection may hold this much input outside --max-input-memory (so small frames
  * never wait on others' large ones): at most --max-clients times this in all. */
 #define SESSION_INPUT_BASE (2 * SESSION_READ_CHUNK)

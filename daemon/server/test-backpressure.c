@@ -5,6 +5,8 @@
 #include <check.h>
 #include <stdlib.h>
 
+#include "session-internal.h"
+#include "sseq-frame.h"
 #include "test-loop.h"
 
 #define WINDOW 8u
@@ -174,6 +176,67 @@ START_TEST(test_inflight_cap_resumes_at_half)
 }
 END_TEST
 
+/* Round-robin reading: a session with many frames buffered has SESSION_TURN_FRAMES of
+ * them run per loop turn and the rest in the turns after, without new input, so that the
+ * other sessions' requests are read in between; nothing is lost or reordered. */
+START_TEST(test_a_flooding_session_runs_a_bounded_share_per_turn)
+{
+	enum { FRAMES = 8 * SESSION_TURN_FRAMES };
+	struct tl *t = tl_new(0);
+	struct tl_client flood, quiet;
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Alloc a = SSEQ__ALLOC__INIT;
+	Sseq__CopyD2D d = SSEQ__COPY_D2_D__INIT;
+	unsigned replies, turns;
+	uint8_t *buf;
+	size_t len = 0;
+	uint64_t tag, h;
+	uint32_t x;
+
+	tl_connect(t, &flood);
+	tl_connect(t, &quiet);
+	tl_hello(t, &quiet, "quiet");
+	tl_hello(t, &flood, "flood");
+	h = tl_alloc(t, &flood, 4096, "buf");
+	x = d2d_stream(t);
+	/* All of the flood's copies in one write, then the quiet client's Alloc, before the
+	 * loop runs. */
+	buf = malloc(FRAMES * 64);
+	ck_assert_ptr_nonnull(buf);
+	d.src = d.dst = h;
+	d.dst_offset = d.length = 64;
+	rq.body_case = SSEQ__REQUEST__BODY_COPY_D2D;
+	rq.copy_d2d = &d;
+	for (unsigned i = 0; i < FRAMES; i++) {
+		rq.tag = flood.next_tag++;
+		ck_assert_uint_le(sseq__request__get_packed_size(&rq) + FRAME_HEADER, 64);
+		len += tl_frame(&rq, buf + len);
+	}
+	tl_write(&flood, buf, len, NULL, 0);
+	free(buf);
+	a.size = 4096;
+	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	rq.alloc = &a;
+	tag = tl_send(&quiet, &rq);
+
+	uv_run(&t->loop, UV_RUN_NOWAIT);
+	ck_assert_int_eq(tl_reply(&quiet, tag, NULL), SSEQ__STATUS__STATUS_OK);
+	replies = tl_take_replies(&flood);
+	ck_assert_uint_ge(replies, SESSION_TURN_FRAMES);
+	ck_assert_uint_lt(replies, FRAMES);
+	for (turns = 1; turns < 4 * FRAMES / SESSION_TURN_FRAMES && replies < FRAMES; turns++) {
+		uv_run(&t->loop, UV_RUN_NOWAIT);
+		replies += tl_take_replies(&flood);
+	}
+	ck_assert_uint_eq(replies, FRAMES);
+	ck_assert_uint_eq(tl_issued(t, x), FRAMES);
+	ck_assert_uint_ge(turns, FRAMES / SESSION_TURN_FRAMES / 2);
+	tl_close(t, &flood);
+	tl_close(t, &quiet);
+	tl_free(t);
+}
+END_TEST
+
 static Suite *backpressure_suite(void)
 {
 	Suite *s = suite_create("backpressure");
@@ -185,6 +248,7 @@ static Suite *backpressure_suite(void)
 	tcase_add_test(tc, test_every_session_on_the_stream_resumes);
 	tcase_add_test(tc, test_blocked_session_that_goes_away_leaves_the_list);
 	tcase_add_test(tc, test_inflight_cap_resumes_at_half);
+	tcase_add_test(tc, test_a_flooding_session_runs_a_bounded_share_per_turn);
 	suite_add_tcase(s, tc);
 	return s;
 }
