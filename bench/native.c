@@ -1,8 +1,10 @@
 /* The native baseline: the same work as bench-client, done directly with HIP in one
  * process (built through the same platform header as the daemon). Each mode prints one
- * line of key=value figures. Modes: copy, latency, launch, first-kernel, burst, hold. */
+ * line of key=value figures. Modes: copy, latency, launch, threads, first-kernel, burst,
+ * hold. */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +137,72 @@ static void mode_launch(const char *image, long count)
 	print_launch("native", count, t0);
 }
 
+/* One context's launch ceiling: `threads` threads, a stream each, each launching `count`
+ * empty kernels, all started together; the aggregate over the span. What one daemon (one
+ * context, its submit threads) can reach at best, against MPS's contexts. */
+struct launcher {
+	hipFunction_t f;
+	long count;
+	pthread_barrier_t *go;
+	double t0, t1;
+};
+
+static void *launcher_run(void *arg)
+{
+	struct launcher *l = arg;
+	uint64_t us = 0, elements = 1, khz = 0;
+	void *params[] = {&us, &elements, &khz};
+	hipStream_t st;
+
+	CHECK(hipSetDevice(0));
+	CHECK(hipStreamCreateWithFlags(&st, hipStreamNonBlocking));
+	for (int i = 0; i < 1000; i++)
+		CHECK(hipModuleLaunchKernel(l->f, 1, 1, 1, 256, 1, 1, 0, st, params, NULL));
+	CHECK(hipStreamSynchronize(st));
+	pthread_barrier_wait(l->go);
+	l->t0 = now_s();
+	for (long i = 0; i < l->count; i++)
+		CHECK(hipModuleLaunchKernel(l->f, 1, 1, 1, 256, 1, 1, 0, st, params, NULL));
+	CHECK(hipStreamSynchronize(st));
+	l->t1 = now_s();
+	CHECK(hipStreamDestroy(st));
+	return NULL;
+}
+
+static void mode_threads(const char *image, unsigned threads, long count)
+{
+	struct launcher l[64];
+	pthread_t t[64];
+	pthread_barrier_t go;
+	hipFunction_t f;
+	double t0 = 0, t1 = 0;
+
+	if (threads < 1 || threads > 64) {
+		fprintf(stderr, "bench-native: threads: 1 to 64\n");
+		exit(2);
+	}
+	CHECK(hipSetDevice(0));
+	f = load_spin(image);
+	pthread_barrier_init(&go, NULL, threads);
+	for (unsigned i = 0; i < threads; i++) {
+		l[i] = (struct launcher){f, count, &go, 0, 0};
+		if (pthread_create(&t[i], NULL, launcher_run, &l[i])) {
+			fprintf(stderr, "bench-native: cannot start a thread\n");
+			exit(1);
+		}
+	}
+	for (unsigned i = 0; i < threads; i++) {
+		pthread_join(t[i], NULL);
+		if (!i || l[i].t0 < t0)
+			t0 = l[i].t0;
+		if (l[i].t1 > t1)
+			t1 = l[i].t1;
+	}
+	pthread_barrier_destroy(&go);
+	printf("native threads=%u each=%ld seconds=%.4f aggregate_launches_per_s=%.0f\n", threads,
+		count, t1 - t0, (double)threads * (double)count / (t1 - t0));
+}
+
 /* `count` one-block spin(us) kernels on a stream of this process's own context (or its
  * MPS client), started with the other processes of a concurrency run, then sync. */
 static void mode_burst(const char *image, long count, unsigned long us)
@@ -198,6 +266,8 @@ int main(int argc, char **argv)
 		mode_latency(argc > 2 ? atoi(argv[2]) : 2000);
 	else if (!strcmp(mode, "launch") && argc > 2)
 		mode_launch(argv[2], argc > 3 ? atol(argv[3]) : 200000);
+	else if (!strcmp(mode, "threads") && argc > 3)
+		mode_threads(argv[2], (unsigned)atoi(argv[3]), argc > 4 ? atol(argv[4]) : 20000);
 	else if (!strcmp(mode, "first-kernel") && argc > 2)
 		mode_first_kernel(argv[2]);
 	else if (!strcmp(mode, "burst") && argc > 2)
@@ -208,6 +278,7 @@ int main(int argc, char **argv)
 	else {
 		fprintf(stderr,
 			"usage: bench-native copy [BYTES] | latency [N] | launch IMAGE [N] |"
+			" threads IMAGE T [N] |"
 			" first-kernel IMAGE | burst IMAGE [N [US]] | hold\n");
 		return 2;
 	}

@@ -3,7 +3,9 @@
 # given) against native processes and CUDA MPS, all in one run on the GPU machine.
 # Each daemon configuration runs 16 processes x 2,000 one-block 50 us spin kernels,
 # 16 x 20,000 empty kernels (with where the daemon's threads spent their CPU time) and
-# one client's pipelined launches against native, paired. Writes under $OUT.
+# one client's pipelined launches against native, paired; then native processes, one
+# native process launching from 1, 4, 8 and 16 threads (one context's ceiling), and MPS.
+# Writes under $OUT.
 # Usage: bench/submit-threads.sh BUILD_DIR [THREADS...]
 set -uo pipefail
 B=${1:?usage: submit-threads.sh BUILD_DIR [THREADS...]}
@@ -40,6 +42,8 @@ for t in $threads; do
 done
 say "$(together native $P 2000 50 "$B/bench/bench-native" burst "$img" 2000 50)"
 say "$(together native $P 20000 0 "$B/bench/bench-native" burst "$img" 20000 0)"
+# One context's ceiling: what a daemon's submit threads could reach at best.
+for t in 1 4 8 16; do say "$("$B/bench/bench-native" threads "$img" "$t" 20000)"; done
 export CUDA_MPS_PIPE_DIRECTORY=$tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=$tmp/mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d

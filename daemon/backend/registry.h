@@ -21,7 +21,7 @@ struct backend_options {
 };
 
 /* sseqd's --submit-threads when not given (the sim has no use for it). */
-#define BACKEND_DEFAULT_SUBMIT_THREADS 4
+#define BACKEND_DEFAULT_SUBMIT_THREADS 16
 #define BACKEND_MAX_SUBMIT_THREADS 16
 
 struct backend_impl {

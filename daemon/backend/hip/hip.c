@@ -178,10 +178,20 @@ static const struct backend_ops hip_ops = {
 /* Load every kernel when its module loads, not at its first launch: CUDA's lazy
  * loading may synchronize the whole device at that first launch, stalling every
  * client's work in flight. Must run before the runtime starts. */
+/* Before the runtime starts, unless the environment says otherwise. The daemon keeps many
+ * streams (a lane per session, copy pools), and the runtime spreads streams over a few
+ * hardware work queues: streams sharing one run one after the other. CUDA's default of 8
+ * queues made 16 lanes of 2,000 x 50 us kernels take 232 ms on an H200 instead of the
+ * 100 ms they need; with 32 (the most) they took 131-140 ms (BENCHMARKS.md). ROCm's
+ * default is 4 queues; 16 there follows the same reasoning but has not been measured on
+ * an AMD GPU. */
 static void hip_runtime_setup(void)
 {
 #ifdef SSEQ_HIP_NVIDIA
 	setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+#else
+	setenv("GPU_MAX_HW_QUEUES", "16", 0);
 #endif
 }
 
@@ -240,16 +250,25 @@ static int hip_device_open(struct hip *h)
 	return 0;
 }
 
-/* The caller's config (all zero is valid), and SSEQ_HIP_SUBMIT's override on top:
- * "inline", "thread" (one) or a count of submit threads. */
+/* The caller's config (all zero is valid), and the environment's overrides on top, for
+ * comparisons: SSEQ_HIP_COMPLETION ("sync" or "poll") and SSEQ_HIP_SUBMIT ("inline",
+ * "thread" for one, or a count of submit threads). */
 static void hip_configure(struct hip *h, const struct hip_config *cfg)
 {
-	const char *submit;
+	const char *submit, *completion;
 	char *end;
 	unsigned long n;
 
 	if (cfg)
 		h->cfg = *cfg;
+	completion = getenv("SSEQ_HIP_COMPLETION");
+	if (completion && strcmp(completion, "poll") == 0)
+		h->cfg.completion = HIP_COMPLETION_POLL;
+	else if (completion && strcmp(completion, "sync") == 0)
+		h->cfg.completion = HIP_COMPLETION_SYNC;
+	else if (completion && *completion)
+		log_warn("hip", "SSEQ_HIP_COMPLETION=%s is neither sync nor poll: ignored",
+			completion);
 	submit = getenv("SSEQ_HIP_SUBMIT");
 	if (!submit || !*submit)
 		return;
