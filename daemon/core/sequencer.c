@@ -181,7 +181,7 @@ void seq_destroy(struct seq *seq)
 		return;
 	while (seq->all) {
 		struct seq_buffer *b = seq->all;
-		if (!b->base)
+		if (!b->base && !b->lost)
 			seq->dev.mem_release(seq->dev_ctx, b->addr, b->size);
 		buffer_unlink(seq, b);
 		free(b);
@@ -300,6 +300,8 @@ int seq_buffer_error(const struct seq *seq, const struct seq_buffer *buf)
 {
 	const struct seq_buffer *b = buffer_base(buf);
 
+	if (b->lost)
+		return -ENXIO;
 	if (b->error)
 		return b->error;
 	if (point_failed(seq, b->def))
@@ -362,6 +364,8 @@ int seq_buffer_slice(struct seq *seq, struct seq_buffer *of, uint64_t offset, ui
 	if (!of || of->freed || size == 0 || offset > of->size || size > of->size - offset)
 		return -EINVAL;
 	base = buffer_base(of);
+	if (base->lost)
+		return -ENXIO;
 	b = buffer_new(seq);
 	if (!b)
 		return -ENOMEM;
@@ -376,7 +380,8 @@ int seq_buffer_slice(struct seq *seq, struct seq_buffer *of, uint64_t offset, ui
 
 static void buffer_release(struct seq *seq, struct seq_buffer *b)
 {
-	seq->dev.mem_release(seq->dev_ctx, b->addr, b->size);
+	if (!b->lost)
+		seq->dev.mem_release(seq->dev_ctx, b->addr, b->size);
 	seq->counters.releases++;
 	seq_trace_emit(seq, SEQ_TRACE_RELEASE, (struct seq_point){0, 0}, SEQ_OP_EXEC, b, b->def);
 	buffer_unlink(seq, b);
@@ -552,7 +557,7 @@ static int op_fail(struct seq *seq, struct seq_op *op, uint32_t s, int error,
 	op->fail_cause = why;
 	op->failed_producer = producer;
 	for (unsigned i = 0; i < op->naccess; i++)
-		if (op->access[i].mode & SEQ_WRITE)
+		if ((op->access[i].mode & SEQ_WRITE) && !buffer_base(op->access[i].buf)->lost)
 			buffer_base(op->access[i].buf)->error = error;
 	seq->counters.ops_failed++;
 	seq_trace_emit(seq, SEQ_TRACE_FAIL_DEPENDENCY, (struct seq_point){s, 0}, op->kind, cause,
@@ -582,6 +587,12 @@ static int submit_failures(struct seq *seq, struct seq_op *op, uint32_t s)
 {
 	struct stream *st = &seq->streams[s];
 
+	for (unsigned i = 0; i < op->naccess; i++) {
+		struct seq_buffer *b = buffer_base(op->access[i].buf);
+
+		if (b->lost)
+			return op_fail(seq, op, s, -ENXIO, SEQ_FAIL_LOST, b, b->def);
+	}
 	if (st->error)
 		return op_fail(seq, op, s, st->error, SEQ_FAIL_STREAM, NULL,
 			(struct seq_point){s, st->fail_from});
@@ -947,4 +958,50 @@ void seq_complete(struct seq *seq, struct seq_point through, int status)
 	for (uint32_t x = 0; x < seq->layout.nstreams; x++)
 		stream_retire_and_notify(seq, x);
 	seq_release_idle(seq);
+}
+
+uint64_t seq_reset(struct seq *seq, int status)
+{
+	uint64_t lost = 0;
+	bool progress;
+
+	/* Everything issued is reported, the unreported part failed. */
+	for (uint32_t x = 0; x < seq->layout.nstreams; x++) {
+		struct stream *s = &seq->streams[x];
+
+		if (s->issued > s->reported) {
+			if (!s->error) {
+				s->error = status;
+				s->fail_from = s->reported + 1;
+			}
+			s->reported = s->issued;
+		}
+	}
+	do {
+		progress = false;
+		for (uint32_t x = 0; x < seq->layout.nstreams; x++)
+			progress |= stream_advance(seq, x);
+	} while (progress);
+	/* The old backend's events are gone with it: no retire reaches the new one. */
+	for (uint32_t x = 0; x < seq->layout.nstreams; x++) {
+		struct stream *s = &seq->streams[x];
+
+		s->ev_head = s->ev_count = 0;
+		stream_retire_and_notify(seq, x);
+		s->recorded = s->issued;
+		s->error = 0;
+		s->fail_from = 0;
+	}
+	for (size_t i = 0; i < seq->npending; i++) {
+		seq->pending[i]->lost = true;
+		buffer_release(seq, seq->pending[i]);
+	}
+	seq->npending = 0;
+	for (struct seq_buffer *b = seq->all; b; b = b->all_next) {
+		if (b->base || b->lost)
+			continue;
+		b->lost = true;
+		lost++;
+	}
+	return lost;
 }

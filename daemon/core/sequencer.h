@@ -70,6 +70,7 @@ struct seq_op {
 		SEQ_FAIL_INPUT, /* an input's producer failed (I9) */
 		SEQ_FAIL_STREAM, /* the op's stream has a device error */
 		SEQ_FAIL_LAUNCH, /* the backend refused the wait or the launch */
+		SEQ_FAIL_LOST, /* a buffer it names was lost in a device reset (seq_reset) */
 	} fail_cause;
 	struct seq_point failed_producer;
 	/* Last: only the first naccess are ever read, so a caller may zero just what comes
@@ -186,6 +187,10 @@ struct seq_buffer {
 	uint64_t readers[SEQ_MAX_STREAMS]; /* last reading seq per stream since def, or 0 */
 	uint64_t reader_mask; /* bit x: readers[x] is not 0 */
 	bool pending; /* on the deferred-free list */
+	/* Base only: its memory was on a device context that seq_reset declared gone. Every
+	 * op naming it fails with -ENXIO (nothing clears that), and freeing it hands nothing
+	 * back. */
+	bool lost;
 	/* Core bookkeeping: every live buffer object, for seq_destroy(). */
 	struct seq_buffer *all_prev, *all_next;
 };
@@ -231,7 +236,7 @@ bool seq_buffer_idle(const struct seq *seq, const struct seq_buffer *buf);
  * inspection: the count, and the i-th. */
 size_t seq_pending_count(const struct seq *seq);
 const struct seq_buffer *seq_pending_get(const struct seq *seq, size_t i);
-/* The base's failure, or 0. */
+/* The base's failure (-ENXIO once lost in a reset), or 0. */
 int seq_buffer_error(const struct seq *seq, const struct seq_buffer *buf);
 
 /* Decide the waits for op, emit them and launch it. Returns 0 (and the op's point in *at
@@ -260,5 +265,14 @@ void seq_flush(struct seq *seq);
  * that op on; what a failed point wrote reads as failed until a write of the whole
  * buffer (I9). */
 void seq_complete(struct seq *seq, struct seq_point through, int status);
+
+/* The device context is gone (a fault poisoned it) and the backend has been built again:
+ * every point issued and not yet complete completes with `status` (done callbacks and
+ * watches fire), events are forgotten without a retire, every live base is lost (its
+ * ops fail with -ENXIO, its free releases nothing), bases waiting to be released are
+ * dropped without a release, and the streams take new work again, their numbering
+ * continuing. Returns how many buffers were lost. Completions the old backend still
+ * reports must not reach seq_complete afterwards. */
+uint64_t seq_reset(struct seq *seq, int status);
 
 #endif

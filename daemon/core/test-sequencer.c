@@ -1384,6 +1384,74 @@ START_TEST(test_i9_device_error_fails_stream_and_waiters)
 }
 END_TEST
 
+/* A device reset (seq_reset): what was in flight completes with the error, recorded or
+ * not; every live base is lost for good (its ops fail with -ENXIO before anything is
+ * emitted, a full rewrite does not clear it, its free releases nothing); a pending free is
+ * dropped without a release; no retire names an old event; the streams take new work at
+ * once, their numbering going on, and new buffers work. */
+START_TEST(test_reset_fails_in_flight_work_and_loses_every_buffer)
+{
+	struct seq_buffer *a, *b, *held, *fresh;
+	struct seq_point at;
+	struct seq_op op;
+
+	fx_start(NULL);
+	bufs_new(&a, &b, &held, NULL);
+	h2d(a);
+	seq_flush(F.seq); /* 1:1 recorded */
+	op = want_done(op_make(SEQ_OP_EXEC, 2, a, SEQ_READ, b, SEQ_WRITE), 9);
+	ck_assert_int_eq(seq_submit(F.seq, &op, &at), 0); /* 0:1, not recorded */
+	ck_assert_int_eq(seq_await(F.seq, b, 10), 0);
+	seq_buffer_free(F.seq, a); /* pending: the kernel reads it */
+	ck_assert_uint_eq(seq_pending_count(F.seq), 1);
+
+	log_clear();
+	ck_assert_uint_eq(seq_reset(F.seq, -EIO), 2); /* b and held; a was freed */
+	ck_log_has("done 9 -5");
+	ck_log_has("done 10 -5");
+	ck_log_count("retire ", 0);
+	ck_log_count("release ", 0);
+	ck_assert_uint_eq(seq_pending_count(F.seq), 0);
+	ck_assert_int_eq(stream_info(S_COMPUTE).error, 0);
+	ck_assert_int_eq(stream_info(S_H2D).error, 0);
+	ck_assert_uint_eq(stream_info(S_COMPUTE).completed, 1);
+
+	/* Lost: refused before anything is emitted, whether read or written in full. */
+	log_clear();
+	ck_assert_int_eq(seq_buffer_error(F.seq, held), -ENXIO);
+	op = op_make(SEQ_OP_H2D, 1, held, SEQ_WRITE);
+	ck_assert_int_eq(seq_submit(F.seq, &op, &at), -ENXIO);
+	ck_assert_int_eq(op.fail_cause, SEQ_FAIL_LOST);
+	ck_assert_int_eq(seq_buffer_error(F.seq, held), -ENXIO);
+	ck_assert_int_eq(submit(SEQ_OP_D2H, &at, 1, b, SEQ_READ), -ENXIO);
+	ck_assert_int_eq(seq_await(F.seq, b, 11), -ENXIO);
+	{
+		struct seq_buffer *sl = NULL;
+
+		ck_assert_int_eq(seq_buffer_slice(F.seq, held, 0, 8, &sl), -ENXIO);
+	}
+	ck_log_count("launch ", 0);
+	ck_log_count("wait ", 0);
+
+	/* The streams go on from where they were; a new buffer works as ever. */
+	fresh = buf_new(64);
+	at = h2d(fresh);
+	ck_point(at, S_H2D, 2);
+	op = op_make(SEQ_OP_EXEC, 1, fresh, SEQ_READ);
+	ck_assert_int_eq(seq_submit(F.seq, &op, &at), 0);
+	ck_point(at, S_COMPUTE, 2);
+	ck_log_has("wait 0 1:2");
+	/* Freeing a lost buffer hands nothing back; a live one's release is as before. */
+	log_clear();
+	seq_buffer_free(F.seq, held);
+	seq_buffer_free(F.seq, b);
+	ck_log_count("release ", 0);
+	settle_all();
+	seq_buffer_free(F.seq, fresh);
+	ck_log_count("release ", 1);
+}
+END_TEST
+
 /* A copy that fails on the device: launched, then its event completes with -EIO. */
 static void h2d_fails_on_device(struct seq_buffer *buf)
 {
@@ -2012,6 +2080,7 @@ static Suite *sequencer_suite(void)
 		{"i9", test_d2d_within_device_failed_base_fails_not_launched},
 		{"i9", test_failure_after_slice_overwrite_launched_fails_base_readers},
 		{"i9", test_failure_spread_to_point_reported_before_own_failure_marks_it},
+		{"reset", test_reset_fails_in_flight_work_and_loses_every_buffer},
 		{"events", test_lazy_events_only_when_needed},
 		{"events", test_await_and_sync_report_completion},
 		{"events", test_counters_match_decisions},
