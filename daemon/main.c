@@ -48,7 +48,8 @@ static void usage(FILE *f)
 		"                           d2d=rand:0-500us, compute=script:1ms,0,5ms\n"
 		"                           (repeatable)\n"
 		"      --inject SPEC        fault injection (repeatable): fail-op=N,\n"
-		"                           device-fail-op=N, legacy-sync-window=N, early-free\n"
+		"                           device-fail-op=N, device-lost-op=N,\n"
+		"                           legacy-sync-window=N, early-free\n"
 		"      --window N           incomplete points per stream before backpressure\n"
 		"                           (default %u)\n"
 		"      --compute-streams N  compute lanes: each session's kernels run on a lane\n"
@@ -173,7 +174,7 @@ static int parse_inject(struct daemon_opts *o, const char *spec)
 	if (sim_parse_inject(&o->be.sim, spec, &why) < 0) {
 		fprintf(stderr,
 			"sseqd: --inject %s: %s (known: fail-op=N, device-fail-op=N, "
-			"legacy-sync-window=N, early-free)\n",
+			"device-lost-op=N, legacy-sync-window=N, early-free)\n",
 			spec, why ? why : "invalid");
 		return -EINVAL;
 	}
@@ -461,7 +462,7 @@ struct daemon_state {
 	uv_signal_t sigint, sigterm, sighup;
 	uv_timer_t drain, watchdog, status;
 	uint64_t drain_started;
-	char last_status[160];
+	char last_status[640];
 };
 
 static void on_drain_tick(uv_timer_t *t)
@@ -480,10 +481,23 @@ static void on_drain_tick(uv_timer_t *t)
 	}
 }
 
+/* Stop taking work, let what is in flight drain, then leave the loop. */
+static void daemon_begin_stop(struct daemon_state *d, const char *why)
+{
+	if (d->drain_started || uv_is_active((uv_handle_t *)&d->drain))
+		return;
+	log_notice("main", "%s: stopping; draining work in flight (at most %u ms)", why,
+		DRAIN_TIMEOUT_MS);
+	sd_notify(0, "STOPPING=1");
+	server_stop(&d->srv);
+	d->drain_started = uv_now(d->drain.loop);
+	uv_timer_start(&d->drain, on_drain_tick, 0, 5);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
 	struct daemon_state *d = h->data;
-	char summary[160];
+	char summary[640];
 
 	if (signum == SIGHUP) {
 		/* Nothing is read from disk after start-up; SIGHUP reports where things stand
@@ -492,14 +506,7 @@ static void on_signal(uv_signal_t *h, int signum)
 		log_notice("main", "SIGHUP: %s", summary);
 		return;
 	}
-	if (d->srv.stopping)
-		return;
-	log_notice("main", "%s: stopping; draining work in flight (at most %u ms)",
-		signum == SIGTERM ? "SIGTERM" : "SIGINT", DRAIN_TIMEOUT_MS);
-	sd_notify(0, "STOPPING=1");
-	server_stop(&d->srv);
-	d->drain_started = uv_now(h->loop);
-	uv_timer_start(&d->drain, on_drain_tick, 0, 5);
+	daemon_begin_stop(d, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
 static void on_watchdog(uv_timer_t *t)
@@ -511,8 +518,12 @@ static void on_watchdog(uv_timer_t *t)
 static void on_status(uv_timer_t *t)
 {
 	struct daemon_state *d = t->data;
-	char status[160];
+	char status[640];
 
+	/* A device that could not be reset: exit with a failure, so that the service
+	 * manager restarts sseqd (Restart=on-failure). */
+	if (d->srv.fatal)
+		daemon_begin_stop(d, "the device could not be reset");
 	server_summary(&d->srv, status, sizeof(status));
 	if (strcmp(status, d->last_status) == 0)
 		return;
@@ -669,5 +680,5 @@ int main(int argc, char **argv)
 	cq_finish(&d.cq);
 	loop_finish(&d, loop);
 	log_notice("main", "stopped");
-	return 0;
+	return d.srv.fatal ? 1 : 0;
 }

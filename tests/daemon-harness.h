@@ -473,6 +473,33 @@ static inline void sync_all(int fd)
 	ASSERT_OK_AND_COMPLETED(fd, send_tagged(fd, &rq));
 }
 
+static inline Sseq__Status do_free(int fd, uint64_t buffer)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Free fr = SSEQ__FREE__INIT;
+
+	fr.buffer = buffer;
+	rq.body_case = SSEQ__REQUEST__BODY_FREE;
+	rq.free = &fr;
+	return reply_status(fd, send_tagged(fd, &rq));
+}
+
+/* A session fills a buffer with `v` and reads it back: everything OK, the data right. */
+static inline void fill_and_check(int fd, float v)
+{
+	struct staging st;
+	uint64_t y;
+
+	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 1024, &y), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &y, (double[]){v, 256})),
+		SSEQ__STATUS__STATUS_OK);
+	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, y, 0, st.handle, 0, 1024));
+	ck_assert_float_eq(st.map[0], v);
+	ck_assert_float_eq(st.map[255], v);
+	munmap(st.map, st.size);
+}
+
 /* A suite's main: the daemon from argv[1] or $SSEQD, the backend from $SSEQ_TEST_BACKEND,
  * and the tests `add` registers, run in Check's fork mode. */
 static inline int harness_main(

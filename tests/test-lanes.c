@@ -106,22 +106,6 @@ START_TEST(test_sixteen_sessions_run_side_by_side_on_their_lanes)
 }
 END_TEST
 
-/* A session fills a buffer with `v` and reads it back: everything OK, the data right. */
-static void fill_and_check(int fd, float v)
-{
-	struct staging st;
-	uint64_t y;
-
-	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(do_alloc(fd, 1024, &y), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &y, (double[]){v, 256})),
-		SSEQ__STATUS__STATUS_OK);
-	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, y, 0, st.handle, 0, 1024));
-	ck_assert_float_eq(st.map[0], v);
-	ck_assert_float_eq(st.map[255], v);
-	munmap(st.map, st.size);
-}
-
 START_TEST(test_a_device_fault_stays_in_its_lane)
 {
 	/* Launch 1, session A's kernel, faults on the device: A's lane fails from there on.

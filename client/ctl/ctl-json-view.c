@@ -59,6 +59,16 @@ static void json_device(struct json *j, const Sseq__DeviceInfo *d)
 	json_string(j, "arch", d->arch);
 	json_uint(j, "memory_used", d->memory_used);
 	json_uint(j, "memory_total", d->memory_total);
+	json_uint(j, "resets", d->resets);
+	if (d->resets) {
+		json_string(j, "last_reset_at", d->last_reset_at);
+		json_string(j, "last_reset_cause", d->last_reset_cause);
+		json_uint(j, "last_reset_ms", d->last_reset_ms);
+	} else {
+		json_null(j, "last_reset_at");
+		json_null(j, "last_reset_cause");
+		json_null(j, "last_reset_ms");
+	}
 	json_object_end(j);
 }
 

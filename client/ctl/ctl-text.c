@@ -256,6 +256,11 @@ static void text_status(const struct ctl *c, const Sseq__QueryResult *res)
 			d->arch && *d->arch ? ", " : "", d->arch ? d->arch : "",
 			fmt_bytes(d->memory_used, used, sizeof(used)),
 			fmt_bytes(d->memory_total, total, sizeof(total)));
+	if (d && d->resets)
+		printf("device resets: %" PRIu64 "; the last at %s took %" PRIu64
+		       " ms, caused by %s\n",
+			d->resets, d->last_reset_at ? d->last_reset_at : "?", d->last_reset_ms,
+			d->last_reset_cause ? d->last_reset_cause : "?");
 	printf("clients: %zu\n\n", clients_count(c, res));
 	text_streams(c, res);
 	if (!k)

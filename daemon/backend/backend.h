@@ -87,6 +87,16 @@ struct backend_ops {
 	int (*module_function)(void *ctx, void *module, const char *name, void **function);
 	void (*module_unload)(void *ctx, void *module);
 	void (*info)(void *ctx, struct backend_info *info);
+	/* Whether a fault poisoned the device context: every later call on it fails, on
+	 * every stream, until reset (hip: an illegal address, a trap, ...; the sim:
+	 * --inject device-lost-op=N). NULL: never. */
+	bool (*device_lost)(void *ctx);
+	/* Tear the lost context down and build it again: queued and running work is
+	 * dropped (its completions, pushed while the threads stop, are the old context's),
+	 * memory, events and loaded modules are gone; the streams keep their numbering and
+	 * registered staging ranges are registered again. 0, or a negative errno when the
+	 * device cannot be brought back (it stays lost). NULL: no recovery. */
+	int (*reset)(void *ctx);
 	/* Stop threads and free everything; the device must be idle. */
 	void (*destroy)(void *ctx);
 };
@@ -101,6 +111,16 @@ static inline void backend_staging_unregister(const struct backend *b, void *add
 {
 	if (b->ops->staging_unregister)
 		b->ops->staging_unregister(b->ctx, addr, size);
+}
+
+static inline bool backend_device_lost(const struct backend *b)
+{
+	return b->ops->device_lost && b->ops->device_lost(b->ctx);
+}
+
+static inline int backend_reset(const struct backend *b)
+{
+	return b->ops->reset ? b->ops->reset(b->ctx) : -ENOTSUP;
 }
 
 static inline uint64_t backend_findings(const struct backend *b)

@@ -83,6 +83,8 @@ static int exec_function_target(
 	r = smodule_function(s->srv, *m, mf->name, fn);
 	if (r == -ENOMEM)
 		return req_error(s, r, "out of memory");
+	if (r == -ENXIO)
+		return server_lost_error(s->srv, r, "the module (it did not load again after)");
 	if (r < 0)
 		return req_error(s, REQ_UNKNOWN_KERNEL, "module %s has no function '%.64s'",
 			(*m)->path, mf->name);

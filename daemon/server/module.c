@@ -12,10 +12,8 @@
 #include "log.h"
 #include "modpath.h"
 
-void smodule_unref(struct server *srv, struct smodule *m)
+void smodule_forget_functions(struct smodule *m)
 {
-	if (--m->refs > 0)
-		return;
 	while (m->fns) {
 		struct smodule_fn *f = m->fns;
 
@@ -23,7 +21,17 @@ void smodule_unref(struct server *srv, struct smodule *m)
 		free(f->name);
 		free(f);
 	}
-	backend_module_unload(&srv->backend, m->module);
+	m->nfns = 0;
+}
+
+void smodule_unref(struct server *srv, struct smodule *m)
+{
+	if (--m->refs > 0)
+		return;
+	smodule_forget_functions(m);
+	if (m->module)
+		backend_module_unload(&srv->backend, m->module);
+	free(m->real);
 	free(m);
 }
 
@@ -33,6 +41,8 @@ int smodule_function(struct server *srv, struct smodule *m, const char *name, vo
 	struct smodule_fn *f;
 	int r;
 
+	if (!m->module)
+		return -ENXIO; /* lost in a device reset and not loaded again */
 	for (f = m->fns; f; f = f->next) {
 		if (strcmp(f->name, name) == 0) {
 			*fn = f->function;
@@ -105,7 +115,13 @@ int req_load_module(struct session *s, const Sseq__Request *rq)
 			"module '%s' does not load: not a code object for this device (%s)", shown,
 			strerror(-r));
 	m = calloc(1, sizeof(*m));
+	if (m && !(m->real = strdup(real))) {
+		free(m);
+		m = NULL;
+	}
 	if (!m || session_handle_new(s, HANDLE_MODULE, m, &m->handle) < 0) {
+		if (m)
+			free(m->real);
 		free(m);
 		backend_module_unload(&s->srv->backend, mod);
 		return req_error(s, -ENOMEM, "out of memory");

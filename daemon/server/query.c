@@ -35,6 +35,10 @@ static Sseq__DeviceInfo *query_device(struct server *srv, struct arena *a)
 	d->arch = arena_strdup(a, info.arch);
 	d->memory_total = info.memory_total;
 	d->memory_used = info.memory_used;
+	d->resets = srv->resets.count;
+	d->last_reset_at = arena_strdup(a, srv->resets.at);
+	d->last_reset_cause = arena_strdup(a, srv->resets.cause);
+	d->last_reset_ms = srv->resets.last_ms;
 	return d;
 }
 
@@ -156,6 +160,8 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 	c->accept_errors = srv->limit.accept_errors;
 	c->handles_refused = srv->limit.handles_refused;
 	c->inflight_capped = srv->limit.inflight_capped;
+	c->device_resets = srv->resets.count;
+	c->buffers_lost = srv->resets.buffers_lost;
 	c->input_bytes = srv->limit.input_bytes;
 	c->staging_bytes = srv->limit.staging_bytes;
 	return c;
@@ -440,6 +446,9 @@ static const char *counter_help(const char *field)
 		{"accept_errors", "accept() failures (the listener rests on them)."},
 		{"handles_refused", "Requests refused at --client-handle-limit."},
 		{"inflight_capped", "Times a session paused at --client-inflight-limit."},
+		{"device_resets",
+			"Device resets: a fault poisoned the GPU context and it was built again."},
+		{"buffers_lost", "Buffers lost in device resets."},
 		{"input_bytes", "Input buffered across connections."},
 		{"staging_bytes", "Staging arenas mapped across sessions."},
 	};

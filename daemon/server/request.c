@@ -278,6 +278,8 @@ int session_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op
 		case SEQ_FAIL_STREAM:
 			return req_error(s, REQ_STREAM_FAILED, "not launched: stream %u failed: %s",
 				op->failed_producer.stream, status_text(r));
+		case SEQ_FAIL_LOST:
+			return server_lost_error(s->srv, r, "not launched: a buffer it names");
 		default:
 			break;
 		}
@@ -286,6 +288,15 @@ int session_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op
 		return req_error(s, r, "launch failed: %s", status_text(r));
 	}
 	rec->at = at;
+	if (op->kind == SEQ_OP_EXEC) {
+		const struct op_payload *p = op->payload;
+		const char *name = p->kernel ? p->kernel->name : p->function_name;
+		size_t n = name ? strnlen(name, sizeof(rec->what) - 1) : 0;
+
+		memcpy(rec->what, name ? name : "", n);
+		rec->what[n] = '\0';
+	}
+	server_point_launched(s->srv, rec);
 	s->last_point[at.stream] = at.seq;
 	if (st) {
 		rec->staging = st;
@@ -434,6 +445,8 @@ static int session_watch(struct session *s, const Sseq__Request *rq, const struc
 	if (r < 0) {
 		/* The Reply carries the error; no Completion repeats it. */
 		op_rec_free(rec);
+		if (r == -ENXIO)
+			return server_lost_error(s->srv, r, "the buffer");
 		return req_error(s, r, "%s", status_text(r));
 	}
 	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");

@@ -212,12 +212,22 @@ static void server_on_spin(uv_idle_t *h)
 static void server_drain(struct server *srv)
 {
 	struct cq_batch b = cq_take(srv->cq);
+	uint32_t first_failed = SEQ_MAX_STREAMS;
 
 	for (size_t i = 0; i < b.n; i++) {
 		const struct completion_ent *e = &b.ents[i];
 		if (e->status < 0)
 			log_err("device", "stream %u failed at or before %u:%" PRIu64 ": %s",
 				e->p.stream, e->p.stream, e->p.seq, strerror(-e->status));
+		/* A lost context: name the culprit before its failures complete anything. */
+		if (e->status < 0 && first_failed == SEQ_MAX_STREAMS &&
+			backend_device_lost(&srv->backend)) {
+			first_failed = e->p.stream;
+			cq_done(srv->cq, b);
+			server_device_reset(srv, first_failed);
+			server_resume_streams(srv);
+			return;
+		}
 		seq_complete(srv->seq, e->p, e->status);
 	}
 	cq_done(srv->cq, b);
@@ -503,6 +513,9 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 		log_err("server", "cannot create the sequencer: %s", strerror(-r));
 		return r;
 	}
+	r = server_points_init(srv);
+	if (r < 0)
+		return r;
 
 	if (opts->listen_fd >= 0) {
 		srv->listen_fd = opts->listen_fd;
@@ -546,6 +559,8 @@ void server_finish(struct server *srv)
 	if (srv->seq)
 		seq_destroy(srv->seq);
 	srv->seq = NULL;
+	free(srv->points);
+	srv->points = NULL;
 	while (srv->op_free) {
 		struct op_rec *r = srv->op_free;
 		srv->op_free = r->next_free;
@@ -597,10 +612,15 @@ void server_summary(const struct server *srv, char *buf, size_t size)
 
 	for (const struct session *s = srv->sessions; s; s = s->next)
 		inflight += s->inflight;
-	snprintf(buf, size,
+	int n = snprintf(buf, size,
 		"%u clients, %" PRIu64 " ops in flight, %" PRIu64 " ops done, %" PRIu64
 		" waits enqueued",
 		srv->nsessions, inflight, c->ops_completed, c->waits_enqueued);
+
+	if (srv->resets.count && n >= 0 && (size_t)n < size)
+		snprintf(buf + n, size - (size_t)n,
+			"; device resets: %" PRIu64 ", the last at %s caused by %s",
+			srv->resets.count, srv->resets.at, srv->resets.cause);
 }
 
 static void server_close_cb(uv_handle_t *h)

@@ -34,6 +34,7 @@ struct op_rec {
 	struct smodule *module; /* holds the module while one of its functions runs */
 	struct seq_point at;
 	bool notify; /* send a Completion on success too */
+	char what[32]; /* a kernel's name, for naming the culprit of a device fault */
 	struct op_rec *next_free;
 };
 
@@ -171,6 +172,20 @@ struct server {
 	struct session *blocked[SEQ_MAX_STREAMS + 1];
 	uint64_t blocked_mask; /* bit x: blocked[x] is not empty */
 	struct session *resume; /* sessions to process again at the next chance */
+
+	/* Device resets (reset.c). The op at each point in flight (stream x, point n at
+	 * points[x * point_window + n % point_window]), to name a fault's culprit. */
+	struct op_rec **points;
+	unsigned point_window;
+	struct server_resets {
+		uint64_t count, failed, buffers_lost;
+		uint64_t last_ms; /* how long the last one took, fault seen to serving again */
+		unsigned suspects; /* ops running when the last one's fault was seen */
+		char at[32]; /* when the last one happened (UTC) */
+		char cause[512]; /* who caused it, as far as can be known */
+	} resets;
+	bool resetting; /* inside seq_reset: failed ops name the reset */
+	int fatal; /* a reset failed: the daemon stops, and exits with a failure */
 };
 
 /* Serve with `backend`, whose completions arrive on `cq` (both made by the caller, which
@@ -196,6 +211,14 @@ bool server_idle(const struct server *srv);
 /* Release the sequencer (and the memory it holds through the backend). */
 void server_finish(struct server *srv);
 void server_close_handles(struct server *srv);
+/* reset.c: the in-flight op table, and the reset itself (after a completion found the
+ * device lost; first_failed is the stream whose event failed first). */
+int server_points_init(struct server *srv);
+void server_point_launched(struct server *srv, struct op_rec *rec);
+void server_point_done(struct server *srv, const struct op_rec *rec);
+void server_device_reset(struct server *srv, uint32_t first_failed);
+/* req_error() for a use of something lost in a reset (`what`: "a buffer it names"). */
+int server_lost_error(struct server *srv, int outcome, const char *what);
 /* The backend's finding hook: logs the finding. */
 void server_finding(void *arg, const char *what);
 

@@ -60,6 +60,8 @@ int req_staging_range(
 
 /* module.c */
 void smodule_unref(struct server *srv, struct smodule *m);
+/* Drop the cached function lookups (the module was loaded again). */
+void smodule_forget_functions(struct smodule *m);
 int smodule_function(struct server *srv, struct smodule *m, const char *name, void **fn);
 int req_load_module(struct session *s, const Sseq__Request *rq);
 

@@ -323,6 +323,8 @@ void op_rec_free(struct op_rec *rec)
 	struct session *s = rec->session;
 	struct server *srv = s->srv;
 
+	if (rec->at.seq)
+		server_point_done(srv, rec);
 	if (rec->staging)
 		staging_unref(srv, rec->staging);
 	if (rec->module)
@@ -353,9 +355,16 @@ void session_op_done(struct op_rec *rec, int status)
 	struct session *s = rec->session;
 
 	if (status < 0 || rec->notify) {
-		char msg[128] = "";
+		char msg[768] = "";
 		/* A watch (Await, Sync) has no point of its own: what it waited for failed. */
-		if (status < 0 && rec->at.seq)
+		if (status < 0 && s->srv->resetting)
+			snprintf(msg, sizeof(msg),
+				"%s in flight when device reset %" PRIu64
+				" at %s failed it; the reset "
+				"was caused by %s",
+				rec->at.seq ? "the operation was" : "what it waited for was",
+				s->srv->resets.count, s->srv->resets.at, s->srv->resets.cause);
+		else if (status < 0 && rec->at.seq)
 			snprintf(msg, sizeof(msg), "operation at %u:%" PRIu64 " failed: %s",
 				rec->at.stream, rec->at.seq, status_text(status));
 		else if (status < 0)

@@ -46,6 +46,7 @@ struct smodule {
 	unsigned nfns;
 	struct smodule_fn *fns;
 	char path[96]; /* as the client named it, for the log */
+	char *real; /* the file, to load it again after a device reset */
 };
 
 /* A client's buffer or slice handle. */

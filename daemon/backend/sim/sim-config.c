@@ -158,10 +158,11 @@ int sim_parse_inject(struct sim_config *cfg, const char *spec, const char **why)
 {
 	static const struct {
 		const char *prefix;
-		bool on_device;
-	} faults[] = {{"fail-op=", false}, {"device-fail-op=", true}};
+		bool on_device, lost;
+	} faults[] = {{"fail-op=", false, false}, {"device-fail-op=", true, false},
+		{"device-lost-op=", true, true}};
 	const char *s = NULL;
-	bool on_device = false;
+	bool on_device = false, lost = false;
 	uint64_t n = 0;
 
 	*why = NULL;
@@ -171,10 +172,12 @@ int sim_parse_inject(struct sim_config *cfg, const char *spec, const char **why)
 		if (strncmp(spec, faults[i].prefix, len) == 0) {
 			s = spec + len;
 			on_device = faults[i].on_device;
+			lost = faults[i].lost;
 		}
 	}
 	if (!s) {
-		*why = "unknown fault: the sim knows fail-op=N and device-fail-op=N";
+		*why = "unknown fault: the sim knows fail-op=N, device-fail-op=N and "
+		       "device-lost-op=N";
 		return -EINVAL;
 	}
 	if (*s == '\0') {
@@ -193,11 +196,12 @@ int sim_parse_inject(struct sim_config *cfg, const char *spec, const char **why)
 		return -EINVAL;
 	}
 	if (cfg->nfail == SIM_INJECT_MAX) {
-		*why = "at most 32 fail-op and device-fail-op faults in all";
+		*why = "at most 32 fail-op, device-fail-op and device-lost-op faults in all";
 		return -EINVAL;
 	}
 	cfg->fail_op[cfg->nfail] = n;
 	cfg->fail_on_device[cfg->nfail] = on_device;
+	cfg->fail_lost[cfg->nfail] = lost;
 	cfg->nfail++;
 	return 0;
 }

@@ -67,6 +67,7 @@ struct sim_entry {
 	struct seq_point at;
 	enum seq_op_kind kind;
 	bool device_fault; /* injected device-fail-op: runs without doing its work */
+	bool device_lost; /* injected device-lost-op: ... and poisons every stream */
 	unsigned naccess;
 	unsigned nneed;
 	struct sim_view view[SEQ_MAX_ACCESS];
@@ -109,6 +110,9 @@ struct sim {
 	struct sim_config cfg;
 	unsigned nstreams; /* the core's layout's; each stream knows its kind */
 	_Atomic uint64_t findings;
+	/* A device-lost-op ran: every op does no work and every event reports -EIO, on
+	 * every stream, until reset. Set by a worker, read by all. */
+	atomic_bool lost;
 	struct sim_stream streams[SEQ_MAX_STREAMS];
 	/* The shadow, the memory map and every stream's submitting side. Taken by the
 	 * thread driving the core, never by workers. */
@@ -146,7 +150,7 @@ void sim_detect_released(struct sim *sim, const struct sim_entry *e);
 int sim_record(void *ctx, struct seq_point at);
 int sim_wait(void *ctx, uint32_t stream, struct seq_point event);
 int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op);
-int sim_streams_start(struct sim *sim, const struct seq_layout *layout);
+int sim_streams_start(struct sim *sim, const enum seq_stream_kind *kinds);
 void sim_streams_stop(struct sim *sim);
 
 /* sim-config.c */

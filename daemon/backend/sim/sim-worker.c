@@ -155,19 +155,20 @@ static int sim_op_check(const struct sim *sim, struct seq_point at, const struct
 
 /* Whether the current launch call is a fail-op (refused) or a device-fail-op (faults
  * on the device, *on_device) fault. Refusal wins where both name it: nothing runs. */
-static bool sim_injected(const struct sim *sim, bool *on_device)
+static bool sim_injected(const struct sim *sim, bool *on_device, bool *lost)
 {
 	bool hit = false;
 
-	*on_device = false;
+	*on_device = *lost = false;
 	for (unsigned i = 0; i < sim->cfg.nfail; i++) {
 		if (sim->cfg.fail_op[i] != sim->launches)
 			continue;
 		if (!sim->cfg.fail_on_device[i]) {
-			*on_device = false;
+			*on_device = *lost = false;
 			return true;
 		}
 		hit = *on_device = true;
+		*lost |= sim->cfg.fail_lost[i];
 	}
 	return hit;
 }
@@ -198,13 +199,18 @@ int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	struct sim *sim = ctx;
 	struct sim_stream *st = NULL;
 	struct sim_entry *e = NULL;
-	bool device_fault = false;
+	bool device_fault = false, device_lost = false;
 	int r;
 
 	pthread_mutex_lock(&sim->lock);
 	sim->launches++;
-	if (sim_injected(sim, &device_fault) && !device_fault) {
+	if (sim_injected(sim, &device_fault, &device_lost) && !device_fault) {
 		r = -BACKEND_EINJECTED;
+		goto fail;
+	}
+	/* A poisoned context takes nothing more, as a GPU's after an illegal address. */
+	if (atomic_load(&sim->lost)) {
+		r = -EIO;
 		goto fail;
 	}
 	r = sim_op_check(sim, at, op);
@@ -220,6 +226,7 @@ int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	e->at = at;
 	e->kind = op->kind;
 	e->device_fault = device_fault;
+	e->device_lost = device_lost;
 	e->naccess = op->naccess;
 
 	/* Resolve every view before changing any shadow, so a refused op leaves none. */
@@ -300,7 +307,9 @@ static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
 	 * other, but does not do its work, so what it would write keeps what it held, as
 	 * after a kernel that faulted before its stores: a failure the core lost would
 	 * show as wrong data too. Its stream's events report the error from now on. */
-	if (e->device_fault) {
+	if (e->device_lost)
+		atomic_store(&sim->lost, true);
+	if (e->device_fault || atomic_load(&sim->lost)) {
 		st->fault = -EIO;
 		goto done;
 	}
@@ -378,6 +387,8 @@ static void *sim_worker(void *arg)
 				sim_wait_for(sim, e->at);
 				break;
 			case SIM_ENTRY_RECORD:
+				if (atomic_load(&sim->lost))
+					st->fault = -EIO;
 				cq_push(sim->cq, e->at, st->fault);
 				break;
 			}
@@ -394,7 +405,7 @@ static void *sim_worker(void *arg)
 /* Set up layout's streams (sim->nstreams of them) and start their workers. On failure,
  * some workers may be running: sim_streams_stop ends them (every stream's locks are set
  * up by then). */
-int sim_streams_start(struct sim *sim, const struct seq_layout *layout)
+int sim_streams_start(struct sim *sim, const enum seq_stream_kind *kinds)
 {
 	int r;
 
@@ -403,7 +414,7 @@ int sim_streams_start(struct sim *sim, const struct seq_layout *layout)
 		uint64_t seed = sim->cfg.seed ^ (0x5eedull * (i + 1));
 
 		st->sim = sim;
-		st->kind = layout->kind[i];
+		st->kind = kinds[i];
 		st->rng = sim_splitmix(&seed);
 		pthread_mutex_init(&st->mu, NULL);
 		pthread_cond_init(&st->work, NULL);

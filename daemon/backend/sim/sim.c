@@ -51,6 +51,44 @@ static void sim_destroy(void *ctx)
 	free(sim);
 }
 
+static bool sim_device_lost(void *ctx)
+{
+	struct sim *sim = ctx;
+
+	return atomic_load(&sim->lost);
+}
+
+/* The poisoned device built again: the workers finish what they hold (doing no work,
+ * every event reporting -EIO), all memory goes, and new workers start with every
+ * stream's numbering where it was (the core's points go on). */
+static int sim_reset(void *ctx)
+{
+	struct sim *sim = ctx;
+	enum seq_stream_kind kinds[SEQ_MAX_STREAMS];
+	uint64_t launched[SEQ_MAX_STREAMS];
+
+	sim_streams_stop(sim);
+	for (unsigned i = 0; i < sim->nstreams; i++) {
+		kinds[i] = sim->streams[i].kind;
+		launched[i] = sim->streams[i].launched;
+	}
+	pthread_mutex_lock(&sim->lock);
+	sim_mem_finish(sim);
+	sim->blocks = NULL;
+	sim->nblocks = sim->cap = 0;
+	memset(sim->bucket, 0, sizeof(sim->bucket));
+	sim->newest = sim->oldest = NULL;
+	sim->used_bytes = sim->cached_bytes = 0;
+	memset(sim->streams, 0, sizeof(sim->streams));
+	for (unsigned i = 0; i < sim->nstreams; i++) {
+		sim->streams[i].launched = launched[i];
+		atomic_store(&sim->streams[i].executed, launched[i]);
+	}
+	atomic_store(&sim->lost, false);
+	pthread_mutex_unlock(&sim->lock);
+	return sim_streams_start(sim, kinds);
+}
+
 static const struct backend_ops sim_ops = {
 	.dev =
 		{
@@ -63,6 +101,8 @@ static const struct backend_ops sim_ops = {
 	.staging_register = sim_staging_register,
 	.staging_unregister = sim_staging_unregister,
 	.findings = sim_findings,
+	.device_lost = sim_device_lost,
+	.reset = sim_reset,
 	.info = sim_info,
 	.destroy = sim_destroy,
 };
@@ -91,7 +131,7 @@ int sim_create(struct backend *out, const struct sim_config *cfg, const struct b
 	sim->finding_arg = env->finding_arg;
 	sim->nstreams = env->layout->nstreams;
 	pthread_mutex_init(&sim->lock, NULL);
-	r = sim_streams_start(sim, env->layout);
+	r = sim_streams_start(sim, env->layout->kind);
 	if (r < 0)
 		goto fail;
 	out->ops = &sim_ops;

@@ -38,10 +38,15 @@ struct sim_config {
 	 * refused calls included). fail-op=N: the call fails with -BACKEND_EINJECTED and
 	 * enqueues nothing. device-fail-op=N (fail_on_device): the call succeeds, but the
 	 * op faults on the device, as a kernel hitting an illegal address would: it does
-	 * not do its work, and its stream's events from then on complete with -EIO. */
+	 * not do its work, and its stream's events from then on complete with -EIO.
+	 * device-lost-op=N (fail_lost, with fail_on_device): the same fault poisons the
+	 * whole "context", as an illegal address does on a GPU: from then on every op on
+	 * every stream does no work, every event reports -EIO and launches are refused with
+	 * -EIO, until the backend is reset (backend_ops.reset). */
 	unsigned nfail;
 	uint64_t fail_op[SIM_INJECT_MAX];
 	bool fail_on_device[SIM_INJECT_MAX];
+	bool fail_lost[SIM_INJECT_MAX];
 };
 
 /* Parse one --sim-delay spec into cfg: KIND=DELAY where KIND is compute, h2d, d2h, d2d or
@@ -49,7 +54,8 @@ struct sim_config {
  * unit) or script:D,D,... (cycled). Durations are a number with ns, us, ms or s; a bare
  * 0 is allowed. Returns 0, or -EINVAL with *why set to a static reason. */
 int sim_parse_delay(struct sim_config *cfg, const char *spec, const char **why);
-/* Parse one --inject spec for the sim: fail-op=N or device-fail-op=N (N >= 1; each
+/* Parse one --inject spec for the sim: fail-op=N, device-fail-op=N or device-lost-op=N
+ * (N >= 1; each
  * repeatable, at most SIM_INJECT_MAX in all). Returns 0 or -EINVAL with *why set. */
 int sim_parse_inject(struct sim_config *cfg, const char *spec, const char **why);
 

@@ -1,0 +1,166 @@
+/* Device resets: a fault that poisons the GPU context (an illegal address, a trap) is
+ * contained here. The loop names the culprit from the ops in flight, has the backend
+ * tear the context down and build it again, fails what was in flight with DEVICE_ERROR
+ * (seq_reset), loads the sessions' modules again and keeps serving: new sessions work at
+ * once, and a buffer that lived on the old context answers every later use with the
+ * reset that lost it instead of wrong data. */
+#include "session-internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+/* The in-flight op table: the op at each point of each stream, until it completes. */
+int server_points_init(struct server *srv)
+{
+	const unsigned n = seq_stream_count(srv->seq);
+	const unsigned window = srv->opts.seq.window ? srv->opts.seq.window : SEQ_DEFAULT_WINDOW;
+
+	srv->point_window = window;
+	srv->points = calloc((size_t)n * window, sizeof(*srv->points));
+	return srv->points ? 0 : -ENOMEM;
+}
+
+static struct op_rec **point_slot(struct server *srv, struct seq_point p)
+{
+	return &srv->points[(size_t)p.stream * srv->point_window + p.seq % srv->point_window];
+}
+
+void server_point_launched(struct server *srv, struct op_rec *rec)
+{
+	*point_slot(srv, rec->at) = rec;
+}
+
+void server_point_done(struct server *srv, const struct op_rec *rec)
+{
+	struct op_rec **slot = point_slot(srv, rec->at);
+
+	if (*slot == rec)
+		*slot = NULL;
+}
+
+/* "session 5 (gw3, pid 1234), kernel oob_write at point (3, 17)" for the op at p. */
+static int describe_point(struct server *srv, struct seq_point p, char *out, size_t size)
+{
+	const struct op_rec *rec = *point_slot(srv, p);
+	const struct session *s;
+
+	if (!rec || rec->at.stream != p.stream || rec->at.seq != p.seq)
+		return snprintf(
+			out, size, "an operation at point (%u, %" PRIu64 ")", p.stream, p.seq);
+	s = rec->session;
+	return snprintf(out, size,
+		"session %" PRIu64 " (%s, pid %u), %s%s at point (%u, %" PRIu64 ")", s->id,
+		s->worker[0]	     ? s->worker
+			: s->name[0] ? s->name
+				     : "no name",
+		s->pid, rec->what[0] ? "kernel " : "", rec->what[0] ? rec->what : "an operation",
+		p.stream, p.seq);
+}
+
+/* The culprit: the op that stream `first` (whose event failed first) was running, and
+ * beside it every other op then running (the first incomplete point of each other
+ * stream), as suspects: a poisoned context fails every stream's events at once, so the
+ * first failure is a strong hint, exact only when nothing else ran. */
+static void name_culprit(struct server *srv, uint32_t first, char *out, size_t size)
+{
+	struct seq_stream_info si;
+	size_t n;
+	unsigned others = 0;
+
+	seq_stream_info(srv->seq, first, &si);
+	n = (size_t)describe_point(srv, (struct seq_point){first, si.completed + 1}, out, size);
+	for (uint32_t x = 0; x < seq_stream_count(srv->seq) && n < size; x++) {
+		if (x == first)
+			continue;
+		seq_stream_info(srv->seq, x, &si);
+		if (si.completed >= si.issued)
+			continue;
+		n += (size_t)snprintf(
+			out + n, size - n, "%s", others++ ? "; " : "; also running then: ");
+		if (n < size)
+			n += (size_t)describe_point(
+				srv, (struct seq_point){x, si.completed + 1}, out + n, size - n);
+	}
+	srv->resets.suspects = others + 1;
+}
+
+/* The sessions' modules, loaded again on the new context; their cached functions are
+ * looked up afresh. A module that no longer loads stays lost: its launches say so. */
+static void reload_modules(struct server *srv)
+{
+	for (struct session *s = srv->sessions; s; s = s->next) {
+		for (uint32_t i = 0; i < s->nslots; i++) {
+			struct smodule *m;
+
+			if (s->slots[i].kind != HANDLE_MODULE)
+				continue;
+			m = s->slots[i].obj;
+			smodule_forget_functions(m);
+			m->module = NULL;
+			if (backend_module_load(&srv->backend, m->real, &m->module) < 0) {
+				m->module = NULL;
+				log_warn("reset",
+					"client %" PRIu64 ": module %s does not load again", s->id,
+					m->path);
+			}
+		}
+	}
+}
+
+void server_device_reset(struct server *srv, uint32_t first_failed)
+{
+	struct timespec t0, t1;
+	struct cq_batch b;
+	time_t now = time(NULL);
+	struct tm tm;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	srv->resets.count++;
+	gmtime_r(&now, &tm);
+	strftime(srv->resets.at, sizeof(srv->resets.at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	name_culprit(srv, first_failed, srv->resets.cause, sizeof(srv->resets.cause));
+	log_err("reset",
+		"device reset %" PRIu64 ": a fault poisoned the GPU context, caused by %s; "
+		"failing the work in flight and building the context again",
+		srv->resets.count, srv->resets.cause);
+	r = backend_reset(&srv->backend);
+	/* What the old context's threads reported while they stopped is moot: seq_reset
+	 * fails all of it. */
+	b = cq_take(srv->cq);
+	cq_done(srv->cq, b);
+	if (r < 0) {
+		log_err("reset",
+			"the device cannot be brought back: %s; stopping so that the "
+			"service manager restarts sseqd",
+			strerror(-r));
+		srv->fatal = r;
+		srv->resets.failed++;
+	} else {
+		reload_modules(srv);
+	}
+	srv->resetting = true;
+	srv->resets.buffers_lost += seq_reset(srv->seq, -EIO);
+	srv->resetting = false;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	srv->resets.last_ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
+		(uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000000;
+	if (r == 0)
+		log_notice("reset",
+			"device reset %" PRIu64 " done in %" PRIu64
+			" ms: serving again (buffers lost so far: %" PRIu64 ")",
+			srv->resets.count, srv->resets.last_ms, srv->resets.buffers_lost);
+}
+
+int server_lost_error(struct server *srv, int outcome, const char *what)
+{
+	return req_error(NULL, outcome,
+		"%s was lost in a device reset (the last, reset %" PRIu64 " at %s, was caused "
+		"by %s): free it and allocate again",
+		what, srv->resets.count, srv->resets.at, srv->resets.cause);
+}

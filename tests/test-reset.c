@@ -1,0 +1,120 @@
+/* A fault that poisons the device context, through a real sseqd on the sim
+ * (--inject device-lost-op=N: from that launch on every stream's work fails, as on a GPU
+ * after an illegal address). The daemon names the culprit, fails what was in flight,
+ * builds the device again and keeps serving: the culprit hears it caused the reset, a
+ * bystander's buffers answer with the reset that lost them instead of wrong data and
+ * work again once allocated anew, a new session is served at once, the status and the
+ * counters record the reset, and the daemon never exits for it. */
+#include "daemon-harness.h"
+
+static int conn_worker(const char *worker)
+{
+	int fd = conn_open();
+
+	hello_as(fd, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR, worker);
+	ck_assert_int_eq(reply_status(fd, 1), SSEQ__STATUS__STATUS_OK);
+	return fd;
+}
+
+/* The Completion for tag: its status, and its message in msg. */
+static Sseq__Status completion_msg(int fd, uint64_t tag, char *msg, size_t size)
+{
+	for (;;) {
+		Sseq__Message *m = recv_msg(fd);
+		Sseq__Status st;
+
+		ck_assert_msg(m != NULL, "no completion for tag %llu", (unsigned long long)tag);
+		if (m->body_case != SSEQ__MESSAGE__BODY_COMPLETION || m->completion->tag != tag) {
+			sseq__message__free_unpacked(m, NULL);
+			continue;
+		}
+		st = m->completion->status;
+		snprintf(msg, size, "%s", m->completion->message);
+		sseq__message__free_unpacked(m, NULL);
+		return st;
+	}
+}
+
+#define ck_has(text, part) ck_assert_msg(strstr(text, part), "no '%s' in: %s", part, text)
+
+START_TEST(test_a_poisoned_context_is_reset_and_the_daemon_serves_again)
+{
+	const char *const args[] = {"--inject", "device-lost-op=4", NULL};
+	struct staging sb;
+	Sseq__QueryResult *q;
+	char msg[1024];
+	uint64_t ya, yb, k;
+	int a, b, c;
+
+	SIM_ONLY();
+	daemon_start(args);
+	a = conn_worker("gw3");
+	b = conn_worker("gw4");
+	/* The bystander's data, launch 1, read back fine before the fault. */
+	ck_assert_int_eq(staging_register(b, &sb, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(b, send_exec(b, "fill", "ofu", &yb, (double[]){2, 256})),
+		SSEQ__STATUS__STATUS_OK);
+	ASSERT_OK_AND_COMPLETED(b, send_d2h(b, yb, 0, sb.handle, 0, 1024));
+	ck_assert_float_eq(sb.map[0], 2.0f);
+	/* The culprit: launch 3 (fill) is fine, launch 4 (spin) poisons the context (the
+	 * bystander's fill and download were 1 and 2). */
+	ck_assert_int_eq(do_alloc(a, 1024, &ya), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(a, send_exec(a, "fill", "ofu", &ya, (double[]){1, 256})),
+		SSEQ__STATUS__STATUS_OK);
+	sync_all(a);
+	k = send_exec(a, "spin", "u", NULL, (double[]){0});
+	ck_assert_int_eq(reply_status(a, k), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_has(msg, "device reset 1");
+	ck_has(msg, "gw3");
+	ck_has(msg, "kernel spin");
+
+	/* Every buffer of the old context says how it was lost, the culprit's and the
+	 * bystander's alike: no wrong data. */
+	k = send_d2h(b, yb, 0, sb.handle, 0, 1024);
+	ck_assert_int_eq(
+		expect_reply(b, k, NULL, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_has(msg, "lost in a device reset");
+	ck_has(msg, "gw3");
+	ck_has(msg, "kernel spin");
+	k = send_exec(a, "fill", "ofu", &ya, (double[]){7, 256});
+	ck_assert_int_eq(
+		expect_reply(a, k, NULL, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_has(msg, "lost in a device reset");
+
+	/* Free and allocate again: the bystander works, its staging arena too. */
+	ck_assert_int_eq(do_free(b, yb), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(b, send_exec(b, "fill", "ofu", &yb, (double[]){5, 256})),
+		SSEQ__STATUS__STATUS_OK);
+	ASSERT_OK_AND_COMPLETED(b, send_d2h(b, yb, 0, sb.handle, 0, 1024));
+	ck_assert_float_eq(sb.map[255], 5.0f);
+	fill_and_check(a, 6.0f);
+	/* A new session is served at once. */
+	c = conn_worker("gw5");
+	fill_and_check(c, 3.0f);
+
+	q = query(c, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
+	ck_assert_uint_eq(q->device->resets, 1);
+	ck_has(q->device->last_reset_cause, "gw3");
+	ck_assert_uint_eq(q->counters->device_resets, 1);
+	ck_assert_uint_eq(q->counters->buffers_lost, 2);
+	sseq__query_result__free_unpacked(q, NULL);
+	munmap(sb.map, sb.size);
+	close(a);
+	close(b);
+	close(c);
+	daemon_stop(); /* exits 0: a reset is not a failure of the daemon */
+}
+END_TEST
+
+static void add_tests(TCase *tc)
+{
+	tcase_add_test(tc, test_a_poisoned_context_is_reset_and_the_daemon_serves_again);
+}
+
+int main(int argc, char **argv)
+{
+	return harness_main(argc, argv, "reset", 60, add_tests);
+}
