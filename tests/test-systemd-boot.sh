@@ -6,7 +6,8 @@
 # (Type=notify), the sandbox is checked on the running daemon (user, no_new_privs,
 # seccomp, read-only /, hidden /home, private /tmp, device policy), a workload runs
 # through the socket, the journal holds the daemon's log, reload (SIGHUP), the watchdog
-# (a stopped daemon is killed and restarted), a crash restart, and a clean stop.
+# (a stopped daemon is killed and restarted), a device fault recovered in place (no
+# restart), a crash restart, and a clean stop.
 # Needs root, systemd-nspawn (systemd-container) and overlayfs; skips (77) without them,
 # or when the container cannot boot here at all.
 # Usage: test-systemd-boot.sh SOURCE_DIR
@@ -153,6 +154,28 @@ check "the journal names the watchdog" \
 	sh -c "journalctl -b -u $unit -o cat | grep -qi 'watchdog timeout'"
 rm -rf "/run/systemd/system/$unit.d"
 systemctl daemon-reload
+
+# A device fault: the daemon resets the device in place; the unit does not restart.
+mkdir -p "/run/systemd/system/$unit.d"
+printf '[Service]\nExecStart=\nExecStart=/usr/sbin/sseqd --device 0 --inject device-lost-op=5\n' \
+	>"/run/systemd/system/$unit.d/fault.conf"
+systemctl daemon-reload
+systemctl restart "$unit"
+wait_for 10 test "$(prop ActiveState)" = active
+pid=$(mainpid)
+restarts=$(prop NRestarts)
+timeout 60 sseq-stress --socket "$sock" --ops 400 --clients 1 --seed 9 >/dev/null 2>&1
+check "a device fault resets the device: the journal names the reset" \
+	wait_for 10 sh -c "journalctl -b -u $unit -o cat | grep -q 'device reset 1 done'"
+check "... and the unit did not restart: same process, active, NRestarts unchanged" \
+	test "$(prop ActiveState) $(mainpid) $(prop NRestarts)" = "active $pid $restarts"
+check "... STATUS= shows the reset" wait_for 5 sh -c "systemctl show -P StatusText $unit | grep -q 'device resets: 1'"
+check "... and it serves again" \
+	sh -c "timeout 60 sseq-stress --socket $sock --ops 300 --clients 1 --seed 10 | grep -q 'wrong=0 errors=0'"
+rm -rf "/run/systemd/system/$unit.d"
+systemctl daemon-reload
+systemctl restart "$unit"
+wait_for 10 test "$(prop ActiveState)" = active
 
 # A crash: restarted.
 pid=$(mainpid)

@@ -29,6 +29,7 @@ struct conf_opts {
 	bool jitter; /* random delays on every stream */
 	bool slow_h2d; /* H2D copies take long: a missing wait would read stale data */
 	bool fault; /* the first launch faults on the device (see conf_fault_payload) */
+	bool lost; /* ... and the fault poisons the whole context (hip: any fault does) */
 };
 
 /* Where the backends differ by design, named once. */
@@ -67,7 +68,9 @@ static int conf_create(struct backend *be, const struct backend_env *env, const 
 	if (o->slow_h2d)
 		ck_assert_int_eq(sim_parse_delay(&cfg, "h2d=20ms", &why), 0);
 	if (o->fault)
-		ck_assert_int_eq(sim_parse_inject(&cfg, "device-fail-op=1", &why), 0);
+		ck_assert_int_eq(sim_parse_inject(&cfg,
+					 o->lost ? "device-lost-op=1" : "device-fail-op=1", &why),
+			0);
 	return sim_create(be, &cfg, env);
 }
 
@@ -729,6 +732,66 @@ START_TEST(test_device_fault_fails_what_depends_on_it)
 }
 END_TEST
 
+START_TEST(test_a_lost_context_is_reset_and_serves_again)
+{
+	/* A fault that poisons the context: the backend says so, its reset builds it again
+	 * (the old context's completions discarded, the core's state failed and lost by
+	 * seq_reset), the registered staging range works again, and new buffers give right
+	 * data through every stream kind. */
+	struct seq_config scfg = {0};
+	const struct conf_opts o = {.fault = true, .lost = true};
+	struct seq_buffer *a, *bufs[5];
+	float *ha, *hb, *out;
+	struct cq_batch batch;
+	int r;
+
+	h_setup(&scfg, &o);
+	ha = h_stage(4096);
+	hb = h_stage(4096);
+	out = h_stage(4096);
+	h_alloc(4096, (struct seq_buffer * *[]){&a}, 1);
+	{
+		struct op_payload p = {.kernel = kernel_find("fill"), .nargs = 3, .elements = 1024};
+		struct seq_op op = {.kind = SEQ_OP_EXEC, .naccess = 1, .payload = &p};
+
+		p.args[0] = (struct karg){KARG_BUFFER, KARG_OUT, {.buf = {NULL, 4096, 0}}};
+		p.args[1] = F32(1.0f);
+		p.args[2] = U64(1024);
+		conf_fault_payload(&p);
+		op.access[0] = (struct seq_access){a, SEQ_WRITE};
+		ck_assert_int_eq(seq_submit(H.seq, &op, NULL), 0);
+	}
+	ck_assert_int_eq(h_sync(), -EIO);
+	ck_assert(backend_device_lost(&H.be));
+
+	r = backend_reset(&H.be);
+	printf("%s: reset after a lost context: %d\n", B.name, r);
+	ck_assert_int_eq(r, 0);
+	ck_assert(!backend_device_lost(&H.be));
+	batch = cq_take(&H.cq.q); /* the old context's: seq_reset fails all of it */
+	cq_done(&H.cq.q, batch);
+	ck_assert_uint_eq(seq_reset(H.seq, -EIO), 1);
+	ck_assert_int_eq(seq_buffer_error(H.seq, a), -ENXIO);
+
+	h_alloc(4096, (struct seq_buffer * *[]){&bufs[0], &bufs[1], &bufs[2], &bufs[3], &bufs[4]}, 5);
+	for (unsigned i = 0; i < 1024; i++) {
+		ha[i] = (float)i;
+		hb[i] = 3.0f * (float)i;
+	}
+	h_add_halve(bufs, ha, hb, out, 1024);
+	ck_assert_int_eq(h_sync(), 0);
+	for (unsigned i = 0; i < 1024; i++)
+		if (out[i] != 2.0f * (float)i)
+			ck_abort_msg("[%u] %g != %g after the reset", i, out[i], 2.0f * (float)i);
+	h_free(bufs, 5);
+	h_free((struct seq_buffer *[]){a}, 1);
+	h_unstage(ha, 4096);
+	h_unstage(hb, 4096);
+	h_unstage(out, 4096);
+	h_teardown();
+}
+END_TEST
+
 static Suite *backend_suite(void)
 {
 	Suite *s = suite_create(B.name);
@@ -756,6 +819,7 @@ static Suite *backend_suite(void)
 
 	tcase_add_test(errors, test_kernel_the_backend_cannot_run_fails_its_launch);
 	tcase_add_test(errors, test_device_fault_fails_what_depends_on_it);
+	tcase_add_test(errors, test_a_lost_context_is_reset_and_serves_again);
 	suite_add_tcase(s, errors);
 	return s;
 }

@@ -37,6 +37,11 @@ typedef cudaKernel_t hipFunction_t;
 #define hipErrorHostMemoryNotRegistered cudaErrorHostMemoryNotRegistered
 #define hipErrorNotSupported cudaErrorNotSupported
 #define hipErrorLaunchOutOfResources cudaErrorLaunchOutOfResources
+#define hipErrorIllegalAddress cudaErrorIllegalAddress
+#define hipErrorLaunchTimeOut cudaErrorLaunchTimeout
+#define hipErrorAssert cudaErrorAssert
+#define hipErrorLaunchFailure cudaErrorLaunchFailure
+#define hipErrorECCNotCorrectable cudaErrorECCUncorrectable
 
 #define hipStreamNonBlocking cudaStreamNonBlocking
 #define hipEventDefault cudaEventDefault
@@ -52,6 +57,7 @@ typedef cudaKernel_t hipFunction_t;
 #define hipSetDevice cudaSetDevice
 #define hipGetDeviceProperties cudaGetDeviceProperties
 #define hipDeviceSynchronize cudaDeviceSynchronize
+#define hipDeviceReset cudaDeviceReset
 #define hipStreamCreateWithFlags cudaStreamCreateWithFlags
 #define hipStreamDestroy cudaStreamDestroy
 #define hipEventCreateWithFlags cudaEventCreateWithFlags

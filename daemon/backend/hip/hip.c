@@ -63,8 +63,24 @@ int hip__errno(hipError_t e)
 		return -E2BIG;
 	case hipErrorNotReady:
 		return -EAGAIN;
+	/* Faults that poison the context: every later call fails, on every stream, until
+	 * the device is reset. -EIO is what hip_device_lost and the server's reset key on. */
+	case hipErrorIllegalAddress:
+	case hipErrorLaunchFailure:
+	case hipErrorAssert: /* a trap, a failed device assert */
+	case hipErrorLaunchTimeOut: /* a watchdog killed the kernel */
+	case hipErrorECCNotCorrectable:
+#ifdef SSEQ_HIP_NVIDIA
+	case cudaErrorIllegalInstruction:
+	case cudaErrorMisalignedAddress:
+	case cudaErrorHardwareStackError:
+	case cudaErrorInvalidAddressSpace:
+	case cudaErrorInvalidPc:
+#endif
+		return -EIO;
 	default:
-		/* Faults on the device (illegal address, launch failure, ECC, ...). */
+		/* Anything else the runtime reports for the device is treated as a fault of
+		 * the same kind: a reset is safer than a context that may be broken. */
 		return -EIO;
 	}
 }
@@ -124,10 +140,11 @@ static void hip_stream_finish(struct hip *h, struct hip_stream *st)
 		hipStreamDestroy(st->stream);
 }
 
-static void hip_destroy(void *ctx)
+/* What bring-up built, undone: threads stopped (each finishing what it holds), streams,
+ * events, memory and the kernel image gone, the locks destroyed. The registered staging
+ * ranges stay listed (destroy unregisters them, reset registers them again). */
+static void hip_teardown(struct hip *h)
 {
-	struct hip *h = ctx;
-
 	/* The queued commands run first: they hold events and audit references. */
 	hip__submit_stop(h);
 	/* The caller promised an idle device; make sure before anything goes away. */
@@ -146,10 +163,85 @@ static void hip_destroy(void *ctx)
 	hip__audit_finish(h);
 	hip__event_pool_finish(h);
 	hip__mem_finish(h);
-	hip__staging_finish(h);
 	if (h->module_loaded)
 		hipModuleUnload(h->module);
+}
+
+static void hip_destroy(void *ctx)
+{
+	struct hip *h = ctx;
+
+	hip_teardown(h);
+	hip__staging_finish(h);
 	free(h);
+}
+
+static bool hip_device_lost(void *ctx)
+{
+	struct hip *h = ctx;
+
+	return atomic_load(&h->device_error) == -EIO;
+}
+
+static int hip_bring_up(struct hip *h);
+static void hip_locks_init(struct hip *h);
+static void hip_log_ready(const struct hip *h);
+
+/* A poisoned context built again (backend_ops.reset). Teardown on a poisoned context is
+ * quick: every call fails at once, so the threads drain what they hold and stop. Then
+ * hipDeviceReset destroys the context, the struct starts over from its configuration
+ * and the streams' numbering, and bring-up makes a fresh context. */
+static int hip_reset(void *ctx)
+{
+	struct hip *h = ctx;
+	struct hip *keep = malloc(sizeof(*keep));
+	hipError_t e;
+	int r;
+
+	if (!keep)
+		return -ENOMEM;
+	hip_teardown(h);
+	e = hipDeviceReset();
+	if (e != hipSuccess)
+		log_warn("hip", "hipDeviceReset: %s (%s)", hipGetErrorName(e), hipGetErrorString(e));
+	memcpy(keep, h, sizeof(*h));
+	memset(h, 0, sizeof(*h));
+	h->cq = keep->cq;
+	h->finding = keep->finding;
+	h->finding_arg = keep->finding_arg;
+	h->cfg = keep->cfg;
+	h->event_flags = keep->event_flags;
+	h->nstreams = keep->nstreams;
+	atomic_store(&h->findings, atomic_load(&keep->findings));
+	atomic_store(&h->audit_findings, atomic_load(&keep->audit_findings));
+	atomic_store(&h->audit_checks, atomic_load(&keep->audit_checks));
+	h->staging = keep->staging;
+	h->nstaging = keep->nstaging;
+	h->capstaging = keep->capstaging;
+	for (unsigned i = 0; i < h->nstreams; i++) {
+		h->streams[i].kind = keep->streams[i].kind;
+		h->streams[i].launched = keep->streams[i].launched;
+		h->streams[i].recorded = keep->streams[i].recorded;
+	}
+	free(keep);
+	hip_locks_init(h);
+	r = hip_bring_up(h);
+	if (r < 0) {
+		log_err("hip", "the device does not come back after a reset: %s", strerror(-r));
+		atomic_store(&h->device_error, -EIO);
+		return r;
+	}
+	/* The new context knows none of the staging ranges. */
+	for (size_t i = 0; i < h->nstaging; i++) {
+		e = hipHostRegister(h->staging[i].addr, h->staging[i].size,
+			hipHostRegisterDefault);
+		if (e != hipSuccess)
+			log_warn("hip", "after the reset, hipHostRegister(%p, %zu): %s: copies "
+				"through it run from pageable memory",
+				h->staging[i].addr, h->staging[i].size, hipGetErrorName(e));
+	}
+	hip_log_ready(h);
+	return 0;
 }
 
 static const struct backend_ops hip_ops = {
@@ -170,6 +262,8 @@ static const struct backend_ops hip_ops = {
 	.module_function = hip__module_function,
 	.module_unload = hip__module_unload,
 	.info = hip_info,
+	.device_lost = hip_device_lost,
+	.reset = hip_reset,
 	.destroy = hip_destroy,
 };
 
@@ -310,7 +404,7 @@ static void hip_locks_init(struct hip *h)
 	}
 }
 
-static int hip_streams_create(struct hip *h, const struct seq_layout *layout)
+static int hip_streams_create(struct hip *h)
 {
 	for (unsigned i = 0; i < h->nstreams; i++) {
 		struct hip_stream *st = &h->streams[i];
@@ -318,7 +412,6 @@ static int hip_streams_create(struct hip *h, const struct seq_layout *layout)
 
 		st->h = h;
 		st->index = i;
-		st->kind = layout->kind[i];
 		/* Non-blocking: no implicit ordering with the legacy default stream. */
 		e = hipStreamCreateWithFlags(&st->stream, hipStreamNonBlocking);
 		if (e != hipSuccess)
@@ -346,6 +439,29 @@ static void hip_log_ready(const struct hip *h)
 			     : "");
 }
 
+/* The device, its kernels, streams (their kinds set), events and threads: what create and
+ * reset build. On failure what was made is left for teardown. */
+static int hip_bring_up(struct hip *h)
+{
+	int r = hip_device_open(h);
+
+	if (r == 0)
+		r = hip__kernels_load(h);
+	if (r == 0)
+		r = hip_streams_create(h);
+	if (r == 0)
+		r = hip__event_pool_fill(h);
+	if (r == 0)
+		r = hip__complete_start(h);
+	if (r == 0)
+		r = hip__reaper_start(h);
+	if (r == 0 && h->cfg.audit)
+		r = hip__audit_start(h);
+	if (r == 0 && h->cfg.submit_threads)
+		r = hip__submit_start(h);
+	return r;
+}
+
 int hip_create(struct backend *out, const struct hip_config *cfg, const struct backend_env *env)
 {
 	struct hip *h;
@@ -370,34 +486,11 @@ int hip_create(struct backend *out, const struct hip_config *cfg, const struct b
 		goto fail;
 	}
 	h->nstreams = env->layout->nstreams;
-	r = hip_device_open(h);
+	for (unsigned i = 0; i < h->nstreams; i++)
+		h->streams[i].kind = env->layout->kind[i];
+	r = hip_bring_up(h);
 	if (r < 0)
 		goto fail;
-	r = hip__kernels_load(h);
-	if (r < 0)
-		goto fail;
-	r = hip_streams_create(h, env->layout);
-	if (r < 0)
-		goto fail;
-	r = hip__event_pool_fill(h);
-	if (r < 0)
-		goto fail;
-	r = hip__complete_start(h);
-	if (r < 0)
-		goto fail;
-	r = hip__reaper_start(h);
-	if (r < 0)
-		goto fail;
-	if (h->cfg.audit) {
-		r = hip__audit_start(h);
-		if (r < 0)
-			goto fail;
-	}
-	if (h->cfg.submit_threads) {
-		r = hip__submit_start(h);
-		if (r < 0)
-			goto fail;
-	}
 	hip_log_ready(h);
 	out->ops = &hip_ops;
 	out->ctx = h;

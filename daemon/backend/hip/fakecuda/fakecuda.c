@@ -348,6 +348,33 @@ cudaError_t cudaDeviceSynchronize(void)
 	return fake_error();
 }
 
+/* As CUDA's: the context goes, with every allocation and host registration, and so does
+ * its sticky error; the next call makes a fresh one. The caller has destroyed its
+ * streams and events first (the hip backend's reset does). */
+cudaError_t cudaDeviceReset(void)
+{
+	pthread_mutex_lock(&fake_mu);
+	for (struct CUstream_st *s = fake_streams; s; s = s->next)
+		fake_stream_drain(s);
+	while (fake_allocs) {
+		struct fake_range *r = fake_allocs;
+
+		fake_allocs = r->next;
+		free(r->addr);
+		free(r);
+	}
+	fake_allocated = 0;
+	while (fake_registered) {
+		struct fake_range *r = fake_registered;
+
+		fake_registered = r->next;
+		free(r);
+	}
+	atomic_store(&fake_sticky, cudaSuccess);
+	pthread_mutex_unlock(&fake_mu);
+	return cudaSuccess;
+}
+
 /* ---- streams ---- */
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned int flags)
