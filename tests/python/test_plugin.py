@@ -218,3 +218,45 @@ def test_xdist_worker_id_reaches_the_daemon(pytester: pytest.Pytester) -> None:
             assert me[0]["name"] == "pytest"
     """)
     run_inner(pytester, "-n", "2").assert_outcomes(passed=1)
+
+
+def test_device_reset_names_the_culprit_and_the_bystander(
+        pytester: pytest.Pytester, start_daemon, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    # Launch 2 (another connection's) and launch 4 (this worker's own) each poison the
+    # sim's context: a bystander, then a culprit, each told which it was.
+    d = start_daemon("--inject", "device-lost-op=2", "--inject", "device-lost-op=4")
+    monkeypatch.setenv("SSEQ_SOCKET", d.socket)
+    monkeypatch.delenv("SSEQ_SOCKETS", raising=False)
+    pytester.makepyfile(test_inner="""
+        import pytest, sseq
+
+        @pytest.mark.sseq(check_leaks=False, check_errors=False)
+        def test_bystander(sseq_session):
+            b = sseq_session.alloc(256, "f4", label="mine")
+            sseq_session.execute("fill", sseq.Out(b), 1.0, 256).wait()
+            with sseq.connect(name="culprit") as other:
+                c = other.alloc(256, "f4")
+                with pytest.raises(sseq.Error) as e:
+                    other.execute("fill", sseq.Out(c), 2.0, 256).wait()
+                assert e.value.name == "DEVICE_ERROR", e.value
+            b.download()  # lost in the reset: DEVICE_ERROR naming the culprit
+
+        @pytest.mark.sseq(check_leaks=False, check_errors=False)
+        def test_culprit(sseq_session):
+            b = sseq_session.alloc(256, "f4")
+            sseq_session.execute("fill", sseq.Out(b), 1.0, 256).wait()
+            sseq_session.execute("fill", sseq.Out(b), 2.0, 256).wait()
+
+        def test_after(sseq_session):
+            b = sseq_session.alloc(256, "f4")
+            sseq_session.execute("fill", sseq.Out(b), 3.0, 256).wait()
+            assert (b.download() == 3.0).all()
+            b.free()
+    """)
+    r = run_inner(pytester)
+    r.assert_outcomes(passed=1, failed=2)
+    r.stdout.fnmatch_lines([
+        "*sseq: this test was a bystander of device reset 1 (*), caused by session *"
+        "(culprit*kernel fill at point*",
+        "*sseq: this test caused device reset 2 (*): its kernel fill poisoned the GPU context*",
+    ])

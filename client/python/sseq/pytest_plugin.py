@@ -20,6 +20,9 @@ the daemon's sequencing counters over each test.
   wider scope (module, class, session) are not counted.
 - Error check: at teardown the session is synced; an error nobody collected (a failed
   copy or launch whose Op was never waited on) fails the test.
+- Device resets: a test that fails with a DEVICE_ERROR from a device reset (a kernel
+  poisoned the GPU context and the daemon built it again) gets a section saying which
+  kernel caused it and whether this test did or was a bystander.
 - Counters: fixture ``sseq_counters`` gives ``.start`` and ``.delta()`` during the test;
   after it, ``item.sseq_counters`` (and the teardown report's ``sseq_counters``) hold
   the change over the test as a dict. With ``-v`` the terminal summary lists them per
@@ -40,7 +43,7 @@ import sseq
 from sseq._lib import DEFAULT_SOCKET
 from sseq.session import Session, Stats
 
-__all__ = ["split_sockets", "socket_for_worker", "CounterProbe"]
+__all__ = ["split_sockets", "socket_for_worker", "CounterProbe", "describe_reset"]
 
 _FIXTURES = ("sseq_session", "sseq_counters")
 
@@ -304,6 +307,47 @@ def _report_problems(item: pytest.Item, reports: list[pytest.TestReport],
         target.sections.append(("sseq", text))
     target.sseq_leaks = res.leaked
     target.sseq_problems = res.problems
+
+
+_RESET_CAUSE = re.compile(
+    r"reset (?P<reset>\d+) at (?P<at>[^,\s]+),? .*?caused by (?P<cause>session "
+    r"(?P<session>\d+) \((?P<who>[^)]*)\), (?:kernel (?P<kernel>\S+)|an operation) "
+    r"at point \(\d+, \d+\))(?P<others>; also running then: (?:[^()]|\([^()]*\))*)?")
+
+
+def describe_reset(message: str, my_session: Optional[int]) -> Optional[str]:
+    """For a daemon message about a device reset: who caused it, and whether that was
+    the session ``my_session`` (this test) or another (a bystander). None for any other
+    message."""
+    m = _RESET_CAUSE.search(message or "")
+    if m is None:
+        return None
+    kernel = m.group("kernel") or "an operation"
+    if my_session is not None and int(m.group("session")) == my_session:
+        text = (f"sseq: this test caused device reset {m.group('reset')} "
+                f"({m.group('at')}): its kernel {kernel} poisoned the GPU context")
+    else:
+        text = (f"sseq: this test was a bystander of device reset {m.group('reset')} "
+                f"({m.group('at')}), caused by {m.group('cause')}")
+    if m.group("others"):
+        text += ("\n  several kernels ran at the fault, so that is the first to fail, "
+                 "not certain; the others" + m.group("others")[len("; also running then"):])
+    return text + ("\n  its buffers on the old context are gone: free them and allocate "
+                   "again")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator:
+    outcome = yield
+    rep = outcome.get_result()
+    if not rep.failed or call.excinfo is None or not isinstance(call.excinfo.value, sseq.Error):
+        return
+    state = item.config.stash.get(_STATE, None)
+    mine = state.session.info.session if state is not None and state.session is not None \
+        else None
+    text = describe_reset(call.excinfo.value.message, mine)
+    if text is not None:
+        rep.sections.append(("sseq device reset", text))
 
 
 def format_counters(c: dict[str, int]) -> str:
