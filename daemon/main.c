@@ -60,6 +60,9 @@ static void usage(FILE *f)
 		"      --submit-threads N   threads that make the GPU enqueue calls, each for\n"
 		"                           its own streams (hip; default %u, at most %u; 0:\n"
 		"                           on the thread that reads requests)\n"
+		"      --device-reset MODE  after a fault that poisons the device context:\n"
+		"                           auto (build it again in this process, else restart\n"
+		"                           in place: exec, same PID, sessions kept) or exec\n"
 		"      --module-dir DIR     where LoadModule may load code objects from (hip)\n"
 		"      --audit              check on the GPU's timestamps that every operation\n"
 		"                           started after its producers finished (hip)\n"
@@ -267,6 +270,7 @@ enum {
 	OPT_D2H,
 	OPT_D2D,
 	OPT_SUBMIT,
+	OPT_DEVICE_RESET,
 	OPT_MODULE_DIR,
 	OPT_KERNELS,
 	OPT_AUDIT,
@@ -286,6 +290,7 @@ static const struct option fixed_opts[] = {
 	{"d2h-streams", required_argument, NULL, OPT_D2H},
 	{"d2d-streams", required_argument, NULL, OPT_D2D},
 	{"submit-threads", required_argument, NULL, OPT_SUBMIT},
+	{"device-reset", required_argument, NULL, OPT_DEVICE_RESET},
 	{"module-dir", required_argument, NULL, OPT_MODULE_DIR},
 	{"kernels", required_argument, NULL, OPT_KERNELS},
 	{"audit", no_argument, NULL, OPT_AUDIT},
@@ -303,7 +308,9 @@ static int bad_value(int c)
 	for (const struct option *lo = fixed_opts; lo->name; lo++) {
 		if (lo->val == c) {
 			fprintf(stderr, "sseqd: invalid value '%s' for --%s%s\n", optarg, lo->name,
-				c == 'b' ? " (sim, hip or auto)" : "");
+				c == 'b'			? " (sim, hip or auto)"
+					: c == OPT_DEVICE_RESET ? " (auto or exec)"
+								: "");
 			return -EINVAL;
 		}
 	}
@@ -375,6 +382,11 @@ static int parse_option(struct daemon_opts *o, int c)
 	case OPT_AUDIT:
 		o->be.audit = true;
 		break;
+	case OPT_DEVICE_RESET:
+		if (strcmp(optarg, "auto") && strcmp(optarg, "exec"))
+			return bad_value(c);
+		o->srv.reset_exec = strcmp(optarg, "exec") == 0;
+		break;
 	case 'l':
 		level = log_parse_level(optarg);
 		if (level < 0)
@@ -437,12 +449,14 @@ static int take_listen_fd(void)
 	return SD_LISTEN_FDS_START;
 }
 
-/* Every connection is a descriptor: raise the soft limit to what --max-clients needs (the
- * listener, the loop, the backend and a client's memfds in passing take a few dozen more),
- * within the hard limit, and say so when even that is short. */
+/* Every connection is a descriptor, and so is every staging arena (its memfd is kept, so
+ * that a restart in place maps it again): raise the soft limit to what --max-clients and
+ * --arena-limit need (the listener, the loop, the backend and a client's memfds in
+ * passing take a few dozen more), within the hard limit, and say so when even that is
+ * short. */
 static void raise_fd_limit(const struct server_limits *lim)
 {
-	const rlim_t want = (rlim_t)lim->max_clients + 64;
+	const rlim_t want = (rlim_t)lim->max_clients + lim->arenas + 64;
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
@@ -450,9 +464,10 @@ static void raise_fd_limit(const struct server_limits *lim)
 	rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
 		log_warn("main",
-			"descriptor limit %llu is below --max-clients %u + 64: connections past it "
-			"wait in the listen queue (raise LimitNOFILE= or lower --max-clients)",
-			(unsigned long long)rl.rlim_cur, lim->max_clients);
+			"descriptor limit %llu is below --max-clients %u + --arena-limit %u + 64: "
+			"connections or arenas past it are refused or wait (raise LimitNOFILE= "
+			"or lower the limits)",
+			(unsigned long long)rl.rlim_cur, lim->max_clients, lim->arenas);
 }
 
 struct daemon_state {
@@ -536,9 +551,10 @@ static void on_close(uv_handle_t *h)
 }
 
 /* Where to listen: the socket systemd passed, --socket, or /run/sseq/gpu<N>.sock. */
-static int socket_prepare(struct daemon_opts *o)
+static int socket_prepare(struct daemon_opts *o, int resume)
 {
-	int r = take_listen_fd();
+	/* Restarted in place: the socket the last process listened on, whatever it was. */
+	int r = resume >= 0 ? server_resume_listen_fd(resume) : take_listen_fd();
 
 	if (r < -1)
 		return r;
@@ -654,6 +670,7 @@ int main(int argc, char **argv)
 		.be = {.submit_threads = BACKEND_DEFAULT_SUBMIT_THREADS}};
 	uv_loop_t *loop = uv_default_loop();
 	sigset_t stop_signals;
+	int resume;
 
 	if (parse_args(&o, argc, argv) < 0)
 		return 2;
@@ -665,11 +682,19 @@ int main(int argc, char **argv)
 	sigaddset(&stop_signals, SIGINT);
 	sigaddset(&stop_signals, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
-	if (socket_prepare(&o) < 0)
+	o.srv.argv = argv;
+	resume = server_resume_fd();
+	/* The sim's injected faults count launches from the start: after a restart in place
+	 * they would fire again on the new count, as a different experiment. */
+	if (resume >= 0)
+		o.be.sim.nfail = 0;
+	if (socket_prepare(&o, resume) < 0)
 		return 1;
 	if (daemon_start(&d, &o, loop) < 0)
 		return 1;
 	log_serving(&o, &d.be);
+	if (resume >= 0)
+		server_adopt(&d.srv, resume);
 	loop_start(&d, loop, &stop_signals);
 	/* The device is initialised and the socket listens: clients can be served. */
 	sd_notify(0, "READY=1");

@@ -155,9 +155,10 @@ check "the journal names the watchdog" \
 rm -rf "/run/systemd/system/$unit.d"
 systemctl daemon-reload
 
-# A device fault: the daemon resets the device in place; the unit does not restart.
+# A device fault: the daemon restarts in place (exec, the way a CUDA context needs it);
+# the unit does not restart: same PID, NRestarts unchanged.
 mkdir -p "/run/systemd/system/$unit.d"
-printf '[Service]\nExecStart=\nExecStart=/usr/sbin/sseqd --device 0 --inject device-lost-op=5\n' \
+printf '[Service]\nExecStart=\nExecStart=/usr/sbin/sseqd --device 0 --inject device-lost-op=5 --device-reset exec\n' \
 	>"/run/systemd/system/$unit.d/fault.conf"
 systemctl daemon-reload
 systemctl restart "$unit"

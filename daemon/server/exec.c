@@ -65,8 +65,7 @@ static int exec_function_target(
 		return req_error(s, -EINVAL, "Execute without a module function");
 	*m = session_lookup(s, mf->module, HANDLE_MODULE);
 	if (!*m)
-		return req_error(
-			s, REQ_UNKNOWN_HANDLE, "unknown module handle %#" PRIx64, mf->module);
+		return session_unknown_handle(s, mf->module, "module");
 	if (!mf->name || !*mf->name || strlen(mf->name) > SESSION_MAX_FN_NAME)
 		return req_error(s, -EINVAL, "a module function needs a name of 1 to %u bytes",
 			SESSION_MAX_FN_NAME);
@@ -110,10 +109,12 @@ static int exec_function_args(
 			continue;
 		}
 		sb = session_lookup(s, a->buffer->handle, HANDLE_BUFFER);
-		if (!sb)
-			return req_error(s, REQ_UNKNOWN_HANDLE,
-				"argument %u: unknown buffer handle %#" PRIx64, i,
-				a->buffer->handle);
+		if (!sb) {
+			char what[32];
+
+			snprintf(what, sizeof(what), "argument %u: buffer", i);
+			return session_unknown_handle(s, a->buffer->handle, what);
+		}
 		access = (unsigned)a->buffer->access;
 		if (access < KARG_IN || access > KARG_INOUT)
 			return req_error(s, REQ_BAD_ARGUMENT_TYPE,
@@ -194,10 +195,12 @@ int req_execute(struct session *s, const Sseq__Request *rq)
 		switch (t) {
 		case KARG_BUFFER: {
 			struct sbuf *sb = session_lookup(s, a->buffer->handle, HANDLE_BUFFER);
-			if (!sb)
-				return req_error(s, REQ_UNKNOWN_HANDLE,
-					"%s argument %u: unknown buffer handle %#" PRIx64, k->name,
-					i, a->buffer->handle);
+			if (!sb) {
+				char what[64];
+
+				snprintf(what, sizeof(what), "%s argument %u: buffer", k->name, i);
+				return session_unknown_handle(s, a->buffer->handle, what);
+			}
 			if ((unsigned)a->buffer->access != k->access[i])
 				return req_error(s, REQ_BAD_ARGUMENT_TYPE,
 					"%s argument %u must be marked %s, got %s", k->name, i,

@@ -208,8 +208,13 @@ static int req_free(struct session *s, const Sseq__Request *rq)
 	uint64_t h = rq->free->buffer;
 	struct sbuf *sb = session_lookup(s, h, HANDLE_BUFFER);
 
+	if (!sb && session_handle_lost(s, h)) {
+		session_handle_drop(s, h); /* nothing behind it any more */
+		session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
+		return 0;
+	}
 	if (!sb)
-		return req_error(s, REQ_UNKNOWN_HANDLE, "unknown buffer handle %#" PRIx64, h);
+		return session_unknown_handle(s, h, "buffer");
 	session_handle_drop(s, h);
 	sbuf_release(s, sb); /* the sequencer defers the memory until it is idle (I5) */
 	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
@@ -225,8 +230,7 @@ static int req_slice(struct session *s, const Sseq__Request *rq)
 	int r;
 
 	if (!sb)
-		return req_error(
-			s, REQ_UNKNOWN_HANDLE, "unknown buffer handle %#" PRIx64, sl->buffer);
+		return session_unknown_handle(s, sl->buffer, "buffer");
 	if (sl->length == 0 || sl->offset > sb->buf->size ||
 		sl->length > sb->buf->size - sl->offset)
 		return req_error(s, -ERANGE,
@@ -327,9 +331,12 @@ static int req_range(struct session *s, uint64_t handle, uint64_t off, uint64_t 
 {
 	struct sbuf *sb = session_lookup(s, handle, HANDLE_BUFFER);
 
-	if (!sb)
-		return req_error(
-			s, REQ_UNKNOWN_HANDLE, "unknown %s buffer handle %#" PRIx64, what, handle);
+	if (!sb) {
+		char kind[32];
+
+		snprintf(kind, sizeof(kind), "%s buffer", what);
+		return session_unknown_handle(s, handle, kind);
+	}
 	if (off > sb->buf->size || len > sb->buf->size - off)
 		return req_error(s, -ERANGE,
 			"%s range [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64 " bytes",
@@ -461,8 +468,7 @@ static int req_await(struct session *s, const Sseq__Request *rq)
 	struct sbuf *sb = session_lookup(s, rq->await->buffer, HANDLE_BUFFER);
 
 	if (!sb)
-		return req_error(s, REQ_UNKNOWN_HANDLE, "unknown buffer handle %#" PRIx64,
-			rq->await->buffer);
+		return session_unknown_handle(s, rq->await->buffer, "buffer");
 	return session_watch(s, rq, sb->buf);
 }
 

@@ -121,6 +121,7 @@ void server_device_reset(struct server *srv, uint32_t first_failed)
 	int r;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	srv->resets.fault_ns = (uint64_t)t0.tv_sec * 1000000000u + (uint64_t)t0.tv_nsec;
 	srv->resets.count++;
 	gmtime_r(&now, &tm);
 	strftime(srv->resets.at, sizeof(srv->resets.at), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -129,32 +130,45 @@ void server_device_reset(struct server *srv, uint32_t first_failed)
 		"device reset %" PRIu64 ": a fault poisoned the GPU context, caused by %s; "
 		"failing the work in flight and building the context again",
 		srv->resets.count, srv->resets.cause);
-	r = backend_reset(&srv->backend);
+	r = srv->opts.reset_exec ? -ENOTRECOVERABLE : backend_reset(&srv->backend);
 	/* What the old context's threads reported while they stopped is moot: seq_reset
 	 * fails all of it. */
 	b = cq_take(srv->cq);
 	cq_done(srv->cq, b);
-	if (r < 0) {
-		log_err("reset",
-			"the device cannot be brought back: %s; stopping so that the "
-			"service manager restarts sseqd",
+	if (r < 0 && r != -ENOTRECOVERABLE)
+		log_warn("reset",
+			"the device cannot be built again in this process (%s): "
+			"restarting in place",
 			strerror(-r));
-		srv->fatal = r;
-		srv->resets.failed++;
-	} else {
+	else if (r == 0)
 		reload_modules(srv);
-	}
 	srv->resetting = true;
 	srv->resets.buffers_lost += seq_reset(srv->seq, -EIO);
 	srv->resetting = false;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	srv->resets.last_ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
 		(uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000000;
-	if (r == 0)
+	if (r == 0) {
 		log_notice("reset",
 			"device reset %" PRIu64 " done in %" PRIu64
 			" ms: serving again (buffers lost so far: %" PRIu64 ")",
 			srv->resets.count, srv->resets.last_ms, srv->resets.buffers_lost);
+		return;
+	}
+	/* Only a new process can: exec, keeping the PID, the socket and the sessions. */
+	server_restart_in_place(srv);
+	srv->resets.failed++; /* still here: the exec failed, and fatal is set */
+}
+
+int session_unknown_handle(struct session *s, uint64_t handle, const char *what)
+{
+	char text[96];
+
+	if (!session_handle_lost(s, handle))
+		return req_error(
+			s, REQ_UNKNOWN_HANDLE, "unknown %s handle %#" PRIx64, what, handle);
+	snprintf(text, sizeof(text), "%s handle %#" PRIx64, what, handle);
+	return server_lost_error(s->srv, -ENXIO, text);
 }
 
 int server_lost_error(struct server *srv, int outcome, const char *what)

@@ -99,6 +99,11 @@ struct server_options {
 	const char *module_dir;
 	struct seq_config seq;
 	struct server_limits limits;
+	/* A device reset restarts the daemon in place (exec) at once, without trying to
+	 * build the context again in this process (--device-reset exec); and the
+	 * command line to exec. */
+	bool reset_exec;
+	char *const *argv;
 };
 
 /* What the limits refused, and what is held against them now. */
@@ -183,6 +188,7 @@ struct server {
 		unsigned suspects; /* ops running when the last one's fault was seen */
 		char at[32]; /* when the last one happened (UTC) */
 		char cause[512]; /* who caused it, as far as can be known */
+		uint64_t fault_ns; /* CLOCK_MONOTONIC when the last fault was seen */
 	} resets;
 	bool resetting; /* inside seq_reset: failed ops name the reset */
 	int fatal; /* a reset failed: the daemon stops, and exits with a failure */
@@ -217,6 +223,14 @@ int server_points_init(struct server *srv);
 void server_point_launched(struct server *srv, struct op_rec *rec);
 void server_point_done(struct server *srv, const struct op_rec *rec);
 void server_device_reset(struct server *srv, uint32_t first_failed);
+/* resume.c: the restart in place (exec, same PID, sessions handed over) when this
+ * process cannot build a device context again; and the new process's side: the hand-over
+ * memfd named in the environment (-1 if none), the listening socket in it, the sessions
+ * taken over (after server_init; it then says how long the reset took in all). */
+void server_restart_in_place(struct server *srv);
+int server_resume_fd(void);
+int server_resume_listen_fd(int in);
+int server_adopt(struct server *srv, int in);
 /* req_error() for a use of something lost in a reset (`what`: "a buffer it names"). */
 int server_lost_error(struct server *srv, int outcome, const char *what);
 /* The backend's finding hook: logs the finding. */

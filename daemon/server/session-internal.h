@@ -60,6 +60,10 @@ int req_staging_range(
 
 /* module.c */
 void smodule_unref(struct server *srv, struct smodule *m);
+/* The refusal for a handle that names nothing of the kind asked for: an unknown handle,
+ * or one lost in a device reset (which says so). `what`: "buffer", "argument 2: buffer",
+ * "module", "staging". */
+int session_unknown_handle(struct session *s, uint64_t handle, const char *what);
 /* Drop the cached function lookups (the module was loaded again). */
 void smodule_forget_functions(struct smodule *m);
 int smodule_function(struct server *srv, struct smodule *m, const char *name, void **fn);

@@ -68,6 +68,14 @@ void *session_lookup(const struct session *s, uint64_t handle, enum handle_kind 
 	return slot->obj;
 }
 
+bool session_handle_lost(const struct session *s, uint64_t handle)
+{
+	uint32_t low = (uint32_t)(handle & 0xffffffffu);
+
+	return low && low <= s->nslots && s->slots[low - 1].kind == HANDLE_LOST &&
+		s->slots[low - 1].gen == (uint32_t)(handle >> 32);
+}
+
 void session_info(const struct session *s, struct session_info *info)
 {
 	*info = (struct session_info){

@@ -18,11 +18,15 @@ enum handle_kind {
 	HANDLE_BUFFER,
 	HANDLE_STAGING,
 	HANDLE_MODULE,
+	/* A buffer, slice or module that lived on a device context that is gone (a device
+	 * reset restarted the daemon in place): using it says so; freeing it just drops it. */
+	HANDLE_LOST,
 };
 
 /* A staging arena: the client's sealed memfd, mapped here and registered with the device. */
 struct staging {
 	struct session *owner;
+	int fd; /* the client's memfd, kept: a restart in place maps it again */
 	void *addr;
 	uint64_t size;
 	uint64_t handle;
@@ -148,6 +152,8 @@ void session_follow_trace(struct session *s);
 void session_notice(struct session *s, Sseq__Status status, const char *message);
 /* Look up a handle of this session, or NULL. */
 void *session_lookup(const struct session *s, uint64_t handle, enum handle_kind kind);
+/* Whether `handle` names a HANDLE_LOST slot of s. */
+bool session_handle_lost(const struct session *s, uint64_t handle);
 
 /* What inspection (query.c) may know of a session: it reads sessions only through these
  * accessors, never through struct session. The strings live as long as the session. */

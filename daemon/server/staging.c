@@ -19,6 +19,7 @@ void staging_unref(struct server *srv, struct staging *st)
 		return;
 	backend_staging_unregister(&srv->backend, st->addr, st->size);
 	munmap(st->addr, st->size);
+	close(st->fd);
 	free(st);
 }
 
@@ -103,16 +104,18 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 			(long long)sb.st_size, sr->size);
 	}
 	addr = mmap(NULL, sr->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
 	/* Whatever mmap says, the daemon's address space is what ran out. */
-	if (addr == MAP_FAILED)
+	if (addr == MAP_FAILED) {
+		close(fd);
 		return req_error(s, -ENOMEM, "cannot map staging arena: %s", strerror(errno));
+	}
 	st = calloc(1, sizeof(*st));
 	if (!st) {
 		munmap(addr, sr->size);
+		close(fd);
 		return req_error(s, -ENOMEM, "out of memory");
 	}
-	*st = (struct staging){.owner = s, .addr = addr, .size = sr->size, .refs = 1};
+	*st = (struct staging){.owner = s, .fd = fd, .addr = addr, .size = sr->size, .refs = 1};
 	snprintf(st->label, sizeof(st->label), "%s", sr->label ? sr->label : "");
 	r = backend_staging_register(&s->srv->backend, addr, sr->size);
 	if (r < 0 || session_handle_new(s, HANDLE_STAGING, st, &st->handle) < 0) {
@@ -121,6 +124,7 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 			r = -ENOMEM; /* the handle table's */
 		}
 		munmap(addr, sr->size);
+		close(fd);
 		free(st);
 		/* Pinning refused (hipHostRegister's -EEXIST is no double definition): the
 		 * host memory the daemon may pin ran out, whatever the backend's errno. */
@@ -140,7 +144,7 @@ int req_staging_unregister(struct session *s, const Sseq__Request *rq)
 	struct staging *st = session_lookup(s, h, HANDLE_STAGING);
 
 	if (!st)
-		return req_error(s, REQ_UNKNOWN_HANDLE, "unknown staging handle %#" PRIx64, h);
+		return session_unknown_handle(s, h, "staging");
 	session_handle_drop(s, h);
 	s->stagings--;
 	s->staging_bytes -= st->size;
@@ -157,7 +161,7 @@ int req_staging_range(
 	struct staging *st = session_lookup(s, handle, HANDLE_STAGING);
 
 	if (!st)
-		return req_error(s, REQ_UNKNOWN_HANDLE, "unknown staging handle %#" PRIx64, handle);
+		return session_unknown_handle(s, handle, "staging");
 	if (off > st->size || len > st->size - off)
 		return req_error(s, -ERANGE,
 			"staging range [%" PRIu64 ", +%" PRIu64 ") outside arena of %" PRIu64

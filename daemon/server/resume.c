@@ -1,0 +1,354 @@
+/* Restarting in place after a device reset the backend cannot make in this process: on
+ * CUDA a sticky fault (an illegal address, a trap) leaves the process unable to create
+ * a context again, whatever cudaDeviceReset says; only a new process can. So the daemon
+ * execs itself: same PID (systemd sees no restart), the listening socket and every
+ * client's connection kept open across the exec, and the sessions handed over in a
+ * memfd: who each client is, its lanes, its unread input, and its handle table, in which
+ * staging arenas survive (their memfds are kept and mapped again) while buffers, slices
+ * and modules become HANDLE_LOST, so that each use says which reset lost it.
+ *
+ * The hand-over is a memfd of records: a header, then per session a fixed part, its
+ * slots, and its unread input bytes. Written and read by the same binary. */
+#include "session-internal.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define RESUME_MAGIC 0x5345515352455331ull /* "SEQSRES1" */
+#define RESUME_ENV "SSEQD_RESUME_FD"
+
+struct resume_header {
+	uint64_t magic;
+	uint64_t next_session, sessions_total;
+	uint64_t resets, resets_failed, buffers_lost, last_ms, fault_ns;
+	char at[32];
+	char cause[512];
+	int32_t listen_fd;
+	int32_t owns_socket; /* sseqd made the socket file: the last process unlinks it */
+	uint32_t nsessions;
+};
+
+struct resume_session {
+	int32_t fd;
+	uint32_t pid, uid;
+	uint64_t id;
+	char name[64], worker[32];
+	uint32_t nlanes, lanes[SESSION_MAX_LANES];
+	uint32_t nslots;
+	uint64_t in_len;
+};
+
+struct resume_slot {
+	uint32_t kind, gen;
+	/* HANDLE_STAGING: */
+	int32_t fd;
+	uint64_t size;
+	char label[48];
+};
+
+static bool put(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n) {
+		ssize_t w = write(fd, c, n);
+
+		if (w <= 0)
+			return false;
+		c += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+static bool get(int fd, void *p, size_t n)
+{
+	char *c = p;
+
+	while (n) {
+		ssize_t r = read(fd, c, n);
+
+		if (r <= 0)
+			return false;
+		c += r;
+		n -= (size_t)r;
+	}
+	return true;
+}
+
+static void keep_across_exec(int fd)
+{
+	fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) & ~FD_CLOEXEC);
+}
+
+static bool write_session(int out, struct session *s)
+{
+	struct resume_session rs = {.fd = s->fd,
+		.pid = s->pid,
+		.uid = s->uid,
+		.id = s->id,
+		.nlanes = s->nlanes,
+		.nslots = s->nslots,
+		.in_len = s->in_len};
+
+	memcpy(rs.name, s->name, sizeof(rs.name));
+	memcpy(rs.worker, s->worker, sizeof(rs.worker));
+	memcpy(rs.lanes, s->lanes, sizeof(rs.lanes));
+	keep_across_exec(s->fd);
+	if (!put(out, &rs, sizeof(rs)))
+		return false;
+	for (uint32_t i = 0; i < s->nslots; i++) {
+		const struct handle_slot *sl = &s->slots[i];
+		struct resume_slot r = {.kind = HANDLE_LOST, .gen = sl->gen, .fd = -1};
+
+		if (sl->kind == HANDLE_FREE) {
+			r.kind = HANDLE_FREE;
+		} else if (sl->kind == HANDLE_STAGING) {
+			const struct staging *st = sl->obj;
+
+			r.kind = HANDLE_STAGING;
+			r.fd = st->fd;
+			r.size = st->size;
+			memcpy(r.label, st->label, sizeof(r.label));
+			keep_across_exec(st->fd);
+		}
+		if (!put(out, &r, sizeof(r)))
+			return false;
+	}
+	return put(out, s->in, s->in_len);
+}
+
+/* Replies written out as far as the clients take them, for at most ~200 ms in all: the
+ * failures of what was in flight should reach them before the exec. */
+static void flush_all(struct server *srv)
+{
+	for (int round = 0; round < 20; round++) {
+		bool pending = false;
+
+		for (struct session *s = srv->sessions; s; s = s->next) {
+			session_flush(s);
+			pending |= s->connected && s->out_off < s->out_len;
+		}
+		if (!pending)
+			return;
+		poll(NULL, 0, 10);
+	}
+}
+
+void server_restart_in_place(struct server *srv)
+{
+	struct resume_header h = {.magic = RESUME_MAGIC,
+		.next_session = srv->next_session,
+		.sessions_total = srv->sessions_total,
+		.resets = srv->resets.count,
+		.resets_failed = srv->resets.failed,
+		.buffers_lost = srv->resets.buffers_lost,
+		.last_ms = srv->resets.last_ms,
+		.fault_ns = srv->resets.fault_ns,
+		.listen_fd = srv->listen_fd,
+		.owns_socket = srv->opts.listen_fd < 0};
+	char env[32];
+	int out;
+
+	flush_all(srv);
+	memcpy(h.at, srv->resets.at, sizeof(h.at));
+	memcpy(h.cause, srv->resets.cause, sizeof(h.cause));
+	for (struct session *s = srv->sessions; s; s = s->next)
+		h.nsessions += s->connected && !s->closing;
+	out = memfd_create("sseqd-resume", 0);
+	if (out < 0 || !put(out, &h, sizeof(h)))
+		goto fail;
+	for (struct session *s = srv->sessions; s; s = s->next)
+		if (s->connected && !s->closing && !write_session(out, s))
+			goto fail;
+	if (lseek(out, 0, SEEK_SET) < 0)
+		goto fail;
+	if (srv->listen_fd >= 0)
+		keep_across_exec(srv->listen_fd);
+	snprintf(env, sizeof(env), "%d", out);
+	setenv(RESUME_ENV, env, 1);
+	log_notice("reset",
+		"restarting in place (exec, same PID) with %u sessions: this process "
+		"cannot make a new device context",
+		h.nsessions);
+	execv("/proc/self/exe", srv->opts.argv);
+	log_err("reset", "cannot exec /proc/self/exe: %s", strerror(errno));
+fail:
+	log_err("reset",
+		"cannot restart in place: %s; stopping so that the service manager "
+		"restarts sseqd",
+		strerror(errno));
+	unsetenv(RESUME_ENV);
+	if (out >= 0)
+		close(out);
+	srv->fatal = -EIO;
+}
+
+/* ---- the new process's side ---- */
+
+int server_resume_fd(void)
+{
+	const char *env = getenv(RESUME_ENV);
+	char *end;
+	long fd;
+
+	if (!env || !*env)
+		return -1;
+	fd = strtol(env, &end, 10);
+	unsetenv(RESUME_ENV);
+	return *end || fd < 0 ? -1 : (int)fd;
+}
+
+int server_resume_listen_fd(int in)
+{
+	struct resume_header h;
+
+	if (pread(in, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || h.magic != RESUME_MAGIC)
+		return -1;
+	return h.listen_fd;
+}
+
+static int adopt_staging(struct session *s, const struct resume_slot *r, struct staging **out)
+{
+	void *addr = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+	struct staging *st;
+
+	if (addr == MAP_FAILED)
+		return -ENOMEM;
+	st = calloc(1, sizeof(*st));
+	if (!st || backend_staging_register(&s->srv->backend, addr, r->size) < 0) {
+		free(st);
+		munmap(addr, r->size);
+		return -ENOMEM;
+	}
+	*st = (struct staging){.owner = s, .fd = r->fd, .addr = addr, .size = r->size, .refs = 1};
+	memcpy(st->label, r->label, sizeof(st->label));
+	st->label[sizeof(st->label) - 1] = '\0';
+	s->stagings++;
+	s->staging_bytes += r->size;
+	s->srv->limit.staging_bytes += r->size;
+	s->srv->limit.arenas++;
+	*out = st;
+	return 0;
+}
+
+/* One session's slots, as they were: arenas mapped again, everything else lost. */
+static int adopt_slots(int in, struct session *s, uint32_t nslots)
+{
+	uint32_t cap = 16;
+
+	while (cap < nslots)
+		cap *= 2;
+	s->slots = calloc(cap, sizeof(*s->slots));
+	if (!s->slots)
+		return -ENOMEM;
+	s->nslots = nslots;
+	for (uint32_t i = 0; i < nslots; i++) {
+		struct handle_slot *sl = &s->slots[i];
+		struct resume_slot r;
+
+		if (!get(in, &r, sizeof(r)))
+			return -EIO;
+		sl->gen = r.gen;
+		sl->kind = (enum handle_kind)r.kind;
+		if (r.kind == HANDLE_STAGING) {
+			struct staging *st;
+
+			if (adopt_staging(s, &r, &st) < 0) {
+				close(r.fd);
+				sl->kind = HANDLE_LOST; /* could not map it again: say so */
+			} else {
+				st->handle = ((uint64_t)r.gen << 32) | (i + 1);
+				sl->obj = st;
+			}
+		}
+		if (sl->kind == HANDLE_FREE) {
+			sl->next_free = s->free_slot;
+			s->free_slot = i + 1;
+		} else {
+			s->nhandles++;
+		}
+	}
+	return 0;
+}
+
+static int adopt_session(int in, struct server *srv)
+{
+	struct resume_session rs;
+	struct session *s;
+	int r;
+
+	if (!get(in, &rs, sizeof(rs)))
+		return -EIO;
+	s = session_new(srv, rs.fd);
+	if (!s)
+		return -ENOMEM;
+	s->id = rs.id;
+	s->pid = rs.pid;
+	s->uid = rs.uid;
+	s->hello = true;
+	memcpy(s->name, rs.name, sizeof(s->name));
+	memcpy(s->worker, rs.worker, sizeof(s->worker));
+	s->nlanes = rs.nlanes <= SESSION_MAX_LANES ? rs.nlanes : SESSION_MAX_LANES;
+	memcpy(s->lanes, rs.lanes, sizeof(s->lanes));
+	r = adopt_slots(in, s, rs.nslots);
+	if (r < 0)
+		return r;
+	if (rs.in_len) {
+		s->in = malloc(rs.in_len);
+		if (!s->in || !get(in, s->in, rs.in_len))
+			return -EIO;
+		s->in_len = s->in_cap = rs.in_len;
+		srv->limit.input_bytes += rs.in_len;
+		server_resume_session(srv, s); /* its buffered frames run at the first turn */
+	}
+	return 0;
+}
+
+int server_adopt(struct server *srv, int in)
+{
+	struct resume_header h;
+	int r = 0;
+
+	if (!get(in, &h, sizeof(h)) || h.magic != RESUME_MAGIC) {
+		close(in);
+		return -EINVAL;
+	}
+	srv->resets.count = h.resets;
+	srv->resets.failed = h.resets_failed;
+	srv->resets.buffers_lost = h.buffers_lost;
+	srv->resets.last_ms = h.last_ms;
+	memcpy(srv->resets.at, h.at, sizeof(h.at));
+	memcpy(srv->resets.cause, h.cause, sizeof(h.cause));
+	srv->resets.at[sizeof(h.at) - 1] = srv->resets.cause[sizeof(h.cause) - 1] = '\0';
+	for (uint32_t i = 0; i < h.nsessions && r == 0; i++)
+		r = adopt_session(in, srv);
+	srv->next_session = h.next_session;
+	srv->sessions_total = h.sessions_total;
+	if (h.owns_socket)
+		srv->opts.listen_fd = -1; /* server_finish unlinks it, as the first one would */
+	close(in);
+	{
+		struct timespec now;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		srv->resets.fault_ns = h.fault_ns;
+		srv->resets.last_ms =
+			((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec - h.fault_ns) /
+			1000000u;
+	}
+	log_notice("reset",
+		"device reset %" PRIu64 " done in %" PRIu64 " ms: restarted in place, %u sessions "
+		"kept (their buffers and modules lost, their staging arenas kept)%s",
+		h.resets, srv->resets.last_ms, h.nsessions,
+		r < 0 ? "; some could not be taken over" : "");
+	return r;
+}
