@@ -57,6 +57,12 @@ static unsigned conf_scaled(unsigned n, unsigned divisor)
 	return (n + divisor - 1) / divisor;
 }
 
+/* The sim builds its device again in place. */
+static bool conf_reset_in_process(void)
+{
+	return true;
+}
+
 static int conf_create(struct backend *be, const struct backend_env *env, const void *opts)
 {
 	const struct conf_opts *o = opts;
@@ -94,6 +100,12 @@ static bool conf_present(void)
 static unsigned conf_scaled(unsigned n, unsigned divisor)
 {
 	return hip_harness_scaled(n, divisor);
+}
+
+/* The fake runtime can; CUDA cannot after a sticky fault (not known for ROCm). */
+static bool conf_reset_in_process(void)
+{
+	return hip_harness_fake_cuda();
 }
 
 /* The kernel image: $SSEQ_KERNELS, else the one built beside this suite (the build tree
@@ -766,6 +778,22 @@ START_TEST(test_a_lost_context_is_reset_and_serves_again)
 
 	r = backend_reset(&H.be);
 	printf("%s: reset after a lost context: %d\n", B.name, r);
+	if (r < 0 && !conf_reset_in_process()) {
+		/* CUDA cannot make a context again in a process after a sticky fault: the
+		 * daemon restarts in place instead (tests/test-reset.c, tests/gpu/fault.sh). */
+		printf("%s: the context cannot be made again in this process: %s\n", B.name,
+			strerror(-r));
+		ck_assert(backend_device_lost(&H.be));
+		batch = cq_take(&H.cq.q);
+		cq_done(&H.cq.q, batch);
+		seq_reset(H.seq, -EIO);
+		h_free((struct seq_buffer *[]){a}, 1);
+		h_unstage(ha, 4096);
+		h_unstage(hb, 4096);
+		h_unstage(out, 4096);
+		h_teardown();
+		return;
+	}
 	ck_assert_int_eq(r, 0);
 	ck_assert(!backend_device_lost(&H.be));
 	batch = cq_take(&H.cq.q); /* the old context's: seq_reset fails all of it */

@@ -26,7 +26,15 @@ t0=$(date +%s.%N)
 timeout 300 python3 -m pytest -q -n 16 -p sseq.pytest_plugin -p no:cacheprovider tests/python \
 	>"$O/fault-pytest-during.log" 2>&1 &
 ppid=$!
-sleep 4 # the workers are up and running tests
+# Once the workers are connected and running tests (xdist takes ~4 s to start them).
+for _ in $(seq 100); do
+	n=$("$R/client/ctl/sseqctl" --socket "$sock" --json clients 2>/dev/null |
+		python3 -c "import json,sys; print(len(json.load(sys.stdin)['clients']))" 2>/dev/null)
+	[ "${n:-0}" -ge 16 ] && break
+	sleep 0.1
+done
+sleep "${FAULT_AFTER_S:-1}"
+echo "clients connected when the fault came: ${n:-0}"
 python3 tests/gpu/fault_client.py oob_write 2>&1 | tee "$O/fault-oob.txt"
 wait "$ppid"
 rc=$?
@@ -40,7 +48,7 @@ timeout 300 python3 -m pytest -q -n 16 -p sseq.pytest_plugin -p no:cacheprovider
 	>"$O/fault-pytest-after.log" 2>&1
 echo "after, same daemon: pytest -n 16 rc=$? seconds=$(awk "BEGIN {print $(date +%s.%N) - $t0}") $(tail -1 "$O/fault-pytest-after.log")"
 for k in trap_now assert_nonzero oob_write; do
-	python3 tests/gpu/fault_client.py "$k" 2>&1 | tail -1
+	python3 tests/gpu/fault_client.py "$k" 2>&1 | sed 's/ message=.*//'
 done
 "$R/client/ctl/sseqctl" --socket "$sock" status | head -3
 "$R/client/ctl/sseqctl" --socket "$sock" --json stats >"$O/fault-stats.json"
