@@ -63,6 +63,9 @@ static void usage(FILE *f)
 		"      --device-reset MODE  after a fault that poisons the device context:\n"
 		"                           auto (build it again in this process, else restart\n"
 		"                           in place: exec, same PID, sessions kept) or exec\n"
+		"      --isolate-faults     after a reset with several suspects, run each\n"
+		"                           suspect session's kernels alone, so that its next\n"
+		"                           fault is attributed exactly\n"
 		"      --module-dir DIR     where LoadModule may load code objects from (hip)\n"
 		"      --audit              check on the GPU's timestamps that every operation\n"
 		"                           started after its producers finished (hip)\n"
@@ -271,6 +274,7 @@ enum {
 	OPT_D2D,
 	OPT_SUBMIT,
 	OPT_DEVICE_RESET,
+	OPT_ISOLATE,
 	OPT_MODULE_DIR,
 	OPT_KERNELS,
 	OPT_AUDIT,
@@ -291,6 +295,7 @@ static const struct option fixed_opts[] = {
 	{"d2d-streams", required_argument, NULL, OPT_D2D},
 	{"submit-threads", required_argument, NULL, OPT_SUBMIT},
 	{"device-reset", required_argument, NULL, OPT_DEVICE_RESET},
+	{"isolate-faults", no_argument, NULL, OPT_ISOLATE},
 	{"module-dir", required_argument, NULL, OPT_MODULE_DIR},
 	{"kernels", required_argument, NULL, OPT_KERNELS},
 	{"audit", no_argument, NULL, OPT_AUDIT},
@@ -381,6 +386,9 @@ static int parse_option(struct daemon_opts *o, int c)
 		break;
 	case OPT_AUDIT:
 		o->be.audit = true;
+		break;
+	case OPT_ISOLATE:
+		o->srv.isolate_faults = true;
 		break;
 	case OPT_DEVICE_RESET:
 		if (strcmp(optarg, "auto") && strcmp(optarg, "exec"))

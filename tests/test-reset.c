@@ -130,10 +130,61 @@ START_TEST(test_a_poisoned_context_restarts_the_daemon_in_place)
 }
 END_TEST
 
+/* --isolate-faults: two sessions' kernels running when the context is poisoned are both
+ * suspects and named so; from then on each one's kernels run alone, so the next fault is
+ * pinned on its session exactly. */
+START_TEST(test_isolate_faults_attributes_the_next_fault_exactly)
+{
+	const char *const args[] = {"--sim-delay", "compute=100ms", "--inject", "device-lost-op=2",
+		"--inject", "device-lost-op=5", "--isolate-faults", NULL};
+	uint64_t ya, yb, ka, kb;
+	char msg[1024];
+	int a, b;
+
+	SIM_ONLY();
+	daemon_start(args);
+	a = conn_worker("gw1");
+	b = conn_worker("gw2");
+	ck_assert_int_eq(do_alloc(a, 1024, &ya), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
+	kb = send_exec(b, "spin", "u", NULL, (double[]){400000}); /* launch 1: 0.5 s */
+	ck_assert_int_eq(reply_status(b, kb), SSEQ__STATUS__STATUS_OK);
+	ka = send_exec(a, "fill", "ofu", &ya, (double[]){2, 256}); /* launch 2: poisons */
+	ck_assert_int_eq(reply_status(a, ka), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		completion_msg(a, ka, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_has(msg, "also running then:"); /* both ran: suspects */
+	ck_assert_int_eq(
+		completion_msg(b, kb, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+
+	ck_assert_int_eq(do_free(a, ya), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_free(b, yb), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(a, 1024, &ya), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
+	ka = send_exec(a, "fill", "ofu", &ya, (double[]){3, 256}); /* launch 3, alone */
+	kb = send_exec(b, "fill", "ofu", &yb, (double[]){4, 256}); /* launch 4, alone */
+	ck_assert_int_eq(reply_status(a, ka), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(b, kb), SSEQ__STATUS__STATUS_OK);
+	ka = send_exec(a, "spin", "u", NULL, (double[]){0}); /* launch 5: poisons, alone */
+	ck_assert_int_eq(reply_status(a, ka), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		completion_msg(a, ka, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_has(msg, "device reset 2");
+	ck_has(msg, "gw1");
+	ck_has(msg, "kernel spin");
+	ck_has(msg, "it ran alone: exact");
+	ck_assert_msg(!strstr(msg, "also running then"), "%s", msg);
+	close(a);
+	close(b);
+	daemon_stop();
+}
+END_TEST
+
 static void add_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_a_poisoned_context_is_reset_and_the_daemon_serves_again);
 	tcase_add_test(tc, test_a_poisoned_context_restarts_the_daemon_in_place);
+	tcase_add_test(tc, test_isolate_faults_attributes_the_next_fault_exactly);
 }
 
 int main(int argc, char **argv)

@@ -54,6 +54,7 @@ struct seq {
 	struct seq_layout layout; /* the streams' numbering */
 	struct stream streams[SEQ_MAX_STREAMS];
 	unsigned rr_d2h, rr_d2d;
+	struct seq_point barrier; /* the last exclusive op: later ops wait for it (seq 0: none) */
 	struct seq_buffer *all; /* every live buffer object */
 	struct seq_buffer **pending; /* bases freed by their owner, still in use */
 	size_t npending, cappending;
@@ -633,6 +634,23 @@ static void needs_add(struct submit_needs *n, struct seq_point p, const struct s
 	}
 }
 
+/* An exclusive op waits for the last point issued on every other stream; any op waits
+ * for the last exclusive one, until that is complete. */
+static void submit_needs_exclusive(
+	struct seq *seq, const struct seq_op *op, uint32_t s, struct submit_needs *n)
+{
+	if (seq->barrier.seq && !point_complete(seq, seq->barrier) && seq->barrier.stream != s)
+		needs_add(n, seq->barrier, NULL);
+	if (!op->exclusive)
+		return;
+	for (uint32_t x = 0; x < seq->layout.nstreams; x++) {
+		const struct stream *o = &seq->streams[x];
+
+		if (x != s && o->issued > o->completed)
+			needs_add(n, (struct seq_point){x, o->issued}, NULL);
+	}
+}
+
 /* I1/I2: the latest point on each stream that op must wait for (its inputs' producers,
  * and for what it writes, their readers). Fills in each access's device view for the
  * backend. */
@@ -750,6 +768,8 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 		return r;
 	needs.mask = 0;
 	submit_needs(seq, op, s, &needs);
+	if (seq->barrier.seq || op->exclusive)
+		submit_needs_exclusive(seq, op, s, &needs);
 	r = submit_waits(seq, op, s, rec, &needs);
 	if (r < 0)
 		return r;
@@ -759,6 +779,8 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 	if (r < 0)
 		return op_fail(seq, op, s, r, SEQ_FAIL_LAUNCH, NULL, p);
 	st->issued = p.seq;
+	if (op->exclusive)
+		seq->barrier = p;
 	rec->cookie = op->cookie;
 	rec->want_done = op->want_done;
 	submit_commit(seq, op, p, affine);

@@ -63,6 +63,10 @@ struct seq_op {
 	void *payload; /* opaque to the core: staging ranges, kernel, scalars */
 	uint32_t lane; /* SEQ_LANE(n) or SEQ_LANE_NONE */
 	bool want_done; /* call backend->done(cookie, status) when the op's point completes */
+	/* Run alone on the device: after everything issued so far on every stream, and
+	 * everything issued later waits for it (sseqd --isolate-faults, so that a fault in
+	 * it is attributed exactly). */
+	bool exclusive;
 	uint64_t cookie;
 	/* Set by seq_submit() when it fails the op: why, and the failed producer if any. */
 	enum seq_fail_cause {

@@ -1452,6 +1452,38 @@ START_TEST(test_reset_fails_in_flight_work_and_loses_every_buffer)
 }
 END_TEST
 
+/* An exclusive op (--isolate-faults) runs alone: after the last point issued on every
+ * other stream, and every op issued after it, on any stream and whatever it touches,
+ * waits for it until it is complete. */
+START_TEST(test_exclusive_op_runs_alone)
+{
+	struct seq_buffer *a, *b, *c, *d;
+	struct seq_point at;
+	struct seq_op op;
+
+	fx_start(NULL);
+	bufs_new(&a, &b, &c, &d, NULL);
+	h2d(a); /* 1:1, unrelated to what follows */
+	ck_assert_int_eq(submit(SEQ_OP_D2H, &at, 1, b, SEQ_READ), 0); /* 2:1 */
+	log_clear();
+	op = op_make(SEQ_OP_EXEC, 1, c, SEQ_WRITE);
+	op.exclusive = true;
+	ck_assert_int_eq(seq_submit(F.seq, &op, &at), 0);
+	ck_point(at, S_COMPUTE, 1);
+	ck_log_has("wait 0 1:1");
+	ck_log_has("wait 0 2:1");
+	/* Later ops on other streams wait for it, though they share nothing with it. */
+	log_clear();
+	ck_assert_int_eq(submit(SEQ_OP_H2D, &at, 1, d, SEQ_WRITE), 0);
+	ck_log_has("wait 1 0:1");
+	/* Once it is complete nothing waits for it any more. */
+	settle_all();
+	log_clear();
+	ck_assert_int_eq(submit(SEQ_OP_D2H, &at, 1, a, SEQ_READ), 0);
+	ck_log_count("wait ", 0);
+}
+END_TEST
+
 /* A copy that fails on the device: launched, then its event completes with -EIO. */
 static void h2d_fails_on_device(struct seq_buffer *buf)
 {
@@ -2081,6 +2113,7 @@ static Suite *sequencer_suite(void)
 		{"i9", test_failure_after_slice_overwrite_launched_fails_base_readers},
 		{"i9", test_failure_spread_to_point_reported_before_own_failure_marks_it},
 		{"reset", test_reset_fails_in_flight_work_and_loses_every_buffer},
+		{"reset", test_exclusive_op_runs_alone},
 		{"events", test_lazy_events_only_when_needed},
 		{"events", test_await_and_sync_report_completion},
 		{"events", test_counters_match_decisions},

@@ -262,6 +262,7 @@ int session_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op
 		return req_error(s, -ENOMEM, "out of memory");
 	op->want_done = true;
 	op->cookie = (uint64_t)(uintptr_t)rec;
+	op->exclusive = s->isolated && op->kind == SEQ_OP_EXEC;
 	r = seq_submit(s->srv->seq, op, &at);
 	if (r == -EAGAIN) {
 		/* The stream's window is full of incomplete points: pause this client until

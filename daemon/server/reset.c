@@ -62,30 +62,62 @@ static int describe_point(struct server *srv, struct seq_point p, char *out, siz
 		p.stream, p.seq);
 }
 
+static struct session *point_session(struct server *srv, struct seq_point p)
+{
+	const struct op_rec *rec = *point_slot(srv, p);
+
+	return rec && rec->at.stream == p.stream && rec->at.seq == p.seq ? rec->session : NULL;
+}
+
+/* With --isolate-faults, a suspect's kernels run alone from now on. */
+static void isolate(struct server *srv, struct session *s)
+{
+	if (!srv->opts.isolate_faults || !s || s->isolated)
+		return;
+	s->isolated = true;
+	log_notice("reset",
+		"client %" PRIu64 " (%s, pid %u): a suspect: its kernels run alone "
+		"from now on (--isolate-faults)",
+		s->id, s->worker, s->pid);
+}
+
 /* The culprit: the op that stream `first` (whose event failed first) was running, and
  * beside it every other op then running (the first incomplete point of each other
  * stream), as suspects: a poisoned context fails every stream's events at once, so the
- * first failure is a strong hint, exact only when nothing else ran. */
+ * first failure is a strong hint, exact only when nothing else ran, as for a session
+ * whose kernels run alone (--isolate-faults). */
 static void name_culprit(struct server *srv, uint32_t first, char *out, size_t size)
 {
 	struct seq_stream_info si;
+	struct seq_point p;
+	struct session *culprit;
 	size_t n;
 	unsigned others = 0;
 
 	seq_stream_info(srv->seq, first, &si);
-	n = (size_t)describe_point(srv, (struct seq_point){first, si.completed + 1}, out, size);
+	p = (struct seq_point){first, si.completed + 1};
+	culprit = point_session(srv, p);
+	n = (size_t)describe_point(srv, p, out, size);
+	if (culprit && culprit->isolated) {
+		snprintf(out + n, size - n, " (it ran alone: exact)");
+		srv->resets.suspects = 1;
+		return;
+	}
 	for (uint32_t x = 0; x < seq_stream_count(srv->seq) && n < size; x++) {
 		if (x == first)
 			continue;
 		seq_stream_info(srv->seq, x, &si);
 		if (si.completed >= si.issued)
 			continue;
+		p = (struct seq_point){x, si.completed + 1};
 		n += (size_t)snprintf(
 			out + n, size - n, "%s", others++ ? "; " : "; also running then: ");
 		if (n < size)
-			n += (size_t)describe_point(
-				srv, (struct seq_point){x, si.completed + 1}, out + n, size - n);
+			n += (size_t)describe_point(srv, p, out + n, size - n);
+		isolate(srv, point_session(srv, p));
 	}
+	if (others)
+		isolate(srv, culprit);
 	srv->resets.suspects = others + 1;
 }
 

@@ -43,6 +43,7 @@ struct resume_session {
 	char name[64], worker[32];
 	uint32_t nlanes, lanes[SESSION_MAX_LANES];
 	uint32_t nslots;
+	uint32_t isolated;
 	uint64_t in_len;
 };
 
@@ -97,6 +98,7 @@ static bool write_session(int out, struct session *s)
 		.id = s->id,
 		.nlanes = s->nlanes,
 		.nslots = s->nslots,
+		.isolated = s->isolated,
 		.in_len = s->in_len};
 
 	memcpy(rs.name, s->name, sizeof(rs.name));
@@ -295,6 +297,7 @@ static int adopt_session(int in, struct server *srv)
 	s->pid = rs.pid;
 	s->uid = rs.uid;
 	s->hello = true;
+	s->isolated = rs.isolated != 0;
 	memcpy(s->name, rs.name, sizeof(s->name));
 	memcpy(s->worker, rs.worker, sizeof(s->worker));
 	s->nlanes = rs.nlanes <= SESSION_MAX_LANES ? rs.nlanes : SESSION_MAX_LANES;

@@ -103,6 +103,9 @@ struct server_options {
 	 * build the context again in this process (--device-reset exec); and the
 	 * command line to exec. */
 	bool reset_exec;
+	/* After a reset with several suspects, run each suspect session's kernels alone
+	 * (exclusive), so that its next fault is attributed exactly (--isolate-faults). */
+	bool isolate_faults;
 	char *const *argv;
 };
 

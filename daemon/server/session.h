@@ -88,6 +88,7 @@ struct session {
 	bool inflight_capped; /* at --client-inflight-limit: paused until half completed */
 	bool resume; /* on srv->resume: process its buffered input again */
 	bool hello;
+	bool isolated; /* a suspect of a device reset: its kernels run alone (--isolate-faults) */
 	bool blocked; /* a stream's window is full: input paused (I3) */
 	uint32_t blocked_stream; /* ... that one (SEQ_MAX_STREAMS: not named) */
 	struct session *blocked_next, **blocked_pprev; /* on srv->blocked[blocked_stream] */
