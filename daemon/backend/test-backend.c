@@ -690,6 +690,21 @@ START_TEST(test_kernel_the_backend_cannot_run_fails_its_launch)
 }
 END_TEST
 
+/* A fill of the 4096-byte buffer a that faults on the device (conf_fault_payload); the
+ * core accepts it. */
+static void submit_faulting_fill(struct seq_buffer *a)
+{
+	struct op_payload p = {.kernel = kernel_find("fill"), .nargs = 3, .elements = 1024};
+	struct seq_op op = {.kind = SEQ_OP_EXEC, .naccess = 1, .payload = &p};
+
+	p.args[0] = (struct karg){KARG_BUFFER, KARG_OUT, {.buf = {NULL, 4096, 0}}};
+	p.args[1] = F32(1.0f);
+	p.args[2] = U64(1024);
+	conf_fault_payload(&p);
+	op.access[0] = (struct seq_access){a, SEQ_WRITE};
+	ck_assert_int_eq(seq_submit(H.seq, &op, NULL), 0);
+}
+
 START_TEST(test_device_fault_fails_what_depends_on_it)
 {
 	/* A kernel that faults on the device (accepted at launch, failed through its
@@ -705,17 +720,7 @@ START_TEST(test_device_fault_fails_what_depends_on_it)
 	h_setup(&scfg, &o);
 	host = h_stage(4096);
 	h_alloc(4096, (struct seq_buffer * *[]){&a, &b, &c}, 3);
-	{
-		struct op_payload p = {.kernel = kernel_find("fill"), .nargs = 3, .elements = 1024};
-		struct seq_op op = {.kind = SEQ_OP_EXEC, .naccess = 1, .payload = &p};
-
-		p.args[0] = (struct karg){KARG_BUFFER, KARG_OUT, {.buf = {NULL, 4096, 0}}};
-		p.args[1] = F32(1.0f);
-		p.args[2] = U64(1024);
-		conf_fault_payload(&p);
-		op.access[0] = (struct seq_access){a, SEQ_WRITE};
-		ck_assert_int_eq(seq_submit(H.seq, &op, NULL), 0);
-	}
+	submit_faulting_fill(a);
 	/* Depends on the fault through a cross-stream wait. */
 	r = h_d2d(a, b, 4096);
 	ck_assert_msg(r == 0 || r == -EIO, "d2d: %d", r);
@@ -762,17 +767,7 @@ START_TEST(test_a_lost_context_is_reset_and_serves_again)
 	hb = h_stage(4096);
 	out = h_stage(4096);
 	h_alloc(4096, (struct seq_buffer * *[]){&a}, 1);
-	{
-		struct op_payload p = {.kernel = kernel_find("fill"), .nargs = 3, .elements = 1024};
-		struct seq_op op = {.kind = SEQ_OP_EXEC, .naccess = 1, .payload = &p};
-
-		p.args[0] = (struct karg){KARG_BUFFER, KARG_OUT, {.buf = {NULL, 4096, 0}}};
-		p.args[1] = F32(1.0f);
-		p.args[2] = U64(1024);
-		conf_fault_payload(&p);
-		op.access[0] = (struct seq_access){a, SEQ_WRITE};
-		ck_assert_int_eq(seq_submit(H.seq, &op, NULL), 0);
-	}
+	submit_faulting_fill(a);
 	ck_assert_int_eq(h_sync(), -EIO);
 	ck_assert(backend_device_lost(&H.be));
 
