@@ -796,7 +796,8 @@ START_TEST(test_a_lost_context_is_reset_and_serves_again)
 	ck_assert_uint_eq(seq_reset(H.seq, -EIO), 1);
 	ck_assert_int_eq(seq_buffer_error(H.seq, a), -ENXIO);
 
-	h_alloc(4096, (struct seq_buffer * *[]){&bufs[0], &bufs[1], &bufs[2], &bufs[3], &bufs[4]}, 5);
+	h_alloc(4096, (struct seq_buffer * *[]){&bufs[0], &bufs[1], &bufs[2], &bufs[3], &bufs[4]},
+		5);
 	for (unsigned i = 0; i < 1024; i++) {
 		ha[i] = (float)i;
 		hb[i] = 3.0f * (float)i;

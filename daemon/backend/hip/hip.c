@@ -203,7 +203,8 @@ static int hip_reset(void *ctx)
 	hip_teardown(h);
 	e = hipDeviceReset();
 	if (e != hipSuccess)
-		log_warn("hip", "hipDeviceReset: %s (%s)", hipGetErrorName(e), hipGetErrorString(e));
+		log_warn(
+			"hip", "hipDeviceReset: %s (%s)", hipGetErrorName(e), hipGetErrorString(e));
 	memcpy(keep, h, sizeof(*h));
 	memset(h, 0, sizeof(*h));
 	h->cq = keep->cq;
@@ -233,10 +234,10 @@ static int hip_reset(void *ctx)
 	}
 	/* The new context knows none of the staging ranges. */
 	for (size_t i = 0; i < h->nstaging; i++) {
-		e = hipHostRegister(h->staging[i].addr, h->staging[i].size,
-			hipHostRegisterDefault);
+		e = hipHostRegister(h->staging[i].addr, h->staging[i].size, hipHostRegisterDefault);
 		if (e != hipSuccess)
-			log_warn("hip", "after the reset, hipHostRegister(%p, %zu): %s: copies "
+			log_warn("hip",
+				"after the reset, hipHostRegister(%p, %zu): %s: copies "
 				"through it run from pageable memory",
 				h->staging[i].addr, h->staging[i].size, hipGetErrorName(e));
 	}
