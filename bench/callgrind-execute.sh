@@ -2,7 +2,8 @@
 # Daemon instructions per pipelined execute request on the sim backend, counted by
 # callgrind (stable on a noisy machine): run the daemon under callgrind for N and 2N
 # pipelined executes and divide the difference of the loop thread's totals by N, which
-# cancels start-up and shutdown. Usage: bench/callgrind-execute.sh BUILD_DIR [N]
+# cancels start-up and shutdown; $SSEQD_ARGS adds sseqd options (e.g. --no-verify).
+# Usage: bench/callgrind-execute.sh BUILD_DIR [N]
 set -euo pipefail
 build=${1:?usage: callgrind-execute.sh BUILD_DIR [N]}
 n=${2:-20000}
@@ -11,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 total() { # $1: count -> prints the loop thread's and all threads' instruction totals
 	local sock=$tmp/s.sock out=$tmp/cg.$1
 	valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$out" \
-		"$build/daemon/sseqd" --backend sim --socket "$sock" --log-level warning 2>/dev/null &
+		"$build/daemon/sseqd" --backend sim --socket "$sock" --log-level warning ${SSEQD_ARGS:-} 2>/dev/null &
 	local pid=$!
 	for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 	"$build/bench/bench-pipeline" --socket "$sock" --count "$1" >/dev/null

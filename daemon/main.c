@@ -28,6 +28,7 @@
 struct daemon_opts {
 	struct server_options srv;
 	struct backend_options be; /* --backend, --kernels, --audit, the sim's knobs */
+	int verify; /* --verify 1, --no-verify 0, neither -1: on with the sim */
 	char socket_buf[108];
 };
 
@@ -49,7 +50,7 @@ static void usage(FILE *f)
 		"                           (repeatable)\n"
 		"      --inject SPEC        fault injection (repeatable): fail-op=N,\n"
 		"                           device-fail-op=N, device-lost-op=N,\n"
-		"                           legacy-sync-window=N, early-free\n"
+		"                           drop-wait=N, legacy-sync-window=N, early-free\n"
 		"      --window N           incomplete points per stream before backpressure\n"
 		"                           (default %u)\n"
 		"      --compute-streams N  compute lanes: each session's kernels run on a lane\n"
@@ -63,6 +64,10 @@ static void usage(FILE *f)
 		"      --device-reset MODE  after a fault that poisons the device context:\n"
 		"                           auto (build it again in this process, else restart\n"
 		"                           in place: exec, same PID, sessions kept) or exec\n"
+		"      --verify, --no-verify  the schedule checker between the core and the\n"
+		"                           device: every access ordered after its producer,\n"
+		"                           by happens-before (default: on with sim, off with "
+		"hip)\n"
 		"      --isolate-faults     after a reset with several suspects, run each\n"
 		"                           suspect session's kernels alone, so that its next\n"
 		"                           fault is attributed exactly\n"
@@ -173,6 +178,13 @@ static int parse_inject(struct daemon_opts *o, const char *spec)
 		}
 		return 0;
 	}
+	if (strncmp(spec, "drop-wait=", 10) == 0) {
+		if (parse_uint(spec + 10, 1, 1u << 20, &o->srv.seq.drop_wait) < 0) {
+			fprintf(stderr, "sseqd: --inject %s: N must be 1 .. 1048576\n", spec);
+			return -EINVAL;
+		}
+		return 0;
+	}
 	if (strcmp(spec, "early-free") == 0) {
 		o->srv.seq.legacy_early_free = true;
 		return 0;
@@ -180,7 +192,7 @@ static int parse_inject(struct daemon_opts *o, const char *spec)
 	if (sim_parse_inject(&o->be.sim, spec, &why) < 0) {
 		fprintf(stderr,
 			"sseqd: --inject %s: %s (known: fail-op=N, device-fail-op=N, "
-			"device-lost-op=N, legacy-sync-window=N, early-free)\n",
+			"device-lost-op=N, drop-wait=N, legacy-sync-window=N, early-free)\n",
 			spec, why ? why : "invalid");
 		return -EINVAL;
 	}
@@ -275,6 +287,8 @@ enum {
 	OPT_SUBMIT,
 	OPT_DEVICE_RESET,
 	OPT_ISOLATE,
+	OPT_VERIFY,
+	OPT_NO_VERIFY,
 	OPT_MODULE_DIR,
 	OPT_KERNELS,
 	OPT_AUDIT,
@@ -296,6 +310,8 @@ static const struct option fixed_opts[] = {
 	{"submit-threads", required_argument, NULL, OPT_SUBMIT},
 	{"device-reset", required_argument, NULL, OPT_DEVICE_RESET},
 	{"isolate-faults", no_argument, NULL, OPT_ISOLATE},
+	{"verify", no_argument, NULL, OPT_VERIFY},
+	{"no-verify", no_argument, NULL, OPT_NO_VERIFY},
 	{"module-dir", required_argument, NULL, OPT_MODULE_DIR},
 	{"kernels", required_argument, NULL, OPT_KERNELS},
 	{"audit", no_argument, NULL, OPT_AUDIT},
@@ -389,6 +405,10 @@ static int parse_option(struct daemon_opts *o, int c)
 		break;
 	case OPT_ISOLATE:
 		o->srv.isolate_faults = true;
+		break;
+	case OPT_VERIFY:
+	case OPT_NO_VERIFY:
+		o->verify = c == OPT_VERIFY ? 1 : 0;
 		break;
 	case OPT_DEVICE_RESET:
 		if (strcmp(optarg, "auto") && strcmp(optarg, "exec"))
@@ -593,11 +613,13 @@ static void log_serving(const struct daemon_opts *o, const struct backend *be)
 	struct backend_info info = {0};
 
 	backend_info(be, &info);
-	log_notice("main", "sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s",
+	log_notice("main", "sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s%s%s",
 		SSEQ_VERSION, o->srv.device, info.name, info.backend, o->srv.socket_path,
 		o->srv.seq.window ? o->srv.seq.window : SEQ_DEFAULT_WINDOW,
 		o->be.audit && backend_has_audit(be) ? "; audit on" : "",
+		o->srv.verify ? "; schedule checker on" : "",
 		o->srv.seq.legacy_sync_window ? "; INJECTED legacy-sync-window" : "",
+		o->srv.seq.drop_wait ? "; INJECTED drop-wait" : "",
 		o->srv.seq.legacy_early_free ? "; INJECTED early-free" : "");
 }
 
@@ -660,6 +682,14 @@ static int daemon_start(struct daemon_state *d, struct daemon_opts *o, uv_loop_t
 			strerror(-r));
 		return r;
 	}
+	if (o->verify < 0) {
+		struct backend_info info = {0};
+
+		backend_info(&d->be, &info);
+		o->srv.verify = info.backend && strcmp(info.backend, "sim") == 0;
+	} else {
+		o->srv.verify = o->verify;
+	}
 	r = server_init(&d->srv, loop, &o->srv, &d->be, &d->cq);
 	if (r < 0) {
 		server_finish(&d->srv);
@@ -675,7 +705,8 @@ int main(int argc, char **argv)
 					.spin_us = SERVER_DEFAULT_SPIN_US,
 					.seq = SERVER_STREAMS_DEFAULT,
 					.limits = SERVER_LIMITS_DEFAULT},
-		.be = {.submit_threads = BACKEND_DEFAULT_SUBMIT_THREADS}};
+		.be = {.submit_threads = BACKEND_DEFAULT_SUBMIT_THREADS},
+		.verify = -1};
 	uv_loop_t *loop = uv_default_loop();
 	sigset_t stop_signals;
 	int resume;

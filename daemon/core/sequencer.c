@@ -55,6 +55,7 @@ struct seq {
 	struct stream streams[SEQ_MAX_STREAMS];
 	unsigned rr_d2h, rr_d2d;
 	struct seq_point barrier; /* the last exclusive op: later ops wait for it (seq 0: none) */
+	uint64_t waits_decided; /* for the drop_wait injection */
 	struct seq_buffer *all; /* every live buffer object */
 	struct seq_buffer **pending; /* bases freed by their owner, still in use */
 	size_t npending, cappending;
@@ -689,7 +690,12 @@ static int submit_waits(struct seq *seq, struct seq_op *op, uint32_t s, struct p
 		int r;
 
 		r = stream_event_for(seq, x, n->need[x], &event);
-		if (r >= 0)
+		/* Injected: every Nth wait is decided and kept in the core's books, but the
+		 * device never hears of it. */
+		if (r >= 0 && seq->config.drop_wait &&
+			++seq->waits_decided % seq->config.drop_wait == 0)
+			seq->counters.waits_dropped++;
+		else if (r >= 0)
 			r = seq->dev.wait(seq->dev_ctx, s, (struct seq_point){x, event});
 		if (r < 0)
 			return op_fail(seq, op, s, r, SEQ_FAIL_LAUNCH, NULL,

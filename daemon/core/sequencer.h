@@ -136,6 +136,7 @@ struct seq_config {
 	unsigned window; /* incomplete points allowed per stream */
 	/* Fault injection, off by default: bring back the legacy bugs. */
 	unsigned legacy_sync_window; /* H2D readiness tied to a compute window of N points */
+	unsigned drop_wait; /* every Nth wait decided is not emitted (a lost wait, any backend) */
 	bool legacy_early_free; /* frees hand memory back at once */
 };
 
@@ -167,6 +168,7 @@ struct seq_counters {
 	uint64_t releases;
 	uint64_t double_definitions;
 	uint64_t placed_by_affinity; /* D2H/D2D ops put on the pool stream they depend on */
+	uint64_t waits_dropped; /* injected: waits decided but not emitted (drop_wait) */
 };
 
 /* A buffer is a base (owns memory) or a slice (a view of its base, I6). Fields are

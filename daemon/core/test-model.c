@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "sequencer.h"
+#include "verify.h"
 
 /* A tiny address space so that released ranges are handed out again at once: a use after
  * free then touches memory another base owns, which the device sees. */
@@ -49,6 +50,7 @@ enum model_violation {
 	V_RACE,
 	V_UAF,
 	V_EARLY_RELEASE,
+	V_CHECKER, /* the schedule checker (verify.h), a second oracle, found one */
 	V_OTHER,
 	V_COUNT,
 };
@@ -57,6 +59,7 @@ static const char *const violation_name[V_COUNT] = {
 	"RACE",
 	"USE-AFTER-FREE",
 	"EARLY-RELEASE",
+	"CHECKER",
 	"VIOLATION",
 };
 
@@ -205,6 +208,7 @@ struct dev_stream {
 };
 
 struct model {
+	struct verify *verify; /* between the core and the model's device */
 	uint64_t master_seed;
 	unsigned index;
 	enum model_mode mode;
@@ -936,6 +940,7 @@ static bool dev_report(struct model *m, uint32_t s, bool latest)
 	before = d->reported;
 	d->reported = through.seq;
 	model_learn(m, s, before, status);
+	verify_complete(m->verify, through);
 	seq_complete(m->seq, through, status);
 	model_check_streams(m);
 	return true;
@@ -1789,8 +1794,15 @@ static void model_finish(struct model *m)
 	m->seq = NULL;
 }
 
+/* The checker's findings: violations of their own kind, counted as the model's are. */
+static void model_checker_found(void *arg, const char *what)
+{
+	model_fail(arg, V_CHECKER, "%s", what);
+}
+
 static void model_cleanup(struct model *m)
 {
+	verify_destroy(m->verify);
 	for (size_t b = 0; b < m->nbases; b++)
 		free(m->bases[b].readers);
 	for (uint32_t s = 0; s < SEQ_MAX_STREAMS; s++) {
@@ -1878,7 +1890,15 @@ static void model_run_sequence(
 		"seq_create n_compute=%u n_h2d=%u n_d2h=%u n_d2d=%u window=%u", m->config.n_compute,
 		m->config.n_h2d, m->config.n_d2h, m->config.n_d2d, m->config.window);
 	model_log(m, "%s", m->what);
-	rc = seq_create(&m->seq, &m->config, &device, m, &observer);
+	{
+		struct seq_layout layout;
+
+		rc = seq_layout_init(&layout, &m->config);
+		if (rc == 0)
+			rc = verify_create(&m->verify, &layout, &device, m, model_checker_found, m);
+	}
+	if (rc == 0)
+		rc = seq_create(&m->seq, &m->config, verify_device(), m->verify, &observer);
 	if (rc) {
 		model_fail(m, V_OTHER, "seq_create: %d", rc);
 		goto out;
@@ -1969,9 +1989,9 @@ START_TEST(test_model_random_sequences_match_model)
 		stats.device_failed, stats.stream_refused, stats.carried);
 	ck_assert_msg(failing == 0,
 		"%u sequence(s) violated the model (races %u, use-after-free %u, early "
-		"releases %u, other %u); seed=%" PRIu64 ", details above",
-		failing, totals[V_RACE], totals[V_UAF], totals[V_EARLY_RELEASE], totals[V_OTHER],
-		the_run.seed);
+		"releases %u, checker %u, other %u); seed=%" PRIu64 ", details above",
+		failing, totals[V_RACE], totals[V_UAF], totals[V_EARLY_RELEASE], totals[V_CHECKER],
+		totals[V_OTHER], the_run.seed);
 }
 END_TEST
 
@@ -1988,14 +2008,19 @@ static void model_expect_caught(enum model_mode mode, const char *name)
 	model_run_all(mode, sequences, totals, &failing);
 	fprintf(stderr,
 		"test-model: %s: %u of %u sequences caught (races %u, use-after-free "
-		"%u, early releases %u, other %u)\n",
+		"%u, early releases %u, checker %u, other %u)\n",
 		name, failing, the_run.only >= 0 ? 1 : sequences, totals[V_RACE], totals[V_UAF],
-		totals[V_EARLY_RELEASE], totals[V_OTHER]);
+		totals[V_EARLY_RELEASE], totals[V_CHECKER], totals[V_OTHER]);
 	/* Replaying one sequence (SSEQ_MODEL_ONLY) is for reading its trace, not a verdict. */
 	ck_assert_msg(
 		the_run.only >= 0 || totals[V_RACE] + totals[V_UAF] + totals[V_EARLY_RELEASE] > 0,
 		"%s injected, but the model found no race or use-after-free in %u "
 		"sequences (seed=%" PRIu64 ")",
+		name, sequences, the_run.seed);
+	/* ... and so must the checker, on its own records. */
+	ck_assert_msg(the_run.only >= 0 || totals[V_CHECKER] > 0,
+		"%s injected, but the schedule checker found nothing in %u sequences (seed=%" PRIu64
+		")",
 		name, sequences, the_run.seed);
 }
 

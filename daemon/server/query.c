@@ -2,6 +2,7 @@
  * clients, buffers, counters, the trace ring and a Prometheus text form. Sessions are read
  * through their accessors (session_foreach, session_info, session_foreach_buffer). */
 #include "query.h"
+#include "verify.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -144,7 +145,9 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 	c->releases = sc->releases;
 	c->double_definitions = sc->double_definitions;
 	c->placed_by_affinity = sc->placed_by_affinity;
-	c->race_findings = backend_findings(&srv->backend);
+	c->verify_findings = srv->verify ? verify_violations(srv->verify) : 0;
+	c->race_findings = backend_findings(&srv->backend) + c->verify_findings;
+	c->waits_dropped = sc->waits_dropped;
 	/* Of those, the hip audit's (also counted in race_findings); 0 on the sim. */
 	c->audit_findings = backend_audit_findings(&srv->backend);
 	c->sessions_total = srv->sessions_total;
@@ -449,6 +452,8 @@ static const char *counter_help(const char *field)
 		{"device_resets",
 			"Device resets: a fault poisoned the GPU context and it was built again."},
 		{"buffers_lost", "Buffers lost in device resets."},
+		{"verify_findings", "Of race_findings, the schedule checker's (--verify)."},
+		{"waits_dropped", "Injected: waits decided but not sent to the device."},
 		{"input_bytes", "Input buffered across connections."},
 		{"staging_bytes", "Staging arenas mapped across sessions."},
 	};

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "verify.h"
 
 /* The in-flight op table: the op at each point of each stream, until it completes. */
 int server_points_init(struct server *srv)
@@ -177,6 +178,8 @@ void server_device_reset(struct server *srv, uint32_t first_failed)
 	srv->resetting = true;
 	srv->resets.buffers_lost += seq_reset(srv->seq, -EIO);
 	srv->resetting = false;
+	if (srv->verify)
+		verify_reset(srv->verify);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	srv->resets.last_ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
 		(uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000000;

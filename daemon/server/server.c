@@ -18,6 +18,7 @@
 
 #include "log.h"
 #include "session.h"
+#include "verify.h"
 
 /* ---- what the server observes of the core -------------------------------------------- */
 
@@ -61,6 +62,16 @@ static void server_wake(void *arg)
 void server_finding(void *arg, const char *what)
 {
 	log_err("detector", "%s", what);
+}
+
+/* The checker's findings, in the journal (the first 100, then every 1000th). */
+static void server_verify_finding(void *arg, const char *what)
+{
+	struct server *srv = arg;
+	const uint64_t n = verify_violations(srv->verify);
+
+	if (n <= 100 || n % 1000 == 0)
+		log_err("verify", "%s (finding %" PRIu64 ")", what, n);
 }
 
 /* ---- backpressure: who is paused, and when they resume -------------------------------- */
@@ -228,6 +239,8 @@ static void server_drain(struct server *srv)
 			server_resume_streams(srv);
 			return;
 		}
+		if (srv->verify)
+			verify_complete(srv->verify, e->p);
 		seq_complete(srv->seq, e->p, e->status);
 	}
 	cq_done(srv->cq, b);
@@ -507,8 +520,23 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	srv->listen_fd = -1;
 	srv->started_ns = server_now_ns();
 
-	/* The core issues to the backend directly; the server only observes. */
-	r = seq_create(&srv->seq, &opts->seq, &backend->ops->dev, backend->ctx, &observer);
+	/* The core issues to the backend directly (through the checker with --verify); the
+	 * server only observes. */
+	if (opts->verify) {
+		struct seq_layout layout;
+
+		r = seq_layout_init(&layout, &opts->seq);
+		if (r == 0)
+			r = verify_create(&srv->verify, &layout, &backend->ops->dev, backend->ctx,
+				server_verify_finding, srv);
+		if (r < 0) {
+			log_err("server", "cannot create the schedule checker: %s", strerror(-r));
+			return r;
+		}
+		r = seq_create(&srv->seq, &opts->seq, verify_device(), srv->verify, &observer);
+	} else {
+		r = seq_create(&srv->seq, &opts->seq, &backend->ops->dev, backend->ctx, &observer);
+	}
 	if (r < 0) {
 		log_err("server", "cannot create the sequencer: %s", strerror(-r));
 		return r;
@@ -561,6 +589,8 @@ void server_finish(struct server *srv)
 	srv->seq = NULL;
 	free(srv->points);
 	srv->points = NULL;
+	verify_destroy(srv->verify);
+	srv->verify = NULL;
 	while (srv->op_free) {
 		struct op_rec *r = srv->op_free;
 		srv->op_free = r->next_free;

@@ -106,6 +106,8 @@ struct server_options {
 	/* After a reset with several suspects, run each suspect session's kernels alone
 	 * (exclusive), so that its next fault is attributed exactly (--isolate-faults). */
 	bool isolate_faults;
+	/* Put the schedule checker (verify.h) between the core and the backend. */
+	bool verify;
 	char *const *argv;
 };
 
@@ -152,6 +154,7 @@ struct server {
 	uint64_t started_ns;
 
 	struct seq *seq;
+	struct verify *verify; /* --verify: between the core and the backend, or NULL */
 	struct backend backend; /* the server's copy of main's; main destroys it */
 
 	/* Backend threads push here; the loop drains it all on each wake. main.c creates it

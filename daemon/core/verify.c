@@ -1,0 +1,403 @@
+/* The schedule checker (verify.h). Memory is tracked per allocation, as the core orders
+ * per base: each allocation's last writer and, per stream, its last reader since. */
+#include "verify.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A vector clock: for each stream, the last point known to come before. */
+struct vclock {
+	uint64_t c[SEQ_MAX_STREAMS];
+};
+
+struct valloc {
+	uint64_t addr, size;
+	uint64_t serial; /* the allocation's number, for the reports */
+	bool live;
+	struct seq_point writer; /* seq 0: none */
+	uint64_t readers[SEQ_MAX_STREAMS];
+	uint64_t reader_mask;
+};
+
+/* An event: the clock of its stream when it was recorded. */
+struct vevent {
+	uint64_t seq;
+	struct vclock clock;
+};
+
+struct vstream {
+	struct vclock clock; /* what the next op on the stream comes after */
+	struct vevent *events; /* recorded, unretired: a ring */
+	size_t head, count, cap;
+};
+
+struct verify {
+	struct seq_device inner;
+	void *inner_ctx;
+	verify_report_fn report;
+	void *report_arg;
+	unsigned nstreams;
+	struct vstream streams[SEQ_MAX_STREAMS];
+	struct vclock done; /* everything reported complete, and what came before it */
+	struct valloc *allocs; /* sorted by address; released ones kept until reused */
+	size_t nallocs, capallocs;
+	uint64_t serials, violations, checked;
+};
+
+static void vclock_join(struct vclock *a, const struct vclock *b, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (a->c[i] < b->c[i])
+			a->c[i] = b->c[i];
+}
+
+__attribute__((format(printf, 2, 3))) static void violation(struct verify *v, const char *fmt, ...)
+{
+	char what[320];
+	va_list ap;
+
+	v->violations++;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	if (v->report)
+		v->report(v->report_arg, what);
+}
+
+/* ---- memory ---- */
+
+/* The allocation holding addr (live or released), or NULL. */
+static struct valloc *alloc_find(struct verify *v, uint64_t addr)
+{
+	size_t lo = 0, hi = v->nallocs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		struct valloc *a = &v->allocs[mid];
+
+		if (addr < a->addr)
+			hi = mid;
+		else if (addr >= a->addr + a->size)
+			lo = mid + 1;
+		else
+			return a;
+	}
+	return NULL;
+}
+
+static int v_mem_alloc(void *ctx, uint64_t size, uint64_t *addr)
+{
+	struct verify *v = ctx;
+	size_t i = 0;
+	int r = v->inner.mem_alloc(v->inner_ctx, size, addr);
+
+	if (r < 0)
+		return r;
+	/* The new range replaces whatever released allocations it overlaps. */
+	for (size_t k = 0; k < v->nallocs;) {
+		struct valloc *a = &v->allocs[k];
+
+		if (a->addr < *addr + size && *addr < a->addr + a->size) {
+			if (a->live)
+				violation(v,
+					"allocation %#" PRIx64 "+%" PRIu64 " overlaps live "
+					"allocation #%" PRIu64 " at %#" PRIx64 "+%" PRIu64,
+					*addr, size, a->serial, a->addr, a->size);
+			memmove(a, a + 1, (v->nallocs - k - 1) * sizeof(*a));
+			v->nallocs--;
+			continue;
+		}
+		k++;
+	}
+	if (v->nallocs == v->capallocs) {
+		size_t cap = v->capallocs ? 2 * v->capallocs : 64;
+		struct valloc *n = realloc(v->allocs, cap * sizeof(*n));
+
+		if (!n) {
+			v->inner.mem_release(v->inner_ctx, *addr, size);
+			return -ENOMEM;
+		}
+		v->allocs = n;
+		v->capallocs = cap;
+	}
+	while (i < v->nallocs && v->allocs[i].addr < *addr)
+		i++;
+	memmove(&v->allocs[i + 1], &v->allocs[i], (v->nallocs - i) * sizeof(*v->allocs));
+	v->nallocs++;
+	memset(&v->allocs[i], 0, sizeof(v->allocs[i]));
+	v->allocs[i].addr = *addr;
+	v->allocs[i].size = size;
+	v->allocs[i].serial = ++v->serials;
+	v->allocs[i].live = true;
+	return 0;
+}
+
+static bool point_done(const struct verify *v, struct seq_point p)
+{
+	return p.seq <= v->done.c[p.stream];
+}
+
+static void v_mem_release(void *ctx, uint64_t addr, uint64_t size)
+{
+	struct verify *v = ctx;
+	struct valloc *a = alloc_find(v, addr);
+
+	if (!a || !a->live || a->addr != addr) {
+		violation(v, "release of %#" PRIx64 "+%" PRIu64 ", which is not allocated", addr,
+			size);
+	} else {
+		if (a->writer.seq && !point_done(v, a->writer))
+			violation(v,
+				"allocation #%" PRIu64 " (%#" PRIx64 ") released while its "
+				"writer %u:%" PRIu64 " may still run (I5)",
+				a->serial, a->addr, a->writer.stream, a->writer.seq);
+		for (uint64_t m = a->reader_mask; m; m &= m - 1) {
+			unsigned x = (unsigned)__builtin_ctzll(m);
+
+			if (!point_done(v, (struct seq_point){x, a->readers[x]}))
+				violation(v,
+					"allocation #%" PRIu64 " (%#" PRIx64 ") released while its "
+					"reader %u:%" PRIu64 " may still run (I5)",
+					a->serial, a->addr, x, a->readers[x]);
+		}
+		a->live = false;
+	}
+	v->inner.mem_release(v->inner_ctx, addr, size);
+}
+
+/* ---- events ---- */
+
+static int v_record(void *ctx, struct seq_point at)
+{
+	struct verify *v = ctx;
+	struct vstream *st = &v->streams[at.stream];
+	struct vevent *e;
+
+	if (st->count == st->cap) {
+		size_t cap = st->cap ? 2 * st->cap : 64;
+		struct vevent *n = malloc(cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		for (size_t i = 0; i < st->count; i++)
+			n[i] = st->events[(st->head + i) % st->cap];
+		free(st->events);
+		st->events = n;
+		st->cap = cap;
+		st->head = 0;
+	}
+	e = &st->events[(st->head + st->count) % st->cap];
+	e->seq = at.seq;
+	e->clock = st->clock;
+	e->clock.c[at.stream] = at.seq; /* after everything issued there so far */
+	st->count++;
+	return v->inner.record(v->inner_ctx, at);
+}
+
+static struct vevent *event_find(struct verify *v, struct seq_point at)
+{
+	struct vstream *st = &v->streams[at.stream];
+
+	for (size_t i = st->count; i-- > 0;) {
+		struct vevent *e = &st->events[(st->head + i) % st->cap];
+
+		if (e->seq == at.seq)
+			return e;
+		if (e->seq < at.seq)
+			break;
+	}
+	return NULL;
+}
+
+static int v_wait(void *ctx, uint32_t stream, struct seq_point event)
+{
+	struct verify *v = ctx;
+	struct vevent *e = event_find(v, event);
+
+	if (!e)
+		violation(v, "stream %u waits for %u:%" PRIu64 ", which has no event", stream,
+			event.stream, event.seq);
+	else
+		vclock_join(&v->streams[stream].clock, &e->clock, v->nstreams);
+	return v->inner.wait(v->inner_ctx, stream, event);
+}
+
+static void v_retire(void *ctx, struct seq_point event)
+{
+	struct verify *v = ctx;
+	struct vstream *st = &v->streams[event.stream];
+
+	while (st->count && st->events[st->head].seq <= event.seq) {
+		st->head = (st->head + 1) % st->cap;
+		st->count--;
+	}
+	if (v->inner.retire)
+		v->inner.retire(v->inner_ctx, event);
+}
+
+void verify_complete(struct verify *v, struct seq_point through)
+{
+	struct vevent *e = through.stream < v->nstreams ? event_find(v, through) : NULL;
+
+	/* The event completed on the device: so did everything in its clock. */
+	if (e)
+		vclock_join(&v->done, &e->clock, v->nstreams);
+	else if (through.stream < v->nstreams && v->done.c[through.stream] < through.seq)
+		v->done.c[through.stream] = through.seq;
+}
+
+/* ---- launches ---- */
+
+static const char *op_name(enum seq_op_kind k)
+{
+	return seq_op_kind_name(k);
+}
+
+/* Whether p comes before an op whose clock is k. */
+static bool before(const struct vclock *k, struct seq_point p)
+{
+	return p.seq <= k->c[p.stream];
+}
+
+static void check_access(struct verify *v, struct seq_point at, const struct seq_op *op,
+	const struct seq_access *acc, const struct vclock *k)
+{
+	struct valloc *a = alloc_find(v, acc->addr);
+
+	v->checked++;
+	if (!a || !a->live || acc->addr + acc->size > a->addr + a->size) {
+		violation(v, "%s at %u:%" PRIu64 " touches %#" PRIx64 "+%" PRIu64 ", %s",
+			op_name(op->kind), at.stream, at.seq, acc->addr, acc->size,
+			!a		   ? "which is not allocated"
+				: !a->live ? "which was released (use after free)"
+					   : "past the end of its allocation");
+		return;
+	}
+	if (a->writer.seq && !before(k, a->writer))
+		violation(v,
+			"%s at %u:%" PRIu64 " %s allocation #%" PRIu64 " (%#" PRIx64
+			") without an edge from its writer %u:%" PRIu64 " (missing wait)",
+			op_name(op->kind), at.stream, at.seq,
+			acc->mode & SEQ_READ ? "reads" : "writes", a->serial, a->addr,
+			a->writer.stream, a->writer.seq);
+	if (acc->mode & SEQ_WRITE) {
+		for (uint64_t m = a->reader_mask; m; m &= m - 1) {
+			unsigned x = (unsigned)__builtin_ctzll(m);
+			struct seq_point r = {x, a->readers[x]};
+
+			if (!before(k, r))
+				violation(v,
+					"%s at %u:%" PRIu64 " overwrites allocation #%" PRIu64
+					" (%#" PRIx64
+					") without an edge from its reader %u:%" PRIu64
+					" (missing wait)",
+					op_name(op->kind), at.stream, at.seq, a->serial, a->addr, x,
+					r.seq);
+		}
+	}
+}
+
+static void note_access(struct verify *v, struct seq_point at, const struct seq_access *acc)
+{
+	struct valloc *a = alloc_find(v, acc->addr);
+
+	if (!a || !a->live)
+		return;
+	if (acc->mode & SEQ_WRITE) {
+		a->writer = at;
+		a->reader_mask = 0;
+		memset(a->readers, 0, sizeof(a->readers));
+		/* A write that also reads is its own reader: nothing to record. */
+	} else if (acc->mode & SEQ_READ) {
+		a->readers[at.stream] = at.seq;
+		a->reader_mask |= 1ull << at.stream;
+	}
+}
+
+static int v_launch(void *ctx, struct seq_point at, const struct seq_op *op)
+{
+	struct verify *v = ctx;
+	struct vstream *st = &v->streams[at.stream];
+	struct vclock k = st->clock;
+	int r;
+
+	/* What the op comes after: its stream's order and waits, and what was reported
+	 * complete before it was launched. */
+	vclock_join(&k, &v->done, v->nstreams);
+	if (k.c[at.stream] < at.seq - 1)
+		k.c[at.stream] = at.seq - 1;
+	for (unsigned i = 0; i < op->naccess; i++)
+		check_access(v, at, op, &op->access[i], &k);
+	r = v->inner.launch(v->inner_ctx, at, op);
+	if (r < 0)
+		return r; /* not launched: nothing happened */
+	for (unsigned i = 0; i < op->naccess; i++)
+		note_access(v, at, &op->access[i]);
+	st->clock.c[at.stream] = at.seq;
+	return 0;
+}
+
+static const struct seq_device verify_table = {
+	.mem_alloc = v_mem_alloc,
+	.mem_release = v_mem_release,
+	.record = v_record,
+	.wait = v_wait,
+	.launch = v_launch,
+	.retire = v_retire,
+};
+
+const struct seq_device *verify_device(void)
+{
+	return &verify_table;
+}
+
+int verify_create(struct verify **out, const struct seq_layout *layout,
+	const struct seq_device *inner, void *inner_ctx, verify_report_fn report, void *arg)
+{
+	struct verify *v = calloc(1, sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	v->inner = *inner;
+	v->inner_ctx = inner_ctx;
+	v->report = report;
+	v->report_arg = arg;
+	v->nstreams = layout->nstreams;
+	*out = v;
+	return 0;
+}
+
+void verify_reset(struct verify *v)
+{
+	for (unsigned i = 0; i < v->nstreams; i++) {
+		v->streams[i].count = v->streams[i].head = 0;
+		v->done.c[i] = v->streams[i].clock.c[i];
+		vclock_join(&v->done, &v->streams[i].clock, v->nstreams);
+	}
+	v->nallocs = 0;
+}
+
+uint64_t verify_violations(const struct verify *v)
+{
+	return v->violations;
+}
+
+uint64_t verify_checked(const struct verify *v)
+{
+	return v->checked;
+}
+
+void verify_destroy(struct verify *v)
+{
+	if (!v)
+		return;
+	for (unsigned i = 0; i < SEQ_MAX_STREAMS; i++)
+		free(v->streams[i].events);
+	free(v->allocs);
+	free(v);
+}
