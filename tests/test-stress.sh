@@ -60,6 +60,15 @@ for inj in "--inject legacy-sync-window=4 --sim-delay h2d=2ms" "--inject early-f
 	stop
 done
 
+echo "== a dropped wait, no delays at all: the schedule checker reports it"
+start --inject drop-wait=20
+out=$("$stress" --socket "$sock" --ops 4000 --clients 2 --seed 11 | tail -1) || true # it exits 1: races
+echo "$out"
+vf=$("$ctl" --socket "$sock" --json stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"]["verify_findings"])')
+[ "$vf" -gt 0 ] || fail "drop-wait=20 without delays: the checker found nothing ($out)"
+echo "checker findings: $vf"
+stop
+
 echo "== kill -9 mid-work leaves nothing behind"
 start --sim-delay compute=200us
 "$stress" --socket "$sock" --ops 10000000 --clients 4 --seed 9 >/dev/null 2>&1 &
