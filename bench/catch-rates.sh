@@ -5,12 +5,14 @@
 # the sim's shadow detector when race_findings exceeds that, by the data checks when
 # sseq-stress saw wrong data. Prints one line per injection; writes under $OUT.
 # Usage: bench/catch-rates.sh BUILD_DIR [RUNS] [INJECTION...]
-#   (default 50 runs; injections: "drop-wait=20" "drop-wait=20 nodelay" "legacy-sync-window=64")
+#   (default 50 runs; each injection with random delays, or "nodelay", or "slowh2d":
+#   every H2D copy takes 5 ms; default "drop-wait=20" "drop-wait=20 nodelay"
+#   "legacy-sync-window=64 slowh2d" "none")
 set -uo pipefail
 B=${1:?usage: catch-rates.sh BUILD_DIR [RUNS] [INJECTION...]}
 runs=${2:-50}
 shift $(( $# > 1 ? 2 : 1 ))
-[ $# -gt 0 ] || set -- "drop-wait=20" "drop-wait=20 nodelay" "legacy-sync-window=64" "none"
+[ $# -gt 0 ] || set -- "drop-wait=20" "drop-wait=20 nodelay" "legacy-sync-window=64 slowh2d" "none"
 O=${OUT:-/tmp/sseq-bench}
 mkdir -p "$O"
 tmp=$(mktemp -d)
@@ -21,6 +23,7 @@ for spec in "$@"; do
 	read -r inj mode <<<"$spec"
 	delays=(--sim-delay "all=rand:0-200us")
 	[ "${mode:-}" = nodelay ] && delays=()
+	[ "${mode:-}" = slowh2d ] && delays=(--sim-delay "h2d=5ms")
 	inject=(--inject "$inj")
 	[ "$inj" = none ] && inject=()
 	checker=0 shadow=0 data=0 any=0 ops=0 dropped=0

@@ -142,8 +142,10 @@ static void client_step(struct client *c)
 		scenario_d2d_of_kernel_output(c);
 	} else if (roll < 88) {
 		scenario_free_while_reading(c);
-	} else if (roll < 93) {
+	} else if (roll < 92) {
 		scenario_write_after_read(c);
+	} else if (roll < 93) {
+		scenario_old_upload_after_many_kernels(c);
 	} else if (roll < 94) {
 		c->ops++;
 		int e = sseq_await(c->s, x->h);

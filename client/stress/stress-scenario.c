@@ -64,6 +64,28 @@ void scenario_free_while_reading(struct client *c)
 		}
 }
 
+/* An upload, then more unrelated kernels on the lane than a legacy readiness window
+ * holds (16 to 192 of them, drawn around the windows one injects), then a kernel reading
+ * the old upload: with legacy-sync-window=N the daemon takes the upload as done N
+ * compute points after it and skips the wait, which a slow upload exposes. */
+void scenario_old_upload_after_many_kernels(struct client *c)
+{
+	struct handle *x = pick(c);
+	struct handle *busy = pick_other(c, x, true);
+	struct handle *y;
+	int64_t kernels = rng_range(&c->rng, 16, 192);
+
+	if (!busy)
+		return;
+	op_h2d(c, x);
+	for (int64_t i = 0; i < kernels && c->ops < opt.ops; i++)
+		op_fill(c, busy, (uint64_t)rng_range(&c->rng, 1, (int64_t)busy->n),
+			(float)(i % 7));
+	y = pick_other(c, x, true);
+	if (y && y != busy)
+		op_elementwise(c, EW_SCALE, x, NULL, y);
+}
+
 /* A kernel reads x, then x is overwritten by a copy on another stream (I4). */
 void scenario_write_after_read(struct client *c)
 {

@@ -166,6 +166,7 @@ void checks_drain(struct client *c, unsigned keep);
 /* ---- scenarios (stress-scenario.c) ---- */
 
 void scenario_h2d_then_kernel(struct client *c);
+void scenario_old_upload_after_many_kernels(struct client *c);
 void scenario_slice_of_h2d(struct client *c);
 void scenario_d2d_of_kernel_output(struct client *c);
 void scenario_free_while_reading(struct client *c);
