@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* "kernel add at 0:5" or "h2d at 1:2", for findings. */
@@ -112,6 +113,43 @@ void sim_detect_needs(struct sim *sim, struct sim_entry *e, const struct seq_op 
 		if (!sim_executed(sim, need[x].p))
 			e->need[e->nneed++] = need[x];
 	}
+}
+
+/* The staging shadow, for a copy being launched (under sim.lock): what it needs of the
+ * recent in-flight copies whose host range overlaps its own, when either of the two
+ * writes it, goes into e->need like a device buffer's (checked when e runs); then its own
+ * range is entered. */
+int sim_detect_staging(struct sim *sim, struct sim_entry *e, const struct seq_op *op)
+{
+	const struct op_payload *p = op->payload;
+	const bool write = op->kind == SEQ_OP_D2H;
+	const size_t n = sim->nhost < SIM_HOST_USES ? sim->nhost : SIM_HOST_USES;
+	uintptr_t lo, hi;
+
+	if ((op->kind != SEQ_OP_H2D && op->kind != SEQ_OP_D2H) || !p->length)
+		return 0;
+	lo = (uintptr_t)p->host;
+	hi = lo + p->length;
+	for (size_t i = 0; i < n; i++) {
+		const struct sim_host_use *u = &sim->host[i];
+		struct seq_point at = u->at;
+		unsigned k;
+
+		if (u->hi <= lo || hi <= u->lo || (!write && !u->write) ||
+			at.stream == e->at.stream || sim_executed(sim, at))
+			continue;
+		for (k = 0; k < e->nneed && e->need[k].p.stream != at.stream; k++)
+			;
+		if (k < e->nneed && e->need[k].p.seq >= at.seq)
+			continue;
+		e->need[k] = (struct sim_need){at,
+			write ? (u->write ? SIM_RACE_WAW : SIM_RACE_WAR) : SIM_RACE_RAW,
+			(uint64_t)u->lo};
+		if (k == e->nneed)
+			e->nneed++;
+	}
+	sim->host[sim->nhost++ % SIM_HOST_USES] = (struct sim_host_use){lo, hi, e->at, write};
+	return 0;
 }
 
 /* Enter the launched op in its blocks' shadows: every view's reads first, then its

@@ -13,6 +13,7 @@
 #include "sim.h"
 
 #define SIM_CLASS_BUCKETS 64
+#define SIM_HOST_USES 64
 
 enum sim_entry_type {
 	SIM_ENTRY_OP,
@@ -75,6 +76,14 @@ struct sim_entry {
 	struct op_payload payload;
 };
 
+/* A host range an in-flight copy reads (H2D source) or writes (D2H destination): the
+ * staging shadow, so that two copies touching one range unordered are found too. */
+struct sim_host_use {
+	uintptr_t lo, hi;
+	struct seq_point at;
+	bool write;
+};
+
 struct sim;
 
 struct sim_stream {
@@ -124,6 +133,10 @@ struct sim {
 	struct sim_block *newest, *oldest;
 	uint64_t used_bytes;
 	uint64_t cached_bytes;
+	/* The staging shadow: the host ranges of the last SIM_HOST_USES copies launched (a
+	 * ring; those already run are skipped), which bounds its cost per copy. */
+	struct sim_host_use host[SIM_HOST_USES];
+	size_t nhost; /* copies entered so far: the next goes to nhost % SIM_HOST_USES */
 };
 
 static inline bool sim_executed(struct sim *sim, struct seq_point p)
@@ -143,6 +156,7 @@ __attribute__((format(printf, 2, 3))) void sim_report(struct sim *sim, const cha
 int sim_detect_views(struct sim *sim, struct sim_entry *e, const struct seq_op *op);
 void sim_detect_needs(struct sim *sim, struct sim_entry *e, const struct seq_op *op);
 void sim_detect_note(struct sim_entry *e, const struct seq_op *op);
+int sim_detect_staging(struct sim *sim, struct sim_entry *e, const struct seq_op *op);
 void sim_detect_races(struct sim *sim, const struct sim_entry *e);
 void sim_detect_released(struct sim *sim, const struct sim_entry *e);
 

@@ -234,6 +234,9 @@ int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	if (r < 0)
 		goto fail;
 	sim_detect_needs(sim, e, op);
+	r = sim_detect_staging(sim, e, op);
+	if (r < 0)
+		goto fail;
 	sim_detect_note(e, op);
 
 	sim_entry_set_payload(e, op);

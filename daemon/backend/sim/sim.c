@@ -79,6 +79,7 @@ static int sim_reset(void *ctx)
 	memset(sim->bucket, 0, sizeof(sim->bucket));
 	sim->newest = sim->oldest = NULL;
 	sim->used_bytes = sim->cached_bytes = 0;
+	sim->nhost = 0;
 	memset(sim->streams, 0, sizeof(sim->streams));
 	for (unsigned i = 0; i < sim->nstreams; i++) {
 		sim->streams[i].launched = launched[i];

@@ -370,6 +370,44 @@ START_TEST(test_write_before_pending_reader_is_a_race)
 }
 END_TEST
 
+/* The staging shadow: an upload from the host range a download is still writing (no
+ * order between the two copies) is a race on the host memory, found like a device
+ * buffer's; the same upload once the download ran is clean. */
+START_TEST(test_copies_racing_on_one_staging_range_are_a_race)
+{
+	struct sim_config cfg = {0};
+	uint32_t host[64] = {0};
+	uint64_t a, b;
+	struct op_payload copy = {.host = host, .length = sizeof(host)};
+	const unsigned r = SEQ_READ, w = SEQ_WRITE;
+	char want[96];
+
+	h_delay(&cfg, "d2h=50ms");
+	h_setup(NULL, &cfg);
+	a = sim_alloc(sizeof(host));
+	b = sim_alloc(sizeof(host));
+	ck_assert_int_eq(
+		sim_launch((struct seq_point){2, 1}, SEQ_OP_D2H, &copy, 1, &a, &r, 256), 0);
+	ck_assert_int_eq(
+		sim_launch((struct seq_point){1, 1}, SEQ_OP_H2D, &copy, 1, &b, &w, 256), 0);
+	sim_record_wait(1, 1);
+	sim_record_wait(2, 1);
+	ck_assert_uint_eq(h_findings(), 1);
+	snprintf(want, sizeof(want), "race: h2d at 1:1 read buffer %#" PRIx64,
+		(uint64_t)(uintptr_t)host);
+	ck_assert_msg(h_found(want), "no '%s'", want);
+	ck_assert(h_found("before its producer 2:1 completed"));
+	/* Ordered by completion (the download ran first): nothing to report. */
+	ck_assert_int_eq(
+		sim_launch((struct seq_point){1, 2}, SEQ_OP_H2D, &copy, 1, &b, &w, 256), 0);
+	sim_record_wait(1, 2);
+	ck_assert_uint_eq(h_findings(), 1);
+	H.be.ops->dev.mem_release(H.be.ctx, a, sizeof(host));
+	H.be.ops->dev.mem_release(H.be.ctx, b, sizeof(host));
+	h_teardown();
+}
+END_TEST
+
 START_TEST(test_release_while_op_pending_is_reported)
 {
 	struct sim_config cfg = {0};
@@ -983,6 +1021,7 @@ static Suite *sim_suite(void)
 	tcase_add_test(detector, test_kernel_launched_without_wait_on_delayed_h2d_is_a_race);
 	tcase_add_test(detector, test_same_launches_with_the_wait_are_clean);
 	tcase_add_test(detector, test_write_before_pending_reader_is_a_race);
+	tcase_add_test(detector, test_copies_racing_on_one_staging_range_are_a_race);
 	tcase_add_test(detector, test_release_while_op_pending_is_reported);
 	tcase_add_test(detector, test_legacy_sync_window_race_is_caught);
 	tcase_add_test(detector, test_seed_scenario_without_legacy_window_is_clean);
