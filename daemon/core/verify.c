@@ -258,14 +258,22 @@ static const char *op_name(enum seq_op_kind k)
 	return seq_op_kind_name(k);
 }
 
-/* Whether p comes before an op whose clock is k. */
-static bool before(const struct vclock *k, struct seq_point p)
+/* What an op launched at `at` comes after, without building its clock: its stream's
+ * order and waits, and whatever was reported complete before it was launched. */
+struct vorder {
+	const struct vclock *stream, *done;
+	struct seq_point at;
+};
+
+/* Whether p comes before the op. */
+static bool before(const struct vorder *k, struct seq_point p)
 {
-	return p.seq <= k->c[p.stream];
+	return (p.stream == k->at.stream && p.seq < k->at.seq) || p.seq <= k->stream->c[p.stream] ||
+		p.seq <= k->done->c[p.stream];
 }
 
 static void check_access(struct verify *v, struct seq_point at, const struct seq_op *op,
-	const struct seq_access *acc, const struct vclock *k)
+	const struct seq_access *acc, const struct vorder *k)
 {
 	struct valloc *a = alloc_find(v, acc->addr);
 
@@ -323,14 +331,9 @@ static int v_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 {
 	struct verify *v = ctx;
 	struct vstream *st = &v->streams[at.stream];
-	struct vclock k = st->clock;
+	const struct vorder k = {&st->clock, &v->done, at};
 	int r;
 
-	/* What the op comes after: its stream's order and waits, and what was reported
-	 * complete before it was launched. */
-	vclock_join(&k, &v->done, v->nstreams);
-	if (k.c[at.stream] < at.seq - 1)
-		k.c[at.stream] = at.seq - 1;
 	for (unsigned i = 0; i < op->naccess; i++)
 		check_access(v, at, op, &op->access[i], &k);
 	r = v->inner.launch(v->inner_ctx, at, op);
