@@ -79,8 +79,7 @@ void scenario_old_upload_after_many_kernels(struct client *c)
 		return;
 	op_h2d(c, x);
 	for (int64_t i = 0; i < kernels && c->ops < opt.ops; i++)
-		op_fill(c, busy, (uint64_t)rng_range(&c->rng, 1, (int64_t)busy->n),
-			(float)(i % 7));
+		op_fill(c, busy, (uint64_t)rng_range(&c->rng, 1, (int64_t)busy->n), (float)(i % 7));
 	y = pick_other(c, x, true);
 	if (y && y != busy)
 		op_elementwise(c, EW_SCALE, x, NULL, y);
