@@ -130,6 +130,48 @@ START_TEST(test_a_poisoned_context_restarts_the_daemon_in_place)
 }
 END_TEST
 
+/* A restart in place hands over what a session sent but the daemon has not run yet: here
+ * half a frame, whose second half comes after the exec, and the request then runs. */
+START_TEST(test_a_restart_in_place_keeps_a_half_sent_frame)
+{
+	const char *const args[] = {"--inject", "device-lost-op=1", "--device-reset", "exec", NULL};
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Alloc al = SSEQ__ALLOC__INIT;
+	uint8_t frame[256];
+	uint64_t ya, k, h = 0;
+	char msg[1024];
+	size_t len;
+	int a, b;
+
+	SIM_ONLY();
+	daemon_start(args);
+	a = conn_worker("gw1");
+	b = conn_worker("gw2");
+	al.size = 4096;
+	al.label = (char *)"after";
+	rq.tag = 777;
+	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	rq.alloc = &al;
+	len = sseq__request__get_packed_size(&rq);
+	ck_assert_uint_le(len + FRAME_HEADER, sizeof(frame));
+	frame_put_len(frame, (uint32_t)len);
+	sseq__request__pack(&rq, frame + FRAME_HEADER);
+	send_raw(b, frame, 3, -1); /* part of the length prefix */
+	usleep(100000);
+	ck_assert_int_eq(do_alloc(a, 1024, &ya), SSEQ__STATUS__STATUS_OK);
+	k = send_exec(a, "fill", "ofu", &ya, (double[]){1, 256}); /* launch 1: poisons */
+	ck_assert_int_eq(reply_status(a, k), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	usleep(200000); /* the new process is serving */
+	send_raw(b, frame + 3, len + FRAME_HEADER - 3, -1);
+	ck_assert_int_eq(expect_reply(b, 777, &h, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_ne(h, 0);
+	close(a);
+	close(b);
+	daemon_stop();
+}
+END_TEST
+
 /* --isolate-faults: two sessions' kernels running when the context is poisoned are both
  * suspects and named so; from then on each one's kernels run alone, so the next fault is
  * pinned on its session exactly. */
@@ -185,6 +227,7 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_a_poisoned_context_is_reset_and_the_daemon_serves_again);
 	tcase_add_test(tc, test_a_poisoned_context_restarts_the_daemon_in_place);
 	tcase_add_test(tc, test_isolate_faults_attributes_the_next_fault_exactly);
+	tcase_add_test(tc, test_a_restart_in_place_keeps_a_half_sent_frame);
 }
 
 int main(int argc, char **argv)
