@@ -50,7 +50,8 @@ static void usage(FILE *f)
 		"                           (repeatable)\n"
 		"      --inject SPEC        fault injection (repeatable): fail-op=N,\n"
 		"                           device-fail-op=N, device-lost-op=N,\n"
-		"                           drop-wait=N, legacy-sync-window=N, early-free\n"
+		"                           drop-wait=N, legacy-sync-window=N, early-free,\n"
+		"                           slice-outlives-base\n"
 		"      --window N           incomplete points per stream before backpressure\n"
 		"                           (default %u)\n"
 		"      --compute-streams N  compute lanes: each session's kernels run on a lane\n"
@@ -185,6 +186,10 @@ static int parse_inject(struct daemon_opts *o, const char *spec)
 		}
 		return 0;
 	}
+	if (strcmp(spec, "slice-outlives-base") == 0) {
+		o->srv.seq.legacy_slice_outlives_base = true;
+		return 0;
+	}
 	if (strcmp(spec, "early-free") == 0) {
 		o->srv.seq.legacy_early_free = true;
 		return 0;
@@ -192,7 +197,8 @@ static int parse_inject(struct daemon_opts *o, const char *spec)
 	if (sim_parse_inject(&o->be.sim, spec, &why) < 0) {
 		fprintf(stderr,
 			"sseqd: --inject %s: %s (known: fail-op=N, device-fail-op=N, "
-			"device-lost-op=N, drop-wait=N, legacy-sync-window=N, early-free)\n",
+			"device-lost-op=N, drop-wait=N, legacy-sync-window=N, early-free, "
+			"slice-outlives-base)\n",
 			spec, why ? why : "invalid");
 		return -EINVAL;
 	}
@@ -620,7 +626,9 @@ static void log_serving(const struct daemon_opts *o, const struct backend *be)
 		o->srv.verify ? "; schedule checker on" : "",
 		o->srv.seq.legacy_sync_window ? "; INJECTED legacy-sync-window" : "",
 		o->srv.seq.drop_wait ? "; INJECTED drop-wait" : "",
-		o->srv.seq.legacy_early_free ? "; INJECTED early-free" : "");
+		o->srv.seq.legacy_early_free			? "; INJECTED early-free"
+			: o->srv.seq.legacy_slice_outlives_base ? "; INJECTED slice-outlives-base"
+								: "");
 }
 
 /* Signals (then unblocked: see main), the drain, watchdog and status timers. */

@@ -47,7 +47,8 @@ lanes=$("$ctl" --socket "$sock" streams | awk '$2 == "compute" && $4 > 0' | wc -
 [ "$lanes" -ge 8 ] || fail "the clients' work ran on $lanes compute streams, not on their lanes"
 stop
 
-for inj in "--inject legacy-sync-window=4 --sim-delay h2d=2ms" "--inject early-free"; do
+for inj in "--inject legacy-sync-window=4 --sim-delay h2d=2ms" "--inject early-free" \
+	"--inject slice-outlives-base"; do
 	echo "== injected: $inj"
 	# shellcheck disable=SC2086
 	start $inj

@@ -56,6 +56,7 @@ struct seq {
 	unsigned rr_d2h, rr_d2d;
 	struct seq_point barrier; /* the last exclusive op: later ops wait for it (seq 0: none) */
 	uint64_t waits_decided; /* for the drop_wait injection */
+	uint64_t allocs; /* allocations made: the next base's number */
 	struct seq_buffer *all; /* every live buffer object */
 	struct seq_buffer **pending; /* bases freed by their owner, still in use */
 	size_t npending, cappending;
@@ -183,7 +184,7 @@ void seq_destroy(struct seq *seq)
 		return;
 	while (seq->all) {
 		struct seq_buffer *b = seq->all;
-		if (!b->base && !b->lost)
+		if (!b->base && !b->lost && !b->early_released)
 			seq->dev.mem_release(seq->dev_ctx, b->addr, b->size);
 		buffer_unlink(seq, b);
 		free(b);
@@ -352,6 +353,7 @@ int seq_buffer_alloc(struct seq *seq, uint64_t size, struct seq_buffer **out)
 	}
 	b->size = size;
 	b->addr = addr;
+	b->alloc = ++seq->allocs;
 	b->refs = 1;
 	*out = b;
 	return 0;
@@ -382,7 +384,7 @@ int seq_buffer_slice(struct seq *seq, struct seq_buffer *of, uint64_t offset, ui
 
 static void buffer_release(struct seq *seq, struct seq_buffer *b)
 {
-	if (!b->lost)
+	if (!b->lost && !b->early_released)
 		seq->dev.mem_release(seq->dev_ctx, b->addr, b->size);
 	seq->counters.releases++;
 	seq_trace_emit(seq, SEQ_TRACE_RELEASE, (struct seq_point){0, 0}, SEQ_OP_EXEC, b, b->def);
@@ -423,12 +425,19 @@ static void buffer_drop(struct seq *seq, struct seq_buffer *b)
 void seq_buffer_free(struct seq *seq, struct seq_buffer *buf)
 {
 	struct seq_buffer *base = buffer_base(buf);
+	const bool is_base = !buf->base;
 
-	if (buf->base) {
+	if (!is_base) {
 		buffer_unlink(seq, buf);
 		free(buf);
 	} else {
 		buf->freed = true;
+	}
+	/* Injected: the memory goes back now, though slices still name it; the base stays
+	 * for them, marked lost-free (it releases nothing later). */
+	if (is_base && base->refs > 1 && seq->config.legacy_slice_outlives_base && !base->lost) {
+		seq->dev.mem_release(seq->dev_ctx, base->addr, base->size);
+		base->early_released = true;
 	}
 	if (--base->refs == 0)
 		buffer_drop(seq, base);
@@ -663,6 +672,7 @@ static void submit_needs(struct seq *seq, struct seq_op *op, uint32_t s, struct 
 
 		a->addr = a->buf->addr;
 		a->size = a->buf->size;
+		a->alloc = b->alloc;
 		if (op_needs(seq, s, b, b->def, op->kind))
 			needs_add(n, b->def, b);
 		if (!(a->mode & SEQ_WRITE))

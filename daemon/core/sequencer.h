@@ -52,9 +52,12 @@ struct seq_trace;
 struct seq_access {
 	struct seq_buffer *buf; /* a base or a slice, as the client named it */
 	unsigned mode; /* enum seq_access_mode */
-	/* Filled in by seq_submit() for the backend: the view's device address and size. */
+	/* Filled in by seq_submit() for the backend: the view's device address and size,
+	 * and the number of the allocation it is a view of (each base gets the next one),
+	 * by which a checker tells memory that changed hands from the memory a view names. */
 	uint64_t addr;
 	uint64_t size;
+	uint64_t alloc;
 };
 
 struct seq_op {
@@ -138,6 +141,9 @@ struct seq_config {
 	unsigned legacy_sync_window; /* H2D readiness tied to a compute window of N points */
 	unsigned drop_wait; /* every Nth wait decided is not emitted (a lost wait, any backend) */
 	bool legacy_early_free; /* frees hand memory back at once */
+	/* A base freed while slices of it live hands its memory back at once: the slices
+	 * then name memory that may already be someone else's (XLA's slice-outlives-base). */
+	bool legacy_slice_outlives_base;
 };
 
 /* The streams, numbered once, here: the compute pool, then the H2D, D2H and D2D pools.
@@ -179,6 +185,7 @@ struct seq_buffer {
 	uint64_t size;
 	uint64_t addr; /* device address of this view */
 	uint64_t user; /* opaque for the owner of the handle */
+	uint64_t alloc; /* base: its allocation's number (from 1); slice: its base's */
 	uint64_t owner; /* opaque: who held it, kept after the handle is gone (inspection) */
 	/* Base only: */
 	unsigned refs; /* the owner's + one per live slice */
@@ -197,6 +204,7 @@ struct seq_buffer {
 	 * op naming it fails with -ENXIO (nothing clears that), and freeing it hands nothing
 	 * back. */
 	bool lost;
+	bool early_released; /* injected slice-outlives-base: memory already handed back */
 	/* Core bookkeeping: every live buffer object, for seq_destroy(). */
 	struct seq_buffer *all_prev, *all_next;
 };

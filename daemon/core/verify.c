@@ -18,6 +18,7 @@ struct vclock {
 struct valloc {
 	uint64_t addr, size;
 	uint64_t serial; /* the allocation's number, for the reports */
+	uint64_t base; /* the core's number of the base it holds, from its first use */
 	bool live;
 	struct seq_point writer; /* seq 0: none */
 	uint64_t readers[SEQ_MAX_STREAMS];
@@ -286,6 +287,18 @@ static void check_access(struct verify *v, struct seq_point at, const struct seq
 					   : "past the end of its allocation");
 		return;
 	}
+	/* A view of another base than the one this memory was first used for: the memory
+	 * changed hands under it (released and allocated again, e.g. a slice that outlived
+	 * its base). */
+	if (acc->alloc && !a->base)
+		a->base = acc->alloc;
+	else if (acc->alloc && a->base != acc->alloc)
+		violation(v,
+			"%s at %u:%" PRIu64 " touches %#" PRIx64 "+%" PRIu64 " as base #%" PRIu64
+			", but that memory is allocation #%" PRIu64 " of base #%" PRIu64
+			" (it changed hands: use after free)",
+			op_name(op->kind), at.stream, at.seq, acc->addr, acc->size, acc->alloc,
+			a->serial, a->base);
 	if (a->writer.seq && !before(k, a->writer))
 		violation(v,
 			"%s at %u:%" PRIu64 " %s allocation #%" PRIu64 " (%#" PRIx64

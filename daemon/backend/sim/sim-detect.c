@@ -63,6 +63,21 @@ int sim_detect_views(struct sim *sim, struct sim_entry *e, const struct seq_op *
 				"use-after-free: %s touches buffer %#" PRIx64
 				" after it was released",
 				who, v->block->addr);
+		} else if (op->access[i].alloc) {
+			/* The allocation serial: a view of a base this block was not
+			 * allocated for names memory that changed hands (a slice outliving
+			 * its base, say). */
+			if (!v->block->base) {
+				v->block->base = op->access[i].alloc;
+			} else if (v->block->base != op->access[i].alloc) {
+				sim_describe(who, sizeof(who), op->kind, p, e->at);
+				sim_report(sim,
+					"use-after-free: %s touches buffer %#" PRIx64
+					" as base #%" PRIu64 ", but it now holds base #%" PRIu64
+					" (the memory changed hands)",
+					who, v->block->addr, op->access[i].alloc, v->block->base);
+				v->reported = true;
+			}
 		}
 	}
 	return 0;

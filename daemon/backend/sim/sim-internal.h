@@ -34,6 +34,7 @@ struct sim_block {
 	uint64_t size; /* the size class: a multiple of SIM_ALIGN */
 	bool live;
 	bool mapped;
+	uint64_t base; /* the core's number of the base using it (seq_access.alloc), or 0 */
 	/* Bumped at release and at reuse: an op that sees it change while in flight touched
 	 * memory that changed hands. */
 	_Atomic uint64_t gen;

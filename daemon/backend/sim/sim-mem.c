@@ -202,6 +202,7 @@ int sim_mem_alloc(void *ctx, uint64_t size, uint64_t *addr)
 			goto out;
 	}
 	b->live = true;
+	b->base = 0; /* bound to its base at first use */
 	atomic_fetch_add(&b->gen, 1);
 	b->writer = (struct seq_point){0, 0};
 	memset(b->readers, 0, sizeof(b->readers));

@@ -408,6 +408,38 @@ START_TEST(test_copies_racing_on_one_staging_range_are_a_race)
 }
 END_TEST
 
+/* XLA's slice-outlives-base, injected in the core: the base is freed while a slice of it
+ * lives, its memory goes back at once and the next allocation of its size gets it. A
+ * kernel through the slice, launched long after, runs on the new owner's memory with
+ * nothing in flight to overlap: the allocation serial (the base each block holds) tells
+ * the memory changed hands. */
+START_TEST(test_a_slice_that_outlived_its_base_is_a_use_after_free)
+{
+	struct seq_config scfg = {.legacy_slice_outlives_base = true};
+	struct seq_buffer *base, *slice, *other, *out;
+
+	h_setup(&scfg, NULL);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &base), 0);
+	ck_assert_int_eq(seq_buffer_slice(H.seq, base, 0, 1024, &slice), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 1024, &out), 0);
+	seq_buffer_free(H.seq, base); /* the slice still holds it: the injected bug releases */
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &other), 0);
+	ck_assert_uint_eq(other->addr, slice->addr); /* the sim handed the block out again */
+	ck_assert_int_eq(h_add_one(other, out, 256), 0);
+	h_sync();
+	ck_assert_uint_eq(h_findings(), 0);
+	ck_assert_int_eq(h_add_one(slice, out, 256), 0);
+	h_sync();
+	ck_assert_uint_eq(h_findings(), 1);
+	ck_assert(h_found("use-after-free: kernel add_one at 0:2 touches buffer"));
+	ck_assert(h_found("(the memory changed hands)"));
+	seq_buffer_free(H.seq, slice);
+	seq_buffer_free(H.seq, other);
+	seq_buffer_free(H.seq, out);
+	h_teardown();
+}
+END_TEST
+
 START_TEST(test_release_while_op_pending_is_reported)
 {
 	struct sim_config cfg = {0};
@@ -1022,6 +1054,7 @@ static Suite *sim_suite(void)
 	tcase_add_test(detector, test_same_launches_with_the_wait_are_clean);
 	tcase_add_test(detector, test_write_before_pending_reader_is_a_race);
 	tcase_add_test(detector, test_copies_racing_on_one_staging_range_are_a_race);
+	tcase_add_test(detector, test_a_slice_that_outlived_its_base_is_a_use_after_free);
 	tcase_add_test(detector, test_release_while_op_pending_is_reported);
 	tcase_add_test(detector, test_legacy_sync_window_race_is_caught);
 	tcase_add_test(detector, test_seed_scenario_without_legacy_window_is_clean);
