@@ -16,6 +16,7 @@
 #include "cq.h"
 #include "kernels.h"
 #include "sequencer.h"
+#include "verify.h"
 
 /* Kernel arguments, as a launch's karg array spells them. */
 #define BUF ((struct karg){.type = KARG_BUFFER})
@@ -27,6 +28,7 @@
  * where sseqd's loop gets uv_async_send. */
 struct harness_cq {
 	struct cq q;
+	struct verify *verify; /* hears each completion before the core, when there is one */
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	bool woken;
@@ -104,9 +106,12 @@ static inline size_t cq_drain(struct harness_cq *q, struct seq *seq, bool block)
 
 	if (block)
 		ck_assert_msg(n > 0, "no completion within 20 s");
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		if (q->verify)
+			verify_complete(q->verify, b.ents[i].p);
 		if (seq)
 			seq_complete(seq, b.ents[i].p, b.ents[i].status);
+	}
 	cq_done(&q->q, b);
 	return n;
 }

@@ -7,6 +7,7 @@
 #define SSEQ_TESTS_BACKEND_WORLD_H
 
 #include <check.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -34,6 +35,12 @@ struct harness {
 	unsigned findings;
 	char first_finding[512];
 	char finding[512];
+	/* The schedule checker between the core and the backend, a second oracle: at
+	 * teardown it must have found nothing, unless the test set verify_unclean (an
+	 * injected bug). */
+	struct verify *verify;
+	bool verify_unclean;
+	char verify_first[320];
 };
 
 static struct harness H;
@@ -47,6 +54,13 @@ static inline void h_finding(void *arg, const char *what)
 		snprintf(H.first_finding, sizeof(H.first_finding), "%s", what);
 	snprintf(H.finding, sizeof(H.finding), "%s", what);
 	pthread_mutex_unlock(&H.mu);
+}
+
+static inline void h_verify_found(void *arg, const char *what)
+{
+	(void)arg;
+	if (!H.verify_first[0])
+		snprintf(H.verify_first, sizeof(H.verify_first), "%s", what);
 }
 
 static inline void h_done(void *ctx, uint64_t cookie, int status)
@@ -76,7 +90,11 @@ static inline int h_world_open(const struct seq_config *scfg, h_create_fn *creat
 	r = create(&H.be, &env, arg);
 	if (r < 0 || !scfg)
 		return r;
-	ck_assert_int_eq(seq_create(&H.seq, scfg, &H.be.ops->dev, H.be.ctx, &obs), 0);
+	ck_assert_int_eq(
+		verify_create(&H.verify, &layout, &H.be.ops->dev, H.be.ctx, h_verify_found, NULL),
+		0);
+	H.cq.verify = H.verify;
+	ck_assert_int_eq(seq_create(&H.seq, scfg, verify_device(), H.verify, &obs), 0);
 	return 0;
 }
 
@@ -113,6 +131,14 @@ static inline void h_teardown(void)
 		h_sync();
 		seq_destroy(H.seq);
 		H.seq = NULL;
+	}
+	if (H.verify) {
+		ck_assert_msg(H.verify_unclean || verify_violations(H.verify) == 0,
+			"%s: the schedule checker found %" PRIu64 " violations, the first: %s",
+			HARNESS_NAME, verify_violations(H.verify), H.verify_first);
+		verify_destroy(H.verify);
+		H.verify = NULL;
+		H.cq.verify = NULL;
 	}
 	backend_destroy(&H.be);
 	h_drain(false);

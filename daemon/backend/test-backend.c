@@ -782,6 +782,7 @@ START_TEST(test_a_lost_context_is_reset_and_serves_again)
 		batch = cq_take(&H.cq.q);
 		cq_done(&H.cq.q, batch);
 		seq_reset(H.seq, -EIO);
+		verify_reset(H.verify);
 		h_free((struct seq_buffer *[]){a}, 1);
 		h_unstage(ha, 4096);
 		h_unstage(hb, 4096);
@@ -794,6 +795,7 @@ START_TEST(test_a_lost_context_is_reset_and_serves_again)
 	batch = cq_take(&H.cq.q); /* the old context's: seq_reset fails all of it */
 	cq_done(&H.cq.q, batch);
 	ck_assert_uint_eq(seq_reset(H.seq, -EIO), 1);
+	verify_reset(H.verify);
 	ck_assert_int_eq(seq_buffer_error(H.seq, a), -ENXIO);
 
 	h_alloc(4096, (struct seq_buffer * *[]){&bufs[0], &bufs[1], &bufs[2], &bufs[3], &bufs[4]},

@@ -273,6 +273,7 @@ static unsigned seed_trials(unsigned legacy_window, unsigned trials)
 	unsigned wrong = 0;
 
 	h_setup(&scfg, NULL);
+	H.verify_unclean = legacy_window != 0; /* the injected bug: the checker sees it */
 	host = h_stage(bytes);
 	back = h_stage(bytes);
 	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &tmp), 0);
@@ -596,6 +597,7 @@ static uint64_t audit_seed(unsigned legacy_window, uint64_t *checks, size_t *sta
 	float *host, *back;
 
 	h_setup(&scfg, &cfg);
+	H.verify_unclean = legacy_window != 0; /* the injected bug: the checker sees it */
 	h_warm_up();
 	host = h_stage(bytes);
 	back = h_stage(bytes);
