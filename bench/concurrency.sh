@@ -10,18 +10,8 @@ set -uo pipefail
 B=${1:?usage: concurrency.sh BUILD_DIR [PROCS...]}
 shift
 procs=${*:-1 4 16}
-O=${OUT:-/tmp/sseq-bench}
-mkdir -p "$O"
-export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/$B/client/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* 2>/dev/null | head -1)
-log=$O/concurrency.txt
-say() { echo "$*" | tee -a "$log"; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
-
+name=concurrency
 . "$(dirname "$0")/procs.sh"
-
-say "date=$(date -u +%FT%TZ) host=$(hostname) gpu=\"$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)\""
 
 # A quiet client's 4 KiB H2D + await, alone and while another client floods the H2D
 # direction with 256 MiB copies: with one stream per direction it queues behind them.

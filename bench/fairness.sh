@@ -9,17 +9,9 @@ set -uo pipefail
 B=${1:?usage: fairness.sh BUILD_DIR [OPTIONS...]}
 shift
 [ $# -gt 0 ] || set -- "" "--client-inflight-limit 1024" "--submit-threads 0"
-O=${OUT:-/tmp/sseq-bench}
-mkdir -p "$O"
-export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/$B/client/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* 2>/dev/null | head -1)
-log=$O/fairness.txt
-say() { echo "$*" | tee -a "$log"; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+name=fairness
 . "$(dirname "$0")/procs.sh"
 
-say "date=$(date -u +%FT%TZ) host=$(hostname) gpu=\"$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)\""
 for opts in "$@"; do
 	# shellcheck disable=SC2086 # options, one word each
 	daemon $opts

@@ -1,7 +1,17 @@
-# Shared by the multi-process benchmarks (sourced): processes started together, a daemon
-# started and stopped, and where a process's threads spent their CPU time.
-# The caller sets B (the build), O (the output folder), tmp (a scratch folder) and img
-# (the kernel image).
+# Shared by the multi-process benchmarks (sourced): their set-up, processes started
+# together, a daemon started and stopped, and where a process's threads spent their CPU
+# time. The caller sets B (the build) and name (its log is $OUT/$name.txt) first; this
+# sets O (the output folder), img (the kernel image), log, say, tmp (a scratch folder,
+# removed on exit, and MPS told to quit if a run started it).
+O=${OUT:-/tmp/sseq-bench}
+mkdir -p "$O"
+export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/$B/client/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* 2>/dev/null | head -1)
+log=$O/$name.txt
+say() { echo "$*" | tee -a "$log"; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"; echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
+say "date=$(date -u +%FT%TZ) host=$(hostname) cpus=$(nproc) gpu=\"$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)\""
 
 # P processes of "$@" (one per line of output), started together: prints the aggregate.
 together() { # tag P count us cmd...

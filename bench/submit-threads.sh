@@ -11,18 +11,10 @@ set -uo pipefail
 B=${1:?usage: submit-threads.sh BUILD_DIR [THREADS...]}
 shift
 threads=${*:-0 1 2 4 8}
-O=${OUT:-/tmp/sseq-bench}
-mkdir -p "$O"
-export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/$B/client/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* 2>/dev/null | head -1)
-log=$O/submit-threads.txt
-say() { echo "$*" | tee -a "$log"; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
+name=submit-threads
 . "$(dirname "$0")/procs.sh"
 P=16
 
-say "date=$(date -u +%FT%TZ) host=$(hostname) cpus=$(nproc) gpu=\"$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)\""
 for t in $threads; do
 	daemon --submit-threads "$t"
 	say "$(SSEQ_SOCKET=$sock together "daemon-t$t" $P 2000 50 "$B/bench/bench-client" burst 2000 50)"

@@ -201,9 +201,10 @@ static inline Sseq__Message *recv_msg(int fd)
 	return m;
 }
 
-/* The Reply for tag, skipping completions; returns its status and handle. */
-static inline Sseq__Status expect_reply(
-	int fd, uint64_t tag, uint64_t *handle, char *msg, size_t msglen)
+/* The Reply for tag, skipping completions: its status, and (each out-pointer may be
+ * NULL) its handle, its point and its message. */
+static inline Sseq__Status expect_reply_at(
+	int fd, uint64_t tag, uint64_t *handle, Sseq__Point *at, char *msg, size_t msglen)
 {
 	for (;;) {
 		Sseq__Message *m = recv_msg(fd);
@@ -212,6 +213,9 @@ static inline Sseq__Status expect_reply(
 			Sseq__Status st = m->reply->status;
 			if (handle)
 				*handle = m->reply->handle;
+			if (at)
+				*at = m->reply->point ? *m->reply->point
+						      : (Sseq__Point)SSEQ__POINT__INIT;
 			if (msg)
 				snprintf(msg, msglen, "%s", m->reply->message);
 			sseq__message__free_unpacked(m, NULL);
@@ -221,18 +225,33 @@ static inline Sseq__Status expect_reply(
 	}
 }
 
-static inline Sseq__Status expect_completion(int fd, uint64_t tag)
+static inline Sseq__Status expect_reply(
+	int fd, uint64_t tag, uint64_t *handle, char *msg, size_t msglen)
+{
+	return expect_reply_at(fd, tag, handle, NULL, msg, msglen);
+}
+
+/* The Completion for tag, skipping replies: its status, and its message in msg (may be
+ * NULL). */
+static inline Sseq__Status expect_completion_msg(int fd, uint64_t tag, char *msg, size_t size)
 {
 	for (;;) {
 		Sseq__Message *m = recv_msg(fd);
 		ck_assert_msg(m != NULL, "no completion for tag %llu", (unsigned long long)tag);
 		if (m->body_case == SSEQ__MESSAGE__BODY_COMPLETION && m->completion->tag == tag) {
 			Sseq__Status st = m->completion->status;
+			if (msg)
+				snprintf(msg, size, "%s", m->completion->message);
 			sseq__message__free_unpacked(m, NULL);
 			return st;
 		}
 		sseq__message__free_unpacked(m, NULL);
 	}
+}
+
+static inline Sseq__Status expect_completion(int fd, uint64_t tag)
+{
+	return expect_completion_msg(fd, tag, NULL, 0);
 }
 
 /* Just the Reply's status, for the common case that wants nothing else from it. */

@@ -623,30 +623,13 @@ static uint64_t send_fill_on(int fd, uint32_t lane, uint64_t buf, float v, uint6
 	return send_tagged(fd, &rq);
 }
 
-/* The Reply for tag (skipping completions): its status and point, and its message. */
-static Sseq__Status reply_point(int fd, uint64_t tag, Sseq__Point *at, char *msg, size_t len)
-{
-	for (;;) {
-		Sseq__Message *m = recv_msg(fd);
-		ck_assert_msg(m != NULL, "no reply for tag %llu", (unsigned long long)tag);
-		if (m->body_case == SSEQ__MESSAGE__BODY_REPLY && m->reply->tag == tag) {
-			Sseq__Status st = m->reply->status;
-			*at = m->reply->point ? *m->reply->point : (Sseq__Point)SSEQ__POINT__INIT;
-			if (msg)
-				snprintf(msg, len, "%s", m->reply->message);
-			sseq__message__free_unpacked(m, NULL);
-			return st;
-		}
-		sseq__message__free_unpacked(m, NULL);
-	}
-}
-
 /* The compute stream a fill on `lane` of this session was sequenced on. */
 static uint32_t fill_stream(int fd, uint32_t lane, uint64_t buf)
 {
 	Sseq__Point at;
 
-	ck_assert_int_eq(reply_point(fd, send_fill_on(fd, lane, buf, 1.0f, 256), &at, NULL, 0),
+	ck_assert_int_eq(
+		expect_reply_at(fd, send_fill_on(fd, lane, buf, 1.0f, 256), NULL, &at, NULL, 0),
 		SSEQ__STATUS__STATUS_OK);
 	ck_assert_uint_gt(at.seq, 0);
 	return at.stream;
@@ -767,8 +750,8 @@ START_TEST(test_lane_out_of_range_refused)
 	ck_assert_int_eq(hello_lanes(fd, 2, l, &n), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(fd, 1024, &b), SSEQ__STATUS__STATUS_OK);
 	t = send_fill_on(fd, 2, b, 1.0f, 256);
-	ck_assert_int_eq(
-		reply_point(fd, t, &at, msg, sizeof(msg)), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_int_eq(expect_reply_at(fd, t, NULL, &at, msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(msg, "lane 2") && strstr(msg, "2 lanes"), "message: %s", msg);
 	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
 	c.staging = st.handle;
@@ -778,11 +761,11 @@ START_TEST(test_lane_out_of_range_refused)
 	rq.body_case = SSEQ__REQUEST__BODY_COPY_H2D;
 	rq.copy_h2d = &c;
 	t = send_tagged(fd, &rq);
-	ck_assert_int_eq(
-		reply_point(fd, t, &at, msg, sizeof(msg)), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_int_eq(expect_reply_at(fd, t, NULL, &at, msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(msg, "lane 7") && strstr(msg, "2 lanes"), "message: %s", msg);
 	/* Lane 1 exists. */
-	ck_assert_int_eq(reply_point(fd, send_fill_on(fd, 1, b, 1.0f, 256), &at, NULL, 0),
+	ck_assert_int_eq(expect_reply_at(fd, send_fill_on(fd, 1, b, 1.0f, 256), NULL, &at, NULL, 0),
 		SSEQ__STATUS__STATUS_OK);
 	sync_all(fd);
 	close(fd);
@@ -819,7 +802,7 @@ START_TEST(test_order_holds_across_lanes)
 	}
 	send_h2d(fd, st.handle, 0, a, 0, N * 4); /* lane 0 */
 	t = send_exec(fd, "scale", "iofu", (uint64_t[]){a, b}, (double[]){2, (double)N});
-	ck_assert_int_eq(reply_point(fd, t, &p1, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_reply_at(fd, t, NULL, &p1, NULL, 0), SSEQ__STATUS__STATUS_OK);
 	{
 		Sseq__Request rq = SSEQ__REQUEST__INIT;
 		Sseq__Execute e = SSEQ__EXECUTE__INIT;
@@ -846,7 +829,8 @@ START_TEST(test_order_holds_across_lanes)
 		rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
 		rq.execute = &e;
 		t = send_tagged(fd, &rq);
-		ck_assert_int_eq(reply_point(fd, t, &p2, NULL, 0), SSEQ__STATUS__STATUS_OK);
+		ck_assert_int_eq(
+			expect_reply_at(fd, t, NULL, &p2, NULL, 0), SSEQ__STATUS__STATUS_OK);
 	}
 	ck_assert_uint_eq(p1.stream, l[0]);
 	ck_assert_uint_eq(p2.stream, l[1]);

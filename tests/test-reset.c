@@ -16,25 +16,6 @@ static int conn_worker(const char *worker)
 	return fd;
 }
 
-/* The Completion for tag: its status, and its message in msg. */
-static Sseq__Status completion_msg(int fd, uint64_t tag, char *msg, size_t size)
-{
-	for (;;) {
-		Sseq__Message *m = recv_msg(fd);
-		Sseq__Status st;
-
-		ck_assert_msg(m != NULL, "no completion for tag %llu", (unsigned long long)tag);
-		if (m->body_case != SSEQ__MESSAGE__BODY_COMPLETION || m->completion->tag != tag) {
-			sseq__message__free_unpacked(m, NULL);
-			continue;
-		}
-		st = m->completion->status;
-		snprintf(msg, size, "%s", m->completion->message);
-		sseq__message__free_unpacked(m, NULL);
-		return st;
-	}
-}
-
 #define ck_has(text, part) ck_assert_msg(strstr(text, part), "no '%s' in: %s", part, text)
 
 /* The scenario, with the daemon's extra arguments `args` (the injection and the mode). */
@@ -65,7 +46,8 @@ static void poisoned_context_scenario(const char *const *args)
 	sync_all(a);
 	k = send_exec(a, "spin", "u", NULL, (double[]){0});
 	ck_assert_int_eq(reply_status(a, k), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_assert_int_eq(
+		expect_completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
 	ck_has(msg, "device reset 1");
 	ck_has(msg, "gw3");
 	ck_has(msg, "kernel spin");
@@ -161,7 +143,8 @@ START_TEST(test_a_restart_in_place_keeps_a_half_sent_frame)
 	ck_assert_int_eq(do_alloc(a, 1024, &ya), SSEQ__STATUS__STATUS_OK);
 	k = send_exec(a, "fill", "ofu", &ya, (double[]){1, 256}); /* launch 1: poisons */
 	ck_assert_int_eq(reply_status(a, k), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_assert_int_eq(
+		expect_completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
 	usleep(200000); /* the new process is serving */
 	send_raw(b, frame + 3, len + FRAME_HEADER - 3, -1);
 	ck_assert_int_eq(expect_reply(b, 777, &h, NULL, 0), SSEQ__STATUS__STATUS_OK);
@@ -194,10 +177,10 @@ START_TEST(test_isolate_faults_attributes_the_next_fault_exactly)
 	ka = send_exec(a, "fill", "ofu", &ya, (double[]){2, 256}); /* launch 2: poisons */
 	ck_assert_int_eq(reply_status(a, ka), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(
-		completion_msg(a, ka, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+		expect_completion_msg(a, ka, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
 	ck_has(msg, "also running then:"); /* both ran: suspects */
 	ck_assert_int_eq(
-		completion_msg(b, kb, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+		expect_completion_msg(b, kb, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
 
 	ck_assert_int_eq(do_free(a, ya), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_free(b, yb), SSEQ__STATUS__STATUS_OK);
@@ -210,7 +193,7 @@ START_TEST(test_isolate_faults_attributes_the_next_fault_exactly)
 	ka = send_exec(a, "spin", "u", NULL, (double[]){0}); /* launch 5: poisons, alone */
 	ck_assert_int_eq(reply_status(a, ka), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(
-		completion_msg(a, ka, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+		expect_completion_msg(a, ka, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
 	ck_has(msg, "device reset 2");
 	ck_has(msg, "gw1");
 	ck_has(msg, "kernel spin");

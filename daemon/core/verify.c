@@ -47,7 +47,7 @@ struct verify {
 	struct vclock done; /* everything reported complete, and what came before it */
 	struct valloc *allocs; /* sorted by address; released ones kept until reused */
 	size_t nallocs, capallocs;
-	uint64_t serials, violations, checked;
+	uint64_t serials, violations;
 };
 
 static void vclock_join(struct vclock *a, const struct vclock *b, unsigned n)
@@ -254,11 +254,6 @@ void verify_complete(struct verify *v, struct seq_point through)
 
 /* ---- launches ---- */
 
-static const char *op_name(enum seq_op_kind k)
-{
-	return seq_op_kind_name(k);
-}
-
 /* What an op launched at `at` comes after, without building its clock: its stream's
  * order and waits, and whatever was reported complete before it was launched. */
 struct vorder {
@@ -278,10 +273,9 @@ static void check_access(struct verify *v, struct seq_point at, const struct seq
 {
 	struct valloc *a = alloc_find(v, acc->addr);
 
-	v->checked++;
 	if (!a || !a->live || acc->addr + acc->size > a->addr + a->size) {
 		violation(v, "%s at %u:%" PRIu64 " touches %#" PRIx64 "+%" PRIu64 ", %s",
-			op_name(op->kind), at.stream, at.seq, acc->addr, acc->size,
+			seq_op_kind_name(op->kind), at.stream, at.seq, acc->addr, acc->size,
 			!a		   ? "which is not allocated"
 				: !a->live ? "which was released (use after free)"
 					   : "past the end of its allocation");
@@ -297,13 +291,13 @@ static void check_access(struct verify *v, struct seq_point at, const struct seq
 			"%s at %u:%" PRIu64 " touches %#" PRIx64 "+%" PRIu64 " as base #%" PRIu64
 			", but that memory is allocation #%" PRIu64 " of base #%" PRIu64
 			" (it changed hands: use after free)",
-			op_name(op->kind), at.stream, at.seq, acc->addr, acc->size, acc->alloc,
-			a->serial, a->base);
+			seq_op_kind_name(op->kind), at.stream, at.seq, acc->addr, acc->size,
+			acc->alloc, a->serial, a->base);
 	if (a->writer.seq && !before(k, a->writer))
 		violation(v,
 			"%s at %u:%" PRIu64 " %s allocation #%" PRIu64 " (%#" PRIx64
 			") without an edge from its writer %u:%" PRIu64 " (missing wait)",
-			op_name(op->kind), at.stream, at.seq,
+			seq_op_kind_name(op->kind), at.stream, at.seq,
 			acc->mode & SEQ_READ ? "reads" : "writes", a->serial, a->addr,
 			a->writer.stream, a->writer.seq);
 	if (acc->mode & SEQ_WRITE) {
@@ -317,8 +311,8 @@ static void check_access(struct verify *v, struct seq_point at, const struct seq
 					" (%#" PRIx64
 					") without an edge from its reader %u:%" PRIu64
 					" (missing wait)",
-					op_name(op->kind), at.stream, at.seq, a->serial, a->addr, x,
-					r.seq);
+					seq_op_kind_name(op->kind), at.stream, at.seq, a->serial,
+					a->addr, x, r.seq);
 		}
 	}
 }
@@ -401,11 +395,6 @@ void verify_reset(struct verify *v)
 uint64_t verify_violations(const struct verify *v)
 {
 	return v->violations;
-}
-
-uint64_t verify_checked(const struct verify *v)
-{
-	return v->checked;
 }
 
 void verify_destroy(struct verify *v)

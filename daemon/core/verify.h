@@ -31,7 +31,6 @@ void verify_complete(struct verify *v, struct seq_point through);
 /* The device context was reset: nothing is in flight, nothing is allocated any more. */
 void verify_reset(struct verify *v);
 uint64_t verify_violations(const struct verify *v);
-uint64_t verify_checked(const struct verify *v); /* accesses checked */
 void verify_destroy(struct verify *v);
 
 #endif

@@ -101,7 +101,6 @@ static void name_culprit(struct server *srv, uint32_t first, char *out, size_t s
 	n = (size_t)describe_point(srv, p, out, size);
 	if (culprit && culprit->isolated) {
 		snprintf(out + n, size - n, " (it ran alone: exact)");
-		srv->resets.suspects = 1;
 		return;
 	}
 	for (uint32_t x = 0; x < seq_stream_count(srv->seq) && n < size; x++) {
@@ -119,7 +118,6 @@ static void name_culprit(struct server *srv, uint32_t first, char *out, size_t s
 	}
 	if (others)
 		isolate(srv, culprit);
-	srv->resets.suspects = others + 1;
 }
 
 /* The sessions' modules, loaded again on the new context; their cached functions are
@@ -135,12 +133,10 @@ static void reload_modules(struct server *srv)
 			m = s->slots[i].obj;
 			smodule_forget_functions(m);
 			m->module = NULL;
-			if (backend_module_load(&srv->backend, m->real, &m->module) < 0) {
-				m->module = NULL;
+			if (backend_module_load(&srv->backend, m->real, &m->module) < 0)
 				log_warn("reset",
 					"client %" PRIu64 ": module %s does not load again", s->id,
 					m->path);
-			}
 		}
 	}
 }
@@ -191,8 +187,7 @@ void server_device_reset(struct server *srv, uint32_t first_failed)
 		return;
 	}
 	/* Only a new process can: exec, keeping the PID, the socket and the sessions. */
-	server_restart_in_place(srv);
-	srv->resets.failed++; /* still here: the exec failed, and fatal is set */
+	server_restart_in_place(srv); /* returns only if the exec failed: fatal is set */
 }
 
 int session_unknown_handle(struct session *s, uint64_t handle, const char *what)

@@ -28,7 +28,7 @@
 struct resume_header {
 	uint64_t magic;
 	uint64_t next_session, sessions_total;
-	uint64_t resets, resets_failed, buffers_lost, last_ms, fault_ns;
+	uint64_t resets, buffers_lost, last_ms, fault_ns;
 	char at[32];
 	char cause[512];
 	int32_t listen_fd;
@@ -151,7 +151,6 @@ void server_restart_in_place(struct server *srv)
 		.next_session = srv->next_session,
 		.sessions_total = srv->sessions_total,
 		.resets = srv->resets.count,
-		.resets_failed = srv->resets.failed,
 		.buffers_lost = srv->resets.buffers_lost,
 		.last_ms = srv->resets.last_ms,
 		.fault_ns = srv->resets.fault_ns,
@@ -326,7 +325,6 @@ int server_adopt(struct server *srv, int in)
 		return -EINVAL;
 	}
 	srv->resets.count = h.resets;
-	srv->resets.failed = h.resets_failed;
 	srv->resets.buffers_lost = h.buffers_lost;
 	srv->resets.last_ms = h.last_ms;
 	memcpy(srv->resets.at, h.at, sizeof(h.at));

@@ -223,7 +223,6 @@ static void server_on_spin(uv_idle_t *h)
 static void server_drain(struct server *srv)
 {
 	struct cq_batch b = cq_take(srv->cq);
-	uint32_t first_failed = SEQ_MAX_STREAMS;
 
 	for (size_t i = 0; i < b.n; i++) {
 		const struct completion_ent *e = &b.ents[i];
@@ -231,9 +230,9 @@ static void server_drain(struct server *srv)
 			log_err("device", "stream %u failed at or before %u:%" PRIu64 ": %s",
 				e->p.stream, e->p.stream, e->p.seq, strerror(-e->status));
 		/* A lost context: name the culprit before its failures complete anything. */
-		if (e->status < 0 && first_failed == SEQ_MAX_STREAMS &&
-			backend_device_lost(&srv->backend)) {
-			first_failed = e->p.stream;
+		if (e->status < 0 && backend_device_lost(&srv->backend)) {
+			const uint32_t first_failed = e->p.stream;
+
 			cq_done(srv->cq, b);
 			server_device_reset(srv, first_failed);
 			server_resume_streams(srv);

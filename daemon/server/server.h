@@ -189,9 +189,8 @@ struct server {
 	struct op_rec **points;
 	unsigned point_window;
 	struct server_resets {
-		uint64_t count, failed, buffers_lost;
+		uint64_t count, buffers_lost;
 		uint64_t last_ms; /* how long the last one took, fault seen to serving again */
-		unsigned suspects; /* ops running when the last one's fault was seen */
 		char at[32]; /* when the last one happened (UTC) */
 		char cause[512]; /* who caused it, as far as can be known */
 		uint64_t fault_ns; /* CLOCK_MONOTONIC when the last fault was seen */

@@ -179,7 +179,6 @@ struct hip_submitter {
 	pthread_cond_t cond;
 	pthread_t thread;
 	bool started;
-	_Atomic uint64_t commands; /* run so far */
 };
 
 struct hip_stream {

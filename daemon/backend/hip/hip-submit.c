@@ -561,7 +561,6 @@ static void *hip_submitter(void *arg)
 		r = hip_submit_run(h, c);
 		if (r < 0)
 			hip_submit_fail(&h->streams[c->stream], c, r);
-		atomic_fetch_add_explicit(&sub->commands, 1, memory_order_relaxed);
 		atomic_store_explicit(&sub->head, ++head, memory_order_release);
 	}
 	return NULL;
