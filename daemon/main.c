@@ -28,7 +28,6 @@
 struct daemon_opts {
 	struct server_options srv;
 	struct backend_options be; /* --backend, --kernels, --audit, the sim's knobs */
-	int verify; /* --verify 1, --no-verify 0, neither -1: on with the sim */
 	char socket_buf[108];
 };
 
@@ -67,8 +66,7 @@ static void usage(FILE *f)
 		"                           in place: exec, same PID, sessions kept) or exec\n"
 		"      --verify, --no-verify  the schedule checker between the core and the\n"
 		"                           device: every access ordered after its producer,\n"
-		"                           by happens-before (default: on with sim, off with "
-		"hip)\n"
+		"                           by happens-before (default: on)\n"
 		"      --isolate-faults     after a reset with several suspects, run each\n"
 		"                           suspect session's kernels alone, so that its next\n"
 		"                           fault is attributed exactly\n"
@@ -414,7 +412,7 @@ static int parse_option(struct daemon_opts *o, int c)
 		break;
 	case OPT_VERIFY:
 	case OPT_NO_VERIFY:
-		o->verify = c == OPT_VERIFY ? 1 : 0;
+		o->srv.verify = c == OPT_VERIFY;
 		break;
 	case OPT_DEVICE_RESET:
 		if (strcmp(optarg, "auto") && strcmp(optarg, "exec"))
@@ -690,14 +688,6 @@ static int daemon_start(struct daemon_state *d, struct daemon_opts *o, uv_loop_t
 			strerror(-r));
 		return r;
 	}
-	if (o->verify < 0) {
-		struct backend_info info = {0};
-
-		backend_info(&d->be, &info);
-		o->srv.verify = info.backend && strcmp(info.backend, "sim") == 0;
-	} else {
-		o->srv.verify = o->verify;
-	}
 	r = server_init(&d->srv, loop, &o->srv, &d->be, &d->cq);
 	if (r < 0) {
 		server_finish(&d->srv);
@@ -712,9 +702,9 @@ int main(int argc, char **argv)
 	struct daemon_opts o = {.srv = {.listen_fd = -1,
 					.spin_us = SERVER_DEFAULT_SPIN_US,
 					.seq = SERVER_STREAMS_DEFAULT,
-					.limits = SERVER_LIMITS_DEFAULT},
-		.be = {.submit_threads = BACKEND_DEFAULT_SUBMIT_THREADS},
-		.verify = -1};
+					.limits = SERVER_LIMITS_DEFAULT,
+					.verify = true},
+		.be = {.submit_threads = BACKEND_DEFAULT_SUBMIT_THREADS}};
 	uv_loop_t *loop = uv_default_loop();
 	sigset_t stop_signals;
 	int resume;

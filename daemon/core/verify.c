@@ -20,6 +20,7 @@ struct valloc {
 	uint64_t serial; /* the allocation's number, for the reports */
 	uint64_t base; /* the core's number of the base it holds, from its first use */
 	bool live;
+	uint64_t released; /* its number among releases, once released */
 	struct seq_point writer; /* seq 0: none */
 	uint64_t readers[SEQ_MAX_STREAMS];
 	uint64_t reader_mask;
@@ -45,10 +46,17 @@ struct verify {
 	unsigned nstreams;
 	struct vstream streams[SEQ_MAX_STREAMS];
 	struct vclock done; /* everything reported complete, and what came before it */
-	struct valloc *allocs; /* sorted by address; released ones kept until reused */
-	size_t nallocs, capallocs;
-	uint64_t serials, violations;
+	/* Sorted by address, never overlapping. A released allocation is kept, so that a
+	 * later use of it is named as such, until memory overlapping it is allocated or
+	 * until it is among the oldest of more than VERIFY_KEEP_RELEASED. */
+	struct valloc **allocs;
+	size_t nallocs, capallocs, nreleased;
+	uint64_t serials, releases, violations;
 };
+
+/* Released allocations remembered at most (a forgotten one's later use is still a use
+ * of memory that is not allocated). */
+#define VERIFY_KEEP_RELEASED 4096
 
 static void vclock_join(struct vclock *a, const struct vclock *b, unsigned n)
 {
@@ -72,52 +80,79 @@ __attribute__((format(printf, 2, 3))) static void violation(struct verify *v, co
 
 /* ---- memory ---- */
 
-/* The allocation holding addr (live or released), or NULL. */
-static struct valloc *alloc_find(struct verify *v, uint64_t addr)
+/* The index of the first allocation that ends after addr (nallocs if none). */
+static size_t alloc_lower(const struct verify *v, uint64_t addr)
 {
 	size_t lo = 0, hi = v->nallocs;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		struct valloc *a = &v->allocs[mid];
+		const struct valloc *a = v->allocs[mid];
 
-		if (addr < a->addr)
-			hi = mid;
-		else if (addr >= a->addr + a->size)
+		if (a->addr + a->size <= addr)
 			lo = mid + 1;
 		else
-			return a;
+			hi = mid;
 	}
-	return NULL;
+	return lo;
+}
+
+/* The allocation holding addr (live or released), or NULL. */
+static struct valloc *alloc_find(struct verify *v, uint64_t addr)
+{
+	size_t i = alloc_lower(v, addr);
+
+	return i < v->nallocs && v->allocs[i]->addr <= addr ? v->allocs[i] : NULL;
+}
+
+/* Forget the older half of the released allocations remembered. */
+static void forget_released(struct verify *v)
+{
+	const uint64_t keep_after = v->releases - VERIFY_KEEP_RELEASED / 2;
+	size_t n = 0;
+
+	for (size_t i = 0; i < v->nallocs; i++) {
+		struct valloc *a = v->allocs[i];
+
+		if (!a->live && a->released <= keep_after) {
+			free(a);
+			v->nreleased--;
+		} else {
+			v->allocs[n++] = a;
+		}
+	}
+	v->nallocs = n;
 }
 
 static int v_mem_alloc(void *ctx, uint64_t size, uint64_t *addr)
 {
 	struct verify *v = ctx;
-	size_t i = 0;
+	struct valloc *a;
+	size_t i, k;
 	int r = v->inner.mem_alloc(v->inner_ctx, size, addr);
 
 	if (r < 0)
 		return r;
 	/* The new range replaces whatever released allocations it overlaps. */
-	for (size_t k = 0; k < v->nallocs;) {
-		struct valloc *a = &v->allocs[k];
-
-		if (a->addr < *addr + size && *addr < a->addr + a->size) {
-			if (a->live)
-				violation(v,
-					"allocation %#" PRIx64 "+%" PRIu64 " overlaps live "
-					"allocation #%" PRIu64 " at %#" PRIx64 "+%" PRIu64,
-					*addr, size, a->serial, a->addr, a->size);
-			memmove(a, a + 1, (v->nallocs - k - 1) * sizeof(*a));
-			v->nallocs--;
-			continue;
-		}
-		k++;
+	i = alloc_lower(v, *addr);
+	for (k = i; k < v->nallocs && v->allocs[k]->addr < *addr + size; k++) {
+		a = v->allocs[k];
+		if (a->live)
+			violation(v,
+				"allocation %#" PRIx64 "+%" PRIu64 " overlaps live "
+				"allocation #%" PRIu64 " at %#" PRIx64 "+%" PRIu64,
+				*addr, size, a->serial, a->addr, a->size);
+		else
+			v->nreleased--;
+		free(a);
+	}
+	if (k > i) {
+		memmove(&v->allocs[i], &v->allocs[k], (v->nallocs - k) * sizeof(*v->allocs));
+		v->nallocs -= k - i;
 	}
 	if (v->nallocs == v->capallocs) {
 		size_t cap = v->capallocs ? 2 * v->capallocs : 64;
-		struct valloc *n = realloc(v->allocs, cap * sizeof(*n));
+		struct valloc **n = realloc(v->allocs, cap * sizeof(*n));
 
 		if (!n) {
 			v->inner.mem_release(v->inner_ctx, *addr, size);
@@ -126,15 +161,18 @@ static int v_mem_alloc(void *ctx, uint64_t size, uint64_t *addr)
 		v->allocs = n;
 		v->capallocs = cap;
 	}
-	while (i < v->nallocs && v->allocs[i].addr < *addr)
-		i++;
+	a = calloc(1, sizeof(*a));
+	if (!a) {
+		v->inner.mem_release(v->inner_ctx, *addr, size);
+		return -ENOMEM;
+	}
+	a->addr = *addr;
+	a->size = size;
+	a->serial = ++v->serials;
+	a->live = true;
 	memmove(&v->allocs[i + 1], &v->allocs[i], (v->nallocs - i) * sizeof(*v->allocs));
+	v->allocs[i] = a;
 	v->nallocs++;
-	memset(&v->allocs[i], 0, sizeof(v->allocs[i]));
-	v->allocs[i].addr = *addr;
-	v->allocs[i].size = size;
-	v->allocs[i].serial = ++v->serials;
-	v->allocs[i].live = true;
 	return 0;
 }
 
@@ -167,6 +205,9 @@ static void v_mem_release(void *ctx, uint64_t addr, uint64_t size)
 					a->serial, a->addr, x, a->readers[x]);
 		}
 		a->live = false;
+		a->released = ++v->releases;
+		if (++v->nreleased > VERIFY_KEEP_RELEASED)
+			forget_released(v);
 	}
 	v->inner.mem_release(v->inner_ctx, addr, size);
 }
@@ -389,7 +430,14 @@ void verify_reset(struct verify *v)
 		v->done.c[i] = v->streams[i].clock.c[i];
 		vclock_join(&v->done, &v->streams[i].clock, v->nstreams);
 	}
-	v->nallocs = 0;
+	for (size_t i = 0; i < v->nallocs; i++)
+		free(v->allocs[i]);
+	v->nallocs = v->nreleased = 0;
+}
+
+size_t verify_tracked(const struct verify *v)
+{
+	return v->nallocs;
 }
 
 uint64_t verify_violations(const struct verify *v)
@@ -403,6 +451,8 @@ void verify_destroy(struct verify *v)
 		return;
 	for (unsigned i = 0; i < SEQ_MAX_STREAMS; i++)
 		free(v->streams[i].events);
+	for (size_t i = 0; i < v->nallocs; i++)
+		free(v->allocs[i]);
 	free(v->allocs);
 	free(v);
 }

@@ -11,6 +11,7 @@
 #ifndef SSEQ_VERIFY_H
 #define SSEQ_VERIFY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sequencer.h"
@@ -31,6 +32,9 @@ void verify_complete(struct verify *v, struct seq_point through);
 /* The device context was reset: nothing is in flight, nothing is allocated any more. */
 void verify_reset(struct verify *v);
 uint64_t verify_violations(const struct verify *v);
+/* Allocations it keeps records of: the live ones and the last released ones (at most
+ * 4096 of those). */
+size_t verify_tracked(const struct verify *v);
 void verify_destroy(struct verify *v);
 
 #endif

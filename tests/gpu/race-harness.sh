@@ -3,6 +3,8 @@
 # wrong=0 races=0 over >= 100,000 ops) and with the legacy bug injected (expect wrong
 # results; the rate is reported). Optional extra sseqd arguments (e.g. --audit) apply to
 # both runs. Usage: tests/gpu/race-harness.sh BUILD_DIR [SSEQD_ARGS...]
+# ($SSEQ_HARNESS_OPS and $SSEQ_HARNESS_LEGACY_OPS change the op counts, e.g. for a try on
+# the fake CUDA runtime.)
 set -uo pipefail
 B=${1:?usage: race-harness.sh BUILD_DIR [SSEQD_ARGS...]}
 shift
@@ -32,8 +34,8 @@ run() { # $1: label, $2: ops, rest: sseqd args
 	echo "race-harness $label args=\"$*\" $out seconds=$(awk "BEGIN {print $t1 - $t0}") log_findings=$findings"
 	LAST=$out
 }
-run clean 100000 "$@"
+run clean ${SSEQ_HARNESS_OPS:-100000} "$@"
 case "$LAST" in *"wrong=0 errors=0 races=0"*) ;; *) echo "FAIL: clean run not clean"; rc=1 ;; esac
-run legacy 20000 --inject legacy-sync-window=4 "$@"
+run legacy ${SSEQ_HARNESS_LEGACY_OPS:-20000} --inject legacy-sync-window=4 "$@"
 case "$LAST" in *"wrong=0 "*) echo "NOTE: the injected bug produced no wrong result in this run" ;; esac
 exit $rc
