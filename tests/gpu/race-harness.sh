@@ -30,7 +30,7 @@ run() { # $1: label, $2: ops, rest: sseqd args
 	kill -TERM "$pid"
 	wait "$pid"
 	local findings
-	findings=$(grep -c -E 'detector|audit' "$O/sseqd-$label.log")
+	findings=$(grep -c -E 'detector|audit|verify:' "$O/sseqd-$label.log")
 	echo "race-harness $label args=\"$*\" $out seconds=$(awk "BEGIN {print $t1 - $t0}") log_findings=$findings"
 	LAST=$out
 }
