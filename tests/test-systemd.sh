@@ -2,7 +2,9 @@
 # systemd integration with the real tools: the daemon started by systemd-socket-activate
 # serves clients; a real NOTIFY_SOCKET listener receives READY=1, STATUS=, WATCHDOG=1 and
 # STOPPING=1; an install into a DESTDIR lists what lands where and its units pass
-# systemd-analyze verify. Usage: test-systemd.sh SSEQD SSEQCTL SSEQ_DEMO BUILD_DIR
+# systemd-analyze verify, the Python package where its python3 reads it, the LICENSE the
+# build declares; sseq-demo's usage. Usage: test-systemd.sh SSEQD SSEQCTL SSEQ_DEMO BUILD_DIR
+# [PYTHON3]
 set -euo pipefail
 sseqd=$1 ctl=$2 demo=$3 build=$4
 tmp=$(mktemp -d)
@@ -69,6 +71,13 @@ status = [m for m in got if m.startswith("STATUS=")][0]
 print(f"received READY=1, {status!r}, {got.count('WATCHDOG=1')} x WATCHDOG=1, STOPPING=1; exit 0")
 EOF
 
+echo "== sseq-demo --help, and a bad option"
+"$demo" --help | grep -q '^Usage: sseq-demo \[SOCKET\]' || fail "sseq-demo --help: $("$demo" --help 2>&1)"
+rc=0
+"$demo" --no-such-option >/dev/null 2>"$tmp/demo.err" || rc=$?
+[ "$rc" = 2 ] && grep -q "unknown option '--no-such-option'" "$tmp/demo.err" ||
+	fail "sseq-demo --no-such-option: exit $rc, $(cat "$tmp/demo.err")"
+
 echo "== install into a DESTDIR"
 dest=$tmp/dest
 DESTDIR=$dest meson install -C "$build" --no-rebuild --quiet >"$tmp/install.log" 2>&1 ||
@@ -81,6 +90,33 @@ done
 [ -n "$(find "$dest" -name 'libsseq.so*' -print -quit)" ] || fail "libsseq was not installed"
 [ -n "$(find "$dest" -path '*sysusers.d/sseq.conf' -print -quit)" ] || fail "no sysusers.d snippet"
 [ -n "$(find "$dest" -path '*tmpfiles.d/sseq.conf' -print -quit)" ] || fail "no tmpfiles.d snippet"
+lic=$(find "$dest" -path '*doc/sseq/LICENSE' -print -quit)
+[ -n "$lic" ] || fail "LICENSE was not installed"
+declared=$(sed -n "s/^[[:space:]]*license: '\(.*\)',\$/\1/p" "$(dirname "$0")/../meson.build")
+[ -n "$declared" ] || fail "no license: line in meson.build"
+head -1 "$lic" | grep -q "^$declared License\$" ||
+	fail "LICENSE begins \"$(head -1 "$lic")\"; meson.build declares $declared"
+
+echo "== the Python package lands where its python3 looks"
+# $5: the python3 the build found (empty without one). Debian's python3 does not read
+# PREFIX/lib/python3/dist-packages for a prefix other than /usr.
+if [ -n "${5:-}" ]; then
+	init=$(find "$dest" -path '*/sseq/__init__.py' -print -quit)
+	[ -n "$init" ] || fail "the sseq package was not installed"
+	pkgdir=$(dirname "$(dirname "$init")")
+	pkgdir=${pkgdir#"$dest"}
+	# Only the system's python3 reads a prefix it was not built for (/usr/local).
+	if [ "$("$5" -c 'import sys; print(sys.prefix)')" = /usr ]; then
+		"$5" -c 'import sys; sys.exit(0 if sys.argv[1] in sys.path else 1)' "$pkgdir" ||
+			fail "sseq went to $pkgdir, which $5 does not read ($("$5" -c 'import sys; print(sys.path)'))"
+	else
+		echo "NOTE: $5 is not the system's python3; not checking that it reads $pkgdir"
+	fi
+	for f in "$(dirname "$0")"/../client/python/sseq/*.py; do
+		[ -f "$dest$pkgdir/sseq/$(basename "$f")" ] || fail "sseq/$(basename "$f") was not installed"
+	done
+	echo "sseq installed in $pkgdir, on $5's path"
+fi
 
 echo "== systemd-analyze verify on the installed units"
 units=$tmp/units

@@ -22,6 +22,24 @@ static int check(int r, const char *what, struct sseq *s)
 	return r;
 }
 
+static void usage(FILE *to)
+{
+	fprintf(to,
+		"Usage: sseq-demo [SOCKET]\n"
+		"Tell the seed race step by step through a running sseqd: an H2D copy, unrelated\n"
+		"kernels, then a kernel reading a slice of the copy, a free while it reads, a D2H\n"
+		"and a check of every value. Against a daemon started with\n"
+		"--inject legacy-sync-window=N the check finds the values the kernel read too\n"
+		"early.\n"
+		"\n"
+		"  SOCKET      the daemon's socket (default: $SSEQ_SOCKET, else\n"
+		"              /run/sseq/gpu0.sock)\n"
+		"  -h, --help  this text\n"
+		"\n"
+		"Exit status: 0 when every value is right, 1 when a request failed, 2 for bad\n"
+		"usage, 3 when values were wrong (the race).\n");
+}
+
 int main(int argc, char **argv)
 {
 	struct sseq_connect_options opts = {.size = sizeof(opts), .client_name = "sseq-demo"};
@@ -32,6 +50,18 @@ int main(int argc, char **argv)
 	float *host, *result;
 	unsigned wrong = 0;
 
+	if (path && (!strcmp(path, "-h") || !strcmp(path, "--help"))) {
+		usage(stdout);
+		return 0;
+	}
+	if (argc > 2 || (path && path[0] == '-')) {
+		if (argc > 2)
+			fprintf(stderr, "sseq-demo: too many arguments\n");
+		else
+			fprintf(stderr, "sseq-demo: unknown option '%s'\n", path);
+		usage(stderr);
+		return 2;
+	}
 	check(sseq_connect(path, &opts, &s), "connect", NULL);
 	check(sseq_get_info(s, &info), "info", s);
 	printf("connected to sseqd: device %u (%s, backend %s)\n", info.device_index,
