@@ -21,6 +21,23 @@ def varint(n):
 def field(num, payload):
     if isinstance(payload, int): return varint(num << 3) + varint(payload)
     return varint(num << 3 | 2) + varint(len(payload)) + payload
+def varint_at(b, i):
+    v = shift = 0
+    while True:
+        v |= (b[i] & 0x7f) << shift; shift += 7; i += 1
+        if not b[i - 1] & 0x80: return v, i
+def decode(b):
+    """A message as {field number: [values]}: varints as ints, the rest as bytes."""
+    out, i = {}, 0
+    while i < len(b):
+        key, i = varint_at(b, i)
+        if key & 7 == 0:
+            v, i = varint_at(b, i)
+        else:
+            n, i = varint_at(b, i)
+            v = b[i:i + n]; i += n
+        out.setdefault(key >> 3, []).append(v)
+    return out
 PY
 daemon_pid=
 helper_pid=
@@ -153,6 +170,112 @@ two=$(python3 -c 'import json,sys; print([c["session"] for c in json.load(open(s
 expect_rc 0 --socket "$sock" streams
 grep -q "SESSIONS" "$dir/out" || fail "streams table without SESSIONS: $(cat "$dir/out")"
 grep -qE "^ *1 +compute +1 .* $two$" "$dir/out" || fail "streams table: stream 1 not held by $two: $(cat "$dir/out")"
+kill "$helper_pid" 2>/dev/null || true
+wait "$helper_pid" 2>/dev/null || true
+helper_pid=
+
+# One representation per field, valid JSON always. A client with a worker id labels
+# buffers with a control character, a quote and a multi-byte character that the
+# daemon's 47-byte label limit would cut in half; a slice; a free (a trace entry naming
+# the buffer); and a label that is not UTF-8, which the daemon refuses naming the field.
+python3 -c '
+import json, os, socket, struct, sys, time
+exec(open(sys.argv[-1]).read())
+c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
+tag = 0
+def call(body_field, body):
+    global tag
+    tag += 1
+    msg = field(1, tag) + field(body_field, body)
+    c.sendall(struct.pack("<I", len(msg)) + msg)
+    while True:
+        n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
+        m = decode(c.recv(n, socket.MSG_WAITALL))
+        if 1 in m:
+            r = decode(m[1][0])
+            if r.get(1, [0])[0] == tag:
+                return r
+call(10, field(1, 1) + field(3, b"json-client") + field(5, b"gw5"))
+def alloc(label):
+    r = call(13, field(1, 256) + field(2, label))
+    return r.get(2, [0])[0], r.get(3, [b""])[0].decode("utf-8", "replace"), r.get(4, [0])[0]
+_, _, plain = alloc("ctl\x01\"q".encode())
+_, _, cut = alloc(("x" * 46 + "\u00e9").encode())
+view = call(15, field(1, plain) + field(3, 128) + field(4, b"s"))[4][0]
+gone = alloc(b"freed")[2]
+call(14, field(1, gone))
+copy = alloc(b"copy")[2]
+# Two copies: the second reads what the first wrote, a decision the trace names it in.
+call(18, field(1, plain) + field(3, cut) + field(5, 64))
+call(18, field(1, cut) + field(3, copy) + field(5, 64))
+status, message, _ = alloc(b"bad\xff\xfe")
+json.dump({"plain": plain, "cut": cut, "view": view, "gone": gone, "copy": copy,
+           "bad_status": status, "bad_message": message}, open(sys.argv[2] + ".tmp", "w"))
+os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+time.sleep(60)' "$sock" "$dir/labels.json" "$frames" &
+helper_pid=$!
+for _ in $(seq 100); do [[ -s $dir/labels.json ]] && break; sleep 0.05; done
+[[ -s $dir/labels.json ]] || fail "the labelling client did not finish"
+for cmd in status clients buffers streams trace; do
+	expect_rc 0 --socket "$sock" --json "$cmd"
+	cp "$dir/out" "$dir/$cmd.json"
+done
+expect_rc 0 --socket "$sock" buffers
+cp "$dir/out" "$dir/buffers.txt"
+python3 - "$dir" <<'EOF' || fail "JSON representations (above)"
+import json, os, sys
+d = sys.argv[1]
+want = json.load(open(os.path.join(d, "labels.json")))
+docs = {}
+for cmd in ("status", "clients", "buffers", "streams", "trace"):
+    raw = open(os.path.join(d, cmd + ".json"), "rb").read()
+    try:
+        docs[cmd] = json.loads(raw.decode("utf-8"))  # strict: no invalid UTF-8
+    except ValueError as e:
+        sys.exit(f"--json {cmd}: not valid JSON in UTF-8: {e}: {raw[:400]!r}")
+def walk(v, where):
+    if isinstance(v, dict):
+        for k, x in v.items(): walk(x, f"{where}.{k}")
+    elif isinstance(v, list):
+        for i, x in enumerate(v): walk(x, f"{where}[{i}]")
+    elif v == "-" or v == "":
+        sys.exit(f"{where}: {v!r} where JSON has null")
+for cmd, doc in docs.items():
+    walk(doc, cmd)
+# The refusal names the field; nothing was allocated for it.
+assert want["bad_status"] == 1, want  # STATUS_INVALID_ARGUMENT
+assert "label" in want["bad_message"] and "UTF-8" in want["bad_message"], want
+bufs = {b["handle"]: b for b in docs["buffers"]["buffers"]}
+assert all(isinstance(h, int) for h in bufs), list(bufs)
+assert set(bufs) == {want["plain"], want["cut"], want["view"], want["copy"]}, (bufs.keys(), want)
+assert bufs[want["plain"]]["label"] == "ctl\x01\"q", bufs[want["plain"]]
+# Cut at a character boundary, never inside the multi-byte one.
+assert bufs[want["cut"]]["label"] == "x" * 46, bufs[want["cut"]]
+v = bufs[want["view"]]
+assert v["is_slice"] and v["base_handle"] == want["plain"], v
+assert bufs[want["plain"]]["base_handle"] is None, bufs[want["plain"]]
+assert bufs[want["plain"]]["producer"] is None, bufs[want["plain"]]  # never written
+assert bufs[want["cut"]]["producer"]["stream"] >= 0, bufs[want["cut"]]  # written
+# Trace: the second copy names the buffer it read by the same number; streams are
+# numbers everywhere.
+assert any(e["op"] == "d2d" and e["buffer"] == want["cut"] for e in docs["trace"]["trace"]), \
+    (docs["trace"], want)
+for e in docs["trace"]["trace"]:
+    assert isinstance(e["stream"], int), e
+    assert e["buffer"] is None or isinstance(e["buffer"], int), e
+    for k in ("point", "producer"):
+        assert e[k] is None or isinstance(e[k]["stream"], int), e
+for s in docs["streams"]["streams"]:
+    assert isinstance(s["id"], int), s
+me = [c for c in docs["clients"]["clients"] if c["name"] == "json-client"]
+assert me and me[0]["worker_id"] == "gw5", docs["clients"]
+# Tables: the same decimal handles.
+table = open(os.path.join(d, "buffers.txt")).read()
+for h in (want["plain"], want["view"]):
+    assert f" {h} " in table, (h, table)
+assert f"{want['plain']}+0" in table, table
+assert "0x" not in table, table
+EOF
 kill "$helper_pid" 2>/dev/null || true
 wait "$helper_pid" 2>/dev/null || true
 helper_pid=

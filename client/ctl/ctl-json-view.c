@@ -1,5 +1,6 @@
 /* sseqctl --json: the same answers as documents for machines, written through the
- * streaming writer in ctl-json.c. Points become {stream, seq} objects, absent values null. */
+ * streaming writer in ctl-json.c. One representation per field: handles, sessions and
+ * streams are numbers, points {stream, seq} objects, and what is absent is null. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,9 +8,10 @@
 #include "ctl-json.h"
 #include "ctl.h"
 
+/* Sequence 0 is no point: a buffer never written has no producer. */
 static void json_point(struct json *j, const char *key, const Sseq__Point *p)
 {
-	if (!p) {
+	if (!p || p->seq == 0) {
 		json_null(j, key);
 		return;
 	}
@@ -43,7 +45,27 @@ static void json_point_text(struct json *j, const char *key, const char *text)
 			return;
 		}
 	}
-	json_string(j, key, text);
+	json_text(j, key, text);
+}
+
+/* A handle or stream the trace sends as text, as the number it is; null for none. */
+static void json_number_text(struct json *j, const char *key, const char *text)
+{
+	uint64_t v;
+
+	if (trace_number(text, &v))
+		json_uint(j, key, v);
+	else
+		json_null(j, key);
+}
+
+/* Handle 0 is no handle (a base whose own handle was freed). */
+static void json_handle(struct json *j, const char *key, uint64_t handle)
+{
+	if (handle)
+		json_uint(j, key, handle);
+	else
+		json_null(j, key);
 }
 
 static void json_device(struct json *j, const Sseq__DeviceInfo *d)
@@ -54,15 +76,15 @@ static void json_device(struct json *j, const Sseq__DeviceInfo *d)
 	}
 	json_object_begin(j, "device");
 	json_uint(j, "index", d->index);
-	json_string(j, "name", d->name);
-	json_string(j, "backend", d->backend);
-	json_string(j, "arch", d->arch);
+	json_text(j, "name", d->name);
+	json_text(j, "backend", d->backend);
+	json_text(j, "arch", d->arch);
 	json_uint(j, "memory_used", d->memory_used);
 	json_uint(j, "memory_total", d->memory_total);
 	json_uint(j, "resets", d->resets);
 	if (d->resets) {
-		json_string(j, "last_reset_at", d->last_reset_at);
-		json_string(j, "last_reset_cause", d->last_reset_cause);
+		json_text(j, "last_reset_at", d->last_reset_at);
+		json_text(j, "last_reset_cause", d->last_reset_cause);
 		json_uint(j, "last_reset_ms", d->last_reset_ms);
 	} else {
 		json_null(j, "last_reset_at");
@@ -125,8 +147,8 @@ static void json_clients(struct json *j, const struct ctl *c, const Sseq__QueryR
 		json_uint(j, "session", ci->session);
 		json_uint(j, "pid", ci->pid);
 		json_uint(j, "uid", ci->uid);
-		json_string(j, "worker_id", ci->worker_id);
-		json_string(j, "name", ci->name);
+		json_text(j, "worker_id", ci->worker_id);
+		json_text(j, "name", ci->name);
 		json_uint(j, "buffers", ci->buffers);
 		json_uint(j, "bytes", ci->bytes);
 		json_uint(j, "inflight", ci->inflight);
@@ -150,12 +172,12 @@ static void json_buffers(struct json *j, const Sseq__QueryResult *res)
 		const Sseq__BufferInfo *b = res->buffers[i];
 		json_object_begin(j, NULL);
 		json_uint(j, "session", b->session);
-		json_uint(j, "handle", b->handle);
-		json_string(j, "label", b->label);
+		json_handle(j, "handle", b->handle);
+		json_text(j, "label", b->label);
 		json_uint(j, "size", b->size);
 		json_bool(j, "is_slice", b->is_slice);
 		if (b->is_slice) {
-			json_uint(j, "base_handle", b->base_handle);
+			json_handle(j, "base_handle", b->base_handle);
 			json_uint(j, "offset", b->offset);
 		} else {
 			json_null(j, "base_handle");
@@ -185,11 +207,11 @@ static void json_trace(struct json *j, const Sseq__QueryResult *res)
 		json_uint(j, "seq", e->seq);
 		json_uint(j, "time_ns", e->time_ns);
 		json_uint(j, "session", e->session);
-		json_string(j, "op", e->op);
-		json_string(j, "stream", e->stream);
+		json_text(j, "op", e->op);
+		json_number_text(j, "stream", e->stream);
 		json_point_text(j, "point", e->point);
-		json_string(j, "decision", e->decision);
-		json_string(j, "buffer", e->buffer);
+		json_text(j, "decision", e->decision);
+		json_number_text(j, "buffer", e->buffer);
 		json_point_text(j, "producer", e->producer);
 		json_object_end(j);
 	}

@@ -1,8 +1,11 @@
 /* A tiny streaming JSON writer for sseqctl --json. The caller nests begin/end pairs
- * correctly; the writer only tracks commas and indentation. */
+ * correctly; the writer tracks commas and indentation and writes only valid JSON text,
+ * whatever bytes a string holds. */
 #include "ctl-json.h"
 
 #include <inttypes.h>
+
+#include "sseq-utf8.h"
 
 void json_init(struct json *j, FILE *f, bool pretty)
 {
@@ -40,12 +43,21 @@ static void json_escape(struct json *j, const char *s)
 			fputs("\\t", j->f);
 			break;
 		default:
-			/* Bytes >= 0x80 pass through: labels come from clients as UTF-8, and
-			 * protobuf-c has already refused strings that are not. */
-			if (*p < 0x20 || *p == 0x7f)
+			if (*p < 0x20 || *p == 0x7f) {
 				fprintf(j->f, "\\u%04x", *p);
-			else
+			} else if (*p >= 0x80) {
+				/* Well-formed characters pass through; anything else becomes
+				 * U+FFFD, byte by byte: protobuf-c does not check that strings
+				 * are UTF-8, and an older daemon cut labels mid-character. */
+				size_t n = utf8_char_len((const char *)p);
+				if (n)
+					fwrite(p, 1, n, j->f);
+				else
+					fputs("\xef\xbf\xbd", j->f);
+				p += n ? n - 1 : 0;
+			} else {
 				fputc(*p, j->f);
+			}
 		}
 	}
 	fputc('"', j->f);
@@ -114,6 +126,11 @@ void json_string(struct json *j, const char *key, const char *value)
 		json_escape(j, value);
 	else
 		fputs("null", j->f);
+}
+
+void json_text(struct json *j, const char *key, const char *value)
+{
+	json_string(j, key, value && *value ? value : NULL);
 }
 
 void json_uint(struct json *j, const char *key, uint64_t value)

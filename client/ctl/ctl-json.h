@@ -1,5 +1,5 @@
 /* A tiny streaming JSON writer for sseqctl --json: objects, arrays, strings with full
- * escaping, and unsigned integers, written straight to a FILE. No parsing, no DOM. */
+ * escaping (always valid UTF-8), and unsigned integers, written straight to a FILE. */
 #ifndef SSEQ_CTL_JSON_H
 #define SSEQ_CTL_JSON_H
 
@@ -22,8 +22,10 @@ void json_object_begin(struct json *j, const char *key);
 void json_object_end(struct json *j);
 void json_array_begin(struct json *j, const char *key);
 void json_array_end(struct json *j);
-/* A NULL string is written as null. */
+/* A NULL string is written as null; json_text writes an empty one as null too (a value
+ * that was not given). Bytes that are not UTF-8 become U+FFFD. */
 void json_string(struct json *j, const char *key, const char *value);
+void json_text(struct json *j, const char *key, const char *value);
 void json_uint(struct json *j, const char *key, uint64_t value);
 void json_bool(struct json *j, const char *key, bool value);
 void json_null(struct json *j, const char *key);

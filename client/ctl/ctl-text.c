@@ -294,11 +294,14 @@ static void text_buffers(const Sseq__QueryResult *res)
 		size_t off = 0;
 
 		table_cell(&t, "%" PRIu64, b->session);
-		table_cell(&t, "%#" PRIx64, b->handle);
+		if (b->handle)
+			table_cell(&t, "%" PRIu64, b->handle);
+		else
+			table_cell(&t, "-");
 		table_cell(&t, "%s", b->label && *b->label ? b->label : "-");
 		table_cell(&t, "%s", fmt_bytes(b->size, size, sizeof(size)));
 		if (b->is_slice)
-			table_cell(&t, "%#" PRIx64 "+%" PRIu64, b->base_handle, b->offset);
+			table_cell(&t, "%" PRIu64 "+%" PRIu64, b->base_handle, b->offset);
 		else
 			table_cell(&t, "-");
 		fmt_point(b->producer, point, sizeof(point));
@@ -380,10 +383,18 @@ static void text_trace(const Sseq__QueryResult *res)
 {
 	for (size_t i = 0; i < res->n_trace; i++) {
 		const Sseq__TraceEntry *e = res->trace[i];
+		char buffer[24];
+		uint64_t h;
+
+		/* Decimal, as in buffers, whichever way the daemon wrote it. */
+		if (trace_number(e->buffer, &h))
+			snprintf(buffer, sizeof(buffer), "%" PRIu64, h);
+		else
+			snprintf(buffer, sizeof(buffer), "-");
 		printf("%8" PRIu64 "  %12.6f  %7" PRIu64 "  %-7s  %-10s  %-12s  %-10s  %s\n",
 			e->seq, (double)e->time_ns / 1e9, e->session, e->op ? e->op : "",
-			e->point ? e->point : "", e->buffer ? e->buffer : "",
-			e->producer ? e->producer : "", e->decision ? e->decision : "");
+			e->point ? e->point : "", buffer, e->producer ? e->producer : "",
+			e->decision ? e->decision : "");
 	}
 	fflush(stdout);
 }

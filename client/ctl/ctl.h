@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sseq.pb-c.h"
@@ -63,6 +64,18 @@ static inline uint64_t counter_value(const Sseq__Counters *k, const ProtobufCFie
 static inline bool counter_is_u64(const ProtobufCFieldDescriptor *f)
 {
 	return f->type == PROTOBUF_C_TYPE_UINT64 && f->label != PROTOBUF_C_LABEL_REPEATED;
+}
+
+/* A number the trace sends as text (a stream, a buffer handle: decimal, or "0x..." hex
+ * from older daemons); false for "-", empty or anything else. */
+static inline bool trace_number(const char *text, uint64_t *out)
+{
+	char *end;
+
+	if (!text || text[0] < '0' || text[0] > '9')
+		return false;
+	*out = strtoull(text, &end, 0);
+	return *end == '\0';
 }
 
 /* ---- the views ---- */

@@ -372,8 +372,9 @@ static void query_trace(struct server *srv, const struct session *asker, const S
 		te->point = query_point_text(a, e->at);
 		te->decision = arena_strdup(
 			a, e->decision <= SEQ_TRACE_RELEASE ? decision_names[e->decision] : "?");
+		/* Decimal, as handles are everywhere else (sseqctl, libsseq, Python). */
 		te->buffer =
-			e->buffer ? arena_printf(a, "%#" PRIx64, e->buffer) : arena_strdup(a, "-");
+			e->buffer ? arena_printf(a, "%" PRIu64, e->buffer) : arena_strdup(a, "-");
 		te->producer = query_point_text(a, e->producer);
 		te->session = e->session;
 		res->trace[res->n_trace++] = te;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "sseq-utf8.h"
 
 /* The one table: what every Reply and Completion says for an outcome. A negative errno
  * from the core or a backend, or a handler's own refusal; a positive code for the
@@ -74,6 +75,13 @@ int req_error(struct session *s, int outcome, const char *fmt, ...)
 	return outcome;
 }
 
+int req_check_text(struct session *s, const char *field, const char *text)
+{
+	if (!text || utf8_valid(text))
+		return 0;
+	return req_error(s, -EINVAL, "%s is not valid UTF-8", field);
+}
+
 /* Send the Reply a handler's outcome calls for; what session_request returns. */
 static int req_answer(struct session *s, uint64_t tag, int outcome)
 {
@@ -104,6 +112,7 @@ static int req_hello(struct session *s, const Sseq__Request *rq)
 	struct backend_info info = {0};
 	Sseq__Welcome w = SSEQ__WELCOME__INIT;
 	Sseq__DeviceInfo d = SSEQ__DEVICE_INFO__INIT;
+	int r;
 
 	if (s->hello)
 		return req_error(s, REQ_PROTOCOL_ERROR, "Hello sent twice");
@@ -114,6 +123,9 @@ static int req_hello(struct session *s, const Sseq__Request *rq)
 			h->protocol_major, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR,
 			SSEQ__PROTOCOL_VERSION__PROTOCOL_MINOR);
 	}
+	if ((r = req_check_text(s, "Hello.client_name", h->client_name)) ||
+		(r = req_check_text(s, "Hello.worker_id", h->worker_id)))
+		return r;
 	if (h->lanes > SESSION_MAX_LANES)
 		return req_error(s, -EINVAL,
 			"Hello asks for %u lanes: at most %u (0 means 1; lanes share the daemon's "
@@ -122,8 +134,8 @@ static int req_hello(struct session *s, const Sseq__Request *rq)
 			seq_layout(s->srv->seq)->count[SEQ_STREAM_COMPUTE]);
 	s->hello = true;
 	session_lanes_take(s, h->lanes ? h->lanes : 1);
-	snprintf(s->name, sizeof(s->name), "%s", h->client_name ? h->client_name : "");
-	snprintf(s->worker, sizeof(s->worker), "%s", h->worker_id ? h->worker_id : "");
+	utf8_copy(s->name, sizeof(s->name), h->client_name ? h->client_name : "");
+	utf8_copy(s->worker, sizeof(s->worker), h->worker_id ? h->worker_id : "");
 	printable(s->name);
 	printable(s->worker);
 	log_info("session", "client %" PRIu64 " connected: %s pid %u uid %u%s%s, lane%s %u%s",
@@ -156,7 +168,8 @@ static int sbuf_new(struct session *s, struct seq_buffer *b, const char *label, 
 		return -ENOMEM;
 	sb->buf = b;
 	sb->owner = s;
-	snprintf(sb->label, sizeof(sb->label), "%s", label ? label : "");
+	/* Cut at a character: half of one would make the label invalid UTF-8 again. */
+	utf8_copy(sb->label, sizeof(sb->label), label ? label : "");
 	if (session_handle_new(s, HANDLE_BUFFER, sb, &sb->handle) < 0) {
 		free(sb);
 		return -ENOMEM;
@@ -178,6 +191,8 @@ static int req_alloc(struct session *s, const Sseq__Request *rq)
 	if (a->size == 0 || a->size > SESSION_MAX_ALLOC)
 		return req_error(
 			s, -EINVAL, "alloc size %" PRIu64 " out of range (1 .. 2^40)", a->size);
+	if ((r = req_check_text(s, "Alloc.label", a->label)))
+		return r;
 	if ((r = handle_over_limit(s)))
 		return r;
 	if (quota && (a->size > quota || s->bytes > quota - a->size)) {
@@ -231,6 +246,8 @@ static int req_slice(struct session *s, const Sseq__Request *rq)
 
 	if (!sb)
 		return session_unknown_handle(s, sl->buffer, "buffer");
+	if ((r = req_check_text(s, "Slice.label", sl->label)))
+		return r;
 	if (sl->length == 0 || sl->offset > sb->buf->size ||
 		sl->length > sb->buf->size - sl->offset)
 		return req_error(s, -ERANGE,

@@ -98,6 +98,9 @@ enum req_code {
 /* Set the message of the refusal `outcome` and return it: return req_error(s, -EINVAL, ...). */
 int req_error(struct session *s, int outcome, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* 0, or the -EINVAL refusal naming `field` (e.g. "Alloc.label") of client text that is not
+ * UTF-8: kept, it would reach sseqctl --json and the journal. */
+int req_check_text(struct session *s, const char *field, const char *text);
 /* Put op on the session's lane `lane` (a request's index, 0 .. nlanes-1): 0, or the
  * refusal of one beyond the session's count. After op_init(), which clears it. */
 static inline int req_lane(struct session *s, uint32_t lane, struct seq_op *op)

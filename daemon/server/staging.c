@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sseq-utf8.h"
+
 void staging_unref(struct server *srv, struct staging *st)
 {
 	if (--st->refs > 0)
@@ -79,6 +81,10 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 		close(fd);
 		return req_error(s, -EINVAL, "staging size %" PRIu64 " out of range", sr->size);
 	}
+	if ((r = req_check_text(s, "StagingRegister.label", sr->label))) {
+		close(fd);
+		return r;
+	}
 	seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
 		close(fd);
@@ -116,7 +122,7 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 		return req_error(s, -ENOMEM, "out of memory");
 	}
 	*st = (struct staging){.owner = s, .fd = fd, .addr = addr, .size = sr->size, .refs = 1};
-	snprintf(st->label, sizeof(st->label), "%s", sr->label ? sr->label : "");
+	utf8_copy(st->label, sizeof(st->label), sr->label ? sr->label : "");
 	r = backend_staging_register(&s->srv->backend, addr, sr->size);
 	if (r < 0 || session_handle_new(s, HANDLE_STAGING, st, &st->handle) < 0) {
 		if (r >= 0) {
