@@ -116,6 +116,23 @@ if [ -n "${5:-}" ]; then
 		[ -f "$dest$pkgdir/sseq/$(basename "$f")" ] || fail "sseq/$(basename "$f") was not installed"
 	done
 	echo "sseq installed in $pkgdir, on $5's path"
+	# The README's line for pip (PEP 668: in a venv), on a copy so that the build stays out
+	# of the source tree.
+	if "$5" -c 'import ensurepip, venv' 2>/dev/null; then
+		cp -r "$(dirname "$0")/../client/python" "$tmp/pysrc"
+		rm -rf "$tmp/pysrc/build" "$tmp/pysrc"/*.egg-info
+		"$5" -m venv --system-site-packages "$tmp/venv" &&
+			"$tmp/venv/bin/pip" install -q --no-build-isolation --no-index "$tmp/pysrc" \
+				>"$tmp/pip.log" 2>&1 || fail "pip install in a venv: $(cat "$tmp/pip.log")"
+		"$tmp/venv/bin/python" -c '
+import importlib.metadata as m, sseq
+assert sseq.__file__.startswith(__import__("sys").prefix), sseq.__file__
+assert "sseq.pytest_plugin" in [e.name for e in m.entry_points(group="pytest11")]' ||
+			fail "the venv's sseq or its pytest11 entry point"
+		echo "pip install --no-build-isolation in a venv: sseq and its pytest plugin entry point"
+	else
+		echo "NOTE: $5 has no venv module (Debian: python3-venv); the pip line was not tried"
+	fi
 fi
 
 echo "== systemd-analyze verify on the installed units"
