@@ -5,12 +5,22 @@ Load it with ``-p sseq.pytest_plugin`` (an installed package also registers it a
 connection, checks each test for leaked buffers and unreported errors, and measures
 the daemon's sequencing counters over each test.
 
-- ``--sseq-socket PATH`` (or ``$SSEQ_SOCKETS``, else ``$SSEQ_SOCKET``, else libsseq's
-  default ``/run/sseq/gpu0.sock``): the daemon. Several sockets, colon- or
-  comma-separated, are one per GPU: xdist worker ``gwN`` uses socket ``N mod count``.
+- ``--sseq-socket PATH`` (or ``$SSEQ_SOCKETS``, else ``$SSEQ_SOCKET``, else the sockets
+  ``sseq-enable-gpus`` made, ``$SSEQ_SOCKET_DIR/gpu*.sock`` with ``/run/sseq`` the
+  default directory, else libsseq's default ``/run/sseq/gpu0.sock``): the daemon.
+  Several sockets, colon- or comma-separated, are one per GPU: xdist worker ``gwN``
+  uses socket ``N mod count``. Each worker decides on its own machine, so remote
+  workers (``--tx ssh=...``) use their own node's daemons.
+- Failover: a worker whose daemon does not answer uses the next one of the list that
+  does, and the terminal summary says so.
+- Required mode (``--sseq-require``, ini ``sseq_require = true`` or
+  ``SSEQ_REQUIRE=1``): a test that cannot reach sseqd (no daemon, a socket the user
+  may not open, no libsseq, one of the listed daemons down) is an error, not a skip,
+  and there is no failover. Without it such tests are skipped with the reason, and the
+  terminal summary counts them.
 - Fixture ``sseq_session`` (session scope, one per worker): the :class:`sseq.Session`,
   connected with name ``pytest`` and the xdist worker id (``sseqctl clients`` shows
-  ``gw3``). When no daemon answers, every test that uses it is skipped with the reason.
+  ``gw3``).
 - Marker ``@pytest.mark.sseq``: the test needs sseqd (skipped with the reason when none
   answers) even without the fixture. ``@pytest.mark.sseq(check_leaks=False)`` turns the
   leak check off, ``check_errors=False`` the error check.
@@ -18,34 +28,65 @@ the daemon's sequencing counters over each test.
   test or its function-scoped fixtures) and not freed by the end of its teardown fail
   the test, listed by label; the plugin then frees them. Buffers made by fixtures of a
   wider scope (module, class, session) are not counted.
-- Error check: at teardown the session is synced; an error nobody collected (a failed
-  copy or launch whose Op was never waited on) fails the test.
+- Error check: at teardown, an error nobody collected (a failed copy or launch whose Op
+  was never waited on) fails the test. The session is synced only when requests are
+  still in flight; otherwise the errors already received are all there is.
+- Daemon restarts: a test in flight when its daemon goes away fails with "sseqd at PATH
+  went away"; before the next test the plugin drops the old session (and the wider
+  fixtures built on it) and connects again, waiting up to ``$SSEQ_RECONNECT_WAIT``
+  seconds (default 10) for the daemon to come back.
 - Device resets: a test that fails with a DEVICE_ERROR from a device reset (a kernel
   poisoned the GPU context and the daemon built it again) gets a section saying which
   kernel caused it and whether this test did or was a bystander.
 - Counters: fixture ``sseq_counters`` gives ``.start`` and ``.delta()`` during the test;
   after it, ``item.sseq_counters`` (and the teardown report's ``sseq_counters``) hold
-  the change over the test as a dict. With ``-v`` the terminal summary lists them per
-  test. The counters are the daemon's, daemon-wide: with several workers on one
-  daemon a test's delta includes whatever the others ran meanwhile.
+  the change over the test as a dict. They are fetched (two round trips) only for tests
+  that use the fixture, or for every sseq test with ``-v`` (the terminal summary lists
+  them) or ``--sseq-counters`` (ini ``sseq_counters = true``). The counters are the
+  daemon's, daemon-wide: with several workers on one daemon a test's delta includes
+  whatever the others ran meanwhile.
 """
 
 from __future__ import annotations
 
+import collections
+import ctypes
+import errno
+import glob
+import grp
 import os
+import pwd
 import re
+import select
+import stat
+import time
 from typing import Any, Generator, Optional
 
 import pytest
 from _pytest.runner import runtestprotocol
 
 import sseq
+from sseq import _lib
 from sseq._lib import DEFAULT_SOCKET
+from sseq.errors import Status
 from sseq.session import Session, Stats
 
-__all__ = ["split_sockets", "socket_for_worker", "CounterProbe", "describe_reset"]
+__all__ = ["split_sockets", "socket_for_worker", "discover_sockets", "describe_connect_error",
+           "CounterProbe", "describe_reset", "DEFAULT_SOCKET_DIR"]
 
 _FIXTURES = ("sseq_session", "sseq_counters")
+
+#: Where sseq-enable-gpus's socket units listen (sseqd@N.socket: gpuN.sock).
+DEFAULT_SOCKET_DIR = "/run/sseq"
+#: The group sseqd@.socket gives its sockets (SocketGroup=), when the socket's own
+#: group cannot be read.
+SOCKET_GROUP = "sseq"
+_RECONNECT_WAIT_S = 10.0
+# A connection that fails with these may succeed a moment later (a daemon starting).
+_RETRYABLE = (errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN)
+# How a connection whose daemon went away fails every later call.
+_GONE_ERRNOS = (errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN, errno.ECONNABORTED,
+                errno.ESHUTDOWN)
 
 
 def split_sockets(spec: Optional[str]) -> list[str]:
@@ -60,9 +101,138 @@ def socket_for_worker(worker_id: Optional[str], sockets: list[str]) -> Optional[
     for a run without xdist; None (libsseq's default) when the list is empty."""
     if not sockets:
         return None
+    return sockets[_worker_number(worker_id) % len(sockets)]
+
+
+def _worker_number(worker_id: Optional[str]) -> int:
     m = re.fullmatch(r"gw(\d+)", worker_id or "")
-    n = int(m.group(1)) if m else 0
-    return sockets[n % len(sockets)]
+    return int(m.group(1)) if m else 0
+
+
+def discover_sockets(directory: Optional[str] = None) -> list[str]:
+    """The sockets ``gpuN.sock`` in ``directory`` (default ``$SSEQ_SOCKET_DIR``, else
+    ``/run/sseq``), in GPU order; those sseq-enable-gpus's units listen on."""
+    d = directory or os.environ.get("SSEQ_SOCKET_DIR") or DEFAULT_SOCKET_DIR
+    found = []
+    for path in glob.glob(os.path.join(glob.escape(d), "gpu*.sock")):
+        m = re.fullmatch(r"gpu(\d+)\.sock", os.path.basename(path))
+        try:
+            is_sock = stat.S_ISSOCK(os.stat(path).st_mode)
+        except OSError:
+            is_sock = False
+        if m and is_sock:
+            found.append((int(m.group(1)), path))
+    return [p for _, p in sorted(found)]
+
+
+def _socket_spec(config: pytest.Config) -> tuple[list[str], str]:
+    """The sockets this process may use and where the list came from."""
+    opt = config.getoption("sseq_socket")
+    if opt:
+        return split_sockets(opt), "--sseq-socket"
+    for name in ("SSEQ_SOCKETS", "SSEQ_SOCKET"):
+        if os.environ.get(name):
+            return split_sockets(os.environ[name]), f"${name}"
+    d = os.environ.get("SSEQ_SOCKET_DIR") or DEFAULT_SOCKET_DIR
+    found = discover_sockets(d)
+    if found:
+        return found, f"found in {d}"
+    return [], "libsseq's default"
+
+
+def _group_name(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def _permission_advice(path: str) -> str:
+    """Why EACCES, and what to do: the socket's group, named from the socket itself."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (f"permission denied on {path} (its directory is closed to you): join group "
+                f"'{SOCKET_GROUP}' (sudo usermod -aG {SOCKET_GROUP} $USER, then log in again)")
+    group = _group_name(st.st_gid)
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = str(st.st_uid)
+    mode = stat.S_IMODE(st.st_mode)
+    text = f"permission denied on {path} (owner {owner}, group {group}, mode {mode:04o})"
+    if mode & 0o060 != 0o060:
+        return text + (f": its mode lets group {group} not read and write it (sseqd@.socket "
+                       "sets SocketMode=0660); ask the machine's administrator")
+    if st.st_gid in os.getgroups() or st.st_gid == os.getgid():
+        return text + f": you are in group {group} and still may not open it"
+    try:
+        user = pwd.getpwuid(os.getuid()).pw_name
+        added = user in grp.getgrgid(st.st_gid).gr_mem
+    except KeyError:
+        added = False
+    if added:
+        return text + (f": you were added to group {group} after this login; log in again "
+                       f"(or run under 'newgrp {group}')")
+    return text + (f": join group '{group}' (sudo usermod -aG {group} $USER, then log in "
+                   "again)")
+
+
+def describe_connect_error(path: str, e: sseq.Error) -> str:
+    """One line naming why connecting to ``path`` failed."""
+    if e.errno == errno.EACCES:
+        return _permission_advice(path)
+    if e.errno is not None:
+        return f"no sseqd answers at {path}: {e.name} ({os.strerror(e.errno)})"
+    return f"sseqd at {path} refused the session: {e.name} ({e.message or e.description})"
+
+
+def _library_message(e: OSError) -> str:
+    # _lib's text says "NAME: NAME: reason" (its own prefix, then ctypes's): once is enough.
+    text = e.strerror or str(e)
+    text = re.sub(r"^libsseq not found \(set SSEQ_LIBRARY to the path of libsseq\.so\): ",
+                  "", text)
+    text = re.sub(r"(?:(?<=^)|(?<=; ))([^;:]+): \1: ", r"\1: ", text)
+    where = "SSEQ_LIBRARY=" if os.environ.get("SSEQ_LIBRARY") else ""
+    return (f"libsseq not found: tried {where}{text} (set SSEQ_LIBRARY to the path of "
+            "libsseq.so)")
+
+
+def _gone(e: BaseException) -> bool:
+    """Whether a call failed because the daemon went away (closed or reset)."""
+    return isinstance(e, sseq.Error) and (e.errno in _GONE_ERRNOS
+                                          or e.status == Status.SHUTTING_DOWN)
+
+
+def _peer_closed(session: Session) -> bool:
+    """Whether the daemon closed this connection, learned without I/O on it."""
+    try:
+        fd = session.fileno()
+    except (ValueError, sseq.Error):
+        return True
+    p = select.poll()
+    p.register(fd, select.POLLIN | select.POLLRDHUP)
+    return any(ev & (select.POLLHUP | select.POLLERR | select.POLLRDHUP | select.POLLNVAL)
+               for _, ev in p.poll(0))
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class _SseqSkip(pytest.skip.Exception):  # type: ignore[misc,name-defined]
+    """A skip because sseqd cannot be reached (counted in the terminal summary)."""
+
+
+class _SseqRequired(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+    """In required mode: sseqd cannot be reached."""
+
+
+class _Unavailable(Exception):
+    def __init__(self, cause: str, retry: bool = False) -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.retry = retry
 
 
 class _WorkerState:
@@ -70,29 +240,160 @@ class _WorkerState:
 
     def __init__(self, config: pytest.Config) -> None:
         self.worker_id: Optional[str] = getattr(config, "workerinput", {}).get("workerid")
-        spec = (config.getoption("sseq_socket") or os.environ.get("SSEQ_SOCKETS")
-                or os.environ.get("SSEQ_SOCKET"))
-        self.socket = socket_for_worker(self.worker_id, split_sockets(spec))
+        self.sockets, self.origin = _socket_spec(config)
+        self.preferred = socket_for_worker(self.worker_id, self.sockets)
+        self.socket: Optional[str] = self.preferred  # the one in use
+        self.require = self._required(config)
         self.session: Optional[Session] = None
-        self.skip_reason: Optional[str] = None
+        self.failure: Optional[str] = None  # why this worker cannot connect, once known
+        # The session went away (daemon restart) or was closed: reconnect before the
+        # next test, waiting for the daemon when it went away.
+        self.stale = False
+        self.wait_for_daemon = False
+        self.lost_at: Optional[str] = None
+        self.notes: list[str] = []  # failovers, reconnects: for the next report
+        self.probed = False
+        self.counters_all = bool(config.getoption("sseq_counters")
+                                 or config.getini("sseq_counters")
+                                 or config.getoption("verbose") > 0)
+        # The sseq_session fixture's definition and request, to drop its cached value.
+        self.fixturedef: Any = None
+        self.fixture_request: Any = None
         # The scope of the fixture being set up, when wider than a function.
         self.scope: Optional[str] = None
 
-    def where(self) -> str:
-        return self.socket or os.environ.get("SSEQ_SOCKET") or DEFAULT_SOCKET
+    @staticmethod
+    def _required(config: pytest.Config) -> Optional[str]:
+        if config.getoption("sseq_require"):
+            return "--sseq-require"
+        if config.getini("sseq_require"):
+            return "ini sseq_require"
+        if _env_true("SSEQ_REQUIRE"):
+            return "SSEQ_REQUIRE=1"
+        return None
+
+    def who(self) -> str:
+        return self.worker_id or "this run"
+
+    def where(self, path: Optional[str] = None) -> str:
+        return path or self.socket or os.environ.get("SSEQ_SOCKET") or DEFAULT_SOCKET
+
+    def _order(self) -> list[Optional[str]]:
+        """The preferred socket, then the others of the list after it, wrapping."""
+        if not self.sockets:
+            return [None]
+        i = _worker_number(self.worker_id) % len(self.sockets)
+        return self.sockets[i:] + self.sockets[:i]
+
+    def _open(self, path: Optional[str]) -> Session:
+        return sseq.connect(path, name="pytest", worker_id=self.worker_id)
+
+    def _connect(self) -> Session:
+        try:
+            _lib.lib()
+        except sseq.LibraryNotFoundError as e:
+            raise _Unavailable(_library_message(e))
+        causes: list[tuple[Optional[str], sseq.Error]] = []
+        for path in self._order():
+            try:
+                session = self._open(path)
+            except sseq.Error as e:
+                causes.append((path, e))
+                if self.require:
+                    break  # required: the worker's own daemon or nothing
+                continue
+            if causes:
+                p0, e0 = causes[0]
+                self.notes.append(f"sseq: {self.who()}: sseqd at {self.where(p0)} does not "
+                                  f"answer ({e0.name}): using {path} instead")
+            self.socket = path
+            if self.require and not self.probed:
+                self.probed = True
+                self._probe_others(session, path)
+            return session
+        text = "; ".join(describe_connect_error(self.where(p), e) for p, e in causes)
+        retry = all(e.errno in _RETRYABLE for _, e in causes)
+        raise _Unavailable(text, retry=retry)
+
+    def _probe_others(self, session: Session, mine: Optional[str]) -> None:
+        # Required mode: every daemon this run was given must answer, not only ours.
+        for path in self.sockets:
+            if path == mine:
+                continue
+            try:
+                self._open(path).close()
+            except sseq.Error as e:
+                session.close()
+                raise _Unavailable(f"{describe_connect_error(path, e)} (one of the "
+                                   f"{len(self.sockets)} sockets of {self.origin})")
 
     def get(self) -> Session:
         if self.session is not None and not self.session.closed:
             return self.session
-        if self.skip_reason:
-            pytest.skip(self.skip_reason)
-        try:
-            self.session = sseq.connect(self.socket, name="pytest", worker_id=self.worker_id)
-        except (sseq.Error, sseq.LibraryNotFoundError) as e:
-            self.skip_reason = f"sseq: no sseqd answers at {self.where()}: {e}"
-            pytest.skip(self.skip_reason)
+        if self.failure:
+            self._refuse(self.failure)
+        deadline = time.monotonic() + (self._wait_s() if self.wait_for_daemon else 0)
+        while True:
+            try:
+                self.session = self._connect()
+                break
+            except _Unavailable as e:
+                if e.retry and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                self.failure = e.cause
+                if self.lost_at:
+                    self.failure += (f" (it went away during {self.lost_at} and did not come "
+                                     f"back within {self._wait_s():g} s)")
+                self.wait_for_daemon = False
+                self._refuse(self.failure)
+        if self.wait_for_daemon:
+            self.notes.append(f"sseq: {self.who()}: sseqd at {self.where()} went away during "
+                              f"{self.lost_at}; reconnected")
+            self.wait_for_daemon = False
+            self.lost_at = None
         self.session._alloc_scope = self.scope
         return self.session
+
+    @staticmethod
+    def _wait_s() -> float:
+        try:
+            return float(os.environ.get("SSEQ_RECONNECT_WAIT", _RECONNECT_WAIT_S))
+        except ValueError:
+            return _RECONNECT_WAIT_S
+
+    def _refuse(self, cause: str) -> None:
+        if self.require:
+            raise _SseqRequired(f"sseq: {cause} [sseq is required here: {self.require}]",
+                                pytrace=False)
+        raise _SseqSkip(f"sseq: {cause}")
+
+    def went_away(self, nodeid: str) -> None:
+        """The daemon went away during test ``nodeid``: reconnect before the next one."""
+        self.stale = True
+        self.wait_for_daemon = True
+        self.lost_at = nodeid
+
+    def refresh(self) -> None:
+        """Before a test: drop a session that is closed or whose daemon went away (and
+        the fixtures built on it), so that the test gets a new one."""
+        s = self.session
+        if s is not None and not self.stale and not self.wait_for_daemon:
+            if not s.closed and not _peer_closed(s):
+                return
+            if not s.closed:  # the daemon went away between tests
+                self.wait_for_daemon = True
+                self.lost_at = self.lost_at or "the previous test's teardown"
+        elif not self.stale:
+            return
+        self.stale = False
+        fd = self.fixturedef
+        if fd is not None and getattr(fd, "cached_result", None) is not None:
+            try:
+                fd.finish(self.fixture_request)
+            except Exception:
+                pass  # the teardown of fixtures that used the lost connection
+        self.close()
 
     def close(self) -> None:
         if self.session is not None:
@@ -106,11 +407,12 @@ _RESULT = pytest.StashKey["_TestResult"]()
 
 
 class _TestResult:
-    def __init__(self, counters: dict[str, int], problems: list[str],
-                 leaked: list[str]) -> None:
+    def __init__(self, counters: Optional[dict[str, int]], problems: list[str],
+                 leaked: list[str], gone: Optional[str] = None) -> None:
         self.counters = counters
         self.problems = problems
         self.leaked = leaked
+        self.gone = gone
 
 
 class CounterProbe:
@@ -142,7 +444,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--sseq-socket", dest="sseq_socket", default=None, metavar="PATH[:PATH...]",
         help="sseqd socket; several (colon- or comma-separated, one per GPU) spread xdist "
              "workers gwN over them by N mod count. Default: $SSEQ_SOCKETS, else "
-             f"$SSEQ_SOCKET, else {DEFAULT_SOCKET}.")
+             "$SSEQ_SOCKET, else $SSEQ_SOCKET_DIR/gpu*.sock (default directory "
+             f"{DEFAULT_SOCKET_DIR}), else {DEFAULT_SOCKET}.")
+    group.addoption(
+        "--sseq-require", dest="sseq_require", action="store_true", default=False,
+        help="a test that cannot reach sseqd is an error, not a skip, and workers do not "
+             "fail over to another daemon (also ini sseq_require, $SSEQ_REQUIRE=1).")
+    group.addoption(
+        "--sseq-counters", dest="sseq_counters", action="store_true", default=False,
+        help="measure the daemon's counters over every sseq test (default: only tests "
+             "that use sseq_counters, or all with -v).")
+    parser.addini("sseq_require", type="bool", default=False,
+                  help="sseq: fail, not skip, tests that cannot reach sseqd.")
+    parser.addini("sseq_counters", type="bool", default=False,
+                  help="sseq: measure the daemon's counters over every sseq test.")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -162,10 +477,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    spec = (config.getoption("sseq_socket") or os.environ.get("SSEQ_SOCKETS")
-            or os.environ.get("SSEQ_SOCKET") or DEFAULT_SOCKET)
+    state = config.stash[_STATE]
+    spec = ":".join(state.sockets) if state.sockets else (
+        os.environ.get("SSEQ_SOCKET") or DEFAULT_SOCKET)
     lib = os.environ.get("SSEQ_LIBRARY") or "installed libsseq"
-    return f"sseq: socket(s) {spec}; library {lib}"
+    text = f"sseq: socket(s) {spec} ({state.origin}); library {lib}"
+    if state.require:
+        text += f"; required ({state.require})"
+    if getattr(config.option, "tx", None):
+        text += "; each xdist worker picks its own node's sockets"
+    return text
 
 
 # -- fixtures --
@@ -191,6 +512,52 @@ def sseq_counters(request: pytest.FixtureRequest, sseq_session: Session) -> Coun
     return CounterProbe(sseq_session, request.node.stash[_START])
 
 
+_next_error_fn: Any = None
+
+
+def _next_error(session: Session) -> Optional[sseq.Error]:
+    """The oldest error the session received and nobody collected, without I/O."""
+    global _next_error_fn
+    if _next_error_fn is None:
+        fn = _lib.lib().sseq_next_error
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]
+        _next_error_fn = fn
+    tag = ctypes.c_uint64()
+    with session._lock:
+        r = _next_error_fn(session._ptr, ctypes.byref(tag))
+        return session._error(r, "sync", tag.value) if r < 0 else None
+
+
+def _uncollected_errors(session: Session) -> list[str]:
+    """Errors of this test's requests that nobody collected. Syncs (a round trip) only
+    when requests are still in flight or an error is already known. Raises the error
+    when the daemon went away."""
+    errors: list[str] = []
+    first = _next_error(session)
+    if first is not None:
+        if _gone(first):
+            raise first
+        errors.append(str(first))
+    elif session.outstanding() == 0:
+        return errors
+    # Each sync reports one error; a few show the pattern without flooding.
+    while len(errors) < 5:
+        try:
+            session.sync()
+            break
+        except sseq.Error as e:
+            if _gone(e):
+                raise
+            errors.append(str(e))
+    return errors
+
+
+def _went_away_text(state: _WorkerState, e: sseq.Error) -> str:
+    return (f"sseq: sseqd at {state.where()} went away during this test ({e.name}: "
+            f"{e.message or e.description}); the next test connects again")
+
+
 @pytest.fixture(autouse=True)
 def _sseq_per_test(request: pytest.FixtureRequest) -> Generator[None, None, None]:
     # Autouse fixtures are set up first and torn down last among a test's
@@ -204,24 +571,32 @@ def _sseq_per_test(request: pytest.FixtureRequest) -> Generator[None, None, None
     marker = item.get_closest_marker("sseq")
     opts = marker.kwargs if marker is not None else {}
     before = set(session._live)
-    item.stash[_START] = start = session.stats()
+    start: Optional[Stats] = None
+    if state.counters_all or "sseq_counters" in item.fixturenames:
+        try:
+            item.stash[_START] = start = session.stats()
+        except sseq.Error as e:
+            if not _gone(e):
+                raise
+            state.went_away(item.nodeid)
+            pytest.fail(_went_away_text(state, e), pytrace=False)
     yield
 
     problems: list[str] = []
     leaked: list[str] = []
     if session.closed:
         problems.append("sseq: the test closed the shared sseq_session")
-        state.session = None
-        item.stash[_RESULT] = _TestResult({}, problems, leaked)
+        state.stale = True
+        item.stash[_RESULT] = _TestResult(None, problems, leaked)
         return
-    errors = []
-    # Each sync reports one error; a few show the pattern without flooding.
-    for _ in range(5):
-        try:
-            session.sync()
-            break
-        except sseq.Error as e:
-            errors.append(str(e))
+    try:
+        errors = _uncollected_errors(session)
+    except sseq.Error as e:
+        # Its buffers went with the daemon: not leaks, nothing to free.
+        state.went_away(item.nodeid)
+        text = _went_away_text(state, e)
+        item.stash[_RESULT] = _TestResult(None, [text], leaked, gone=text)
+        return
     if errors and opts.get("check_errors", True):
         problems.append("sseq: errors nobody collected (an Op never waited on):\n"
                         + "\n".join(f"  {e}" for e in errors))
@@ -240,8 +615,17 @@ def _sseq_per_test(request: pytest.FixtureRequest) -> Generator[None, None, None
                         + "\n".join(f"  {name}" for name in leaked))
     else:
         leaked = []
-    counters = (session.stats() - start).as_dict()
-    item.sseq_counters = counters
+    counters = None
+    if start is not None:
+        try:
+            counters = (session.stats() - start).as_dict()
+        except sseq.Error as e:
+            if not _gone(e):
+                raise
+            state.went_away(item.nodeid)
+            problems.append(_went_away_text(state, e))
+        else:
+            item.sseq_counters = counters
     item.stash[_RESULT] = _TestResult(counters, problems, leaked)
 
 
@@ -250,6 +634,8 @@ def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Gen
     # Allocations made while a wider-scoped fixture is set up belong to it, not to the
     # test that happened to trigger it.
     state = request.config.stash.get(_STATE, None)
+    if state is not None and fixturedef.argname == "sseq_session":
+        state.fixturedef, state.fixture_request = fixturedef, request
     if state is None or fixturedef.scope == "function":
         yield
         return
@@ -275,14 +661,19 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Optional[pytest.Item]) 
     plus an error). Tests that do not use sseq take pytest's default path."""
     if not _uses_sseq(item):
         return None
+    state = item.config.stash[_STATE]
+    state.refresh()
     ihook = item.ihook
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
     reports = runtestprotocol(item, nextitem=nextitem, log=False)
     res = item.stash.get(_RESULT, None)
     if res is not None:
-        reports[-1].sseq_counters = res.counters
+        if res.counters is not None:
+            reports[-1].sseq_counters = res.counters
         if res.problems:
             _report_problems(item, reports, res)
+    if state.notes:
+        reports[-1].sseq_notes, state.notes = state.notes, []
     for rep in reports:
         ihook.pytest_runtest_logreport(report=rep)
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
@@ -294,9 +685,12 @@ def _report_problems(item: pytest.Item, reports: list[pytest.TestReport],
     text = "\n".join(res.problems)
     call = next((r for r in reports if r.when == "call"), None)
     target = call if call is not None else reports[-1]
-    if target.passed:
+    if target.passed or (res.gone and target.failed):
         # Shown like pytest.fail(text, pytrace=False): no traceback, and a
-        # representation xdist knows how to send.
+        # representation xdist knows how to send. A test that failed because the
+        # daemon went away says that first; where it noticed follows as a section.
+        if target.failed:
+            target.sections.append(("sseq: where the test noticed", str(target.longrepr)))
         try:
             pytest.fail(text, pytrace=False)
         except pytest.fail.Exception:
@@ -307,6 +701,8 @@ def _report_problems(item: pytest.Item, reports: list[pytest.TestReport],
         target.sections.append(("sseq", text))
     target.sseq_leaks = res.leaked
     target.sseq_problems = res.problems
+    if res.gone:
+        target.sseq_gone = res.gone
 
 
 _RESET_CAUSE = re.compile(
@@ -340,6 +736,9 @@ def describe_reset(message: str, my_session: Optional[int]) -> Optional[str]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator:
     outcome = yield
     rep = outcome.get_result()
+    if call.excinfo is not None and isinstance(call.excinfo.value, (_SseqSkip, _SseqRequired)):
+        rep.sseq_unavailable = str(call.excinfo.value.msg)
+        return
     if not rep.failed or call.excinfo is None or not isinstance(call.excinfo.value, sseq.Error):
         return
     state = item.config.stash.get(_STATE, None)
@@ -363,21 +762,47 @@ def format_counters(c: dict[str, int]) -> str:
 
 
 class _Reporter:
-    """Collects counter deltas from teardown reports (on the xdist controller, they
-    arrive from the workers) and prints them with -v."""
+    """Collects from the reports (on the xdist controller, they arrive from the workers)
+    the counter deltas, printed with -v, and what kept tests from sseqd, failovers and
+    reconnects, always summed up at the end."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.counters: dict[str, dict[str, int]] = {}
+        self.skipped: collections.Counter[str] = collections.Counter()
+        self.refused: collections.Counter[str] = collections.Counter()
+        self.gone: list[str] = []
+        self.notes: list[str] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         counters = getattr(report, "sseq_counters", None)
         if report.when == "teardown" and counters:
             self.counters[report.nodeid] = counters
+        why = getattr(report, "sseq_unavailable", None)
+        if why:
+            (self.skipped if report.skipped else self.refused)[why] += 1
+        if getattr(report, "sseq_gone", None):
+            self.gone.append(report.nodeid)
+        self.notes.extend(getattr(report, "sseq_notes", None) or ())
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        tr = terminalreporter
+        if self.skipped or self.refused or self.gone or self.notes:
+            tr.write_sep("-", "sseq")
+        for why, n in self.skipped.items():
+            tr.write_line(f"sseq: {n} test{'s' if n != 1 else ''} skipped: {why[6:]} "
+                          "(--sseq-require makes this an error)", yellow=True, bold=True)
+        for why, n in self.refused.items():
+            tr.write_line(f"sseq: {n} test{'s' if n != 1 else ''} could not run: {why[6:]}",
+                          red=True, bold=True)
+        if self.gone:
+            tr.write_line(f"sseq: {len(self.gone)} test{'s' if len(self.gone) != 1 else ''} "
+                          f"failed because sseqd went away: {', '.join(self.gone)}",
+                          red=True, bold=True)
+        for note in self.notes:
+            tr.write_line(note, yellow=True)
         if self.config.getoption("verbose") <= 0 or not self.counters:
             return
-        terminalreporter.write_sep("-", "sseq counters per test (daemon-wide deltas)")
+        tr.write_sep("-", "sseq counters per test (daemon-wide deltas)")
         for nodeid, c in self.counters.items():
-            terminalreporter.write_line(f"{nodeid}: {format_counters(c)}")
+            tr.write_line(f"{nodeid}: {format_counters(c)}")

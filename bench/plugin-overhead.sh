@@ -1,0 +1,92 @@
+#!/bin/bash
+# What the pytest plugin costs per test: N trivial tests (default 1000) that take the
+# sseq_session fixture and do nothing, run with -p sseq.pytest_plugin against a sim
+# sseqd, then the same file with the plugin off (-p no:sseq.pytest_plugin and a
+# conftest-free stand-in fixture), and the same tests doing one kernel each. Prints
+# seconds per run (the best of R, default 3) and microseconds per test over the
+# plugin-off run.
+# Usage: bench/plugin-overhead.sh [BUILD] (default build); env N, R, PYTHON.
+set -euo pipefail
+B=${1:-build}
+N=${N:-1000} R=${R:-3}
+py=${PYTHON:-/usr/bin/python3}
+root=$(cd "$(dirname "$0")/.." && pwd)
+sseqd=$root/$B/daemon/sseqd lib=$root/$B/client/lib/libsseq.so
+[ -x "$sseqd" ] || { echo "no $sseqd: build first (meson setup $B; ninja -C $B)" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+dpid=
+trap '[ -n "$dpid" ] && kill -TERM "$dpid" 2>/dev/null; rm -rf "$tmp"' EXIT
+sock=$tmp/sseqd.sock
+"$sseqd" --backend sim --socket "$sock" --log-level warning 2>"$tmp/daemon.log" &
+dpid=$!
+for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+
+# The suites: each test takes the fixture; "work" tests also run one kernel and wait.
+mkdir -p "$tmp/on" "$tmp/off" "$tmp/work"
+cat >"$tmp/on/test_trivial.py" <<EOF
+import pytest
+
+@pytest.mark.parametrize("i", range($N))
+def test_trivial(sseq_session, i):
+    pass
+EOF
+cp "$tmp/on/test_trivial.py" "$tmp/off/"
+# Plugin off: the same fixture name, one plain connection for the whole run.
+cat >"$tmp/off/conftest.py" <<'EOF'
+import pytest, sseq
+
+@pytest.fixture(scope="session")
+def sseq_session():
+    with sseq.connect(name="pytest") as s:
+        yield s
+EOF
+cat >"$tmp/work/test_work.py" <<EOF
+import pytest, sseq
+
+@pytest.fixture(scope="module")
+def buf(sseq_session):
+    b = sseq_session.alloc(64, "f4", label="bench")
+    yield b
+    b.free()
+
+@pytest.mark.parametrize("i", range($N))
+def test_work(sseq_session, buf, i):
+    sseq_session.execute("fill", sseq.Out(buf), 1.0, 64).wait()
+EOF
+cp "$tmp/work/test_work.py" "$tmp/off/test_work.py.txt"
+
+export PYTHONPATH=$root/client/python${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONDONTWRITEBYTECODE=1 SSEQ_SOCKET=$sock SSEQ_LIBRARY=$lib
+unset SSEQ_SOCKETS PYTEST_ADDOPTS
+
+best() { # dir plugin-args... : the best wall time of R runs, in seconds
+	local dir=$1 t b=
+	shift
+	for _ in $(seq "$R"); do
+		/usr/bin/time -o "$tmp/time" -f %e "$py" -m pytest -q -p no:cacheprovider "$@" \
+			"$dir" >"$tmp/out" 2>&1 || true
+		t=$(tail -1 "$tmp/time")
+		grep -q " passed" "$tmp/out" || { cat "$tmp/out" >&2; exit 1; }
+		grep -q "failed\|error" "$tmp/out" && { cat "$tmp/out" >&2; exit 1; }
+		b=$(awk -v a="$t" -v b="$b" 'BEGIN { print (b == "" || a < b) ? a : b }')
+	done
+	echo "$b"
+}
+
+echo "date=$(date -u +%FT%TZ) host=$(hostname) cpus=$(nproc) tests=$N best_of=$R" \
+	"pytest=$("$py" -m pytest --version 2>&1 | awk '{ print $2 }')"
+off=$(best "$tmp/off" -p no:sseq.pytest_plugin)
+on=$(best "$tmp/on" -p sseq.pytest_plugin)
+mv "$tmp/off/test_work.py.txt" "$tmp/off/test_work.py"
+rm "$tmp/off/test_trivial.py"
+woff=$(best "$tmp/off" -p no:sseq.pytest_plugin)
+won=$(best "$tmp/work" -p sseq.pytest_plugin)
+awk -v n="$N" -v off="$off" -v on="$on" -v woff="$woff" -v won="$won" 'BEGIN {
+	printf "trivial: plugin off %.2f s, on %.2f s: %.0f us per test\n", off, on, (on - off) / n * 1e6
+	printf "one kernel each: plugin off %.2f s, on %.2f s: %.0f us per test\n", woff, won,
+		(won - woff) / n * 1e6
+}'
+kill -TERM "$dpid"
+wait "$dpid" || { echo "sseqd exited with status $?: $(tail -5 "$tmp/daemon.log")" >&2; exit 1; }
+dpid=
