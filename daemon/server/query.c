@@ -487,7 +487,34 @@ static void metric_counters(struct metrics_buf *m, const Sseq__Counters *c, cons
 	}
 }
 
-static char *query_metrics(struct server *srv, struct arena *a)
+static uint64_t stream_window_used(const struct seq_stream_info *si)
+{
+	return si->window_used;
+}
+
+static uint64_t stream_last_issued(const struct seq_stream_info *si)
+{
+	return si->issued;
+}
+
+static uint64_t stream_last_completed(const struct seq_stream_info *si)
+{
+	return si->completed;
+}
+
+/* The per-stream gauges, labelled with stream and kind. */
+static const struct {
+	const char *name, *help;
+	uint64_t (*value)(const struct seq_stream_info *si);
+} stream_families[] = {
+	{"stream_window_used", "Incomplete points in the stream's window.", stream_window_used},
+	{"stream_last_issued", "Last issued point.", stream_last_issued},
+	{"stream_last_completed", "Last point observed complete.", stream_last_completed},
+};
+
+/* sseq_clients leaves out the session asking: a scrape through sseqctl is a connection of
+ * its own, and counting it would make every scrape see one client more than there is. */
+static char *query_metrics(struct server *srv, const struct session *asker, struct arena *a)
 {
 	struct metrics_buf m = {.a = a};
 	Sseq__Counters *c = query_counters(srv, a);
@@ -497,22 +524,23 @@ static char *query_metrics(struct server *srv, struct arena *a)
 	unsigned n = seq_stream_count(srv->seq);
 
 	snprintf(dev, sizeof(dev), "device=\"%u\",backend=\"%s\"", srv->opts.device, d->backend);
-	metric(&m, "clients", "gauge", "Connected client sessions.", dev, srv->nsessions);
+	metric(&m, "clients", "gauge", "Connected client sessions, the one asking not counted.",
+		dev, srv->nsessions - (asker && srv->nsessions ? 1 : 0));
 	metric(&m, "memory_used_bytes", "gauge", "Device memory held by buffers.", dev,
 		d->memory_used);
 	metric_counters(&m, c, dev);
-	for (unsigned i = 0; i < n; i++) {
-		struct seq_stream_info si;
-		seq_stream_info(srv->seq, i, &si);
-		snprintf(labels, sizeof(labels), "%s,stream=\"%u\",kind=\"%s\"", dev, i,
-			seq_stream_kind_name(si.kind));
-		metric(&m, "stream_window_used", "gauge",
-			i == 0 ? "Incomplete points in the stream's window." : NULL, labels,
-			si.window_used);
-		metric(&m, "stream_last_issued", "gauge", i == 0 ? "Last issued point." : NULL,
-			labels, si.issued);
-		metric(&m, "stream_last_completed", "gauge",
-			i == 0 ? "Last point observed complete." : NULL, labels, si.completed);
+	/* Family by family, every stream's sample together under its HELP and TYPE: the
+	 * text format wants a family's lines in one group. */
+	for (size_t f = 0; f < sizeof(stream_families) / sizeof(stream_families[0]); f++) {
+		for (unsigned i = 0; i < n; i++) {
+			struct seq_stream_info si;
+			seq_stream_info(srv->seq, i, &si);
+			snprintf(labels, sizeof(labels), "%s,stream=\"%u\",kind=\"%s\"", dev, i,
+				seq_stream_kind_name(si.kind));
+			metric(&m, stream_families[f].name, "gauge",
+				i == 0 ? stream_families[f].help : NULL, labels,
+				stream_families[f].value(&si));
+		}
 	}
 	return m.text ? m.text : arena_strdup(a, "");
 }
@@ -547,7 +575,7 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 		query_trace(srv, asker, q, res, a);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_METRICS:
-		res->metrics_text = query_metrics(srv, a);
+		res->metrics_text = query_metrics(srv, asker, a);
 		break;
 	default:
 		res->status = SSEQ__STATUS__STATUS_INVALID_ARGUMENT;

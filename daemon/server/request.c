@@ -280,7 +280,12 @@ int session_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op
 	op->want_done = true;
 	op->cookie = (uint64_t)(uintptr_t)rec;
 	op->exclusive = s->isolated && op->kind == SEQ_OP_EXEC;
+	/* Before the launch, which may start the op at once; the trace hook adds the waits
+	 * decided for it while it is `submitting`. */
+	timeline_op_begin(&rec->tl, (uint8_t)op->kind, server_now_ns());
+	s->srv->submitting = rec;
 	r = seq_submit(s->srv->seq, op, &at);
+	s->srv->submitting = NULL;
 	if (r == -EAGAIN) {
 		/* The stream's window is full of incomplete points: pause this client until
 		 * that stream has room (I3); the core named it in at, and

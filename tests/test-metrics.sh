@@ -1,0 +1,136 @@
+#!/bin/bash
+# sseqctl metrics from a sim daemon with work done (three clients connected, copies on
+# the streams): Prometheus' own checker accepts it, every family's samples stand together
+# after its HELP and TYPE, sseq_clients counts the clients and not the scraper, and every
+# metric is documented in sseqctl(1). Skips (77) only without promtool (Debian: prometheus).
+# Usage: test-metrics.sh SSEQD SSEQCTL SSEQCTL_MAN_SOURCE
+set -euo pipefail
+
+sseqd=$1
+sseqctl=$2
+man=$3
+promtool=${PROMTOOL:-$(command -v promtool || true)}
+[[ -n $promtool ]] || { echo "SKIP: promtool not found (Debian package prometheus)"; exit 77; }
+dir=$(mktemp -d "${TMPDIR:-/tmp}/test-metrics.XXXXXX")
+sock=$dir/s.sock
+daemon_pid=
+helper_pid=
+cleanup() {
+	if [[ -n $helper_pid ]]; then kill "$helper_pid" 2>/dev/null || true; fi
+	if [[ -n $daemon_pid ]]; then kill "$daemon_pid" 2>/dev/null || true; fi
+	wait 2>/dev/null || true
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+"$sseqd" --backend sim --socket "$sock" 2>"$dir/sseqd.log" &
+daemon_pid=$!
+for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.05; done
+[[ -S $sock ]] || fail "no socket at $sock"
+
+# Three clients (raw frames), each allocating two buffers and copying between them
+# twice, so that streams have issued and completed points; they stay connected.
+python3 -c '
+import socket, struct, sys, time
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7f; n >>= 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n: return out
+def field(num, payload):
+    if isinstance(payload, int): return varint(num << 3) + varint(payload)
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+def varint_at(b, i):
+    v = shift = 0
+    while True:
+        v |= (b[i] & 0x7f) << shift; shift += 7; i += 1
+        if not b[i - 1] & 0x80: return v, i
+def decode(b):  # {field number: value}, varints as ints, the rest as bytes
+    out, i = {}, 0
+    while i < len(b):
+        key, i = varint_at(b, i)
+        if key & 7 == 0:
+            out[key >> 3], i = varint_at(b, i)
+        else:
+            n, i = varint_at(b, i)
+            out[key >> 3] = b[i:i + n]; i += n
+    return out
+def call(c, tag, body_field, body):  # the Reply under this tag
+    msg = field(1, tag) + field(body_field, body)
+    c.sendall(struct.pack("<I", len(msg)) + msg)
+    while True:
+        n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
+        m = decode(c.recv(n, socket.MSG_WAITALL))
+        if 1 in m and decode(m[1]).get(1) == tag:
+            return decode(m[1])
+conns = []
+for k in range(3):
+    c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
+    call(c, 1, 10, field(1, 1) + field(3, b"metrics") + field(5, b"gw%d" % k))
+    a = call(c, 2, 13, field(1, 4096) + field(2, b"a"))[4]
+    b = call(c, 3, 13, field(1, 4096) + field(2, b"b"))[4]
+    call(c, 4, 18, field(1, a) + field(3, b) + field(5, 4096))
+    call(c, 5, 18, field(1, b) + field(3, a) + field(5, 4096))
+    conns.append(c)
+open(sys.argv[2], "w").write("ready")
+time.sleep(60)' "$sock" "$dir/ready" &
+helper_pid=$!
+for _ in $(seq 100); do [[ -s $dir/ready ]] && break; sleep 0.05; done
+[[ -s $dir/ready ]] || fail "the clients did not connect"
+# Their copies complete on the sim's stream threads.
+for _ in $(seq 100); do
+	"$sseqctl" --socket "$sock" metrics >"$dir/metrics.txt"
+	grep -q '^sseq_ops_completed_total{.*} 6$' "$dir/metrics.txt" && break
+	sleep 0.05
+done
+grep -q '^sseq_ops_completed_total{.*} 6$' "$dir/metrics.txt" ||
+	fail "the six copies did not complete: $(grep ops_ "$dir/metrics.txt")"
+
+"$promtool" check metrics <"$dir/metrics.txt" >"$dir/promtool.out" 2>&1 ||
+	fail "promtool check metrics: $(cat "$dir/promtool.out")"
+echo "promtool check metrics: ok ($(grep -vc '^#' "$dir/metrics.txt") samples)"
+
+python3 - "$dir/metrics.txt" "$man" <<'EOF' || fail "metrics text (above)"
+import re, sys
+text = open(sys.argv[1]).read()
+man = open(sys.argv[2]).read().replace("\\", "")
+families, order, samples = {}, [], {}
+current = None
+for line in text.splitlines():
+    m = re.match(r"# (HELP|TYPE) (\S+)", line)
+    if m:
+        kind, name = m.groups()
+        if kind == "HELP":
+            assert name not in families, f"family {name} begins twice"
+            families[name] = None
+            order.append(name)
+            current = name
+        else:
+            assert name == current, f"TYPE {name} not after its HELP"
+            families[name] = line.split()[3]
+        continue
+    name = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)", line).group(1)
+    # Every sample belongs to the family whose HELP and TYPE came last: no interleaving.
+    assert name == current, f"sample {line!r} inside family {current}"
+    samples.setdefault(name, []).append(line)
+missing = [f for f in order if f not in samples]
+assert not missing, f"families without samples: {missing}"
+# Per-stream families: one sample per stream, all together.
+streams = [l for l in samples["sseq_stream_last_issued"]]
+assert len(streams) > 4 and all('stream="' in l for l in streams), streams
+issued = {re.search(r'stream="(\d+)"', l).group(1): int(l.split()[-1]) for l in streams}
+assert sum(issued.values()) == 6, issued  # the six copies
+# The three clients, not the sseqctl asking.
+clients = samples["sseq_clients"]
+assert len(clients) == 1 and clients[0].endswith(" 3"), clients
+# Documented: each metric by its full name in sseqctl(1).
+undocumented = [f for f in order if f not in man]
+assert not undocumented, f"not in sseqctl(1): {undocumented}"
+print(f"{len(order)} families, grouped, all documented")
+EOF
+echo "ok"
