@@ -293,6 +293,7 @@ int ctl_hello(struct ctl *c)
 		r = -EPROTO;
 	} else {
 		c->session = m->reply->welcome->session;
+		c->daemon_minor = m->reply->welcome->protocol_minor;
 	}
 	sseq__message__free_unpacked(m, NULL);
 	return r;

@@ -28,6 +28,7 @@ struct ctl {
 	bool json;
 	uint64_t next_tag;
 	uint64_t session; /* ours, from the Welcome: left out of client lists */
+	uint32_t daemon_minor; /* the daemon's protocol minor, from the Welcome */
 	char err[512]; /* why the last call failed */
 };
 
@@ -79,6 +80,10 @@ static inline bool trace_number(const char *text, uint64_t *out)
 }
 
 /* ---- the views ---- */
+
+/* trace --chrome FILE ("-": stdout): the timeline as Chrome trace-event JSON, the newest
+ * max_entries operations (0: all the daemon holds) (ctl-chrome.c). */
+int ctl_chrome(struct ctl *c, const char *path, uint32_t max_entries);
 
 /* Tables for people (ctl-text.c). */
 void ctl_text_print(const struct ctl *c, Sseq__QueryKind kind, const Sseq__QueryResult *res);

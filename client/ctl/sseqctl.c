@@ -141,7 +141,8 @@ static void usage(FILE *f)
 		"  streams   streams with last issued / completed points, window use\n"
 		"            and sessions\n"
 		"  stats     every counter\n"
-		"  trace     recent sequencing decisions [-n N] [--follow]\n"
+		"  trace     recent sequencing decisions [-n N] [--follow]; with\n"
+		"            --chrome FILE, the timeline of completed operations [-n N]\n"
 		"  metrics   counters in the Prometheus text format\n"
 		"\n"
 		"Options:\n"
@@ -149,6 +150,9 @@ static void usage(FILE *f)
 		"  -j, --json         print JSON instead of tables\n"
 		"  -n N               trace: at most N most recent entries\n"
 		"  -f, --follow       trace: keep printing new entries until interrupted\n"
+		"  --chrome FILE      trace: write the timeline as Chrome trace-event JSON\n"
+		"                     (Perfetto, chrome://tracing; FILE - is stdout)\n"
+		"  --perfetto FILE    the same\n"
 		"  -h, --help         show this help\n"
 		"  -V, --version      show the version\n"
 		"\n"
@@ -162,6 +166,7 @@ struct invocation {
 	const struct command *cmd;
 	uint32_t max_entries;
 	bool follow, have_n;
+	const char *chrome; /* trace --chrome / --perfetto FILE */
 };
 
 /* Returned by the parsing steps when there is more to do; any other value is the exit
@@ -189,6 +194,8 @@ static int ctl_parse_options(int argc, char **argv, struct ctl *c, struct invoca
 		{"socket", required_argument, NULL, 's'},
 		{"json", no_argument, NULL, 'j'},
 		{"follow", no_argument, NULL, 'f'},
+		{"chrome", required_argument, NULL, 'C'},
+		{"perfetto", required_argument, NULL, 'C'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
@@ -215,6 +222,9 @@ static int ctl_parse_options(int argc, char **argv, struct ctl *c, struct invoca
 			break;
 		case 'f':
 			inv->follow = true;
+			break;
+		case 'C':
+			inv->chrome = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -255,6 +265,11 @@ static int ctl_parse_command(int argc, char **argv, struct invocation *inv)
 		fprintf(stderr, "sseqctl: -n and --follow only apply to trace\n");
 		return EXIT_USAGE;
 	}
+	if (inv->chrome && (inv->cmd->kind != SSEQ__QUERY_KIND__QUERY_KIND_TRACE || inv->follow)) {
+		fprintf(stderr,
+			"sseqctl: --chrome and --perfetto apply to trace, without --follow\n");
+		return EXIT_USAGE;
+	}
 	return CTL_GO_ON;
 }
 
@@ -272,8 +287,9 @@ static int ctl_execute(struct ctl *c, const struct invocation *inv)
 	if (r == 0)
 		r = ctl_hello(c);
 	if (r == 0)
-		r = inv->follow ? ctl_follow(c, inv->max_entries)
-				: ctl_run(c, inv->cmd->kind, inv->max_entries);
+		r = inv->chrome	      ? ctl_chrome(c, inv->chrome, inv->max_entries)
+			: inv->follow ? ctl_follow(c, inv->max_entries)
+				      : ctl_run(c, inv->cmd->kind, inv->max_entries);
 	if (r < 0 && status == 0)
 		status = r == -ETIMEDOUT ? EXIT_UNREACHABLE : EXIT_DAEMON;
 	if (r < 0)

@@ -87,6 +87,11 @@ struct backend_ops {
 	int (*module_function)(void *ctx, void *module, const char *name, void **function);
 	void (*module_unload)(void *ctx, void *module);
 	void (*info)(void *ctx, struct backend_info *info);
+	/* The device's own start and end of the op launched at `at` (CLOCK_MONOTONIC ns),
+	 * asked once its completion was reported: 0, or -ENOENT when the backend no longer
+	 * (or never) kept them. NULL: no device timestamps (the timeline then shows what
+	 * the daemon observed). Called on the loop thread; must not block. */
+	int (*op_times)(void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns);
 	/* Whether a fault poisoned the device context: every later call on it fails, on
 	 * every stream, until reset (hip: an illegal address, a trap, ...; the sim:
 	 * --inject device-lost-op=N). NULL: never. */
@@ -164,6 +169,12 @@ static inline void backend_module_unload(const struct backend *b, void *module)
 static inline void backend_info(const struct backend *b, struct backend_info *info)
 {
 	b->ops->info(b->ctx, info);
+}
+
+static inline int backend_op_times(
+	const struct backend *b, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns)
+{
+	return b->ops->op_times ? b->ops->op_times(b->ctx, at, start_ns, end_ns) : -ENOENT;
 }
 
 static inline void backend_destroy(struct backend *b)

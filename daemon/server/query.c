@@ -577,6 +577,9 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 	case SSEQ__QUERY_KIND__QUERY_KIND_METRICS:
 		res->metrics_text = query_metrics(srv, asker, a);
 		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_TIMELINE:
+		query_timeline(srv, asker, q, res, a);
+		break;
 	default:
 		res->status = SSEQ__STATUS__STATUS_INVALID_ARGUMENT;
 		res->message = (char *)"unknown query kind";

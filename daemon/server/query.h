@@ -12,5 +12,8 @@ struct session;
 /* Fill result for q's kind as `asker` may see it; allocations come from `a`. */
 void query_answer(struct server *srv, const struct session *asker, const Sseq__Query *q,
 	Sseq__QueryResult *result, struct arena *a);
+/* TIMELINE (query-timeline.c): one page of completed operations. */
+void query_timeline(struct server *srv, const struct session *asker, const Sseq__Query *q,
+	Sseq__QueryResult *result, struct arena *a);
 
 #endif

@@ -47,6 +47,40 @@ static void srv_trace(void *ctx, const struct seq_trace *t)
 		.decision = (uint8_t)t->decision,
 		.op = (uint8_t)t->op,
 	};
+	/* The dependencies of the op being submitted, for its timeline entry. */
+	if (srv->submitting) {
+		if (t->decision == SEQ_TRACE_WAIT)
+			timeline_op_dep(&srv->submitting->tl, t->producer, TIMELINE_DEP_WAIT);
+		else if (t->decision == SEQ_TRACE_ELIDE_OBSERVED)
+			timeline_op_dep(&srv->submitting->tl, t->producer, TIMELINE_DEP_OBSERVED);
+		else if (t->decision == SEQ_TRACE_ELIDE_LEGACY)
+			timeline_op_dep(&srv->submitting->tl, t->producer, TIMELINE_DEP_LEGACY);
+	}
+}
+
+/* Who ran it, when it ran (the device's clock where the backend kept it) and when the
+ * loop saw it complete: one ring entry, a few dozen stores, once per op. */
+void server_timeline_done(struct server *srv, const struct op_rec *rec, int status)
+{
+	const struct session *s = rec->session;
+	const char *who = s->worker[0] ? s->worker : s->name;
+	const uint64_t now = srv->drain_ns ? srv->drain_ns : server_now_ns();
+	uint64_t device[2];
+	const bool timed = backend_op_times(&srv->backend, rec->at, &device[0], &device[1]) == 0;
+	struct timeline_ent *e =
+		timeline_add(&srv->timeline, rec->at, &rec->tl, now, timed ? device : NULL);
+	size_t n;
+
+	e->session = s->id;
+	e->tag = rec->tag;
+	e->uid = s->uid;
+	e->pid = s->pid;
+	e->status = status;
+	n = strnlen(who, sizeof(e->worker) - 1);
+	memcpy(e->worker, who, n);
+	e->worker[n] = '\0';
+	memcpy(e->kernel, rec->what, sizeof(e->kernel));
+	e->kernel[sizeof(e->kernel) - 1] = '\0';
 }
 
 /* ---- completion from backend threads -------------------------------------------------- */
@@ -224,6 +258,7 @@ static void server_drain(struct server *srv)
 {
 	struct cq_batch b = cq_take(srv->cq);
 
+	srv->drain_ns = b.n ? server_now_ns() : 0;
 	for (size_t i = 0; i < b.n; i++) {
 		const struct completion_ent *e = &b.ents[i];
 		if (e->status < 0)
@@ -234,6 +269,7 @@ static void server_drain(struct server *srv)
 			const uint32_t first_failed = e->p.stream;
 
 			cq_done(srv->cq, b);
+			srv->drain_ns = 0;
 			server_device_reset(srv, first_failed);
 			server_resume_streams(srv);
 			return;
@@ -242,6 +278,7 @@ static void server_drain(struct server *srv)
 			verify_complete(srv->verify, e->p);
 		seq_complete(srv->seq, e->p, e->status);
 	}
+	srv->drain_ns = 0;
 	cq_done(srv->cq, b);
 	if (b.n)
 		server_resume_streams(srv);
@@ -543,6 +580,9 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	r = server_points_init(srv);
 	if (r < 0)
 		return r;
+	r = timeline_init(&srv->timeline, 0);
+	if (r < 0)
+		return r;
 
 	if (opts->listen_fd >= 0) {
 		srv->listen_fd = opts->listen_fd;
@@ -588,6 +628,7 @@ void server_finish(struct server *srv)
 	srv->seq = NULL;
 	free(srv->points);
 	srv->points = NULL;
+	timeline_finish(&srv->timeline);
 	verify_destroy(srv->verify);
 	srv->verify = NULL;
 	while (srv->op_free) {

@@ -13,6 +13,7 @@
 #include "cq.h"
 #include "sequencer.h"
 #include "sseq.pb-c.h"
+#include "timeline.h"
 
 #define SESSION_MAX_FDS 8
 #define TRACE_RING 4096
@@ -36,6 +37,8 @@ struct op_rec {
 	bool notify; /* send a Completion on success too */
 	char what[32]; /* a kernel's name, for naming the culprit of a device fault */
 	struct op_rec *next_free;
+	/* An op's issue time and dependencies, for the timeline at its completion. */
+	struct timeline_op tl;
 };
 
 struct trace_ent {
@@ -171,6 +174,13 @@ struct server {
 	struct trace_ent trace[TRACE_RING];
 	uint64_t trace_seq;
 
+	/* Completed ops (sseqctl trace --chrome). While seq_submit runs for an op, its
+	 * record is `submitting`, so that the trace hook adds the waits decided for it; a
+	 * drain's completions share its one clock read, drain_ns (0 outside a drain). */
+	struct timeline timeline;
+	struct op_rec *submitting;
+	uint64_t drain_ns;
+
 	/* Server-level counters. */
 	uint64_t frames_in, frames_bad, sessions_total;
 	struct server_limit_counters limit;
@@ -227,6 +237,8 @@ void server_close_handles(struct server *srv);
 int server_points_init(struct server *srv);
 void server_point_launched(struct server *srv, struct op_rec *rec);
 void server_point_done(struct server *srv, const struct op_rec *rec);
+/* rec's op completed with status: into the timeline. */
+void server_timeline_done(struct server *srv, const struct op_rec *rec, int status);
 void server_device_reset(struct server *srv, uint32_t first_failed);
 /* resume.c: the restart in place (exec, same PID, sessions handed over) when this
  * process cannot build a device context again; and the new process's side: the hand-over

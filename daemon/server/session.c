@@ -380,6 +380,8 @@ void session_op_done(struct op_rec *rec, int status)
 				status_text(status));
 		session_complete(s, rec->tag, server_status_from_errno(status), msg, rec->at);
 	}
+	if (rec->at.seq) /* an op, not a watch */
+		server_timeline_done(s->srv, rec, status);
 	op_rec_free(rec);
 }
 

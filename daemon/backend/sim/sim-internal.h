@@ -85,6 +85,14 @@ struct sim_host_use {
 	bool write;
 };
 
+/* The device's clock (CLOCK_MONOTONIC) around each op, for the timeline: a ring of
+ * SIM_TIMES slots per stream, written by the stream's worker and read by the loop
+ * (sim_op_times) as a seqlock. A slot reused while it was read is not reported. */
+#define SIM_TIMES 4096
+struct sim_times {
+	_Atomic uint64_t seq, start_ns, end_ns;
+};
+
 struct sim;
 
 struct sim_stream {
@@ -124,6 +132,7 @@ struct sim {
 	 * every stream, until reset. Set by a worker, read by all. */
 	atomic_bool lost;
 	struct sim_stream streams[SEQ_MAX_STREAMS];
+	struct sim_times *times; /* nstreams * SIM_TIMES; kept across resets */
 	/* The shadow, the memory map and every stream's submitting side. Taken by the
 	 * thread driving the core, never by workers. */
 	pthread_mutex_t lock;
@@ -166,6 +175,7 @@ int sim_record(void *ctx, struct seq_point at);
 int sim_wait(void *ctx, uint32_t stream, struct seq_point event);
 int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op);
 int sim_streams_start(struct sim *sim, const enum seq_stream_kind *kinds);
+int sim_op_times(void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns);
 void sim_streams_stop(struct sim *sim);
 
 /* sim-config.c */

@@ -296,11 +296,48 @@ static void sim_wait_for(struct sim *sim, struct seq_point p)
 	pthread_mutex_unlock(&x->mu);
 }
 
+static uint64_t sim_clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The writing side of the seqlock (the stream's worker is the only writer). */
+static void sim_times_put(struct sim *sim, struct seq_point at, uint64_t start, uint64_t end)
+{
+	struct sim_times *t = &sim->times[(size_t)at.stream * SIM_TIMES + at.seq % SIM_TIMES];
+
+	atomic_store_explicit(&t->seq, 0, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&t->start_ns, start, memory_order_relaxed);
+	atomic_store_explicit(&t->end_ns, end, memory_order_relaxed);
+	atomic_store_explicit(&t->seq, at.seq, memory_order_release);
+}
+
+int sim_op_times(void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns)
+{
+	struct sim *sim = ctx;
+	struct sim_times *t;
+
+	if (at.stream >= sim->nstreams || at.seq == 0)
+		return -ENOENT;
+	t = &sim->times[(size_t)at.stream * SIM_TIMES + at.seq % SIM_TIMES];
+	if (atomic_load_explicit(&t->seq, memory_order_acquire) != at.seq)
+		return -ENOENT;
+	*start_ns = atomic_load_explicit(&t->start_ns, memory_order_relaxed);
+	*end_ns = atomic_load_explicit(&t->end_ns, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&t->seq, memory_order_relaxed) == at.seq ? 0 : -ENOENT;
+}
+
 static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
 {
 	struct sim *sim = st->sim;
 	struct op_payload *p = &e->payload;
 	uint64_t ns = sim_delay_next(st);
+	const uint64_t start = sim_clock_ns();
 	unsigned char *src, *dst;
 
 	if (ns)
@@ -353,6 +390,8 @@ static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
 	sim_detect_released(sim, e);
 
 done:
+	/* Before `executed` and the completion: whoever learns the op complete finds them. */
+	sim_times_put(sim, e->at, start, sim_clock_ns());
 	atomic_store(&st->executed, e->at.seq);
 	if (atomic_load(&st->waiters)) {
 		pthread_mutex_lock(&st->mu);

@@ -48,6 +48,7 @@ static void sim_destroy(void *ctx)
 	sim_streams_stop(sim);
 	sim_mem_finish(sim);
 	pthread_mutex_destroy(&sim->lock);
+	free(sim->times);
 	free(sim);
 }
 
@@ -105,6 +106,7 @@ static const struct backend_ops sim_ops = {
 	.device_lost = sim_device_lost,
 	.reset = sim_reset,
 	.info = sim_info,
+	.op_times = sim_op_times,
 	.destroy = sim_destroy,
 };
 
@@ -132,6 +134,11 @@ int sim_create(struct backend *out, const struct sim_config *cfg, const struct b
 	sim->finding_arg = env->finding_arg;
 	sim->nstreams = env->layout->nstreams;
 	pthread_mutex_init(&sim->lock, NULL);
+	sim->times = calloc((size_t)sim->nstreams * SIM_TIMES, sizeof(*sim->times));
+	if (!sim->times) {
+		r = -ENOMEM;
+		goto fail;
+	}
 	r = sim_streams_start(sim, env->layout->kind);
 	if (r < 0)
 		goto fail;

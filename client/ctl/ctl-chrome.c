@@ -1,0 +1,396 @@
+/* sseqctl trace --chrome FILE (or --perfetto FILE): the daemon's timeline of completed
+ * operations as Chrome trace-event JSON, which Perfetto and chrome://tracing open. A
+ * process per stream kind, a thread (track) per stream, an "X" slice per op named by
+ * session, worker and kernel, a flow arrow ("s" to "f") from each producer still in the
+ * timeline to the op that depended on it, and an instant where each wait was passed. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+
+/* Pages of at most 1024 entries; the daemon's ring holds 4096 (a daemon that completes
+ * work faster than we page would keep us going: stop after this many). */
+#define CHROME_MAX_PAGES 64
+#define CHROME_TID_BASE 100 /* tids are 100 + stream: none is its process's pid */
+
+static const char *const kind_names[] = {"compute", "h2d", "d2h", "d2d"};
+
+struct chrome {
+	Sseq__Message **pages;
+	size_t npages;
+	const Sseq__TimelineEntry **ents; /* oldest first */
+	size_t n;
+	const Sseq__TimelineEntry **by_point; /* sorted by (stream, seq) */
+	uint64_t dropped;
+	FILE *f;
+	bool first; /* no event written yet */
+	uint64_t flows;
+};
+
+/* ---- the JSON text ---- */
+
+/* The length of the well-formed UTF-8 character at p (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF), or 0. */
+static size_t utf8_len(const unsigned char *p)
+{
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		return (p[1] & 0xc0) == 0x80 ? 2 : 0;
+	if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		if ((p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80 ||
+			(p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f))
+			return 0;
+		return 3;
+	}
+	if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		if ((p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80 || (p[3] & 0xc0) != 0x80 ||
+			(p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+			return 0;
+		return 4;
+	}
+	return 0;
+}
+
+/* A JSON string: escaped, and valid UTF-8 whatever the daemon sent (a byte that starts
+ * no well-formed character becomes U+FFFD). */
+static void chrome_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		size_t n;
+
+		if (*p == '"' || *p == '\\') {
+			fputc('\\', f);
+			fputc(*p, f);
+		} else if (*p < 0x20 || *p == 0x7f) {
+			fprintf(f, "\\u%04x", *p);
+		} else if (*p < 0x80) {
+			fputc(*p, f);
+		} else if ((n = utf8_len(p))) {
+			fwrite(p, 1, n, f);
+			p += n - 1;
+		} else {
+			fputs("\xef\xbf\xbd", f);
+		}
+	}
+	fputc('"', f);
+}
+
+/* Microseconds, the format's unit, exactly: ns / 1000 with three decimals. */
+static void chrome_us(FILE *f, const char *key, uint64_t ns)
+{
+	fprintf(f, ",\"%s\":%" PRIu64 ".%03u", key, ns / 1000, (unsigned)(ns % 1000));
+}
+
+static void chrome_event_begin(struct chrome *ch, const char *ph, const char *name)
+{
+	fputs(ch->first ? "\n{\"ph\":\"" : ",\n{\"ph\":\"", ch->f);
+	fputs(ph, ch->f);
+	fputs("\",\"name\":", ch->f);
+	chrome_str(ch->f, name);
+	ch->first = false;
+}
+
+/* ---- tracks ---- */
+
+static unsigned chrome_pid(const Sseq__TimelineEntry *e)
+{
+	for (unsigned i = 0; i < sizeof(kind_names) / sizeof(kind_names[0]); i++)
+		if (e->stream_kind && strcmp(e->stream_kind, kind_names[i]) == 0)
+			return i + 1;
+	return 5;
+}
+
+static uint64_t chrome_tid(const Sseq__TimelineEntry *e)
+{
+	return CHROME_TID_BASE + (uint64_t)(e->at ? e->at->stream : 0);
+}
+
+static uint32_t entry_stream(const Sseq__TimelineEntry *e)
+{
+	return e->at ? e->at->stream : 0;
+}
+
+static uint64_t entry_seq(const Sseq__TimelineEntry *e)
+{
+	return e->at ? e->at->seq : 0;
+}
+
+static void chrome_where(struct chrome *ch, const Sseq__TimelineEntry *e)
+{
+	fprintf(ch->f, ",\"pid\":%u,\"tid\":%" PRIu64, chrome_pid(e), chrome_tid(e));
+}
+
+static void chrome_metadata(struct chrome *ch)
+{
+	static const char *const process_names[] = {
+		"", "compute (lanes)", "h2d copies", "d2h copies", "d2d copies", "other"};
+	bool pid_named[6] = {false};
+	uint64_t stream_named = 0; /* bit x: stream x has its track (the daemon has 64) */
+
+	for (size_t i = 0; i < ch->n; i++) {
+		const Sseq__TimelineEntry *e = ch->ents[i];
+		const unsigned pid = chrome_pid(e);
+		const uint32_t x = entry_stream(e);
+		char name[96];
+
+		if (!pid_named[pid]) {
+			pid_named[pid] = true;
+			chrome_event_begin(ch, "M", "process_name");
+			fprintf(ch->f, ",\"pid\":%u,\"args\":{\"name\":", pid);
+			chrome_str(ch->f, process_names[pid]);
+			fputs("}}", ch->f);
+			chrome_event_begin(ch, "M", "process_sort_index");
+			fprintf(ch->f, ",\"pid\":%u,\"args\":{\"sort_index\":%u}}", pid, pid);
+		}
+		if (x < 64 && (stream_named >> x & 1))
+			continue;
+		if (x < 64)
+			stream_named |= 1ull << x;
+		snprintf(name, sizeof(name), "%s %u (stream %u)",
+			e->stream_kind ? e->stream_kind : "?", e->stream_index, x);
+		chrome_event_begin(ch, "M", "thread_name");
+		chrome_where(ch, e);
+		fputs(",\"args\":{\"name\":", ch->f);
+		chrome_str(ch->f, name);
+		fputs("}}", ch->f);
+		chrome_event_begin(ch, "M", "thread_sort_index");
+		chrome_where(ch, e);
+		fprintf(ch->f, ",\"args\":{\"sort_index\":%u}}", x);
+	}
+}
+
+/* ---- slices, waits and flows ---- */
+
+static const char *status_name(int status, char *buf, size_t size)
+{
+	return status == SSEQ__STATUS__STATUS_OK ? "OK" : ctl_status_name(status, buf, size);
+}
+
+static void chrome_slice(struct chrome *ch, const Sseq__TimelineEntry *e)
+{
+	const bool exec = e->kernel && e->kernel[0];
+	char name[160], buf[64];
+
+	snprintf(name, sizeof(name), "s%" PRIu64 " %s %s", e->session,
+		e->worker && e->worker[0] ? e->worker : "-", exec ? e->kernel : e->op);
+	chrome_event_begin(ch, "X", name);
+	fputs(",\"cat\":", ch->f);
+	chrome_str(ch->f, e->op);
+	chrome_us(ch->f, "ts", e->start_ns);
+	chrome_us(ch->f, "dur", e->end_ns >= e->start_ns ? e->end_ns - e->start_ns : 0);
+	chrome_where(ch, e);
+	fprintf(ch->f, ",\"args\":{\"session\":%" PRIu64 ",\"worker\":", e->session);
+	chrome_str(ch->f, e->worker);
+	fprintf(ch->f, ",\"client_pid\":%u,\"kernel\":", e->pid);
+	chrome_str(ch->f, exec ? e->kernel : "");
+	fputs(",\"op\":", ch->f);
+	chrome_str(ch->f, e->op);
+	fprintf(ch->f,
+		",\"stream\":%u,\"point\":\"%u:%" PRIu64 "\",\"tag\":%" PRIu64
+		",\"issue_ns\":%" PRIu64 ",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64
+		",\"complete_ns\":%" PRIu64 ",\"timing\":\"%s\",\"status\":",
+		entry_stream(e), entry_stream(e), entry_seq(e), e->tag, e->issue_ns, e->start_ns,
+		e->end_ns, e->complete_ns,
+		e->timing == SSEQ__TIMELINE_TIMING__TIMELINE_TIMING_DEVICE ? "device" : "observed");
+	chrome_str(ch->f, status_name(e->status, buf, sizeof(buf)));
+	fputs(",\"waits\":[", ch->f);
+	for (size_t i = 0; i < e->n_waits; i++) {
+		const Sseq__TimelineWait *w = e->waits[i];
+
+		fprintf(ch->f, "%s{\"producer\":\"%u:%" PRIu64 "\",\"how\":", i ? "," : "",
+			w->producer ? w->producer->stream : 0, w->producer ? w->producer->seq : 0);
+		chrome_str(ch->f, w->how);
+		fputc('}', ch->f);
+	}
+	fprintf(ch->f, "],\"waits_dropped\":%u}}", e->waits_dropped);
+}
+
+static int point_cmp(const void *a, const void *b)
+{
+	const Sseq__TimelineEntry *x = *(const Sseq__TimelineEntry *const *)a;
+	const Sseq__TimelineEntry *y = *(const Sseq__TimelineEntry *const *)b;
+
+	if (entry_stream(x) != entry_stream(y))
+		return entry_stream(x) < entry_stream(y) ? -1 : 1;
+	if (entry_seq(x) != entry_seq(y))
+		return entry_seq(x) < entry_seq(y) ? -1 : 1;
+	return 0;
+}
+
+static const Sseq__TimelineEntry *chrome_find(const struct chrome *ch, const Sseq__Point *p)
+{
+	Sseq__TimelineEntry key = SSEQ__TIMELINE_ENTRY__INIT;
+	Sseq__Point at = SSEQ__POINT__INIT;
+	const Sseq__TimelineEntry *k = &key, *const * hit;
+
+	if (!p || !ch->n)
+		return NULL;
+	at.stream = p->stream;
+	at.seq = p->seq;
+	key.at = &at;
+	hit = bsearch(&k, ch->by_point, ch->n, sizeof(*ch->by_point), point_cmp);
+	return hit ? *hit : NULL;
+}
+
+/* The middle of a slice: where a flow binds to it, whatever touches its ends. */
+static uint64_t mid_ns(const Sseq__TimelineEntry *e)
+{
+	return e->start_ns + (e->end_ns >= e->start_ns ? (e->end_ns - e->start_ns) / 2 : 0);
+}
+
+/* Each wait: an instant on the consumer's track where it started, and a flow from the
+ * producer's slice to the consumer's when the producer is in the timeline too. */
+static void chrome_waits(struct chrome *ch, const Sseq__TimelineEntry *e)
+{
+	for (size_t i = 0; i < e->n_waits; i++) {
+		const Sseq__TimelineWait *w = e->waits[i];
+		const Sseq__TimelineEntry *prod = chrome_find(ch, w->producer);
+		const bool legacy = w->how && strcmp(w->how, "legacy") == 0;
+		char name[96], point[48];
+
+		snprintf(point, sizeof(point), "%u:%" PRIu64, w->producer ? w->producer->stream : 0,
+			w->producer ? w->producer->seq : 0);
+		snprintf(name, sizeof(name), "%s %s", legacy ? "MISSING WAIT (legacy)" : w->how,
+			point);
+		chrome_event_begin(ch, "i", name);
+		fputs(",\"cat\":\"wait\",\"s\":\"t\"", ch->f);
+		chrome_us(ch->f, "ts", e->start_ns);
+		chrome_where(ch, e);
+		fputs(",\"args\":{\"producer\":", ch->f);
+		chrome_str(ch->f, point);
+		fputs(",\"how\":", ch->f);
+		chrome_str(ch->f, w->how);
+		fputs("}}", ch->f);
+		if (!prod)
+			continue;
+		ch->flows++;
+		chrome_event_begin(ch, "s", w->how);
+		fprintf(ch->f, ",\"cat\":\"dependency\",\"id\":%" PRIu64, ch->flows);
+		chrome_us(ch->f, "ts", mid_ns(prod));
+		chrome_where(ch, prod);
+		fputc('}', ch->f);
+		chrome_event_begin(ch, "f", w->how);
+		fprintf(ch->f, ",\"cat\":\"dependency\",\"bp\":\"e\",\"id\":%" PRIu64, ch->flows);
+		chrome_us(ch->f, "ts", mid_ns(e));
+		chrome_where(ch, e);
+		fputc('}', ch->f);
+	}
+}
+
+/* ---- fetching ---- */
+
+static int chrome_fetch(struct ctl *c, struct chrome *ch)
+{
+	Sseq__Query q = SSEQ__QUERY__INIT;
+	Sseq__TraceOptions o = SSEQ__TRACE_OPTIONS__INIT;
+	size_t total = 0;
+	int r = 0;
+
+	ch->pages = calloc(CHROME_MAX_PAGES, sizeof(*ch->pages));
+	if (!ch->pages)
+		return -ENOMEM;
+	q.kind = SSEQ__QUERY_KIND__QUERY_KIND_TIMELINE;
+	q.trace = &o;
+	while (ch->npages < CHROME_MAX_PAGES) {
+		Sseq__Message *m = NULL;
+		const Sseq__QueryResult *res;
+
+		r = ctl_query(c, &q, &m);
+		if (r < 0)
+			return r;
+		ch->pages[ch->npages++] = m;
+		res = m->query_result;
+		total += res->n_timeline;
+		/* Later pages: what completed meanwhile pushed out of the ring. */
+		ch->dropped += res->timeline_dropped;
+		if (!res->timeline_next)
+			break;
+		o.since_seq = res->timeline_next;
+	}
+	ch->ents = calloc(total + 1, sizeof(*ch->ents));
+	ch->by_point = calloc(total + 1, sizeof(*ch->by_point));
+	if (!ch->ents || !ch->by_point)
+		return -ENOMEM;
+	for (size_t p = 0; p < ch->npages; p++) {
+		const Sseq__QueryResult *res = ch->pages[p]->query_result;
+
+		for (size_t i = 0; i < res->n_timeline; i++)
+			ch->ents[ch->n++] = res->timeline[i];
+	}
+	return 0;
+}
+
+static void chrome_free(struct chrome *ch)
+{
+	for (size_t p = 0; p < ch->npages; p++)
+		sseq__message__free_unpacked(ch->pages[p], NULL);
+	free(ch->pages);
+	free(ch->ents);
+	free(ch->by_point);
+}
+
+static int chrome_write(struct chrome *ch, const char *path)
+{
+	size_t device = 0;
+	int r = 0;
+
+	ch->f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+	if (!ch->f)
+		return -errno;
+	ch->first = true;
+	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", ch->f);
+	chrome_metadata(ch);
+	for (size_t i = 0; i < ch->n; i++) {
+		chrome_slice(ch, ch->ents[i]);
+		chrome_waits(ch, ch->ents[i]);
+		device += ch->ents[i]->timing == SSEQ__TIMELINE_TIMING__TIMELINE_TIMING_DEVICE;
+	}
+	fprintf(ch->f,
+		"\n],\"otherData\":{\"source\":\"sseqctl trace --chrome\",\"operations\":%zu,"
+		"\"device_timed\":%zu,\"flows\":%" PRIu64 ",\"dropped\":%" PRIu64 "}}\n",
+		ch->n, device, ch->flows, ch->dropped);
+	if (fflush(ch->f) != 0 || ferror(ch->f))
+		r = -errno ? -errno : -EIO;
+	if (ch->f != stdout && fclose(ch->f) != 0 && r == 0)
+		r = -errno;
+	ch->f = NULL;
+	return r;
+}
+
+int ctl_chrome(struct ctl *c, const char *path, uint32_t max_entries)
+{
+	struct chrome ch = {0};
+	int r;
+
+	if (c->daemon_minor < 4) {
+		snprintf(c->err, sizeof(c->err),
+			"sseqd is too old for trace --chrome: it speaks protocol %u.%u, and the "
+			"timeline came with %d.4; upgrade sseqd",
+			SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR, c->daemon_minor,
+			SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR);
+		return -EPROTONOSUPPORT;
+	}
+	r = chrome_fetch(c, &ch);
+	if (r == 0) {
+		/* -n: the newest N operations. */
+		if (max_entries && ch.n > max_entries) {
+			memmove(ch.ents, ch.ents + (ch.n - max_entries),
+				max_entries * sizeof(*ch.ents));
+			ch.n = max_entries;
+		}
+		memcpy(ch.by_point, ch.ents, ch.n * sizeof(*ch.ents));
+		qsort(ch.by_point, ch.n, sizeof(*ch.by_point), point_cmp);
+		r = chrome_write(&ch, path);
+		if (r < 0)
+			snprintf(c->err, sizeof(c->err), "cannot write %s: %s", path, strerror(-r));
+	}
+	if (r == 0)
+		fprintf(stderr,
+			"sseqctl: %zu operations, %" PRIu64 " dependency arrows%s written to %s\n",
+			ch.n, ch.flows, ch.dropped ? " (some went by while paging)" : "", path);
+	chrome_free(&ch);
+	return r;
+}
