@@ -292,6 +292,75 @@ kill -TERM "$daemon_pid"
 wait "$daemon_pid" || fail "sseqd exited $? after SIGTERM: $(cat "$dir/sseqd.log")"
 daemon_pid=
 
+# Several GPUs: with no socket named, status and clients ask every gpu*.sock in
+# $SSEQ_SOCKET_DIR, a section (text) or a member (JSON) each, keyed by socket; -i N picks
+# one; a socket nobody answers at is reported in its place, the others still shown, and
+# the exit status says so. Other commands keep the one default socket (gpu0.sock there).
+run=$dir/run
+mkdir "$run"
+gpu_pids=()
+for n in 0 1; do
+	"$sseqd" --backend sim --device "$n" --socket "$run/gpu$n.sock" 2>>"$dir/gpus.log" &
+	gpu_pids+=($!)
+done
+wait_socket "$run/gpu0.sock"
+wait_socket "$run/gpu1.sock"
+(
+	unset SSEQ_SOCKET
+	export SSEQ_SOCKET_DIR=$run
+	expect_rc 0 --json status
+	python3 - "$dir/out" "$run" <<'EOF' || fail "status of every GPU: $(cat "$dir/out")"
+import json, sys
+d = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
+run = sys.argv[2]
+assert list(d) == [f"{run}/gpu0.sock", f"{run}/gpu1.sock"], list(d)
+for n in (0, 1):
+    s = d[f"{run}/gpu{n}.sock"]
+    assert set(s) == {"device", "streams", "counters", "clients"}, s.keys()
+    assert s["device"]["index"] == n, (n, s["device"])
+EOF
+	expect_rc 0 status
+	grep -qx "$run/gpu0.sock:" "$dir/out" && grep -qx "$run/gpu1.sock:" "$dir/out" ||
+		fail "status sections: $(cat "$dir/out")"
+	[[ $(grep -c '^device [01]: ' "$dir/out") == 2 ]] || fail "two devices: $(cat "$dir/out")"
+	grep -A1 -x "$run/gpu1.sock:" "$dir/out" | grep -q '^device 1: ' ||
+		fail "gpu1's section is not device 1's: $(cat "$dir/out")"
+	expect_rc 0 -i 1 --json status
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["device"]["index"] == 1, d["device"]' \
+		"$dir/out" || fail "-i 1: $(cat "$dir/out")"
+	expect_rc 0 --json stats # one daemon: the default socket in $SSEQ_SOCKET_DIR
+	python3 -c 'import json,sys; assert "counters" in json.load(open(sys.argv[1]))' "$dir/out" ||
+		fail "stats with SSEQ_SOCKET_DIR: $(cat "$dir/out")"
+	expect_rc 2 -i 1 --socket "$run/gpu0.sock" status
+	expect_rc 2 -i one status
+	SSEQ_SOCKET=$run/gpu1.sock expect_rc 0 --json clients
+	python3 -c 'import json,sys; assert set(json.load(open(sys.argv[1]))) == {"clients"}' "$dir/out" ||
+		fail "SSEQ_SOCKET names one daemon: $(cat "$dir/out")"
+	# A third socket nobody answers at.
+	python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$run/gpu2.sock"
+	expect_rc 3 --json clients
+	python3 - "$dir/out" "$run" <<'EOF' || fail "a dead GPU among live ones: $(cat "$dir/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+run = sys.argv[2]
+assert list(d) == [f"{run}/gpu{n}.sock" for n in (0, 1, 2)], list(d)
+assert d[f"{run}/gpu0.sock"] == {"clients": []} and d[f"{run}/gpu1.sock"] == {"clients": []}, d
+dead = d[f"{run}/gpu2.sock"]
+assert "Connection refused" in dead["error"] and dead["exit_status"] == 3, dead
+EOF
+	grep -q "gpu2.sock: Connection refused" "$dir/err" || fail "dead GPU on stderr: $(cat "$dir/err")"
+	expect_rc 3 clients
+	grep -qx "$run/gpu1.sock:" "$dir/out" && grep -q "^error: .*gpu2.sock" "$dir/out" ||
+		fail "clients sections with a dead GPU: $(cat "$dir/out")"
+	# Nothing found: the default socket, as without discovery.
+	mkdir "$dir/none"
+	SSEQ_SOCKET_DIR=$dir/none expect_rc 3 status
+	grep -q "no daemon answers at $dir/none/gpu0.sock" "$dir/err" ||
+		fail "no GPU socket found: $(cat "$dir/err")"
+) || exit 1
+kill "${gpu_pids[@]}"
+wait "${gpu_pids[@]}" 2>/dev/null || true
+
 # No daemon: one clear line and exit 3, for a missing socket and a dead one.
 expect_rc 3 --socket "$dir/missing.sock" status
 grep -q "^sseqctl: no daemon answers at $dir/missing.sock: No such file or directory" "$dir/err" ||

@@ -221,38 +221,40 @@ static void json_trace(struct json *j, const Sseq__QueryResult *res)
 void ctl_json_print(
 	const struct ctl *c, Sseq__QueryKind kind, const Sseq__QueryResult *res, bool pretty)
 {
-	struct json j;
+	struct json own, *j = c->into ? c->into : &own;
 
-	json_init(&j, stdout, pretty);
-	json_object_begin(&j, NULL);
+	if (!c->into)
+		json_init(&own, stdout, pretty);
+	json_object_begin(j, c->into ? c->socket : NULL);
 	switch (kind) {
 	case SSEQ__QUERY_KIND__QUERY_KIND_STATUS:
-		json_device(&j, res->device);
-		json_streams(&j, c, res);
-		json_counters(&j, res->counters);
-		json_clients(&j, c, res);
+		json_device(j, res->device);
+		json_streams(j, c, res);
+		json_counters(j, res->counters);
+		json_clients(j, c, res);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS:
-		json_clients(&j, c, res);
+		json_clients(j, c, res);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS:
-		json_buffers(&j, res);
+		json_buffers(j, res);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_STREAMS:
-		json_streams(&j, c, res);
+		json_streams(j, c, res);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_STATS:
-		json_counters(&j, res->counters);
+		json_counters(j, res->counters);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_TRACE:
-		json_trace(&j, res);
+		json_trace(j, res);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_METRICS:
-		json_string(&j, "metrics", res->metrics_text ? res->metrics_text : "");
+		json_string(j, "metrics", res->metrics_text ? res->metrics_text : "");
 		break;
 	default:
 		break;
 	}
-	json_object_end(&j);
-	json_finish(&j);
+	json_object_end(j);
+	if (!c->into)
+		json_finish(j);
 }

@@ -1,5 +1,6 @@
 /* sseqctl's private interface: the state of one invocation, the connection
- * (ctl-conn.c), and the two ways of printing an answer (ctl-text.c, ctl-json-view.c). */
+ * (ctl-conn.c), the daemons found when none is named (ctl-discover.c), and the two ways
+ * of printing an answer (ctl-text.c, ctl-json-view.c). */
 #ifndef SSEQ_CTL_H
 #define SSEQ_CTL_H
 
@@ -14,6 +15,12 @@
 
 #define CTL_TIMEOUT_MS 5000
 #define CTL_FOLLOW_MS 200
+/* Where sseq-enable-gpus's sockets are (SSEQ_DEFAULT_SOCKET is its gpu0.sock);
+ * $SSEQ_SOCKET_DIR overrides it. */
+#define CTL_SOCKET_DIR "/run/sseq"
+#define CTL_PATH_MAX 4096
+
+struct json;
 
 /* Exit codes are part of the interface: scripts tell "no daemon" from "daemon said no". */
 enum {
@@ -30,6 +37,9 @@ struct ctl {
 	uint64_t session; /* ours, from the Welcome: left out of client lists */
 	uint32_t daemon_minor; /* the daemon's protocol minor, from the Welcome */
 	char err[512]; /* why the last call failed */
+	/* Set when several daemons answer one command: the JSON document they go into, as
+	 * members keyed by socket (NULL: one document of our own). */
+	struct json *into;
 };
 
 /* Set by SIGINT / SIGTERM during --follow; cuts any wait on the socket short. */
@@ -41,6 +51,21 @@ int ctl_connect(struct ctl *c);
 int ctl_hello(struct ctl *c);
 /* On success *out is a QueryResult message; the caller frees it. */
 int ctl_query(struct ctl *c, Sseq__Query *q, Sseq__Message **out);
+
+/* ---- finding the daemons (ctl-discover.c) ---- */
+
+struct ctl_sockets {
+	char **path;
+	size_t n;
+};
+
+/* $SSEQ_SOCKET_DIR when set and not empty, else CTL_SOCKET_DIR. */
+const char *ctl_socket_dir(void);
+/* GPU n's socket in that directory, into buf: 0 or -ENAMETOOLONG. */
+int ctl_gpu_socket(unsigned gpu, char *buf, size_t size);
+/* Every gpuN.sock there, in GPU order (none is not an error): 0 or a negative errno. */
+int ctl_discover(struct ctl_sockets *out);
+void ctl_sockets_free(struct ctl_sockets *s);
 
 /* Enum values as the daemon spells them, shortened for people (into buf). */
 const char *ctl_enum_name(

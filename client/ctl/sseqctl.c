@@ -17,6 +17,7 @@
 /* Only for SSEQ_DEFAULT_SOCKET: sseqctl speaks the wire itself, without libsseq. */
 #include <sseq/sseq.h>
 
+#include "ctl-json.h"
 #include "ctl.h"
 
 volatile sig_atomic_t ctl_stop;
@@ -129,7 +130,7 @@ static int ctl_follow(struct ctl *c, uint32_t max_entries)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: sseqctl [--socket PATH] [--json] COMMAND\n"
+		"Usage: sseqctl [--socket PATH | -i N] [--json] COMMAND\n"
 		"\n"
 		"Ask a running sseqd what it is doing.\n"
 		"\n"
@@ -146,7 +147,11 @@ static void usage(FILE *f)
 		"  metrics   counters in the Prometheus text format\n"
 		"\n"
 		"Options:\n"
-		"  -s, --socket PATH  daemon socket (default $SSEQ_SOCKET, else %s)\n"
+		"  -s, --socket PATH  daemon socket (default $SSEQ_SOCKET; else status and\n"
+		"                     clients ask every $SSEQ_SOCKET_DIR/gpu*.sock, the\n"
+		"                     other commands %s)\n"
+		"  -i, --gpu N        GPU N's daemon: $SSEQ_SOCKET_DIR/gpuN.sock\n"
+		"                     ($SSEQ_SOCKET_DIR: default %s)\n"
 		"  -j, --json         print JSON instead of tables\n"
 		"  -n N               trace: at most N most recent entries\n"
 		"  -f, --follow       trace: keep printing new entries until interrupted\n"
@@ -157,8 +162,8 @@ static void usage(FILE *f)
 		"  -V, --version      show the version\n"
 		"\n"
 		"Exit status: 0 ok, 1 the daemon reported an error, 2 bad usage,\n"
-		"3 no daemon answers at the socket.\n",
-		SSEQ_DEFAULT_SOCKET);
+		"3 no daemon answers at the socket (with several daemons: the worst).\n",
+		SSEQ_DEFAULT_SOCKET, CTL_SOCKET_DIR);
 }
 
 /* What the command line asked for. */
@@ -167,6 +172,9 @@ struct invocation {
 	uint32_t max_entries;
 	bool follow, have_n;
 	const char *chrome; /* trace --chrome / --perfetto FILE */
+	bool socket_given; /* --socket, -i or $SSEQ_SOCKET: one daemon, no discovery */
+	int socket_opt; /* 's' or 'i', whichever was given */
+	char gpu_socket[CTL_PATH_MAX]; /* -i N's */
 };
 
 /* Returned by the parsing steps when there is more to do; any other value is the exit
@@ -187,11 +195,28 @@ static bool ctl_parse_count(const char *arg, uint32_t *out)
 	return true;
 }
 
+/* -i N: GPU N's socket in the socket directory. */
+static bool ctl_parse_gpu(const char *arg, char *buf, size_t size)
+{
+	uint32_t n = 0;
+
+	if (strcmp(arg, "0") != 0 && !ctl_parse_count(arg, &n)) {
+		fprintf(stderr, "sseqctl: -i wants a GPU number, not '%s'\n", arg);
+		return false;
+	}
+	if (ctl_gpu_socket(n, buf, size) < 0) {
+		fprintf(stderr, "sseqctl: $SSEQ_SOCKET_DIR is too long\n");
+		return false;
+	}
+	return true;
+}
+
 /* --help and --version end the run here, as does the first bad option. */
 static int ctl_parse_options(int argc, char **argv, struct ctl *c, struct invocation *inv)
 {
 	static const struct option longopts[] = {
 		{"socket", required_argument, NULL, 's'},
+		{"gpu", required_argument, NULL, 'i'},
 		{"json", no_argument, NULL, 'j'},
 		{"follow", no_argument, NULL, 'f'},
 		{"chrome", required_argument, NULL, 'C'},
@@ -204,10 +229,23 @@ static int ctl_parse_options(int argc, char **argv, struct ctl *c, struct invoca
 	int opt;
 
 	c->socket = env && *env ? env : SSEQ_DEFAULT_SOCKET;
-	while ((opt = getopt_long(argc, argv, "s:jn:fhV", longopts, NULL)) != -1) {
+	inv->socket_given = env && *env;
+	while ((opt = getopt_long(argc, argv, "s:i:jn:fhV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
+		case 'i':
+			if (inv->socket_opt && inv->socket_opt != opt) {
+				fprintf(stderr, "sseqctl: --socket or -i, not both\n");
+				return EXIT_USAGE;
+			}
 			c->socket = optarg;
+			inv->socket_given = true;
+			inv->socket_opt = opt;
+			if (opt == 's')
+				break;
+			if (!ctl_parse_gpu(optarg, inv->gpu_socket, sizeof(inv->gpu_socket)))
+				return EXIT_USAGE;
+			c->socket = inv->gpu_socket;
 			break;
 		case 'j':
 			c->json = true;
@@ -299,6 +337,75 @@ static int ctl_execute(struct ctl *c, const struct invocation *inv)
 	return status;
 }
 
+/* Every daemon found, for status and clients when no socket was named: a section each,
+ * headed by its socket (text), or one JSON object keyed by socket. One that does not
+ * answer is reported in its place; the others are still shown. */
+static int ctl_execute_all(struct ctl *base, const struct invocation *inv, struct ctl_sockets *all)
+{
+	struct json j;
+	int status = 0;
+
+	if (base->json) {
+		json_init(&j, stdout, true);
+		json_object_begin(&j, NULL);
+	}
+	for (size_t i = 0; i < all->n; i++) {
+		struct ctl c = {.fd = -1, .json = base->json, .socket = all->path[i]};
+		int st;
+
+		if (base->json) {
+			c.into = &j;
+		} else {
+			printf("%s%s:\n", i ? "\n" : "", c.socket);
+			fflush(stdout);
+		}
+		st = ctl_execute(&c, inv);
+		if (st && base->json) {
+			json_object_begin(&j, c.socket);
+			json_string(&j, "error", c.err[0] ? c.err : "failed");
+			json_uint(&j, "exit_status", (uint64_t)st);
+			json_object_end(&j);
+		} else if (st) {
+			printf("error: %s\n", c.err[0] ? c.err : "failed");
+		}
+		if (st > status)
+			status = st;
+	}
+	if (base->json) {
+		json_object_end(&j);
+		json_finish(&j);
+	}
+	return status;
+}
+
+/* Which daemons: the one named, else (status, clients) every gpu*.sock found, else the
+ * default socket as before. */
+static int ctl_dispatch(struct ctl *c, const struct invocation *inv)
+{
+	struct ctl_sockets all = {0};
+	bool many = !inv->socket_given &&
+		(inv->cmd->kind == SSEQ__QUERY_KIND__QUERY_KIND_STATUS ||
+			inv->cmd->kind == SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS);
+	char fallback[CTL_PATH_MAX];
+	int r, status;
+
+	if (!inv->socket_given && getenv("SSEQ_SOCKET_DIR")) {
+		/* The default socket lives in the directory asked for. */
+		if (ctl_gpu_socket(0, fallback, sizeof(fallback)) == 0)
+			c->socket = fallback;
+	}
+	if (!many)
+		return ctl_execute(c, inv);
+	r = ctl_discover(&all);
+	if (r < 0) {
+		fprintf(stderr, "sseqctl: cannot list %s: %s\n", ctl_socket_dir(), strerror(-r));
+		return EXIT_UNREACHABLE;
+	}
+	status = all.n ? ctl_execute_all(c, inv, &all) : ctl_execute(c, inv);
+	ctl_sockets_free(&all);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	struct ctl c = {.fd = -1};
@@ -309,6 +416,6 @@ int main(int argc, char **argv)
 	if (status == CTL_GO_ON)
 		status = ctl_parse_command(argc, argv, &inv);
 	if (status == CTL_GO_ON)
-		status = ctl_execute(&c, &inv);
+		status = ctl_dispatch(&c, &inv);
 	return status;
 }
