@@ -1,6 +1,7 @@
 /* The daemon's side of the native comparisons: the same work as bench-native, done by a
  * client with no GPU context through libsseq and sseqd. Each mode prints one line of
- * key=value figures. Modes: copy, latency, launch, first-kernel, burst, copy-flood, hold. */
+ * key=value figures. Modes: copy, latency, launch, first-kernel, burst, copy-flood, hold,
+ * overlap. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +155,52 @@ static void mode_burst(long count, unsigned long us)
 	print_burst("daemon", count, us, t0);
 }
 
+/* Host work that makes no libsseq call, `us` long. */
+static void host_work(double us)
+{
+	double t0 = now_s();
+	while ((now_s() - t0) * 1e6 < us)
+		;
+}
+
+/* Does queued work reach the device while the program does host work? A spin(us)
+ * kernel, then `host_us` of host work, then a wait on the kernel: the wait is short if
+ * the kernel ran meanwhile, and about `us` if it left the client only at the wait.
+ * Three ways, each the median of `reps`: the kernel alone; after a 4 KiB H2D (whose
+ * answer is due when the kernel is queued); the same with sseq_flush() after it. */
+static void mode_overlap(unsigned long us, unsigned long host_us, int reps)
+{
+	const struct sseq_arg args[] = {SSEQ_U64(us)};
+	double *t = calloc((size_t)reps, sizeof(double)), med[3];
+	void *up;
+	uint64_t a, tag;
+
+	open_session(0);
+	check(sseq_host_alloc(s, 4096, &up), "host_alloc");
+	memset(up, 1, 4096);
+	check(sseq_alloc(s, 4096, "a", &a), "alloc");
+	for (int k = 0; k < 3; k++) {
+		for (int r = 0; r < reps; r++) {
+			check(sseq_sync(s), "sync");
+			if (k > 0)
+				check(sseq_copy_h2d(s, a, 0, up, 4096, NULL), "h2d");
+			check(sseq_execute(s, "spin", args, 1, NULL, &tag), "execute");
+			if (k == 2)
+				check(sseq_flush(s), "flush");
+			host_work((double)host_us);
+			double t0 = now_s();
+			check(sseq_wait(s, tag), "wait");
+			t[r] = (now_s() - t0) * 1e6;
+		}
+		qsort(t, (size_t)reps, sizeof(double), cmp_double);
+		med[k] = t[reps / 2];
+	}
+	printf("daemon overlap kernel_us=%lu host_us=%lu wait_us_alone=%.1f "
+	       "wait_us_after_h2d=%.1f wait_us_after_h2d_flushed=%.1f\n",
+		us, host_us, med[0], med[1], med[2]);
+	free(t);
+}
+
 /* What a fresh worker does through the daemon: connect, allocate, one kernel, wait. */
 static void mode_first_kernel(void)
 {
@@ -197,11 +244,14 @@ int main(int argc, char **argv)
 			argc > 2 ? atol(argv[2]) : 2000, argc > 3 ? strtoul(argv[3], NULL, 0) : 50);
 	else if (!strcmp(mode, "hold"))
 		mode_hold();
+	else if (!strcmp(mode, "overlap"))
+		mode_overlap(argc > 2 ? strtoul(argv[2], NULL, 0) : 20000,
+			argc > 3 ? strtoul(argv[3], NULL, 0) : 40000, 21);
 	else {
 		fprintf(stderr,
 			"usage: SSEQ_SOCKET=... bench-client copy [BYTES] | latency [N] |"
 			" launch [N] | first-kernel | burst [N [US]] | copy-flood [SECONDS] | "
-			"hold\n");
+			"hold | overlap [KERNEL_US [HOST_US]]\n");
 		return 2;
 	}
 	sseq_close(s);

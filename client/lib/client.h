@@ -17,6 +17,10 @@
 #define CLIENT_SEND_SOFT (64u << 10)
 #define CLIENT_SEND_HARD (4u << 20)
 #define CLIENT_DEFAULT_STAGING (64u << 20)
+/* While answers are due, how often a submission may look at the socket for one (a
+ * recv that finds nothing costs more than packing a request). An answer takes longer
+ * than this to come back, so looking more often would rarely find one sooner. */
+#define CLIENT_LOOK_NS 5000u
 /* Reported errors kept for a later sseq_wait on their tag. */
 #define CLIENT_REPORTED_KEEP 4096
 
@@ -64,6 +68,11 @@ struct sseq {
 	struct op **buckets;
 	size_t nbuckets, nops;
 	size_t nactive; /* not yet finished, follow queries aside */
+	/* For Nagle's rule (conn.c): requests not yet answered (no Reply or first
+	 * QueryResult), and of those the ones queued since the send buffer was last empty.
+	 * More unanswered than queued: an answer to something sent is due. */
+	size_t nunanswered, nqueued;
+	uint64_t looked_ns; /* CLOCK_MONOTONIC of the last send or look for answers */
 	uint64_t finished; /* requests finished so far, for sseq_poll */
 	struct staging_set staging;
 	/* Errors not yet collected, oldest first (see ops.c). */
@@ -75,6 +84,9 @@ struct sseq {
 	void *cb_data;
 	char errmsg[256];
 	uint64_t errtag; /* the request errmsg is about, or 0 */
+	/* Why the connection is unusable (set with broken; before that, the reason a
+	 * tag-0 Reply gave), said again by every call refused for it. */
+	char brokenmsg[256];
 	struct {
 		uint64_t session;
 		uint32_t major, minor;
@@ -94,6 +106,12 @@ struct sseq {
 int client_status_code(int status);
 /* Record a message for sseq_last_error_message. */
 void client_set_error(struct sseq *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A call failing before anything is sent: record why (so no earlier request's message
+ * is left to be taken for this failure's) and return code. */
+int client_fail(struct sseq *s, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* s->broken, with its reason recorded again for sseq_last_error_message. */
+int client_broken(struct sseq *s);
 
 struct op *client_op_new(void);
 /* Free an op that is not (or no longer) in the table. */
@@ -103,6 +121,8 @@ struct op *client_op_find(struct sseq *s, uint64_t tag);
 int client_ops_reserve(struct sseq *s);
 /* Track op under op->tag; its kind and whether a Completion follows come from req. */
 void client_op_insert(struct sseq *s, struct op *op, const Sseq__Request *req);
+/* The op has its answer (Reply or first QueryResult). */
+void client_op_answered(struct sseq *s, struct op *op);
 /* Take op out of the table and free it. */
 void client_op_drop(struct sseq *s, struct op *op);
 /* Record the op's first error; later ones do not replace it. */

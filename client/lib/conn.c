@@ -32,14 +32,19 @@ uint64_t sseq_last_error_tag(struct sseq *s)
 /* ---- the socket ---- */
 
 /* The connection is unusable: finish everything with `err`, which every later call
- * returns. */
-static void client_break(struct sseq *s, int err)
+ * returns, and `why` (NULL: the daemon's last word if it gave one before closing, else
+ * that the connection was lost), which every later call says. */
+static void client_break(struct sseq *s, int err, const char *why)
 {
 	if (s->broken)
 		return;
 	s->broken = err;
-	if (!s->errmsg[0])
-		client_set_error(s, "connection to sseqd lost: %s", sseq_strerror(err));
+	if (why)
+		snprintf(s->brokenmsg, sizeof(s->brokenmsg), "%s", why);
+	else if (!s->fatal || err != s->fatal || !s->brokenmsg[0])
+		snprintf(s->brokenmsg, sizeof(s->brokenmsg), "connection to sseqd lost: %s",
+			sseq_strerror(err));
+	client_set_error(s, "%s", s->brokenmsg);
 	client_ops_fail_all(s, err);
 }
 
@@ -58,23 +63,30 @@ static int read_input(struct sseq *s)
 			if (f == 0)
 				break;
 			if (f < 0) {
-				client_set_error(s, "oversized frame from sseqd");
-				client_break(s, f == -EMSGSIZE ? -EPROTO : f);
+				client_break(s, f == -EMSGSIZE ? -EPROTO : f,
+					"oversized frame from sseqd");
 				return s->broken;
 			}
 			f = client_dispatch(s, frame, len);
 			if (f < 0) {
-				client_break(s, f);
+				client_break(s, f, s->errmsg); /* dispatch said why */
 				return s->broken;
 			}
 			handled++;
 		}
 		if (r < 0) {
-			client_break(s, r == -ECONNRESET && s->fatal ? s->fatal : r);
+			client_break(s, r == -ECONNRESET && s->fatal ? s->fatal : r, NULL);
 			return s->broken;
 		}
 	}
 	return handled;
+}
+
+static uint64_t client_now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 /* Send what the socket takes now. Any failure but a full socket breaks the connection
@@ -82,11 +94,23 @@ static int read_input(struct sseq *s)
 static int client_send(struct sseq *s)
 {
 	int r = frame_writer_send(&s->w, s->sock);
+	if (r == 0) {
+		s->nqueued = 0;
+		s->looked_ns = client_now_ns();
+	}
 	if (r < 0 && r != -EAGAIN) {
-		client_break(s, r == -EPIPE ? -ECONNRESET : r);
+		client_break(s, r == -EPIPE ? -ECONNRESET : r, NULL);
 		return s->broken;
 	}
 	return r;
+}
+
+/* Nagle's rule: whether an answer to a request already sent is due. Requests still
+ * queued cannot be answered, so more unanswered than queued means one is. A partial
+ * send leaves nqueued too high, which errs towards sending. */
+static bool client_answer_due(const struct sseq *s)
+{
+	return s->nunanswered > s->nqueued;
 }
 
 /* How long a waiting call looks for the daemon's answer before it sleeps in poll():
@@ -109,7 +133,7 @@ static long client_spin_ns(void)
 int client_pump(struct sseq *s, int timeout_ms)
 {
 	if (s->broken)
-		return s->broken;
+		return client_broken(s);
 	if (frame_writer_pending(&s->w)) {
 		client_send(s);
 		if (s->broken)
@@ -157,7 +181,7 @@ int client_flush(struct sseq *s)
 {
 	while (frame_writer_pending(&s->w)) {
 		if (s->broken)
-			return s->broken;
+			return client_broken(s);
 		int r = client_send(s);
 		if (r == 0)
 			break;
@@ -169,14 +193,14 @@ int client_flush(struct sseq *s)
 		if (r < 0 && r != -ETIMEDOUT)
 			return r;
 	}
-	return s->broken;
+	return s->broken ? client_broken(s) : 0;
 }
 
 /* ---- one request ---- */
 
 int client_submit(struct sseq *s, Sseq__Request *req, int fd, struct op *op, uint64_t *tag)
 {
-	int r = s->broken;
+	int r = s->broken ? client_broken(s) : 0;
 	if (r == 0)
 		r = client_ops_reserve(s);
 	if (r == 0) {
@@ -185,6 +209,8 @@ int client_submit(struct sseq *s, Sseq__Request *req, int fd, struct op *op, uin
 		if (r == -EMSGSIZE)
 			client_set_error(s, "request does not fit in a frame");
 	}
+	if (r == -ENOMEM)
+		client_set_error(s, "out of memory queueing a request");
 	if (r < 0) {
 		if (op->arena)
 			staging_set_unref(&s->staging, op->arena, op->staging_off);
@@ -193,16 +219,31 @@ int client_submit(struct sseq *s, Sseq__Request *req, int fd, struct op *op, uin
 	}
 	op->tag = s->next_tag++;
 	client_op_insert(s, op, req);
+	s->nqueued++;
 	if (tag)
 		*tag = op->tag;
 
 	/* From here on the op may finish (and, unless waited, be freed) at any time.
-	 * A send failure breaks the connection, which every later call reports. */
+	 * A send failure breaks the connection, which every later call reports.
+	 *
+	 * When to send is Nagle's rule: at once if no answer is due, so the daemon starts
+	 * on the request while the application does other work; else it is held back and
+	 * leaves with the ones after it, in one send, as soon as an answer has come. A
+	 * look at the socket (no waiting) tells whether one has. What is still held when
+	 * the application stops calling leaves at its next call, sseq_flush() or a wait. */
 	size_t pending = frame_writer_pending(&s->w);
 	if (pending >= CLIENT_SEND_HARD) {
 		client_flush(s);
-	} else if (pending >= CLIENT_SEND_SOFT) {
+	} else if (pending >= CLIENT_SEND_SOFT || !client_answer_due(s)) {
 		client_send(s);
+	} else {
+		uint64_t now = client_now_ns();
+		if (now - s->looked_ns >= CLIENT_LOOK_NS) {
+			s->looked_ns = now;
+			read_input(s);
+			if (!s->broken && !client_answer_due(s))
+				client_send(s);
+		}
 	}
 	return 0;
 }
@@ -242,7 +283,7 @@ int client_request_wait(struct sseq *s, Sseq__Request *req, uint64_t *handle)
 {
 	struct op *op = client_op_new();
 	if (!op)
-		return -ENOMEM;
+		return client_fail(s, -ENOMEM, "out of memory");
 	op->waited = true;
 	int r = client_submit(s, req, -1, op, NULL);
 	if (r < 0)
@@ -465,6 +506,10 @@ int sseq_poll(struct sseq *s, int timeout_ms)
 		return r;
 	uint64_t before = s->finished;
 	r = client_pump(s, timeout_ms);
+	if (r == -ETIMEDOUT)
+		return client_fail(s, r, "nothing from sseqd within %d ms", timeout_ms);
+	if (r < 0 && !s->broken)
+		return client_fail(s, r, "poll: %s", sseq_strerror(r));
 	if (r < 0)
 		return r;
 	return (int)(s->finished - before);

@@ -60,6 +60,22 @@ void client_set_error(struct sseq *s, const char *fmt, ...)
 	s->errtag = 0;
 }
 
+int client_fail(struct sseq *s, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
+	va_end(ap);
+	s->errtag = 0;
+	return code;
+}
+
+int client_broken(struct sseq *s)
+{
+	client_set_error(s, "%s", s->brokenmsg);
+	return s->broken;
+}
+
 /* ---- the table of requests in flight ---- */
 
 static size_t bucket_of(const struct sseq *s, uint64_t tag)
@@ -130,12 +146,23 @@ void client_op_insert(struct sseq *s, struct op *op, const Sseq__Request *req)
 	op->hnext = s->buckets[k];
 	s->buckets[k] = op;
 	s->nops++;
+	s->nunanswered++;
 	if (!op->follow)
 		s->nactive++;
 }
 
+void client_op_answered(struct sseq *s, struct op *op)
+{
+	if (!op->replied)
+		s->nunanswered--;
+	op->replied = true;
+}
+
 void client_op_drop(struct sseq *s, struct op *op)
 {
+	/* Finished without an answer (the connection was lost, a poll failed). */
+	if (!op->replied)
+		s->nunanswered--;
 	struct op **p = &s->buckets[bucket_of(s, op->tag)];
 	while (*p != op)
 		p = &(*p)->hnext;
@@ -303,6 +330,7 @@ void client_ops_free_all(struct sseq *s)
 	free(s->buckets);
 	s->buckets = NULL;
 	s->nbuckets = s->nops = 0;
+	s->nunanswered = s->nqueued = 0;
 	while (s->nerrors)
 		errors_remove(s, s->nerrors - 1);
 	free(s->errors);
@@ -348,14 +376,15 @@ static void on_reply(struct sseq *s, const Sseq__Reply *rep)
 		 * close; remember why. Anything else unknown must still not be lost. */
 		if (rep->tag == 0 && code != 0) {
 			s->fatal = code;
-			client_set_error(
-				s, "%s", rep->message[0] ? rep->message : sseq_strerror(code));
+			snprintf(s->brokenmsg, sizeof(s->brokenmsg), "%s",
+				rep->message[0] ? rep->message : sseq_strerror(code));
+			client_set_error(s, "%s", s->brokenmsg);
 		} else if (code != 0) {
 			client_error_push(s, rep->tag, code, rep->message, false, false);
 		}
 		return;
 	}
-	op->replied = true;
+	client_op_answered(s, op);
 	op->handle = rep->handle;
 	if (op->kind == SSEQ__REQUEST__BODY_HELLO && rep->welcome)
 		save_welcome(s, rep->welcome);
@@ -407,7 +436,7 @@ static void on_query_result(struct sseq *s, Sseq__Message *m)
 	op->results[op->nresults++] = qr;
 	m->query_result = NULL;
 	m->body_case = SSEQ__MESSAGE__BODY__NOT_SET;
-	op->replied = true;
+	client_op_answered(s, op);
 	if (!op->follow)
 		op_finish(s, op, true);
 }

@@ -12,7 +12,7 @@ int sseq__query_send(struct sseq *s, const Sseq__Query *query, uint64_t *tag)
 {
 	struct op *op = client_op_new();
 	if (!op)
-		return -ENOMEM;
+		return client_fail(s, -ENOMEM, "out of memory");
 	/* Results wait in the op until sseq__query_next collects them. */
 	op->waited = true;
 	op->follow = query->trace && query->trace->follow;
@@ -30,12 +30,13 @@ int sseq__query_next(struct sseq *s, uint64_t tag, int timeout_ms, Sseq__QueryRe
 	*result = NULL;
 	struct op *op = client_op_find(s, tag);
 	if (!op || op->kind != SSEQ__REQUEST__BODY_QUERY)
-		return -EINVAL;
+		return client_fail(
+			s, -EINVAL, "tag %llu is not a query in flight", (unsigned long long)tag);
 	while (op->nresults == 0 && !op->done) {
 		/* Good enough for a tool: each message restarts the timeout. */
 		int r = client_pump(s, timeout_ms);
 		if (r == -ETIMEDOUT)
-			return r;
+			return client_fail(s, r, "no answer from sseqd within %d ms", timeout_ms);
 		if (r < 0 && !op->done)
 			return r;
 	}
@@ -83,7 +84,7 @@ int sseq_stats(struct sseq *s, struct sseq_stats *stats)
 	int r;
 
 	if (size < offsetof(struct sseq_stats, waits_enqueued) + sizeof(uint64_t))
-		return -EINVAL;
+		return client_fail(s, -EINVAL, "sseq_stats: .size %zu holds no counter", size);
 	r = sseq__query(s, SSEQ__QUERY_KIND__QUERY_KIND_STATS, 0, &qr);
 	if (r < 0)
 		return r;

@@ -50,7 +50,7 @@ int sseq_slice(struct sseq *s, uint64_t buf, uint64_t offset, uint64_t length, c
 int sseq_load_module(struct sseq *s, const char *path, uint64_t *module)
 {
 	if (!path || !*path)
-		return -EINVAL;
+		return client_fail(s, -EINVAL, "sseq_load_module: the module path is empty");
 	Sseq__LoadModule lm = SSEQ__LOAD_MODULE__INIT;
 	lm.path = (char *)path;
 	Sseq__Request req = SSEQ__REQUEST__INIT;
@@ -85,7 +85,7 @@ static int staging_add_arena(struct sseq *s, uint64_t len)
 	struct op *op = client_op_new();
 	if (!op) {
 		staging_arena_destroy(a);
-		return -ENOMEM;
+		return client_fail(s, -ENOMEM, "out of memory");
 	}
 	op->waited = true;
 	r = client_submit(s, &req, a->fd, op, NULL);
@@ -109,13 +109,16 @@ static int staging_get(
 		bool could_fit;
 		int r = staging_set_reserve(&s->staging, len, user, out, off, &could_fit);
 		if (r != -ENOSPC)
-			return r;
+			return r < 0 ? client_fail(s, r, "staging: %s", sseq_strerror(r)) : r;
 		if (could_fit && s->staging.refs > 0) {
 			r = client_flush(s);
 			if (r == 0)
 				r = client_pump(s, -1);
 			if (r < 0 && r != -ETIMEDOUT)
-				return r;
+				return s->broken
+					? r
+					: client_fail(s, r, "waiting for staging space: %s",
+						  sseq_strerror(r));
 		} else {
 			r = staging_add_arena(s, len);
 			if (r < 0)
@@ -155,9 +158,9 @@ int sseq_host_alloc(struct sseq *s, uint64_t size, void **ptr)
 {
 	*ptr = NULL;
 	if (size == 0)
-		return -EINVAL;
+		return client_fail(s, -EINVAL, "sseq_host_alloc: size 0");
 	if (s->broken)
-		return s->broken;
+		return client_broken(s);
 	struct staging_arena *a;
 	uint64_t off;
 	int r = staging_get(s, size, true, &a, &off);
@@ -172,12 +175,16 @@ int sseq_host_free(struct sseq *s, void *ptr)
 	if (!ptr)
 		return 0;
 	struct staging_arena *a = staging_set_find(&s->staging, ptr);
-	if (!a)
-		return -EINVAL;
-	uint64_t off = (uint64_t)((uint8_t *)ptr - a->base);
-	struct staging_range *rg = staging_arena_find(a, off, 0);
+	struct staging_range *rg = NULL;
+	uint64_t off = 0;
+	if (a) {
+		off = (uint64_t)((uint8_t *)ptr - a->base);
+		rg = staging_arena_find(a, off, 0);
+	}
 	if (!rg || rg->offset != off || !rg->user)
-		return -EINVAL;
+		return client_fail(s, -EINVAL,
+			"sseq_host_free: %p is not the start of a live sseq_host_alloc allocation",
+			ptr);
 	staging_range_unhold(a, rg);
 	return 0;
 }
@@ -230,12 +237,14 @@ static int copy_op_new(
 {
 	*out = NULL;
 	if (!p || len == 0)
-		return -EINVAL;
+		return client_fail(s, -EINVAL, "%s: %s",
+			to_device ? "sseq_copy_h2d" : "sseq_copy_d2h",
+			!p ? "the host pointer is NULL" : "length 0");
 	if (s->broken)
-		return s->broken;
+		return client_broken(s);
 	struct op *op = client_op_new();
 	if (!op)
-		return -ENOMEM;
+		return client_fail(s, -ENOMEM, "out of memory");
 	int r = staging_attach(s, op, p, len, to_device, copy_off);
 	if (r < 0) {
 		free(op);
@@ -297,7 +306,7 @@ static int submit_async(struct sseq *s, Sseq__Request *req, uint64_t *tag)
 {
 	struct op *op = client_op_new();
 	if (!op)
-		return -ENOMEM;
+		return client_fail(s, -ENOMEM, "out of memory");
 	req->want_completion = tag != NULL;
 	op->user_tag = tag != NULL;
 	return client_submit(s, req, -1, op, tag);
@@ -307,7 +316,7 @@ int sseq_copy_d2d(struct sseq *s, uint64_t src, uint64_t src_off, uint64_t dst, 
 	uint64_t len, uint64_t *tag)
 {
 	if (len == 0)
-		return -EINVAL;
+		return client_fail(s, -EINVAL, "sseq_copy_d2d: length 0");
 	Sseq__CopyD2D c = SSEQ__COPY_D2_D__INIT;
 	c.src = src;
 	c.src_offset = src_off;
@@ -344,6 +353,8 @@ static int execute(struct sseq *s, const char *kernel, uint64_t module, const ch
 		r = submit_async(s, &req, tag);
 	} else if (r == -EINVAL) {
 		client_set_error(s, "malformed kernel argument (type, access or zero handle)");
+	} else {
+		client_set_error(s, "out of memory packing kernel arguments");
 	}
 	args_pack_finish(&p);
 	return r;
@@ -353,7 +364,7 @@ int sseq_execute(struct sseq *s, const char *kernel, const struct sseq_arg *args
 	const struct sseq_launch *shape, uint64_t *tag)
 {
 	if (!kernel || !*kernel)
-		return -EINVAL;
+		return client_fail(s, -EINVAL, "sseq_execute: the kernel name is empty");
 	return execute(s, kernel, 0, NULL, args, nargs, shape, tag);
 }
 
@@ -361,7 +372,8 @@ int sseq_execute_function(struct sseq *s, uint64_t module, const char *name,
 	const struct sseq_arg *args, size_t nargs, const struct sseq_launch *shape, uint64_t *tag)
 {
 	if (!name || !*name || module == 0)
-		return -EINVAL;
+		return client_fail(s, -EINVAL, "sseq_execute_function: %s",
+			module == 0 ? "module 0 (no module)" : "the function name is empty");
 	return execute(s, NULL, module, name, args, nargs, shape, tag);
 }
 
@@ -392,7 +404,7 @@ int sseq_sync(struct sseq *s)
 			break;
 	}
 	if (s->broken)
-		return s->broken;
+		return client_broken(s);
 	staging_trim(s);
 	/* The Sync itself failing is one more error; report it after older ones. */
 	if (r < 0)

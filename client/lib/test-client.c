@@ -4,6 +4,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -483,6 +484,11 @@ struct fake {
 	bool hold_completions; /* send them only at Sync, newest first, after its own */
 	uint32_t major;
 	bool old_daemon; /* a Welcome without lanes (protocol 1.1) */
+	uint64_t fail_alloc_size; /* an Alloc of this size gets a Reply with UNKNOWN_HANDLE */
+	/* Set (atomically) to hold back the Replies to executes until a byte is written to
+	 * release[1]; release is a pipe when a test holds replies, else {-1, -1}. */
+	bool hold_replies;
+	int release[2];
 	/* State. */
 	uint32_t hello_lanes; /* what the Hello asked for */
 	int64_t copy_lane, exec_lane; /* the last copy's and kernel's lane, -1 before one */
@@ -497,9 +503,29 @@ struct fake {
 	uint64_t held[256];
 	int held_status[256];
 	unsigned nheld;
-	unsigned registers, requests;
+	uint64_t held_replies[64];
+	unsigned nheld_replies;
+	unsigned registers;
+	unsigned requests, released; /* atomic: the test thread polls them */
 	struct frame_writer w;
 };
+
+/* Requests the fake has read so far. */
+static unsigned fake_requests(struct fake *f)
+{
+	return __atomic_load_n(&f->requests, __ATOMIC_SEQ_CST);
+}
+
+/* Wait up to 3 s (within check's default timeout) for *counter to reach n; whether it did. */
+static bool fake_wait_for(unsigned *counter, unsigned n)
+{
+	for (int i = 0; i < 3000; i++) {
+		if (__atomic_load_n(counter, __ATOMIC_SEQ_CST) >= n)
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
 
 static void fake_send(struct fake *f, Sseq__Message *m)
 {
@@ -555,8 +581,10 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 {
 	int late = q->tag == f->fail_late_tag ? SSEQ__STATUS__STATUS_DEVICE_ERROR : 0;
 	bool want = q->want_completion;
-	f->requests++;
-	if (q->tag == f->fail_reply_tag) {
+	__atomic_fetch_add(&f->requests, 1, __ATOMIC_SEQ_CST);
+	if (q->tag == f->fail_reply_tag ||
+		(q->body_case == SSEQ__REQUEST__BODY_ALLOC && f->fail_alloc_size &&
+			q->alloc->size == f->fail_alloc_size)) {
 		fake_reply(f, q->tag, SSEQ__STATUS__STATUS_UNKNOWN_HANDLE, 0, NULL);
 		return;
 	}
@@ -635,6 +663,12 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 		return;
 	}
 	default:
+		if (q->body_case == SSEQ__REQUEST__BODY_EXECUTE && !want &&
+			__atomic_load_n(&f->hold_replies, __ATOMIC_SEQ_CST)) {
+			ck_assert_uint_lt(f->nheld_replies, 64);
+			f->held_replies[f->nheld_replies++] = q->tag;
+			return;
+		}
 		if (q->body_case == SSEQ__REQUEST__BODY_EXECUTE)
 			f->exec_lane = q->execute->lane;
 		if (q->body_case == SSEQ__REQUEST__BODY_COPY_D2D)
@@ -644,6 +678,17 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 			fake_maybe_complete(f, q->tag, late);
 		return;
 	}
+}
+
+/* A byte on the release pipe: answer the executes held back. */
+static void fake_release(struct fake *f)
+{
+	char c;
+	ck_assert_int_eq(read(f->release[0], &c, 1), 1);
+	for (unsigned i = 0; i < f->nheld_replies; i++)
+		fake_reply(f, f->held_replies[i], 0, 0, NULL);
+	__atomic_fetch_add(&f->released, f->nheld_replies, __ATOMIC_SEQ_CST);
+	f->nheld_replies = 0;
 }
 
 static void *fake_main(void *arg)
@@ -662,6 +707,17 @@ static void *fake_main(void *arg)
 			fake_handle(f, q);
 			sseq__request__free_unpacked(q, NULL);
 			continue;
+		}
+		if (f->release[0] >= 0) {
+			struct pollfd p[2] = {
+				{.fd = f->sock, .events = POLLIN},
+				{.fd = f->release[0], .events = POLLIN},
+			};
+			ck_assert_int_gt(poll(p, 2, -1), 0);
+			if (p[1].revents & POLLIN)
+				fake_release(f);
+			if (!p[0].revents)
+				continue;
 		}
 		/* Read with recvmsg so descriptors are collected in arrival order. */
 		if (r.start > 0) {
@@ -705,6 +761,7 @@ static struct fake *fake_start(void)
 	struct fake *f = calloc(1, sizeof(*f));
 	f->major = SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR;
 	f->copy_lane = f->exec_lane = -1;
+	f->release[0] = f->release[1] = -1;
 	return f;
 }
 
@@ -736,6 +793,9 @@ static void fake_stop(struct fake *f, struct sseq *s)
 {
 	sseq_close(s);
 	pthread_join(f->thread, NULL);
+	for (int i = 0; i < 2; i++)
+		if (f->release[i] >= 0)
+			close(f->release[i]);
 	free(f);
 }
 
@@ -1015,12 +1075,15 @@ START_TEST(test_client_completions_out_of_order)
 	uint64_t b;
 	ck_assert_int_eq(sseq_alloc(s, 64, NULL, &b), 0);
 	f->hold_completions = true;
+	/* Set before the copies: requests may leave as soon as they are submitted. Tags:
+	 * hello, alloc, the staging arena's register, the H2D, then the D2Hs. */
+	f->fail_late_tag = 6;
 	float one[4] = {1, 2, 3, 4}, out[3][4];
 	uint64_t tags[4];
 	ck_assert_int_eq(sseq_copy_h2d(s, b, 0, one, sizeof(one), &tags[0]), 0);
 	for (int i = 0; i < 3; i++)
 		ck_assert_int_eq(sseq_copy_d2h(s, b, 0, out[i], sizeof(one), &tags[i + 1]), 0);
-	f->fail_late_tag = tags[2];
+	ck_assert_uint_eq(tags[2], 6);
 	ck_assert_uint_eq(sseq_outstanding(s), 4);
 	ck_assert_int_eq(sseq_sync(s), 0); /* the callback took the error */
 	ck_assert_uint_eq(sseq_outstanding(s), 0);
@@ -1041,18 +1104,146 @@ END_TEST
 START_TEST(test_client_connection_loss)
 {
 	struct fake *f = fake_start();
+	f->fail_alloc_size = 13;
 	struct sseq *s = fake_connect(f, 0);
 	uint64_t b, t;
 	ck_assert_int_eq(sseq_alloc(s, 64, NULL, &b), 0);
 	f->hold_completions = true;
 	float x[4];
 	ck_assert_int_eq(sseq_copy_d2h(s, b, 0, x, sizeof(x), &t), 0);
+	/* An earlier request's refusal is not why the connection went. */
+	ck_assert_int_eq(sseq_alloc(s, 13, NULL, &b), -SSEQ_ERR_UNKNOWN_HANDLE);
 	ck_assert_int_eq(sseq_flush(s), 0);
 	shutdown(f->sock, SHUT_RDWR);
 	ck_assert_int_eq(sseq_wait(s, t), -ECONNRESET);
+	ck_assert_str_eq(
+		sseq_last_error_message(s), "connection to sseqd lost: Connection reset by peer");
 	ck_assert_int_eq(sseq_sync(s), -ECONNRESET);
 	ck_assert_int_eq(sseq_alloc(s, 64, NULL, &b), -ECONNRESET);
+	ck_assert_str_eq(
+		sseq_last_error_message(s), "connection to sseqd lost: Connection reset by peer");
+	ck_assert_int_eq(sseq_load_module(s, "", &b), -EINVAL);
+	ck_assert_int_eq(sseq_execute(s, "spin", NULL, 0, NULL, NULL), -ECONNRESET);
+	ck_assert_str_eq(
+		sseq_last_error_message(s), "connection to sseqd lost: Connection reset by peer");
 	ck_assert_uint_eq(sseq_outstanding(s), 0);
+	fake_stop(f, s);
+}
+END_TEST
+
+/* Nagle's rule: with no answer due a request leaves at once, so the daemon starts on it
+ * while the application does other work; while answers are due later requests are held
+ * back and batched, and they leave once an answer has come, with no wait call. */
+START_TEST(test_client_sends_at_once_when_idle_batches_while_answers_due)
+{
+	struct fake *f = fake_start();
+	ck_assert_int_eq(pipe2(f->release, O_CLOEXEC), 0);
+	struct sseq *s = fake_connect(f, 0);
+	uint64_t b;
+	ck_assert_int_eq(sseq_alloc(s, 64, NULL, &b), 0);
+	unsigned base = fake_requests(f); /* hello, alloc */
+	__atomic_store_n(&f->hold_replies, true, __ATOMIC_SEQ_CST);
+	const struct sseq_arg args[] = {SSEQ_OUT(b), SSEQ_F32(1), SSEQ_U64(16)};
+	ck_assert_int_eq(sseq_execute(s, "fill", args, 3, NULL, NULL), 0);
+	ck_assert_msg(fake_wait_for(&f->requests, base + 1),
+		"an execute with nothing in flight was not sent");
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(sseq_execute(s, "fill", args, 3, NULL, NULL), 0);
+	usleep(100 * 1000);
+	ck_assert_msg(fake_requests(f) == base + 1, "%u requests sent while an answer was due",
+		fake_requests(f) - base - 1);
+	__atomic_store_n(&f->hold_replies, false, __ATOMIC_SEQ_CST);
+	ck_assert_int_eq(write(f->release[1], "", 1), 1);
+	ck_assert(fake_wait_for(&f->released, 1));
+	/* The answer is in the socket: the next submission reads it and sends the batch. */
+	ck_assert_int_eq(sseq_execute(s, "fill", args, 3, NULL, NULL), 0);
+	ck_assert_msg(fake_wait_for(&f->requests, base + 6),
+		"the held requests were not sent after the answer came (%u of 5)",
+		fake_requests(f) - base - 1);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	fake_stop(f, s);
+}
+END_TEST
+
+/* A call refused before anything is sent describes its own failure, never the daemon's
+ * message about an earlier request (sseq_last_error_message would blame the wrong one). */
+START_TEST(test_client_local_refusal_replaces_daemon_message)
+{
+	struct fake *f = fake_start();
+	f->fail_alloc_size = 13;
+	struct sseq *s = fake_connect(f, 0);
+	uint64_t b, t, m, scratch;
+	float x[4] = {0};
+	void *p;
+	ck_assert_int_eq(sseq_alloc(s, 64, NULL, &b), 0);
+	const struct sseq_arg good[] = {SSEQ_OUT(b), SSEQ_F32(1), SSEQ_U64(16)};
+	struct sseq_arg bad[] = {SSEQ_OUT(b)};
+	bad[0].access = (enum sseq_access)0;
+	struct sseq_stats st = {.size = 8};
+	for (int k = 0;; k++) {
+		ck_assert_int_eq(sseq_alloc(s, 13, NULL, &scratch), -SSEQ_ERR_UNKNOWN_HANDLE);
+		ck_assert_str_eq(sseq_last_error_message(s), "scripted failure");
+		int r;
+		switch (k) {
+		case 0:
+			r = sseq_load_module(s, "", &m);
+			break;
+		case 1:
+			r = sseq_load_module(s, NULL, &m);
+			break;
+		case 2:
+			r = sseq_execute(s, "", good, 3, NULL, NULL);
+			break;
+		case 3:
+			r = sseq_execute(s, "fill", bad, 1, NULL, NULL);
+			break;
+		case 4:
+			r = sseq_execute_function(s, 0, "f", good, 3, NULL, NULL);
+			break;
+		case 5:
+			r = sseq_execute_function(s, 1, "", good, 3, NULL, NULL);
+			break;
+		case 6:
+			r = sseq_copy_h2d(s, b, 0, NULL, 4, &t);
+			break;
+		case 7:
+			r = sseq_copy_d2h(s, b, 0, x, 0, &t);
+			break;
+		case 8:
+			r = sseq_copy_d2d(s, b, 0, b, 32, 0, &t);
+			break;
+		case 9:
+			r = sseq_host_alloc(s, 0, &p);
+			break;
+		case 10:
+			r = sseq_host_free(s, x);
+			break;
+		case 11:
+			r = sseq_set_lane(s, 5);
+			break;
+		case 12:
+			r = sseq_wait(s, 9999);
+			break;
+		case 13:
+			r = sseq_stats(s, &st);
+			break;
+		case 14:
+			r = sseq_poll(s, 0);
+			break;
+		default:
+			r = 1;
+			break;
+		}
+		if (r == 1)
+			break;
+		const char *msg = sseq_last_error_message(s);
+		ck_assert_msg(r < 0 && !SSEQ_IS_DAEMON_ERROR(r), "case %d returned %d", k, r);
+		ck_assert_msg(!strstr(msg, "scripted"), "case %d (%s) reports '%s'", k,
+			sseq_strerror(r), msg);
+		ck_assert_msg(msg[0], "case %d (%s) says nothing", k, sseq_strerror(r));
+		ck_assert_uint_eq(sseq_last_error_tag(s), 0);
+	}
+	ck_assert_int_eq(sseq_sync(s), 0);
 	fake_stop(f, s);
 }
 END_TEST
@@ -1115,6 +1306,8 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_client_completions_out_of_order);
 	tcase_add_test(tc, test_client_connection_loss);
 	tcase_add_test(tc, test_client_strerror_covers_all);
+	tcase_add_test(tc, test_client_sends_at_once_when_idle_batches_while_answers_due);
+	tcase_add_test(tc, test_client_local_refusal_replaces_daemon_message);
 	suite_add_tcase(s, tc);
 	return s;
 }

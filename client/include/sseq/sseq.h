@@ -30,9 +30,13 @@ extern "C" {
  * from different threads concurrently. Callbacks run on the thread that called into the
  * library and must not call libsseq functions on the same connection.
  *
- * Submission is non-blocking: copy, execute and await-style requests are packed into a
- * send buffer and leave in batches, when the buffer fills, on sseq_flush(), or on any
- * call that waits (sseq_wait, sseq_sync, sseq_alloc, ...). Each such request gets a tag;
+ * Submission is non-blocking and follows Nagle's rule: a copy or kernel request leaves
+ * at once when no answer to an earlier request is due, so the daemon starts on it while
+ * the program does other work; while answers are due it is held back and leaves with the
+ * ones after it in one send once an answer has come (the next submission looks for one
+ * without waiting), when 64 KiB are queued, on sseq_flush(), or on any call that waits
+ * (sseq_wait, sseq_sync, sseq_alloc, ...). What a burst left held back goes at the next
+ * call on the connection: call sseq_flush() before long host work. Each request gets a tag;
  * sseq_wait(tag) blocks until that request is finished. An error for a request nobody
  * waits on is never lost: it is kept and returned, once, by a later sseq_sync() (or
  * sseq_next_error()).
@@ -158,7 +162,9 @@ unsigned sseq_get_lane(struct sseq *s);
 int sseq_get_lanes(struct sseq *s, uint32_t *ids, size_t n);
 
 /* The daemon's detail text for the last daemon error (-SSEQ_ERR_*) a function returned
- * on this connection, or a description of the last local failure; "" if none. With
+ * on this connection, or a description of the last local failure; "" if none. A call
+ * that fails before sending anything (-EINVAL, -ENOMEM, a lost connection) replaces it
+ * with its own, never leaving an earlier request's message to be taken for its. With
  * s == NULL: the calling thread's last failed sseq_connect(). Valid until the next call
  * on the connection (or the next sseq_connect on this thread). */
 const char *sseq_last_error_message(struct sseq *s);
@@ -227,8 +233,9 @@ int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *sr
 	uint64_t *tag);
 
 /* Copy `len` bytes from buffer `src` at src_off to host `dst`. dst is written only when
- * the completion is processed (during sseq_wait, sseq_sync, sseq_poll or any other
- * waiting call): do not read it before sseq_wait(tag) or sseq_sync() returned 0, and keep
+ * the completion is processed, during a later call on the connection (sseq_wait,
+ * sseq_sync, sseq_poll, any other waiting call, or a submission, which reads what the
+ * daemon sent): do not read it before sseq_wait(tag) or sseq_sync() returned 0, and keep
  * it valid until then. If the copy fails, dst is left untouched. */
 int sseq_copy_d2h(
 	struct sseq *s, uint64_t src, uint64_t src_off, void *dst, uint64_t len, uint64_t *tag);
@@ -338,8 +345,10 @@ int sseq_execute_function(struct sseq *s, uint64_t module, const char *name,
  * -------
  */
 
-/* Send every buffered request. Waits only for the socket to take them (processing any
- * replies that arrive meanwhile). */
+/* Send every queued request now, those Nagle's rule holds back while answers are due
+ * included. Waits only for the socket to take them (processing any replies that arrive
+ * meanwhile), for nothing from the daemon. Call it when host work follows a burst of
+ * submissions. Returns 0 or the connection's error. */
 int sseq_flush(struct sseq *s);
 
 /* Wait until request `tag` is finished: its Completion, or the Reply that rejected it.
