@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -357,3 +358,139 @@ def test_lanes_distinct_ordered_and_shown(start_daemon) -> None:  # type: ignore
             assert streams[2]["last_issued"] == 1  # the one kernel named on lane 1
             assert streams[0]["sessions"] == [s1.info.session]
             assert streams[0]["last_issued"] == 0
+
+
+# ---- regressions: dtypes, prompt submission, stale messages, repr ----
+
+# Run in a subprocess: without the check, download(..., object) makes numpy read device
+# bytes as PyObject pointers and the interpreter dies, which must not take the test
+# runner with it. Each entry point prints what it did with each dtype.
+_DTYPE_PROBE = r"""
+import sys
+import numpy as np
+import sseq
+
+REFUSED = ["object", "V8", [("a", "f4"), ("b", "O")], [("a", "f4"), ("b", "i4")],
+           "M8[ns]", "m8[s]", "S4", "U2", ("f4", (2,))]
+s = sseq.connect(sys.argv[1], name="dtype-probe")
+buf = s.alloc(64, label="probe")
+buf.upload(np.full(64, 0x41, np.uint8))  # not pointers to anything
+def entries(dt):
+    yield "host_array", lambda: s.host_array((4,), dt)
+    yield "alloc", lambda: s.alloc((4,), dt, label="typed")
+    yield "slice", lambda: buf.slice(0, 32, dtype=dt)
+    yield "download", lambda: buf.download((4,), dt)
+    if np.dtype(dt).subdtype is None:  # an array of a subarray dtype is of its base
+        yield "download_out", lambda: buf.download(out=np.zeros((4,), dt))
+        yield "upload", lambda: buf.upload(np.zeros((4,), dt))
+for dt in REFUSED:
+    for where, call in entries(dt):
+        try:
+            got = call()
+        except (TypeError, ValueError) as e:
+            print("REFUSED", where, repr(dt), type(e).__name__, str(e).replace("\n", " "),
+                  flush=True)
+            continue
+        print("ACCEPTED", where, repr(dt), flush=True)
+        repr(got)  # an object array of device bytes crashes here
+s.sync()
+print("DONE", flush=True)
+"""
+
+
+def test_non_numeric_dtypes_refused_everywhere(sseq_session: sseq.Session) -> None:
+    """Only fixed-size numeric and bool dtypes may describe device or staging bytes:
+    object (pointers), structured and void records, datetimes, strings and subarrays
+    are refused by every entry point with an error naming the dtype and what is
+    allowed. Before the check download(..., object) killed the interpreter."""
+    out = subprocess.run([sys.executable, "-c", _DTYPE_PROBE, sseq_session.socket or ""],
+                         capture_output=True, text=True, timeout=120, env=os.environ)
+    lines = out.stdout.splitlines()
+    accepted = [l for l in lines if l.startswith("ACCEPTED")]
+    assert out.returncode == 0, (f"probe died with status {out.returncode} "
+                                 f"after:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    assert not accepted, "\n".join(accepted)
+    refused = [l for l in lines if l.startswith("REFUSED")]
+    assert len(refused) == 9 * 6 - 2 and lines[-1] == "DONE"
+    for l in refused:
+        assert "allowed" in l and "bool" in l, l
+    assert any("object" in l for l in refused)
+
+
+def test_numeric_and_bool_dtypes_round_trip(sseq_session: sseq.Session) -> None:
+    s = sseq_session
+    for dt in (np.bool_, np.int8, np.uint16, np.int64, np.float16, np.float64,
+               np.complex64, np.dtype(">i4")):
+        data = (np.arange(6) % 2 == 1) if dt is np.bool_ else np.arange(6).astype(dt)
+        h = s.host_array(data.shape, dt)
+        h[...] = data
+        with s.alloc(data.shape, dt, label=f"rt-{np.dtype(dt)}") as b:
+            b.upload(h)
+            np.testing.assert_array_equal(b.download(), data)
+            with b.slice(0, b.nbytes, dtype=dt) as v:
+                assert v.download().dtype == np.dtype(dt)
+
+
+def test_execute_reaches_the_daemon_without_a_wait(start_daemon) -> None:  # type: ignore[no-untyped-def]
+    """Nagle's rule: with nothing in flight a request leaves at once, so the daemon
+    starts on it while the application does host work. Watched from a second
+    connection: the op is counted without any wait, flush or poll on the first."""
+    d = start_daemon()
+    with sseq.connect(d.socket, name="prompt") as s, \
+            sseq.connect(d.socket, name="watcher") as w:
+        b = s.alloc(16, np.float32, label="prompt")  # waits: nothing in flight after
+        before = w.stats().ops_submitted
+        s.execute("fill", sseq.Out(b), 1.0, 16)
+        deadline = time.monotonic() + 5
+        while w.stats().ops_submitted == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert w.stats().ops_submitted == before + 1, "the execute never left the client"
+        # The same after an upload whose reply the client has not read yet: the
+        # execute may wait for that reply, but leaves as soon as it is read.
+        b.upload(np.zeros(16, np.float32))
+        s.execute("fill", sseq.Out(b), 2.0, 16)
+        s.execute("fill", sseq.Out(b), 3.0, 16)
+        s.flush()  # documented: sends what was held back
+        deadline = time.monotonic() + 5
+        while w.stats().ops_submitted < before + 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert w.stats().ops_submitted == before + 4
+        np.testing.assert_array_equal(b.download(), np.full(16, 3, np.float32))
+        b.free()
+
+
+def test_local_refusal_does_not_carry_the_daemon_message(sseq_session: sseq.Session) -> None:
+    """A call libsseq refuses before sending must not report the previous request's
+    daemon message (the daemon's verdict on another request)."""
+    s = sseq_session
+    with pytest.raises(sseq.Error) as daemon_err:
+        s.load_module("no-such-module.hsaco")  # refused by the daemon
+    assert daemon_err.value.status is not None and daemon_err.value.message
+    with pytest.raises(sseq.Error) as local:
+        s.load_module("")  # refused by libsseq: empty path
+    assert local.value.name == "EINVAL" and local.value.status is None
+    assert local.value.message != daemon_err.value.message
+    assert daemon_err.value.message not in str(local.value)
+    # Every other local refusal too.
+    op = s.execute("no_such_kernel", sseq.u64(1))
+    with pytest.raises(sseq.Error) as daemon_err:
+        op.wait()
+    with pytest.raises(sseq.Error) as local:
+        s.execute("", sseq.u64(1))
+    assert local.value.name == "EINVAL"
+    assert daemon_err.value.message not in str(local.value)
+
+
+class _NoSession:
+    _alloc_scope = None
+
+
+def test_repr_shows_the_handle_once() -> None:
+    h = 4294967297
+    for label in ("", "x"):
+        b = sseq.Buffer(_NoSession(), h, 96, label, (2, 3, 4), np.dtype(np.float32))  # type: ignore[arg-type]
+        r = repr(b)
+        assert r.count(str(h)) == 1, r
+        assert str(h) in r and "0x" not in r, r
+        assert ("'x'" in r) == bool(label), r
+        assert "96" in r and "float32" in r, r

@@ -47,6 +47,28 @@ def _shape(shape: Shape) -> tuple[int, ...]:
     return t
 
 
+# numpy kinds whose every bit pattern is a valid value of a fixed size: bool, signed and
+# unsigned integers, floats, complex. Everything else is refused where a dtype enters:
+# object arrays hold PyObject pointers (device bytes read as pointers crash the
+# interpreter), records and void may hold them too, and strings and datetimes are not
+# data a kernel works on (view the bytes as uint8 to move them).
+_KINDS = "biufc"
+_ALLOWED = "bool, signed or unsigned integers, floats or complex (numpy kinds b, i, u, f, c)"
+
+
+def _dtype(dtype: DTypeLike, what: str) -> np.dtype:
+    """``np.dtype(dtype)`` if it is fixed-size numeric or bool, else TypeError naming it
+    and what is allowed. ``what`` says where it was given, for the message."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"{what}: {dtype!r} is not a dtype ({e}); allowed: {_ALLOWED}") from None
+    if dt.kind not in _KINDS or dt.hasobject:
+        raise TypeError(f"{what}: dtype {dt} (kind {dt.kind!r}) is not allowed; allowed: "
+                        f"{_ALLOWED}")
+    return dt
+
+
 def _nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
     n = dtype.itemsize
     for d in shape:
@@ -137,7 +159,7 @@ class Buffer:
         its base's. ``shape``/``dtype`` type the view (by default: this buffer's dtype
         as a flat array when the length divides evenly)."""
         self._check_live()
-        dt = np.dtype(dtype) if dtype is not None else self.dtype
+        dt = _dtype(dtype, "slice") if dtype is not None else self.dtype
         shp = _shape(shape) if shape is not None else None
         if shp is None and dt is not None and length % dt.itemsize == 0:
             shp = (length // dt.itemsize,)
@@ -194,6 +216,7 @@ class Buffer:
         be reused at once."""
         self._check_live()
         a = np.ascontiguousarray(array)
+        _dtype(a.dtype, "upload")
         if offset < 0 or offset + a.nbytes > self.nbytes:
             raise ValueError(f"upload of {a.nbytes} bytes at offset {offset} does not fit "
                              f"{self.describe()} ({self.nbytes} bytes)")
@@ -211,10 +234,12 @@ class Buffer:
         """Copy the buffer's contents (from byte ``offset``) to the host and return them,
         waiting for the copy. Into ``out`` (C-contiguous, writable; its size decides the
         length) or a new array of ``shape``/``dtype`` (default: the buffer's own, else
-        float32 for all its bytes)."""
+        float32 for all its bytes). Either dtype must be fixed-size numeric or bool
+        (TypeError otherwise), since the device's bytes land in it as they are."""
         self._check_live()
         if out is None:
-            dt = np.dtype(dtype) if dtype is not None else (self.dtype or np.dtype(np.float32))
+            dt = (_dtype(dtype, "download") if dtype is not None
+                  else (self.dtype or np.dtype(np.float32)))
             if shape is not None:
                 shp = _shape(shape)
             elif self.shape is not None and dtype is None:
@@ -224,6 +249,8 @@ class Buffer:
             out = np.empty(shp, dt)
         elif not (out.flags.c_contiguous and out.flags.writeable):
             raise ValueError("download(out=...) needs a C-contiguous writable array")
+        else:
+            _dtype(out.dtype, "download(out=...)")
         if offset < 0 or offset + out.nbytes > self.nbytes:
             raise ValueError(f"download of {out.nbytes} bytes at offset {offset} does not "
                              f"fit {self.describe()} ({self.nbytes} bytes)")
@@ -267,11 +294,12 @@ class Buffer:
     # -- naming --
 
     def describe(self) -> str:
-        """The label (or ``#handle``) for messages."""
+        """The label (or ``#handle``, in decimal) for messages."""
         return repr(self.label) if self.label else f"#{self.handle}"
 
     def __repr__(self) -> str:
         kind = "slice" if self.base is not None else "buffer"
+        label = f" {self.label!r}" if self.label else ""
         typed = f" {self.shape} {self.dtype}" if self.shape is not None else ""
         state = " freed" if self.freed else ""
-        return f"<sseq {kind} {self.describe()} #{self.handle} {self.nbytes}B{typed}{state}>"
+        return f"<sseq {kind} #{self.handle}{label} {self.nbytes}B{typed}{state}>"

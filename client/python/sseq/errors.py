@@ -50,7 +50,8 @@ class Error(Exception):
         status: the :class:`Status` for a daemon error, else None.
         errno: the errno for a system error, else None.
         description: libsseq's text for the code (``sseq_strerror``).
-        message: the daemon's own detail (``sseq_last_error_message``), may be "".
+        message: the daemon's own detail (``sseq_last_error_message``), or libsseq's
+            for a call it refused before sending; never an earlier request's. May be "".
         operation: what was being done ("alloc", "execute conv2d", ...).
         tag: the request's tag when the error came from a tagged request, else 0.
     """

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _lib
 from .args import pack_args
-from .buffer import Buffer, DTypeLike, Op, Shape, _nbytes, _shape
+from .buffer import Buffer, DTypeLike, Op, Shape, _dtype, _nbytes, _shape
 from .errors import Error
 
 __all__ = ["Session", "Buffer", "Op", "Info", "Stats", "connect"]
@@ -236,15 +236,17 @@ class Session:
     def alloc(self, size: Shape, dtype: DTypeLike = None, *,
               label: Optional[str] = None) -> Buffer:
         """Allocate device memory: ``alloc(nbytes)``, or ``alloc(shape, dtype)`` for a
-        typed buffer of ``prod(shape) * itemsize`` bytes. Contents are undefined until
-        written. ``label`` names it in ``sseqctl buffers`` and in leak reports."""
+        typed buffer of ``prod(shape) * itemsize`` bytes (``dtype`` fixed-size numeric
+        or bool: numpy kinds b, i, u, f, c; anything else is a TypeError). Contents are
+        undefined until written. ``label`` names it in ``sseqctl buffers`` and in leak
+        reports."""
         self._check_open()
         if dtype is None:
             if not isinstance(size, (int, np.integer)):
                 raise TypeError("alloc(shape) needs a dtype; alloc(nbytes) takes an int")
             shp, dt, nbytes = None, None, int(size)
         else:
-            dt = np.dtype(dtype)
+            dt = _dtype(dtype, "alloc")
             shp = _shape(size)
             nbytes = _nbytes(shp, dt)
         label = label or ""
@@ -266,9 +268,11 @@ class Session:
         """A new, uninitialised numpy array living in the session's staging arena
         (``sseq_host_alloc``): uploads from it and downloads into it move no bytes in
         Python or the library. The memory goes back when the array (and every view of
-        it) is garbage collected. Valid until the session closes."""
+        it) is garbage collected. Valid until the session closes. ``dtype`` must be
+        fixed-size numeric or bool (TypeError otherwise): an object array over these
+        bytes would read them as pointers."""
         self._check_open()
-        dt = np.dtype(dtype)
+        dt = _dtype(dtype, "host_array")
         shp = _shape(shape)
         nbytes = _nbytes(shp, dt)
         if nbytes == 0:
@@ -355,7 +359,14 @@ class Session:
     # -- waiting --
 
     def flush(self) -> None:
-        """Send every queued request without waiting for them."""
+        """Send every queued request now, waiting for nothing.
+
+        Requests leave by Nagle's rule (libsseq(3)): at once when no answer to an
+        earlier one is due, so the device starts while Python does other work; while
+        answers are due they are held back, and leave together once one has come: at
+        the next call into the session that finds it, or any wait. Call this when host
+        work follows a burst of launches or uploads (an upload then an execute is one),
+        so the held-back tail is not left waiting for it."""
         self._check_open()
         with self._lock:
             r = _lib.lib().sseq_flush(self._ptr)
