@@ -63,6 +63,7 @@ import time
 from typing import Any, Generator, Optional
 
 import pytest
+from _pytest._code.code import ReprFileLocation
 from _pytest.runner import runtestprotocol
 
 import sseq
@@ -220,14 +221,6 @@ def _env_true(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-class _SseqSkip(pytest.skip.Exception):  # type: ignore[misc,name-defined]
-    """A skip because sseqd cannot be reached (counted in the terminal summary)."""
-
-
-class _SseqRequired(pytest.fail.Exception):  # type: ignore[misc,name-defined]
-    """In required mode: sseqd cannot be reached."""
-
-
 class _Unavailable(Exception):
     def __init__(self, cause: str, retry: bool = False) -> None:
         super().__init__(cause)
@@ -292,7 +285,7 @@ class _WorkerState:
         try:
             _lib.lib()
         except sseq.LibraryNotFoundError as e:
-            raise _Unavailable(_library_message(e))
+            raise _Unavailable(_library_message(e)) from None
         causes: list[tuple[Optional[str], sseq.Error]] = []
         for path in self._order():
             try:
@@ -325,7 +318,7 @@ class _WorkerState:
             except sseq.Error as e:
                 session.close()
                 raise _Unavailable(f"{describe_connect_error(path, e)} (one of the "
-                                   f"{len(self.sockets)} sockets of {self.origin})")
+                                   f"{len(self.sockets)} sockets of {self.origin})") from None
 
     def get(self) -> Session:
         if self.session is not None and not self.session.closed:
@@ -341,12 +334,13 @@ class _WorkerState:
                 if e.retry and time.monotonic() < deadline:
                     time.sleep(0.05)
                     continue
-                self.failure = e.cause
-                if self.lost_at:
-                    self.failure += (f" (it went away during {self.lost_at} and did not come "
-                                     f"back within {self._wait_s():g} s)")
-                self.wait_for_daemon = False
-                self._refuse(self.failure)
+                failure = e.cause
+            if self.lost_at:
+                failure += (f" (it went away during {self.lost_at} and did not come back "
+                            f"within {self._wait_s():g} s)")
+            self.failure = failure
+            self.wait_for_daemon = False
+            self._refuse(failure)
         if self.wait_for_daemon:
             self.notes.append(f"sseq: {self.who()}: sseqd at {self.where()} went away during "
                               f"{self.lost_at}; reconnected")
@@ -363,10 +357,15 @@ class _WorkerState:
             return _RECONNECT_WAIT_S
 
     def _refuse(self, cause: str) -> None:
+        # pytest's own skip and fail, marked for the terminal summary's count.
+        e: BaseException
         if self.require:
-            raise _SseqRequired(f"sseq: {cause} [sseq is required here: {self.require}]",
-                                pytrace=False)
-        raise _SseqSkip(f"sseq: {cause}")
+            e = pytest.fail.Exception(f"sseq: {cause} [sseq is required here: {self.require}]",
+                                      pytrace=False)
+        else:
+            e = pytest.skip.Exception(f"sseq: {cause}")
+        e.sseq_unavailable = True  # type: ignore[attr-defined]
+        raise e from None
 
     def went_away(self, nodeid: str) -> None:
         """The daemon went away during test ``nodeid``: reconnect before the next one."""
@@ -383,7 +382,7 @@ class _WorkerState:
                 return
             if not s.closed:  # the daemon went away between tests
                 self.wait_for_daemon = True
-                self.lost_at = self.lost_at or "the previous test's teardown"
+                self.lost_at = self.lost_at or "a test that did not use it"
         elif not self.stale:
             return
         self.stale = False
@@ -534,6 +533,8 @@ def _uncollected_errors(session: Session) -> list[str]:
     when requests are still in flight or an error is already known. Raises the error
     when the daemon went away."""
     errors: list[str] = []
+    if _peer_closed(session):
+        session.sync()  # raises what the connection broke with, at once
     first = _next_error(session)
     if first is not None:
         if _gone(first):
@@ -697,6 +698,12 @@ def _report_problems(item: pytest.Item, reports: list[pytest.TestReport],
             excinfo = pytest.ExceptionInfo.from_current()
         target.outcome = "failed"
         target.longrepr = item.repr_failure(excinfo)
+        if getattr(target.longrepr, "reprcrash", False) is None:
+            # For the short summary line (-rf), which a message without a traceback
+            # lacks otherwise.
+            path, lineno, _ = item.location
+            target.longrepr.reprcrash = ReprFileLocation(path, (lineno or 0) + 1,
+                                                         text.splitlines()[0])
     else:
         target.sections.append(("sseq", text))
     target.sseq_leaks = res.leaked
@@ -736,7 +743,7 @@ def describe_reset(message: str, my_session: Optional[int]) -> Optional[str]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator:
     outcome = yield
     rep = outcome.get_result()
-    if call.excinfo is not None and isinstance(call.excinfo.value, (_SseqSkip, _SseqRequired)):
+    if call.excinfo is not None and getattr(call.excinfo.value, "sseq_unavailable", False):
         rep.sseq_unavailable = str(call.excinfo.value.msg)
         return
     if not rep.failed or call.excinfo is None or not isinstance(call.excinfo.value, sseq.Error):
