@@ -5,7 +5,8 @@
 # makes the sseq user, the socket unit listens, the first client starts the service
 # (Type=notify), the sandbox is checked on the running daemon (user, no_new_privs,
 # seccomp, read-only /, hidden /home, private /tmp, device policy), a workload runs
-# through the socket, the journal holds the daemon's log, reload (SIGHUP), the watchdog
+# through the socket, the journal holds the daemon's log (lines about a client with its
+# SSEQ_SESSION= and SSEQ_WORKER= fields), reload (SIGHUP), the watchdog
 # (a stopped daemon is killed and restarted), a device fault recovered in place (no
 # restart), a crash restart, and a clean stop.
 # Needs root, systemd-nspawn (systemd-container) and overlayfs; skips (77) without them,
@@ -127,6 +128,22 @@ check "the journal holds the daemon's log" \
 	sh -c "journalctl -b -u $unit -o cat | grep -q 'serving device 0'"
 check "log priorities reach the journal (notice)" \
 	sh -c "journalctl -b -u $unit -p notice -o cat | grep -q 'serving device 0'"
+# Lines about a client carry its session and worker as journal fields (sd_journal_send,
+# $JOURNAL_STREAM): one client with a worker id (libsseq takes it from
+# PYTEST_XDIST_WORKER), found again by the field alone.
+PYTEST_XDIST_WORKER=gw3 timeout 60 sseq-stress --socket "$sock" --ops 50 --clients 1 --seed 3 >/dev/null 2>&1
+check "journalctl SSEQ_WORKER=gw3 finds the worker's connect and disconnect" \
+	wait_for 5 sh -c "journalctl -b -u $unit SSEQ_WORKER=gw3 -o cat | grep -q 'connected: .* worker gw3' &&
+		journalctl -b -u $unit SSEQ_WORKER=gw3 -o cat | grep -q 'disconnected'"
+session=$(journalctl -b -u "$unit" SSEQ_WORKER=gw3 -o export | sed -n 's/^SSEQ_SESSION=//p' | head -1)
+echo "# SSEQ_WORKER=gw3: SSEQ_SESSION=$session"
+check "... with SSEQ_SESSION= its session, and the same lines under it" \
+	sh -c "[ -n '$session' ] && journalctl -b -u $unit SSEQ_SESSION=$session -o cat | grep -q 'client $session connected'"
+check "... at their priority (info), as SYSLOG_IDENTIFIER=sseqd" \
+	sh -c "journalctl -b -u $unit SSEQ_WORKER=gw3 -p info -o export | grep -qx 'PRIORITY=6' &&
+		journalctl -b -u $unit SSEQ_WORKER=gw3 -o export | grep -qx 'SYSLOG_IDENTIFIER=sseqd'"
+check "... and without the <N> prefix (MESSAGE= is the subsystem and text)" \
+	sh -c "journalctl -b -u $unit SSEQ_WORKER=gw3 -o cat | grep -q '^session: client '"
 
 # Reload: SIGHUP, same process.
 check "systemctl reload" systemctl reload "$unit"

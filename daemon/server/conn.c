@@ -51,8 +51,8 @@ static uint8_t *session_out_reserve(struct session *s, size_t n)
 		if (cap > s->out_cap) {
 			b = realloc(s->out, cap);
 			if (!b) {
-				log_err("session", "client %" PRIu64 ": out of memory for replies",
-					s->id);
+				log_about(LOG_LVL_ERR, "session", SESSION_WHO(s),
+					"client %" PRIu64 ": out of memory for replies", s->id);
 				s->closing = true;
 				return NULL;
 			}
@@ -151,8 +151,9 @@ void session_flush(struct session *s)
 				continue;
 			if (errno == EAGAIN)
 				break;
-			log_info("session", "client %" PRIu64 " (pid %u): write failed: %s", s->id,
-				s->pid, strerror(errno));
+			log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
+				"client %" PRIu64 " (pid %u): write failed: %s", s->id, s->pid,
+				strerror(errno));
 			session_disconnect(s);
 			return;
 		}
@@ -208,7 +209,8 @@ void session_input_free(struct session *s)
 /* Tell the client why (a tag-0 notice), then close once that is written. */
 static void session_close_with(struct session *s, Sseq__Status status, const char *why)
 {
-	log_notice("session", "client %" PRIu64 " (pid %u): %s; closing", s->id, s->pid, why);
+	log_about(LOG_LVL_NOTICE, "session", SESSION_WHO(s),
+		"client %" PRIu64 " (pid %u): %s; closing", s->id, s->pid, why);
 	session_reply(s, 0, status, why);
 	s->closing = true;
 	s->in_len = 0;
@@ -299,7 +301,7 @@ static int session_input_reserve(struct session *s)
 			s->input_wait = true;
 			srv->input_waiting++;
 			srv->limit.input_paused++;
-			log_info("session",
+			log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
 				"client %" PRIu64 " (pid %u): input paused: %" PRIu64
 				" bytes of large frames buffered (--max-input-memory %" PRIu64 ")",
 				s->id, s->pid, srv->limit.input_large_bytes,
@@ -381,8 +383,9 @@ static void session_read(struct session *s)
 				continue;
 			if (errno == EAGAIN)
 				break;
-			log_info("session", "client %" PRIu64 " (pid %u): read failed: %s", s->id,
-				s->pid, strerror(errno));
+			log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
+				"client %" PRIu64 " (pid %u): read failed: %s", s->id, s->pid,
+				strerror(errno));
 			session_disconnect(s);
 			return;
 		}

@@ -130,8 +130,9 @@ int req_load_module(struct session *s, const Sseq__Request *rq)
 	m->refs = 1;
 	memcpy(m->path, shown, sizeof(m->path));
 	s->modules++;
-	log_info("session", "client %" PRIu64 " (pid %u) loaded module %s as %#" PRIx64, s->id,
-		s->pid, m->path, m->handle);
+	log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
+		"client %" PRIu64 " (pid %u) loaded module %s as %" PRIu64, s->id, s->pid, m->path,
+		m->handle);
 	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", m->handle, NULL, NULL);
 	return 0;
 }

@@ -99,8 +99,8 @@ static int req_answer(struct session *s, uint64_t tag, int outcome)
 	}
 	/* A refusal without req_error() says what the errno says. */
 	msg = req_message[0] ? req_message : outcome < 0 ? status_text(outcome) : "";
-	log_debug("session", "client %" PRIu64 " (pid %u) tag %" PRIu64 ": %s", s->id, s->pid, tag,
-		msg);
+	log_about(LOG_LVL_DEBUG, "session", SESSION_WHO(s),
+		"client %" PRIu64 " (pid %u) tag %" PRIu64 ": %s", s->id, s->pid, tag, msg);
 	session_reply(s, tag, server_status_from_errno(outcome), msg);
 	req_message[0] = '\0';
 	return 0;
@@ -138,10 +138,10 @@ static int req_hello(struct session *s, const Sseq__Request *rq)
 	utf8_copy(s->worker, sizeof(s->worker), h->worker_id ? h->worker_id : "");
 	printable(s->name);
 	printable(s->worker);
-	log_info("session", "client %" PRIu64 " connected: %s pid %u uid %u%s%s, lane%s %u%s",
-		s->id, s->name[0] ? s->name : "unnamed", s->pid, s->uid,
-		s->worker[0] ? " worker " : "", s->worker, s->nlanes > 1 ? "s" : "", s->lanes[0],
-		s->nlanes > 1 ? " ..." : "");
+	log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
+		"client %" PRIu64 " connected: %s pid %u uid %u%s%s, lane%s %u%s", s->id,
+		s->name[0] ? s->name : "unnamed", s->pid, s->uid, s->worker[0] ? " worker " : "",
+		s->worker, s->nlanes > 1 ? "s" : "", s->lanes[0], s->nlanes > 1 ? " ..." : "");
 	backend_info(&s->srv->backend, &info);
 	d.index = s->srv->opts.device;
 	d.name = info.name;

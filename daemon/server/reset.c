@@ -76,7 +76,7 @@ static void isolate(struct server *srv, struct session *s)
 	if (!srv->opts.isolate_faults || !s || s->isolated)
 		return;
 	s->isolated = true;
-	log_notice("reset",
+	log_about(LOG_LVL_NOTICE, "reset", SESSION_WHO(s),
 		"client %" PRIu64 " (%s, pid %u): a suspect: its kernels run alone "
 		"from now on (--isolate-faults)",
 		s->id, s->worker, s->pid);
@@ -86,8 +86,8 @@ static void isolate(struct server *srv, struct session *s)
  * beside it every other op then running (the first incomplete point of each other
  * stream), as suspects: a poisoned context fails every stream's events at once, so the
  * first failure is a strong hint, exact only when nothing else ran, as for a session
- * whose kernels run alone (--isolate-faults). */
-static void name_culprit(struct server *srv, uint32_t first, char *out, size_t size)
+ * whose kernels run alone (--isolate-faults). Returns the culprit's session, if known. */
+static struct session *name_culprit(struct server *srv, uint32_t first, char *out, size_t size)
 {
 	struct seq_stream_info si;
 	struct seq_point p;
@@ -101,7 +101,7 @@ static void name_culprit(struct server *srv, uint32_t first, char *out, size_t s
 	n = (size_t)describe_point(srv, p, out, size);
 	if (culprit && culprit->isolated) {
 		snprintf(out + n, size - n, " (it ran alone: exact)");
-		return;
+		return culprit;
 	}
 	for (uint32_t x = 0; x < seq_stream_count(srv->seq) && n < size; x++) {
 		if (x == first)
@@ -118,6 +118,7 @@ static void name_culprit(struct server *srv, uint32_t first, char *out, size_t s
 	}
 	if (others)
 		isolate(srv, culprit);
+	return culprit;
 }
 
 /* The sessions' modules, loaded again on the new context; their cached functions are
@@ -147,6 +148,7 @@ void server_device_reset(struct server *srv, uint32_t first_failed)
 	struct cq_batch b;
 	time_t now = time(NULL);
 	struct tm tm;
+	struct session *culprit;
 	int r;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -154,8 +156,9 @@ void server_device_reset(struct server *srv, uint32_t first_failed)
 	srv->resets.count++;
 	gmtime_r(&now, &tm);
 	strftime(srv->resets.at, sizeof(srv->resets.at), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	name_culprit(srv, first_failed, srv->resets.cause, sizeof(srv->resets.cause));
-	log_err("reset",
+	culprit = name_culprit(srv, first_failed, srv->resets.cause, sizeof(srv->resets.cause));
+	/* The journal's fields name the likely culprit's session and worker. */
+	log_about(LOG_LVL_ERR, "reset", culprit ? SESSION_WHO(culprit) : NULL,
 		"device reset %" PRIu64 ": a fault poisoned the GPU context, caused by %s; "
 		"failing the work in flight and building the context again",
 		srv->resets.count, srv->resets.cause);

@@ -7,7 +7,12 @@
 #include <errno.h>
 #include <stdarg.h>
 
+#include "log.h"
 #include "session.h"
+
+/* Whom a log line about session s is about: the journal's SSEQ_SESSION= and SSEQ_WORKER=
+ * (log_about). The message still names the client itself, for stderr. */
+#define SESSION_WHO(s) (&(struct log_who){.session = (s)->id, .worker = (s)->worker})
 
 #define SESSION_READ_CHUNK 65536u
 /* Frames one session may have processed per loop turn: the rest wait for the next turn

@@ -254,7 +254,7 @@ void session_disconnect(struct session *s)
 		srv->nfollowing--;
 	s->following = false;
 	server_forget_session(srv, s);
-	log_info("session",
+	log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
 		"client %" PRIu64 " (pid %u, %s%s%s) disconnected: %" PRIu64 " buffers, %" PRIu64
 		" ops in flight",
 		s->id, s->pid, s->name[0] ? s->name : "unnamed", s->worker[0] ? " " : "", s->worker,
