@@ -198,9 +198,8 @@ int session_unknown_handle(struct session *s, uint64_t handle, const char *what)
 	char text[96];
 
 	if (!session_handle_lost(s, handle))
-		return req_error(
-			s, REQ_UNKNOWN_HANDLE, "unknown %s handle %#" PRIx64, what, handle);
-	snprintf(text, sizeof(text), "%s handle %#" PRIx64, what, handle);
+		return req_error(s, REQ_UNKNOWN_HANDLE, "unknown %s handle %" PRIu64, what, handle);
+	snprintf(text, sizeof(text), "%s handle %" PRIu64, what, handle);
 	return server_lost_error(s->srv, -ENXIO, text);
 }
 
