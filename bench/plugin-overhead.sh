@@ -1,11 +1,12 @@
 #!/bin/bash
 # What the pytest plugin costs per test: N trivial tests (default 1000) that take the
 # sseq_session fixture and do nothing, run with -p sseq.pytest_plugin against a sim
-# sseqd, then the same file with the plugin off (-p no:sseq.pytest_plugin and a
-# conftest-free stand-in fixture), and the same tests doing one kernel each. Prints
+# sseqd, then the same file with the plugin off (-p no:sseq.pytest_plugin; a conftest
+# gives the fixture: one plain connection), and tests doing one kernel each. Prints
 # seconds per run (the best of R, default 3) and microseconds per test over the
 # plugin-off run.
-# Usage: bench/plugin-overhead.sh [BUILD] (default build); env N, R, PYTHON.
+# Usage: bench/plugin-overhead.sh [BUILD] (default build); env N, R, PYTHON, SSEQ_PY (the
+# directory holding the sseq package, default client/python).
 set -euo pipefail
 B=${1:-build}
 N=${N:-1000} R=${R:-3}
@@ -56,32 +57,38 @@ def test_work(sseq_session, buf, i):
 EOF
 cp "$tmp/work/test_work.py" "$tmp/off/test_work.py.txt"
 
-export PYTHONPATH=$root/client/python${PYTHONPATH:+:$PYTHONPATH}
+# SSEQ_PY: another copy of the package to measure (e.g. an older plugin).
+pkg=${SSEQ_PY:-$root/client/python}
+export PYTHONPATH=$pkg${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONDONTWRITEBYTECODE=1 SSEQ_SOCKET=$sock SSEQ_LIBRARY=$lib
 unset SSEQ_SOCKETS PYTEST_ADDOPTS
 
-best() { # dir plugin-args... : the best wall time of R runs, in seconds
-	local dir=$1 t b=
+secs() { # dir plugin-args... : one run's wall time in seconds
+	local dir=$1
 	shift
-	for _ in $(seq "$R"); do
-		/usr/bin/time -o "$tmp/time" -f %e "$py" -m pytest -q -p no:cacheprovider "$@" \
-			"$dir" >"$tmp/out" 2>&1 || true
-		t=$(tail -1 "$tmp/time")
-		grep -q " passed" "$tmp/out" || { cat "$tmp/out" >&2; exit 1; }
-		grep -q "failed\|error" "$tmp/out" && { cat "$tmp/out" >&2; exit 1; }
-		b=$(awk -v a="$t" -v b="$b" 'BEGIN { print (b == "" || a < b) ? a : b }')
-	done
-	echo "$b"
+	/usr/bin/time -o "$tmp/time" -f %e "$py" -m pytest -q -p no:cacheprovider "$@" "$dir" \
+		>"$tmp/out" 2>&1 || true
+	if ! grep -q " passed" "$tmp/out" || grep -q "failed\|error" "$tmp/out"; then
+		cat "$tmp/out" >&2
+		exit 1
+	fi
+	tail -1 "$tmp/time"
 }
+min() { awk -v a="$1" -v b="$2" 'BEGIN { print (b == "" || a < b) ? a : b }'; }
 
 echo "date=$(date -u +%FT%TZ) host=$(hostname) cpus=$(nproc) tests=$N best_of=$R" \
-	"pytest=$("$py" -m pytest --version 2>&1 | awk '{ print $2 }')"
-off=$(best "$tmp/off" -p no:sseq.pytest_plugin)
-on=$(best "$tmp/on" -p sseq.pytest_plugin)
-mv "$tmp/off/test_work.py.txt" "$tmp/off/test_work.py"
-rm "$tmp/off/test_trivial.py"
-woff=$(best "$tmp/off" -p no:sseq.pytest_plugin)
-won=$(best "$tmp/work" -p sseq.pytest_plugin)
+	"pytest=$("$py" -m pytest --version 2>&1 | awk '{ print $2 }') package=$pkg"
+mkdir -p "$tmp/offwork"
+cp "$tmp/off/conftest.py" "$tmp/offwork/"
+mv "$tmp/off/test_work.py.txt" "$tmp/offwork/test_work.py"
+# Interleaved, so that a machine busy for a while slows both alike; the best of R.
+off='' on='' woff='' won=''
+for _ in $(seq "$R"); do
+	off=$(min "$(secs "$tmp/off" -p no:sseq.pytest_plugin)" "$off")
+	on=$(min "$(secs "$tmp/on" -p sseq.pytest_plugin)" "$on")
+	woff=$(min "$(secs "$tmp/offwork" -p no:sseq.pytest_plugin)" "$woff")
+	won=$(min "$(secs "$tmp/work" -p sseq.pytest_plugin)" "$won")
+done
 awk -v n="$N" -v off="$off" -v on="$on" -v woff="$woff" -v won="$won" 'BEGIN {
 	printf "trivial: plugin off %.2f s, on %.2f s: %.0f us per test\n", off, on, (on - off) / n * 1e6
 	printf "one kernel each: plugin off %.2f s, on %.2f s: %.0f us per test\n", woff, won,

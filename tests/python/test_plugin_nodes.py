@@ -7,10 +7,23 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
+import shutil
+import tempfile
+from typing import Iterator
 
 import pytest
 
 pytestmark = pytest.mark.usefixtures("inner_env")
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[pathlib.Path]:
+    """A directory with a short path: a Unix socket's path must fit in 108 bytes, and
+    pytester's directories under xdist come close."""
+    d = tempfile.mkdtemp(prefix="sseq-t-")
+    yield pathlib.Path(d)
+    shutil.rmtree(d, ignore_errors=True)
 
 INNER = """
     import json, os, subprocess, time, pytest
@@ -38,7 +51,8 @@ INNER = """
 @pytest.mark.parametrize("how", ["SSEQ_SOCKET", "SSEQ_SOCKET_DIR"])
 def test_each_node_uses_its_own_daemon(pytester: pytest.Pytester,
                                        monkeypatch: pytest.MonkeyPatch,
-                                       start_daemon, how: str) -> None:  # type: ignore[no-untyped-def]
+                                       start_daemon, short_tmp: pathlib.Path,
+                                       how: str) -> None:  # type: ignore[no-untyped-def]
     if not os.environ.get("SSEQCTL"):
         pytest.skip("SSEQCTL is not set: it names the sseqctl binary")
     nodes = [start_daemon(), start_daemon()]
@@ -56,7 +70,7 @@ def test_each_node_uses_its_own_daemon(pytester: pytest.Pytester,
         # Each node's own /run/sseq, found by the plugin on that node.
         specs, expect = [], []
         for n, s in enumerate(socks):
-            run_dir = pytester.path / f"node{n}-run-sseq"
+            run_dir = short_tmp / f"node{n}-run-sseq"
             run_dir.mkdir()
             os.symlink(s, run_dir / "gpu0.sock")
             specs.append(f"popen//env:SSEQ_SOCKET_DIR={run_dir}")

@@ -8,17 +8,28 @@ from __future__ import annotations
 
 import grp
 import os
+import pathlib
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+from typing import Iterator
 
 import pytest
 
 from sseq.pytest_plugin import discover_sockets
 
 pytestmark = pytest.mark.usefixtures("inner_env")
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[pathlib.Path]:
+    """A directory with a short path: a Unix socket's path must fit in 108 bytes, and
+    pytester's directories under xdist come close."""
+    d = tempfile.mkdtemp(prefix="sseq-t-")
+    yield pathlib.Path(d)
+    shutil.rmtree(d, ignore_errors=True)
 
 TWO_TESTS = """
     import pytest
@@ -48,8 +59,9 @@ def no_sockets(monkeypatch: pytest.MonkeyPatch, sock: str) -> None:
 
 @pytest.mark.parametrize("how", ["option", "ini", "env"])
 def test_no_daemon_skips_counted_or_fails_when_required(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
-    sock = str(pytester.path / "no-daemon.sock")
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, short_tmp: pathlib.Path,
+        how: str) -> None:
+    sock = str(short_tmp / "no-daemon.sock")
     no_sockets(monkeypatch, sock)
     pytester.makepyfile(test_inner=TWO_TESTS)
     r = run_inner(pytester)
@@ -77,9 +89,10 @@ def test_no_daemon_skips_counted_or_fails_when_required(
 
 
 def test_refused_connection_names_the_socket(pytester: pytest.Pytester,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             short_tmp: pathlib.Path) -> None:
     # A socket file nobody listens on (a daemon that died without removing it).
-    sock = str(pytester.path / "stale.sock")
+    sock = str(short_tmp / "stale.sock")
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.bind(sock)
     s.close()
@@ -166,9 +179,9 @@ def test_permission_denied_names_the_group(start_daemon, tmp_path_factory) -> No
 
 def test_failover_to_a_live_daemon_says_so(pytester: pytest.Pytester,
                                            monkeypatch: pytest.MonkeyPatch,
-                                           start_daemon) -> None:  # type: ignore[no-untyped-def]
+                                           start_daemon, short_tmp) -> None:  # type: ignore[no-untyped-def]
     live = start_daemon()
-    dead = str(pytester.path / "down.sock")
+    dead = str(short_tmp / "down.sock")
     monkeypatch.delenv("SSEQ_REQUIRE", raising=False)
     monkeypatch.setenv("SSEQ_SOCKETS", f"{dead}:{live.socket}")
     out = pytester.path / "seen"
@@ -204,9 +217,9 @@ def test_failover_to_a_live_daemon_says_so(pytester: pytest.Pytester,
 
 def test_required_checks_every_daemon_of_the_list(pytester: pytest.Pytester,
                                                   monkeypatch: pytest.MonkeyPatch,
-                                                  start_daemon) -> None:  # type: ignore[no-untyped-def]
+                                                  start_daemon, short_tmp) -> None:  # type: ignore[no-untyped-def]
     live = start_daemon()
-    dead = str(pytester.path / "down.sock")
+    dead = str(short_tmp / "down.sock")
     monkeypatch.delenv("SSEQ_REQUIRE", raising=False)
     monkeypatch.setenv("SSEQ_SOCKETS", f"{live.socket},{dead}")
     pytester.makepyfile(test_inner=TWO_TESTS)
@@ -222,7 +235,8 @@ def test_required_checks_every_daemon_of_the_list(pytester: pytest.Pytester,
                             " (one of the 2 sockets of $SSEQ_SOCKETS)*"])
 
 
-def test_discover_sockets_in_gpu_order(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_discover_sockets_in_gpu_order(short_tmp: pathlib.Path) -> None:
+    tmp_path = short_tmp
     made = []
     for n in (10, 2, 0):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -241,11 +255,11 @@ def test_discover_sockets_in_gpu_order(tmp_path) -> None:  # type: ignore[no-unt
 
 def test_discovered_sockets_spread_workers(pytester: pytest.Pytester,
                                            monkeypatch: pytest.MonkeyPatch,
-                                           start_daemon) -> None:  # type: ignore[no-untyped-def]
+                                           start_daemon, short_tmp) -> None:  # type: ignore[no-untyped-def]
     if not os.environ.get("SSEQCTL"):
         pytest.skip("SSEQCTL is not set: it names the sseqctl binary")
     # What sseq-enable-gpus leaves in /run/sseq: gpu0.sock, gpu1.sock.
-    run_dir = pytester.path / "run-sseq"
+    run_dir = short_tmp / "run-sseq"
     run_dir.mkdir()
     daemons = [start_daemon(), start_daemon()]
     for n, d in enumerate(daemons):

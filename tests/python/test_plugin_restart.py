@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import inspect
 import os
+import pathlib
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from typing import Iterator
 
@@ -76,9 +79,11 @@ HELPERS = _HELPERS.replace("{alive}", inspect.getsource(alive))
 
 
 @pytest.fixture
-def restartable(sseqd_exe: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def restartable(sseqd_exe: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A sim sseqd the inner suite may restart; its socket. The last one is stopped at
     the end, and must still be running then (no crash after the restarts)."""
+    # A short path: a Unix socket's must fit in 108 bytes.
+    tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="sseq-t-"))
     sock = str(tmp_path / "restart.sock")
     pidfile = tmp_path / "sseqd.pid"
     env = dict(os.environ)
@@ -113,7 +118,11 @@ def restartable(sseqd_exe: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> It
     if first.poll() is None:
         first.kill()
         first.wait()
-    assert running or pidfile.read_text() == str(first.pid) and first.returncode is not None
+    log = pidfile.with_suffix(".pid.log")
+    logged = log.read_text() if log.exists() else ""
+    stayed_down = pidfile.read_text() == str(first.pid) and first.returncode is not None
+    shutil.rmtree(tmp_path, ignore_errors=True)
+    assert running or stayed_down, f"the last sseqd is gone: {logged}"
 
 
 def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
