@@ -4,7 +4,8 @@
 # in journald's native protocol). With $JOURNAL_STREAM naming its stderr, sseqd sends
 # entries whose fields carry the client's session and worker (SSEQ_SESSION=,
 # SSEQ_WORKER=) with PRIORITY=, SYSLOG_IDENTIFIER= and MESSAGE=; with a $JOURNAL_STREAM
-# that is not its stderr, or none, it writes "<N>" lines to stderr as before.
+# that is not its stderr, or none, it writes "<N>" lines to stderr as before. A device
+# fault's entry names the culprit's session and worker.
 # test-systemd-boot.sh checks the same with the real journald (journalctl SSEQ_WORKER=).
 # Needs root and unshare(1); skips (77) without them.
 # Usage: test-journal.sh SSEQD SSEQ_STRESS
@@ -61,22 +62,25 @@ pids+=($!)
 for _ in $(seq 100); do [[ -e $dir/journal.jsonl.ready ]] && break; sleep 0.05; done
 [[ -e $dir/journal.jsonl.ready ]] || fail "the stand-in journal did not start"
 
-# Runs sseqd with stderr to $dir/$1.err and JOURNAL_STREAM=$2 (empty: unset), one client
-# as worker gw3 (libsseq reads PYTEST_XDIST_WORKER), then stops it.
+# Runs sseqd (options after the first two arguments) with stderr to $dir/$1.err and
+# JOURNAL_STREAM=$2 (empty: unset), one client as worker gw3 (libsseq reads
+# PYTEST_XDIST_WORKER), then stops it.
 run() {
 	local name=$1 stream=$2 sock=$dir/$1.sock pid
+	shift 2
 	: >"$dir/$name.err"
 	[[ $stream == self ]] && stream=$(stat -c %d:%i "$dir/$name.err")
 	if [[ -n $stream ]]; then
-		JOURNAL_STREAM=$stream "$sseqd" --backend sim --socket "$sock" 2>"$dir/$name.err" &
+		JOURNAL_STREAM=$stream "$sseqd" --backend sim --socket "$sock" "$@" 2>"$dir/$name.err" &
 	else
-		env -u JOURNAL_STREAM "$sseqd" --backend sim --socket "$sock" 2>"$dir/$name.err" &
+		env -u JOURNAL_STREAM "$sseqd" --backend sim --socket "$sock" "$@" 2>"$dir/$name.err" &
 	fi
 	pid=$!
 	for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.05; done
 	[[ -S $sock ]] || fail "$name: no socket"
 	PYTEST_XDIST_WORKER=gw3 "$stress" --socket "$sock" --ops 50 --clients 1 --seed 3 \
-		>"$dir/$name.stress" 2>&1 || fail "$name: sseq-stress: $(cat "$dir/$name.stress")"
+		>"$dir/$name.stress" 2>&1 || [[ $# -gt 0 ]] ||
+		fail "$name: sseq-stress: $(cat "$dir/$name.stress")"
 	kill -TERM "$pid"
 	wait "$pid" || fail "$name: sseqd exited $?: $(cat "$dir/$name.err")"
 }
@@ -104,6 +108,19 @@ assert start[0]["PRIORITY"] == "5", start[0]
 err = open(sys.argv[2]).read()
 assert "connected" not in err and "serving device" not in err, err
 print(f"{len(entries)} entries; gw3's sessions: {[c['SSEQ_SESSION'] for c in conn]}")
+EOF
+
+# A device fault: the reset's err entry names the culprit's session and worker.
+: >"$dir/journal.jsonl"
+run fault self --inject device-lost-op=5
+python3 - "$dir/journal.jsonl" <<'EOF' || fail "the device reset's entry (above)"
+import json, sys
+entries = [json.loads(l) for l in open(sys.argv[1])]
+resets = [e for e in entries if e["MESSAGE"].startswith("reset: device reset 1:")]
+assert resets, entries
+r = resets[0]
+assert r["PRIORITY"] == "3" and r.get("SSEQ_WORKER") == "gw3", r
+assert f"caused by session {r['SSEQ_SESSION']} (gw3" in r["MESSAGE"], r
 EOF
 n=$(wc -l <"$dir/journal.jsonl")
 
