@@ -177,7 +177,8 @@ helper_pid=
 # One representation per field, valid JSON always. A client with a worker id labels
 # buffers with a control character, a quote and a multi-byte character that the
 # daemon's 47-byte label limit would cut in half; a slice; a free (a trace entry naming
-# the buffer); and a label that is not UTF-8, which the daemon refuses naming the field.
+# the buffer); and a label and a worker id that are not UTF-8, which the daemon refuses
+# naming the field.
 python3 -c '
 import json, os, socket, struct, sys, time
 exec(open(sys.argv[-1]).read())
@@ -209,8 +210,15 @@ copy = alloc(b"copy")[2]
 call(18, field(1, plain) + field(3, cut) + field(5, 64))
 call(18, field(1, cut) + field(3, copy) + field(5, 64))
 status, message, _ = alloc(b"bad\xff\xfe")
+# A Hello whose worker id is not UTF-8, on a second connection.
+main, c = c, socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
+r = call(10, field(1, 1) + field(3, b"json-client") + field(5, b"gw\xc3"))
+hello_status, hello_message = r.get(2, [0])[0], r.get(3, [b""])[0].decode()
+c.close(); c = main
 json.dump({"plain": plain, "cut": cut, "view": view, "gone": gone, "copy": copy,
-           "bad_status": status, "bad_message": message}, open(sys.argv[2] + ".tmp", "w"))
+           "bad_status": status, "bad_message": message,
+           "hello_status": hello_status, "hello_message": hello_message},
+          open(sys.argv[2] + ".tmp", "w"))
 os.rename(sys.argv[2] + ".tmp", sys.argv[2])
 time.sleep(60)' "$sock" "$dir/labels.json" "$frames" &
 helper_pid=$!
@@ -245,6 +253,8 @@ for cmd, doc in docs.items():
 # The refusal names the field; nothing was allocated for it.
 assert want["bad_status"] == 1, want  # STATUS_INVALID_ARGUMENT
 assert "label" in want["bad_message"] and "UTF-8" in want["bad_message"], want
+assert want["hello_status"] == 1, want
+assert want["hello_message"] == "Hello.worker_id is not valid UTF-8", want
 bufs = {b["handle"]: b for b in docs["buffers"]["buffers"]}
 assert all(isinstance(h, int) for h in bufs), list(bufs)
 assert set(bufs) == {want["plain"], want["cut"], want["view"], want["copy"]}, (bufs.keys(), want)
