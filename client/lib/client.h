@@ -18,9 +18,14 @@
 #define CLIENT_SEND_HARD (4u << 20)
 #define CLIENT_DEFAULT_STAGING (64u << 20)
 /* While answers are due, how often a submission may look at the socket for one (a
- * recv that finds nothing costs more than packing a request). An answer takes longer
- * than this to come back, so looking more often would rarely find one sooner. */
-#define CLIENT_LOOK_NS 5000u
+ * recv that finds nothing costs more than packing a request): not sooner than 20 us
+ * after the last look or send (about an answer's round trip on a GPU host: a 4 KiB H2D
+ * and its await take 19 us on the H200), and while none comes, not sooner than an
+ * eighth of the time since the send, so a slow batch costs a few dozen looks rather
+ * than one per submission, and the daemon, once it has answered, waits at most about an
+ * eighth as long again for the next batch. */
+#define CLIENT_LOOK_NS 20000u
+#define CLIENT_LOOK_BACKOFF 8u
 /* Reported errors kept for a later sseq_wait on their tag. */
 #define CLIENT_REPORTED_KEEP 4096
 
@@ -72,7 +77,8 @@ struct sseq {
 	 * QueryResult), and of those the ones queued since the send buffer was last empty.
 	 * More unanswered than queued: an answer to something sent is due. */
 	size_t nunanswered, nqueued;
-	uint64_t looked_ns; /* CLOCK_MONOTONIC of the last send or look for answers */
+	uint64_t sent_ns, looked_ns; /* CLOCK_MONOTONIC of the last send, and of the last
+					send or look for answers */
 	uint64_t finished; /* requests finished so far, for sseq_poll */
 	struct staging_set staging;
 	/* Errors not yet collected, oldest first (see ops.c). */

@@ -96,7 +96,7 @@ static int client_send(struct sseq *s)
 	int r = frame_writer_send(&s->w, s->sock);
 	if (r == 0) {
 		s->nqueued = 0;
-		s->looked_ns = client_now_ns();
+		s->sent_ns = s->looked_ns = client_now_ns();
 	}
 	if (r < 0 && r != -EAGAIN) {
 		client_break(s, r == -EPIPE ? -ECONNRESET : r, NULL);
@@ -237,8 +237,9 @@ int client_submit(struct sseq *s, Sseq__Request *req, int fd, struct op *op, uin
 	} else if (pending >= CLIENT_SEND_SOFT || !client_answer_due(s)) {
 		client_send(s);
 	} else {
-		uint64_t now = client_now_ns();
-		if (now - s->looked_ns >= CLIENT_LOOK_NS) {
+		uint64_t now = client_now_ns(), since_look = now - s->looked_ns;
+		if (since_look >= CLIENT_LOOK_NS &&
+			since_look * CLIENT_LOOK_BACKOFF >= now - s->sent_ns) {
 			s->looked_ns = now;
 			read_input(s);
 			if (!s->broken && !client_answer_due(s))
