@@ -118,7 +118,11 @@ if [ -n "${5:-}" ]; then
 	echo "sseq installed in $pkgdir, on $5's path"
 	# The README's line for pip (PEP 668: in a venv), on a copy so that the build stays out
 	# of the source tree.
-	if "$5" -c 'import ensurepip, venv' 2>/dev/null; then
+	# It builds with the system's setuptools and wheel (Debian: python3-setuptools,
+	# python3-wheel), so only with the system's python3.
+	if [ "$("$5" -c 'import sys; print(sys.prefix)')" != /usr ]; then
+		echo "NOTE: $5 is not the system's python3; the pip line was not tried"
+	elif "$5" -c 'import ensurepip, venv, setuptools, wheel' 2>/dev/null; then
 		cp -r "$(dirname "$0")/../client/python" "$tmp/pysrc"
 		rm -rf "$tmp/pysrc/build" "$tmp/pysrc"/*.egg-info
 		"$5" -m venv --system-site-packages "$tmp/venv" &&
@@ -131,7 +135,7 @@ assert "sseq.pytest_plugin" in [e.name for e in m.entry_points(group="pytest11")
 			fail "the venv's sseq or its pytest11 entry point"
 		echo "pip install --no-build-isolation in a venv: sseq and its pytest plugin entry point"
 	else
-		echo "NOTE: $5 has no venv module (Debian: python3-venv); the pip line was not tried"
+		echo "NOTE: $5 lacks venv, setuptools or wheel (Debian: python3-venv, python3-setuptools, python3-wheel); the pip line was not tried"
 	fi
 fi
 
