@@ -32,14 +32,15 @@ extern "C" {
  *
  * Submission is non-blocking and follows Nagle's rule: a copy or kernel request leaves
  * at once when no answer to an earlier request is due, so the daemon starts on it while
- * the program does other work; while answers are due it is held back and leaves with the
- * ones after it in one send once an answer has come (the next submission looks for one
- * without waiting), when 64 KiB are queued, on sseq_flush(), or on any call that waits
- * (sseq_wait, sseq_sync, sseq_alloc, ...). What a burst left held back goes at the next
- * call on the connection: call sseq_flush() before long host work. Each request gets a tag;
- * sseq_wait(tag) blocks until that request is finished. An error for a request nobody
- * waits on is never lost: it is kept and returned, once, by a later sseq_sync() (or
- * sseq_next_error()).
+ * the program does other work; while answers are due it is held back and leaves with
+ * the ones after it in one send once an answer has come (later submissions look for one
+ * without waiting, at most every 20 us), when 64 KiB are queued, on sseq_flush(), or on
+ * any call that waits (sseq_wait, sseq_sync, sseq_alloc, ...). What a burst left held
+ * back goes with a later call on the connection: call sseq_flush() before long host
+ * work that follows one (an H2D copy then a kernel is such a burst). Each request gets
+ * a tag; sseq_wait(tag) blocks until that request is finished. An error for a request
+ * nobody waits on is never lost: it is kept and returned, once, by a later sseq_sync()
+ * (or sseq_next_error()).
  *
  * Handles (buffers, slices, modules) are per-connection numbers assigned by the daemon;
  * 0 is never a valid handle.
