@@ -63,22 +63,24 @@ static void srv_trace(void *ctx, const struct seq_trace *t)
 void server_timeline_done(struct server *srv, const struct op_rec *rec, int status)
 {
 	const struct session *s = rec->session;
-	const char *who = s->worker[0] ? s->worker : s->name;
 	const uint64_t now = srv->drain_ns ? srv->drain_ns : server_now_ns();
 	uint64_t device[2];
 	const bool timed = backend_op_times(&srv->backend, rec->at, &device[0], &device[1]) == 0;
 	struct timeline_ent *e =
 		timeline_add(&srv->timeline, rec->at, &rec->tl, now, timed ? device : NULL);
-	size_t n;
 
+	_Static_assert(
+		sizeof(e->worker) <= sizeof(s->worker) && sizeof(e->worker) <= sizeof(s->name),
+		"the label is copied whole");
+	_Static_assert(sizeof(e->kernel) <= sizeof(rec->what), "the name is copied whole");
 	e->session = s->id;
 	e->tag = rec->tag;
 	e->uid = s->uid;
 	e->pid = s->pid;
 	e->status = status;
-	n = strnlen(who, sizeof(e->worker) - 1);
-	memcpy(e->worker, who, n);
-	e->worker[n] = '\0';
+	/* Fixed-size copies (a few moves, no strlen): both end in NUL within the size. */
+	memcpy(e->worker, s->worker[0] ? s->worker : s->name, sizeof(e->worker));
+	e->worker[sizeof(e->worker) - 1] = '\0';
 	memcpy(e->kernel, rec->what, sizeof(e->kernel));
 	e->kernel[sizeof(e->kernel) - 1] = '\0';
 }

@@ -37,7 +37,8 @@ struct op_rec {
 	bool notify; /* send a Completion on success too */
 	char what[32]; /* a kernel's name, for naming the culprit of a device fault */
 	struct op_rec *next_free;
-	/* An op's issue time and dependencies, for the timeline at its completion. */
+	/* An op's issue time and dependencies, for the timeline at its completion. Last:
+	 * op_rec_new zeroes only what comes before it. */
 	struct timeline_op tl;
 };
 

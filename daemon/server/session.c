@@ -315,7 +315,12 @@ struct op_rec *op_rec_new(struct session *s, uint64_t tag, bool notify)
 		srv->op_free = rec->next_free;
 	else if (!(rec = malloc(sizeof(*rec))))
 		return NULL;
-	*rec = (struct op_rec){.session = s, .tag = tag, .notify = notify};
+	/* Zeroed up to its timeline part, which session_submit sets before use (a watch never
+	 * reads it): that part is as large as the rest. */
+	memset(rec, 0, offsetof(struct op_rec, tl));
+	rec->session = s;
+	rec->tag = tag;
+	rec->notify = notify;
 	s->refs++;
 	/* Ops and watches in flight each hold a record: at the cap, stop taking requests
 	 * until half have completed (the sequencer's windows bound ops, not watches). */

@@ -25,7 +25,8 @@ START_TEST(test_ring_keeps_the_newest_and_forgets_the_oldest)
 	struct timeline t;
 	struct timeline_op op = op_at(1);
 
-	ck_assert_int_eq(timeline_init(&t, 8), 0);
+	ck_assert_int_eq(timeline_init(&t, 7), 0);
+	ck_assert_uint_eq(t.capacity, 8); /* rounded up to a power of two */
 	ck_assert_ptr_null(timeline_get(&t, 0));
 	ck_assert_ptr_null(timeline_get(&t, 1));
 	ck_assert_uint_eq(timeline_first(&t), 1);

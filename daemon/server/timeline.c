@@ -10,7 +10,9 @@
 int timeline_init(struct timeline *t, unsigned capacity)
 {
 	memset(t, 0, sizeof(*t));
-	t->capacity = capacity ? capacity : TIMELINE_RING;
+	/* A power of two, so that a slot is a mask away, not a division. */
+	for (t->capacity = 1; t->capacity < (capacity ? capacity : TIMELINE_RING);)
+		t->capacity <<= 1;
 	t->ring = calloc(t->capacity, sizeof(*t->ring));
 	return t->ring ? 0 : -ENOMEM;
 }
@@ -43,7 +45,7 @@ struct timeline_ent *timeline_add(struct timeline *t, struct seq_point at,
 	const struct timeline_op *op, uint64_t complete_ns, const uint64_t *device)
 {
 	const uint64_t seqno = ++t->last;
-	struct timeline_ent *e = &t->ring[seqno % t->capacity];
+	struct timeline_ent *e = &t->ring[seqno & (t->capacity - 1)];
 	uint64_t *stream_end = at.stream < SEQ_MAX_STREAMS ? &t->stream_end[at.stream] : NULL;
 
 	e->seq = seqno;
@@ -53,7 +55,8 @@ struct timeline_ent *timeline_add(struct timeline *t, struct seq_point at,
 	e->complete_ns = complete_ns;
 	e->ndeps = op->ndeps;
 	e->deps_dropped = op->deps_dropped;
-	memcpy(e->deps, op->deps, op->ndeps * sizeof(op->deps[0]));
+	for (unsigned i = 0; i < op->ndeps; i++) /* mostly none or one: no memcpy call */
+		e->deps[i] = op->deps[i];
 	if (device && device[0] <= device[1]) {
 		e->timing = TIMELINE_DEVICE;
 		e->start_ns = device[0];
@@ -83,7 +86,7 @@ const struct timeline_ent *timeline_get(const struct timeline *t, uint64_t seqno
 {
 	if (seqno == 0 || seqno > t->last || seqno < timeline_first(t))
 		return NULL;
-	return &t->ring[seqno % t->capacity];
+	return &t->ring[seqno & (t->capacity - 1)];
 }
 
 const char *timeline_dep_how_name(enum timeline_dep_how how)

@@ -59,14 +59,15 @@ struct timeline_ent {
 
 struct timeline {
 	struct timeline_ent *ring;
-	unsigned capacity;
+	unsigned capacity; /* a power of two */
 	uint64_t last; /* the newest entry's seq; 0 when none */
 	/* Per stream: the end of its last completed op, which an observed op cannot have
 	 * started before (a stream runs in order). */
 	uint64_t stream_end[SEQ_MAX_STREAMS];
 };
 
-/* A ring of `capacity` entries (TIMELINE_RING when 0): 0 or -ENOMEM. */
+/* A ring of at least `capacity` entries (TIMELINE_RING when 0; rounded up to a power
+ * of two): 0 or -ENOMEM. */
 int timeline_init(struct timeline *t, unsigned capacity);
 void timeline_finish(struct timeline *t);
 
