@@ -4,10 +4,13 @@ worker-to-daemon mapping."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 
 import pytest
+
+import sseq
 
 from sseq.pytest_plugin import socket_for_worker, split_sockets
 
@@ -270,3 +273,75 @@ def test_device_reset_names_the_culprit_and_the_bystander(
         "(culprit*kernel fill at point*",
         "*sseq: this test caused device reset 2 (*): its kernel fill poisoned the GPU context*",
     ])
+
+
+def test_late_error_is_found_by_the_teardown_sync(
+        pytester: pytest.Pytester, start_daemon, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    # The kernel fails on the device 300 ms after the test returned: the teardown must
+    # wait for what is still in flight, not only look at what already arrived.
+    d = start_daemon("--sim-delay", "compute=300ms", "--inject", "device-fail-op=1")
+    monkeypatch.setenv("SSEQ_SOCKET", d.socket)
+    monkeypatch.delenv("SSEQ_SOCKETS", raising=False)
+    pytester.makepyfile(test_inner="""
+        import sseq
+
+        def test_fails_later(sseq_session):
+            b = sseq_session.alloc(64, "f4", label="late")
+            sseq_session.execute("fill", sseq.Out(b), 1.0, 16)
+            b.free()
+            assert sseq_session.outstanding() > 0
+
+        def test_next(sseq_session):
+            pass
+    """)
+    r = run_inner(pytester)
+    r.assert_outcomes(passed=1, failed=1)
+    r.stdout.fnmatch_lines(["*errors nobody collected*", "*DEVICE_ERROR (4009)*"])
+
+
+def test_tests_without_work_cost_no_round_trip(
+        pytester: pytest.Pytester, start_daemon, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    # The daemon counts the frames it reads: 50 tests that take the session and do
+    # nothing (or wait for their own work) add none beyond the connection's own.
+    d = start_daemon()
+    monkeypatch.setenv("SSEQ_SOCKET", d.socket)
+    monkeypatch.delenv("SSEQ_SOCKETS", raising=False)
+    pytester.makepyfile(test_inner="""
+        import pytest, sseq
+
+        @pytest.mark.parametrize("i", range(50))
+        def test_nothing(sseq_session, i):
+            pass
+
+        @pytest.mark.parametrize("i", range(10))
+        def test_waited(sseq_session, i):
+            sseq_session.execute("spin", 1).wait()
+    """)
+    with sseq.connect(d.socket) as probe:
+        before = probe.stats().frames_in
+        r = run_inner(pytester)
+        r.assert_outcomes(passed=60)
+        frames = probe.stats().frames_in - before
+    # The stats request itself, the worker's hello (+ lanes), 10 executes: far below the
+    # 3 a test (stats, sync, stats) the plugin once spent.
+    assert frames <= 1 + 4 + 10, frames
+    # The same count sees the two stats requests a test that asks for counters costs.
+    with sseq.connect(d.socket) as probe:
+        before = probe.stats().frames_in
+        r = run_inner(pytester, "--sseq-counters", "-k", "nothing")
+        r.assert_outcomes(passed=50)
+        frames = probe.stats().frames_in - before
+    assert frames >= 2 * 50, frames
+
+
+def test_daemon_gone_is_told_from_other_errors() -> None:
+    from sseq.errors import Status
+    from sseq.pytest_plugin import _gone
+
+    for code in (errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN):
+        assert _gone(sseq.Error(-code)), code
+    assert _gone(sseq.Error(-int(Status.SHUTTING_DOWN)))
+    for code in (-errno.ENOENT, -errno.EACCES, -int(Status.UNKNOWN_KERNEL),
+                 -int(Status.DEVICE_ERROR)):
+        assert not _gone(sseq.Error(code)), code
+    assert not _gone(ValueError("closed"))
