@@ -78,7 +78,9 @@ rc=0
 [[ $rc == 2 ]] || fail "--chrome with --follow: exit $rc, want 2"
 rc=0
 "$sseqctl" --socket "$sock" trace --chrome "$dir/no/such/dir.json" 2>"$dir/err" || rc=$?
-[[ $rc == 1 ]] && grep -q "cannot write" "$dir/err" || fail "unwritable file: exit $rc: $(cat "$dir/err")"
+if [[ $rc != 1 ]] || ! grep -q "cannot write" "$dir/err"; then
+	fail "unwritable file: exit $rc: $(cat "$dir/err")"
+fi
 kill "$daemon_pid"
 wait "$daemon_pid" 2>/dev/null || true
 daemon_pid=
@@ -191,10 +193,14 @@ PY
 echo '{"traceEvents": [' >"$dir/broken.json"
 rc=0
 PYTHONPATH=$pydir "$py" -m sseq.timeline "$dir/broken.json" -o "$dir/b.png" 2>"$dir/err" || rc=$?
-[[ $rc == 1 ]] && grep -q "is not valid JSON" "$dir/err" || fail "broken JSON: exit $rc: $(cat "$dir/err")"
+if [[ $rc != 1 ]] || ! grep -q "is not valid JSON" "$dir/err"; then
+	fail "broken JSON: exit $rc: $(cat "$dir/err")"
+fi
 echo '{"traceEvents": []}' >"$dir/empty.json"
 rc=0
 PYTHONPATH=$pydir "$py" -m sseq.timeline "$dir/empty.json" -o "$dir/b.png" 2>"$dir/err" || rc=$?
-[[ $rc == 1 ]] && grep -q "no operations" "$dir/err" || fail "empty trace: exit $rc: $(cat "$dir/err")"
+if [[ $rc != 1 ]] || ! grep -q "no operations" "$dir/err"; then
+	fail "empty trace: exit $rc: $(cat "$dir/err")"
+fi
 [[ ! -e $dir/b.png ]] || fail "drew a picture of nothing"
 echo "ok"

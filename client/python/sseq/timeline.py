@@ -243,7 +243,8 @@ def render(tr: Trace, out: str, title: Optional[str] = None, width: float = 14.0
         title or "sseq timeline: %d operations on %d tracks" % (len(tr.slices), len(tracks)),
         fontsize=10,
     )
-    ax.legend(handles=handles, loc="upper right", fontsize=7, framealpha=0.8)
+    # Beside the plot, not over the bars.
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
