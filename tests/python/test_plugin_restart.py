@@ -37,6 +37,7 @@ def accepts():
     return True
 
 {alive}
+{daemon_env}
 
 def restart(sig, again=True):
     pid = int(open(PIDFILE).read())
@@ -48,7 +49,7 @@ def restart(sig, again=True):
     if not again:
         return
     p = subprocess.Popen([os.environ["SSEQD"], "--backend", "sim", "--socket", SOCK,
-                          "--log-level", "warning"], start_new_session=True,
+                          "--log-level", "warning"], start_new_session=True, env=daemon_env(),
                          stdout=subprocess.DEVNULL, stderr=open(PIDFILE + ".log", "a"))
     with open(PIDFILE, "w") as f:
         f.write(str(p.pid))
@@ -75,7 +76,18 @@ def alive(pid: int) -> bool:
     return False
 
 
-HELPERS = _HELPERS.replace("{alive}", inspect.getsource(alive))
+def daemon_env() -> dict:
+    # As conftest's Daemon: python may run with the ASan runtime preloaded (run.sh);
+    # sseqd links it itself and keeps its own options.
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if "SSEQD_ASAN_OPTIONS" in env:
+        env["ASAN_OPTIONS"] = env["SSEQD_ASAN_OPTIONS"]
+    return env
+
+
+HELPERS = _HELPERS.replace("{alive}", inspect.getsource(alive)).replace(
+    "{daemon_env}", inspect.getsource(daemon_env))
 
 
 @pytest.fixture
@@ -86,10 +98,8 @@ def restartable(sseqd_exe: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str
     tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="sseq-t-"))
     sock = str(tmp_path / "restart.sock")
     pidfile = tmp_path / "sseqd.pid"
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
     first = subprocess.Popen([sseqd_exe, "--backend", "sim", "--socket", sock,
-                              "--log-level", "warning"], env=env,
+                              "--log-level", "warning"], env=daemon_env(),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pidfile.write_text(str(first.pid))
     deadline = time.monotonic() + 10
@@ -101,7 +111,7 @@ def restartable(sseqd_exe: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str
             except OSError:
                 assert time.monotonic() < deadline, "sseqd did not start"
                 time.sleep(0.02)
-    for name in ("SSEQ_SOCKETS", "SSEQ_REQUIRE", "LD_PRELOAD"):
+    for name in ("SSEQ_SOCKETS", "SSEQ_REQUIRE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SSEQ_SOCKET", sock)
     monkeypatch.setenv("RESTART_SOCK", sock)
