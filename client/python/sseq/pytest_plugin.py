@@ -483,8 +483,10 @@ def pytest_report_header(config: pytest.Config) -> str:
     text = f"sseq: socket(s) {spec} ({state.origin}); library {lib}"
     if state.require:
         text += f"; required ({state.require})"
-    if getattr(config.option, "tx", None):
-        text += "; each xdist worker picks its own node's sockets"
+    if any(spec.strip() != "popen" for spec in getattr(config.option, "tx", None) or ()):
+        # --tx gateways with environments or on other machines: what a worker uses is
+        # decided there, and may differ from the above.
+        text += "; each --tx worker picks its own node's sockets"
     return text
 
 
