@@ -34,7 +34,7 @@ extern "C" {
  * at once when no answer to an earlier request is due, so the daemon starts on it while
  * the program does other work; while answers are due it is held back and leaves with
  * the ones after it in one send once an answer has come (later submissions look for one
- * without waiting, at most every 20 us), when 64 KiB are queued, on sseq_flush(), or on
+ * without waiting, from 1 ms after the last send), when 64 KiB are queued, on sseq_flush(), or on
  * any call that waits (sseq_wait, sseq_sync, sseq_alloc, ...). What a burst left held
  * back goes with a later call on the connection: call sseq_flush() before long host
  * work that follows one (an H2D copy then a kernel is such a burst). Each request gets
