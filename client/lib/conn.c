@@ -228,9 +228,10 @@ int client_submit(struct sseq *s, Sseq__Request *req, int fd, struct op *op, uin
 	 *
 	 * When to send is Nagle's rule: at once if no answer is due, so the daemon starts
 	 * on the request while the application does other work; else it is held back and
-	 * leaves with the ones after it, in one send, as soon as an answer has come. A
-	 * look at the socket (no waiting) tells whether one has. What is still held when
-	 * the application stops calling leaves at its next call, sseq_flush() or a wait. */
+	 * leaves with the ones after it, in one send, once everything sent is answered. A
+	 * later submission's look at the socket (no waiting, see CLIENT_LOOK_NS) tells. What
+	 * is still held when the application stops calling leaves with a later call,
+	 * sseq_flush() or a wait. */
 	size_t pending = frame_writer_pending(&s->w);
 	if (pending >= CLIENT_SEND_HARD) {
 		client_flush(s);
