@@ -3,13 +3,13 @@
 # sseq_session fixture and do nothing, run with -p sseq.pytest_plugin against a sim
 # sseqd, then the same file with the plugin off (-p no:sseq.pytest_plugin; a conftest
 # gives the fixture: one plain connection), and tests doing one kernel each. Prints
-# seconds per run (the best of R, default 3) and microseconds per test over the
-# plugin-off run.
+# seconds (the best and the median of R runs, default 5) and microseconds per test over
+# the plugin-off run.
 # Usage: bench/plugin-overhead.sh [BUILD] (default build); env N, R, PYTHON, SSEQ_PY (the
 # directory holding the sseq package, default client/python).
 set -euo pipefail
 B=${1:-build}
-N=${N:-1000} R=${R:-3}
+N=${N:-1000} R=${R:-5}
 py=${PYTHON:-/usr/bin/python3}
 root=$(cd "$(dirname "$0")/.." && pwd)
 sseqd=$root/$B/daemon/sseqd lib=$root/$B/client/lib/libsseq.so
@@ -74,25 +74,39 @@ secs() { # dir plugin-args... : one run's wall time in seconds
 	fi
 	tail -1 "$tmp/time"
 }
-min() { awk -v a="$1" -v b="$2" 'BEGIN { print (b == "" || a < b) ? a : b }'; }
 
-echo "date=$(date -u +%FT%TZ) host=$(hostname) cpus=$(nproc) tests=$N best_of=$R" \
-	"pytest=$("$py" -m pytest --version 2>&1 | awk '{ print $2 }') package=$pkg"
+echo "date=$(date -u +%FT%TZ) host=$(hostname) cpus=$(nproc) tests=$N runs=$R" \
+	"load=$(cut -d' ' -f1 /proc/loadavg) pytest=$("$py" -m pytest --version 2>&1 | awk '{ print $2 }')" \
+	"package=$pkg"
 mkdir -p "$tmp/offwork"
 cp "$tmp/off/conftest.py" "$tmp/offwork/"
 mv "$tmp/off/test_work.py.txt" "$tmp/offwork/test_work.py"
-# Interleaved, so that a machine busy for a while slows both alike; the best of R.
+# Interleaved, so that a machine busy for a while slows both alike; R runs of each.
 off='' on='' woff='' won=''
 for _ in $(seq "$R"); do
-	off=$(min "$(secs "$tmp/off" -p no:sseq.pytest_plugin)" "$off")
-	on=$(min "$(secs "$tmp/on" -p sseq.pytest_plugin)" "$on")
-	woff=$(min "$(secs "$tmp/offwork" -p no:sseq.pytest_plugin)" "$woff")
-	won=$(min "$(secs "$tmp/work" -p sseq.pytest_plugin)" "$won")
+	off="$off $(secs "$tmp/off" -p no:sseq.pytest_plugin)"
+	on="$on $(secs "$tmp/on" -p sseq.pytest_plugin)"
+	woff="$woff $(secs "$tmp/offwork" -p no:sseq.pytest_plugin)"
+	won="$won $(secs "$tmp/work" -p sseq.pytest_plugin)"
 done
-awk -v n="$N" -v off="$off" -v on="$on" -v woff="$woff" -v won="$won" 'BEGIN {
-	printf "trivial: plugin off %.2f s, on %.2f s: %.0f us per test\n", off, on, (on - off) / n * 1e6
-	printf "one kernel each: plugin off %.2f s, on %.2f s: %.0f us per test\n", woff, won,
-		(won - woff) / n * 1e6
+# The best and the median of the runs; the per-test cost from each.
+awk -v n="$N" -v off="$off" -v on="$on" -v woff="$woff" -v won="$won" '
+function stat(list, which,   a, k, i, j, t) {
+	k = split(list, a, " ")
+	for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return which == "min" ? a[1] : (k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2)
+}
+function line(name, o, p,   w) {
+	for (w = 0; w < 2; w++) {
+		s = w ? "median" : "best"; m = w ? "med" : "min"
+		printf "%s (%s): plugin off %.2f s, on %.2f s: %.0f us per test\n", name, s,
+			stat(o, m), stat(p, m), (stat(p, m) - stat(o, m)) / n * 1e6
+	}
+}
+BEGIN {
+	line("trivial", off, on)
+	line("one kernel each", woff, won)
+	print "runs (s): trivial off" off "; on" on "; kernel off" woff "; on" won
 }'
 kill -TERM "$dpid"
 wait "$dpid" || { echo "sseqd exited with status $?: $(tail -5 "$tmp/daemon.log")" >&2; exit 1; }
