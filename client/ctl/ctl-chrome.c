@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctl-json.h"
 #include "ctl.h"
 
 /* Pages of at most 1024 entries; the daemon's ring holds 4096 (a daemon that completes
@@ -32,53 +33,6 @@ struct chrome {
 
 /* ---- the JSON text ---- */
 
-/* The length of the well-formed UTF-8 character at p (RFC 3629: no overlong forms, no
- * surrogates, nothing past U+10FFFF), or 0. */
-static size_t utf8_len(const unsigned char *p)
-{
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		return (p[1] & 0xc0) == 0x80 ? 2 : 0;
-	if (p[0] >= 0xe0 && p[0] <= 0xef) {
-		if ((p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80 ||
-			(p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f))
-			return 0;
-		return 3;
-	}
-	if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-		if ((p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80 || (p[3] & 0xc0) != 0x80 ||
-			(p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
-			return 0;
-		return 4;
-	}
-	return 0;
-}
-
-/* A JSON string: escaped, and valid UTF-8 whatever the daemon sent (a byte that starts
- * no well-formed character becomes U+FFFD). */
-static void chrome_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		size_t n;
-
-		if (*p == '"' || *p == '\\') {
-			fputc('\\', f);
-			fputc(*p, f);
-		} else if (*p < 0x20 || *p == 0x7f) {
-			fprintf(f, "\\u%04x", *p);
-		} else if (*p < 0x80) {
-			fputc(*p, f);
-		} else if ((n = utf8_len(p))) {
-			fwrite(p, 1, n, f);
-			p += n - 1;
-		} else {
-			fputs("\xef\xbf\xbd", f);
-		}
-	}
-	fputc('"', f);
-}
-
-/* Microseconds, the format's unit, exactly: ns / 1000 with three decimals. */
 static void chrome_us(FILE *f, const char *key, uint64_t ns)
 {
 	fprintf(f, ",\"%s\":%" PRIu64 ".%03u", key, ns / 1000, (unsigned)(ns % 1000));
@@ -89,7 +43,7 @@ static void chrome_event_begin(struct chrome *ch, const char *ph, const char *na
 	fputs(ch->first ? "\n{\"ph\":\"" : ",\n{\"ph\":\"", ch->f);
 	fputs(ph, ch->f);
 	fputs("\",\"name\":", ch->f);
-	chrome_str(ch->f, name);
+	json_write_string(ch->f, name);
 	ch->first = false;
 }
 
@@ -140,7 +94,7 @@ static void chrome_metadata(struct chrome *ch)
 			pid_named[pid] = true;
 			chrome_event_begin(ch, "M", "process_name");
 			fprintf(ch->f, ",\"pid\":%u,\"args\":{\"name\":", pid);
-			chrome_str(ch->f, process_names[pid]);
+			json_write_string(ch->f, process_names[pid]);
 			fputs("}}", ch->f);
 			chrome_event_begin(ch, "M", "process_sort_index");
 			fprintf(ch->f, ",\"pid\":%u,\"args\":{\"sort_index\":%u}}", pid, pid);
@@ -154,7 +108,7 @@ static void chrome_metadata(struct chrome *ch)
 		chrome_event_begin(ch, "M", "thread_name");
 		chrome_where(ch, e);
 		fputs(",\"args\":{\"name\":", ch->f);
-		chrome_str(ch->f, name);
+		json_write_string(ch->f, name);
 		fputs("}}", ch->f);
 		chrome_event_begin(ch, "M", "thread_sort_index");
 		chrome_where(ch, e);
@@ -178,16 +132,16 @@ static void chrome_slice(struct chrome *ch, const Sseq__TimelineEntry *e)
 		e->worker && e->worker[0] ? e->worker : "-", exec ? e->kernel : e->op);
 	chrome_event_begin(ch, "X", name);
 	fputs(",\"cat\":", ch->f);
-	chrome_str(ch->f, e->op);
+	json_write_string(ch->f, e->op);
 	chrome_us(ch->f, "ts", e->start_ns);
 	chrome_us(ch->f, "dur", e->end_ns >= e->start_ns ? e->end_ns - e->start_ns : 0);
 	chrome_where(ch, e);
 	fprintf(ch->f, ",\"args\":{\"session\":%" PRIu64 ",\"worker\":", e->session);
-	chrome_str(ch->f, e->worker);
+	json_write_string(ch->f, e->worker);
 	fprintf(ch->f, ",\"client_pid\":%u,\"kernel\":", e->pid);
-	chrome_str(ch->f, exec ? e->kernel : "");
+	json_write_string(ch->f, exec ? e->kernel : "");
 	fputs(",\"op\":", ch->f);
-	chrome_str(ch->f, e->op);
+	json_write_string(ch->f, e->op);
 	fprintf(ch->f,
 		",\"stream\":%u,\"point\":\"%u:%" PRIu64 "\",\"tag\":%" PRIu64
 		",\"issue_ns\":%" PRIu64 ",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64
@@ -195,14 +149,14 @@ static void chrome_slice(struct chrome *ch, const Sseq__TimelineEntry *e)
 		entry_stream(e), entry_stream(e), entry_seq(e), e->tag, e->issue_ns, e->start_ns,
 		e->end_ns, e->complete_ns,
 		e->timing == SSEQ__TIMELINE_TIMING__TIMELINE_TIMING_DEVICE ? "device" : "observed");
-	chrome_str(ch->f, status_name(e->status, buf, sizeof(buf)));
+	json_write_string(ch->f, status_name(e->status, buf, sizeof(buf)));
 	fputs(",\"waits\":[", ch->f);
 	for (size_t i = 0; i < e->n_waits; i++) {
 		const Sseq__TimelineWait *w = e->waits[i];
 
 		fprintf(ch->f, "%s{\"producer\":\"%u:%" PRIu64 "\",\"how\":", i ? "," : "",
 			w->producer ? w->producer->stream : 0, w->producer ? w->producer->seq : 0);
-		chrome_str(ch->f, w->how);
+		json_write_string(ch->f, w->how);
 		fputc('}', ch->f);
 	}
 	fprintf(ch->f, "],\"waits_dropped\":%u}}", e->waits_dropped);
@@ -260,9 +214,9 @@ static void chrome_waits(struct chrome *ch, const Sseq__TimelineEntry *e)
 		chrome_us(ch->f, "ts", e->start_ns);
 		chrome_where(ch, e);
 		fputs(",\"args\":{\"producer\":", ch->f);
-		chrome_str(ch->f, point);
+		json_write_string(ch->f, point);
 		fputs(",\"how\":", ch->f);
-		chrome_str(ch->f, w->how);
+		json_write_string(ch->f, w->how);
 		fputs("}}", ch->f);
 		if (!prod)
 			continue;

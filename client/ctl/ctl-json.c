@@ -22,45 +22,45 @@ static void json_indent(struct json *j)
 		fputs("  ", j->f);
 }
 
-static void json_escape(struct json *j, const char *s)
+void json_write_string(FILE *f, const char *s)
 {
-	fputc('"', j->f);
+	fputc('"', f);
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		switch (*p) {
 		case '"':
-			fputs("\\\"", j->f);
+			fputs("\\\"", f);
 			break;
 		case '\\':
-			fputs("\\\\", j->f);
+			fputs("\\\\", f);
 			break;
 		case '\n':
-			fputs("\\n", j->f);
+			fputs("\\n", f);
 			break;
 		case '\r':
-			fputs("\\r", j->f);
+			fputs("\\r", f);
 			break;
 		case '\t':
-			fputs("\\t", j->f);
+			fputs("\\t", f);
 			break;
 		default:
 			if (*p < 0x20 || *p == 0x7f) {
-				fprintf(j->f, "\\u%04x", *p);
+				fprintf(f, "\\u%04x", *p);
 			} else if (*p >= 0x80) {
 				/* Well-formed characters pass through; anything else becomes
 				 * U+FFFD, byte by byte: protobuf-c does not check that strings
 				 * are UTF-8, and an older daemon cut labels mid-character. */
 				size_t n = utf8_char_len((const char *)p);
 				if (n)
-					fwrite(p, 1, n, j->f);
+					fwrite(p, 1, n, f);
 				else
-					fputs("\xef\xbf\xbd", j->f);
+					fputs("\xef\xbf\xbd", f);
 				p += n ? n - 1 : 0;
 			} else {
-				fputc(*p, j->f);
+				fputc(*p, f);
 			}
 		}
 	}
-	fputc('"', j->f);
+	fputc('"', f);
 }
 
 /* Separator, indentation and key before any value. */
@@ -73,7 +73,7 @@ static void json_member(struct json *j, const char *key)
 	}
 	j->empty[j->depth] = false;
 	if (key) {
-		json_escape(j, key);
+		json_write_string(j->f, key);
 		fputs(j->pretty ? ": " : ":", j->f);
 	}
 }
@@ -123,7 +123,7 @@ void json_string(struct json *j, const char *key, const char *value)
 {
 	json_member(j, key);
 	if (value)
-		json_escape(j, value);
+		json_write_string(j->f, value);
 	else
 		fputs("null", j->f);
 }

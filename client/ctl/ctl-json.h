@@ -17,6 +17,9 @@ struct json {
 };
 
 void json_init(struct json *j, FILE *f, bool pretty);
+/* One JSON string (quoted, escaped; bytes that are not UTF-8 become U+FFFD) straight to f,
+ * for writers of their own (trace --chrome). */
+void json_write_string(FILE *f, const char *s);
 /* Members of an object take a key; elements of an array and the top level pass NULL. */
 void json_object_begin(struct json *j, const char *key);
 void json_object_end(struct json *j);
