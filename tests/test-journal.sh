@@ -23,17 +23,11 @@ fi
 shift
 sseqd=$1
 stress=$2
-dir=$(mktemp -d "${TMPDIR:-/tmp}/test-journal.XXXXXX")
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"
 pids=()
-cleanup() {
+cleanup_more() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
 }
 mount -t tmpfs -o mode=0755 tmpfs /run || skip "cannot mount a tmpfs over /run"
 mkdir -p /run/systemd/journal

@@ -11,63 +11,27 @@ sseqctl=$2
 man=$3
 promtool=${PROMTOOL:-$(command -v promtool || true)}
 [[ -n $promtool ]] || { echo "SKIP: promtool not found (Debian package prometheus)"; exit 77; }
-dir=$(mktemp -d "${TMPDIR:-/tmp}/test-metrics.XXXXXX")
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"
 sock=$dir/s.sock
-daemon_pid=
-helper_pid=
-cleanup() {
-	if [[ -n $helper_pid ]]; then kill "$helper_pid" 2>/dev/null || true; fi
-	if [[ -n $daemon_pid ]]; then kill "$daemon_pid" 2>/dev/null || true; fi
-	wait 2>/dev/null || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
 
 "$sseqd" --backend sim --socket "$sock" 2>"$dir/sseqd.log" &
 daemon_pid=$!
-for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.05; done
-[[ -S $sock ]] || fail "no socket at $sock"
+wait_socket "$sock"
 
 # Three clients (raw frames), each allocating two buffers and copying between them
 # twice, so that streams have issued and completed points; they stay connected.
 python3 -c '
 import socket, struct, sys, time
-def varint(n):
-    out = b""
-    while True:
-        b = n & 0x7f; n >>= 7
-        out += bytes([b | (0x80 if n else 0)])
-        if not n: return out
-def field(num, payload):
-    if isinstance(payload, int): return varint(num << 3) + varint(payload)
-    return varint(num << 3 | 2) + varint(len(payload)) + payload
-def varint_at(b, i):
-    v = shift = 0
-    while True:
-        v |= (b[i] & 0x7f) << shift; shift += 7; i += 1
-        if not b[i - 1] & 0x80: return v, i
-def decode(b):  # {field number: value}, varints as ints, the rest as bytes
-    out, i = {}, 0
-    while i < len(b):
-        key, i = varint_at(b, i)
-        if key & 7 == 0:
-            out[key >> 3], i = varint_at(b, i)
-        else:
-            n, i = varint_at(b, i)
-            out[key >> 3] = b[i:i + n]; i += n
-    return out
+from rawwire import decode_last, field
 def call(c, tag, body_field, body):  # the Reply under this tag
     msg = field(1, tag) + field(body_field, body)
     c.sendall(struct.pack("<I", len(msg)) + msg)
     while True:
         n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
-        m = decode(c.recv(n, socket.MSG_WAITALL))
-        if 1 in m and decode(m[1]).get(1) == tag:
-            return decode(m[1])
+        m = decode_last(c.recv(n, socket.MSG_WAITALL))
+        if 1 in m and decode_last(m[1]).get(1) == tag:
+            return decode_last(m[1])
 conns = []
 for k in range(3):
     c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])

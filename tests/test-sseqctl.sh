@@ -6,62 +6,9 @@ set -euo pipefail
 
 sseqd=$1
 sseqctl=$2
-dir=$(mktemp -d "${TMPDIR:-/tmp}/test-sseqctl.XXXXXX")
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"
 sock=$dir/s.sock
-# The wire by hand (field tags and varints), for the raw-frame clients and daemons below;
-# each python3 -c that needs it takes its path as its last argument.
-frames=$dir/frames.py
-cat >"$frames" <<'PY'
-def varint(n):
-    out = b""
-    while True:
-        b = n & 0x7f; n >>= 7
-        out += bytes([b | (0x80 if n else 0)])
-        if not n: return out
-def field(num, payload):
-    if isinstance(payload, int): return varint(num << 3) + varint(payload)
-    return varint(num << 3 | 2) + varint(len(payload)) + payload
-def varint_at(b, i):
-    v = shift = 0
-    while True:
-        v |= (b[i] & 0x7f) << shift; shift += 7; i += 1
-        if not b[i - 1] & 0x80: return v, i
-def decode(b):
-    """A message as {field number: [values]}: varints as ints, the rest as bytes."""
-    out, i = {}, 0
-    while i < len(b):
-        key, i = varint_at(b, i)
-        if key & 7 == 0:
-            v, i = varint_at(b, i)
-        else:
-            n, i = varint_at(b, i)
-            v = b[i:i + n]; i += n
-        out.setdefault(key >> 3, []).append(v)
-    return out
-PY
-daemon_pid=
-helper_pid=
-
-cleanup() {
-	if [[ -n $helper_pid ]]; then kill "$helper_pid" 2>/dev/null || true; fi
-	if [[ -n $daemon_pid ]]; then kill "$daemon_pid" 2>/dev/null || true; fi
-	wait 2>/dev/null || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
-
-wait_socket() {
-	for _ in $(seq 100); do
-		[[ -S $1 ]] && return 0
-		sleep 0.05
-	done
-	fail "no socket at $1"
-}
 
 # Runs sseqctl expecting exit code $1; output in $dir/out and $dir/err.
 expect_rc() {
@@ -132,7 +79,7 @@ done <"$dir/out"
 # compute stream.
 python3 -c '
 import socket, struct, sys, time
-exec(open(sys.argv[-1]).read())
+from rawwire import field
 conns = []
 for lanes in (2, 1):
     c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
@@ -143,7 +90,7 @@ for lanes in (2, 1):
     c.recv(n, socket.MSG_WAITALL)
     conns.append(c)
 open(sys.argv[2], "w").write("ready")
-time.sleep(60)' "$sock" "$dir/laned" "$frames" &
+time.sleep(60)' "$sock" "$dir/laned" &
 helper_pid=$!
 for _ in $(seq 100); do [[ -s $dir/laned ]] && break; sleep 0.05; done
 [[ -s $dir/laned ]] || fail "the laned clients did not connect"
@@ -181,7 +128,7 @@ helper_pid=
 # naming the field.
 python3 -c '
 import json, os, socket, struct, sys, time
-exec(open(sys.argv[-1]).read())
+from rawwire import decode, field
 c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
 tag = 0
 def call(body_field, body):
@@ -220,7 +167,7 @@ json.dump({"plain": plain, "cut": cut, "view": view, "gone": gone, "copy": copy,
            "hello_status": hello_status, "hello_message": hello_message},
           open(sys.argv[2] + ".tmp", "w"))
 os.rename(sys.argv[2] + ".tmp", sys.argv[2])
-time.sleep(60)' "$sock" "$dir/labels.json" "$frames" &
+time.sleep(60)' "$sock" "$dir/labels.json" &
 helper_pid=$!
 for _ in $(seq 100); do [[ -s $dir/labels.json ]] && break; sleep 0.05; done
 [[ -s $dir/labels.json ]] || fail "the labelling client did not finish"
@@ -396,14 +343,10 @@ wait "$helper_pid" 2>/dev/null || true
 helper_pid=
 
 # A daemon that welcomes and then refuses the query: its message, exit 1. The frames
-# are encoded by hand (field tags and varints) to keep the test free of protobuf.
+# are encoded by hand (rawwire.py: field tags and varints) to keep the test free of protobuf.
 python3 -c '
-import socket, struct, sys
-exec(open(sys.argv[-1]).read())
-def frame(msg): return struct.pack("<I", len(msg)) + msg
-def read_frame(c):
-    n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
-    return c.recv(n, socket.MSG_WAITALL)
+import socket, sys
+from rawwire import field, frame, read_frame
 s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(4)
 c, _ = s.accept()
 read_frame(c)
@@ -412,7 +355,7 @@ c.sendall(frame(field(1, field(1, 1) + field(6, welcome))))
 read_frame(c)
 result = field(1, 2) + field(2, 15) + field(3, b"window full, try later")
 c.sendall(frame(field(3, result)))
-c.recv(1)' "$dir/busy.sock" "$frames" &
+c.recv(1)' "$dir/busy.sock" &
 helper_pid=$!
 wait_socket "$dir/busy.sock"
 expect_rc 1 --socket "$dir/busy.sock" stats

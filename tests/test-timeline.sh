@@ -16,31 +16,10 @@ pydir=$4
 here=$(dirname "$0")
 py=/usr/bin/python3
 [[ -x $py ]] || py=python3
-dir=$(mktemp -d "${TMPDIR:-/tmp}/test-timeline.XXXXXX")
+# shellcheck source-path=SCRIPTDIR
+. "$here/lib.sh"
+socket_polls=200 # wait_socket: up to 10 s
 sock=$dir/s.sock
-daemon_pid=
-helper_pid=
-
-cleanup() {
-	if [[ -n $helper_pid ]]; then kill "$helper_pid" 2>/dev/null || true; fi
-	if [[ -n $daemon_pid ]]; then kill "$daemon_pid" 2>/dev/null || true; fi
-	wait 2>/dev/null || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
-
-wait_socket() {
-	for _ in $(seq 200); do
-		[[ -S $1 ]] && return 0
-		sleep 0.05
-	done
-	fail "no socket at $1"
-}
 
 "$py" -c 'import json' 2>/dev/null || { echo "SKIP: no python3"; exit 77; }
 
@@ -103,22 +82,10 @@ kill "$daemon_pid"
 wait "$daemon_pid" 2>/dev/null || true
 daemon_pid=
 
-# ---- fake daemons, frames by hand (field tags and varints) ----
+# ---- fake daemons, frames by hand (rawwire.py: field tags and varints) ----
 cat >"$dir/fake.py" <<'PY'
-import socket, struct, sys
-def varint(n):
-    out = b""
-    while True:
-        b = n & 0x7f; n >>= 7
-        out += bytes([b | (0x80 if n else 0)])
-        if not n: return out
-def field(num, payload):
-    if isinstance(payload, int): return varint(num << 3) + varint(payload)
-    return varint(num << 3 | 2) + varint(len(payload)) + payload
-def frame(msg): return struct.pack("<I", len(msg)) + msg
-def read_frame(c):
-    n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
-    return c.recv(n, socket.MSG_WAITALL)
+import socket, sys
+from rawwire import field, frame, read_frame
 path, minor = sys.argv[1], int(sys.argv[2])
 s = socket.socket(socket.AF_UNIX); s.bind(path); s.listen(4)
 c, _ = s.accept()
