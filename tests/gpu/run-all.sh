@@ -1,7 +1,8 @@
 #!/bin/bash
 # Everything that needs the GPU, in one visit: the hip backend's Check suites (the
 # conformance suite, the backend's own with audit and user modules, sseqd through
-# libsseq), sseq-stress under --audit clean and with the legacy bug, the race harness,
+# libsseq), sseq-stress under --audit clean and with the legacy bug, the race harness, the
+# timeline (sseqctl trace --chrome on hip, its structure checked),
 # the daemon-vs-native benchmarks, the Python suite with -n 8 and -n 1 against one hip
 # daemon, and conv2d against PyTorch. Logs go to $OUT.
 # Usage: tests/gpu/run-all.sh DEBUG_BUILD RELEASE_BUILD   (e.g. build-hipnv build-hiprel)
@@ -47,6 +48,12 @@ out=$("$R/client/stress/sseq-stress" --socket "$sock" --ops 20000 --clients 4 --
 "$R/client/ctl/sseqctl" --socket "$sock" --json stats >"$O/stats-$tag.json"; stop
 step "audit legacy-sync-window=4: $out audit_findings=$(python3 -c "import json;print(json.load(open('$O/stats-$tag.json'))['counters']['audit_findings'])") first: $(grep -m1 'audit:' "$O/sseqd-$tag.log")"
 OUT=$O bash tests/gpu/race-harness.sh "$R" >"$O/race.txt" 2>&1; step "$(cat "$O/race.txt")"
+# The timeline on the GPU (observed times): sseqctl trace --chrome, its structure checked.
+tag=timeline; start
+"$R/client/stress/sseq-stress" --socket "$sock" --ops 3000 --clients 4 --lanes 2 --seed 9 >/dev/null 2>&1
+"$R/client/ctl/sseqctl" --socket "$sock" trace --chrome "$O/timeline-hip.json" 2>"$O/timeline-hip.err"
+step "timeline on hip: $(python3 tests/timeline-check.py "$O/timeline-hip.json" --min-ops 100 --min-flows 1 2>&1 | tail -1) ($(cat "$O/timeline-hip.err"))"
+stop
 OUT=$O bash bench/h200.sh "$R" >/dev/null 2>&1; step "$(cat "$O/bench.txt")"
 
 # ---- Python: the suite with -n 8 and -n 1 against one hip daemon; conv2d vs torch ----
