@@ -2,8 +2,11 @@
  * without a GPU runs test-hip through the hip backend's own threads, pool and error
  * flow (-Dfake_cuda=true). Each stream is a worker thread running its queue in order
  * with small random delays; events complete when their stream reaches the record; the
- * built-in kernels run their CPU versions from kernels/. Device memory is host memory. */
+ * built-in kernels run their CPU versions from kernels/. Device memory is host memory.
+ * A fake user module (a text file, see fake_module_parse) stands for a user code object
+ * whose functions the tests launch through LoadModule. */
 #include <cuda_runtime_api.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -52,6 +55,195 @@ struct CUevent_st {
 
 enum fake_op_type { FAKE_COPY, FAKE_KERNEL, FAKE_RECORD, FAKE_WAIT, FAKE_MARK };
 
+/* ---- fake user modules ----
+ *
+ * A text file whose first line is "@FAKE-MODULE@", then one line per function:
+ *
+ *	function NAME SIZE[:ALIGN]... [key=value]...
+ *
+ * the size in bytes of each parameter in order (its alignment: ALIGN, else the size's
+ * natural one, its lowest set bit up to 16), then attributes. Blank lines and lines
+ * starting with '#' are skipped; unknown keys are kept for fake_fn_attr and ignored
+ * here. The one key read here is behavior=echo: a launch copies the bytes of every
+ * parameter after the first, each at its offset in the parameter space (parameter 0,
+ * the pointer, at [0, 8)), into the memory parameter 0 points to, at the same offset;
+ * the bytes between and before are left as they were. Without behavior the launch
+ * does nothing. */
+#define FAKE_MODULE_MAGIC "@FAKE-MODULE@"
+#define FAKE_FN_NAME 128
+#define FAKE_FN_PARAMS KERNEL_MAX_ARGS
+#define FAKE_FN_ATTRS 16
+#define FAKE_PARAM_SPACE 32764 /* CUDA 12.1+ on Volta and later */
+
+enum fake_behavior { FAKE_NOTHING, FAKE_ECHO };
+
+struct fake_fn;
+
+struct CUkern_st {
+	const struct kernel_desc *k; /* a built-in kernel, or NULL */
+	const struct fake_fn *fn; /* a fake module's function, or NULL */
+};
+
+struct fake_fn {
+	char name[FAKE_FN_NAME];
+	unsigned nparams;
+	uint32_t size[FAKE_FN_PARAMS], offset[FAKE_FN_PARAMS];
+	uint32_t param_bytes; /* the end of the last parameter */
+	unsigned nattrs;
+	struct {
+		char key[32], value[64];
+	} attrs[FAKE_FN_ATTRS];
+	enum fake_behavior behavior;
+	struct CUkern_st handle; /* what cudaLibraryGetKernel hands out */
+};
+
+struct CUlib_st {
+	unsigned nfns; /* 0: the built-in image */
+	struct fake_fn *fns;
+};
+
+/* The fake module function k stands for, NULL for a built-in kernel. */
+static const struct fake_fn *fake_fn_of(cudaKernel_t k)
+{
+	return k ? k->fn : NULL;
+}
+
+/* An attribute's value as the file spells it, NULL when the line has none. */
+static const char *fake_fn_attr(const struct fake_fn *fn, const char *key)
+{
+	for (unsigned i = 0; i < fn->nattrs; i++)
+		if (strcmp(fn->attrs[i].key, key) == 0)
+			return fn->attrs[i].value;
+	return NULL;
+}
+
+static uint32_t fake_natural_align(uint32_t size)
+{
+	uint32_t a = size & -size;
+
+	return a > 16 ? 16 : a;
+}
+
+/* One "SIZE[:ALIGN]" into fn's next parameter, laid out after the previous one. */
+static int fake_fn_param(struct fake_fn *fn, const char *tok)
+{
+	char *end;
+	unsigned long size = strtoul(tok, &end, 10), align;
+	uint32_t off;
+
+	if (end == tok || size == 0 || size > FAKE_PARAM_SPACE || fn->nparams == FAKE_FN_PARAMS)
+		return -EINVAL;
+	align = fake_natural_align((uint32_t)size);
+	if (*end == ':') {
+		tok = end + 1;
+		align = strtoul(tok, &end, 10);
+		if (end == tok || !align || align > 4096 || (align & (align - 1)))
+			return -EINVAL;
+	}
+	if (*end)
+		return -EINVAL;
+	off = (fn->param_bytes + (uint32_t)align - 1) & ~((uint32_t)align - 1);
+	if (off + size > FAKE_PARAM_SPACE)
+		return -EINVAL;
+	fn->size[fn->nparams] = (uint32_t)size;
+	fn->offset[fn->nparams++] = off;
+	fn->param_bytes = off + (uint32_t)size;
+	return 0;
+}
+
+static int fake_fn_keyval(struct fake_fn *fn, const char *tok, const char *eq)
+{
+	const size_t klen = (size_t)(eq - tok);
+
+	if (!klen || klen >= sizeof(fn->attrs[0].key) ||
+		strlen(eq + 1) >= sizeof(fn->attrs[0].value) || fn->nattrs == FAKE_FN_ATTRS)
+		return -EINVAL;
+	memcpy(fn->attrs[fn->nattrs].key, tok, klen);
+	fn->attrs[fn->nattrs].key[klen] = 0;
+	strcpy(fn->attrs[fn->nattrs].value, eq + 1);
+	fn->nattrs++;
+	return 0;
+}
+
+/* "function NAME SIZE... key=value..." (already split at blanks) into fn. */
+static int fake_fn_parse(struct fake_fn *fn, char *line)
+{
+	char *save = NULL, *tok = strtok_r(line, " \t\r\n", &save);
+	const char *behavior;
+	int r = 0;
+
+	memset(fn, 0, sizeof(*fn));
+	if (!tok || strcmp(tok, "function") != 0)
+		return -EINVAL;
+	tok = strtok_r(NULL, " \t\r\n", &save);
+	if (!tok || strlen(tok) >= sizeof(fn->name))
+		return -EINVAL;
+	strcpy(fn->name, tok);
+	while (r == 0 && (tok = strtok_r(NULL, " \t\r\n", &save))) {
+		const char *eq = strchr(tok, '=');
+
+		if (eq)
+			r = fake_fn_keyval(fn, tok, eq);
+		else if (fn->nattrs) /* sizes come before attributes */
+			r = -EINVAL;
+		else
+			r = fake_fn_param(fn, tok);
+	}
+	if (r == 0 && (behavior = fake_fn_attr(fn, "behavior"))) {
+		if (strcmp(behavior, "echo") == 0)
+			fn->behavior = FAKE_ECHO;
+		else
+			r = -EINVAL;
+	}
+	if (r == 0 && fn->behavior == FAKE_ECHO && (fn->nparams == 0 || fn->size[0] != 8))
+		r = -EINVAL; /* echo writes through its first parameter, a pointer */
+	fn->handle.fn = fn;
+	return r;
+}
+
+/* The fake module in f (past its magic line) into *lib: 0, or -EINVAL for a line that
+ * does not parse, a name twice or no function at all, -ENOMEM. */
+static int fake_module_parse(FILE *f, struct CUlib_st *lib)
+{
+	char line[1024];
+	int r = 0;
+
+	while (r == 0 && fgets(line, sizeof(line), f)) {
+		const char *p = line + strspn(line, " \t\r\n");
+		struct fake_fn *fns;
+
+		if (!*p || *p == '#')
+			continue;
+		if (!strchr(line, '\n') && !feof(f))
+			return -EINVAL; /* longer than a line may be */
+		fns = realloc(lib->fns, (lib->nfns + 1) * sizeof(*fns));
+		if (!fns)
+			return -ENOMEM;
+		lib->fns = fns;
+		r = fake_fn_parse(&fns[lib->nfns], line);
+		for (unsigned i = 0; r == 0 && i < lib->nfns; i++)
+			if (strcmp(fns[i].name, fns[lib->nfns].name) == 0)
+				r = -EINVAL;
+		lib->nfns++;
+	}
+	if (r == 0 && lib->nfns == 0)
+		r = -EINVAL;
+	/* realloc moved the functions: their handles point at themselves again. */
+	for (unsigned i = 0; i < lib->nfns; i++)
+		lib->fns[i].handle.fn = &lib->fns[i];
+	return r;
+}
+
+/* What an echo launch writes: parameters 1.. at their offsets from params[0]'s pointer. */
+static void fake_echo(const struct fake_fn *fn, void *const *params)
+{
+	char *dst;
+
+	memcpy(&dst, params[0], sizeof(dst));
+	for (unsigned i = 1; i < fn->nparams; i++)
+		memcpy(dst + fn->offset[i], params[i], fn->size[i]);
+}
+
 struct fake_op {
 	struct fake_op *next;
 	enum fake_op_type type;
@@ -64,6 +256,10 @@ struct fake_op {
 	struct karg args[KERNEL_MAX_ARGS];
 	uint64_t elements;
 	bool fault;
+	/* A fake module function: its parameters' bytes, copied at launch as CUDA does,
+	 * in `params` at their offsets. */
+	const struct fake_fn *fn;
+	char *params;
 };
 
 struct CUstream_st {
@@ -78,14 +274,6 @@ struct CUstream_st {
 };
 
 static struct CUstream_st *fake_streams;
-
-struct CUkern_st {
-	const struct kernel_desc *k;
-};
-
-struct CUlib_st {
-	int unused;
-};
 
 static struct CUkern_st fake_kernels[64];
 static unsigned fake_nkernels;
@@ -187,9 +375,17 @@ static void fake_run(struct CUstream_st *s, struct fake_op *o)
 			int ok = cudaSuccess;
 
 			atomic_compare_exchange_strong(&fake_sticky, &ok, cudaErrorIllegalAddress);
-		} else if (!fake_error()) {
+		} else if (!fake_error() && o->k) {
 			FAKE_DEVICE_ACCESS_BEGIN();
 			o->k->cpu(o->args, o->elements);
+			FAKE_DEVICE_ACCESS_END();
+		} else if (!fake_error() && o->fn->behavior == FAKE_ECHO) {
+			void *params[FAKE_FN_PARAMS];
+
+			for (unsigned i = 0; i < o->fn->nparams; i++)
+				params[i] = o->params + o->fn->offset[i];
+			FAKE_DEVICE_ACCESS_BEGIN();
+			fake_echo(o->fn, params);
 			FAKE_DEVICE_ACCESS_END();
 		}
 		break;
@@ -222,6 +418,7 @@ static void *fake_worker(void *arg)
 			s->tail = NULL;
 		pthread_mutex_unlock(&s->mu);
 		fake_run(s, o);
+		free(o->params);
 		free(o);
 		pthread_mutex_lock(&s->mu);
 		s->ran++;
@@ -234,6 +431,7 @@ static void *fake_worker(void *arg)
 static cudaError_t fake_push(cudaStream_t s, struct fake_op *o)
 {
 	if (!s) {
+		free(o->params);
 		free(o);
 		return cudaErrorInvalidResourceHandle;
 	}
@@ -685,41 +883,62 @@ cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t *out, const char *path, enum c
 	void **jit_values, unsigned int njit, enum cudaLibraryOption *opt, void **opt_values,
 	unsigned int nopt)
 {
-	char head[sizeof(FAKE_IMAGE_TEXT)] = {0};
+	char head[sizeof(FAKE_MODULE_MAGIC) + 1] = {0};
+	struct CUlib_st *lib;
 	uint32_t magic;
+	cudaError_t e = cudaSuccess;
 	FILE *f;
-	size_t n;
 
 	f = fopen(path, "rb");
 	if (!f)
 		return cudaErrorFileNotFound;
-	n = fread(head, 1, sizeof(head) - 1, f);
+	lib = calloc(1, sizeof(*lib));
+	if (!lib) {
+		e = cudaErrorMemoryAllocation;
+	} else if (fgets(head, sizeof(head), f) && strcmp(head, FAKE_MODULE_MAGIC "\n") == 0) {
+		int r = fake_module_parse(f, lib);
+
+		if (r < 0)
+			e = r == -ENOMEM ? cudaErrorMemoryAllocation : cudaErrorInvalidKernelImage;
+	} else {
+		memcpy(&magic, head, sizeof(magic));
+		if (magic != FAKE_FATBIN_MAGIC &&
+			strncmp(head, FAKE_IMAGE_TEXT, strlen(FAKE_IMAGE_TEXT)) != 0)
+			e = cudaErrorInvalidKernelImage;
+		pthread_once(&fake_kernels_once, fake_kernels_init);
+	}
 	fclose(f);
-	memcpy(&magic, head, sizeof(magic));
-	if (!(n >= 4 && magic == FAKE_FATBIN_MAGIC) && strcmp(head, FAKE_IMAGE_TEXT) != 0)
-		return cudaErrorInvalidKernelImage;
-	*out = calloc(1, sizeof(**out));
-	if (!*out)
-		return cudaErrorMemoryAllocation;
-	pthread_once(&fake_kernels_once, fake_kernels_init);
+	if (e != cudaSuccess) {
+		cudaLibraryUnload(lib);
+		return e;
+	}
+	*out = lib;
 	return cudaSuccess;
 }
 
 cudaError_t cudaLibraryUnload(cudaLibrary_t lib)
 {
+	if (lib)
+		free(lib->fns);
 	free(lib);
 	return cudaSuccess;
 }
 
 cudaError_t cudaLibraryGetKernelCount(unsigned int *count, cudaLibrary_t lib)
 {
-	*count = fake_nkernels;
+	*count = lib->nfns ? lib->nfns : fake_nkernels;
 	return cudaSuccess;
 }
 
 cudaError_t cudaLibraryGetKernel(cudaKernel_t *out, cudaLibrary_t lib, const char *name)
 {
-	if (strncmp(name, "sseq_", 5) == 0) {
+	for (unsigned i = 0; i < lib->nfns; i++) {
+		if (strcmp(lib->fns[i].name, name) == 0) {
+			*out = &lib->fns[i].handle;
+			return cudaSuccess;
+		}
+	}
+	if (!lib->nfns && strncmp(name, "sseq_", 5) == 0) {
 		for (unsigned i = 0; i < fake_nkernels; i++) {
 			if (strcmp(fake_kernels[i].k->name, name + 5) == 0) {
 				*out = &fake_kernels[i];
@@ -728,6 +947,23 @@ cudaError_t cudaLibraryGetKernel(cudaKernel_t *out, cudaLibrary_t lib, const cha
 		}
 	}
 	return cudaErrorSymbolNotFound;
+}
+
+/* From the module's sizes; the built-in kernels' layout (with their hidden arguments) is
+ * not described here, as the daemon never asks. */
+cudaError_t cudaFuncGetParamInfo(const void *func, size_t index, size_t *offset, size_t *size)
+{
+	const struct fake_fn *fn = fake_fn_of((cudaKernel_t)func);
+
+	if (!func)
+		return cudaErrorInvalidResourceHandle;
+	if (!fn)
+		return cudaErrorNotSupported;
+	if (index >= fn->nparams)
+		return cudaErrorInvalidValue;
+	*offset = fn->offset[index];
+	*size = fn->size[index];
+	return cudaSuccess;
 }
 
 /* The GPU argument layout (kernels-gpu.cu) back into the CPU one: the signature, then
@@ -763,6 +999,22 @@ static void fake_args(struct fake_op *o, const struct kernel_desc *k, void **par
 	}
 }
 
+/* A fake module function's launch: its parameters' bytes copied now, as CUDA copies
+ * them at the call. */
+static cudaError_t fake_launch_fn(
+	struct fake_op *o, const struct fake_fn *fn, void **params, cudaStream_t s)
+{
+	o->fn = fn;
+	o->params = calloc(1, fn->param_bytes ? fn->param_bytes : 1);
+	if (!o->params) {
+		free(o);
+		return cudaErrorMemoryAllocation;
+	}
+	for (unsigned i = 0; i < fn->nparams; i++)
+		memcpy(o->params + fn->offset[i], params[i], fn->size[i]);
+	return fake_push(s, o);
+}
+
 cudaError_t cudaLaunchKernel(
 	const void *func, dim3 grid, dim3 block, void **params, size_t shared, cudaStream_t s)
 {
@@ -773,13 +1025,15 @@ cudaError_t cudaLaunchKernel(
 
 	if (e != cudaSuccess)
 		return e;
-	if (!kern || kern < fake_kernels || kern >= fake_kernels + fake_nkernels)
+	if (!kern || (!kern->fn && (kern < fake_kernels || kern >= fake_kernels + fake_nkernels)))
 		return cudaErrorInvalidResourceHandle;
 	if (threads == 0 || threads > FAKE_MAX_BLOCK || !grid.x || !grid.y || !grid.z)
 		return cudaErrorInvalidConfiguration;
 	o = fake_op_new(FAKE_KERNEL);
 	if (!o)
 		return cudaErrorMemoryAllocation;
+	if (kern->fn)
+		return fake_launch_fn(o, kern->fn, params, s);
 	o->k = kern->k;
 	fake_args(o, kern->k, params);
 	if ((uint64_t)grid.x * grid.y * grid.z * threads < o->elements) {
