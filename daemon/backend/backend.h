@@ -53,6 +53,27 @@ struct backend_info {
 	char arch[32];
 	uint64_t memory_total;
 	uint64_t memory_used;
+	/* Launch limits (cudaDeviceProp / hipDeviceProp_t); 0 where the backend has none (the
+	 * sim runs no module functions). shared_optin: the most shared memory, static and
+	 * dynamic together, one block may have once its function opts in. */
+	uint32_t max_threads_per_block;
+	uint32_t max_block[3];
+	uint32_t max_grid[3];
+	uint64_t shared_per_block;
+	uint64_t shared_optin;
+};
+
+/* A module function's attributes (cudaFuncGetAttributes, hipFuncGetAttribute): what a
+ * client needs to pick a block size. Versions are major * 10 + minor, as CUDA's. */
+struct backend_fn_attrs {
+	uint32_t max_threads_per_block;
+	uint32_t num_regs;
+	uint64_t shared_size_bytes; /* static */
+	uint64_t max_dynamic_shared_size_bytes; /* the current maximum for a launch */
+	uint64_t const_size_bytes;
+	uint64_t local_size_bytes; /* per thread */
+	uint32_t ptx_version;
+	uint32_t binary_version;
 };
 
 struct backend {
@@ -86,6 +107,15 @@ struct backend_ops {
 	int (*module_load)(void *ctx, const char *path, void **module);
 	int (*module_function)(void *ctx, void *module, const char *name, void **function);
 	void (*module_unload)(void *ctx, void *module);
+	/* A module's functions by their (mangled) names: *names gets an array of *n strings,
+	 * each malloc'd, as is the array. -ENOTSUP where the platform cannot list them (HIP
+	 * on AMD has no call for it). NULL where there are no modules. */
+	int (*module_functions)(void *ctx, void *module, char ***names, size_t *n);
+	/* A function's attributes; on the loop thread. */
+	int (*function_attrs)(void *ctx, void *function, struct backend_fn_attrs *attrs);
+	/* Let launches of the function use up to `bytes` of dynamic shared memory (above the
+	 * default 48 KiB on NVIDIA): 0, or -EINVAL beyond what the device allows. */
+	int (*function_max_shared)(void *ctx, void *function, uint64_t bytes);
 	void (*info)(void *ctx, struct backend_info *info);
 	/* The device's own start and end of the op launched at `at` (CLOCK_MONOTONIC ns),
 	 * asked once its completion was reported: 0, or -ENOENT when the backend no longer
@@ -164,6 +194,26 @@ static inline int backend_module_function(
 static inline void backend_module_unload(const struct backend *b, void *module)
 {
 	b->ops->module_unload(b->ctx, module);
+}
+
+static inline int backend_module_functions(
+	const struct backend *b, void *module, char ***names, size_t *n)
+{
+	return b->ops->module_functions ? b->ops->module_functions(b->ctx, module, names, n)
+					: -ENOTSUP;
+}
+
+static inline int backend_function_attrs(
+	const struct backend *b, void *function, struct backend_fn_attrs *attrs)
+{
+	return b->ops->function_attrs ? b->ops->function_attrs(b->ctx, function, attrs) : -ENOTSUP;
+}
+
+static inline int backend_function_max_shared(
+	const struct backend *b, void *function, uint64_t bytes)
+{
+	return b->ops->function_max_shared ? b->ops->function_max_shared(b->ctx, function, bytes)
+					   : -ENOTSUP;
 }
 
 static inline void backend_info(const struct backend *b, struct backend_info *info)

@@ -49,6 +49,78 @@ static void arg_scalar(struct karg *ka, const Sseq__Arg *a)
 			&ka->v, (const char *)a + wire_args[a->value_case].offset, ka->type);
 }
 
+/* g's shape within f's limits (the device's, and the function's threads per block): 0,
+ * or the refusal naming the dimension and the limit. */
+static int exec_shape_check(
+	struct session *s, const struct smodule_fn *f, const Sseq__Grid *g, const char *name)
+{
+	static const char axis[3] = {'x', 'y', 'z'};
+	const uint32_t grid[3] = {g->grid_x, g->grid_y ? g->grid_y : 1, g->grid_z ? g->grid_z : 1};
+	const uint32_t block[3] = {
+		g->block_x, g->block_y ? g->block_y : 1, g->block_z ? g->block_z : 1};
+	const uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
+
+	for (int i = 0; i < 3; i++) {
+		if (f->max_grid[i] && grid[i] > f->max_grid[i])
+			return req_error(s, -EINVAL,
+				"grid_%c %u is over the device's limit of %u (grid limits x, y, "
+				"z: %u, %u, %u)",
+				axis[i], grid[i], f->max_grid[i], f->max_grid[0], f->max_grid[1],
+				f->max_grid[2]);
+		if (f->max_block[i] && block[i] > f->max_block[i])
+			return req_error(s, -EINVAL,
+				"block_%c %u is over the device's limit of %u (block limits x, y, "
+				"z: %u, %u, %u)",
+				axis[i], block[i], f->max_block[i], f->max_block[0],
+				f->max_block[1], f->max_block[2]);
+	}
+	if (f->max_threads && threads > f->max_threads)
+		return req_error(s, -EINVAL,
+			"a block of %" PRIu64 " threads (block_x * block_y * block_z) is over "
+			"the limit of %u for '%.64s' on this device",
+			threads, f->max_threads, name);
+	return 0;
+}
+
+/* Let f's launches use `bytes` of dynamic shared memory: beyond its current maximum
+ * (48 KiB by default on NVIDIA) the maximum is raised, once; beyond what a block may
+ * have, less the function's static shared memory, refused. */
+static int exec_shared_mem(
+	struct session *s, struct smodule_fn *f, uint64_t bytes, const char *name)
+{
+	const struct backend *b = &s->srv->backend;
+	struct backend_fn_attrs a = {0};
+	uint64_t limit;
+	int r;
+
+	if (bytes <= f->max_shared)
+		return 0;
+	/* Another name of the same function may have raised it meanwhile. */
+	if (backend_function_attrs(b, f->function, &a) == 0) {
+		f->static_shared = a.shared_size_bytes;
+		if (a.max_dynamic_shared_size_bytes > f->max_shared)
+			f->max_shared = a.max_dynamic_shared_size_bytes;
+		if (bytes <= f->max_shared)
+			return 0;
+	}
+	limit = f->shared_optin > f->static_shared ? f->shared_optin - f->static_shared : 0;
+	if (f->shared_optin && bytes > limit)
+		return req_error(s, -EINVAL,
+			"shared_mem %" PRIu64 " bytes is over what '%.64s' may have on this "
+			"device: %" PRIu64 " (%" PRIu64 " per block, less its %" PRIu64 " static)",
+			bytes, name, limit, f->shared_optin, f->static_shared);
+	r = backend_function_max_shared(b, f->function, bytes);
+	if (r == -ENOMEM)
+		return req_error(s, r, "out of memory");
+	if (r < 0)
+		return req_error(s, -EINVAL,
+			"shared_mem %" PRIu64 " bytes: the device would not raise the maximum "
+			"of '%.64s' (%s)",
+			bytes, name, strerror(-r));
+	f->max_shared = bytes;
+	return 0;
+}
+
 /* The module function e names, and its launch shape checked: 0 with *m and *fn, or a
  * refusal. */
 static int exec_function_target(
@@ -56,6 +128,8 @@ static int exec_function_target(
 {
 	const Sseq__ModuleFunction *mf = e->function;
 	const Sseq__Grid *g = e->grid;
+	struct smodule_fn *f = NULL;
+	char why[220];
 	int r;
 
 	if (!backend_has_modules(&s->srv->backend))
@@ -79,14 +153,17 @@ static int exec_function_target(
 	if (e->n_args > KERNEL_MAX_ARGS)
 		return req_error(
 			s, -EINVAL, "%zu arguments: at most %u", e->n_args, KERNEL_MAX_ARGS);
-	r = smodule_function(s->srv, *m, mf->name, fn);
+	r = smodule_function(s->srv, *m, mf->name, &f, why, sizeof(why));
 	if (r == -ENOMEM)
 		return req_error(s, r, "out of memory");
 	if (r == -ENXIO)
 		return server_lost_error(s->srv, r, "the module (it did not load again after)");
 	if (r < 0)
-		return req_error(s, REQ_UNKNOWN_KERNEL, "module %s has no function '%.64s'",
-			(*m)->path, mf->name);
+		return req_error(s, REQ_UNKNOWN_KERNEL, "module %s %s", (*m)->path, why);
+	if ((r = exec_shape_check(s, f, g, mf->name)) ||
+		(g->shared_mem && (r = exec_shared_mem(s, f, g->shared_mem, mf->name))))
+		return r;
+	*fn = f->function;
 	return 0;
 }
 

@@ -22,6 +22,15 @@ void smodule_forget_functions(struct smodule *m)
 		free(f);
 	}
 	m->nfns = 0;
+	for (size_t i = 0; i < m->nnames; i++) {
+		free(m->names[i]);
+		free(m->demangled[i]);
+	}
+	free(m->names);
+	free(m->demangled);
+	m->names = m->demangled = NULL;
+	m->nnames = 0;
+	m->listed = 0;
 }
 
 void smodule_unref(struct server *srv, struct smodule *m)
@@ -35,34 +44,78 @@ void smodule_unref(struct server *srv, struct smodule *m)
 	free(m);
 }
 
-/* The function `name` of m, from the cache or looked up (and cached). */
-int smodule_function(struct server *srv, struct smodule *m, const char *name, void **fn)
+void smodule_foreach(const struct session *s, void (*fn)(struct smodule *m, void *arg), void *arg)
+{
+	for (uint32_t i = 0; i < s->nslots; i++)
+		if (s->slots[i].kind == HANDLE_MODULE)
+			fn(s->slots[i].obj, arg);
+}
+
+/* What a launch of f is checked against: the device's limits, narrowed by the function's
+ * own threads per block; what the backend does not say stays 0 (unchecked). */
+static void smodule_fn_limits(struct server *srv, struct smodule_fn *f)
+{
+	struct backend_info info = {0};
+	struct backend_fn_attrs a = {0};
+
+	backend_info(&srv->backend, &info);
+	f->max_threads = info.max_threads_per_block;
+	memcpy(f->max_block, info.max_block, sizeof(f->max_block));
+	memcpy(f->max_grid, info.max_grid, sizeof(f->max_grid));
+	f->shared_optin = info.shared_optin;
+	if (backend_function_attrs(&srv->backend, f->function, &a) == 0) {
+		if (a.max_threads_per_block &&
+			(!f->max_threads || a.max_threads_per_block < f->max_threads))
+			f->max_threads = a.max_threads_per_block;
+		f->max_shared = a.max_dynamic_shared_size_bytes;
+		f->static_shared = a.shared_size_bytes;
+	}
+}
+
+/* The function `name` of m, from the cache or looked up (and cached). A name the
+ * backend finds is used as is (a mangled name); else one with '(' is a signature. */
+int smodule_function(struct server *srv, struct smodule *m, const char *name,
+	struct smodule_fn **out, char *why, size_t size)
 {
 	struct smodule_fn *f;
+	const char *symbol = name;
+	void *fn = NULL;
 	int r;
 
+	snprintf(why, size, "has no function '%.120s'", name);
 	if (!m->module)
 		return -ENXIO; /* lost in a device reset and not loaded again */
 	for (f = m->fns; f; f = f->next) {
 		if (strcmp(f->name, name) == 0) {
-			*fn = f->function;
+			*out = f;
 			return 0;
 		}
 	}
-	r = backend_module_function(&srv->backend, m->module, name, fn);
-	if (r < 0 || m->nfns >= SESSION_MAX_MODULE_FNS)
+	r = backend_module_function(&srv->backend, m->module, name, &fn);
+	if (r == -ENOENT) {
+		r = smodule_resolve(srv, m, name, &symbol, why, size);
+		if (r == 0)
+			r = backend_module_function(&srv->backend, m->module, symbol, &fn);
+	}
+	if (r < 0)
 		return r;
-	f = calloc(1, sizeof(*f));
+	f = m->nfns < SESSION_MAX_MODULE_FNS ? calloc(1, sizeof(*f)) : NULL;
 	if (f && !(f->name = strdup(name))) {
 		free(f);
 		f = NULL;
 	}
-	if (!f)
-		return 0; /* found; just not cached */
-	f->function = *fn;
-	f->next = m->fns;
-	m->fns = f;
-	m->nfns++;
+	if (f) {
+		f->next = m->fns;
+		m->fns = f;
+		m->nfns++;
+	} else {
+		/* Found; just not cached. */
+		f = &m->spare;
+		*f = (struct smodule_fn){0};
+	}
+	f->function = fn;
+	smodule_fn_limits(srv, f);
+	*out = f;
 	return 0;
 }
 

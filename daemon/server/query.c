@@ -40,11 +40,21 @@ static Sseq__DeviceInfo *query_device(struct server *srv, struct arena *a)
 	d->last_reset_at = arena_strdup(a, srv->resets.at);
 	d->last_reset_cause = arena_strdup(a, srv->resets.cause);
 	d->last_reset_ms = srv->resets.last_ms;
+	d->max_threads_per_block = info.max_threads_per_block;
+	if (info.max_grid[0]) {
+		d->n_max_block = d->n_max_grid = 3;
+		d->max_block = arena_alloc(a, sizeof(info.max_block));
+		d->max_grid = arena_alloc(a, sizeof(info.max_grid));
+		memcpy(d->max_block, info.max_block, sizeof(info.max_block));
+		memcpy(d->max_grid, info.max_grid, sizeof(info.max_grid));
+	}
+	d->shared_per_block = info.shared_per_block;
+	d->shared_optin = info.shared_optin;
 	return d;
 }
 
 /* Root and the same user see every session; others only their own. */
-static bool query_may_see(const struct session_info *asker, const struct session_info *s)
+bool query_may_see(const struct session_info *asker, const struct session_info *s)
 {
 	return asker->id == s->id || asker->uid == 0 || asker->uid == s->uid;
 }
@@ -579,6 +589,9 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_TIMELINE:
 		query_timeline(srv, asker, q, res, a);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_MODULES:
+		query_modules(srv, asker, q, res, a);
 		break;
 	default:
 		res->status = SSEQ__STATUS__STATUS_INVALID_ARGUMENT;

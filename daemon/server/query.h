@@ -3,6 +3,8 @@
 #ifndef SSEQ_QUERY_H
 #define SSEQ_QUERY_H
 
+#include <stdbool.h>
+
 #include "sseq.pb-c.h"
 
 struct arena;
@@ -15,5 +17,12 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 /* TIMELINE (query-timeline.c): one page of completed operations. */
 void query_timeline(struct server *srv, const struct session *asker, const Sseq__Query *q,
 	Sseq__QueryResult *result, struct arena *a);
+
+/* MODULES (query-modules.c): loaded modules with their functions' names and attributes. */
+void query_modules(struct server *srv, const struct session *asker, const Sseq__Query *q,
+	Sseq__QueryResult *result, struct arena *a);
+struct session_info;
+/* Whether `asker` may see session s's details: root and the same user see every session. */
+bool query_may_see(const struct session_info *asker, const struct session_info *s);
 
 #endif

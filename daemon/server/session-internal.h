@@ -71,7 +71,20 @@ void smodule_unref(struct server *srv, struct smodule *m);
 int session_unknown_handle(struct session *s, uint64_t handle, const char *what);
 /* Drop the cached function lookups (the module was loaded again). */
 void smodule_forget_functions(struct smodule *m);
-int smodule_function(struct server *srv, struct smodule *m, const char *name, void **fn);
+/* The function `name` of m (a symbol, or a signature containing '(' that names one
+ * function, module-names.c), cached: 0 with *fn, or -ENOENT (none), -ENOTUNIQ (several
+ * match), -ENOTSUP (a signature where functions cannot be listed), -ENXIO (m was lost in
+ * a device reset), -ENOMEM; `why` then says what the client should know. */
+int smodule_function(struct server *srv, struct smodule *m, const char *name,
+	struct smodule_fn **fn, char *why, size_t size);
+/* module-names.c: list m's functions once (m->names, m->demangled): 0 or m->listed. */
+int smodule_list(struct server *srv, struct smodule *m);
+/* The symbol of m's one function whose demangled signature is `sig` (spaces aside), or
+ * whose name is `sig` (a short name, "scale" or "reduce<256>"): as smodule_function. */
+int smodule_resolve(struct server *srv, struct smodule *m, const char *sig, const char **symbol,
+	char *why, size_t size);
+/* fn(m, arg) for every module handle of s, in handle order. */
+void smodule_foreach(const struct session *s, void (*fn)(struct smodule *m, void *arg), void *arg);
 int req_load_module(struct session *s, const Sseq__Request *rq);
 
 /* exec.c */

@@ -34,11 +34,18 @@ struct staging {
 	char label[48];
 };
 
-/* A function looked up in a module, cached by name. */
+/* A function looked up in a module, cached by the name the client used (its symbol or
+ * a signature), with what a launch is checked against. */
 struct smodule_fn {
 	char *name;
 	void *function; /* the backend's */
 	struct smodule_fn *next;
+	/* The device's launch limits with the function's own: threads per block (the
+	 * smaller of the two), block and grid dimensions; 0 where unknown. */
+	uint32_t max_threads, max_block[3], max_grid[3];
+	/* Dynamic shared memory launches may use as far as known (0: not asked yet), the
+	 * function's static shared memory, and the most a block may have (opt-in). */
+	uint64_t max_shared, static_shared, shared_optin;
 };
 
 /* A user code object from LoadModule (hip backend). Unloaded once the handle is gone (the
@@ -51,6 +58,13 @@ struct smodule {
 	struct smodule_fn *fns;
 	char path[96]; /* as the client named it, for the log */
 	char *real; /* the file, to load it again after a device reset */
+	/* Its functions' symbols as the device lists them and each one demangled (NULL
+	 * where it is no C++ name), listed once when first needed (module-names.c).
+	 * listed: 0 not yet, 1 done, else the negative errno listing failed with. */
+	char **names, **demangled;
+	size_t nnames;
+	int listed;
+	struct smodule_fn spare; /* a lookup past the cache's bound */
 };
 
 /* A client's buffer or slice handle. */

@@ -337,9 +337,57 @@ int sseq_execute(struct sseq *s, const char *kernel, const struct sseq_arg *args
  * for its handle. */
 int sseq_load_module(struct sseq *s, const char *path, uint64_t *module);
 
-/* Like sseq_execute(), for function `name` of a module from sseq_load_module(). */
+/* Like sseq_execute(), for function `name` of a module from sseq_load_module(). `name` is
+ * the function's symbol (for C++ its mangled name, "_Z5scalePfif") or, containing '(', its
+ * demangled signature ("scale(float*, int, float)", spaces aside), or a short name
+ * ("scale", "reduce<256>") that only one function has; a name several functions match is
+ * refused (-SSEQ_ERR_UNKNOWN_KERNEL) naming them. Signatures and short names need the
+ * module's functions listed (sseq_module_functions), which HIP on AMD cannot do: use the
+ * symbol there. The shape must be an explicit grid within the device's limits (see
+ * libsseq(3)): a block over max_threads_per_block threads or a dimension over its limit
+ * is -SSEQ_ERR_INVALID_ARGUMENT naming it. shape->shared_mem over the function's maximum
+ * (48 KiB by default on NVIDIA) raises that maximum first; over what the device allows
+ * a block, less the function's static shared memory, is -SSEQ_ERR_INVALID_ARGUMENT. */
 int sseq_execute_function(struct sseq *s, uint64_t module, const char *name,
 	const struct sseq_arg *args, size_t nargs, const struct sseq_launch *shape, uint64_t *tag);
+
+/* A module function as the device reports it, for picking block sizes. */
+struct sseq_function_info {
+	char name[256]; /* its symbol (mangled for C++) */
+	char demangled[512]; /* its signature, "" where it is no C++ name (cut to fit) */
+	uint32_t max_threads_per_block; /* for this function on this device */
+	uint32_t num_regs; /* per thread */
+	uint64_t shared_size_bytes; /* static shared memory per block */
+	uint64_t max_dynamic_shared_size_bytes; /* the current maximum for a launch */
+	uint64_t const_size_bytes;
+	uint64_t local_size_bytes; /* per thread */
+	uint32_t ptx_version; /* major * 10 + minor (NVIDIA) */
+	uint32_t binary_version;
+};
+
+/* The functions of a module from sseq_load_module(): up to n into fns (which may be NULL
+ * when n is 0), their number in *count (which may exceed n). -SSEQ_ERR_INVALID_ARGUMENT
+ * where the platform cannot list a module's functions (HIP on AMD) or the daemon runs no
+ * modules (the sim); sseq_last_error_message() says so. */
+int sseq_module_functions(
+	struct sseq *s, uint64_t module, struct sseq_function_info *fns, size_t n, size_t *count);
+
+/* One function's attributes, `name` as sseq_execute_function() takes it: 0, or
+ * -SSEQ_ERR_UNKNOWN_KERNEL (none, or several, match). */
+int sseq_function_attributes(
+	struct sseq *s, uint64_t module, const char *name, struct sseq_function_info *info);
+
+/* The device's launch limits for module functions (all 0 on the sim). */
+struct sseq_device_limits {
+	uint32_t max_threads_per_block;
+	uint32_t max_block[3]; /* x, y, z */
+	uint32_t max_grid[3];
+	uint64_t shared_per_block; /* by default */
+	uint64_t shared_optin; /* at most, static and dynamic together */
+};
+
+/* The device's limits (asks the daemon). */
+int sseq_device_limits(struct sseq *s, struct sseq_device_limits *limits);
 
 /*
  * Waiting

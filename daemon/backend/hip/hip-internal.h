@@ -228,6 +228,9 @@ struct hip {
 	char arch[32];
 	uint64_t memory_total;
 	uint64_t clock_khz;
+	/* Launch limits from the device's properties (backend_info's). */
+	uint32_t max_threads_per_block, max_block[3], max_grid[3];
+	uint64_t shared_per_block, shared_optin;
 	_Atomic uint64_t findings;
 	/* A device fault seen by a completion thread: later launches are refused. */
 	_Atomic int device_error;
@@ -359,5 +362,8 @@ int hip__kernels_load(struct hip *h);
 int hip__module_load(void *ctx, const char *path, void **module);
 int hip__module_function(void *ctx, void *module, const char *name, void **function);
 void hip__module_unload(void *ctx, void *module);
+int hip__module_functions(void *ctx, void *module, char ***names, size_t *n);
+int hip__function_attrs(void *ctx, void *function, struct backend_fn_attrs *attrs);
+int hip__function_max_shared(void *ctx, void *function, uint64_t bytes);
 
 #endif

@@ -2,8 +2,10 @@
  * each kernel's function looked up once, and users' modules (LoadModule), loaded and
  * looked up on the loop thread and unloaded by the reaper. */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,3 +125,161 @@ void hip__module_unload(void *ctx, void *module)
 	pthread_cond_signal(&h->reap_cond);
 	pthread_mutex_unlock(&h->reap_mu);
 }
+
+/* ---- what a client asks about a module's functions ---- */
+
+#ifdef SSEQ_HIP_NVIDIA
+int hip__module_functions(void *ctx, void *module, char ***names, size_t *n)
+{
+	hipModule_t m = (hipModule_t)module;
+	hipFunction_t *fns = NULL;
+	char **out = NULL;
+	unsigned count = 0, i = 0;
+	hipError_t e;
+	int r = 0;
+
+	*names = NULL;
+	*n = 0;
+	e = hipModuleGetFunctionCount(&count, m);
+	if (e == hipSuccess && count) {
+		fns = calloc(count, sizeof(*fns));
+		out = calloc(count, sizeof(*out));
+		if (!fns || !out) {
+			r = -ENOMEM;
+			goto out;
+		}
+		e = hipModuleEnumerateFunctions(fns, count, m);
+	}
+	if (e != hipSuccess) {
+		log_info("hip", "cannot list the functions of module %p: %s", module,
+			hipGetErrorName(e));
+		r = hip__errno(e);
+		goto out;
+	}
+	for (i = 0; i < count; i++) {
+		const char *name = NULL;
+
+		e = hipFuncGetName(&name, fns[i]);
+		if (e != hipSuccess || !name) {
+			log_info("hip", "module %p: function %u has no name: %s", module, i,
+				hipGetErrorName(e));
+			r = e == hipSuccess ? -EIO : hip__errno(e);
+			goto out;
+		}
+		if (!(out[i] = strdup(name))) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
+	*names = out;
+	*n = count;
+	out = NULL;
+out:
+	if (out) {
+		while (i > 0)
+			free(out[--i]);
+		free(out);
+	}
+	free(fns);
+	return r;
+}
+
+int hip__function_attrs(void *ctx, void *function, struct backend_fn_attrs *attrs)
+{
+	hipFuncAttributes a;
+	hipError_t e = hipModuleFuncGetAttributes(&a, (hipFunction_t)function);
+
+	if (e != hipSuccess)
+		return hip__errno(e);
+	*attrs = (struct backend_fn_attrs){
+		.max_threads_per_block = (uint32_t)a.maxThreadsPerBlock,
+		.num_regs = (uint32_t)a.numRegs,
+		.shared_size_bytes = a.sharedSizeBytes,
+		.max_dynamic_shared_size_bytes = (uint64_t)a.maxDynamicSharedSizeBytes,
+		.const_size_bytes = a.constSizeBytes,
+		.local_size_bytes = a.localSizeBytes,
+		.ptx_version = (uint32_t)a.ptxVersion,
+		.binary_version = (uint32_t)a.binaryVersion,
+	};
+	return 0;
+}
+
+int hip__function_max_shared(void *ctx, void *function, uint64_t bytes)
+{
+	struct hip *h = ctx;
+	hipError_t e;
+
+	if (h->shared_optin && bytes > h->shared_optin)
+		return -EINVAL;
+	e = hipModuleFuncSetMaxDynamicShared((hipFunction_t)function, (int)bytes);
+	if (e != hipSuccess) {
+		log_info("hip", "cannot let function %p use %" PRIu64 " bytes of shared memory: %s",
+			function, bytes, hipGetErrorName(e));
+		return hip__errno(e) == -ENOMEM ? -ENOMEM : -EINVAL;
+	}
+	return 0;
+}
+#else
+/* HIP 5.2 has no call that lists a module's functions. */
+int hip__module_functions(void *ctx, void *module, char ***names, size_t *n)
+{
+	*names = NULL;
+	*n = 0;
+	return -ENOTSUP;
+}
+
+int hip__function_attrs(void *ctx, void *function, struct backend_fn_attrs *attrs)
+{
+	static const struct {
+		hipFunction_attribute attr;
+		size_t offset;
+		bool wide;
+	} fields[] = {
+		{HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+			offsetof(struct backend_fn_attrs, max_threads_per_block), false},
+		{HIP_FUNC_ATTRIBUTE_NUM_REGS, offsetof(struct backend_fn_attrs, num_regs), false},
+		{HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+			offsetof(struct backend_fn_attrs, shared_size_bytes), true},
+		{HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+			offsetof(struct backend_fn_attrs, max_dynamic_shared_size_bytes), true},
+		{HIP_FUNC_ATTRIBUTE_CONST_SIZE_BYTES,
+			offsetof(struct backend_fn_attrs, const_size_bytes), true},
+		{HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+			offsetof(struct backend_fn_attrs, local_size_bytes), true},
+		{HIP_FUNC_ATTRIBUTE_PTX_VERSION, offsetof(struct backend_fn_attrs, ptx_version),
+			false},
+		{HIP_FUNC_ATTRIBUTE_BINARY_VERSION,
+			offsetof(struct backend_fn_attrs, binary_version), false},
+	};
+	struct backend_fn_attrs a = {0};
+
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		char *at = (char *)&a + fields[i].offset;
+		int v = 0;
+		hipError_t e = hipFuncGetAttribute(&v, fields[i].attr, (hipFunction_t)function);
+
+		/* Some attributes are not reported on every ROCm: leave those 0. */
+		if (e != hipSuccess)
+			continue;
+		if (fields[i].wide) {
+			uint64_t w = (uint64_t)(unsigned)v;
+
+			memcpy(at, &w, sizeof(w));
+		} else {
+			uint32_t n = (uint32_t)v;
+
+			memcpy(at, &n, sizeof(n));
+		}
+	}
+	*attrs = a;
+	return 0;
+}
+
+/* AMD has no opt-in: a launch may use the block's whole LDS. */
+int hip__function_max_shared(void *ctx, void *function, uint64_t bytes)
+{
+	struct hip *h = ctx;
+
+	return h->shared_optin && bytes > h->shared_optin ? -EINVAL : 0;
+}
+#endif

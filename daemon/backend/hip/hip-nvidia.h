@@ -104,6 +104,40 @@ static inline hipError_t hipModuleGetFunction(
 	return cudaLibraryGetKernel(f, module, name);
 }
 
+/* A module's functions (CUDA >= 12.4). HIP has no such call: on AMD the backend says
+ * listing is not supported. */
+static inline hipError_t hipModuleGetFunctionCount(unsigned *count, hipModule_t module)
+{
+	return cudaLibraryGetKernelCount(count, module);
+}
+
+static inline hipError_t hipModuleEnumerateFunctions(
+	hipFunction_t *fns, unsigned count, hipModule_t module)
+{
+	return cudaLibraryEnumerateKernels(fns, count, module);
+}
+
+/* The function's (mangled) name; the runtime owns the string. */
+static inline hipError_t hipFuncGetName(const char **name, hipFunction_t f)
+{
+	return cudaFuncGetName(name, (const void *)f);
+}
+
+/* The cudaFunc* calls take a cudaKernel_t cast to a pointer "and use it as is" (their
+ * docs); cudaKernelSetAttributeForDevice would be overridden by cudaFuncSetAttribute
+ * anyway, and wants stricter locking. */
+typedef struct cudaFuncAttributes hipFuncAttributes;
+static inline hipError_t hipModuleFuncGetAttributes(hipFuncAttributes *attrs, hipFunction_t f)
+{
+	return cudaFuncGetAttributes(attrs, (const void *)f);
+}
+
+static inline hipError_t hipModuleFuncSetMaxDynamicShared(hipFunction_t f, int bytes)
+{
+	return cudaFuncSetAttribute(
+		(const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
 /* cuLaunchKernel's shape; `extra` (packed arguments) is not used by the backend. */
 static inline hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned gx, unsigned gy,
 	unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared, hipStream_t stream,

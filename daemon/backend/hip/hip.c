@@ -117,6 +117,11 @@ static void hip_info(void *ctx, struct backend_info *info)
 	snprintf(info->arch, sizeof(info->arch), "%s", h->arch);
 	info->memory_total = h->memory_total;
 	info->memory_used = h->used_bytes - h->scratch_bytes;
+	info->max_threads_per_block = h->max_threads_per_block;
+	memcpy(info->max_block, h->max_block, sizeof(info->max_block));
+	memcpy(info->max_grid, h->max_grid, sizeof(info->max_grid));
+	info->shared_per_block = h->shared_per_block;
+	info->shared_optin = h->shared_optin;
 }
 
 /* One stream once its completion thread was told to stop: the thread joined, then what
@@ -262,6 +267,9 @@ static const struct backend_ops hip_ops = {
 	.module_load = hip__module_load,
 	.module_function = hip__module_function,
 	.module_unload = hip__module_unload,
+	.module_functions = hip__module_functions,
+	.function_attrs = hip__function_attrs,
+	.function_max_shared = hip__function_max_shared,
 	.info = hip_info,
 	.device_lost = hip_device_lost,
 	.reset = hip_reset,
@@ -334,12 +342,21 @@ static int hip_device_open(struct hip *h)
 	}
 	h->device_open = true;
 	h->memory_total = prop.totalGlobalMem;
+	h->max_threads_per_block = (uint32_t)prop.maxThreadsPerBlock;
+	for (int i = 0; i < 3; i++) {
+		h->max_block[i] = (uint32_t)prop.maxThreadsDim[i];
+		h->max_grid[i] = (uint32_t)prop.maxGridSize[i];
+	}
+	h->shared_per_block = prop.sharedMemPerBlock;
 	snprintf(h->name, sizeof(h->name), "%.*s", (int)sizeof(h->name) - 1, prop.name);
 #ifdef SSEQ_HIP_NVIDIA
 	snprintf(h->arch, sizeof(h->arch), "sm_%d%d", prop.major, prop.minor);
+	h->shared_optin = prop.sharedMemPerBlockOptin;
 	h->clock_khz = HIP_NV_GLOBALTIMER_KHZ;
 #else
 	snprintf(h->arch, sizeof(h->arch), "%.*s", (int)sizeof(h->arch) - 1, prop.gcnArchName);
+	/* No opt-in on AMD: a block may use all of its LDS from the start. */
+	h->shared_optin = prop.sharedMemPerBlock;
 	h->clock_khz = HIP_AMD_WALL_CLOCK_KHZ;
 #endif
 	return 0;

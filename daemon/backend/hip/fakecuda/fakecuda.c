@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,13 @@
  * its buffers, which on a GPU is an illegal address, sticky for the process. */
 #define FAKE_FAULT_ELEMENTS (1ull << 32)
 #define FAKE_MAX_BLOCK 1024u
+/* sm_90's launch limits: block dimensions, grid dimensions, shared memory per block by
+ * default and at most (opt-in, cudaFuncAttributeMaxDynamicSharedMemorySize). */
+#define FAKE_MAX_BLOCK_Z 64u
+#define FAKE_MAX_GRID_X 2147483647u
+#define FAKE_MAX_GRID_YZ 65535u
+#define FAKE_SHARED_DEFAULT 49152u
+#define FAKE_SHARED_OPTIN (227u << 10)
 #define FAKE_MEMORY (64ull << 30)
 
 /* A device fault: every later call returns it, as CUDA's context does. */
@@ -95,6 +103,8 @@ struct fake_fn {
 	} attrs[FAKE_FN_ATTRS];
 	enum fake_behavior behavior;
 	struct CUkern_st handle; /* what cudaLibraryGetKernel hands out */
+	/* cudaFuncSetAttribute's maximum dynamic shared memory; 0: the maxdyn= attribute. */
+	_Atomic uint32_t max_dynamic_shared;
 };
 
 struct CUlib_st {
@@ -503,6 +513,7 @@ const char *cudaGetErrorName(cudaError_t e)
 		FAKE_NAME(cudaErrorHostMemoryAlreadyRegistered)
 		FAKE_NAME(cudaErrorHostMemoryNotRegistered)
 		FAKE_NAME(cudaErrorInvalidDevice)
+		FAKE_NAME(cudaErrorInvalidDeviceFunction)
 #undef FAKE_NAME
 	default:
 		return "cudaErrorUnknown";
@@ -534,6 +545,13 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 	prop->major = 9;
 	prop->minor = 0;
 	prop->totalGlobalMem = FAKE_MEMORY;
+	prop->maxThreadsPerBlock = FAKE_MAX_BLOCK;
+	prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = FAKE_MAX_BLOCK;
+	prop->maxThreadsDim[2] = FAKE_MAX_BLOCK_Z;
+	prop->maxGridSize[0] = FAKE_MAX_GRID_X;
+	prop->maxGridSize[1] = prop->maxGridSize[2] = FAKE_MAX_GRID_YZ;
+	prop->sharedMemPerBlock = FAKE_SHARED_DEFAULT;
+	prop->sharedMemPerBlockOptin = FAKE_SHARED_OPTIN;
 	return cudaSuccess;
 }
 
@@ -966,6 +984,119 @@ cudaError_t cudaFuncGetParamInfo(const void *func, size_t index, size_t *offset,
 	return cudaSuccess;
 }
 
+/* ---- a module's functions and their attributes ---- */
+
+/* The fake module function k stands for, as cudaFuncSetAttribute may change it. */
+static struct fake_fn *fake_fn_mutable(const struct CUkern_st *k)
+{
+	return k && k->fn ? (struct fake_fn *)((char *)k - offsetof(struct fake_fn, handle)) : NULL;
+}
+
+/* An unsigned attribute of the module's line ("regs=16"), else `otherwise`. */
+static uint64_t fake_fn_number(const struct fake_fn *fn, const char *key, uint64_t otherwise)
+{
+	const char *v = fake_fn_attr(fn, key);
+
+	return v ? strtoull(v, NULL, 10) : otherwise;
+}
+
+/* What a launch of k may use: set by cudaFuncSetAttribute, else maxdyn=, else 48 KiB less
+ * its static shared memory; a built-in kernel uses none. */
+static uint64_t fake_fn_max_dynamic_shared(const struct CUkern_st *k)
+{
+	const struct fake_fn *fn = fake_fn_mutable(k);
+	uint32_t set;
+
+	if (!fn)
+		return 0;
+	set = atomic_load(&fn->max_dynamic_shared);
+	if (set)
+		return set;
+	return fake_fn_number(fn, "maxdyn", FAKE_SHARED_DEFAULT - fake_fn_number(fn, "shared", 0));
+}
+
+/* A fake module's functions; the built-in image's are its kernels. */
+cudaError_t cudaLibraryEnumerateKernels(cudaKernel_t *kernels, unsigned int n, cudaLibrary_t lib)
+{
+	const unsigned have = lib->nfns ? lib->nfns : fake_nkernels;
+
+	if (!kernels || n > have)
+		return cudaErrorInvalidValue;
+	for (unsigned i = 0; i < n; i++)
+		kernels[i] = lib->nfns ? &lib->fns[i].handle : &fake_kernels[i];
+	return cudaSuccess;
+}
+
+/* The built-in kernels' symbols, as kernels-gpu.cu names them. */
+static char fake_symbols[64][80];
+static pthread_once_t fake_symbols_once = PTHREAD_ONCE_INIT;
+
+static void fake_symbols_init(void)
+{
+	for (unsigned i = 0; i < fake_nkernels; i++)
+		snprintf(fake_symbols[i], sizeof(fake_symbols[i]), "sseq_%s",
+			fake_kernels[i].k->name);
+}
+
+static const char *fake_kernel_symbol(const struct CUkern_st *k)
+{
+	if (k < fake_kernels || k >= fake_kernels + fake_nkernels)
+		return NULL;
+	pthread_once(&fake_symbols_once, fake_symbols_init);
+	return fake_symbols[k - fake_kernels];
+}
+
+cudaError_t cudaFuncGetName(const char **name, const void *func)
+{
+	const struct CUkern_st *k = func;
+
+	if (!k || !name)
+		return cudaErrorInvalidValue;
+	*name = k->fn ? k->fn->name : fake_kernel_symbol(k);
+	return *name ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+/* From the line's attributes: maxthreads= (1024), regs=, shared= (static), maxdyn=,
+ * const=, local=, ptx=, binary=. */
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+	const struct CUkern_st *k = func;
+	const struct fake_fn *fn = k ? k->fn : NULL;
+
+	if (!k || !attr)
+		return cudaErrorInvalidValue;
+	memset(attr, 0, sizeof(*attr));
+	attr->maxThreadsPerBlock = FAKE_MAX_BLOCK;
+	attr->maxDynamicSharedSizeBytes = (int)fake_fn_max_dynamic_shared(k);
+	attr->ptxVersion = attr->binaryVersion = 90;
+	if (!fn)
+		return cudaSuccess;
+	attr->maxThreadsPerBlock = (int)fake_fn_number(fn, "maxthreads", FAKE_MAX_BLOCK);
+	attr->numRegs = (int)fake_fn_number(fn, "regs", 0);
+	attr->sharedSizeBytes = fake_fn_number(fn, "shared", 0);
+	attr->constSizeBytes = fake_fn_number(fn, "const", 0);
+	attr->localSizeBytes = fake_fn_number(fn, "local", 0);
+	attr->ptxVersion = (int)fake_fn_number(fn, "ptx", 90);
+	attr->binaryVersion = (int)fake_fn_number(fn, "binary", 90);
+	return cudaSuccess;
+}
+
+/* Only the maximum dynamic shared memory, refused as CUDA does past the device's
+ * opt-in limit less the function's static shared memory. */
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+	struct fake_fn *fn = fake_fn_mutable(func);
+
+	if (!func || attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+		return cudaErrorInvalidValue;
+	if (!fn)
+		return cudaErrorInvalidDeviceFunction;
+	if (value <= 0 || (uint64_t)value + fake_fn_number(fn, "shared", 0) > FAKE_SHARED_OPTIN)
+		return cudaErrorInvalidValue;
+	atomic_store(&fn->max_dynamic_shared, (uint32_t)value);
+	return cudaSuccess;
+}
+
 /* The GPU argument layout (kernels-gpu.cu) back into the CPU one: the signature, then
  * `elements`, then spin's clock rate or conv2d's parameters, which must agree with what
  * the arguments say. A mismatch is a hip backend bug: abort loudly. */
@@ -1029,6 +1160,12 @@ cudaError_t cudaLaunchKernel(
 		return cudaErrorInvalidResourceHandle;
 	if (threads == 0 || threads > FAKE_MAX_BLOCK || !grid.x || !grid.y || !grid.z)
 		return cudaErrorInvalidConfiguration;
+	if (block.z > FAKE_MAX_BLOCK_Z || grid.y > FAKE_MAX_GRID_YZ || grid.z > FAKE_MAX_GRID_YZ ||
+		grid.x > FAKE_MAX_GRID_X)
+		return cudaErrorInvalidConfiguration;
+	/* As CUDA: more dynamic shared memory than the function's maximum fails the launch. */
+	if (shared > fake_fn_max_dynamic_shared(kern))
+		return cudaErrorInvalidValue;
 	o = fake_op_new(FAKE_KERNEL);
 	if (!o)
 		return cudaErrorMemoryAllocation;
