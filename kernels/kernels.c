@@ -375,6 +375,13 @@ const struct karg_type_info karg_types[KARG_NTYPES] = {
 	[KARG_U64] = {"u64", 8},
 	[KARG_F32] = {"f32", 4},
 	[KARG_F64] = {"f64", 8},
+	[KARG_I8] = {"i8", 1},
+	[KARG_U8] = {"u8", 1},
+	[KARG_I16] = {"i16", 2},
+	[KARG_U16] = {"u16", 2},
+	[KARG_F16] = {"f16", 2},
+	[KARG_BF16] = {"bf16", 2},
+	[KARG_BYTES] = {"bytes", 0},
 };
 
 const char *karg_type_name(enum karg_type type)

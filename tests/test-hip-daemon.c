@@ -71,6 +71,18 @@ static void hipd_start(struct hipd *d, const char *const *extra)
 		hip_harness_write_file(copy, image, len);
 		free(image);
 	}
+	/* The echo functions' module, where it is another file (the fake's). */
+	if (strcmp(SSEQ_ECHO_MODULE_NAME, SSEQ_TEST_MODULE_NAME) != 0) {
+		char echo[PATH_MAX], text[4096];
+
+		hip_harness_module_path(echo, sizeof(echo), HIP_DIR_FILE(SSEQ_ECHO_MODULE_NAME));
+		f = fopen(echo, "rb");
+		ck_assert_msg(f != NULL, "%s: %s", echo, strerror(errno));
+		len = fread(text, 1, sizeof(text), f);
+		fclose(f);
+		snprintf(copy, sizeof(copy), "%s/%s", d->dir, SSEQ_ECHO_MODULE_NAME);
+		hip_harness_write_file(copy, text, len);
+	}
 	snprintf(copy, sizeof(copy), "%s/notcode.bin", d->dir);
 	hip_harness_write_file(copy, "not a code object\n", 18);
 	snprintf(link, sizeof(link), "%s/escape", d->dir);
@@ -289,6 +301,141 @@ START_TEST(test_daemon_loads_and_runs_a_user_module)
 }
 END_TEST
 
+/* Launch echo function fn (its parameters after the first written at their offsets into
+ * the first, out); back gets out's first `size` bytes, zero before the launch. */
+static void hipd_echo(struct sseq *s, uint64_t m, const char *fn, uint64_t out,
+	const struct sseq_arg *args, size_t nargs, unsigned char *back, size_t size)
+{
+	const struct sseq_launch one = {.grid = {1, 1, 1}, .block = {1, 1, 1}};
+	unsigned char zero[64] = {0};
+
+	ck_assert_uint_le(size, sizeof(zero));
+	ck_assert_int_eq(sseq_copy_h2d(s, out, 0, zero, size, NULL), 0);
+	ck_assert_msg(sseq_execute_function(s, m, fn, args, nargs, &one, NULL) == 0, "%s: %s", fn,
+		sseq_last_error_message(s));
+	ck_assert_int_eq(sseq_copy_d2h(s, out, 0, back, size, NULL), 0);
+	ck_assert_msg(sseq_sync(s) == 0, "%s: %s", fn, sseq_last_error_message(s));
+}
+
+/* Narrow scalars, a struct and a float4 by value, and pointers at offsets into a buffer
+ * (slices) reach the function as it declares them: each argument's bytes at its
+ * parameter's offset. What does not match is refused naming the argument. */
+START_TEST(test_daemon_passes_narrow_scalars_structs_and_slices_by_their_bytes)
+{
+	struct vec12 {
+		int32_t a, b, c;
+	} v12 = {-7, 0x12345678, 99};
+	struct f4 {
+		_Alignas(16) float x;
+		float y, z, w;
+	} f4 = {1.5f, -2.0f, 3.25f, 1e-3f};
+	const struct sseq_launch one = {.grid = {1, 1, 1}, .block = {1, 1, 1}};
+	unsigned char back[64];
+	char msg[512];
+	struct hipd d;
+	struct sseq *s;
+	uint64_t m, out, base, slice, pb, ps;
+	int16_t i16;
+	uint16_t u16;
+
+	hipd_start(&d, NULL);
+	s = hipd_connect(&d, 0);
+	ck_assert_msg(sseq_load_module(s, SSEQ_ECHO_MODULE_NAME, &m) == 0, "%s",
+		sseq_last_error_message(s));
+	ck_assert_int_eq(sseq_alloc(s, 256, "out", &out), 0);
+	ck_assert_int_eq(sseq_alloc(s, 4096, "base", &base), 0);
+	ck_assert_int_eq(sseq_slice(s, base, 64, 128, "slice", &slice), 0);
+
+	/* i8 at 8, u8 at 9, i16 at 10, u16 at 12, f16 (1.0) at 14, bf16 (1.0) at 16. */
+	hipd_echo(s, m, "echo_narrow", out,
+		(struct sseq_arg[]){SSEQ_INOUT(out), SSEQ_I8(-5), SSEQ_U8(250), SSEQ_I16(-30000),
+			SSEQ_U16(65000), SSEQ_F16(0x3c00), SSEQ_BF16(0x3f80)},
+		7, back, 24);
+	ck_assert_int_eq((int8_t)back[8], -5);
+	ck_assert_uint_eq(back[9], 250);
+	memcpy(&i16, back + 10, 2);
+	ck_assert_int_eq(i16, -30000);
+	memcpy(&u16, back + 12, 2);
+	ck_assert_uint_eq(u16, 65000);
+	memcpy(&u16, back + 14, 2);
+	ck_assert_uint_eq(u16, 0x3c00);
+	memcpy(&u16, back + 16, 2);
+	ck_assert_uint_eq(u16, 0x3f80);
+	for (size_t i = 18; i < 24; i++)
+		ck_assert_uint_eq(back[i], 0);
+
+	/* The 12-byte struct at 8, the float4 at 32 (aligned 16), then two pointers: the
+	 * slice's is the base's plus its offset. */
+	hipd_echo(s, m, "echo_struct", out,
+		(struct sseq_arg[]){SSEQ_INOUT(out),
+			SSEQ_BYTES(&v12, sizeof(v12), _Alignof(struct vec12)),
+			SSEQ_BYTES(&f4, sizeof(f4), _Alignof(struct f4)), SSEQ_IN(base),
+			SSEQ_IN(slice)},
+		5, back, 64);
+	ck_assert_mem_eq(back + 8, &v12, sizeof(v12));
+	for (size_t i = 20; i < 32; i++)
+		ck_assert_uint_eq(back[i], 0);
+	ck_assert_mem_eq(back + 32, &f4, sizeof(f4));
+	memcpy(&pb, back + 48, 8);
+	memcpy(&ps, back + 56, 8);
+	ck_assert_uint_ne(pb, 0);
+	ck_assert_uint_eq(ps, pb + 64);
+
+	/* Refusals, each naming the argument. A count the function does not take: */
+	ck_assert_int_eq(hipd_refused(s, m, "echo_narrow",
+				 (struct sseq_arg[]){SSEQ_INOUT(out), SSEQ_I8(1), SSEQ_U8(2),
+					 SSEQ_I16(3), SSEQ_U16(4), SSEQ_F16(0)},
+				 6, &one, msg, sizeof(msg)),
+		-SSEQ_ERR_BAD_ARGUMENT_TYPE);
+	ck_assert_msg(strstr(msg, "6 arguments") && strstr(msg, "takes 7"), "%s", msg);
+	ck_assert_int_eq(hipd_refused(s, m, "echo_struct",
+				 (struct sseq_arg[]){SSEQ_INOUT(out), SSEQ_BYTES(&v12, 12, 4),
+					 SSEQ_BYTES(&f4, 16, 16), SSEQ_IN(base), SSEQ_IN(slice),
+					 SSEQ_U32(1)},
+				 6, &one, msg, sizeof(msg)),
+		-SSEQ_ERR_BAD_ARGUMENT_TYPE);
+	ck_assert_msg(strstr(msg, "argument 5 (u32, 4 bytes)") && strstr(msg, "only 5"), "%s", msg);
+	/* A size that is not the parameter's: */
+	ck_assert_int_eq(hipd_refused(s, m, "echo_struct",
+				 (struct sseq_arg[]){SSEQ_INOUT(out), SSEQ_BYTES(&v12, 12, 4),
+					 SSEQ_BYTES(&v12, 12, 4), SSEQ_IN(base), SSEQ_IN(slice)},
+				 5, &one, msg, sizeof(msg)),
+		-SSEQ_ERR_BAD_ARGUMENT_TYPE);
+	ck_assert_msg(strstr(msg,
+			      "argument 2 (bytes, 12 bytes) does not match parameter 2 of "
+			      "echo_struct (16 bytes)"),
+		"%s", msg);
+	ck_assert_int_eq(hipd_refused(s, m, "echo_narrow",
+				 (struct sseq_arg[]){SSEQ_INOUT(out), SSEQ_I8(1), SSEQ_U8(2),
+					 SSEQ_I32(3), SSEQ_U16(4), SSEQ_F16(0), SSEQ_BF16(0)},
+				 7, &one, msg, sizeof(msg)),
+		-SSEQ_ERR_BAD_ARGUMENT_TYPE);
+	ck_assert_msg(
+		strstr(msg, "argument 3 (i32, 4 bytes) does not match parameter 3"), "%s", msg);
+	/* A value outside its type: */
+	ck_assert_int_eq(hipd_refused(s, m, "echo_narrow",
+				 (struct sseq_arg[]){SSEQ_INOUT(out), SSEQ_I8(300), SSEQ_U8(2),
+					 SSEQ_I16(3), SSEQ_U16(4), SSEQ_F16(0), SSEQ_BF16(0)},
+				 7, &one, msg, sizeof(msg)),
+		-SSEQ_ERR_INVALID_ARGUMENT);
+	ck_assert_msg(
+		strstr(msg, "argument 1 (i8) = 300 is out of its range [-128, 127]"), "%s", msg);
+	ck_assert_int_eq(hipd_refused(s, m, "echo_narrow",
+				 (struct sseq_arg[]){SSEQ_INOUT(out), SSEQ_I8(1), SSEQ_U8(2),
+					 SSEQ_I16(3), SSEQ_U16(4), SSEQ_F16(0x10000), SSEQ_BF16(0)},
+				 7, &one, msg, sizeof(msg)),
+		-SSEQ_ERR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(msg, "argument 5 (f16)"), "%s", msg);
+	/* The session goes on after the refusals. */
+	ck_assert_int_eq(sseq_sync(s), 0);
+	ck_assert_int_eq(sseq_free(s, slice), 0);
+	ck_assert_int_eq(sseq_free(s, base), 0);
+	ck_assert_int_eq(sseq_free(s, out), 0);
+	sseq_close(s);
+	hipd_stop(&d);
+}
+END_TEST
+
 /* The kernels a racing scenario uses, run once through the daemon first (see
  * h_warm_up: a first launch may synchronize the device). */
 static void hipd_warm_up(struct sseq *s)
@@ -384,6 +531,7 @@ static Suite *hip_daemon_suite(void)
 		printf("test-hip-daemon: fake CUDA runtime: user code object test skipped\n");
 	else
 		tcase_add_test(daemon, test_daemon_loads_and_runs_a_user_module);
+	tcase_add_test(daemon, test_daemon_passes_narrow_scalars_structs_and_slices_by_their_bytes);
 	tcase_add_test(daemon, test_daemon_audit_catches_the_injected_legacy_window);
 	suite_add_tcase(s, daemon);
 	return s;

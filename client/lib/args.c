@@ -13,9 +13,28 @@ void args_pack_finish(struct args_pack *p)
 	p->args = NULL;
 	p->argv = NULL;
 	p->bufs = NULL;
+	p->bytes = NULL;
 }
 
-static int pack_one(Sseq__Arg *out, Sseq__BufferArg *buf, const struct sseq_arg *a)
+/* A bytes argument within what the daemon takes (KERNEL_PARAM_SPACE, its alignments). */
+static int pack_bytes(Sseq__Arg *out, Sseq__BytesArg *bytes, const struct sseq_arg *a)
+{
+	const uint32_t size = a->v.bytes.size, align = a->v.bytes.align ? a->v.bytes.align : 1;
+
+	if (!a->v.bytes.data || size == 0 || size > 4096 || align > 256 || (align & (align - 1)) ||
+		size % align)
+		return -EINVAL;
+	sseq__bytes_arg__init(bytes);
+	bytes->data.data = (uint8_t *)(uintptr_t)a->v.bytes.data;
+	bytes->data.len = size;
+	bytes->align = align;
+	out->value_case = SSEQ__ARG__VALUE_BYTES;
+	out->bytes = bytes;
+	return 0;
+}
+
+static int pack_one(
+	Sseq__Arg *out, Sseq__BufferArg *buf, Sseq__BytesArg *bytes, const struct sseq_arg *a)
 {
 	switch (a->type) {
 	case SSEQ_ARG_BUFFER:
@@ -52,6 +71,33 @@ static int pack_one(Sseq__Arg *out, Sseq__BufferArg *buf, const struct sseq_arg 
 		out->value_case = SSEQ__ARG__VALUE_F64;
 		out->f64 = a->v.f64;
 		return 0;
+	/* The narrow ones travel widened; the daemon checks their range. */
+	case SSEQ_ARG_I8:
+		out->value_case = SSEQ__ARG__VALUE_I8;
+		out->i8 = a->v.i32;
+		return 0;
+	case SSEQ_ARG_U8:
+		out->value_case = SSEQ__ARG__VALUE_U8;
+		out->u8 = a->v.u32;
+		return 0;
+	case SSEQ_ARG_I16:
+		out->value_case = SSEQ__ARG__VALUE_I16;
+		out->i16 = a->v.i32;
+		return 0;
+	case SSEQ_ARG_U16:
+		out->value_case = SSEQ__ARG__VALUE_U16;
+		out->u16 = a->v.u32;
+		return 0;
+	case SSEQ_ARG_F16:
+		out->value_case = SSEQ__ARG__VALUE_F16;
+		out->f16 = a->v.u32;
+		return 0;
+	case SSEQ_ARG_BF16:
+		out->value_case = SSEQ__ARG__VALUE_BF16;
+		out->bf16 = a->v.u32;
+		return 0;
+	case SSEQ_ARG_BYTES:
+		return pack_bytes(out, bytes, a);
 	}
 	return -EINVAL;
 }
@@ -65,18 +111,21 @@ int args_pack(struct args_pack *p, const struct sseq_arg *args, size_t nargs,
 		return -EINVAL;
 	if (nargs > 0) {
 		_Static_assert(sizeof(Sseq__Arg) % _Alignof(Sseq__BufferArg) == 0 &&
-				sizeof(Sseq__BufferArg) % _Alignof(Sseq__Arg *) == 0,
-			"args, bufs and argv share one block");
-		/* One allocation per launch, not three: the arrays all have nargs entries. */
-		p->args = calloc(nargs, sizeof(*p->args) + sizeof(*p->bufs) + sizeof(*p->argv));
+				sizeof(Sseq__BufferArg) % _Alignof(Sseq__BytesArg) == 0 &&
+				sizeof(Sseq__BytesArg) % _Alignof(Sseq__Arg *) == 0,
+			"args, bufs, bytes and argv share one block");
+		/* One allocation per launch, not four: the arrays all have nargs entries. */
+		p->args = calloc(nargs,
+			sizeof(*p->args) + sizeof(*p->bufs) + sizeof(*p->bytes) + sizeof(*p->argv));
 		if (!p->args)
 			return -ENOMEM;
 		p->bufs = (Sseq__BufferArg *)(p->args + nargs);
-		p->argv = (Sseq__Arg **)(p->bufs + nargs);
+		p->bytes = (Sseq__BytesArg *)(p->bufs + nargs);
+		p->argv = (Sseq__Arg **)(p->bytes + nargs);
 	}
 	for (size_t i = 0; i < nargs; i++) {
 		sseq__arg__init(&p->args[i]);
-		int r = pack_one(&p->args[i], &p->bufs[i], &args[i]);
+		int r = pack_one(&p->args[i], &p->bufs[i], &p->bytes[i], &args[i]);
 		if (r < 0)
 			return r;
 		p->argv[i] = &p->args[i];

@@ -177,6 +177,7 @@ struct args_pack {
 	Sseq__Arg *args;
 	Sseq__Arg **argv;
 	Sseq__BufferArg *bufs;
+	Sseq__BytesArg *bytes;
 };
 
 /* Fill p->ex from the arguments and shape (the target is the caller's). -EINVAL for a

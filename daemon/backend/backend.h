@@ -107,6 +107,11 @@ struct backend_ops {
 	int (*module_load)(void *ctx, const char *path, void **module);
 	int (*module_function)(void *ctx, void *module, const char *name, void **function);
 	void (*module_unload)(void *ctx, void *module);
+	/* Parameter `index` of a module function as the device lays it out: 0 with its
+	 * offset and size in bytes, -ENOENT past the last parameter, -ENOTSUP where the
+	 * platform does not say (HIP on AMD). NULL: never known. On the loop thread. */
+	int (*function_param)(
+		void *ctx, void *function, unsigned index, size_t *offset, size_t *size);
 	/* A module's functions by their (mangled) names: *names gets an array of *n strings,
 	 * each malloc'd, as is the array. -ENOTSUP where the platform cannot list them (HIP
 	 * on AMD has no call for it). NULL where there are no modules. */
@@ -194,6 +199,14 @@ static inline int backend_module_function(
 static inline void backend_module_unload(const struct backend *b, void *module)
 {
 	b->ops->module_unload(b->ctx, module);
+}
+
+static inline int backend_function_param(
+	const struct backend *b, void *function, unsigned index, size_t *offset, size_t *size)
+{
+	return b->ops->function_param
+		? b->ops->function_param(b->ctx, function, index, offset, size)
+		: -ENOTSUP;
 }
 
 static inline int backend_module_functions(

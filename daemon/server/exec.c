@@ -32,6 +32,13 @@ static const struct {
 	[SSEQ__ARG__VALUE_F32] = {KARG_F32, offsetof(Sseq__Arg, f32)},
 	[SSEQ__ARG__VALUE_I32] = {KARG_I32, offsetof(Sseq__Arg, i32)},
 	[SSEQ__ARG__VALUE_U32] = {KARG_U32, offsetof(Sseq__Arg, u32)},
+	[SSEQ__ARG__VALUE_I8] = {KARG_I8, offsetof(Sseq__Arg, i8)},
+	[SSEQ__ARG__VALUE_U8] = {KARG_U8, offsetof(Sseq__Arg, u8)},
+	[SSEQ__ARG__VALUE_I16] = {KARG_I16, offsetof(Sseq__Arg, i16)},
+	[SSEQ__ARG__VALUE_U16] = {KARG_U16, offsetof(Sseq__Arg, u16)},
+	[SSEQ__ARG__VALUE_F16] = {KARG_F16, offsetof(Sseq__Arg, f16)},
+	[SSEQ__ARG__VALUE_BF16] = {KARG_BF16, offsetof(Sseq__Arg, bf16)},
+	[SSEQ__ARG__VALUE_BYTES] = {KARG_BYTES, offsetof(Sseq__Arg, bytes)},
 };
 
 static enum karg_type arg_type(const Sseq__Arg *a)
@@ -121,6 +128,88 @@ static int exec_shared_mem(
 	return 0;
 }
 
+/* A module function's bytes argument i into ka: 1 to KERNEL_PARAM_SPACE bytes, aligned
+ * to a power of two up to KARG_BYTES_MAX_ALIGN that divides the size (as C's sizeof is a
+ * multiple of its alignof). The bytes stay the request's. */
+static int arg_bytes(struct session *s, unsigned i, struct karg *ka, const Sseq__BytesArg *b)
+{
+	const size_t len = b ? b->data.len : 0;
+	const uint32_t align = b && b->align ? b->align : 1;
+
+	if (len == 0 || len > KERNEL_PARAM_SPACE)
+		return req_error(s, -EINVAL,
+			"argument %u (bytes, %zu bytes): must be 1 to %u bytes", i, len,
+			KERNEL_PARAM_SPACE);
+	if (align > KARG_BYTES_MAX_ALIGN || (align & (align - 1)) || len % align)
+		return req_error(s, -EINVAL,
+			"argument %u (bytes, %zu bytes): alignment %" PRIu32 " must be a power of "
+			"two up to %u that divides the size",
+			i, len, align, KARG_BYTES_MAX_ALIGN);
+	ka->v.bytes.data = b->data.data;
+	ka->v.bytes.size = (uint32_t)len;
+	ka->v.bytes.align = align;
+	return 0;
+}
+
+/* A module function's scalar or bytes argument i into ka; a narrow scalar, widened on the
+ * wire, must be within its type's range (f16 and bf16: 16 bits). */
+static int arg_value(struct session *s, unsigned i, struct karg *ka, const Sseq__Arg *a)
+{
+	static const struct {
+		int32_t min;
+		uint32_t max;
+	} range[KARG_NTYPES] = {
+		[KARG_I8] = {INT8_MIN, INT8_MAX},
+		[KARG_U8] = {0, UINT8_MAX},
+		[KARG_I16] = {INT16_MIN, INT16_MAX},
+		[KARG_U16] = {0, UINT16_MAX},
+		[KARG_F16] = {0, UINT16_MAX},
+		[KARG_BF16] = {0, UINT16_MAX},
+	};
+	const char *field = (const char *)a + wire_args[a->value_case].offset;
+	int64_t v;
+
+	switch (ka->type) {
+	case KARG_BYTES:
+		return arg_bytes(s, i, ka, a->bytes);
+	case KARG_I8:
+	case KARG_I16: {
+		int32_t x;
+
+		memcpy(&x, field, sizeof(x));
+		v = x;
+		break;
+	}
+	case KARG_U8:
+	case KARG_U16:
+	case KARG_F16:
+	case KARG_BF16: {
+		uint32_t x;
+
+		memcpy(&x, field, sizeof(x));
+		v = x;
+		break;
+	}
+	default:
+		arg_scalar(ka, a);
+		return 0;
+	}
+	if (v < range[ka->type].min || v > (int64_t)range[ka->type].max)
+		return req_error(s, -EINVAL,
+			"argument %u (%s) = %" PRId64 " is out of its range [%" PRId32 ", %" PRIu32
+			"]",
+			i, karg_type_name(ka->type), v, range[ka->type].min, range[ka->type].max);
+	if (ka->type == KARG_I8)
+		ka->v.i8 = (int8_t)v;
+	else if (ka->type == KARG_I16)
+		ka->v.i16 = (int16_t)v;
+	else if (ka->type == KARG_U8)
+		ka->v.u8 = (uint8_t)v;
+	else
+		ka->v.u16 = (uint16_t)v;
+	return 0;
+}
+
 /* The module function e names, and its launch shape checked: 0 with *m and *fn, or a
  * refusal. */
 static int exec_function_target(
@@ -182,7 +271,10 @@ static int exec_function_args(
 			return req_error(s, REQ_BAD_ARGUMENT_TYPE, "argument %u has no value", i);
 		*ka = (struct karg){.type = t};
 		if (t != KARG_BUFFER) {
-			arg_scalar(ka, a);
+			int r = arg_value(s, i, ka, a);
+
+			if (r)
+				return r;
 			continue;
 		}
 		sb = session_lookup(s, a->buffer->handle, HANDLE_BUFFER);
@@ -205,6 +297,56 @@ static int exec_function_args(
 	return 0;
 }
 
+/* The n arguments in pl against what the launch can hold. Where the backend knows fn's
+ * parameters (NVIDIA), there must be as many and each of the parameter's size; the
+ * device then holds what its kernel declares. Where it does not (AMD), the arguments
+ * laid out at their alignments must fit in KERNEL_PARAM_SPACE. */
+static int exec_function_params(
+	struct session *s, const char *name, void *fn, const struct op_payload *pl, unsigned n)
+{
+	const struct backend *b = &s->srv->backend;
+	size_t off = 0, poff, psize = 0;
+	int r = backend_function_param(b, fn, 0, &poff, &psize);
+	const bool known = r != -ENOTSUP;
+
+	for (unsigned i = 0; i < n; i++) {
+		const struct karg *a = &pl->args[i];
+		const unsigned size = karg_size(a), align = karg_align(a);
+
+		if (known && i > 0)
+			r = backend_function_param(b, fn, i, &poff, &psize);
+		if (known && r == -ENOENT)
+			return req_error(s, REQ_BAD_ARGUMENT_TYPE,
+				"argument %u (%s, %u bytes): %.64s takes only %u parameters", i,
+				karg_type_name(a->type), size, name, i);
+		if (known && r == 0 && psize != size)
+			return req_error(s, REQ_BAD_ARGUMENT_TYPE,
+				"argument %u (%s, %u bytes) does not match parameter %u of %.64s "
+				"(%zu "
+				"bytes)",
+				i, karg_type_name(a->type), size, i, name, psize);
+		off = ((off + align - 1) & ~(size_t)(align - 1)) + size;
+		if (!known && off > KERNEL_PARAM_SPACE)
+			return req_error(s, -EINVAL,
+				"argument %u (%s, %u bytes) ends at byte %zu of the parameter "
+				"space: "
+				"the arguments take at most %u",
+				i, karg_type_name(a->type), size, off, KERNEL_PARAM_SPACE);
+	}
+	if (known && backend_function_param(b, fn, n, &poff, &psize) == 0) {
+		unsigned count = n + 1;
+
+		while (count < KERNEL_PARAM_SPACE &&
+			backend_function_param(b, fn, count, &poff, &psize) == 0)
+			count++;
+		backend_function_param(b, fn, n, &poff, &psize);
+		return req_error(s, REQ_BAD_ARGUMENT_TYPE,
+			"%u arguments: %.64s takes %u (parameter %u, %zu bytes, has none)", n, name,
+			count, n, psize);
+	}
+	return 0;
+}
+
 /* A user kernel: no signature to check against, so every argument goes by value in
  * order (a buffer as its view's device address) and the access marks alone drive the
  * waits. The daemon cannot bound what the kernel touches: a kernel that writes past its
@@ -222,7 +364,8 @@ static int req_execute_function(struct session *s, const Sseq__Request *rq)
 	if ((r = exec_function_target(s, e, &m, &fn)))
 		return r;
 	op_init(&op, &pl, SEQ_OP_EXEC);
-	if ((r = req_lane(s, e->lane, &op)) || (r = exec_function_args(s, e, &op, &pl)))
+	if ((r = req_lane(s, e->lane, &op)) || (r = exec_function_args(s, e, &op, &pl)) ||
+		(r = exec_function_params(s, e->function->name, fn, &pl, (unsigned)e->n_args)))
 		return r;
 	pl.function = fn;
 	pl.function_name = e->function->name;

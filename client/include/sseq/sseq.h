@@ -254,6 +254,15 @@ enum sseq_arg_type {
 	SSEQ_ARG_U64,
 	SSEQ_ARG_F32,
 	SSEQ_ARG_F64,
+	/* Module functions only (protocol 1.5): narrow scalars, f16 and bf16 as their 16
+	 * bits, and a by-value plain-old-data value (struct, float4, dim3) as its bytes. */
+	SSEQ_ARG_I8,
+	SSEQ_ARG_U8,
+	SSEQ_ARG_I16,
+	SSEQ_ARG_U16,
+	SSEQ_ARG_F16,
+	SSEQ_ARG_BF16,
+	SSEQ_ARG_BYTES,
 };
 
 /* How a kernel uses a buffer argument; the daemon orders the launch from it. */
@@ -263,8 +272,9 @@ enum sseq_access {
 	SSEQ_ACCESS_INOUT = 3,
 };
 
-/* One kernel argument: a buffer with its access, or a typed scalar. Build them with the
- * SSEQ_IN/SSEQ_F32/... macros below. */
+/* One kernel argument: a buffer with its access, a typed scalar, or bytes by value.
+ * Build them with the SSEQ_IN/SSEQ_F32/SSEQ_BYTES/... macros below. A pointer at an
+ * offset into a buffer is a slice of it (sseq_slice()) passed as a buffer. */
 struct sseq_arg {
 	enum sseq_arg_type type;
 	enum sseq_access access; /* buffers only */
@@ -276,6 +286,11 @@ struct sseq_arg {
 		uint64_t u64;
 		float f32;
 		double f64;
+		struct {
+			const void *data; /* read when the launch is sent */
+			uint32_t size; /* 1 .. 4096 */
+			uint32_t align; /* a power of two up to 256 dividing size; 0: 1 */
+		} bytes;
 	} v;
 };
 
@@ -305,6 +320,34 @@ SSEQ__ARG_SCALAR(f32, float, SSEQ_ARG_F32)
 SSEQ__ARG_SCALAR(f64, double, SSEQ_ARG_F64)
 #undef SSEQ__ARG_SCALAR
 
+/* The narrow scalars travel widened, in v.i32 (i8, i16) or v.u32 (u8, u16, and f16 and
+ * bf16 as their 16 bits: the IEEE half; bfloat16, float32's upper half). A value outside
+ * the type's range is refused by the daemon (-SSEQ_ERR_INVALID_ARGUMENT naming the
+ * argument), not cut to fit. */
+static inline struct sseq_arg sseq_arg_narrow(enum sseq_arg_type type, int64_t x)
+{
+	struct sseq_arg a;
+	a.type = type;
+	a.access = (enum sseq_access)0;
+	if (type == SSEQ_ARG_I8 || type == SSEQ_ARG_I16)
+		a.v.i32 = x < INT32_MIN ? INT32_MIN : x > INT32_MAX ? INT32_MAX : (int32_t)x;
+	else
+		a.v.u32 = x < 0 || x > UINT32_MAX ? UINT32_MAX : (uint32_t)x;
+	return a;
+}
+
+/* size bytes at data, aligned to align in the kernel's parameters (C's _Alignof). */
+static inline struct sseq_arg sseq_arg_bytes(const void *data, uint32_t size, uint32_t align)
+{
+	struct sseq_arg a;
+	a.type = SSEQ_ARG_BYTES;
+	a.access = (enum sseq_access)0;
+	a.v.bytes.data = data;
+	a.v.bytes.size = size;
+	a.v.bytes.align = align;
+	return a;
+}
+
 #define SSEQ_IN(buf) sseq_arg_buffer((buf), SSEQ_ACCESS_IN)
 #define SSEQ_OUT(buf) sseq_arg_buffer((buf), SSEQ_ACCESS_OUT)
 #define SSEQ_INOUT(buf) sseq_arg_buffer((buf), SSEQ_ACCESS_INOUT)
@@ -314,6 +357,14 @@ SSEQ__ARG_SCALAR(f64, double, SSEQ_ARG_F64)
 #define SSEQ_U64(x) sseq_arg_u64((uint64_t)(x))
 #define SSEQ_F32(x) sseq_arg_f32((float)(x))
 #define SSEQ_F64(x) sseq_arg_f64((double)(x))
+#define SSEQ_I8(x) sseq_arg_narrow(SSEQ_ARG_I8, (int64_t)(x))
+#define SSEQ_U8(x) sseq_arg_narrow(SSEQ_ARG_U8, (int64_t)(x))
+#define SSEQ_I16(x) sseq_arg_narrow(SSEQ_ARG_I16, (int64_t)(x))
+#define SSEQ_U16(x) sseq_arg_narrow(SSEQ_ARG_U16, (int64_t)(x))
+#define SSEQ_F16(bits) sseq_arg_narrow(SSEQ_ARG_F16, (int64_t)(bits))
+#define SSEQ_BF16(bits) sseq_arg_narrow(SSEQ_ARG_BF16, (int64_t)(bits))
+/* A value by its bytes: SSEQ_BYTES(&v, sizeof(v), _Alignof(T)) for a struct T or float4. */
+#define SSEQ_BYTES(ptr, size, align) sseq_arg_bytes((ptr), (uint32_t)(size), (uint32_t)(align))
 
 /* The launch shape: an explicit grid (grid[0] != 0), else an element count
  * (elements != 0) from which the daemon derives the grid. A NULL shape, or one with

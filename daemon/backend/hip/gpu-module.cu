@@ -37,3 +37,35 @@ extern "C" __global__ void scalars(double *y, int32_t a, uint32_t b, int64_t c, 
 		y[5] = f;
 	}
 }
+
+/* The fake module's echo functions (fakecuda/fake-module.txt), for real: every parameter
+ * after the first written into out at its offset in the parameter space (CUDA's layout:
+ * each at its natural alignment), so tests/test-hip-daemon sees the bytes the daemon
+ * packed. Half and bfloat16 are taken as their 16 bits (same size and alignment). */
+extern "C" __global__ void echo_narrow(
+	char *out, int8_t a, uint8_t b, int16_t c, uint16_t d, uint16_t e, uint16_t f)
+{
+	if (blockIdx.x == 0 && threadIdx.x == 0) {
+		memcpy(out + 8, &a, 1);
+		memcpy(out + 9, &b, 1);
+		memcpy(out + 10, &c, 2);
+		memcpy(out + 12, &d, 2);
+		memcpy(out + 14, &e, 2);
+		memcpy(out + 16, &f, 2);
+	}
+}
+
+struct echo_vec12 {
+	int32_t a, b, c;
+};
+
+extern "C" __global__ void echo_struct(
+	char *out, echo_vec12 s, float4 v, const float *base, const float *slice)
+{
+	if (blockIdx.x == 0 && threadIdx.x == 0) {
+		memcpy(out + 8, &s, sizeof(s));
+		memcpy(out + 32, &v, sizeof(v));
+		memcpy(out + 48, &base, sizeof(base));
+		memcpy(out + 56, &slice, sizeof(slice));
+	}
+}

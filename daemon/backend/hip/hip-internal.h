@@ -156,6 +156,12 @@ struct hip_cmd {
 			uint32_t grid[3], block[3], shared;
 			unsigned nv; /* values in v, then conv when has_conv */
 			bool has_conv;
+			/* A module function's arguments too wide for their slot of v (bytes
+			 * over 8, or aligned over 8) live in blob, at their alignment, and
+			 * their slot holds the address (bit i of indirect set). The
+			 * command's own: freed once it ran. */
+			uint32_t indirect;
+			void *blob;
 			union hip_karg v[KERNEL_MAX_ARGS + 2];
 			struct kernel_conv2d conv;
 			char what[48];
@@ -362,6 +368,7 @@ int hip__kernels_load(struct hip *h);
 int hip__module_load(void *ctx, const char *path, void **module);
 int hip__module_function(void *ctx, void *module, const char *name, void **function);
 void hip__module_unload(void *ctx, void *module);
+int hip__function_param(void *ctx, void *function, unsigned index, size_t *offset, size_t *size);
 int hip__module_functions(void *ctx, void *module, char ***names, size_t *n);
 int hip__function_attrs(void *ctx, void *function, struct backend_fn_attrs *attrs);
 int hip__function_max_shared(void *ctx, void *function, uint64_t bytes);

@@ -283,3 +283,25 @@ int hip__function_max_shared(void *ctx, void *function, uint64_t bytes)
 	return h->shared_optin && bytes > h->shared_optin ? -EINVAL : 0;
 }
 #endif
+
+/* ---- a function's parameters, for the daemon's check of a launch's arguments ---- */
+
+int hip__function_param(void *ctx, void *function, unsigned index, size_t *offset, size_t *size)
+{
+#ifdef SSEQ_HIP_NVIDIA
+	hipError_t e = hipFuncGetParamInfo((hipFunction_t)function, index, offset, size);
+
+	if (e == hipSuccess)
+		return 0;
+	/* Past the last parameter; anything else (an old driver, a function the runtime
+	 * cannot describe) leaves the parameters unknown. */
+	if (e == hipErrorInvalidValue)
+		return -ENOENT;
+	log_debug("hip", "function %p: parameter %u unknown: %s", function, index,
+		hipGetErrorName(e));
+	return -ENOTSUP;
+#else
+	/* HIP 5.2 has no call that describes a function's parameters. */
+	return -ENOTSUP;
+#endif
+}

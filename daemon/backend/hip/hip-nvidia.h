@@ -138,6 +138,14 @@ static inline hipError_t hipModuleFuncSetMaxDynamicShared(hipFunction_t f, int b
 		(const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
+/* A parameter's offset and size in the function's parameter space (CUDA >= 12.4):
+ * cudaErrorInvalidValue past the last. HIP 5.2 has no such call. */
+static inline hipError_t hipFuncGetParamInfo(
+	hipFunction_t f, size_t index, size_t *offset, size_t *size)
+{
+	return cudaFuncGetParamInfo((const void *)f, index, offset, size);
+}
+
 /* cuLaunchKernel's shape; `extra` (packed arguments) is not used by the backend. */
 static inline hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned gx, unsigned gy,
 	unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared, hipStream_t stream,

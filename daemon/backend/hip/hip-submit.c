@@ -111,11 +111,55 @@ static int hip_kernel_function(struct hip *h, struct seq_point at, const struct 
 	return 0;
 }
 
+/* A module function's arguments that do not fit their 8-byte slot into one block, each
+ * at its alignment, and the slots pointing at them (the server bounded the layout by
+ * KERNEL_PARAM_SPACE, so this is small). */
+static int hip_kernel_blob(const struct op_payload *p, struct hip_cmd *c)
+{
+	size_t off = 0, align = 8;
+	char *blob;
+
+	for (unsigned i = 0; i < p->nargs; i++) {
+		const struct karg *a = &p->args[i];
+
+		if (karg_size(a) > 8 || karg_align(a) > 8) {
+			off = (off + karg_align(a) - 1) & ~((size_t)karg_align(a) - 1);
+			off += karg_size(a);
+			if (karg_align(a) > align)
+				align = karg_align(a);
+		}
+	}
+	if (off == 0)
+		return 0;
+	blob = aligned_alloc(align, (off + align - 1) & ~(align - 1));
+	if (!blob)
+		return -ENOMEM;
+	off = 0;
+	for (unsigned i = 0; i < p->nargs; i++) {
+		const struct karg *a = &p->args[i];
+
+		if (karg_size(a) > 8 || karg_align(a) > 8) {
+			off = (off + karg_align(a) - 1) & ~((size_t)karg_align(a) - 1);
+			memcpy(blob + off, a->v.bytes.data, karg_size(a));
+			c->kernel.v[i].ptr = blob + off;
+			c->kernel.indirect |= 1u << i;
+			off += karg_size(a);
+		}
+	}
+	c->kernel.blob = blob;
+	return 0;
+}
+
 /* The signature's argument values into c, a buffer's as its view's address; *n counts
- * them. */
+ * them. A module function's go by their own sizes (narrow scalars and small bytes in the
+ * low bytes of their slot, wider bytes through hip_kernel_blob). */
 static int hip_kernel_args(
 	const struct seq_op *op, const struct op_payload *p, struct hip_cmd *c, unsigned *n)
 {
+	int r;
+
+	if (p->function && (r = hip_kernel_blob(p, c)) < 0)
+		return r;
 	for (unsigned i = 0; i < p->nargs; i++) {
 		const struct karg *a = &p->args[i];
 		union hip_karg *v = &c->kernel.v[(*n)++];
@@ -124,6 +168,12 @@ static int hip_kernel_args(
 			return -EINVAL;
 		if (a->type == KARG_BUFFER)
 			v->ptr = (void *)(uintptr_t)op->access[a->v.buf.index].addr;
+		else if (c->kernel.indirect & (1u << i))
+			continue; /* hip_kernel_blob's */
+		else if (a->type == KARG_BYTES)
+			memcpy(v, a->v.bytes.data, a->v.bytes.size);
+		else if (karg_size(a) < 4)
+			memcpy(v, &a->v, karg_size(a));
 		else
 			karg_copy_scalar(v, &a->v, a->type);
 	}
@@ -188,18 +238,21 @@ static int hip_kernel_prepare(
 	if (r < 0)
 		return r;
 	c->kernel.has_conv = false;
+	c->kernel.indirect = 0;
+	c->kernel.blob = NULL;
 	r = hip_kernel_args(op, p, c, &n);
-	if (r < 0)
-		return r;
-	if (fn) {
+	if (r == 0 && fn)
 		r = hip_kernel_extra(h, fn, p, c, &n);
-		if (r < 0)
-			return r;
-	}
 	c->kernel.nv = n;
 	snprintf(c->kernel.what, sizeof(c->kernel.what), "kernel %s", hip__kernel_name(p));
 	c->kernel.shared = p->grid.shared_mem;
-	return hip_kernel_grid(p, c);
+	if (r == 0)
+		r = hip_kernel_grid(p, c);
+	if (r < 0) { /* not published: nothing will run it */
+		free(c->kernel.blob);
+		c->kernel.blob = NULL;
+	}
+	return r;
 }
 
 /* Everything launch needs into c: addresses, sizes, the kernel's argument values. */
@@ -363,7 +416,7 @@ static int hip_submit_kernel(struct hip_stream *st, struct hip_cmd *c)
 	hipError_t e;
 
 	for (n = 0; n < c->kernel.nv; n++)
-		params[n] = &c->kernel.v[n];
+		params[n] = c->kernel.indirect & (1u << n) ? c->kernel.v[n].ptr : &c->kernel.v[n];
 	if (c->kernel.has_conv)
 		params[n++] = &c->kernel.conv;
 	e = hipModuleLaunchKernel(c->kernel.f, c->kernel.grid[0], c->kernel.grid[1],
@@ -406,6 +459,11 @@ static int hip_submit_launch(struct hip *h, struct hip_cmd *c)
 		atomic_store_explicit(&a->settled, true, memory_order_release);
 		hip__audit_queue(h, a, c->checks);
 		hip__audit_op_put(h, a);
+	}
+	/* The launch copied the arguments (or never came). */
+	if (c->op == SEQ_OP_EXEC) {
+		free(c->kernel.blob);
+		c->kernel.blob = NULL;
 	}
 	return r;
 }

@@ -267,6 +267,7 @@ static const struct backend_ops hip_ops = {
 	.module_load = hip__module_load,
 	.module_function = hip__module_function,
 	.module_unload = hip__module_unload,
+	.function_param = hip__function_param,
 	.module_functions = hip__module_functions,
 	.function_attrs = hip__function_attrs,
 	.function_max_shared = hip__function_max_shared,
