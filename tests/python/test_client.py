@@ -494,3 +494,62 @@ def test_repr_shows_the_handle_once() -> None:
         assert str(h) in r and "0x" not in r, r
         assert ("'x'" in r) == bool(label), r
         assert "96" in r and "float32" in r, r
+
+
+def test_narrow_and_half_scalars_convert_without_a_daemon() -> None:
+    from sseq.args import bf16_bits, pack_args
+    assert sseq.f16(1.0).bits == 0x3C00 and sseq.f16(-2.5).bits == 0xC100
+    assert sseq.f16(np.float16(0.5)).bits == 0x3800
+    # bfloat16 rounds float32 to nearest, ties to even: 1 + 2^-8 is a tie (down to 1.0),
+    # 1 + 3 * 2^-8 a tie up to the even 1 + 2^-6; just past a tie goes up.
+    assert bf16_bits(1.0) == 0x3F80
+    assert bf16_bits(1.00390625) == 0x3F80
+    assert bf16_bits(1.01171875) == 0x3F82
+    assert bf16_bits(1.004) == 0x3F81
+    assert bf16_bits(float("nan")) & 0x7FC0 == 0x7FC0
+    assert sseq.bf16.from_bits(0x3F80).value == 1.0
+    for cls, lo, hi in ((sseq.i8, -128, 127), (sseq.u8, 0, 255), (sseq.i16, -32768, 32767),
+                        (sseq.u16, 0, 65535)):
+        assert cls(lo).value == lo and cls(hi).value == hi
+        with pytest.raises(OverflowError, match=cls.type_name):
+            cls(hi + 1)
+    with pytest.raises(OverflowError, match="f16"):
+        sseq.f16(1e5)
+    p = pack_args("k", [sseq.i8(-5), sseq.u16(65000), sseq.bf16(1.0), np.int8(3)],
+                  builtin=False)
+    assert [a.type for a in p] == [_lib.ARG_I8, _lib.ARG_U16, _lib.ARG_BF16, _lib.ARG_I8]
+    assert (p[0].v.i32, p[1].v.u32, p[2].v.u32, p[3].v.i32) == (-5, 65000, 0x3F80, 3)
+
+
+def test_struct_takes_the_size_and_alignment_of_its_value() -> None:
+    from sseq.args import pack_args
+
+    class Vec12(ctypes.Structure):
+        _fields_ = [("a", ctypes.c_int32), ("b", ctypes.c_int32), ("c", ctypes.c_int32)]
+
+    class Mixed(ctypes.Structure):
+        _fields_ = [("x", ctypes.c_double), ("n", ctypes.c_int8)]
+
+    s = sseq.struct(Vec12(1, 2, 3))
+    assert (s.size, s.align) == (12, 4) and s.data[:4] == b"\x01\0\0\0"
+    assert (sseq.struct(Mixed()).size, sseq.struct(Mixed()).align) == (16, 8)
+    rec = np.dtype([("a", "<i4"), ("b", "<f4"), ("c", "<i2")], align=True)
+    assert (sseq.struct(np.zeros((), rec)).size, sseq.struct(np.zeros(1, rec)[0]).align) == \
+        (12, 4)
+    f4 = sseq.struct(np.array([1, 2, 3, 4], np.float32), align=16)
+    assert (f4.size, f4.align) == (16, 16)
+    assert sseq.struct(b"abcd").align == 1
+    for bad, match in ((b"", "0 bytes"), (bytes(4097), "4097 bytes")):
+        with pytest.raises(ValueError, match=match):
+            sseq.struct(bad)
+    with pytest.raises(ValueError, match="multiple of its alignment 4"):
+        sseq.struct(b"abcdef", align=4)
+    with pytest.raises(ValueError, match="power of two"):
+        sseq.struct(b"abcdef", align=3)
+    # Passed as they are, with the argument named in errors; the bytes stay alive with
+    # the packed array.
+    p = pack_args("k", [Vec12(7, 8, 9), b"xy"], builtin=False)
+    assert (p[0].type, p[0].v.bytes.size, p[0].v.bytes.align) == (_lib.ARG_BYTES, 12, 4)
+    assert bytes(p[1].v.bytes.data[:2]) == b"xy"
+    with pytest.raises(ValueError, match=r"k: argument 1: sseq\.struct\(\): 0 bytes"):
+        pack_args("k", [sseq.u8(1), b""], builtin=False)

@@ -19,7 +19,8 @@ The pytest plugin is :mod:`sseq.pytest_plugin` (``-p sseq.pytest_plugin``).
 """
 
 from ._lib import LibraryNotFoundError, library_path
-from .args import BUILTIN_KERNELS, In, InOut, Out, Scalar, f32, f64, i32, i64, u32, u64
+from .args import (BUILTIN_KERNELS, In, InOut, Out, Scalar, bf16, f16, f32, f64, i8, i16, i32,
+                   i64, struct, u8, u16, u32, u64)
 from .buffer import Buffer, Op
 from .errors import Error, Status
 from .session import Info, Session, Stats, connect
@@ -47,5 +48,12 @@ __all__ = [
     "f64",
     "BUILTIN_KERNELS",
 ]
+    "i8",
+    "u8",
+    "i16",
+    "u16",
+    "f16",
+    "bf16",
+    "struct",
 
 __version__ = "0.1.0"

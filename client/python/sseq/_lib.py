@@ -16,7 +16,8 @@ from typing import Optional
 
 __all__ = ["lib", "library_path", "DEFAULT_SOCKET", "MAX_LANES", "SseqConnectOptions", "SseqInfo",
            "SseqArg", "SseqLaunch", "SseqStats", "ARG_BUFFER", "ARG_I32", "ARG_U32", "ARG_I64",
-           "ARG_U64", "ARG_F32", "ARG_F64", "ACCESS_IN", "ACCESS_OUT", "ACCESS_INOUT",
+           "ARG_U64", "ARG_F32", "ARG_F64", "ARG_I8", "ARG_U8", "ARG_I16", "ARG_U16", "ARG_F16",
+           "ARG_BF16", "ARG_BYTES", "ACCESS_IN", "ACCESS_OUT", "ACCESS_INOUT",
            "LibraryNotFoundError"]
 
 # SSEQ_DEFAULT_SOCKET: where sseq_connect(NULL) goes when $SSEQ_SOCKET is unset or
@@ -25,6 +26,7 @@ DEFAULT_SOCKET = "/run/sseq/gpu0.sock"
 
 # enum sseq_arg_type and enum sseq_access
 ARG_BUFFER, ARG_I32, ARG_U32, ARG_I64, ARG_U64, ARG_F32, ARG_F64 = range(1, 8)
+ARG_I8, ARG_U8, ARG_I16, ARG_U16, ARG_F16, ARG_BF16, ARG_BYTES = range(8, 15)
 ACCESS_IN, ACCESS_OUT, ACCESS_INOUT = 1, 2, 3
 
 
@@ -56,6 +58,15 @@ class SseqInfo(ctypes.Structure):
     ]
 
 
+class _ArgBytes(ctypes.Structure):
+    # POINTER, not c_void_p: assigning a ctypes object keeps it alive with the struct.
+    _fields_ = [
+        ("data", ctypes.POINTER(ctypes.c_ubyte)),
+        ("size", ctypes.c_uint32),
+        ("align", ctypes.c_uint32),
+    ]
+
+
 class _ArgValue(ctypes.Union):
     _fields_ = [
         ("buffer", ctypes.c_uint64),
@@ -65,6 +76,7 @@ class _ArgValue(ctypes.Union):
         ("u64", ctypes.c_uint64),
         ("f32", ctypes.c_float),
         ("f64", ctypes.c_double),
+        ("bytes", _ArgBytes),
     ]
 
 

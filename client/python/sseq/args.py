@@ -10,6 +10,12 @@ Plain Python ``int``/``float`` values are accepted only for the built-in kernels
 whose signatures this module knows (see BUILTIN_KERNELS): each is converted to the
 parameter's type, range-checked, and a float where an integer is expected is
 refused. For any other kernel a plain number raises TypeError: give its type.
+
+Module functions also take narrow scalars (``i8``, ``u8``, ``i16``, ``u16``), halves
+(``f16``: IEEE binary16; ``bf16``: bfloat16, float32 rounded to nearest even) and
+plain-old-data values by value (``struct(...)``: a numpy structured scalar or array, a
+ctypes Structure, or bytes with their alignment), each passed with its own size. A
+pointer at an offset into a buffer is a slice (``Buffer.slice``) marked like a buffer.
 """
 
 from __future__ import annotations
@@ -24,8 +30,8 @@ import numpy as np
 from . import _lib
 from .buffer import Buffer
 
-__all__ = ["In", "Out", "InOut", "Scalar", "i32", "u32", "i64", "u64", "f32", "f64",
-           "BUILTIN_KERNELS", "Arg", "pack_args"]
+__all__ = ["In", "Out", "InOut", "Scalar", "i32", "u32", "i64", "u64", "f32", "f64", "i8",
+           "u8", "i16", "u16", "f16", "bf16", "struct", "BUILTIN_KERNELS", "Arg", "pack_args"]
 
 
 class _Access:
@@ -167,12 +173,172 @@ class f64(_Float):
     __slots__ = ()
 
 
+# The narrow scalars (module functions only) travel widened, in the union's i32 or u32
+# as in libsseq; the daemon checks the range again.
+class i8(_Int):
+    """A signed 8-bit integer argument."""
+
+    type_code, type_name, lo, hi = _lib.ARG_I8, "i8", -(1 << 7), (1 << 7) - 1
+    field = "i32"
+    __slots__ = ()
+
+
+class u8(_Int):
+    """An unsigned 8-bit integer argument."""
+
+    type_code, type_name, lo, hi = _lib.ARG_U8, "u8", 0, (1 << 8) - 1
+    field = "u32"
+    __slots__ = ()
+
+
+class i16(_Int):
+    """A signed 16-bit integer argument."""
+
+    type_code, type_name, lo, hi = _lib.ARG_I16, "i16", -(1 << 15), (1 << 15) - 1
+    field = "i32"
+    __slots__ = ()
+
+
+class u16(_Int):
+    """An unsigned 16-bit integer argument."""
+
+    type_code, type_name, lo, hi = _lib.ARG_U16, "u16", 0, (1 << 16) - 1
+    field = "u32"
+    __slots__ = ()
+
+
+def f16_bits(value: float) -> int:
+    """The IEEE binary16 bits of ``value`` (numpy's rounding: to nearest even)."""
+    return int(np.array(value, dtype=np.float16).view(np.uint16))
+
+
+def bf16_bits(value: float) -> int:
+    """The bfloat16 bits of ``value``: float32's upper half, rounded to nearest even (a
+    NaN stays a quiet NaN of its sign)."""
+    x = int(np.array(value, dtype=np.float32).view(np.uint32))
+    if (x & 0x7fffffff) > 0x7f800000:
+        return (x >> 16) | 0x0040
+    return ((x + 0x7fff + ((x >> 16) & 1)) >> 16) & 0xffff
+
+
+class _Half(_Float):
+    """A 16-bit float; ``value`` is the Python float, ``bits`` what is passed."""
+
+    field = "u32"
+    max = 0.0
+    __slots__ = ("bits",)
+
+    def __init__(self, value: Union[int, float, np.number]) -> None:
+        super().__init__(value)
+        self.bits = self._bits(self.value)
+
+    def _convert(self, value: Any) -> float:
+        v = super()._convert(value)
+        if math.isfinite(v) and abs(v) > self.max:
+            raise OverflowError(f"sseq.{self.type_name}({v!r}): out of {self.type_name} range")
+        return v
+
+    @staticmethod
+    def _bits(value: float) -> int:
+        raise NotImplementedError
+
+    @classmethod
+    def from_bits(cls, bits: int) -> "_Half":
+        """The value whose 16 bits are ``bits``."""
+        if isinstance(bits, bool) or not isinstance(bits, numbers.Integral) or \
+                not 0 <= bits <= 0xffff:
+            raise ValueError(f"sseq.{cls.type_name}.from_bits({bits!r}): not 16 bits")
+        if cls is f16:
+            v = float(np.array(bits, dtype=np.uint16).view(np.float16))
+        else:
+            v = float(np.array(bits << 16, dtype=np.uint32).view(np.float32))
+        h = cls.__new__(cls)
+        h.value, h.bits = v, int(bits)
+        return h
+
+
+class f16(_Half):
+    """An IEEE half-precision (binary16) argument, from a Python float via numpy."""
+
+    type_code, type_name = _lib.ARG_F16, "f16"
+    max = float(np.finfo(np.float16).max)
+    __slots__ = ()
+    _bits = staticmethod(f16_bits)
+
+
+class bf16(_Half):
+    """A bfloat16 argument: the float32 value rounded to nearest even to its upper half."""
+
+    type_code, type_name = _lib.ARG_BF16, "bf16"
+    max = float(np.finfo(np.float32).max)
+    __slots__ = ()
+    _bits = staticmethod(bf16_bits)
+
+
+# What a bytes argument may be (the daemon's limits, proto/sseq.proto BytesArg).
+STRUCT_MAX_SIZE = 4096
+STRUCT_MAX_ALIGN = 256
+
+
+class struct:
+    """A plain-old-data value passed by value (a C struct, ``float4``, ``dim3``) as its
+    bytes. ``value`` is a numpy structured scalar or array (its bytes; its dtype's
+    alignment), a ctypes Structure, Union or Array (``ctypes.sizeof``,
+    ``ctypes.alignment``) or bytes-like (alignment 1 unless given). ``align`` overrides
+    the alignment: the kernel's, e.g. 16 for a ``float4`` given as four float32s."""
+
+    __slots__ = ("data", "align")
+
+    def __init__(self, value: Any, align: Optional[int] = None) -> None:
+        if isinstance(value, struct):
+            data, natural = value.data, value.align
+        elif isinstance(value, (np.ndarray, np.generic)):
+            arr = np.asarray(value)
+            data, natural = np.ascontiguousarray(arr).tobytes(), arr.dtype.alignment
+        elif isinstance(value, (ctypes.Structure, ctypes.Union, ctypes.Array)):
+            data, natural = ctypes.string_at(ctypes.addressof(value), ctypes.sizeof(value)), \
+                ctypes.alignment(value)
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            data, natural = bytes(value), 1
+        else:
+            raise TypeError(f"sseq.struct() takes a numpy value, a ctypes Structure or "
+                            f"bytes, not {type(value).__name__}")
+        a = natural if align is None else align
+        if isinstance(a, bool) or not isinstance(a, numbers.Integral) or a < 1 or \
+                a > STRUCT_MAX_ALIGN or a & (a - 1):
+            raise ValueError(f"sseq.struct(): alignment {a!r} is not a power of two up to "
+                             f"{STRUCT_MAX_ALIGN}")
+        if not 1 <= len(data) <= STRUCT_MAX_SIZE:
+            raise ValueError(f"sseq.struct(): {len(data)} bytes, must be 1 to "
+                             f"{STRUCT_MAX_SIZE}")
+        if len(data) % a:
+            raise ValueError(f"sseq.struct(): {len(data)} bytes is not a multiple of its "
+                             f"alignment {a} (pad it as C would)")
+        self.data, self.align = data, int(a)
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def __repr__(self) -> str:
+        return f"sseq.struct({self.data!r}, align={self.align})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, struct) and (other.data, other.align) == (self.data,
+                                                                            self.align)
+
+    def __hash__(self) -> int:
+        return hash((self.data, self.align))
+
+
 _SCALARS = {cls.type_name: cls for cls in (i32, u32, i64, u64, f32, f64)}
 _NUMPY_SCALARS = {np.dtype(np.int32): i32, np.dtype(np.uint32): u32, np.dtype(np.int64): i64,
                   np.dtype(np.uint64): u64, np.dtype(np.float32): f32,
-                  np.dtype(np.float64): f64}
+                  np.dtype(np.float64): f64, np.dtype(np.int8): i8, np.dtype(np.uint8): u8,
+                  np.dtype(np.int16): i16, np.dtype(np.uint16): u16,
+                  np.dtype(np.float16): f16}
 
-Arg = Union[In, Out, InOut, Scalar, np.number, int, float]
+Arg = Union[In, Out, InOut, Scalar, struct, np.number, int, float]
 
 # The built-in kernels' signatures, as in kernels/kernels.c: (parameter, kind), kind
 # one of "in", "out", "inout" (buffers) or a scalar type name. Used only to type plain
@@ -245,14 +411,32 @@ def pack_args(kernel: str, args: Sequence[Any], *,
                 hint = f": sseq.{_MARKERS[sig[i][1]]}(buf)"
             raise TypeError(f"{_describe(kernel, i, sig)} is a bare buffer; mark how the "
                             f"kernel uses it with sseq.In, sseq.Out or sseq.InOut{hint}")
-        if isinstance(a, np.generic) and a.dtype in _NUMPY_SCALARS:
-            a = _NUMPY_SCALARS[a.dtype](a.item())
-        elif isinstance(a, (int, float)) and not isinstance(a, bool):
+        try:
+            if isinstance(a, np.generic) and a.dtype in _NUMPY_SCALARS:
+                a = _NUMPY_SCALARS[a.dtype](a.item())
+            elif isinstance(a, (np.void, ctypes.Structure, ctypes.Union, bytes, bytearray,
+                                memoryview)) or (isinstance(a, np.ndarray) and a.dtype.names):
+                a = struct(a)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise type(e)(f"{_describe(kernel, i, sig)}: {e}") from None
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
             a = _scalar_for(kernel, i, a, sig)
+        if isinstance(a, struct):
+            data = (ctypes.c_ubyte * a.size).from_buffer_copy(a.data)
+            out.type = _lib.ARG_BYTES
+            out.access = 0
+            # The cast keeps data alive, and the array keeps the cast.
+            out.v.bytes.data = ctypes.cast(data, ctypes.POINTER(ctypes.c_ubyte))
+            out.v.bytes.size = a.size
+            out.v.bytes.align = a.align
+            continue
         if not isinstance(a, Scalar):
             raise TypeError(f"{_describe(kernel, i, sig)}: cannot pass "
                             f"{type(a).__name__} {a!r} to a kernel")
         out.type = a.type_code
         out.access = 0
-        setattr(out.v, a.type_name, a.value)
+        if isinstance(a, _Half):
+            out.v.u32 = a.bits
+        else:
+            setattr(out.v, getattr(a, "field", a.type_name), a.value)
     return packed
