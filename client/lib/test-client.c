@@ -312,6 +312,62 @@ START_TEST(test_args_pack_types_and_access)
 }
 END_TEST
 
+START_TEST(test_args_pack_narrow_scalars_travel_widened_and_bytes_by_value)
+{
+	const struct {
+		int32_t a, b, c;
+	} v12 = {1, -2, 3};
+	struct sseq_arg args[] = {
+		SSEQ_I8(-128),
+		SSEQ_U8(255),
+		SSEQ_I16(300000), /* out of range: sent as it is, for the daemon to refuse */
+		SSEQ_U16(65535),
+		SSEQ_F16(0x3c00),
+		SSEQ_BF16(0x3f80),
+		SSEQ_BYTES(&v12, sizeof(v12), 4),
+	};
+	struct args_pack p;
+
+	ck_assert_int_eq(args_pack(&p, args, 7, NULL), 0);
+	p.ex.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
+	p.ex.kernel = "k";
+	Sseq__Execute *ex = execute_roundtrip(&p.ex);
+	ck_assert_ptr_nonnull(ex);
+	ck_assert_int_eq(ex->args[0]->value_case, SSEQ__ARG__VALUE_I8);
+	ck_assert_int_eq(ex->args[0]->i8, -128);
+	ck_assert_int_eq(ex->args[1]->value_case, SSEQ__ARG__VALUE_U8);
+	ck_assert_uint_eq(ex->args[1]->u8, 255);
+	ck_assert_int_eq(ex->args[2]->value_case, SSEQ__ARG__VALUE_I16);
+	ck_assert_int_eq(ex->args[2]->i16, 300000);
+	ck_assert_int_eq(ex->args[3]->value_case, SSEQ__ARG__VALUE_U16);
+	ck_assert_uint_eq(ex->args[3]->u16, 65535);
+	ck_assert_int_eq(ex->args[4]->value_case, SSEQ__ARG__VALUE_F16);
+	ck_assert_uint_eq(ex->args[4]->f16, 0x3c00);
+	ck_assert_int_eq(ex->args[5]->value_case, SSEQ__ARG__VALUE_BF16);
+	ck_assert_uint_eq(ex->args[5]->bf16, 0x3f80);
+	ck_assert_int_eq(ex->args[6]->value_case, SSEQ__ARG__VALUE_BYTES);
+	ck_assert_uint_eq(ex->args[6]->bytes->data.len, 12);
+	ck_assert_mem_eq(ex->args[6]->bytes->data.data, &v12, 12);
+	ck_assert_uint_eq(ex->args[6]->bytes->align, 4);
+	sseq__execute__free_unpacked(ex, NULL);
+	args_pack_finish(&p);
+
+	/* Bytes the daemon would refuse are refused here: none, too many, an alignment that
+	 * is no power of two or does not divide the size. */
+	{
+		const char big[4097] = {0};
+		const struct sseq_arg bad[] = {SSEQ_BYTES(NULL, 4, 4), SSEQ_BYTES(&v12, 0, 1),
+			SSEQ_BYTES(big, sizeof(big), 1), SSEQ_BYTES(&v12, 12, 3),
+			SSEQ_BYTES(&v12, 12, 8), SSEQ_BYTES(big, 512, 512)};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			ck_assert_msg(args_pack(&p, &bad[i], 1, NULL) == -EINVAL, "bad[%zu]", i);
+			args_pack_finish(&p);
+		}
+	}
+}
+END_TEST
+
 START_TEST(test_args_pack_zero_scalar_keeps_its_type)
 {
 	struct sseq_arg args[] = {SSEQ_F32(0), SSEQ_U64(0)};
@@ -1279,6 +1335,7 @@ static Suite *client_suite(void)
 	tc = tcase_create("args");
 	tcase_add_test(tc, test_args_pack_types_and_access);
 	tcase_add_test(tc, test_args_pack_zero_scalar_keeps_its_type);
+	tcase_add_test(tc, test_args_pack_narrow_scalars_travel_widened_and_bytes_by_value);
 	tcase_add_test(tc, test_args_pack_launch_shapes);
 	tcase_add_test(tc, test_args_pack_refuses_malformed);
 	suite_add_tcase(s, tc);
