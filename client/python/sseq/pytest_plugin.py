@@ -49,16 +49,8 @@ the daemon's sequencing counters over each test.
 
 from __future__ import annotations
 
-import collections
 import ctypes
-import errno
-import glob
-import grp
 import os
-import pwd
-import re
-import select
-import stat
 import time
 from typing import Any, Generator, Optional
 
@@ -69,152 +61,22 @@ from _pytest.runner import runtestprotocol
 import sseq
 from sseq import _lib
 from sseq._lib import DEFAULT_SOCKET
-from sseq.errors import Status
+from sseq._plugin_report import _Reporter, describe_reset, format_counters
+from sseq._plugin_sockets import (DEFAULT_SOCKET_DIR, SOCKET_GROUP, _RETRYABLE,
+                                  _failover_order, _gone, _library_message, _peer_closed,
+                                  _socket_spec, describe_connect_error, discover_sockets,
+                                  socket_for_worker, split_sockets)
 from sseq.session import Session, Stats
 
+# Also the names that live in sseq._plugin_sockets and sseq._plugin_report: tests and
+# users import them from here.
 __all__ = ["split_sockets", "socket_for_worker", "discover_sockets", "describe_connect_error",
-           "CounterProbe", "describe_reset", "DEFAULT_SOCKET_DIR"]
+           "CounterProbe", "describe_reset", "DEFAULT_SOCKET_DIR", "SOCKET_GROUP",
+           "format_counters"]
 
 _FIXTURES = ("sseq_session", "sseq_counters")
 
-#: Where sseq-enable-gpus's socket units listen (sseqd@N.socket: gpuN.sock).
-DEFAULT_SOCKET_DIR = "/run/sseq"
-#: The group sseqd@.socket gives its sockets (SocketGroup=), when the socket's own
-#: group cannot be read.
-SOCKET_GROUP = "sseq"
 _RECONNECT_WAIT_S = 10.0
-# A connection that fails with these may succeed a moment later (a daemon starting).
-_RETRYABLE = (errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN)
-# How a connection whose daemon went away fails every later call.
-_GONE_ERRNOS = (errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN, errno.ECONNABORTED,
-                errno.ESHUTDOWN)
-
-
-def split_sockets(spec: Optional[str]) -> list[str]:
-    """The socket paths in a colon- or comma-separated list (empty entries dropped)."""
-    if not spec:
-        return []
-    return [p for p in re.split(r"[:,]", spec) if p.strip()]
-
-
-def socket_for_worker(worker_id: Optional[str], sockets: list[str]) -> Optional[str]:
-    """The socket xdist worker ``gwN`` uses: ``sockets[N % len(sockets)]``; the first
-    for a run without xdist; None (libsseq's default) when the list is empty."""
-    if not sockets:
-        return None
-    return sockets[_worker_number(worker_id) % len(sockets)]
-
-
-def _worker_number(worker_id: Optional[str]) -> int:
-    m = re.fullmatch(r"gw(\d+)", worker_id or "")
-    return int(m.group(1)) if m else 0
-
-
-def discover_sockets(directory: Optional[str] = None) -> list[str]:
-    """The sockets ``gpuN.sock`` in ``directory`` (default ``$SSEQ_SOCKET_DIR``, else
-    ``/run/sseq``), in GPU order; those sseq-enable-gpus's units listen on."""
-    d = directory or os.environ.get("SSEQ_SOCKET_DIR") or DEFAULT_SOCKET_DIR
-    found = []
-    for path in glob.glob(os.path.join(glob.escape(d), "gpu*.sock")):
-        m = re.fullmatch(r"gpu(\d+)\.sock", os.path.basename(path))
-        try:
-            is_sock = stat.S_ISSOCK(os.stat(path).st_mode)
-        except OSError:
-            is_sock = False
-        if m and is_sock:
-            found.append((int(m.group(1)), path))
-    return [p for _, p in sorted(found)]
-
-
-def _socket_spec(config: pytest.Config) -> tuple[list[str], str]:
-    """The sockets this process may use and where the list came from."""
-    opt = config.getoption("sseq_socket")
-    if opt:
-        return split_sockets(opt), "--sseq-socket"
-    for name in ("SSEQ_SOCKETS", "SSEQ_SOCKET"):
-        if os.environ.get(name):
-            return split_sockets(os.environ[name]), f"${name}"
-    d = os.environ.get("SSEQ_SOCKET_DIR") or DEFAULT_SOCKET_DIR
-    found = discover_sockets(d)
-    if found:
-        return found, f"found in {d}"
-    return [], "libsseq's default"
-
-
-def _group_name(gid: int) -> str:
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
-
-
-def _permission_advice(path: str) -> str:
-    """Why EACCES, and what to do: the socket's group, named from the socket itself."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return (f"permission denied on {path} (its directory is closed to you): join group "
-                f"'{SOCKET_GROUP}' (sudo usermod -aG {SOCKET_GROUP} $USER, then log in again)")
-    group = _group_name(st.st_gid)
-    try:
-        owner = pwd.getpwuid(st.st_uid).pw_name
-    except KeyError:
-        owner = str(st.st_uid)
-    mode = stat.S_IMODE(st.st_mode)
-    text = f"permission denied on {path} (owner {owner}, group {group}, mode {mode:04o})"
-    if mode & 0o060 != 0o060:
-        return text + (f": its mode lets group {group} not read and write it (sseqd@.socket "
-                       "sets SocketMode=0660); ask the machine's administrator")
-    if st.st_gid in os.getgroups() or st.st_gid == os.getgid():
-        return text + f": you are in group {group} and still may not open it"
-    try:
-        user = pwd.getpwuid(os.getuid()).pw_name
-        added = user in grp.getgrgid(st.st_gid).gr_mem
-    except KeyError:
-        added = False
-    if added:
-        return text + (f": you were added to group {group} after this login; log in again "
-                       f"(or run under 'newgrp {group}')")
-    return text + (f": join group '{group}' (sudo usermod -aG {group} $USER, then log in "
-                   "again)")
-
-
-def describe_connect_error(path: str, e: sseq.Error) -> str:
-    """One line naming why connecting to ``path`` failed."""
-    if e.errno == errno.EACCES:
-        return _permission_advice(path)
-    if e.errno is not None:
-        return f"no sseqd answers at {path}: {e.name} ({os.strerror(e.errno)})"
-    return f"sseqd at {path} refused the session: {e.name} ({e.message or e.description})"
-
-
-def _library_message(e: OSError) -> str:
-    # _lib's text says "NAME: NAME: reason" (its own prefix, then ctypes's): once is enough.
-    text = e.strerror or str(e)
-    text = re.sub(r"^libsseq not found \(set SSEQ_LIBRARY to the path of libsseq\.so\): ",
-                  "", text)
-    text = re.sub(r"(?:(?<=^)|(?<=; ))([^;:]+): \1: ", r"\1: ", text)
-    where = "SSEQ_LIBRARY=" if os.environ.get("SSEQ_LIBRARY") else ""
-    return (f"libsseq not found: tried {where}{text} (set SSEQ_LIBRARY to the path of "
-            "libsseq.so)")
-
-
-def _gone(e: BaseException) -> bool:
-    """Whether a call failed because the daemon went away (closed or reset)."""
-    return isinstance(e, sseq.Error) and (e.errno in _GONE_ERRNOS
-                                          or e.status == Status.SHUTTING_DOWN)
-
-
-def _peer_closed(session: Session) -> bool:
-    """Whether the daemon closed this connection, learned without I/O on it."""
-    try:
-        fd = session.fileno()
-    except (ValueError, sseq.Error):
-        return True
-    p = select.poll()
-    p.register(fd, select.POLLIN | select.POLLRDHUP)
-    return any(ev & (select.POLLHUP | select.POLLERR | select.POLLRDHUP | select.POLLNVAL)
-               for _, ev in p.poll(0))
 
 
 def _env_true(name: str) -> bool:
@@ -273,10 +135,7 @@ class _WorkerState:
 
     def _order(self) -> list[Optional[str]]:
         """The preferred socket, then the others of the list after it, wrapping."""
-        if not self.sockets:
-            return [None]
-        i = _worker_number(self.worker_id) % len(self.sockets)
-        return self.sockets[i:] + self.sockets[:i]
+        return _failover_order(self.worker_id, self.sockets)
 
     def _open(self, path: Optional[str]) -> Session:
         return sseq.connect(path, name="pytest", worker_id=self.worker_id)
@@ -714,33 +573,6 @@ def _report_problems(item: pytest.Item, reports: list[pytest.TestReport],
         target.sseq_gone = res.gone
 
 
-_RESET_CAUSE = re.compile(
-    r"reset (?P<reset>\d+) at (?P<at>[^,\s]+),? .*?caused by (?P<cause>session "
-    r"(?P<session>\d+) \((?P<who>[^)]*)\), (?:kernel (?P<kernel>\S+)|an operation) "
-    r"at point \(\d+, \d+\))(?P<others>; also running then: (?:[^()]|\([^()]*\))*)?")
-
-
-def describe_reset(message: str, my_session: Optional[int]) -> Optional[str]:
-    """For a daemon message about a device reset: who caused it, and whether that was
-    the session ``my_session`` (this test) or another (a bystander). None for any other
-    message."""
-    m = _RESET_CAUSE.search(message or "")
-    if m is None:
-        return None
-    kernel = m.group("kernel") or "an operation"
-    if my_session is not None and int(m.group("session")) == my_session:
-        text = (f"sseq: this test caused device reset {m.group('reset')} "
-                f"({m.group('at')}): its kernel {kernel} poisoned the GPU context")
-    else:
-        text = (f"sseq: this test was a bystander of device reset {m.group('reset')} "
-                f"({m.group('at')}), caused by {m.group('cause')}")
-    if m.group("others"):
-        text += ("\n  several kernels ran at the fault, so that is the first to fail, "
-                 "not certain; the others" + m.group("others")[len("; also running then"):])
-    return text + ("\n  its buffers on the old context are gone: free them and allocate "
-                   "again")
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator:
     outcome = yield
@@ -756,62 +588,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Gener
     text = describe_reset(call.excinfo.value.message, mine)
     if text is not None:
         rep.sections.append(("sseq device reset", text))
-
-
-def format_counters(c: dict[str, int]) -> str:
-    """One line for a counter delta."""
-    text = (f"waits {c.get('waits_enqueued', 0)} enqueued, elided "
-            f"{c.get('waits_elided_same_stream', 0)} same-stream / "
-            f"{c.get('waits_elided_observed', 0)} observed")
-    if c.get("waits_elided_legacy"):
-        text += f" / {c['waits_elided_legacy']} LEGACY"
-    text += (f"; ops {c.get('ops_submitted', 0)}, races {c.get('race_findings', 0)}, "
-             f"backpressure {c.get('backpressure_events', 0)}")
-    return text
-
-
-class _Reporter:
-    """Collects from the reports (on the xdist controller, they arrive from the workers)
-    the counter deltas, printed with -v, and what kept tests from sseqd, failovers and
-    reconnects, always summed up at the end."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self.counters: dict[str, dict[str, int]] = {}
-        self.skipped: collections.Counter[str] = collections.Counter()
-        self.refused: collections.Counter[str] = collections.Counter()
-        self.gone: list[str] = []
-        self.notes: list[str] = []
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        counters = getattr(report, "sseq_counters", None)
-        if report.when == "teardown" and counters:
-            self.counters[report.nodeid] = counters
-        why = getattr(report, "sseq_unavailable", None)
-        if why:
-            (self.skipped if report.skipped else self.refused)[why] += 1
-        if getattr(report, "sseq_gone", None):
-            self.gone.append(report.nodeid)
-        self.notes.extend(getattr(report, "sseq_notes", None) or ())
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        tr = terminalreporter
-        if self.skipped or self.refused or self.gone or self.notes:
-            tr.write_sep("-", "sseq")
-        for why, n in self.skipped.items():
-            tr.write_line(f"sseq: {n} test{'s' if n != 1 else ''} skipped: {why[6:]} "
-                          "(--sseq-require makes this an error)", yellow=True, bold=True)
-        for why, n in self.refused.items():
-            tr.write_line(f"sseq: {n} test{'s' if n != 1 else ''} could not run: {why[6:]}",
-                          red=True, bold=True)
-        if self.gone:
-            tr.write_line(f"sseq: {len(self.gone)} test{'s' if len(self.gone) != 1 else ''} "
-                          f"failed because sseqd went away: {', '.join(self.gone)}",
-                          red=True, bold=True)
-        for note in self.notes:
-            tr.write_line(note, yellow=True)
-        if self.config.getoption("verbose") <= 0 or not self.counters:
-            return
-        tr.write_sep("-", "sseq counters per test (daemon-wide deltas)")
-        for nodeid, c in self.counters.items():
-            tr.write_line(f"{nodeid}: {format_counters(c)}")
