@@ -409,6 +409,68 @@ START_TEST(test_fake_refuses_shared_memory_over_the_functions_maximum)
 }
 END_TEST
 
+/* What `sseqctl ARGS` on d's socket printed (stdout), into out; its exit status. */
+static int named_ctl(const struct named *d, const char *args, char *out, size_t size)
+{
+	char dir[PATH_MAX], cmd[PATH_MAX + 256];
+	size_t n = 0;
+	FILE *p;
+
+	hip_harness_exe_dir(dir, sizeof(dir));
+	snprintf(cmd, sizeof(cmd), "'%s/../client/ctl/sseqctl' --socket '%s' %s", dir, d->sock,
+		args);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	while (n + 1 < size && !feof(p) && !ferror(p))
+		n += fread(out + n, 1, size - n - 1, p);
+	out[n] = 0;
+	return pclose(p);
+}
+
+START_TEST(test_sseqctl_modules_lists_functions_as_a_table_and_valid_json)
+{
+	static char out[1 << 16];
+	struct named d;
+	uint64_t m;
+	char path[PATH_MAX], cmd[PATH_MAX + 512];
+	struct sseq *s = named_open(&d, &m);
+	FILE *f;
+
+	ck_assert_int_eq(named_ctl(&d, "modules", out, sizeof(out)), 0);
+	ck_assert_msg(strstr(out, "FUNCTION") && strstr(out, MODULE_NAME) &&
+			strstr(out, SIG_REDUCE) && strstr(out, SIG_SCALE_D) &&
+			strstr(out, "_Z5scalePfif"),
+		"%s", out);
+	/* reduce's row: 256 threads, 32 registers, 1 KiB static. */
+	ck_assert_msg(strstr(out, "256    32"), "%s", out);
+	ck_assert_int_eq(named_ctl(&d, "--json modules", out, sizeof(out)), 0);
+	snprintf(path, sizeof(path), "%s/modules.json", d.dir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(out, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd),
+		"/usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); "
+		"fs = {f[\"name\"]: f for m in d[\"modules\"] for f in m[\"functions\"]}; "
+		"r = fs[\"_Z6reduceILi256EEvPKfPfi\"]; "
+		"assert r[\"demangled\"] == \"%s\", r; "
+		"assert r[\"num_regs\"] == 32 and r[\"shared_size_bytes\"] == 1024, r; "
+		"assert len(fs) == 3 and d[\"modules\"][0][\"path\"] == \"%s\"' '%s'",
+		SIG_REDUCE, MODULE_NAME, path);
+	ck_assert_msg(system(cmd) == 0, "%s", out);
+	sseq_close(s);
+	/* Its session gone, the module is too. */
+	for (int i = 0; i < 100; i++) {
+		ck_assert_int_eq(named_ctl(&d, "modules", out, sizeof(out)), 0);
+		if (strstr(out, "no modules"))
+			break;
+		usleep(20000);
+	}
+	ck_assert_msg(strstr(out, "no modules"), "%s", out);
+	named_stop(&d);
+}
+END_TEST
+
 /* The sim runs no modules: asking about one says so. */
 START_TEST(test_sim_refuses_module_questions_naming_the_backend)
 {
@@ -449,6 +511,7 @@ static Suite *names_suite(void)
 	tcase_add_test(tc,
 		test_functions_launch_shapes_beyond_the_limits_are_refused_naming_the_dimension);
 	tcase_add_test(tc, test_fake_refuses_shared_memory_over_the_functions_maximum);
+	tcase_add_test(tc, test_sseqctl_modules_lists_functions_as_a_table_and_valid_json);
 	tcase_add_test(tc, test_sim_refuses_module_questions_naming_the_backend);
 	suite_add_tcase(s, tc);
 	return s;

@@ -218,6 +218,41 @@ static void json_trace(struct json *j, const Sseq__QueryResult *res)
 	json_array_end(j);
 }
 
+static void json_modules(struct json *j, const Sseq__QueryResult *res)
+{
+	json_array_begin(j, "modules");
+	for (size_t i = 0; i < res->n_modules; i++) {
+		const Sseq__ModuleInfo *m = res->modules[i];
+
+		json_object_begin(j, NULL);
+		json_uint(j, "session", m->session);
+		json_uint(j, "handle", m->handle);
+		json_string(j, "path", m->path);
+		json_text(j, "functions_error", m->functions_error);
+		json_array_begin(j, "functions");
+		for (size_t f = 0; f < m->n_functions; f++) {
+			const Sseq__FunctionInfo *fi = m->functions[f];
+
+			json_object_begin(j, NULL);
+			json_string(j, "name", fi->name);
+			json_text(j, "demangled", fi->demangled);
+			json_uint(j, "max_threads_per_block", fi->max_threads_per_block);
+			json_uint(j, "num_regs", fi->num_regs);
+			json_uint(j, "shared_size_bytes", fi->shared_size_bytes);
+			json_uint(j, "max_dynamic_shared_size_bytes",
+				fi->max_dynamic_shared_size_bytes);
+			json_uint(j, "const_size_bytes", fi->const_size_bytes);
+			json_uint(j, "local_size_bytes", fi->local_size_bytes);
+			json_uint(j, "ptx_version", fi->ptx_version);
+			json_uint(j, "binary_version", fi->binary_version);
+			json_object_end(j);
+		}
+		json_array_end(j);
+		json_object_end(j);
+	}
+	json_array_end(j);
+}
+
 void ctl_json_print(
 	const struct ctl *c, Sseq__QueryKind kind, const Sseq__QueryResult *res, bool pretty)
 {
@@ -250,6 +285,9 @@ void ctl_json_print(
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_METRICS:
 		json_string(j, "metrics", res->metrics_text ? res->metrics_text : "");
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_MODULES:
+		json_modules(j, res);
 		break;
 	default:
 		break;

@@ -399,6 +399,61 @@ static void text_trace(const Sseq__QueryResult *res)
 	fflush(stdout);
 }
 
+/* A version as CUDA gives it (major * 10 + minor), "-" for none. */
+static void table_version(struct table *t, uint32_t v)
+{
+	if (v)
+		table_cell(t, "%u.%u", v / 10, v % 10);
+	else
+		table_cell(t, "-");
+}
+
+/* One row per function of every module: its signature where it demangles, its symbol,
+ * and what picking a block size needs. */
+static void text_modules(const Sseq__QueryResult *res)
+{
+	struct table t;
+	char a[32], b[32];
+
+	if (res->n_modules == 0) {
+		puts("no modules");
+		return;
+	}
+	table_init(&t, "rrllrrrrll", "SESSION", "MODULE", "PATH", "FUNCTION", "THREADS", "REGS",
+		"SHARED", "DYN MAX", "PTX", "SYMBOL");
+	for (size_t i = 0; i < res->n_modules; i++) {
+		const Sseq__ModuleInfo *m = res->modules[i];
+
+		if (m->n_functions == 0) {
+			table_cell(&t, "%" PRIu64, m->session);
+			table_cell(&t, "%" PRIu64, m->handle);
+			table_cell(&t, "%s", m->path);
+			table_cell(&t, "(%s)",
+				m->functions_error && *m->functions_error ? m->functions_error
+									  : "no functions");
+			for (int k = 0; k < 6; k++)
+				table_cell(&t, "-");
+			continue;
+		}
+		for (size_t f = 0; f < m->n_functions; f++) {
+			const Sseq__FunctionInfo *fi = m->functions[f];
+
+			table_cell(&t, "%" PRIu64, m->session);
+			table_cell(&t, "%" PRIu64, m->handle);
+			table_cell(&t, "%s", m->path);
+			table_cell(&t, "%s", fi->demangled && *fi->demangled ? fi->demangled : fi->name);
+			table_cell(&t, "%u", fi->max_threads_per_block);
+			table_cell(&t, "%u", fi->num_regs);
+			table_cell(&t, "%s", fmt_bytes(fi->shared_size_bytes, a, sizeof(a)));
+			table_cell(&t, "%s", fmt_bytes(fi->max_dynamic_shared_size_bytes, b, sizeof(b)));
+			table_version(&t, fi->ptx_version);
+			table_cell(&t, "%s", fi->name);
+		}
+	}
+	table_print(&t, stdout);
+	table_finish(&t);
+}
+
 void ctl_text_print(const struct ctl *c, Sseq__QueryKind kind, const Sseq__QueryResult *res)
 {
 	switch (kind) {
@@ -422,6 +477,9 @@ void ctl_text_print(const struct ctl *c, Sseq__QueryKind kind, const Sseq__Query
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_METRICS:
 		fputs(res->metrics_text ? res->metrics_text : "", stdout);
+		break;
+	case SSEQ__QUERY_KIND__QUERY_KIND_MODULES:
+		text_modules(res);
 		break;
 	default:
 		break;

@@ -42,6 +42,7 @@ static const struct command commands[] = {
 	{"stats", SSEQ__QUERY_KIND__QUERY_KIND_STATS},
 	{"trace", SSEQ__QUERY_KIND__QUERY_KIND_TRACE},
 	{"metrics", SSEQ__QUERY_KIND__QUERY_KIND_METRICS},
+	{"modules", SSEQ__QUERY_KIND__QUERY_KIND_MODULES},
 };
 
 static void ctl_print(
@@ -145,6 +146,8 @@ static void usage(FILE *f)
 		"  trace     recent sequencing decisions [-n N] [--follow]; with\n"
 		"            --chrome FILE, the timeline of completed operations [-n N]\n"
 		"  metrics   counters in the Prometheus text format\n"
+		"  modules   loaded modules and their functions: signatures, threads,\n"
+		"            registers, shared memory\n"
 		"\n"
 		"Options:\n"
 		"  -s, --socket PATH  daemon socket (default $SSEQ_SOCKET; else status and\n"

@@ -23,7 +23,7 @@ from .args import (BUILTIN_KERNELS, In, InOut, Out, Scalar, bf16, f16, f32, f64,
                    i64, struct, u8, u16, u32, u64)
 from .buffer import Buffer, Op
 from .errors import Error, Status
-from .session import Info, Session, Stats, connect
+from .session import DeviceLimits, FunctionInfo, Info, Session, Stats, connect
 
 __all__ = [
     "connect",
@@ -32,6 +32,8 @@ __all__ = [
     "Op",
     "Info",
     "Stats",
+    "FunctionInfo",
+    "DeviceLimits",
     "Error",
     "Status",
     "LibraryNotFoundError",

@@ -125,6 +125,34 @@ class SseqStats(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t)] + [(f, ctypes.c_uint64) for f in STATS_FIELDS]
 
 
+# struct sseq_function_info's numbers, in order after name and demangled.
+FUNCTION_FIELDS = (
+    ("max_threads_per_block", ctypes.c_uint32),
+    ("num_regs", ctypes.c_uint32),
+    ("shared_size_bytes", ctypes.c_uint64),
+    ("max_dynamic_shared_size_bytes", ctypes.c_uint64),
+    ("const_size_bytes", ctypes.c_uint64),
+    ("local_size_bytes", ctypes.c_uint64),
+    ("ptx_version", ctypes.c_uint32),
+    ("binary_version", ctypes.c_uint32),
+)
+
+
+class SseqFunctionInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 256), ("demangled", ctypes.c_char * 512)] + list(
+        FUNCTION_FIELDS)
+
+
+class SseqDeviceLimits(ctypes.Structure):
+    _fields_ = [
+        ("max_threads_per_block", ctypes.c_uint32),
+        ("max_block", ctypes.c_uint32 * 3),
+        ("max_grid", ctypes.c_uint32 * 3),
+        ("shared_per_block", ctypes.c_uint64),
+        ("shared_optin", ctypes.c_uint64),
+    ]
+
+
 class LibraryNotFoundError(OSError):
     """libsseq could not be loaded: neither ``$SSEQ_LIBRARY`` nor an installed copy."""
 
@@ -166,6 +194,11 @@ _PROTOTYPES = {
     "sseq_outstanding": (_U64, [_P]),
     "sseq_get_fd": (ctypes.c_int, [_P]),
     "sseq_stats": (ctypes.c_int, [_P, ctypes.POINTER(SseqStats)]),
+    "sseq_module_functions": (ctypes.c_int, [_P, _U64, ctypes.POINTER(SseqFunctionInfo),
+                                             ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "sseq_function_attributes": (ctypes.c_int, [_P, _U64, ctypes.c_char_p,
+                                                ctypes.POINTER(SseqFunctionInfo)]),
+    "sseq_device_limits": (ctypes.c_int, [_P, ctypes.POINTER(SseqDeviceLimits)]),
 }
 
 _lock = threading.Lock()

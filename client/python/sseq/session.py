@@ -28,7 +28,8 @@ from .args import pack_args
 from .buffer import Buffer, DTypeLike, Op, Shape, _dtype, _nbytes, _shape
 from .errors import Error
 
-__all__ = ["Session", "Buffer", "Op", "Info", "Stats", "connect"]
+__all__ = ["Session", "Buffer", "Op", "Info", "Stats", "FunctionInfo", "DeviceLimits",
+           "connect"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -87,6 +88,43 @@ class Stats:
 
 assert tuple(f.name for f in dataclasses.fields(Stats)) == _lib.STATS_FIELDS
 
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionInfo:
+    """A loaded module's function as the device reports it (``struct
+    sseq_function_info``): ``name`` is its symbol (mangled for C++), ``demangled`` its
+    signature ("" for a name that is no C++ name); the rest is what picking a block
+    size needs. Versions are major * 10 + minor."""
+
+    name: str
+    demangled: str
+    max_threads_per_block: int
+    num_regs: int
+    shared_size_bytes: int
+    max_dynamic_shared_size_bytes: int
+    const_size_bytes: int
+    local_size_bytes: int
+    ptx_version: int
+    binary_version: int
+
+    @classmethod
+    def _of(cls, fi: _lib.SseqFunctionInfo) -> "FunctionInfo":
+        return cls(_text(fi.name), _text(fi.demangled),
+                   **{f: getattr(fi, f) for f, _ in _lib.FUNCTION_FIELDS})
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceLimits:
+    """The device's launch limits for module functions (all 0 on the sim): threads per
+    block, block and grid dimensions (x, y, z), shared memory per block by default and
+    at most (``shared_optin``, a function's static and dynamic together)."""
+
+    max_threads_per_block: int
+    max_block: tuple[int, int, int]
+    max_grid: tuple[int, int, int]
+    shared_per_block: int
+    shared_optin: int
 
 
 class _HostAllocation:
@@ -316,7 +354,13 @@ class Session:
                          grid: Optional[Sequence[int]] = None,
                          block: Optional[Sequence[int]] = None, shared_mem: int = 0) -> Op:
         """Like :meth:`execute` for function ``name`` of a loaded module. Its signature
-        is not known here, so every scalar must be typed."""
+        is not known here, so every scalar must be typed. ``name`` is the function's
+        symbol (its mangled name for C++), its demangled signature
+        (``"scale(float*, int, float)"``) or a short name only one function has
+        (``"reduce<256>"``); the daemon resolves it and refuses one several functions
+        match. ``grid`` and ``block`` must be within :meth:`device_limits`;
+        ``shared_mem`` past the function's maximum (48 KiB on NVIDIA) raises it, up to
+        the device's limit less the function's static shared memory."""
         self._check_open()
         packed = pack_args(name, args, builtin=False)
         return self._launch(name, module, packed, len(args),
@@ -395,6 +439,49 @@ class Session:
         """Requests submitted and not yet finished."""
         self._check_open()
         return _lib.lib().sseq_outstanding(self._ptr)
+
+    def module_functions(self, module: int) -> list[FunctionInfo]:
+        """The functions of a loaded module with their demangled names and attributes
+        (one round trip). Raises :class:`Error` (INVALID_ARGUMENT) where the platform
+        cannot list them (HIP on AMD) or the daemon runs the sim."""
+        self._check_open()
+        count = ctypes.c_size_t()
+        room = 64
+        with self._lock:
+            lib = _lib.lib()
+            while True:
+                fns = (_lib.SseqFunctionInfo * room)()
+                r = lib.sseq_module_functions(self._ptr, module, fns, room,
+                                              ctypes.byref(count))
+                if r < 0:
+                    raise self._error(r, f"module_functions {module}")
+                if count.value <= room:
+                    break
+                room = count.value
+        return [FunctionInfo._of(fns[i]) for i in range(count.value)]
+
+    def function_attributes(self, module: int, name: str) -> FunctionInfo:
+        """One function of a loaded module, ``name`` as :meth:`execute_function`
+        takes it (symbol, signature or unique short name)."""
+        self._check_open()
+        fi = _lib.SseqFunctionInfo()
+        with self._lock:
+            r = _lib.lib().sseq_function_attributes(self._ptr, module, name.encode(),
+                                                    ctypes.byref(fi))
+            if r < 0:
+                raise self._error(r, f"function_attributes {name!r}")
+        return FunctionInfo._of(fi)
+
+    def device_limits(self) -> DeviceLimits:
+        """The device's launch limits for module functions (one round trip)."""
+        self._check_open()
+        lim = _lib.SseqDeviceLimits()
+        with self._lock:
+            r = _lib.lib().sseq_device_limits(self._ptr, ctypes.byref(lim))
+            if r < 0:
+                raise self._error(r, "device_limits")
+        return DeviceLimits(lim.max_threads_per_block, tuple(lim.max_block),
+                            tuple(lim.max_grid), lim.shared_per_block, lim.shared_optin)
 
     def stats(self) -> Stats:
         """The daemon's counters now (one round trip); daemon-wide, see :class:`Stats`."""
