@@ -341,8 +341,8 @@ static int exec_function_params(
 			count++;
 		backend_function_param(b, fn, n, &poff, &psize);
 		return req_error(s, REQ_BAD_ARGUMENT_TYPE,
-			"%u arguments: %.64s takes %u (parameter %u, %zu bytes, has none)", n, name,
-			count, n, psize);
+			"%u arguments: %.64s takes %u (parameter %u, %zu bytes, is missing)", n,
+			name, count, n, psize);
 	}
 	return 0;
 }
