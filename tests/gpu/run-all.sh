@@ -2,7 +2,8 @@
 # Everything that needs the GPU, in one visit: the hip backend's Check suites (the
 # conformance suite, the backend's own with audit and user modules, sseqd through
 # libsseq), sseq-stress under --audit clean and with the legacy bug, the race harness, the
-# timeline (sseqctl trace --chrome on hip, its structure checked),
+# timeline (sseqctl trace --chrome on hip, its structure checked), module functions by
+# name (tests/gpu/names.sh),
 # the daemon-vs-native benchmarks, the Python suite with -n 8 and -n 1 against one hip
 # daemon, and conv2d against PyTorch. Logs go to $OUT.
 # Usage: tests/gpu/run-all.sh DEBUG_BUILD RELEASE_BUILD   (e.g. build-hipnv build-hiprel)
@@ -54,6 +55,9 @@ tag=timeline; start
 "$R/client/ctl/sseqctl" --socket "$sock" trace --chrome "$O/timeline-hip.json" 2>"$O/timeline-hip.err"
 step "timeline on hip: $(python3 tests/timeline-check.py "$O/timeline-hip.json" --min-ops 100 --min-flows 1 2>&1 | tail -1) ($(cat "$O/timeline-hip.err"))"
 stop
+# Module functions by name, their attributes and limits (names.cu: build R/names.fatbin
+# beforehand where nvcc is, see names.sh).
+OUT=$O bash tests/gpu/names.sh "$R" >"$O/names-summary.txt" 2>&1; step "$(tail -1 "$O/names-summary.txt")"
 OUT=$O bash bench/h200.sh "$R" >/dev/null 2>&1; step "$(cat "$O/bench.txt")"
 
 # ---- Python: the suite with -n 8 and -n 1 against one hip daemon; conv2d vs torch ----
