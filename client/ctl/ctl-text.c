@@ -441,11 +441,13 @@ static void text_modules(const Sseq__QueryResult *res)
 			table_cell(&t, "%" PRIu64, m->session);
 			table_cell(&t, "%" PRIu64, m->handle);
 			table_cell(&t, "%s", m->path);
-			table_cell(&t, "%s", fi->demangled && *fi->demangled ? fi->demangled : fi->name);
+			table_cell(&t, "%s",
+				fi->demangled && *fi->demangled ? fi->demangled : fi->name);
 			table_cell(&t, "%u", fi->max_threads_per_block);
 			table_cell(&t, "%u", fi->num_regs);
 			table_cell(&t, "%s", fmt_bytes(fi->shared_size_bytes, a, sizeof(a)));
-			table_cell(&t, "%s", fmt_bytes(fi->max_dynamic_shared_size_bytes, b, sizeof(b)));
+			table_cell(&t, "%s",
+				fmt_bytes(fi->max_dynamic_shared_size_bytes, b, sizeof(b)));
 			table_version(&t, fi->ptx_version);
 			table_cell(&t, "%s", fi->name);
 		}
