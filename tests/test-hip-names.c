@@ -187,6 +187,10 @@ START_TEST(test_functions_launch_by_mangled_name_and_by_signature)
 	const struct sseq_arg rargs[] = {SSEQ_IN(x), SSEQ_INOUT(out), SSEQ_I32(3)};
 	ck_assert_msg(
 		named_run(s, m, SIG_REDUCE, rargs, 3, &one, msg, sizeof(msg)) == 0, "%s", msg);
+	/* const before the type, as people write it. */
+	ck_assert_msg(named_run(s, m, "void reduce<256>(const float *, float*, int)", rargs, 3,
+			      &one, msg, sizeof(msg)) == 0,
+		"%s", msg);
 	ck_assert_msg(
 		named_run(s, m, "reduce<256>", rargs, 3, &one, msg, sizeof(msg)) == 0, "%s", msg);
 	ck_assert_msg(named_run(s, m, "reduce", rargs, 3, &one, msg, sizeof(msg)) == 0, "%s", msg);

@@ -21,9 +21,35 @@ static bool ident_char(char c)
 	return isalnum((unsigned char)c) || c == '_';
 }
 
+/* "const T" as "T const", T a run of words ("const unsigned int*" becomes "unsigned int
+ * const*"), in place (the length stays): __cxa_demangle writes the const after the type,
+ * people often before it, and both sides are rewritten alike, so either spelling
+ * matches. */
+static void names_east_const(char *s)
+{
+	char *p = s;
+
+	while ((p = strstr(p, "const "))) {
+		char *type = p + 6, *end = type;
+		size_t len;
+
+		if ((p > s && (ident_char(p[-1]) || p[-1] == ':')) || !ident_char(*type)) {
+			p += 5;
+			continue;
+		}
+		while (ident_char(*end) || *end == ':' ||
+			(*end == ' ' && ident_char(end[1]) && strncmp(end + 1, "const", 5) != 0))
+			end++;
+		len = (size_t)(end - type);
+		memmove(p, type, len);
+		memcpy(p + len, " const", 6);
+		p += len + 6;
+	}
+}
+
 /* text with its blanks dropped, but one kept between two identifier characters
  * ("unsigned int", "float const"), into out: "f(float *, int)" and "f(float*,int)" read
- * the same. False when it does not fit. */
+ * the same, and so do "const float*" and "float const*". False when it does not fit. */
 static bool names_normal(const char *text, char *out, size_t size)
 {
 	size_t n = 0;
@@ -47,6 +73,7 @@ static bool names_normal(const char *text, char *out, size_t size)
 		out[n++] = *p;
 	}
 	out[n] = 0;
+	names_east_const(out);
 	return true;
 }
 

@@ -390,15 +390,16 @@ int sseq_load_module(struct sseq *s, const char *path, uint64_t *module);
 
 /* Like sseq_execute(), for function `name` of a module from sseq_load_module(). `name` is
  * the function's symbol (for C++ its mangled name, "_Z5scalePfif") or, containing '(', its
- * demangled signature ("scale(float*, int, float)", spaces aside), or a short name
- * ("scale", "reduce<256>") that only one function has; a name several functions match is
- * refused (-SSEQ_ERR_UNKNOWN_KERNEL) naming them. Signatures and short names need the
- * module's functions listed (sseq_module_functions), which HIP on AMD cannot do: use the
- * symbol there. The shape must be an explicit grid within the device's limits (see
- * libsseq(3)): a block over max_threads_per_block threads or a dimension over its limit
- * is -SSEQ_ERR_INVALID_ARGUMENT naming it. shape->shared_mem over the function's maximum
- * (48 KiB by default on NVIDIA) raises that maximum first; over what the device allows
- * a block, less the function's static shared memory, is -SSEQ_ERR_INVALID_ARGUMENT. */
+ * demangled signature ("scale(float*, int, float)"; blanks, and const before or after its
+ * type, aside), or a short name ("scale", "reduce<256>") that only one function has; a
+ * name several functions match is refused (-SSEQ_ERR_UNKNOWN_KERNEL) naming them.
+ * Signatures and short names need the module's functions listed (sseq_module_functions),
+ * which HIP on AMD cannot do: use the symbol there. The shape must be an explicit grid
+ * within the device's limits (see libsseq(3)): a block over max_threads_per_block threads
+ * or a dimension over its limit is -SSEQ_ERR_INVALID_ARGUMENT naming it. shape->shared_mem
+ * over the function's maximum (48 KiB by default on NVIDIA) raises that maximum first;
+ * over what the device allows a block, less the function's static shared memory, is
+ * -SSEQ_ERR_INVALID_ARGUMENT. */
 int sseq_execute_function(struct sseq *s, uint64_t module, const char *name,
 	const struct sseq_arg *args, size_t nargs, const struct sseq_launch *shape, uint64_t *tag);
 
