@@ -426,6 +426,25 @@ START_TEST(test_daemon_passes_narrow_scalars_structs_and_slices_by_their_bytes)
 				 7, &one, msg, sizeof(msg)),
 		-SSEQ_ERR_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(msg, "argument 5 (f16)"), "%s", msg);
+	/* Where the parameters are not known (the fake's stand-in for AMD), only the layout
+	 * is checked: 8 + 4096 bytes do not fit in the parameter space, 8 + 16 + 16 do. */
+	if (hip_harness_fake_cuda()) {
+		static const char big[4096];
+
+		ck_assert_int_eq(hipd_refused(s, m, "echo_unknown",
+					 (struct sseq_arg[]){
+						 SSEQ_INOUT(out), SSEQ_BYTES(big, sizeof(big), 1)},
+					 2, &one, msg, sizeof(msg)),
+			-SSEQ_ERR_INVALID_ARGUMENT);
+		ck_assert_msg(
+			strstr(msg, "argument 1 (bytes, 4096 bytes) ends at byte 4104"), "%s", msg);
+		hipd_echo(s, m, "echo_unknown", out,
+			(struct sseq_arg[]){SSEQ_INOUT(out), SSEQ_BYTES(&f4, 16, 16),
+				SSEQ_BYTES(&v12, 12, 4) /* not checked: the fake echoes 16 */},
+			3, back, 48);
+		ck_assert_mem_eq(back + 16, &f4, sizeof(f4));
+		ck_assert_mem_eq(back + 32, &v12, sizeof(v12));
+	}
 	/* The session goes on after the refusals. */
 	ck_assert_int_eq(sseq_sync(s), 0);
 	ck_assert_int_eq(sseq_free(s, slice), 0);

@@ -968,14 +968,15 @@ cudaError_t cudaLibraryGetKernel(cudaKernel_t *out, cudaLibrary_t lib, const cha
 }
 
 /* From the module's sizes; the built-in kernels' layout (with their hidden arguments) is
- * not described here, as the daemon never asks. */
+ * not described here, as the daemon never asks. A function with paraminfo=no is not
+ * described either: it stands for a platform that cannot say (HIP on AMD). */
 cudaError_t cudaFuncGetParamInfo(const void *func, size_t index, size_t *offset, size_t *size)
 {
 	const struct fake_fn *fn = fake_fn_of((cudaKernel_t)func);
 
 	if (!func)
 		return cudaErrorInvalidResourceHandle;
-	if (!fn)
+	if (!fn || (fake_fn_attr(fn, "paraminfo") && !strcmp(fake_fn_attr(fn, "paraminfo"), "no")))
 		return cudaErrorNotSupported;
 	if (index >= fn->nparams)
 		return cudaErrorInvalidValue;
