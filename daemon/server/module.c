@@ -82,15 +82,18 @@ int smodule_function(struct server *srv, struct smodule *m, const char *name,
 	void *fn = NULL;
 	int r;
 
-	snprintf(why, size, "has no function '%.120s'", name);
-	if (!m->module)
-		return -ENXIO; /* lost in a device reset and not loaded again */
+	if (!m->module) {
+		/* Lost in a device reset and not loaded again. */
+		snprintf(why, size, "was lost in a device reset");
+		return -ENXIO;
+	}
 	for (f = m->fns; f; f = f->next) {
 		if (strcmp(f->name, name) == 0) {
 			*out = f;
 			return 0;
 		}
 	}
+	snprintf(why, size, "has no function '%.120s'", name);
 	r = backend_module_function(&srv->backend, m->module, name, &fn);
 	if (r == -ENOENT) {
 		r = smodule_resolve(srv, m, name, &symbol, why, size);
