@@ -48,8 +48,6 @@ __all__ = [
     "u64",
     "f32",
     "f64",
-    "BUILTIN_KERNELS",
-]
     "i8",
     "u8",
     "i16",
@@ -57,5 +55,7 @@ __all__ = [
     "f16",
     "bf16",
     "struct",
+    "BUILTIN_KERNELS",
+]
 
 __version__ = "0.1.0"
