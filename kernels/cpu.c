@@ -87,3 +87,13 @@ void kernel_cpu_conv2d(const struct karg *args, uint64_t elements)
 	for (uint64_t i = 0; i < elements; i++)
 		kbody_conv2d(args[0].v.buf.ptr, args[1].v.buf.ptr, args[2].v.buf.ptr, &p, i);
 }
+
+void kernel_cpu_transpose4(const struct karg *args, uint64_t elements)
+{
+	const float *x = args[0].v.buf.ptr;
+	float *y = args[1].v.buf.ptr;
+
+	for (uint64_t i = 0; i < elements; i++)
+		kbody_transpose4(x, y, args[2].v.i32, args[3].v.i32, args[4].v.i32, args[5].v.i32,
+			args[6].v.i32, args[7].v.i32, args[8].v.i32, args[9].v.i32, i);
+}

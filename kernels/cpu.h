@@ -15,5 +15,6 @@ void kernel_cpu_scale(const struct karg *args, uint64_t elements);
 void kernel_cpu_reduce_sum(const struct karg *args, uint64_t elements);
 void kernel_cpu_spin(const struct karg *args, uint64_t elements);
 void kernel_cpu_conv2d(const struct karg *args, uint64_t elements);
+void kernel_cpu_transpose4(const struct karg *args, uint64_t elements);
 
 #endif

@@ -103,3 +103,12 @@ extern "C" __global__ void sseq_conv2d(const float *x, const float *w, float *y,
 	if (i < elements)
 		kbody_conv2d(x, w, y, &p, i);
 }
+
+extern "C" __global__ void sseq_transpose4(const float *x, float *y, int32_t d0, int32_t d1,
+	int32_t d2, int32_t d3, int32_t p0, int32_t p1, int32_t p2, int32_t p3, uint64_t elements)
+{
+	const uint64_t i = SSEQ_INDEX();
+
+	if (i < elements)
+		kbody_transpose4(x, y, d0, d1, d2, d3, p0, p1, p2, p3, i);
+}

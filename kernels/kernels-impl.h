@@ -54,6 +54,23 @@ SSEQ_KFN void kbody_reduce_sum(const float *x, float *y, uint64_t n)
 	y[0] = (float)sum;
 }
 
+/* Output element i of a 4-D transpose: y's dimension k is x's dimension p[k] (a
+ * permutation of 0..3), so y[j0][j1][j2][j3] is x at the coordinates c with c[p[k]] = jk.
+ * XLA inserts this to change layouts (NHWC to NCHW is p = 0, 3, 1, 2). */
+SSEQ_KFN void kbody_transpose4(const float *x, float *y, int32_t d0, int32_t d1, int32_t d2,
+	int32_t d3, int32_t p0, int32_t p1, int32_t p2, int32_t p3, uint64_t i)
+{
+	const int64_t d[4] = {d0, d1, d2, d3};
+	const int32_t p[4] = {p0, p1, p2, p3};
+	int64_t c[4], rest = (int64_t)i;
+
+	for (int k = 3; k >= 0; k--) {
+		c[p[k]] = rest % d[p[k]];
+		rest /= d[p[k]];
+	}
+	y[i] = x[((c[0] * d[1] + c[1]) * d[2] + c[2]) * d[3] + c[3]];
+}
+
 /* Output element i = y[n][o][oh][ow]. Accumulates in float in (ci, kh, kw) order, as the
  * GPU does. A tap reads the lhs-dilated, padded input at row ihd = oh*stride - pad_top +
  * kh*rhs_dil; rows outside [0, Hd) are padding and rows off the dilation grid are the

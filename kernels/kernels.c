@@ -141,6 +141,36 @@ static int check_spin(const struct karg *args, uint64_t *elements, const char **
 	return 0;
 }
 
+/* Dimensions of at least 1 whose product is a float count that fits, and p a permutation
+ * of 0..3. */
+static int check_transpose4(const struct karg *args, uint64_t *elements, const char **why)
+{
+	uint64_t n = 1;
+	unsigned seen = 0;
+	int r;
+
+	for (unsigned k = 0; k < 4; k++) {
+		const int32_t d = args[2 + k].v.i32, p = args[6 + k].v.i32;
+
+		if (d < 1)
+			return fail(why, -EINVAL,
+				"transpose4: dimension %u is %" PRId32 ", not >= 1", k, d);
+		if (!mul_ok(n, (uint64_t)d, &n))
+			return fail(why, -ERANGE, "transpose4: the dimensions' product overflows");
+		if (p < 0 || p > 3 || (seen & (1u << p)))
+			return fail(why, -EINVAL,
+				"transpose4: p0..p3 must be a permutation of 0..3 (p%u is %" PRId32
+				")",
+				k, p);
+		seen |= 1u << p;
+	}
+	if ((r = need_floats("transpose4", &args[0], "input x", "d0*d1*d2*d3", n, why)) < 0 ||
+		(r = need_floats("transpose4", &args[1], "output y", "d0*d1*d2*d3", n, why)) < 0)
+		return r;
+	*elements = n;
+	return 0;
+}
+
 void kernel_conv2d_from_args(const struct karg *args, struct kernel_conv2d *p)
 {
 	*p = (struct kernel_conv2d){
@@ -340,6 +370,17 @@ static const struct kernel_desc kernel_conv2d = {
 	.cpu = kernel_cpu_conv2d,
 };
 
+static const struct kernel_desc kernel_transpose4 = {
+	.name = "transpose4",
+	.nargs = 10,
+	.types = {KARG_BUFFER, KARG_BUFFER,
+		/* x's dimensions d0..d3, then the permutation p0..p3 */
+		KARG_I32, KARG_I32, KARG_I32, KARG_I32, KARG_I32, KARG_I32, KARG_I32, KARG_I32},
+	.access = {KARG_IN, KARG_OUT},
+	.check = check_transpose4,
+	.cpu = kernel_cpu_transpose4,
+};
+
 static const struct kernel_desc *const kernels[] = {
 	&kernel_fill,
 	&kernel_iota,
@@ -349,6 +390,7 @@ static const struct kernel_desc *const kernels[] = {
 	&kernel_reduce_sum,
 	&kernel_spin,
 	&kernel_conv2d,
+	&kernel_transpose4,
 	NULL,
 };
 

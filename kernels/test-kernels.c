@@ -860,12 +860,80 @@ START_TEST(test_conv2d_check_rejects_huge_dims)
 }
 END_TEST
 
+/* ---- transpose4 ----------------------------------------------------------------------- */
+
+/* x (d0..d3) through permutation p into y: every element against the index formula. */
+static void transpose_check(const int32_t d[4], const int32_t p[4])
+{
+	const size_t n = (size_t)d[0] * d[1] * d[2] * d[3];
+	float *x = floats(n), *y = floats(n);
+	struct karg args[10] = {buf_arg(x, n * 4, KARG_IN), buf_arg(y, n * 4, KARG_OUT)};
+	int64_t j[4];
+
+	for (unsigned k = 0; k < 4; k++) {
+		args[2 + k] = i32_arg(d[k]);
+		args[6 + k] = i32_arg(p[k]);
+	}
+	for (size_t i = 0; i < n; i++)
+		x[i] = (float)i;
+	ck_assert_int_eq(launch("transpose4", args, 10, NULL), 0);
+	for (j[0] = 0; j[0] < d[p[0]]; j[0]++)
+		for (j[1] = 0; j[1] < d[p[1]]; j[1]++)
+			for (j[2] = 0; j[2] < d[p[2]]; j[2]++)
+				for (j[3] = 0; j[3] < d[p[3]]; j[3]++) {
+					int64_t c[4], yi, xi;
+
+					for (unsigned k = 0; k < 4; k++)
+						c[p[k]] = j[k];
+					yi = ((j[0] * d[p[1]] + j[1]) * d[p[2]] + j[2]) * d[p[3]] +
+						j[3];
+					xi = ((c[0] * d[1] + c[1]) * d[2] + c[2]) * d[3] + c[3];
+					ck_assert_float_eq(y[yi], (float)xi);
+				}
+	free(x);
+	free(y);
+}
+
+START_TEST(test_transpose4_permutes_dimensions)
+{
+	/* NHWC to NCHW and HWIO to OIHW (the seed test's layouts), the identity, a reversal. */
+	transpose_check((const int32_t[]){10, 5, 5, 3}, (const int32_t[]){0, 3, 1, 2});
+	transpose_check((const int32_t[]){3, 3, 2, 5}, (const int32_t[]){3, 2, 0, 1});
+	transpose_check((const int32_t[]){2, 3, 4, 5}, (const int32_t[]){0, 1, 2, 3});
+	transpose_check((const int32_t[]){2, 3, 4, 5}, (const int32_t[]){3, 2, 1, 0});
+}
+END_TEST
+
+START_TEST(test_transpose4_check_rejects_bad_shapes)
+{
+	float x[24], y[24];
+	struct karg args[10] = {buf_arg(x, sizeof(x), KARG_IN), buf_arg(y, sizeof(y), KARG_OUT)};
+	const char *why = NULL;
+
+	for (unsigned k = 0; k < 4; k++) {
+		args[2 + k] = i32_arg(k == 0 ? 1 : (int32_t)k + 1); /* 1 x 2 x 3 x 4 */
+		args[6 + k] = i32_arg((int32_t)k);
+	}
+	ck_assert_int_eq(launch("transpose4", args, 10, &why), 0);
+	args[8] = i32_arg(1); /* p = 0, 1, 1, 3 */
+	ck_assert_int_eq(launch("transpose4", args, 10, &why), -EINVAL);
+	ck_assert_msg(strstr(why, "permutation"), "%s", why);
+	args[8] = i32_arg(2);
+	args[3] = i32_arg(0);
+	ck_assert_int_eq(launch("transpose4", args, 10, &why), -EINVAL);
+	ck_assert_msg(strstr(why, "dimension 1 is 0"), "%s", why);
+	args[3] = i32_arg(3); /* 1 x 3 x 3 x 4 = 36 floats: more than the buffers hold */
+	ck_assert_int_eq(launch("transpose4", args, 10, &why), -EINVAL);
+	ck_assert_msg(strstr(why, "holds 96 bytes"), "%s", why);
+}
+END_TEST
+
 /* ---- the table ----------------------------------------------------------------------- */
 
 START_TEST(test_table_lists_every_kernel_by_name)
 {
-	const char *names[] = {
-		"fill", "iota", "add", "axpy", "scale", "reduce_sum", "spin", "conv2d"};
+	const char *names[] = {"fill", "iota", "add", "axpy", "scale", "reduce_sum", "spin",
+		"conv2d", "transpose4"};
 	const struct kernel_desc *const *list = kernel_list();
 	unsigned count = 0;
 
@@ -926,6 +994,8 @@ int main(void)
 	tcase_add_test(check, test_conv2d_check_rejects_empty_output);
 	tcase_add_test(check, test_conv2d_check_rejects_huge_dims);
 	tcase_add_test(check, test_table_lists_every_kernel_by_name);
+	tcase_add_test(conv, test_transpose4_permutes_dimensions);
+	tcase_add_test(check, test_transpose4_check_rejects_bad_shapes);
 	suite_add_tcase(s, elementwise);
 	suite_add_tcase(s, conv);
 	suite_add_tcase(s, check);

@@ -201,3 +201,78 @@ def run(s: sseq.Session, case: Case, seed: Optional[int] = None) -> Result:
             b.free()
     s.sync()
     return Result(ref, batch, per_example)
+
+
+# The flaking test's own case: XLA's testConvGeneralDilated with N=10, C=1, a 5x5 input,
+# a 3x3 kernel, O=5, stride 1 and SAME padding, in NHWC / HWIO as JAX writes it.
+SEED_CASE = Case(10, 1, 5, 5, 5, 3, 3, stride=(1, 1), padding=(1, 1, 1, 1))
+
+# transpose4 permutations (y's dimension k is x's dimension p[k]).
+NHWC_TO_NCHW = (0, 3, 1, 2)
+HWIO_TO_OIHW = (3, 2, 0, 1)
+NCHW_TO_NHWC = (0, 2, 3, 1)
+
+
+def _transpose(s: sseq.Session, x: sseq.Buffer, y: sseq.Buffer, dims: tuple[int, ...],
+               perm: tuple[int, ...]) -> None:
+    s.execute("transpose4", sseq.In(x), sseq.Out(y), *(sseq.i32(v) for v in dims + perm))
+
+
+def run_seed(s: sseq.Session, seed: int, case: Case = SEED_CASE) -> Result:
+    """The seed test as it runs: NHWC input and HWIO kernel uploaded once, layouts changed
+    on the device (transpose4, as XLA inserts), then
+
+    - batch: one conv2d over the whole batch and a transpose back to NHWC;
+    - per example (vmap's loop): for each example, a chain on device-side slices of the
+      one uploaded input: transpose its slice to NCHW, conv2d, transpose the result back
+      into its slice of the gathered output. No H2D per example.
+
+    With two lanes the per-example chain runs on the second, so its first reads of the
+    input cross streams; the kernel is uploaded before the input, so a wait for the
+    kernel's transpose does not cover the input's copy (the wait the legacy bug drops).
+    Both come back in NHWC and are compared with the float64 reference."""
+    assert case.groups == 1 and case.stride == (1, 1)
+    x_nchw, w_oihw = inputs(case, seed)
+    ref_nchw = conv_reference(x_nchw, w_oihw, case)
+    n, c, h, w = x_nchw.shape
+    o, _, kh, kw = w_oihw.shape
+    _, _, oh, ow = ref_nchw.shape
+    x_host = s.host_array((n, h, w, c))
+    x_host[...] = x_nchw.transpose(0, 2, 3, 1)
+    w_host = s.host_array((kh, kw, c, o))
+    w_host[...] = w_oihw.transpose(2, 3, 1, 0)
+
+    with s.alloc((n, h, w, c), np.float32, label="x-nhwc") as x, \
+            s.alloc((kh, kw, c, o), np.float32, label="w-hwio") as wh, \
+            s.alloc((o, c, kh, kw), np.float32, label="w-oihw") as wt, \
+            s.alloc((n, c, h, w), np.float32, label="x-nchw") as xt, \
+            s.alloc((n, o, oh, ow), np.float32, label="y-nchw") as yt, \
+            s.alloc((n, oh, ow, o), np.float32, label="y-batch") as yb, \
+            s.alloc((n, oh, ow, o), np.float32, label="y-examples") as ye:
+        wh.upload(w_host)
+        x.upload(x_host)
+        _transpose(s, wh, wt, (kh, kw, c, o), HWIO_TO_OIHW)
+
+        _transpose(s, x, xt, (n, h, w, c), NHWC_TO_NCHW)
+        s.execute("conv2d", sseq.In(xt), sseq.In(wt), sseq.Out(yt), *case.scalars())
+        _transpose(s, yt, yb, (n, o, oh, ow), NCHW_TO_NHWC)
+
+        # Queued behind the batch, not after waiting for it.
+        parts = []
+        if len(s.lanes) > 1:
+            s.set_lane(1)
+        for i in range(n):
+            xs, ys = x[i], ye[i]
+            xi = s.alloc((1, c, h, w), np.float32, label=f"x-example-{i}")
+            yi = s.alloc((1, o, oh, ow), np.float32, label=f"y-example-{i}")
+            _transpose(s, xs, xi, (1, h, w, c), NHWC_TO_NCHW)
+            s.execute("conv2d", sseq.In(xi), sseq.In(wt), sseq.Out(yi), *case.scalars(1))
+            _transpose(s, yi, ys, (1, o, oh, ow), NCHW_TO_NHWC)
+            parts += [xs, ys, xi, yi]
+        per_example = ye.download()
+        s.set_lane(0)
+        batch = yb.download()
+        for b in parts:
+            b.free()
+    s.sync()
+    return Result(ref_nchw.transpose(0, 2, 3, 1), batch, per_example)

@@ -37,6 +37,27 @@ def test_conv_general_dilated(sseq_session: sseq.Session, case: convcase.Case) -
             err_msg=f"per-example conv2d (slices, H2D each, D2D gather), round {rnd}")
 
 
+@pytest.mark.sseq
+def test_seed_case_nhwc_per_example_chain(sseq_socket: str) -> None:
+    """The flaking test's exact case and its per-example half as it really ran: one
+    upload, then per example a chain of device ops on slices of it (transpose, conv2d,
+    transpose into a slice of the output) on a second lane, against the batch and numpy."""
+    case = convcase.SEED_CASE
+    assert (case.n, case.c, case.h, case.w, case.o, case.kh, case.kw) == (10, 1, 5, 5, 5, 3, 3)
+    with sseq.connect(sseq_socket, name="seed-case", lanes=2) as s:
+        assert len(s.lanes) == 2
+        for rnd in range(ROUNDS):
+            _check_seed(convcase.run_seed(s, seed=case.seed + rnd), rnd)
+
+
+def _check_seed(r: convcase.Result, rnd: int) -> None:
+    assert r.batch.shape == (10, 5, 5, 5)  # SAME: NHWC out, O = 5
+    np.testing.assert_allclose(r.batch, r.reference, rtol=1e-5, atol=0,
+                               err_msg=f"batch, round {rnd}")
+    np.testing.assert_allclose(r.per_example, r.batch, rtol=1e-5, atol=0,
+                               err_msg=f"per example against the batch, round {rnd}")
+
+
 def test_legacy_sync_window_is_caught(start_daemon) -> None:
     """With H2D readiness tied to a compute-stream window (the XLA bug) the per-example
     path reads inputs before their copies land: the comparison and the daemon's race
@@ -55,6 +76,12 @@ def test_legacy_sync_window_is_caught(start_daemon) -> None:
             if r.mismatches("batch"):
                 batch_bad.append(case.id)
         stats = s.stats()
+    # The seed case's own shape: its per-example chain on a second lane reads the one
+    # upload before it lands.
+    with sseq.connect(d.socket, name="legacy-seed", lanes=2) as s:
+        seed = convcase.run_seed(s, seed=convcase.SEED_CASE.seed)
+    assert seed.mismatches("per_example"), "the seed case's per-example chain stayed right"
+    assert not seed.mismatches("batch"), "the seed case's batch went wrong too"
     assert bad_cases, "the injected legacy bug went unnoticed by the data checks"
     assert stats.waits_elided_legacy > 0
     assert stats.race_findings > 0, "the race detector saw nothing"

@@ -357,6 +357,8 @@ BUILTIN_KERNELS: dict[str, tuple[tuple[str, str], ...]] = {
     "spin": (("microseconds", "u64"),),
     "conv2d": (("x", "in"), ("w", "in"), ("y", "out"))
     + tuple((name, "i32") for name in _CONV2D_INTS),
+    "transpose4": (("x", "in"), ("y", "out"))
+    + tuple((name, "i32") for name in ("d0", "d1", "d2", "d3", "p0", "p1", "p2", "p3")),
 }
 
 _MARKERS = {"in": "In", "out": "Out", "inout": "InOut"}
