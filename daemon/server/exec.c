@@ -349,9 +349,9 @@ static int exec_function_params(
 
 /* A user kernel: no signature beyond its parameters' sizes (where the device gives
  * them), so every argument goes by value in order (a buffer as its view's device
- * address) and the access marks alone drive the waits. The daemon cannot bound what the kernel
- * touches: a kernel that writes past its views or through a buffer marked in breaks the ordering,
- * as it would anywhere. */
+ * address) and the access marks alone drive the waits. The daemon cannot bound what
+ * the kernel touches: a kernel that writes past its views or through a buffer marked
+ * in breaks the ordering, as it would anywhere. */
 static int req_execute_function(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__Execute *e = rq->execute;
