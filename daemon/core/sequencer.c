@@ -178,16 +178,30 @@ static void buffer_unlink(struct seq *seq, struct seq_buffer *b)
 		b->all_next->all_prev = b->all_prev;
 }
 
+/* A base's memory goes back: to the device, or (adopted) to its owner. */
+static void buffer_mem_release(struct seq *seq, struct seq_buffer *b)
+{
+	if (!b->adopted)
+		seq->dev.mem_release(seq->dev_ctx, b->addr, b->size);
+	else if (seq->dev.mem_disown)
+		seq->dev.mem_disown(seq->dev_ctx, b->addr, b->size);
+}
+
 void seq_destroy(struct seq *seq)
 {
 	if (!seq)
 		return;
 	while (seq->all) {
 		struct seq_buffer *b = seq->all;
+		void (*gone)(void *) = b->gone;
+		void *arg = b->gone_arg;
+
 		if (!b->base && !b->lost && !b->early_released)
-			seq->dev.mem_release(seq->dev_ctx, b->addr, b->size);
+			buffer_mem_release(seq, b);
 		buffer_unlink(seq, b);
 		free(b);
+		if (gone)
+			gone(arg);
 	}
 	for (unsigned i = 0; i < seq->layout.nstreams; i++) {
 		struct stream *s = &seq->streams[i];
@@ -359,6 +373,33 @@ int seq_buffer_alloc(struct seq *seq, uint64_t size, struct seq_buffer **out)
 	return 0;
 }
 
+int seq_buffer_adopt(struct seq *seq, uint64_t addr, uint64_t size, void (*gone)(void *arg),
+	void *arg, struct seq_buffer **out)
+{
+	struct seq_buffer *b;
+	int r;
+
+	if (size == 0 || addr + size < addr)
+		return -EINVAL;
+	if (seq->dev.mem_adopt && (r = seq->dev.mem_adopt(seq->dev_ctx, addr, size)) < 0)
+		return r;
+	b = buffer_new(seq);
+	if (!b) {
+		if (seq->dev.mem_disown)
+			seq->dev.mem_disown(seq->dev_ctx, addr, size);
+		return -ENOMEM;
+	}
+	b->size = size;
+	b->addr = addr;
+	b->alloc = ++seq->allocs;
+	b->refs = 1;
+	b->adopted = true;
+	b->gone = gone;
+	b->gone_arg = arg;
+	*out = b;
+	return 0;
+}
+
 int seq_buffer_slice(struct seq *seq, struct seq_buffer *of, uint64_t offset, uint64_t size,
 	struct seq_buffer **out)
 {
@@ -384,12 +425,17 @@ int seq_buffer_slice(struct seq *seq, struct seq_buffer *of, uint64_t offset, ui
 
 static void buffer_release(struct seq *seq, struct seq_buffer *b)
 {
+	void (*gone)(void *) = b->gone;
+	void *arg = b->gone_arg;
+
 	if (!b->lost && !b->early_released)
-		seq->dev.mem_release(seq->dev_ctx, b->addr, b->size);
+		buffer_mem_release(seq, b);
 	seq->counters.releases++;
 	seq_trace_emit(seq, SEQ_TRACE_RELEASE, (struct seq_point){0, 0}, SEQ_OP_EXEC, b, b->def);
 	buffer_unlink(seq, b);
 	free(b);
+	if (gone)
+		gone(arg);
 }
 
 /* A base nobody holds any more: hand its memory back now, or once it is idle (I5). */
@@ -436,7 +482,7 @@ void seq_buffer_free(struct seq *seq, struct seq_buffer *buf)
 	/* Injected: the memory goes back now, though slices still name it; the base stays
 	 * for them, marked lost-free (it releases nothing later). */
 	if (is_base && base->refs > 1 && seq->config.legacy_slice_outlives_base && !base->lost) {
-		seq->dev.mem_release(seq->dev_ctx, base->addr, base->size);
+		buffer_mem_release(seq, base);
 		base->early_released = true;
 	}
 	if (--base->refs == 0)

@@ -92,6 +92,10 @@ struct seq_op {
 struct seq_device {
 	int (*mem_alloc)(void *ctx, uint64_t size, uint64_t *addr);
 	void (*mem_release)(void *ctx, uint64_t addr, uint64_t size);
+	/* Optional: memory the core did not allocate (a module's global, seq_buffer_adopt)
+	 * becomes a buffer, and later stops being one; it is never given to mem_release. */
+	int (*mem_adopt)(void *ctx, uint64_t addr, uint64_t size);
+	void (*mem_disown)(void *ctx, uint64_t addr, uint64_t size);
 	/* Record an event on at.stream after everything issued there so far (at.seq is the
 	 * stream's last issued point). The backend must report it through seq_complete(). */
 	int (*record)(void *ctx, struct seq_point at);
@@ -205,6 +209,11 @@ struct seq_buffer {
 	 * back. */
 	bool lost;
 	bool early_released; /* injected slice-outlives-base: memory already handed back */
+	/* Base only, from seq_buffer_adopt: the memory is someone else's (mem_disown, never
+	 * mem_release), and gone(gone_arg) is called once the base is released. */
+	bool adopted;
+	void (*gone)(void *arg);
+	void *gone_arg;
 	/* Core bookkeeping: every live buffer object, for seq_destroy(). */
 	struct seq_buffer *all_prev, *all_next;
 };
@@ -238,6 +247,12 @@ const char *seq_stream_kind_name(enum seq_stream_kind kind);
 const char *seq_op_kind_name(enum seq_op_kind kind);
 
 int seq_buffer_alloc(struct seq *seq, uint64_t size, struct seq_buffer **out);
+/* A base over memory the core did not allocate (a module's global): an ordinary base in
+ * every way (definition, readers, slices, I5-deferred free) except that its release hands
+ * the memory to nobody (mem_disown) and then calls gone(arg) (may be NULL), once, also when
+ * a reset drops it or seq_destroy releases it. 0, -EINVAL, -ENOMEM or mem_adopt's error. */
+int seq_buffer_adopt(struct seq *seq, uint64_t addr, uint64_t size, void (*gone)(void *arg),
+	void *arg, struct seq_buffer **out);
 /* A view of `of` (a base or a slice) at [offset, offset + size) of it. */
 int seq_buffer_slice(struct seq *seq, struct seq_buffer *of, uint64_t offset, uint64_t size,
 	struct seq_buffer **out);

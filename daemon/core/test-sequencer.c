@@ -460,6 +460,45 @@ static void compute_advance(struct seq_buffer *scratch, unsigned n, unsigned bat
 	}
 }
 
+/* ---- adopted memory (a module's globals) ---- */
+
+static unsigned adopted_gone;
+
+static void adopted_gone_count(void *arg)
+{
+	ck_assert_ptr_eq(arg, &adopted_gone);
+	adopted_gone++;
+}
+
+/* A global set by H2D, read by a kernel, set again: the kernel waits for the first set,
+ * the second set for the kernel (I4), and the deferred free releases nothing (I5). */
+START_TEST(test_adopted_global_sequenced_and_never_released)
+{
+	struct seq_buffer *g, *out;
+
+	fx_start(NULL);
+	adopted_gone = 0;
+	ck_assert_int_eq(
+		seq_buffer_adopt(F.seq, 0x900000, 36, adopted_gone_count, &adopted_gone, &g), 0);
+	ck_assert_uint_eq(g->addr, 0x900000);
+	ck_assert(g->adopted);
+	out = buf_new(64);
+	h2d(g);
+	log_clear();
+	exec_in_out(g, out);
+	ck_log_order("record 1:1", "wait 0 1:1", "launch 0:1 exec");
+	log_clear();
+	h2d(g);
+	ck_log_order("record 0:1", "wait 1 0:1", "launch 1:2 h2d");
+	seq_buffer_free(F.seq, g);
+	ck_assert_uint_eq(adopted_gone, 0); /* still in use: deferred (I5) */
+	settle_all();
+	ck_assert_uint_eq(adopted_gone, 1);
+	ck_log_lacks("release 0x900000");
+	ck_assert_int_eq(seq_buffer_adopt(F.seq, 0x900000, 0, NULL, NULL, &g), -EINVAL);
+}
+END_TEST
+
 /* ---- I1: definition on the true producer ---- */
 
 START_TEST(test_i1_h2d_defines_buffer_on_h2d_stream)
@@ -2129,6 +2168,7 @@ static Suite *sequencer_suite(void)
 		{"input", test_bad_input_freed_buf},
 		{"input", test_bad_input_slice_out_of_bounds},
 		{"input", test_alloc_failure_reported},
+		{"adopt", test_adopted_global_sequenced_and_never_released},
 	};
 	Suite *s = suite_create("sequencer");
 	TCase *tc = NULL;

@@ -116,6 +116,34 @@ START_TEST(test_read_without_wait_is_reported_and_with_wait_is_not)
 }
 END_TEST
 
+/* A module's global (seq_buffer_adopt's mem_adopt) is checked like an allocation: unknown
+ * before, sequenced while adopted, gone (use after free) once disowned. */
+START_TEST(test_adopted_range_is_checked_like_an_allocation)
+{
+	struct verify *v = checker();
+	const struct seq_device *d = verify_device();
+	const uint64_t g = 0x900000;
+
+	launch(v, 0, 1, SEQ_READ, g, 36);
+	ck_assert_uint_eq(W.reports, 1);
+	ck_assert_msg(strstr(W.last, "which is not allocated"), "%s", W.last);
+	ck_assert_int_eq(d->mem_adopt(v, g, 36), 0);
+	ck_assert_uint_eq(verify_tracked(v), 1);
+	launch(v, 1, 1, SEQ_WRITE, g, 36);
+	ck_assert_uint_eq(W.reports, 1);
+	launch(v, 0, 2, SEQ_READ, g, 36); /* no edge from the set 1:1 */
+	ck_assert_uint_eq(W.reports, 2);
+	ck_assert_msg(strstr(W.last, "without an edge from its writer 1:1"), "%s", W.last);
+	d->mem_disown(v, g, 36); /* while 1:1 and 0:2 may still run (I5) */
+	ck_assert_uint_eq(W.reports, 4);
+	ck_assert_msg(strstr(W.last, "released while its reader 0:2"), "%s", W.last);
+	launch(v, 0, 3, SEQ_READ, g, 36);
+	ck_assert_uint_eq(W.reports, 5);
+	ck_assert_msg(strstr(W.last, "use after free"), "%s", W.last);
+	verify_destroy(v);
+}
+END_TEST
+
 START_TEST(test_completion_orders_like_a_wait)
 {
 	struct verify *v = checker();
@@ -206,6 +234,7 @@ int main(void)
 
 	tcase_add_test(tc, test_read_without_wait_is_reported_and_with_wait_is_not);
 	tcase_add_test(tc, test_completion_orders_like_a_wait);
+	tcase_add_test(tc, test_adopted_range_is_checked_like_an_allocation);
 	tcase_add_test(tc, test_release_while_reader_runs_and_use_after_release);
 	tcase_add_test(tc, test_released_records_stay_bounded);
 	tcase_add_test(tc, test_reuse_replaces_released_and_reports_live_overlap);

@@ -124,24 +124,21 @@ static void forget_released(struct verify *v)
 	v->nallocs = n;
 }
 
-static int v_mem_alloc(void *ctx, uint64_t size, uint64_t *addr)
+/* A new live range [addr, addr + size): it replaces whatever released allocations it
+ * overlaps. 0 or -ENOMEM (nothing recorded). */
+static int alloc_note(struct verify *v, uint64_t addr, uint64_t size)
 {
-	struct verify *v = ctx;
 	struct valloc *a;
 	size_t i, k;
-	int r = v->inner.mem_alloc(v->inner_ctx, size, addr);
 
-	if (r < 0)
-		return r;
-	/* The new range replaces whatever released allocations it overlaps. */
-	i = alloc_lower(v, *addr);
-	for (k = i; k < v->nallocs && v->allocs[k]->addr < *addr + size; k++) {
+	i = alloc_lower(v, addr);
+	for (k = i; k < v->nallocs && v->allocs[k]->addr < addr + size; k++) {
 		a = v->allocs[k];
 		if (a->live)
 			violation(v,
 				"allocation %#" PRIx64 "+%" PRIu64 " overlaps live "
 				"allocation #%" PRIu64 " at %#" PRIx64 "+%" PRIu64,
-				*addr, size, a->serial, a->addr, a->size);
+				addr, size, a->serial, a->addr, a->size);
 		else
 			v->nreleased--;
 		free(a);
@@ -154,19 +151,15 @@ static int v_mem_alloc(void *ctx, uint64_t size, uint64_t *addr)
 		size_t cap = v->capallocs ? 2 * v->capallocs : 64;
 		struct valloc **n = realloc(v->allocs, cap * sizeof(*n));
 
-		if (!n) {
-			v->inner.mem_release(v->inner_ctx, *addr, size);
+		if (!n)
 			return -ENOMEM;
-		}
 		v->allocs = n;
 		v->capallocs = cap;
 	}
 	a = calloc(1, sizeof(*a));
-	if (!a) {
-		v->inner.mem_release(v->inner_ctx, *addr, size);
+	if (!a)
 		return -ENOMEM;
-	}
-	a->addr = *addr;
+	a->addr = addr;
 	a->size = size;
 	a->serial = ++v->serials;
 	a->live = true;
@@ -176,14 +169,41 @@ static int v_mem_alloc(void *ctx, uint64_t size, uint64_t *addr)
 	return 0;
 }
 
+static int v_mem_alloc(void *ctx, uint64_t size, uint64_t *addr)
+{
+	struct verify *v = ctx;
+	int r = v->inner.mem_alloc(v->inner_ctx, size, addr);
+
+	if (r < 0)
+		return r;
+	r = alloc_note(v, *addr, size);
+	if (r < 0)
+		v->inner.mem_release(v->inner_ctx, *addr, size);
+	return r;
+}
+
+/* Memory the core did not allocate (a module's global) is checked like any allocation. */
+static int v_mem_adopt(void *ctx, uint64_t addr, uint64_t size)
+{
+	struct verify *v = ctx;
+	int r = v->inner.mem_adopt ? v->inner.mem_adopt(v->inner_ctx, addr, size) : 0;
+
+	if (r < 0)
+		return r;
+	r = alloc_note(v, addr, size);
+	if (r < 0 && v->inner.mem_disown)
+		v->inner.mem_disown(v->inner_ctx, addr, size);
+	return r;
+}
+
 static bool point_done(const struct verify *v, struct seq_point p)
 {
 	return p.seq <= v->done.c[p.stream];
 }
 
-static void v_mem_release(void *ctx, uint64_t addr, uint64_t size)
+/* The range stops being an allocation: nothing may still touch it (I5). */
+static void release_note(struct verify *v, uint64_t addr, uint64_t size)
 {
-	struct verify *v = ctx;
 	struct valloc *a = alloc_find(v, addr);
 
 	if (!a || !a->live || a->addr != addr) {
@@ -209,7 +229,23 @@ static void v_mem_release(void *ctx, uint64_t addr, uint64_t size)
 		if (++v->nreleased > VERIFY_KEEP_RELEASED)
 			forget_released(v);
 	}
+}
+
+static void v_mem_release(void *ctx, uint64_t addr, uint64_t size)
+{
+	struct verify *v = ctx;
+
+	release_note(v, addr, size);
 	v->inner.mem_release(v->inner_ctx, addr, size);
+}
+
+static void v_mem_disown(void *ctx, uint64_t addr, uint64_t size)
+{
+	struct verify *v = ctx;
+
+	release_note(v, addr, size);
+	if (v->inner.mem_disown)
+		v->inner.mem_disown(v->inner_ctx, addr, size);
 }
 
 /* ---- events ---- */
@@ -396,6 +432,8 @@ static int v_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 static const struct seq_device verify_table = {
 	.mem_alloc = v_mem_alloc,
 	.mem_release = v_mem_release,
+	.mem_adopt = v_mem_adopt,
+	.mem_disown = v_mem_disown,
 	.record = v_record,
 	.wait = v_wait,
 	.launch = v_launch,
