@@ -539,6 +539,91 @@ START_TEST(test_daemon_audit_catches_the_injected_legacy_window)
 }
 END_TEST
 
+/* A module's global (fake CUDA: a "global" line, and a function that copies it into its
+ * first argument, as a kernel reading a constant would): set by H2D, read by a launch,
+ * set again between launches. Each launch sees the value set before it and not the one
+ * set after (the launch waited for the set, the next set for the launch), the checker
+ * finds nothing, and an unknown name is refused naming it. */
+START_TEST(test_daemon_module_global_is_sequenced_like_a_buffer)
+{
+	static const char text[] = "@FAKE-MODULE@\n"
+				   "global c_filter 36\n"
+				   "function read_filter 8 behavior=read_global:c_filter\n";
+	const char *const extra[] = {"--verify", NULL};
+	const struct sseq_launch one = {.grid = {1, 1, 1}, .block = {1, 1, 1}};
+	float a[9], b[9], back1[9], back2[9];
+	struct sseq_stats before, after;
+	char path[PATH_MAX];
+	struct hipd d;
+	struct sseq *s;
+	uint64_t m, g, g2, size = 0, out1, out2, decided;
+
+	hipd_start(&d, extra);
+	snprintf(path, sizeof(path), "%s/globals.txt", d.dir);
+	hip_harness_write_file(path, text, sizeof(text) - 1);
+	s = hipd_connect(&d, 0);
+	ck_assert_msg(
+		sseq_load_module(s, "globals.txt", &m) == 0, "%s", sseq_last_error_message(s));
+	ck_assert_int_eq(
+		sseq_module_global(s, m, "c_nope", 0, &g, &size), -SSEQ_ERR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(sseq_last_error_message(s), "no global 'c_nope'"), "%s",
+		sseq_last_error_message(s));
+	ck_assert_msg(sseq_module_global(s, m, "c_filter", 0, &g, &size) == 0, "%s",
+		sseq_last_error_message(s));
+	ck_assert_uint_eq(size, 36);
+	/* Open once at a time. */
+	ck_assert_int_eq(
+		sseq_module_global(s, m, "c_filter", 0, &g2, NULL), -SSEQ_ERR_INVALID_ARGUMENT);
+	ck_assert_int_eq(sseq_alloc(s, 36, "out1", &out1), 0);
+	ck_assert_int_eq(sseq_alloc(s, 36, "out2", &out2), 0);
+	for (int i = 0; i < 9; i++) {
+		a[i] = (float)i + 0.5f;
+		b[i] = -10.0f * (float)i - 1.0f;
+	}
+	hipd_stats(s, &before);
+	for (int round = 0; round < 20; round++) {
+		ck_assert_int_eq(sseq_copy_h2d(s, g, 0, a, sizeof(a), NULL), 0);
+		ck_assert_int_eq(sseq_execute_function(s, m, "read_filter",
+					 (struct sseq_arg[]){SSEQ_OUT(out1)}, 1, &one, NULL),
+			0);
+		ck_assert_int_eq(sseq_copy_h2d(s, g, 0, b, sizeof(b), NULL), 0);
+		ck_assert_int_eq(sseq_execute_function(s, m, "read_filter",
+					 (struct sseq_arg[]){SSEQ_OUT(out2)}, 1, &one, NULL),
+			0);
+		ck_assert_int_eq(sseq_copy_d2h(s, out1, 0, back1, sizeof(back1), NULL), 0);
+		ck_assert_int_eq(sseq_copy_d2h(s, out2, 0, back2, sizeof(back2), NULL), 0);
+		ck_assert_msg(sseq_sync(s) == 0, "%s", sseq_last_error_message(s));
+		ck_assert_mem_eq(back1, a, sizeof(a)); /* the first set, not the second */
+		ck_assert_mem_eq(back2, b, sizeof(b));
+	}
+	hipd_stats(s, &after);
+	/* Per round the launches' reads of the global and the second set's wait for the
+	 * first launch (WAR) are decided (a wait, or the producer seen complete) besides
+	 * the two D2H copies' waits for the launches. */
+	decided = after.waits_enqueued + after.waits_elided_observed - before.waits_enqueued -
+		before.waits_elided_observed;
+	ck_assert_uint_ge(decided, 20 * 5);
+	ck_assert_uint_gt(after.waits_enqueued, before.waits_enqueued);
+	/* Back out through D2H, and D2D into another buffer. */
+	ck_assert_int_eq(sseq_copy_d2d(s, g, 0, out1, 0, 36, NULL), 0);
+	ck_assert_int_eq(sseq_copy_d2h(s, out1, 0, back1, sizeof(back1), NULL), 0);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	ck_assert_mem_eq(back1, b, sizeof(b));
+	ck_assert_int_eq(sseq_free(s, g), 0);
+	/* Free closes it: once idle it opens again. */
+	ck_assert_int_eq(sseq_sync(s), 0);
+	ck_assert_msg(sseq_module_global(s, m, "c_filter", 1, &g, &size) == 0, "%s",
+		sseq_last_error_message(s));
+	ck_assert_int_eq(sseq_free(s, g), 0);
+	ck_assert_int_eq(sseq_free(s, out1), 0);
+	ck_assert_int_eq(sseq_free(s, out2), 0);
+	hipd_stats(s, &after);
+	ck_assert_uint_eq(after.race_findings, 0);
+	sseq_close(s);
+	hipd_stop(&d);
+}
+END_TEST
+
 static Suite *hip_daemon_suite(void)
 {
 	Suite *s = suite_create("hip-daemon");
@@ -571,3 +656,5 @@ int main(void)
 	srunner_free(sr);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+	if (hip_harness_fake_cuda())
+		tcase_add_test(daemon, test_daemon_module_global_is_sequenced_like_a_buffer);

@@ -47,6 +47,7 @@ struct op {
 	int status; /* 0 or the first error: -SSEQ_ERR_* or -errno */
 	char *message; /* the daemon's detail for status, or NULL */
 	uint64_t handle; /* from the Reply */
+	uint64_t size; /* Reply.size (ModuleGlobal) */
 	/* The staging range the request uses, released when it is finished; for a D2H
 	 * through library staging, where to copy the result to. */
 	struct staging_arena *arena;
@@ -160,8 +161,12 @@ int client_submit(struct sseq *s, Sseq__Request *req, int fd, struct op *op, uin
 /* Wait until a waited op is done and return its status (and Reply handle); drop it. */
 int client_op_collect(struct sseq *s, struct op *op);
 int client_op_collect_handle(struct sseq *s, struct op *op, uint64_t *handle);
+/* ... and *size (may be NULL) from Reply.size. */
+int client_op_collect_handle_sized(struct sseq *s, struct op *op, uint64_t *handle, uint64_t *size);
 /* Submit a request and wait for it to finish; *handle (may be NULL) from its Reply. */
 int client_request_wait(struct sseq *s, Sseq__Request *req, uint64_t *handle);
+/* ... and *size (may be NULL) from Reply.size. */
+int client_request_wait_sized(struct sseq *s, Sseq__Request *req, uint64_t *handle, uint64_t *size);
 /* Send everything buffered, processing input meanwhile. */
 int client_flush(struct sseq *s);
 /* Process input, waiting up to timeout_ms for it (-1: forever). Returns messages
@@ -174,6 +179,7 @@ struct args_pack {
 	Sseq__Execute ex;
 	Sseq__ModuleFunction fn;
 	Sseq__Grid grid;
+	Sseq__LaunchCluster cluster;
 	Sseq__Arg *args;
 	Sseq__Arg **argv;
 	Sseq__BufferArg *bufs;

@@ -257,6 +257,11 @@ int client_op_collect(struct sseq *s, struct op *op)
 
 int client_op_collect_handle(struct sseq *s, struct op *op, uint64_t *handle)
 {
+	return client_op_collect_handle_sized(s, op, handle, NULL);
+}
+
+int client_op_collect_handle_sized(struct sseq *s, struct op *op, uint64_t *handle, uint64_t *size)
+{
 	op->waited = true;
 	if (!op->done) {
 		client_flush(s);
@@ -273,6 +278,8 @@ int client_op_collect_handle(struct sseq *s, struct op *op, uint64_t *handle)
 	int status = op->status;
 	if (handle)
 		*handle = op->handle;
+	if (size)
+		*size = op->size;
 	if (status != 0) {
 		client_set_error(s, "%s", op->message ? op->message : sseq_strerror(status));
 		s->errtag = op->user_tag ? op->tag : 0;
@@ -281,7 +288,7 @@ int client_op_collect_handle(struct sseq *s, struct op *op, uint64_t *handle)
 	return status;
 }
 
-int client_request_wait(struct sseq *s, Sseq__Request *req, uint64_t *handle)
+int client_request_wait_sized(struct sseq *s, Sseq__Request *req, uint64_t *handle, uint64_t *size)
 {
 	struct op *op = client_op_new();
 	if (!op)
@@ -290,11 +297,20 @@ int client_request_wait(struct sseq *s, Sseq__Request *req, uint64_t *handle)
 	int r = client_submit(s, req, -1, op, NULL);
 	if (r < 0)
 		return r;
-	uint64_t h = 0;
-	r = client_op_collect_handle(s, op, &h);
+	uint64_t h = 0, n = op->size;
+	/* The size is there once the op is done; collecting drops it. */
+	op->size = 0;
+	r = client_op_collect_handle_sized(s, op, &h, &n);
 	if (handle)
 		*handle = r == 0 ? h : 0;
+	if (size)
+		*size = r == 0 ? n : 0;
 	return r;
+}
+
+int client_request_wait(struct sseq *s, Sseq__Request *req, uint64_t *handle)
+{
+	return client_request_wait_sized(s, req, handle, NULL);
 }
 
 /* ---- connecting ---- */

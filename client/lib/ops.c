@@ -387,6 +387,7 @@ static void on_reply(struct sseq *s, const Sseq__Reply *rep)
 	client_op_answered(s, op);
 	op->handle = rep->handle;
 	if (op->kind == SSEQ__REQUEST__BODY_HELLO && rep->welcome)
+	op->size = rep->size;
 		save_welcome(s, rep->welcome);
 	if (code != 0) {
 		/* Rejected: no Completion follows. */

@@ -60,6 +60,21 @@ int sseq_load_module(struct sseq *s, const char *path, uint64_t *module)
 }
 
 /* ---- staging ---- */
+int sseq_module_global(struct sseq *s, uint64_t module, const char *name, int writable,
+	uint64_t *buf, uint64_t *size)
+{
+	if (!name || !*name)
+		return client_fail(s, -EINVAL, "sseq_module_global: the global's name is empty");
+	Sseq__ModuleGlobal mg = SSEQ__MODULE_GLOBAL__INIT;
+	mg.module = module;
+	mg.name = (char *)name;
+	mg.writable = writable;
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	req.body_case = SSEQ__REQUEST__BODY_MODULE_GLOBAL;
+	req.module_global = &mg;
+	return client_request_wait_sized(s, &req, buf, size);
+}
+
 
 /* Register a new arena able to hold `len` bytes. The first one gets the configured
  * size; later ones at least that, so one large request does not leave us with a

@@ -120,6 +120,11 @@ struct backend_ops {
 	int (*function_attrs)(void *ctx, void *function, struct backend_fn_attrs *attrs);
 	/* Let launches of the function use up to `bytes` of dynamic shared memory (above the
 	 * default 48 KiB on NVIDIA): 0, or -EINVAL beyond what the device allows. */
+	/* A module's global (__constant__ or __device__ variable) by its (mangled) name:
+	 * 0 with its device address and size, -ENOENT when there is none. The memory is the
+	 * module's: valid until module_unload. NULL where there are no modules. */
+	int (*module_global)(
+		void *ctx, void *module, const char *name, uint64_t *addr, uint64_t *size);
 	int (*function_max_shared)(void *ctx, void *function, uint64_t bytes);
 	void (*info)(void *ctx, struct backend_info *info);
 	/* The device's own start and end of the op launched at `at` (CLOCK_MONOTONIC ns),
@@ -214,6 +219,13 @@ static inline int backend_module_functions(
 {
 	return b->ops->module_functions ? b->ops->module_functions(b->ctx, module, names, n)
 					: -ENOTSUP;
+static inline int backend_module_global(
+	const struct backend *b, void *module, const char *name, uint64_t *addr, uint64_t *size)
+{
+	return b->ops->module_global ? b->ops->module_global(b->ctx, module, name, addr, size)
+				     : -ENOTSUP;
+}
+
 }
 
 static inline int backend_function_attrs(

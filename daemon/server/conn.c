@@ -111,6 +111,21 @@ void session_reply_full(struct session *s, uint64_t tag, Sseq__Status status, co
 	session_send(s, &m);
 }
 
+void session_reply_sized(struct session *s, uint64_t tag, uint64_t handle, uint64_t size)
+{
+	Sseq__Message m = SSEQ__MESSAGE__INIT;
+	Sseq__Reply r = SSEQ__REPLY__INIT;
+
+	r.tag = tag;
+	r.status = SSEQ__STATUS__STATUS_OK;
+	r.message = (char *)"";
+	r.handle = handle;
+	r.size = size;
+	m.body_case = SSEQ__MESSAGE__BODY_REPLY;
+	m.reply = &r;
+	session_send(s, &m);
+}
+
 void session_reply(struct session *s, uint64_t tag, Sseq__Status status, const char *message)
 {
 	session_reply_full(s, tag, status, message, 0, NULL, NULL);

@@ -366,7 +366,8 @@ static int req_execute_function(struct session *s, const Sseq__Request *rq)
 		return r;
 	op_init(&op, &pl, SEQ_OP_EXEC);
 	if ((r = req_lane(s, e->lane, &op)) || (r = exec_function_args(s, e, &op, &pl)) ||
-		(r = exec_function_params(s, e->function->name, fn, &pl, (unsigned)e->n_args)))
+		(r = exec_function_params(s, e->function->name, fn, &pl, (unsigned)e->n_args)) ||
+		(r = smodule_global_accesses(s, m, &op)))
 		return r;
 	pl.function = fn;
 	pl.function_name = e->function->name;

@@ -129,6 +129,105 @@ static void shown_path(char *out, size_t size, const char *path)
 	printable(out);
 }
 
+/* The core released a global's base (its handle freed and its last use complete, or
+ * dropped in a reset): the module may go. */
+static void sglobal_gone(void *arg)
+{
+	struct sglobal *g = arg;
+	struct sglobal **p = &g->m->globals;
+
+	while (*p && *p != g)
+		p = &(*p)->next;
+	if (*p)
+		*p = g->next;
+	smodule_unref(g->srv, g->m);
+	free(g);
+}
+
+int smodule_global_accesses(struct session *s, struct smodule *m, struct seq_op *op)
+{
+	unsigned nargs = op->naccess, nglobals = 0;
+
+	for (const struct sglobal *g = m->globals; g; g = g->next)
+		if (!g->buf->freed && !g->buf->lost)
+			nglobals++;
+	if (nargs + nglobals > SEQ_MAX_ACCESS)
+		return req_error(s, -EINVAL,
+			"%u buffer arguments and %u open globals of module %s are more than the "
+			"%u buffers a launch may touch: free globals not in use",
+			nargs, nglobals, m->path, SEQ_MAX_ACCESS);
+	for (const struct sglobal *g = m->globals; g; g = g->next)
+		if (!g->buf->freed && !g->buf->lost)
+			op->access[op->naccess++] =
+				(struct seq_access){g->buf, g->writable ? SEQ_READWRITE : SEQ_READ};
+	return 0;
+}
+
+int req_module_global(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__ModuleGlobal *mg = rq->module_global;
+	struct smodule *m = session_lookup(s, mg->module, HANDLE_MODULE);
+	char shown[64], label[48];
+	uint64_t addr = 0, size = 0, handle = 0;
+	struct sglobal *g;
+	int r;
+
+	if (!m)
+		return session_unknown_handle(s, mg->module, "module");
+	if ((r = req_check_text(s, "ModuleGlobal.name", mg->name)))
+		return r;
+	snprintf(shown, sizeof(shown), "%s", mg->name ? mg->name : "");
+	printable(shown);
+	if (!m->module)
+		return req_error(s, -ENXIO, "module %s was lost in a device reset", m->path);
+	if (!mg->name || !*mg->name || strlen(mg->name) >= sizeof(g->name))
+		return req_error(
+			s, -EINVAL, "ModuleGlobal: the global's name is empty or too long");
+	for (g = m->globals; g; g = g->next)
+		if (strcmp(g->name, mg->name) == 0)
+			return req_error(s, -EINVAL,
+				"global '%s' of module %s is already open (or its last use is "
+				"not complete yet)",
+				shown, m->path);
+	if ((r = handle_over_limit(s)))
+		return r;
+	r = backend_module_global(&s->srv->backend, m->module, mg->name, &addr, &size);
+	if (r == -ENOENT)
+		return req_error(s, -EINVAL, "module %s has no global '%s'", m->path, shown);
+	if (r < 0)
+		return req_error(
+			s, r, "global '%s' of module %s: %s", shown, m->path, strerror(-r));
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return req_error(s, -ENOMEM, "out of memory");
+	g->m = m;
+	g->srv = s->srv;
+	g->writable = mg->writable;
+	strcpy(g->name, mg->name);
+	r = seq_buffer_adopt(s->srv->seq, addr, size, sglobal_gone, g, &g->buf);
+	if (r < 0) {
+		free(g);
+		return req_error(
+			s, r, "global '%s' of module %s: %s", shown, m->path, strerror(-r));
+	}
+	m->refs++;
+	g->next = m->globals;
+	m->globals = g;
+	snprintf(label, sizeof(label), "global %.40s", shown);
+	if (sbuf_new(s, g->buf, label, &handle) < 0) {
+		seq_buffer_free(s->srv->seq, g->buf); /* idle: released now, and g with it */
+		return req_error(s, -ENOMEM, "out of memory");
+	}
+	/* As any base (sbuf_release takes them off again). */
+	s->buffers++;
+	s->bytes += size;
+	log_about(LOG_LVL_DEBUG, "session", SESSION_WHO(s),
+		"global %s of module %s (%" PRIu64 " bytes%s) opened as %" PRIu64, shown, m->path,
+		size, g->writable ? ", writable" : "", handle);
+	session_reply_sized(s, rq->tag, handle, size);
+	return 0;
+}
+
 int req_load_module(struct session *s, const Sseq__Request *rq)
 {
 	const char *path = rq->load_module->path;

@@ -160,7 +160,7 @@ static int req_hello(struct session *s, const Sseq__Request *rq)
 	return 0;
 }
 
-static int sbuf_new(struct session *s, struct seq_buffer *b, const char *label, uint64_t *handle)
+int sbuf_new(struct session *s, struct seq_buffer *b, const char *label, uint64_t *handle)
 {
 	struct sbuf *sb = calloc(1, sizeof(*sb));
 
@@ -568,6 +568,8 @@ static int req_dispatch(struct session *s, const Sseq__Request *rq, bool nested)
 		return req_load_module(s, rq);
 	case SSEQ__REQUEST__BODY_AWAIT:
 		return req_await(s, rq);
+	case SSEQ__REQUEST__BODY_MODULE_GLOBAL:
+		return req_module_global(s, rq);
 	case SSEQ__REQUEST__BODY_SYNC:
 		return session_watch(s, rq, NULL);
 	case SSEQ__REQUEST__BODY_BATCH:

@@ -89,6 +89,16 @@ int req_load_module(struct session *s, const Sseq__Request *rq);
 
 /* exec.c */
 int req_execute(struct session *s, const Sseq__Request *rq);
+/* ModuleGlobal: a module's global as a buffer handle (Reply.handle, Reply.size). */
+int req_module_global(struct session *s, const Sseq__Request *rq);
+/* The implicit accesses of a launch of one of m's functions: each open global, read (or
+ * read-write when opened writable), appended to op. 0, or the refusal when they do not
+ * fit in SEQ_MAX_ACCESS with the arguments. */
+int smodule_global_accesses(struct session *s, struct smodule *m, struct seq_op *op);
+/* request.c: a handle for b (a base or a slice) labelled `label`. */
+int sbuf_new(struct session *s, struct seq_buffer *b, const char *label, uint64_t *handle);
+/* conn.c: the Reply to ModuleGlobal, with the new handle and the global's size. */
+void session_reply_sized(struct session *s, uint64_t tag, uint64_t handle, uint64_t size);
 
 /* request.c */
 

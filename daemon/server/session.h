@@ -65,6 +65,20 @@ struct smodule {
 	size_t nnames;
 	int listed;
 	struct smodule_fn spare; /* a lookup past the cache's bound */
+	/* Globals opened with ModuleGlobal and not yet released by the core (each holds a
+	 * reference): every launch of one of m's functions reads those whose handle is
+	 * open. */
+	struct sglobal *globals;
+};
+
+/* A module's global as a buffer: the core's adopted base over the module's memory. */
+struct sglobal {
+	struct sglobal *next;
+	struct smodule *m;
+	struct server *srv;
+	struct seq_buffer *buf;
+	bool writable;
+	char name[128];
 };
 
 /* A client's buffer or slice handle. */

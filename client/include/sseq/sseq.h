@@ -389,6 +389,17 @@ int sseq_execute(struct sseq *s, const char *kernel, const struct sseq_arg *args
 int sseq_load_module(struct sseq *s, const char *path, uint64_t *module);
 
 /* Like sseq_execute(), for function `name` of a module from sseq_load_module(). `name` is
+/* A module's global (a __constant__ or __device__ variable, by its symbol: mangled for
+ * C++, as written for extern "C") as a buffer handle in *buf, its size in *size (may be
+ * NULL): copy into and out of it with sseq_copy_h2d()/d2h()/d2d(), slice it, free it with
+ * sseq_free(). While the handle is open, every launch of a function of the module counts
+ * as reading the global (read-write when `writable`, for variables kernels write), so a
+ * launch waits for the copy that set it and the next copy into it waits for launches
+ * still reading it (writable: non-zero). An unknown name or a global already open is
+ * -SSEQ_ERR_INVALID_ARGUMENT. */
+int sseq_module_global(struct sseq *s, uint64_t module, const char *name, int writable,
+	uint64_t *buf, uint64_t *size);
+
  * the function's symbol (for C++ its mangled name, "_Z5scalePfif") or, containing '(', its
  * demangled signature ("scale(float*, int, float)"; blanks, and const before or after its
  * type, aside), or a short name ("scale", "reduce<256>") that only one function has; a

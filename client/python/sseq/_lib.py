@@ -184,6 +184,8 @@ _PROTOTYPES = {
     "sseq_execute": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(SseqArg),
                                     ctypes.c_size_t, ctypes.POINTER(SseqLaunch), _PU64]),
     "sseq_load_module": (ctypes.c_int, [_P, ctypes.c_char_p, _PU64]),
+    "sseq_module_global": (ctypes.c_int, [_P, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_int,
+                                          _PU64, _PU64]),
     "sseq_execute_function": (ctypes.c_int, [_P, _U64, ctypes.c_char_p,
                                              ctypes.POINTER(SseqArg), ctypes.c_size_t,
                                              ctypes.POINTER(SseqLaunch), _PU64]),

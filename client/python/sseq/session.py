@@ -350,6 +350,40 @@ class Session:
                 raise self._error(r, f"load_module {path!r}")
         return out.value
 
+    def module_global(self, module: int, name: str, *, writable: bool = False,
+                      shape: Optional[Shape] = None, dtype: DTypeLike = None) -> Buffer:
+        """A module's ``__constant__`` or ``__device__`` variable ``name`` (its symbol:
+        mangled for C++, as written for ``extern "C"``) as a :class:`Buffer` over the
+        variable's own memory: copy into and out of it, slice it, free it to close it.
+        While it is open every launch of a function of ``module`` counts as reading it
+        (read-write when ``writable``, for variables kernels write), so a launch waits
+        for the copy that set it and the next copy waits for launches still reading
+        it. ``dtype`` types it (``shape`` defaults to the whole variable; a shape
+        whose size differs from the variable's is a ValueError)."""
+        self._check_open()
+        out, size = ctypes.c_uint64(), ctypes.c_uint64()
+        label = f"global {name}"
+        with self._lock:
+            r = _lib.lib().sseq_module_global(self._ptr, module, name.encode(), int(writable),
+                                               ctypes.byref(out), ctypes.byref(size))
+            if r < 0:
+                raise self._error(r, f"module_global {name!r}")
+            nbytes = size.value
+            shp, dt = None, None
+            if dtype is not None:
+                dt = _dtype(dtype, "module_global")
+                if shape is None:
+                    shp = (nbytes // dt.itemsize,)
+                else:
+                    shp = _shape(shape)
+            buf = Buffer(self, out.value, nbytes, label, shp, dt)
+            self._live[buf.handle] = buf
+        if dt is not None and _nbytes(shp, dt) != nbytes:
+            buf.free()
+            raise ValueError(f"module_global {name!r}: {shp} of {dt} is {_nbytes(shp, dt)} "
+                             f"bytes, the global {nbytes}")
+        return buf
+
     def execute_function(self, module: int, name: str, *args: Any, elements: int = 0,
                          grid: Optional[Sequence[int]] = None,
                          block: Optional[Sequence[int]] = None, shared_mem: int = 0) -> Op:

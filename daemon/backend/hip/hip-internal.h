@@ -374,3 +374,4 @@ int hip__function_attrs(void *ctx, void *function, struct backend_fn_attrs *attr
 int hip__function_max_shared(void *ctx, void *function, uint64_t bytes);
 
 #endif
+int hip__module_global(void *ctx, void *module, const char *name, uint64_t *addr, uint64_t *size);

@@ -107,6 +107,24 @@ int hip__module_function(void *ctx, void *module, const char *name, void **funct
 	return 0;
 }
 
+int hip__module_global(void *ctx, void *module, const char *name, uint64_t *addr, uint64_t *size)
+{
+	hipDeviceptr_t p = NULL;
+	size_t bytes = 0;
+	hipError_t e = hipModuleGetGlobal(&p, &bytes, (hipModule_t)module, name);
+
+	(void)ctx;
+	if (e != hipSuccess) {
+		log_debug("hip", "no global %s in module %p: %s", name, module, hipGetErrorName(e));
+		return hip__errno(e) == -ENOMEM ? -ENOMEM : -ENOENT;
+	}
+	if (!p || !bytes)
+		return -ENOENT;
+	*addr = (uint64_t)(uintptr_t)p;
+	*size = bytes;
+	return 0;
+}
+
 /* Unloading may synchronize; the reaper does it, as it does hipFree. */
 void hip__module_unload(void *ctx, void *module)
 {

@@ -100,6 +100,15 @@ static inline hipError_t hipModuleUnload(hipModule_t module)
 
 static inline hipError_t hipModuleGetFunction(
 	hipFunction_t *f, hipModule_t module, const char *name)
+/* A module's __constant__ or __device__ variable: its device address and size. */
+typedef void *hipDeviceptr_t;
+
+static inline hipError_t hipModuleGetGlobal(
+	hipDeviceptr_t *dptr, size_t *bytes, hipModule_t module, const char *name)
+{
+	return cudaLibraryGetGlobal(dptr, bytes, module, name);
+}
+
 {
 	return cudaLibraryGetKernel(f, module, name);
 }

@@ -271,6 +271,7 @@ static const struct backend_ops hip_ops = {
 	.module_functions = hip__module_functions,
 	.function_attrs = hip__function_attrs,
 	.function_max_shared = hip__function_max_shared,
+	.module_global = hip__module_global,
 	.info = hip_info,
 	.device_lost = hip_device_lost,
 	.reset = hip_reset,

@@ -75,15 +75,22 @@ enum fake_op_type { FAKE_COPY, FAKE_KERNEL, FAKE_RECORD, FAKE_WAIT, FAKE_MARK };
  * here. The one key read here is behavior=echo: a launch copies the bytes of every
  * parameter after the first, each at its offset in the parameter space (parameter 0,
  * the pointer, at [0, 8)), into the memory parameter 0 points to, at the same offset;
- * the bytes between and before are left as they were. Without behavior the launch
- * does nothing. */
+ * the bytes between and before are left as they were. behavior=read_global:G copies
+ * the bytes of the module's global G into the memory parameter 0 points to (a kernel
+ * reading a constant). Without behavior the launch does nothing.
+ *
+ *	global NAME SIZE
+ *
+ * declares a global (a __constant__ or __device__ variable) of SIZE bytes, zeroed at
+ * load, in host memory the library owns (fake device memory is host memory):
+ * cudaLibraryGetGlobal hands it out. */
 #define FAKE_MODULE_MAGIC "@FAKE-MODULE@"
 #define FAKE_FN_NAME 128
 #define FAKE_FN_PARAMS KERNEL_MAX_ARGS
 #define FAKE_FN_ATTRS 16
 #define FAKE_PARAM_SPACE 32764 /* CUDA 12.1+ on Volta and later */
 
-enum fake_behavior { FAKE_NOTHING, FAKE_ECHO };
+enum fake_behavior { FAKE_NOTHING, FAKE_ECHO, FAKE_READ_GLOBAL };
 
 struct fake_fn;
 
@@ -119,14 +126,25 @@ static const struct fake_fn *fake_fn_of(cudaKernel_t k)
 }
 
 /* An attribute's value as the file spells it, NULL when the line has none. */
+	const struct fake_global *global; /* read_global's, resolved once the module is read */
 static const char *fake_fn_attr(const struct fake_fn *fn, const char *key)
 {
 	for (unsigned i = 0; i < fn->nattrs; i++)
 		if (strcmp(fn->attrs[i].key, key) == 0)
 			return fn->attrs[i].value;
+#define FAKE_GLOBALS 16
+
+struct fake_global {
+	char name[FAKE_FN_NAME];
+	size_t size;
+	void *mem;
+};
+
 	return NULL;
 }
 
+	unsigned nglobals;
+	struct fake_global globals[FAKE_GLOBALS];
 static uint32_t fake_natural_align(uint32_t size)
 {
 	uint32_t a = size & -size;
@@ -205,8 +223,8 @@ static int fake_fn_parse(struct fake_fn *fn, char *line)
 		else
 			r = -EINVAL;
 	}
-	if (r == 0 && fn->behavior == FAKE_ECHO && (fn->nparams == 0 || fn->size[0] != 8))
-		r = -EINVAL; /* echo writes through its first parameter, a pointer */
+	if (r == 0 && fn->behavior != FAKE_NOTHING && (fn->nparams == 0 || fn->size[0] != 8))
+		r = -EINVAL; /* echo and read_global write through their first parameter */
 	fn->handle.fn = fn;
 	return r;
 }
@@ -219,6 +237,8 @@ static int fake_module_parse(FILE *f, struct CUlib_st *lib)
 	int r = 0;
 
 	while (r == 0 && fgets(line, sizeof(line), f)) {
+		else if (strncmp(behavior, "read_global:", 12) == 0 && behavior[12])
+			fn->behavior = FAKE_READ_GLOBAL;
 		const char *p = line + strspn(line, " \t\r\n");
 		struct fake_fn *fns;
 
@@ -230,6 +250,38 @@ static int fake_module_parse(FILE *f, struct CUlib_st *lib)
 		if (!fns)
 			return -ENOMEM;
 		lib->fns = fns;
+static const struct fake_global *fake_global_find(const struct CUlib_st *lib, const char *name)
+{
+	for (unsigned i = 0; i < lib->nglobals; i++)
+		if (strcmp(lib->globals[i].name, name) == 0)
+			return &lib->globals[i];
+	return NULL;
+}
+
+/* "global NAME SIZE" into lib's next global. */
+static int fake_global_parse(struct CUlib_st *lib, char *line)
+{
+	char *save = NULL, *tok = strtok_r(line, " \t\r\n", &save), *name, *end;
+	struct fake_global *g = &lib->globals[lib->nglobals];
+	unsigned long size;
+
+	name = tok ? strtok_r(NULL, " \t\r\n", &save) : NULL;
+	tok = name ? strtok_r(NULL, " \t\r\n", &save) : NULL;
+	if (!tok || strlen(name) >= sizeof(g->name) || lib->nglobals == FAKE_GLOBALS ||
+		fake_global_find(lib, name) || strtok_r(NULL, " \t\r\n", &save))
+		return -EINVAL;
+	size = strtoul(tok, &end, 10);
+	if (end == tok || *end || size == 0 || size > (1ul << 20))
+		return -EINVAL;
+	g->mem = calloc(1, size);
+	if (!g->mem)
+		return -ENOMEM;
+	strcpy(g->name, name);
+	g->size = size;
+	lib->nglobals++;
+	return 0;
+}
+
 		r = fake_fn_parse(&fns[lib->nfns], line);
 		for (unsigned i = 0; r == 0 && i < lib->nfns; i++)
 			if (strcmp(fns[i].name, fns[lib->nfns].name) == 0)
@@ -239,12 +291,24 @@ static int fake_module_parse(FILE *f, struct CUlib_st *lib)
 	if (r == 0 && lib->nfns == 0)
 		r = -EINVAL;
 	/* realloc moved the functions: their handles point at themselves again. */
-	for (unsigned i = 0; i < lib->nfns; i++)
-		lib->fns[i].handle.fn = &lib->fns[i];
+	for (unsigned i = 0; i < lib->nfns; i++) {
+		struct fake_fn *fn = &lib->fns[i];
+
+		fn->handle.fn = fn;
+		if (r == 0 && fn->behavior == FAKE_READ_GLOBAL) {
+			fn->global = fake_global_find(lib, fake_fn_attr(fn, "behavior") + 12);
+			if (!fn->global)
+				r = -EINVAL;
+		}
+	}
 	return r;
 }
 
 /* What an echo launch writes: parameters 1.. at their offsets from params[0]'s pointer. */
+		if (strncmp(p, "global", 6) == 0 && (p[6] == ' ' || p[6] == '\t')) {
+			r = fake_global_parse(lib, line);
+			continue;
+		}
 static void fake_echo(const struct fake_fn *fn, void *const *params)
 {
 	char *dst;
@@ -417,6 +481,13 @@ static void *fake_worker(void *arg)
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
 		struct fake_op *o;
+		} else if (!fake_error() && o->fn->behavior == FAKE_READ_GLOBAL) {
+			char *dst;
+
+			memcpy(&dst, o->params + o->fn->offset[0], sizeof(dst));
+			FAKE_DEVICE_ACCESS_BEGIN();
+			memcpy(dst, o->fn->global->mem, o->fn->global->size);
+			FAKE_DEVICE_ACCESS_END();
 
 		while (!s->head && !s->stop)
 			pthread_cond_wait(&s->cond, &s->mu);
@@ -936,7 +1007,7 @@ cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t *out, const char *path, enum c
 
 cudaError_t cudaLibraryUnload(cudaLibrary_t lib)
 {
-	if (lib)
+	if (lib) {
 		free(lib->fns);
 	free(lib);
 	return cudaSuccess;
@@ -989,8 +1060,22 @@ cudaError_t cudaFuncGetParamInfo(const void *func, size_t index, size_t *offset,
 
 /* The fake module function k stands for, as cudaFuncSetAttribute may change it. */
 static struct fake_fn *fake_fn_mutable(const struct CUkern_st *k)
+		for (unsigned i = 0; i < lib->nglobals; i++)
+			free(lib->globals[i].mem);
+	}
 {
 	return k && k->fn ? (struct fake_fn *)((char *)k - offsetof(struct fake_fn, handle)) : NULL;
+}
+
+cudaError_t cudaLibraryGetGlobal(void **dptr, size_t *bytes, cudaLibrary_t lib, const char *name)
+{
+	const struct fake_global *g = fake_global_find(lib, name);
+
+	if (!g)
+		return cudaErrorSymbolNotFound;
+	*dptr = g->mem;
+	*bytes = g->size;
+	return cudaSuccess;
 }
 
 /* An unsigned attribute of the module's line ("regs=16"), else `otherwise`. */
