@@ -919,6 +919,64 @@ START_TEST(test_sigterm_drains_work_in_flight)
 }
 END_TEST
 
+/* Launch attributes (cooperative, cluster) are for module functions: a built-in
+ * kernel's Execute with either is refused naming it; the same Execute without them
+ * runs. */
+START_TEST(test_builtin_kernel_refuses_launch_attributes)
+{
+	Sseq__LaunchCluster lc = SSEQ__LAUNCH_CLUSTER__INIT;
+	char msg[256];
+	uint64_t b;
+	int fd;
+
+	daemon_start(NULL);
+	fd = conn_hello();
+	ck_assert_int_eq(do_alloc(fd, 1024, &b), SSEQ__STATUS__STATUS_OK);
+	for (int i = 0; i < 3; i++) {
+		Sseq__Request rq = SSEQ__REQUEST__INIT;
+		Sseq__Execute e = SSEQ__EXECUTE__INIT;
+		Sseq__BufferArg ba = SSEQ__BUFFER_ARG__INIT;
+		Sseq__Arg args[3], *argp[3];
+		Sseq__Status st;
+
+		for (int j = 0; j < 3; j++) {
+			sseq__arg__init(&args[j]);
+			argp[j] = &args[j];
+		}
+		ba.handle = b;
+		ba.access = SSEQ__ACCESS__ACCESS_OUT;
+		args[0].value_case = SSEQ__ARG__VALUE_BUFFER;
+		args[0].buffer = &ba;
+		args[1].value_case = SSEQ__ARG__VALUE_F32;
+		args[1].f32 = 1.0f;
+		args[2].value_case = SSEQ__ARG__VALUE_U64;
+		args[2].u64 = 256;
+		e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
+		e.kernel = "fill";
+		e.n_args = 3;
+		e.args = argp;
+		e.cooperative = i == 1;
+		lc.x = 2;
+		e.cluster = i == 2 ? &lc : NULL;
+		rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
+		rq.execute = &e;
+		msg[0] = 0;
+		st = expect_reply(fd, send_tagged(fd, &rq), NULL, msg, sizeof(msg));
+		if (i == 0) {
+			ck_assert_int_eq(st, SSEQ__STATUS__STATUS_OK);
+			continue;
+		}
+		ck_assert_int_eq(st, SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+		ck_assert_msg(strstr(msg, "fill is a built-in kernel") &&
+				strstr(msg, "for module functions"),
+			"message: %s", msg);
+	}
+	sync_all(fd);
+	close(fd);
+	daemon_stop();
+}
+END_TEST
+
 static void add_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_hello_welcomes_with_device);
@@ -940,6 +998,7 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_two_lanes_for_one_session);
 	tcase_add_test(tc, test_lane_out_of_range_refused);
 	tcase_add_test(tc, test_order_holds_across_lanes);
+	tcase_add_test(tc, test_builtin_kernel_refuses_launch_attributes);
 }
 
 int main(int argc, char **argv)

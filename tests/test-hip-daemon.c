@@ -624,6 +624,154 @@ START_TEST(test_daemon_module_global_is_sequenced_like_a_buffer)
 }
 END_TEST
 
+/* What fakecuda's behavior=launchinfo writes through its first argument (struct
+ * fake_launchinfo): the cooperative flag, the cluster's, the grid's and the block's
+ * dimensions. */
+struct hipd_launchinfo {
+	uint32_t cooperative, cluster[3], grid[3], block[3];
+};
+
+/* Launch fn of m with attrs on grid (gx, 1, 1) of 64-thread blocks; the status, its
+ * message in msg, and (launched) what the function wrote in *how. */
+static int hipd_launch_attrs(struct sseq *s, uint64_t m, const char *fn, uint64_t out, uint32_t gx,
+	const struct sseq_launch_attrs *attrs, struct hipd_launchinfo *how, char *msg, size_t size)
+{
+	const struct sseq_launch shape = {.grid = {gx, 1, 1}, .block = {64, 1, 1}};
+	const struct sseq_arg args[] = {SSEQ_INOUT(out)};
+	uint64_t tag = 0;
+	int r;
+
+	memset(how, 0xff, sizeof(*how));
+	ck_assert_int_eq(sseq_copy_h2d(s, out, 0, how, sizeof(*how), NULL), 0);
+	ck_assert_int_eq(sseq_execute_function_attrs(s, m, fn, args, 1, &shape, attrs, &tag), 0);
+	r = sseq_wait(s, tag);
+	snprintf(msg, size, "%s", r ? sseq_last_error_message(s) : "");
+	ck_assert_int_eq(sseq_copy_d2h(s, out, 0, how, sizeof(*how), NULL), 0);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	return r;
+}
+
+/* Cooperative launches and thread-block clusters (fake CUDA: a function that writes how
+ * it was launched). Each goes through its own launch call and is seen there; what the
+ * device cannot do is refused NOT_SUPPORTED, a shape that does not fit INVALID_ARGUMENT,
+ * each naming why. $SSEQ_FAKE_CUDA_CC and $SSEQ_FAKE_CUDA_COOPERATIVE reach the daemon's
+ * fake device through its environment. */
+START_TEST(test_daemon_cooperative_and_cluster_launches)
+{
+	static const char text[] = "@FAKE-MODULE@\n"
+				   "function launchinfo 8 behavior=launchinfo\n"
+				   "function coop_small 8 behavior=launchinfo blocks_per_sm=4\n";
+	const struct sseq_launch_attrs coop = {.size = sizeof(coop), .cooperative = 1};
+	const struct sseq_launch_attrs cl2 = {.size = sizeof(cl2), .cluster = {2}};
+	const struct sseq_launch_attrs cl9 = {.size = sizeof(cl9), .cluster = {9, 1, 1}};
+	const struct sseq_launch_attrs both = {
+		.size = sizeof(both), .cooperative = 1, .cluster = {2, 1, 1}};
+	/* A caller's older struct (only .size): the attributes past it are not read. */
+	const struct sseq_launch_attrs old = {.size = sizeof(size_t), .cooperative = 1};
+	struct hipd_launchinfo how;
+	char path[PATH_MAX], msg[512];
+	struct hipd d;
+	struct sseq *s;
+	uint64_t m, out;
+
+	for (int pass = 0; pass < 2; pass++) {
+		/* Pass 1: an sm_80 device without cooperative launches. */
+		if (pass == 1) {
+			setenv("SSEQ_FAKE_CUDA_CC", "80", 1);
+			setenv("SSEQ_FAKE_CUDA_COOPERATIVE", "0", 1);
+		}
+		hipd_start(&d, (const char *const[]){"--audit", "--verify", NULL});
+		unsetenv("SSEQ_FAKE_CUDA_CC");
+		unsetenv("SSEQ_FAKE_CUDA_COOPERATIVE");
+		snprintf(path, sizeof(path), "%s/launch.txt", d.dir);
+		hip_harness_write_file(path, text, sizeof(text) - 1);
+		s = hipd_connect(&d, 0);
+		ck_assert_msg(sseq_load_module(s, "launch.txt", &m) == 0, "%s",
+			sseq_last_error_message(s));
+		ck_assert_int_eq(sseq_alloc(s, 256, "out", &out), 0);
+
+		/* A plain launch: neither path. */
+		ck_assert_int_eq(
+			hipd_launch_attrs(s, m, "launchinfo", out, 4, NULL, &how, msg, sizeof(msg)),
+			0);
+		ck_assert_uint_eq(how.cooperative, 0);
+		ck_assert_uint_eq(how.cluster[0], 0);
+		ck_assert_uint_eq(how.grid[0], 4);
+		ck_assert_uint_eq(how.block[0], 64);
+		ck_assert_int_eq(
+			hipd_launch_attrs(s, m, "launchinfo", out, 4, &old, &how, msg, sizeof(msg)),
+			0);
+		ck_assert_uint_eq(how.cooperative, 0);
+		if (pass == 1) {
+			ck_assert_int_eq(hipd_launch_attrs(s, m, "launchinfo", out, 4, &coop, &how,
+						 msg, sizeof(msg)),
+				-SSEQ_ERR_NOT_SUPPORTED);
+			ck_assert_msg(strstr(msg,
+					      "cooperative launches are not supported by "
+					      "this device"),
+				"%s", msg);
+			ck_assert_int_eq(hipd_launch_attrs(s, m, "launchinfo", out, 4, &cl2, &how,
+						 msg, sizeof(msg)),
+				-SSEQ_ERR_NOT_SUPPORTED);
+			ck_assert_msg(strstr(msg, "compute capability 9.0") && strstr(msg, "sm_80"),
+				"%s", msg);
+			ck_assert_uint_eq(how.cluster[0], 0xffffffffu); /* not launched */
+			sseq_close(s);
+			hipd_stop(&d);
+			continue;
+		}
+		/* Cooperative: through cudaLaunchCooperativeKernel. */
+		ck_assert_int_eq(hipd_launch_attrs(
+					 s, m, "launchinfo", out, 8, &coop, &how, msg, sizeof(msg)),
+			0);
+		ck_assert_uint_eq(how.cooperative, 1);
+		ck_assert_uint_eq(how.cluster[0], 0);
+		ck_assert_uint_eq(how.grid[0], 8);
+		/* coop_small: 4 blocks a multiprocessor, 132 of them: 528 fit, 529 do not. */
+		ck_assert_int_eq(hipd_launch_attrs(s, m, "coop_small", out, 528, &coop, &how, msg,
+					 sizeof(msg)),
+			0);
+		ck_assert_uint_eq(how.cooperative, 1);
+		ck_assert_uint_eq(how.grid[0], 528);
+		ck_assert_int_eq(hipd_launch_attrs(s, m, "coop_small", out, 529, &coop, &how, msg,
+					 sizeof(msg)),
+			-SSEQ_ERR_INVALID_ARGUMENT);
+		ck_assert_msg(strstr(msg, "cooperative grid of 529 blocks is over the 528") &&
+				strstr(msg, "4 per multiprocessor") &&
+				strstr(msg, "132 multiprocessors"),
+			"%s", msg);
+		ck_assert_uint_eq(how.grid[0], 0xffffffffu); /* not launched */
+		/* Clusters of 2: through cudaLaunchKernelExC's cluster attribute. */
+		ck_assert_int_eq(
+			hipd_launch_attrs(s, m, "launchinfo", out, 4, &cl2, &how, msg, sizeof(msg)),
+			0);
+		ck_assert_uint_eq(how.cooperative, 0);
+		ck_assert_uint_eq(how.cluster[0], 2);
+		ck_assert_uint_eq(how.cluster[1], 1);
+		ck_assert_uint_eq(how.cluster[2], 1);
+		ck_assert_uint_eq(how.grid[0], 4);
+		ck_assert_int_eq(
+			hipd_launch_attrs(s, m, "launchinfo", out, 5, &cl2, &how, msg, sizeof(msg)),
+			-SSEQ_ERR_INVALID_ARGUMENT);
+		ck_assert_msg(
+			strstr(msg, "grid_x 5 is not a multiple of the cluster's x 2"), "%s", msg);
+		ck_assert_int_eq(hipd_launch_attrs(
+					 s, m, "launchinfo", out, 18, &cl9, &how, msg, sizeof(msg)),
+			-SSEQ_ERR_INVALID_ARGUMENT);
+		ck_assert_msg(
+			strstr(msg, "cluster of 9 blocks") && strstr(msg, "limit of 8"), "%s", msg);
+		ck_assert_int_eq(hipd_launch_attrs(
+					 s, m, "launchinfo", out, 4, &both, &how, msg, sizeof(msg)),
+			-SSEQ_ERR_NOT_SUPPORTED);
+		ck_assert_msg(
+			strstr(msg, "cooperative launch of thread-block clusters"), "%s", msg);
+		ck_assert_uint_eq(how.grid[0], 0xffffffffu);
+		sseq_close(s);
+		hipd_stop(&d);
+	}
+}
+END_TEST
+
 static Suite *hip_daemon_suite(void)
 {
 	Suite *s = suite_create("hip-daemon");
@@ -637,6 +785,10 @@ static Suite *hip_daemon_suite(void)
 		tcase_add_test(daemon, test_daemon_loads_and_runs_a_user_module);
 	tcase_add_test(daemon, test_daemon_passes_narrow_scalars_structs_and_slices_by_their_bytes);
 	tcase_add_test(daemon, test_daemon_audit_catches_the_injected_legacy_window);
+	if (hip_harness_fake_cuda())
+		tcase_add_test(daemon, test_daemon_module_global_is_sequenced_like_a_buffer);
+	if (hip_harness_fake_cuda())
+		tcase_add_test(daemon, test_daemon_cooperative_and_cluster_launches);
 	suite_add_tcase(s, daemon);
 	return s;
 }
@@ -656,5 +808,3 @@ int main(void)
 	srunner_free(sr);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
-	if (hip_harness_fake_cuda())
-		tcase_add_test(daemon, test_daemon_module_global_is_sequenced_like_a_buffer);

@@ -28,6 +28,7 @@ static const char *const status_text[] = {
 	[16] = "daemon shutting down",
 	[17] = "daemon internal error",
 	[18] = "protocol error",
+	[19] = "not supported by the device or platform",
 };
 
 const char *sseq_strerror(int code)
@@ -386,8 +387,8 @@ static void on_reply(struct sseq *s, const Sseq__Reply *rep)
 	}
 	client_op_answered(s, op);
 	op->handle = rep->handle;
-	if (op->kind == SSEQ__REQUEST__BODY_HELLO && rep->welcome)
 	op->size = rep->size;
+	if (op->kind == SSEQ__REQUEST__BODY_HELLO && rep->welcome)
 		save_welcome(s, rep->welcome);
 	if (code != 0) {
 		/* Rejected: no Completion follows. */

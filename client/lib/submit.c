@@ -3,6 +3,7 @@
  * and hands it to client_submit(); the ones that return a handle wait for their Reply.
  * The arenas themselves are arenas.c's; registering them with the daemon is here. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,7 +60,6 @@ int sseq_load_module(struct sseq *s, const char *path, uint64_t *module)
 	return client_request_wait(s, &req, module);
 }
 
-/* ---- staging ---- */
 int sseq_module_global(struct sseq *s, uint64_t module, const char *name, int writable,
 	uint64_t *buf, uint64_t *size)
 {
@@ -75,6 +75,7 @@ int sseq_module_global(struct sseq *s, uint64_t module, const char *name, int wr
 	return client_request_wait_sized(s, &req, buf, size);
 }
 
+/* ---- staging ---- */
 
 /* Register a new arena able to hold `len` bytes. The first one gets the configured
  * size; later ones at least that, so one large request does not leave us with a
@@ -346,10 +347,26 @@ int sseq_copy_d2d(struct sseq *s, uint64_t src, uint64_t src_off, uint64_t dst, 
 }
 
 static int execute(struct sseq *s, const char *kernel, uint64_t module, const char *name,
-	const struct sseq_arg *args, size_t nargs, const struct sseq_launch *shape, uint64_t *tag)
+	const struct sseq_arg *args, size_t nargs, const struct sseq_launch *shape,
+	const struct sseq_launch_attrs *attrs, uint64_t *tag)
 {
 	struct args_pack p;
 	int r = args_pack(&p, args, nargs, shape);
+	/* Fields past .size are the caller's older struct's end: not read. */
+	size_t asize = attrs ? (attrs->size ? attrs->size : sizeof(*attrs)) : 0;
+	if (r == 0 && attrs &&
+		asize >= offsetof(struct sseq_launch_attrs, cooperative) +
+				sizeof(attrs->cooperative))
+		p.ex.cooperative = attrs->cooperative != 0;
+	if (r == 0 && attrs &&
+		asize >= offsetof(struct sseq_launch_attrs, cluster) + sizeof(attrs->cluster) &&
+		(attrs->cluster[0] || attrs->cluster[1] || attrs->cluster[2])) {
+		sseq__launch_cluster__init(&p.cluster);
+		p.cluster.x = attrs->cluster[0];
+		p.cluster.y = attrs->cluster[1];
+		p.cluster.z = attrs->cluster[2];
+		p.ex.cluster = &p.cluster;
+	}
 	if (r == 0) {
 		if (kernel) {
 			p.ex.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
@@ -380,7 +397,7 @@ int sseq_execute(struct sseq *s, const char *kernel, const struct sseq_arg *args
 {
 	if (!kernel || !*kernel)
 		return client_fail(s, -EINVAL, "sseq_execute: the kernel name is empty");
-	return execute(s, kernel, 0, NULL, args, nargs, shape, tag);
+	return execute(s, kernel, 0, NULL, args, nargs, shape, NULL, tag);
 }
 
 int sseq_execute_function(struct sseq *s, uint64_t module, const char *name,
@@ -389,7 +406,17 @@ int sseq_execute_function(struct sseq *s, uint64_t module, const char *name,
 	if (!name || !*name || module == 0)
 		return client_fail(s, -EINVAL, "sseq_execute_function: %s",
 			module == 0 ? "module 0 (no module)" : "the function name is empty");
-	return execute(s, NULL, module, name, args, nargs, shape, tag);
+	return execute(s, NULL, module, name, args, nargs, shape, NULL, tag);
+}
+
+int sseq_execute_function_attrs(struct sseq *s, uint64_t module, const char *name,
+	const struct sseq_arg *args, size_t nargs, const struct sseq_launch *shape,
+	const struct sseq_launch_attrs *attrs, uint64_t *tag)
+{
+	if (!name || !*name || module == 0)
+		return client_fail(s, -EINVAL, "sseq_execute_function_attrs: %s",
+			module == 0 ? "module 0 (no module)" : "the function name is empty");
+	return execute(s, NULL, module, name, args, nargs, shape, attrs, tag);
 }
 
 /* ---- waiting on the daemon's side ---- */

@@ -42,6 +42,11 @@ struct op_payload {
 	 * for log lines and audit findings. */
 	void *function;
 	const char *function_name;
+	/* Launch attributes of a module function (the server checked them): all blocks
+	 * co-resident (cudaLaunchCooperativeKernel), and a thread-block cluster's shape
+	 * (all 0: none). */
+	bool cooperative;
+	uint32_t cluster[3];
 	/* Last: only the first nargs are ever read, and the server zeroes only what comes
 	 * before (offsetof), not 1 KiB of unused arguments per request. */
 	struct karg args[KERNEL_MAX_ARGS];
@@ -61,6 +66,14 @@ struct backend_info {
 	uint32_t max_grid[3];
 	uint64_t shared_per_block;
 	uint64_t shared_optin;
+	/* Launch attributes the device supports: cooperative launches (the device
+	 * attribute; false where the platform cannot launch a module function so: HIP 5.2),
+	 * thread-block clusters (NVIDIA compute capability 9.0 and later). multiprocessors
+	 * bounds a cooperative grid; cc is major * 10 + minor (NVIDIA), else 0. */
+	bool cooperative;
+	bool clusters;
+	uint32_t multiprocessors;
+	uint32_t cc;
 };
 
 /* A module function's attributes (cudaFuncGetAttributes, hipFuncGetAttribute): what a
@@ -107,6 +120,11 @@ struct backend_ops {
 	int (*module_load)(void *ctx, const char *path, void **module);
 	int (*module_function)(void *ctx, void *module, const char *name, void **function);
 	void (*module_unload)(void *ctx, void *module);
+	/* A module's global (__constant__ or __device__ variable) by its (mangled) name:
+	 * 0 with its device address and size, -ENOENT when there is none. The memory is the
+	 * module's: valid until module_unload. NULL where there are no modules. */
+	int (*module_global)(
+		void *ctx, void *module, const char *name, uint64_t *addr, uint64_t *size);
 	/* Parameter `index` of a module function as the device lays it out: 0 with its
 	 * offset and size in bytes, -ENOENT past the last parameter, -ENOTSUP where the
 	 * platform does not say (HIP on AMD). NULL: never known. On the loop thread. */
@@ -120,12 +138,12 @@ struct backend_ops {
 	int (*function_attrs)(void *ctx, void *function, struct backend_fn_attrs *attrs);
 	/* Let launches of the function use up to `bytes` of dynamic shared memory (above the
 	 * default 48 KiB on NVIDIA): 0, or -EINVAL beyond what the device allows. */
-	/* A module's global (__constant__ or __device__ variable) by its (mangled) name:
-	 * 0 with its device address and size, -ENOENT when there is none. The memory is the
-	 * module's: valid until module_unload. NULL where there are no modules. */
-	int (*module_global)(
-		void *ctx, void *module, const char *name, uint64_t *addr, uint64_t *size);
 	int (*function_max_shared)(void *ctx, void *function, uint64_t bytes);
+	/* How many blocks of `threads` threads with `shared` bytes of dynamic shared memory
+	 * one multiprocessor holds at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor):
+	 * 0 with *blocks, or a negative errno. On the loop thread. */
+	int (*function_occupancy)(
+		void *ctx, void *function, uint32_t threads, uint64_t shared, uint32_t *blocks);
 	void (*info)(void *ctx, struct backend_info *info);
 	/* The device's own start and end of the op launched at `at` (CLOCK_MONOTONIC ns),
 	 * asked once its completion was reported: 0, or -ENOENT when the backend no longer
@@ -201,6 +219,13 @@ static inline int backend_module_function(
 	return b->ops->module_function(b->ctx, module, name, function);
 }
 
+static inline int backend_module_global(
+	const struct backend *b, void *module, const char *name, uint64_t *addr, uint64_t *size)
+{
+	return b->ops->module_global ? b->ops->module_global(b->ctx, module, name, addr, size)
+				     : -ENOTSUP;
+}
+
 static inline void backend_module_unload(const struct backend *b, void *module)
 {
 	b->ops->module_unload(b->ctx, module);
@@ -219,13 +244,6 @@ static inline int backend_module_functions(
 {
 	return b->ops->module_functions ? b->ops->module_functions(b->ctx, module, names, n)
 					: -ENOTSUP;
-static inline int backend_module_global(
-	const struct backend *b, void *module, const char *name, uint64_t *addr, uint64_t *size)
-{
-	return b->ops->module_global ? b->ops->module_global(b->ctx, module, name, addr, size)
-				     : -ENOTSUP;
-}
-
 }
 
 static inline int backend_function_attrs(
@@ -239,6 +257,14 @@ static inline int backend_function_max_shared(
 {
 	return b->ops->function_max_shared ? b->ops->function_max_shared(b->ctx, function, bytes)
 					   : -ENOTSUP;
+}
+
+static inline int backend_function_occupancy(const struct backend *b, void *function,
+	uint32_t threads, uint64_t shared, uint32_t *blocks)
+{
+	return b->ops->function_occupancy
+		? b->ops->function_occupancy(b->ctx, function, threads, shared, blocks)
+		: -ENOTSUP;
 }
 
 static inline void backend_info(const struct backend *b, struct backend_info *info)

@@ -128,6 +128,84 @@ static int exec_shared_mem(
 	return 0;
 }
 
+/* Whether e asks for a thread-block cluster, and its shape (y and z: 0 is 1). */
+static bool exec_cluster(const Sseq__Execute *e, uint32_t c[3])
+{
+	const Sseq__LaunchCluster *lc = e->cluster;
+
+	if (!lc || (!lc->x && !lc->y && !lc->z))
+		return false;
+	c[0] = lc->x;
+	c[1] = lc->y ? lc->y : 1;
+	c[2] = lc->z ? lc->z : 1;
+	return true;
+}
+
+/* e's launch attributes (cooperative, cluster) against what the device can do and the
+ * grid g: 0, or the refusal naming the reason (-ENOTSUP: the device or platform cannot;
+ * -EINVAL: a shape that does not fit). */
+static int exec_launch_attrs(struct session *s, const struct smodule_fn *f, const Sseq__Execute *e,
+	const Sseq__Grid *g, const char *name)
+{
+	static const char axis[3] = {'x', 'y', 'z'};
+	const struct backend *b = &s->srv->backend;
+	const uint32_t grid[3] = {g->grid_x, g->grid_y ? g->grid_y : 1, g->grid_z ? g->grid_z : 1};
+	const uint64_t threads = (uint64_t)(g->block_x) * (g->block_y ? g->block_y : 1) *
+		(g->block_z ? g->block_z : 1);
+	struct backend_info info = {0};
+	uint32_t c[3], per_sm = 0;
+	bool cluster = exec_cluster(e, c);
+	uint64_t blocks, fit;
+	int r;
+
+	if (!e->cooperative && !cluster)
+		return 0;
+	backend_info(b, &info);
+	if (e->cooperative && cluster)
+		return req_error(s, -ENOTSUP,
+			"a cooperative launch of thread-block clusters is not supported: ask "
+			"for one or the other");
+	if (cluster) {
+		if (!info.clusters)
+			return req_error(s, -ENOTSUP,
+				"thread-block clusters need an NVIDIA GPU of compute capability "
+				"9.0 or later; this device is %s",
+				info.arch[0] ? info.arch : "not one");
+		if (!c[0])
+			return req_error(s, -EINVAL, "cluster x must be at least 1");
+		for (int i = 0; i < 3; i++)
+			if (grid[i] % c[i])
+				return req_error(s, -EINVAL,
+					"grid_%c %u is not a multiple of the cluster's %c %u",
+					axis[i], grid[i], axis[i], c[i]);
+		if ((uint64_t)c[0] * c[1] * c[2] > SESSION_MAX_CLUSTER)
+			return req_error(s, -EINVAL,
+				"a cluster of %" PRIu64 " blocks (%u x %u x %u) is over the "
+				"portable limit of %u",
+				(uint64_t)c[0] * c[1] * c[2], c[0], c[1], c[2],
+				SESSION_MAX_CLUSTER);
+		return 0;
+	}
+	if (!info.cooperative)
+		return req_error(s, -ENOTSUP, "cooperative launches are not supported %s",
+			info.cc ? "by this device" : "for module functions on this platform");
+	r = backend_function_occupancy(b, f->function, (uint32_t)threads, g->shared_mem, &per_sm);
+	if (r < 0)
+		return req_error(s, -ENOTSUP,
+			"cooperative launch of '%.64s': the device cannot say how many of its "
+			"blocks fit at once (%s)",
+			name, strerror(-r));
+	blocks = (uint64_t)grid[0] * grid[1] * grid[2];
+	fit = (uint64_t)per_sm * info.multiprocessors;
+	if (blocks > fit)
+		return req_error(s, -EINVAL,
+			"a cooperative grid of %" PRIu64 " blocks is over the %" PRIu64 " of "
+			"'%.64s' this device holds at once (%u per multiprocessor at %" PRIu64
+			" threads and %u bytes of dynamic shared memory, x %u multiprocessors)",
+			blocks, fit, name, per_sm, threads, g->shared_mem, info.multiprocessors);
+	return 0;
+}
+
 /* A module function's bytes argument i into ka: 1 to KERNEL_PARAM_SPACE bytes, aligned
  * to a power of two up to KARG_BYTES_MAX_ALIGN that divides the size (as C's sizeof is a
  * multiple of its alignof). The bytes stay the request's. */
@@ -250,7 +328,8 @@ static int exec_function_target(
 	if (r < 0)
 		return req_error(s, REQ_UNKNOWN_KERNEL, "module %s %s", (*m)->path, why);
 	if ((r = exec_shape_check(s, f, g, mf->name)) ||
-		(g->shared_mem && (r = exec_shared_mem(s, f, g->shared_mem, mf->name))))
+		(g->shared_mem && (r = exec_shared_mem(s, f, g->shared_mem, mf->name))) ||
+		(r = exec_launch_attrs(s, f, e, g, mf->name)))
 		return r;
 	*fn = f->function;
 	return 0;
@@ -377,6 +456,8 @@ static int req_execute_function(struct session *s, const Sseq__Request *rq)
 		.block = {g->block_x, g->block_y ? g->block_y : 1, g->block_z ? g->block_z : 1},
 		.shared_mem = g->shared_mem,
 	};
+	pl.cooperative = e->cooperative;
+	exec_cluster(e, pl.cluster);
 	return session_submit(s, rq, &op, NULL, m, rq->want_completion);
 }
 
@@ -397,6 +478,15 @@ int req_execute(struct session *s, const Sseq__Request *rq)
 	k = kernel_find(e->kernel);
 	if (!k)
 		return req_error(s, REQ_UNKNOWN_KERNEL, "unknown kernel '%s'", e->kernel);
+	{
+		uint32_t c[3];
+
+		if (e->cooperative || exec_cluster(e, c))
+			return req_error(s, -EINVAL,
+				"%s is a built-in kernel: launch attributes (cooperative, "
+				"cluster) are for module functions",
+				k->name);
+	}
 	if (e->n_args != k->nargs)
 		return req_error(s, REQ_BAD_ARGUMENT_TYPE, "%s takes %u arguments, got %zu",
 			k->name, k->nargs, e->n_args);

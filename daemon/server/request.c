@@ -27,6 +27,8 @@ Sseq__Status server_status_from_errno(int outcome)
 		return SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED;
 	case -EINVAL:
 		return SSEQ__STATUS__STATUS_INVALID_ARGUMENT;
+	case -ENOTSUP: /* the device or platform cannot (a launch attribute) */
+		return SSEQ__STATUS__STATUS_NOT_SUPPORTED;
 	case -ERANGE:
 		return SSEQ__STATUS__STATUS_OUT_OF_RANGE;
 	case -EEXIST:
@@ -566,10 +568,10 @@ static int req_dispatch(struct session *s, const Sseq__Request *rq, bool nested)
 		return req_execute(s, rq);
 	case SSEQ__REQUEST__BODY_LOAD_MODULE:
 		return req_load_module(s, rq);
-	case SSEQ__REQUEST__BODY_AWAIT:
-		return req_await(s, rq);
 	case SSEQ__REQUEST__BODY_MODULE_GLOBAL:
 		return req_module_global(s, rq);
+	case SSEQ__REQUEST__BODY_AWAIT:
+		return req_await(s, rq);
 	case SSEQ__REQUEST__BODY_SYNC:
 		return session_watch(s, rq, NULL);
 	case SSEQ__REQUEST__BODY_BATCH:

@@ -31,6 +31,9 @@
 #define SESSION_MAX_MODULES 64
 #define SESSION_MAX_MODULE_FNS 256
 #define SESSION_MAX_FN_NAME 255
+/* The most blocks a thread-block cluster may have everywhere clusters run (CUDA's
+ * portable cluster size). */
+#define SESSION_MAX_CLUSTER 8
 
 /* session.c */
 int session_handle_new(struct session *s, enum handle_kind kind, void *obj, uint64_t *handle);
@@ -86,9 +89,6 @@ int smodule_resolve(struct server *srv, struct smodule *m, const char *sig, cons
 /* fn(m, arg) for every module handle of s, in handle order. */
 void smodule_foreach(const struct session *s, void (*fn)(struct smodule *m, void *arg), void *arg);
 int req_load_module(struct session *s, const Sseq__Request *rq);
-
-/* exec.c */
-int req_execute(struct session *s, const Sseq__Request *rq);
 /* ModuleGlobal: a module's global as a buffer handle (Reply.handle, Reply.size). */
 int req_module_global(struct session *s, const Sseq__Request *rq);
 /* The implicit accesses of a launch of one of m's functions: each open global, read (or
@@ -99,6 +99,9 @@ int smodule_global_accesses(struct session *s, struct smodule *m, struct seq_op 
 int sbuf_new(struct session *s, struct seq_buffer *b, const char *label, uint64_t *handle);
 /* conn.c: the Reply to ModuleGlobal, with the new handle and the global's size. */
 void session_reply_sized(struct session *s, uint64_t tag, uint64_t handle, uint64_t size);
+
+/* exec.c */
+int req_execute(struct session *s, const Sseq__Request *rq);
 
 /* request.c */
 

@@ -68,6 +68,7 @@ enum sseq_error {
 	SSEQ_ERR_SHUTTING_DOWN = SSEQ_ERR_BASE + 16,
 	SSEQ_ERR_INTERNAL = SSEQ_ERR_BASE + 17,
 	SSEQ_ERR_PROTOCOL_ERROR = SSEQ_ERR_BASE + 18,
+	SSEQ_ERR_NOT_SUPPORTED = SSEQ_ERR_BASE + 19, /* protocol 1.5 */
 	/* One past the last status this header knows; a newer daemon may send more. */
 	SSEQ_ERR_END,
 };
@@ -388,7 +389,6 @@ int sseq_execute(struct sseq *s, const char *kernel, const struct sseq_arg *args
  * for its handle. */
 int sseq_load_module(struct sseq *s, const char *path, uint64_t *module);
 
-/* Like sseq_execute(), for function `name` of a module from sseq_load_module(). `name` is
 /* A module's global (a __constant__ or __device__ variable, by its symbol: mangled for
  * C++, as written for extern "C") as a buffer handle in *buf, its size in *size (may be
  * NULL): copy into and out of it with sseq_copy_h2d()/d2h()/d2d(), slice it, free it with
@@ -400,6 +400,7 @@ int sseq_load_module(struct sseq *s, const char *path, uint64_t *module);
 int sseq_module_global(struct sseq *s, uint64_t module, const char *name, int writable,
 	uint64_t *buf, uint64_t *size);
 
+/* Like sseq_execute(), for function `name` of a module from sseq_load_module(). `name` is
  * the function's symbol (for C++ its mangled name, "_Z5scalePfif") or, containing '(', its
  * demangled signature ("scale(float*, int, float)"; blanks, and const before or after its
  * type, aside), or a short name ("scale", "reduce<256>") that only one function has; a
@@ -413,6 +414,28 @@ int sseq_module_global(struct sseq *s, uint64_t module, const char *name, int wr
  * -SSEQ_ERR_INVALID_ARGUMENT. */
 int sseq_execute_function(struct sseq *s, uint64_t module, const char *name,
 	const struct sseq_arg *args, size_t nargs, const struct sseq_launch *shape, uint64_t *tag);
+
+/* Launch attributes of a module function (protocol 1.5). Zero-initialise, set .size to
+ * sizeof the struct (0 is read as this first version's size); fields are only ever
+ * appended. cooperative: all blocks co-resident, so the kernel may synchronise the
+ * whole grid (cooperative_groups' grid.sync()); the device must support it (NVIDIA;
+ * not AMD with HIP 5.2: -SSEQ_ERR_NOT_SUPPORTED) and the grid fit at once (at most the
+ * function's active blocks per multiprocessor, at this block size and shared memory,
+ * times the multiprocessors; else -SSEQ_ERR_INVALID_ARGUMENT with the numbers).
+ * cluster: thread-block clusters of x * y * z blocks (all 0: none; y, z 0 read as 1),
+ * NVIDIA compute capability 9.0 and later only (else -SSEQ_ERR_NOT_SUPPORTED); each
+ * grid dimension a multiple of the cluster's and at most 8 blocks a cluster (else
+ * -SSEQ_ERR_INVALID_ARGUMENT). Not both at once (-SSEQ_ERR_NOT_SUPPORTED). */
+struct sseq_launch_attrs {
+	size_t size;
+	uint32_t cooperative; /* nonzero: a cooperative launch */
+	uint32_t cluster[3];
+};
+
+/* sseq_execute_function() with launch attributes; attrs NULL is none. */
+int sseq_execute_function_attrs(struct sseq *s, uint64_t module, const char *name,
+	const struct sseq_arg *args, size_t nargs, const struct sseq_launch *shape,
+	const struct sseq_launch_attrs *attrs, uint64_t *tag);
 
 /* A module function as the device reports it, for picking block sizes. */
 struct sseq_function_info {

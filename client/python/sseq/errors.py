@@ -33,6 +33,7 @@ class Status(enum.IntEnum):
     SHUTTING_DOWN = ERR_BASE + 16
     INTERNAL = ERR_BASE + 17
     PROTOCOL_ERROR = ERR_BASE + 18
+    NOT_SUPPORTED = ERR_BASE + 19
 
 
 def _is_daemon_code(code: int) -> bool:

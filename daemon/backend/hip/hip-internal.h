@@ -154,6 +154,9 @@ struct hip_cmd {
 		struct {
 			hipFunction_t f;
 			uint32_t grid[3], block[3], shared;
+			/* A module function's launch attributes (the server checked them). */
+			bool cooperative;
+			uint32_t cluster[3]; /* all 0: none */
 			unsigned nv; /* values in v, then conv when has_conv */
 			bool has_conv;
 			/* A module function's arguments too wide for their slot of v (bytes
@@ -237,6 +240,10 @@ struct hip {
 	/* Launch limits from the device's properties (backend_info's). */
 	uint32_t max_threads_per_block, max_block[3], max_grid[3];
 	uint64_t shared_per_block, shared_optin;
+	/* Launch attributes (backend_info's): cooperative launches, clusters, the
+	 * multiprocessors, compute capability major * 10 + minor (NVIDIA; 0 on AMD). */
+	bool cooperative, clusters;
+	uint32_t multiprocessors, cc;
 	_Atomic uint64_t findings;
 	/* A device fault seen by a completion thread: later launches are refused. */
 	_Atomic int device_error;
@@ -368,10 +375,12 @@ int hip__kernels_load(struct hip *h);
 int hip__module_load(void *ctx, const char *path, void **module);
 int hip__module_function(void *ctx, void *module, const char *name, void **function);
 void hip__module_unload(void *ctx, void *module);
+int hip__module_global(void *ctx, void *module, const char *name, uint64_t *addr, uint64_t *size);
 int hip__function_param(void *ctx, void *function, unsigned index, size_t *offset, size_t *size);
 int hip__module_functions(void *ctx, void *module, char ***names, size_t *n);
 int hip__function_attrs(void *ctx, void *function, struct backend_fn_attrs *attrs);
 int hip__function_max_shared(void *ctx, void *function, uint64_t bytes);
+int hip__function_occupancy(
+	void *ctx, void *function, uint32_t threads, uint64_t shared, uint32_t *blocks);
 
 #endif
-int hip__module_global(void *ctx, void *module, const char *name, uint64_t *addr, uint64_t *size);

@@ -323,3 +323,19 @@ int hip__function_param(void *ctx, void *function, unsigned index, size_t *offse
 	return -ENOTSUP;
 #endif
 }
+
+/* ---- occupancy, for the daemon's check of a cooperative grid ---- */
+
+int hip__function_occupancy(
+	void *ctx, void *function, uint32_t threads, uint64_t shared, uint32_t *blocks)
+{
+	int n = 0;
+	hipError_t e = hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(
+		&n, (hipFunction_t)function, (int)threads, (size_t)shared);
+
+	(void)ctx;
+	if (e != hipSuccess)
+		return hip__errno(e);
+	*blocks = n > 0 ? (uint32_t)n : 0;
+	return 0;
+}

@@ -6,6 +6,8 @@
 
 #include <cuda_runtime_api.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 typedef cudaError_t hipError_t;
 typedef cudaStream_t hipStream_t;
@@ -98,8 +100,6 @@ static inline hipError_t hipModuleUnload(hipModule_t module)
 	return cudaLibraryUnload(module);
 }
 
-static inline hipError_t hipModuleGetFunction(
-	hipFunction_t *f, hipModule_t module, const char *name)
 /* A module's __constant__ or __device__ variable: its device address and size. */
 typedef void *hipDeviceptr_t;
 
@@ -109,6 +109,8 @@ static inline hipError_t hipModuleGetGlobal(
 	return cudaLibraryGetGlobal(dptr, bytes, module, name);
 }
 
+static inline hipError_t hipModuleGetFunction(
+	hipFunction_t *f, hipModule_t module, const char *name)
 {
 	return cudaLibraryGetKernel(f, module, name);
 }
@@ -153,6 +155,49 @@ static inline hipError_t hipFuncGetParamInfo(
 	hipFunction_t f, size_t index, size_t *offset, size_t *size)
 {
 	return cudaFuncGetParamInfo((const void *)f, index, offset, size);
+}
+
+/* Blocks of `threads` threads and `shared` bytes of dynamic shared memory one
+ * multiprocessor holds at once (HIP's call of the same name). */
+static inline hipError_t hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(
+	int *blocks, hipFunction_t f, int threads, size_t shared)
+{
+	return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+		blocks, (const void *)f, threads, shared);
+}
+
+/* All blocks co-resident (cooperative_groups' grid.sync()): HIP's shape of the call. */
+static inline hipError_t hipModuleLaunchCooperativeKernel(hipFunction_t f, unsigned gx, unsigned gy,
+	unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared, hipStream_t stream,
+	void **params)
+{
+	dim3 grid = {gx, gy, gz}, block = {bx, by, bz};
+
+	return cudaLaunchCooperativeKernel((const void *)f, grid, block, params, shared, stream);
+}
+
+/* A launch in thread-block clusters of cluster[0..2] blocks (sm_90 and later), through
+ * cudaLaunchKernelExC's cluster attribute. HIP has no such call: the name is ours. */
+static inline hipError_t hipModuleLaunchKernelCluster(hipFunction_t f, const uint32_t grid[3],
+	const uint32_t block[3], const uint32_t cluster[3], unsigned shared, hipStream_t stream,
+	void **params)
+{
+	cudaLaunchAttribute attr;
+	cudaLaunchConfig_t cfg;
+
+	memset(&attr, 0, sizeof(attr));
+	memset(&cfg, 0, sizeof(cfg));
+	attr.id = cudaLaunchAttributeClusterDimension;
+	attr.val.clusterDim.x = cluster[0];
+	attr.val.clusterDim.y = cluster[1];
+	attr.val.clusterDim.z = cluster[2];
+	cfg.gridDim = (dim3){grid[0], grid[1], grid[2]};
+	cfg.blockDim = (dim3){block[0], block[1], block[2]};
+	cfg.dynamicSmemBytes = shared;
+	cfg.stream = stream;
+	cfg.attrs = &attr;
+	cfg.numAttrs = 1;
+	return cudaLaunchKernelExC(&cfg, (const void *)f, params);
 }
 
 /* cuLaunchKernel's shape; `extra` (packed arguments) is not used by the backend. */

@@ -246,6 +246,8 @@ static int hip_kernel_prepare(
 	c->kernel.nv = n;
 	snprintf(c->kernel.what, sizeof(c->kernel.what), "kernel %s", hip__kernel_name(p));
 	c->kernel.shared = p->grid.shared_mem;
+	c->kernel.cooperative = p->cooperative;
+	memcpy(c->kernel.cluster, p->cluster, sizeof(c->kernel.cluster));
 	if (r == 0)
 		r = hip_kernel_grid(p, c);
 	if (r < 0) { /* not published: nothing will run it */
@@ -412,6 +414,7 @@ static int hip_submit_copy(struct hip_stream *st, const struct hip_cmd *c)
 static int hip_submit_kernel(struct hip_stream *st, struct hip_cmd *c)
 {
 	void *params[KERNEL_MAX_ARGS + 3];
+	const char *call = "hipModuleLaunchKernel";
 	unsigned n;
 	hipError_t e;
 
@@ -419,11 +422,31 @@ static int hip_submit_kernel(struct hip_stream *st, struct hip_cmd *c)
 		params[n] = c->kernel.indirect & (1u << n) ? c->kernel.v[n].ptr : &c->kernel.v[n];
 	if (c->kernel.has_conv)
 		params[n++] = &c->kernel.conv;
-	e = hipModuleLaunchKernel(c->kernel.f, c->kernel.grid[0], c->kernel.grid[1],
-		c->kernel.grid[2], c->kernel.block[0], c->kernel.block[1], c->kernel.block[2],
-		c->kernel.shared, st->stream, params, NULL);
+	if (c->kernel.cooperative) {
+#ifdef SSEQ_HIP_NVIDIA
+		call = "hipModuleLaunchCooperativeKernel";
+		e = hipModuleLaunchCooperativeKernel(c->kernel.f, c->kernel.grid[0],
+			c->kernel.grid[1], c->kernel.grid[2], c->kernel.block[0],
+			c->kernel.block[1], c->kernel.block[2], c->kernel.shared, st->stream,
+			params);
+#else
+		return -ENOTSUP; /* HIP 5.2: the server refuses it first */
+#endif
+	} else if (c->kernel.cluster[0]) {
+#ifdef SSEQ_HIP_NVIDIA
+		call = "hipModuleLaunchKernelCluster";
+		e = hipModuleLaunchKernelCluster(c->kernel.f, c->kernel.grid, c->kernel.block,
+			c->kernel.cluster, c->kernel.shared, st->stream, params);
+#else
+		return -ENOTSUP; /* no clusters on AMD: the server refuses them first */
+#endif
+	} else {
+		e = hipModuleLaunchKernel(c->kernel.f, c->kernel.grid[0], c->kernel.grid[1],
+			c->kernel.grid[2], c->kernel.block[0], c->kernel.block[1],
+			c->kernel.block[2], c->kernel.shared, st->stream, params, NULL);
+	}
 	if (e != hipSuccess)
-		return hip__fail(e, "hipModuleLaunchKernel", c->kernel.what, c->at);
+		return hip__fail(e, call, c->kernel.what, c->at);
 	return 0;
 }
 

@@ -122,6 +122,10 @@ static void hip_info(void *ctx, struct backend_info *info)
 	memcpy(info->max_grid, h->max_grid, sizeof(info->max_grid));
 	info->shared_per_block = h->shared_per_block;
 	info->shared_optin = h->shared_optin;
+	info->cooperative = h->cooperative;
+	info->clusters = h->clusters;
+	info->multiprocessors = h->multiprocessors;
+	info->cc = h->cc;
 }
 
 /* One stream once its completion thread was told to stop: the thread joined, then what
@@ -267,11 +271,12 @@ static const struct backend_ops hip_ops = {
 	.module_load = hip__module_load,
 	.module_function = hip__module_function,
 	.module_unload = hip__module_unload,
+	.module_global = hip__module_global,
 	.function_param = hip__function_param,
 	.module_functions = hip__module_functions,
 	.function_attrs = hip__function_attrs,
 	.function_max_shared = hip__function_max_shared,
-	.module_global = hip__module_global,
+	.function_occupancy = hip__function_occupancy,
 	.info = hip_info,
 	.device_lost = hip_device_lost,
 	.reset = hip_reset,
@@ -350,11 +355,17 @@ static int hip_device_open(struct hip *h)
 		h->max_grid[i] = (uint32_t)prop.maxGridSize[i];
 	}
 	h->shared_per_block = prop.sharedMemPerBlock;
+	h->multiprocessors = prop.multiProcessorCount > 0 ? (uint32_t)prop.multiProcessorCount : 0;
+	/* AMD: HIP 5.2 has no cooperative launch of a module function
+	 * (hipModuleLaunchCooperativeKernel came later) and no clusters: both stay off. */
 	snprintf(h->name, sizeof(h->name), "%.*s", (int)sizeof(h->name) - 1, prop.name);
 #ifdef SSEQ_HIP_NVIDIA
 	snprintf(h->arch, sizeof(h->arch), "sm_%d%d", prop.major, prop.minor);
 	h->shared_optin = prop.sharedMemPerBlockOptin;
 	h->clock_khz = HIP_NV_GLOBALTIMER_KHZ;
+	h->cc = (uint32_t)(prop.major * 10 + prop.minor);
+	h->cooperative = prop.cooperativeLaunch != 0;
+	h->clusters = prop.major >= 9 && prop.clusterLaunch != 0;
 #else
 	snprintf(h->arch, sizeof(h->arch), "%.*s", (int)sizeof(h->arch) - 1, prop.gcnArchName);
 	/* No opt-in on AMD: a block may use all of its LDS from the start. */

@@ -36,6 +36,14 @@
 #define FAKE_SHARED_DEFAULT 49152u
 #define FAKE_SHARED_OPTIN (227u << 10)
 #define FAKE_MEMORY (64ull << 30)
+/* Co-residency, for cooperative launches: multiprocessors, threads and shared memory one
+ * of them holds, and its most blocks (sm_90's). */
+#define FAKE_SMS 132u
+#define FAKE_SM_THREADS 2048u
+#define FAKE_SM_SHARED (228u << 10)
+#define FAKE_SM_BLOCKS 32u
+/* The portable thread-block cluster size. */
+#define FAKE_MAX_CLUSTER 8u
 
 /* A device fault: every later call returns it, as CUDA's context does. */
 static _Atomic int fake_sticky = cudaSuccess;
@@ -90,7 +98,16 @@ enum fake_op_type { FAKE_COPY, FAKE_KERNEL, FAKE_RECORD, FAKE_WAIT, FAKE_MARK };
 #define FAKE_FN_ATTRS 16
 #define FAKE_PARAM_SPACE 32764 /* CUDA 12.1+ on Volta and later */
 
-enum fake_behavior { FAKE_NOTHING, FAKE_ECHO, FAKE_READ_GLOBAL };
+enum fake_behavior { FAKE_NOTHING, FAKE_ECHO, FAKE_READ_GLOBAL, FAKE_LAUNCHINFO };
+
+/* What a behavior=launchinfo launch writes through its first parameter: how it was
+ * launched, so a test sees the launch went the cooperative or the cluster path. */
+struct fake_launchinfo {
+	uint32_t cooperative;
+	uint32_t cluster[3];
+	uint32_t grid[3];
+	uint32_t block[3];
+};
 
 struct fake_fn;
 
@@ -109,14 +126,25 @@ struct fake_fn {
 		char key[32], value[64];
 	} attrs[FAKE_FN_ATTRS];
 	enum fake_behavior behavior;
+	const struct fake_global *global; /* read_global's, resolved once the module is read */
 	struct CUkern_st handle; /* what cudaLibraryGetKernel hands out */
 	/* cudaFuncSetAttribute's maximum dynamic shared memory; 0: the maxdyn= attribute. */
 	_Atomic uint32_t max_dynamic_shared;
 };
 
+#define FAKE_GLOBALS 16
+
+struct fake_global {
+	char name[FAKE_FN_NAME];
+	size_t size;
+	void *mem;
+};
+
 struct CUlib_st {
 	unsigned nfns; /* 0: the built-in image */
 	struct fake_fn *fns;
+	unsigned nglobals;
+	struct fake_global globals[FAKE_GLOBALS];
 };
 
 /* The fake module function k stands for, NULL for a built-in kernel. */
@@ -126,25 +154,14 @@ static const struct fake_fn *fake_fn_of(cudaKernel_t k)
 }
 
 /* An attribute's value as the file spells it, NULL when the line has none. */
-	const struct fake_global *global; /* read_global's, resolved once the module is read */
 static const char *fake_fn_attr(const struct fake_fn *fn, const char *key)
 {
 	for (unsigned i = 0; i < fn->nattrs; i++)
 		if (strcmp(fn->attrs[i].key, key) == 0)
 			return fn->attrs[i].value;
-#define FAKE_GLOBALS 16
-
-struct fake_global {
-	char name[FAKE_FN_NAME];
-	size_t size;
-	void *mem;
-};
-
 	return NULL;
 }
 
-	unsigned nglobals;
-	struct fake_global globals[FAKE_GLOBALS];
 static uint32_t fake_natural_align(uint32_t size)
 {
 	uint32_t a = size & -size;
@@ -220,6 +237,10 @@ static int fake_fn_parse(struct fake_fn *fn, char *line)
 	if (r == 0 && (behavior = fake_fn_attr(fn, "behavior"))) {
 		if (strcmp(behavior, "echo") == 0)
 			fn->behavior = FAKE_ECHO;
+		else if (strcmp(behavior, "launchinfo") == 0)
+			fn->behavior = FAKE_LAUNCHINFO;
+		else if (strncmp(behavior, "read_global:", 12) == 0 && behavior[12])
+			fn->behavior = FAKE_READ_GLOBAL;
 		else
 			r = -EINVAL;
 	}
@@ -229,27 +250,6 @@ static int fake_fn_parse(struct fake_fn *fn, char *line)
 	return r;
 }
 
-/* The fake module in f (past its magic line) into *lib: 0, or -EINVAL for a line that
- * does not parse, a name twice or no function at all, -ENOMEM. */
-static int fake_module_parse(FILE *f, struct CUlib_st *lib)
-{
-	char line[1024];
-	int r = 0;
-
-	while (r == 0 && fgets(line, sizeof(line), f)) {
-		else if (strncmp(behavior, "read_global:", 12) == 0 && behavior[12])
-			fn->behavior = FAKE_READ_GLOBAL;
-		const char *p = line + strspn(line, " \t\r\n");
-		struct fake_fn *fns;
-
-		if (!*p || *p == '#')
-			continue;
-		if (!strchr(line, '\n') && !feof(f))
-			return -EINVAL; /* longer than a line may be */
-		fns = realloc(lib->fns, (lib->nfns + 1) * sizeof(*fns));
-		if (!fns)
-			return -ENOMEM;
-		lib->fns = fns;
 static const struct fake_global *fake_global_find(const struct CUlib_st *lib, const char *name)
 {
 	for (unsigned i = 0; i < lib->nglobals; i++)
@@ -282,6 +282,29 @@ static int fake_global_parse(struct CUlib_st *lib, char *line)
 	return 0;
 }
 
+/* The fake module in f (past its magic line) into *lib: 0, or -EINVAL for a line that
+ * does not parse, a name twice or no function at all, -ENOMEM. */
+static int fake_module_parse(FILE *f, struct CUlib_st *lib)
+{
+	char line[1024];
+	int r = 0;
+
+	while (r == 0 && fgets(line, sizeof(line), f)) {
+		const char *p = line + strspn(line, " \t\r\n");
+		struct fake_fn *fns;
+
+		if (!*p || *p == '#')
+			continue;
+		if (!strchr(line, '\n') && !feof(f))
+			return -EINVAL; /* longer than a line may be */
+		if (strncmp(p, "global", 6) == 0 && (p[6] == ' ' || p[6] == '\t')) {
+			r = fake_global_parse(lib, line);
+			continue;
+		}
+		fns = realloc(lib->fns, (lib->nfns + 1) * sizeof(*fns));
+		if (!fns)
+			return -ENOMEM;
+		lib->fns = fns;
 		r = fake_fn_parse(&fns[lib->nfns], line);
 		for (unsigned i = 0; r == 0 && i < lib->nfns; i++)
 			if (strcmp(fns[i].name, fns[lib->nfns].name) == 0)
@@ -305,10 +328,6 @@ static int fake_global_parse(struct CUlib_st *lib, char *line)
 }
 
 /* What an echo launch writes: parameters 1.. at their offsets from params[0]'s pointer. */
-		if (strncmp(p, "global", 6) == 0 && (p[6] == ' ' || p[6] == '\t')) {
-			r = fake_global_parse(lib, line);
-			continue;
-		}
 static void fake_echo(const struct fake_fn *fn, void *const *params)
 {
 	char *dst;
@@ -334,6 +353,7 @@ struct fake_op {
 	 * in `params` at their offsets. */
 	const struct fake_fn *fn;
 	char *params;
+	struct fake_launchinfo how; /* for behavior=launchinfo */
 };
 
 struct CUstream_st {
@@ -461,6 +481,20 @@ static void fake_run(struct CUstream_st *s, struct fake_op *o)
 			FAKE_DEVICE_ACCESS_BEGIN();
 			fake_echo(o->fn, params);
 			FAKE_DEVICE_ACCESS_END();
+		} else if (!fake_error() && o->fn->behavior == FAKE_READ_GLOBAL) {
+			char *dst;
+
+			memcpy(&dst, o->params + o->fn->offset[0], sizeof(dst));
+			FAKE_DEVICE_ACCESS_BEGIN();
+			memcpy(dst, o->fn->global->mem, o->fn->global->size);
+			FAKE_DEVICE_ACCESS_END();
+		} else if (!fake_error() && o->fn->behavior == FAKE_LAUNCHINFO) {
+			char *dst;
+
+			memcpy(&dst, o->params, sizeof(dst));
+			FAKE_DEVICE_ACCESS_BEGIN();
+			memcpy(dst, &o->how, sizeof(o->how));
+			FAKE_DEVICE_ACCESS_END();
 		}
 		break;
 	case FAKE_RECORD:
@@ -481,13 +515,6 @@ static void *fake_worker(void *arg)
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
 		struct fake_op *o;
-		} else if (!fake_error() && o->fn->behavior == FAKE_READ_GLOBAL) {
-			char *dst;
-
-			memcpy(&dst, o->params + o->fn->offset[0], sizeof(dst));
-			FAKE_DEVICE_ACCESS_BEGIN();
-			memcpy(dst, o->fn->global->mem, o->fn->global->size);
-			FAKE_DEVICE_ACCESS_END();
 
 		while (!s->head && !s->stop)
 			pthread_cond_wait(&s->cond, &s->mu);
@@ -585,6 +612,9 @@ const char *cudaGetErrorName(cudaError_t e)
 		FAKE_NAME(cudaErrorHostMemoryNotRegistered)
 		FAKE_NAME(cudaErrorInvalidDevice)
 		FAKE_NAME(cudaErrorInvalidDeviceFunction)
+		FAKE_NAME(cudaErrorNotSupported)
+		FAKE_NAME(cudaErrorCooperativeLaunchTooLarge)
+		FAKE_NAME(cudaErrorInvalidClusterSize)
 #undef FAKE_NAME
 	default:
 		return "cudaErrorUnknown";
@@ -607,14 +637,35 @@ cudaError_t cudaSetDevice(int device)
 	return device == 0 ? fake_error() : cudaErrorInvalidDevice;
 }
 
+/* The fake device's compute capability, major * 10 + minor: $SSEQ_FAKE_CUDA_CC ("80"
+ * for an A100's), else 90. Below 90 it has no thread-block clusters. */
+static int fake_cc(void)
+{
+	const char *v = getenv("SSEQ_FAKE_CUDA_CC");
+	int cc = v && *v ? atoi(v) : 90;
+
+	return cc >= 10 && cc < 1000 ? cc : 90;
+}
+
+/* Whether it launches cooperatively: $SSEQ_FAKE_CUDA_COOPERATIVE=0 says no. */
+static bool fake_cooperative(void)
+{
+	const char *v = getenv("SSEQ_FAKE_CUDA_COOPERATIVE");
+
+	return !v || strcmp(v, "0") != 0;
+}
+
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 {
 	if (device != 0)
 		return cudaErrorInvalidDevice;
 	memset(prop, 0, sizeof(*prop));
 	snprintf(prop->name, sizeof(prop->name), "fake CUDA device (CPU threads)");
-	prop->major = 9;
-	prop->minor = 0;
+	prop->major = fake_cc() / 10;
+	prop->minor = fake_cc() % 10;
+	prop->multiProcessorCount = FAKE_SMS;
+	prop->cooperativeLaunch = fake_cooperative();
+	prop->clusterLaunch = prop->major >= 9;
 	prop->totalGlobalMem = FAKE_MEMORY;
 	prop->maxThreadsPerBlock = FAKE_MAX_BLOCK;
 	prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = FAKE_MAX_BLOCK;
@@ -1009,7 +1060,21 @@ cudaError_t cudaLibraryUnload(cudaLibrary_t lib)
 {
 	if (lib) {
 		free(lib->fns);
+		for (unsigned i = 0; i < lib->nglobals; i++)
+			free(lib->globals[i].mem);
+	}
 	free(lib);
+	return cudaSuccess;
+}
+
+cudaError_t cudaLibraryGetGlobal(void **dptr, size_t *bytes, cudaLibrary_t lib, const char *name)
+{
+	const struct fake_global *g = fake_global_find(lib, name);
+
+	if (!g)
+		return cudaErrorSymbolNotFound;
+	*dptr = g->mem;
+	*bytes = g->size;
 	return cudaSuccess;
 }
 
@@ -1060,22 +1125,8 @@ cudaError_t cudaFuncGetParamInfo(const void *func, size_t index, size_t *offset,
 
 /* The fake module function k stands for, as cudaFuncSetAttribute may change it. */
 static struct fake_fn *fake_fn_mutable(const struct CUkern_st *k)
-		for (unsigned i = 0; i < lib->nglobals; i++)
-			free(lib->globals[i].mem);
-	}
 {
 	return k && k->fn ? (struct fake_fn *)((char *)k - offsetof(struct fake_fn, handle)) : NULL;
-}
-
-cudaError_t cudaLibraryGetGlobal(void **dptr, size_t *bytes, cudaLibrary_t lib, const char *name)
-{
-	const struct fake_global *g = fake_global_find(lib, name);
-
-	if (!g)
-		return cudaErrorSymbolNotFound;
-	*dptr = g->mem;
-	*bytes = g->size;
-	return cudaSuccess;
 }
 
 /* An unsigned attribute of the module's line ("regs=16"), else `otherwise`. */
@@ -1232,8 +1283,10 @@ static cudaError_t fake_launch_fn(
 	return fake_push(s, o);
 }
 
-cudaError_t cudaLaunchKernel(
-	const void *func, dim3 grid, dim3 block, void **params, size_t shared, cudaStream_t s)
+/* A launch, plain, cooperative or in clusters; how is what a launchinfo function
+ * writes. */
+static cudaError_t fake_launch(const void *func, dim3 grid, dim3 block, void **params,
+	size_t shared, cudaStream_t s, const struct fake_launchinfo *how)
 {
 	const struct CUkern_st *kern = func;
 	const uint64_t threads = (uint64_t)block.x * block.y * block.z;
@@ -1255,8 +1308,10 @@ cudaError_t cudaLaunchKernel(
 	o = fake_op_new(FAKE_KERNEL);
 	if (!o)
 		return cudaErrorMemoryAllocation;
-	if (kern->fn)
+	if (kern->fn) {
+		o->how = *how;
 		return fake_launch_fn(o, kern->fn, params, s);
+	}
 	o->k = kern->k;
 	fake_args(o, kern->k, params);
 	if ((uint64_t)grid.x * grid.y * grid.z * threads < o->elements) {
@@ -1267,4 +1322,89 @@ cudaError_t cudaLaunchKernel(
 	}
 	o->fault = o->elements > FAKE_FAULT_ELEMENTS;
 	return fake_push(s, o);
+}
+
+cudaError_t cudaLaunchKernel(
+	const void *func, dim3 grid, dim3 block, void **params, size_t shared, cudaStream_t s)
+{
+	const struct fake_launchinfo how = {
+		0, {0, 0, 0}, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}};
+
+	return fake_launch(func, grid, block, params, shared, s, &how);
+}
+
+/* From the function's blocks_per_sm= if it has one, else what threads, shared memory
+ * (the function's static and this dynamic) and FAKE_SM_BLOCKS allow one multiprocessor. */
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+	int *blocks, const void *func, int threads, size_t shared)
+{
+	const struct CUkern_st *k = func;
+	const struct fake_fn *fn = k ? k->fn : NULL;
+	uint64_t n = FAKE_SM_BLOCKS, bytes;
+
+	if (!k || !blocks || threads <= 0 || (unsigned)threads > FAKE_MAX_BLOCK)
+		return cudaErrorInvalidValue;
+	if (fn && fake_fn_attr(fn, "blocks_per_sm")) {
+		*blocks = (int)fake_fn_number(fn, "blocks_per_sm", 0);
+		return cudaSuccess;
+	}
+	if (FAKE_SM_THREADS / (unsigned)threads < n)
+		n = FAKE_SM_THREADS / (unsigned)threads;
+	bytes = shared + (fn ? fake_fn_number(fn, "shared", 0) : 0);
+	if (bytes && FAKE_SM_SHARED / bytes < n)
+		n = FAKE_SM_SHARED / bytes;
+	*blocks = (int)n;
+	return cudaSuccess;
+}
+
+/* As CUDA: refused where the device has no cooperative launch, or for a grid larger
+ * than what fits at once (the occupancy above, times FAKE_SMS). */
+cudaError_t cudaLaunchCooperativeKernel(
+	const void *func, dim3 grid, dim3 block, void **params, size_t shared, cudaStream_t s)
+{
+	const struct fake_launchinfo how = {
+		1, {0, 0, 0}, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}};
+	int per_sm = 0;
+	cudaError_t e = fake_error();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!fake_cooperative())
+		return cudaErrorNotSupported;
+	e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+		&per_sm, func, (int)(block.x * block.y * block.z), shared);
+	if (e != cudaSuccess)
+		return e;
+	if ((uint64_t)grid.x * grid.y * grid.z > (uint64_t)per_sm * FAKE_SMS)
+		return cudaErrorCooperativeLaunchTooLarge;
+	return fake_launch(func, grid, block, params, shared, s, &how);
+}
+
+/* Only the cluster attribute; clusters need cc 9.0, the portable size and a grid
+ * they divide. */
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *cfg, const void *func, void **params)
+{
+	struct fake_launchinfo how = {0, {0, 0, 0},
+		{cfg->gridDim.x, cfg->gridDim.y, cfg->gridDim.z},
+		{cfg->blockDim.x, cfg->blockDim.y, cfg->blockDim.z}};
+
+	for (unsigned i = 0; i < cfg->numAttrs; i++) {
+		const cudaLaunchAttribute *a = &cfg->attrs[i];
+		const unsigned c[3] = {
+			a->val.clusterDim.x, a->val.clusterDim.y, a->val.clusterDim.z};
+		const unsigned g[3] = {cfg->gridDim.x, cfg->gridDim.y, cfg->gridDim.z};
+
+		if (a->id != cudaLaunchAttributeClusterDimension)
+			return cudaErrorInvalidValue;
+		if (fake_cc() < 90)
+			return cudaErrorNotSupported;
+		for (int d = 0; d < 3; d++)
+			if (!c[d] || g[d] % c[d])
+				return cudaErrorInvalidClusterSize;
+		if (c[0] * c[1] * c[2] > FAKE_MAX_CLUSTER)
+			return cudaErrorInvalidClusterSize;
+		memcpy(how.cluster, c, sizeof(c));
+	}
+	return fake_launch(func, cfg->gridDim, cfg->blockDim, params, cfg->dynamicSmemBytes,
+		cfg->stream, &how);
 }
