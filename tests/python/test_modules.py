@@ -86,3 +86,53 @@ def test_sim_refuses_module_questions(start_daemon) -> None:  # type: ignore[no-
             s.module_functions(1)
         assert e.value.name == "INVALID_ARGUMENT" and "hip backend" in str(e.value)
         assert s.device_limits().max_threads_per_block == 0
+
+
+LAUNCH_MODULE = (
+    "@FAKE-MODULE@\n"
+    "function launchinfo 8 behavior=launchinfo\n"
+    "function coop_small 8 behavior=launchinfo blocks_per_sm=4\n")
+
+
+def test_execute_function_cooperative_and_cluster(start_daemon, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """cooperative= and cluster= reach their launch calls (fakecuda's launchinfo writes
+    the cooperative flag, the cluster's and the grid's dimensions); what does not fit is
+    refused with the numbers."""
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "launch.txt").write_text(LAUNCH_MODULE)
+    try:
+        d = start_daemon("--backend", "hip", "--module-dir", str(mods))
+    except RuntimeError as e:
+        pytest.skip(f"no hip backend here: {str(e)[-200:]}")
+    s = sseq.connect(d.socket)
+    try:
+        try:
+            module = s.load_module("launch.txt")
+        except sseq.Error as e:
+            pytest.skip(f"the fake module does not load (not the fake CUDA runtime): {e}")
+        buf = s.alloc(10, np.uint32, label="how")
+
+        def launch(fn: str, gx: int, **kw: object) -> np.ndarray:
+            buf.upload(np.full(10, 0xFFFFFFFF, np.uint32))
+            s.execute_function(module, fn, sseq.InOut(buf), grid=(gx,), block=(64,),
+                               **kw).wait()  # type: ignore[arg-type]
+            return buf.download()
+
+        how = launch("launchinfo", 8, cooperative=True)
+        assert list(how[:5]) == [1, 0, 0, 0, 8]
+        how = launch("launchinfo", 4, cluster=(2,))
+        assert list(how[:5]) == [0, 2, 1, 1, 4]
+        how = launch("launchinfo", 4)
+        assert list(how[:5]) == [0, 0, 0, 0, 4]
+        with pytest.raises(sseq.Error) as ei:
+            launch("coop_small", 529, cooperative=True)
+        assert ei.value.name == "INVALID_ARGUMENT"
+        assert "529 blocks is over the 528" in str(ei.value)
+        with pytest.raises(sseq.Error) as ei:
+            launch("launchinfo", 4, cooperative=True, cluster=(2, 1, 1))
+        assert ei.value.name == "NOT_SUPPORTED"
+        with pytest.raises(ValueError):
+            launch("launchinfo", 4, cluster=(1, 1, 1, 1))
+    finally:
+        s.close()

@@ -98,6 +98,14 @@ class SseqLaunch(ctypes.Structure):
     ]
 
 
+class SseqLaunchAttrs(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("cooperative", ctypes.c_uint32),
+        ("cluster", ctypes.c_uint32 * 3),
+    ]
+
+
 # struct sseq_stats, counters in header order after .size.
 STATS_FIELDS = (
     "waits_enqueued",
@@ -189,6 +197,10 @@ _PROTOTYPES = {
     "sseq_execute_function": (ctypes.c_int, [_P, _U64, ctypes.c_char_p,
                                              ctypes.POINTER(SseqArg), ctypes.c_size_t,
                                              ctypes.POINTER(SseqLaunch), _PU64]),
+    "sseq_execute_function_attrs": (ctypes.c_int, [_P, _U64, ctypes.c_char_p,
+                                                   ctypes.POINTER(SseqArg), ctypes.c_size_t,
+                                                   ctypes.POINTER(SseqLaunch),
+                                                   ctypes.POINTER(SseqLaunchAttrs), _PU64]),
     "sseq_flush": (ctypes.c_int, [_P]),
     "sseq_wait": (ctypes.c_int, [_P, _U64]),
     "sseq_await": (ctypes.c_int, [_P, _U64]),

@@ -386,7 +386,9 @@ class Session:
 
     def execute_function(self, module: int, name: str, *args: Any, elements: int = 0,
                          grid: Optional[Sequence[int]] = None,
-                         block: Optional[Sequence[int]] = None, shared_mem: int = 0) -> Op:
+                         block: Optional[Sequence[int]] = None, shared_mem: int = 0,
+                         cooperative: bool = False,
+                         cluster: Optional[Sequence[int]] = None) -> Op:
         """Like :meth:`execute` for function ``name`` of a loaded module. Its signature
         is not known here, so every scalar must be typed. ``name`` is the function's
         symbol (its mangled name for C++), its demangled signature
@@ -394,11 +396,28 @@ class Session:
         (``"reduce<256>"``); the daemon resolves it and refuses one several functions
         match. ``grid`` and ``block`` must be within :meth:`device_limits`;
         ``shared_mem`` past the function's maximum (48 KiB on NVIDIA) raises it, up to
-        the device's limit less the function's static shared memory."""
+        the device's limit less the function's static shared memory.
+
+        ``cooperative=True`` launches all blocks co-resident (cooperative_groups'
+        ``grid.sync()``): NVIDIA only (:class:`Status` ``NOT_SUPPORTED`` elsewhere), and
+        the grid must fit at once (``INVALID_ARGUMENT`` naming the limit). ``cluster``
+        (1 to 3 dimensions) launches thread-block clusters: compute capability 9.0 and
+        later only (``NOT_SUPPORTED``), each grid dimension a multiple of the cluster's,
+        at most 8 blocks a cluster. Not both at once."""
         self._check_open()
         packed = pack_args(name, args, builtin=False)
+        attrs = None
+        if cooperative or cluster is not None:
+            attrs = _lib.SseqLaunchAttrs()
+            attrs.size = ctypes.sizeof(attrs)
+            attrs.cooperative = 1 if cooperative else 0
+            if cluster is not None:
+                if not 1 <= len(cluster) <= 3:
+                    raise ValueError("cluster takes 1 to 3 dimensions")
+                for i, c in enumerate(list(cluster) + [1] * (3 - len(cluster))):
+                    attrs.cluster[i] = c
         return self._launch(name, module, packed, len(args),
-                            self._shape_of(elements, grid, block, shared_mem))
+                            self._shape_of(elements, grid, block, shared_mem), attrs)
 
     @staticmethod
     def _shape_of(elements: int, grid: Optional[Sequence[int]],
@@ -418,7 +437,8 @@ class Session:
         return launch
 
     def _launch(self, name: str, module: Optional[int], packed: Any, nargs: int,
-                launch: Optional[_lib.SseqLaunch]) -> Op:
+                launch: Optional[_lib.SseqLaunch],
+                attrs: Optional[_lib.SseqLaunchAttrs] = None) -> Op:
         what = f"execute {name}"
         tag = ctypes.c_uint64()
         shape = ctypes.byref(launch) if launch is not None else None
@@ -427,6 +447,10 @@ class Session:
             if module is None:
                 r = lib.sseq_execute(self._ptr, name.encode(), packed, nargs, shape,
                                      ctypes.byref(tag))
+            elif attrs is not None:
+                r = lib.sseq_execute_function_attrs(self._ptr, module, name.encode(), packed,
+                                                    nargs, shape, ctypes.byref(attrs),
+                                                    ctypes.byref(tag))
             else:
                 r = lib.sseq_execute_function(self._ptr, module, name.encode(), packed, nargs,
                                               shape, ctypes.byref(tag))
