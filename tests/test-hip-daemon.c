@@ -619,6 +619,42 @@ START_TEST(test_daemon_module_global_is_sequenced_like_a_buffer)
 	ck_assert_int_eq(sseq_free(s, out2), 0);
 	hipd_stats(s, &after);
 	ck_assert_uint_eq(after.race_findings, 0);
+
+	/* The implicit reads count towards the accesses a launch may have: with 16 globals
+	 * open, a launch with one buffer argument is refused saying why. */
+	{
+		char many[2048] = "@FAKE-MODULE@\nfunction read_filter 8 behavior=read_global:g0\n";
+		uint64_t m2, gs[16];
+		char msg[512];
+
+		for (int i = 0; i < 16; i++)
+			snprintf(many + strlen(many), sizeof(many) - strlen(many), "global g%d 4\n",
+				i);
+		snprintf(path, sizeof(path), "%s/many.txt", d.dir);
+		hip_harness_write_file(path, many, strlen(many));
+		ck_assert_msg(sseq_load_module(s, "many.txt", &m2) == 0, "%s",
+			sseq_last_error_message(s));
+		for (int i = 0; i < 16; i++) {
+			char name[8];
+
+			snprintf(name, sizeof(name), "g%d", i);
+			ck_assert_int_eq(sseq_module_global(s, m2, name, 0, &gs[i], NULL), 0);
+		}
+		ck_assert_int_eq(sseq_alloc(s, 4, "out", &out1), 0);
+		ck_assert_int_eq(
+			hipd_refused(s, m2, "read_filter", (struct sseq_arg[]){SSEQ_OUT(out1)}, 1,
+				&one, msg, sizeof(msg)),
+			-SSEQ_ERR_INVALID_ARGUMENT);
+		ck_assert_msg(strstr(msg, "1 buffer arguments and 16 open globals"), "%s", msg);
+		ck_assert_int_eq(sseq_free(s, gs[15]), 0);
+		ck_assert_int_eq(sseq_execute_function(s, m2, "read_filter",
+					 (struct sseq_arg[]){SSEQ_OUT(out1)}, 1, &one, NULL),
+			0);
+		ck_assert_msg(sseq_sync(s) == 0, "%s", sseq_last_error_message(s));
+		for (int i = 0; i < 15; i++)
+			ck_assert_int_eq(sseq_free(s, gs[i]), 0);
+		ck_assert_int_eq(sseq_free(s, out1), 0);
+	}
 	sseq_close(s);
 	hipd_stop(&d);
 }
