@@ -58,6 +58,8 @@ stop
 # Module functions by name, their attributes and limits (names.cu: build R/names.fatbin
 # beforehand where nvcc is, see names.sh).
 OUT=$O bash tests/gpu/names.sh "$R" >"$O/names-summary.txt" 2>&1; step "$(tail -1 "$O/names-summary.txt")"
+# Cooperative launches and thread-block clusters (launch-attrs.cu, built as names.cu is).
+OUT=$O bash tests/gpu/launch-attrs.sh "$R" >"$O/launch-attrs-summary.txt" 2>&1; step "$(tail -1 "$O/launch-attrs-summary.txt")"
 OUT=$O bash bench/h200.sh "$R" >/dev/null 2>&1; step "$(cat "$O/bench.txt")"
 
 # ---- Python: the suite with -n 8 and -n 1 against one hip daemon; conv2d vs torch ----
