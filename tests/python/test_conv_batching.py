@@ -77,8 +77,10 @@ def test_legacy_sync_window_is_caught(start_daemon) -> None:
                 batch_bad.append(case.id)
         stats = s.stats()
     # The seed case's own shape: its per-example chain on a second lane reads the one
-    # upload before it lands.
-    with sseq.connect(d.socket, name="legacy-seed", lanes=2) as s:
+    # upload before it lands. Its copies take 500 ms, so that a loaded machine's client
+    # still queues the chain (30 launches) before the upload lands.
+    d2 = start_daemon("--inject", "legacy-sync-window=4", "--sim-delay", "h2d=500ms")
+    with sseq.connect(d2.socket, name="legacy-seed", lanes=2) as s:
         seed = convcase.run_seed(s, seed=convcase.SEED_CASE.seed)
     assert seed.mismatches("per_example"), "the seed case's per-example chain stayed right"
     assert not seed.mismatches("batch"), "the seed case's batch went wrong too"
