@@ -49,13 +49,9 @@ check("cooperative: every thread saw the whole grid's count after grid.sync()",
       bool(np.all(got == blocks * threads)),
       f"{np.count_nonzero(got != blocks * threads)} of {got.size} differ, e.g. {got[:4]}")
 
-# The same kernel launched plainly: its grid group is not valid, it returns at once.
-valid.upload(np.full(1, 7, np.uint32))
-s.execute_function(m, "coop_sum", sseq.InOut(counter), sseq.Out(out), sseq.Out(valid),
-                   grid=(blocks,), block=(threads,)).wait()
-v = valid.download()[0]
-check("plain launch: grid group not valid (the flag made the difference)", v == 0,
-      f"valid={v}")
+# Not checked: that a plain launch's grid group is invalid. On the H200 (CUDA 13)
+# grid_group::is_valid() is true in a plain launch too (seen 2026-12-01), so a kernel
+# cannot tell; the co-residency refusal below shows the daemon acts on the flag.
 
 refused("cooperative: a grid that cannot be co-resident refused with the numbers",
         "INVALID_ARGUMENT", "blocks is over the",
