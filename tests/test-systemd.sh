@@ -139,6 +139,35 @@ assert "sseq.pytest_plugin" in [e.name for e in m.entry_points(group="pytest11")
 	fi
 fi
 
+echo "== sseq-enable-gpus on fake device trees"
+enable=$(find "$dest" -name sseq-enable-gpus -print -quit)
+fake=$tmp/devtree
+# Two NVIDIA GPUs by their device nodes (nvidiactl and nvidia-uvm are not GPUs), and two
+# AMD GPUs in the KFD topology beside its CPU node (simd_count 0).
+mkdir -p "$fake/dev/dri" "$fake/sys/class/kfd/kfd/topology/nodes"/{0,1,2}
+touch "$fake/dev/nvidia0" "$fake/dev/nvidia1" "$fake/dev/nvidiactl" "$fake/dev/nvidia-uvm" \
+	"$fake/dev/kfd" "$fake/dev/dri/renderD128" "$fake/dev/dri/renderD129"
+printf 'cpu_cores_count 16\nsimd_count 0\n' >"$fake/sys/class/kfd/kfd/topology/nodes/0/properties"
+printf 'simd_count 416\n' >"$fake/sys/class/kfd/kfd/topology/nodes/1/properties"
+printf 'simd_count 416\n' >"$fake/sys/class/kfd/kfd/topology/nodes/2/properties"
+out=$(SSEQ_SYSROOT=$fake sh "$enable" --dry-run) || fail "sseq-enable-gpus on the fake tree: $out"
+for i in 0 1 2 3; do
+	grep -qx "systemctl enable sseqd@$i.socket" <<<"$out" || fail "no sseqd@$i.socket: $out"
+done
+grep -q "sseqd@4" <<<"$out" && fail "more sockets than GPUs: $out"
+grep -q "4 GPU(s) (2 NVIDIA, 2 AMD)" <<<"$out" || fail "the count: $out"
+# Without the topology, AMD GPUs are counted by render nodes; /proc's list wins for NVIDIA.
+rm -rf "$fake/sys" "$fake/dev/nvidia1"
+mkdir -p "$fake/proc/driver/nvidia/gpus/0000:01:00.0" "$fake/proc/driver/nvidia/gpus/0000:02:00.0"
+out=$(SSEQ_SYSROOT=$fake sh "$enable" --dry-run --now) || fail "sseq-enable-gpus: $out"
+grep -qx "systemctl enable --now sseqd@3.socket" <<<"$out" &&
+	grep -q "(2 NVIDIA, 2 AMD)" <<<"$out" || fail "the fallbacks: $out"
+# No GPU: nothing enabled, exit 1, said so.
+rc=0
+SSEQ_SYSROOT=$tmp/empty sh "$enable" --dry-run >"$tmp/enable.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "no GPU found" "$tmp/enable.out" || fail "no GPU: exit $rc, $(cat "$tmp/enable.out")"
+echo "sseq-enable-gpus: 2 NVIDIA + 2 AMD on fake trees, both ways of counting; none: exit 1"
+
 echo "== systemd-analyze verify on the installed units"
 units=$tmp/units
 mkdir -p "$units"
