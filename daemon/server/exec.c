@@ -291,7 +291,7 @@ static int arg_value(struct session *s, unsigned i, struct karg *ka, const Sseq_
 /* The module function e names, and its launch shape checked: 0 with *m and *fn, or a
  * refusal. */
 static int exec_function_target(
-	struct session *s, const Sseq__Execute *e, struct smodule **m, void **fn)
+	struct session *s, const Sseq__Execute *e, struct smodule **m, struct smodule_fn **fn)
 {
 	const Sseq__ModuleFunction *mf = e->function;
 	const Sseq__Grid *g = e->grid;
@@ -331,7 +331,7 @@ static int exec_function_target(
 		(g->shared_mem && (r = exec_shared_mem(s, f, g->shared_mem, mf->name))) ||
 		(r = exec_launch_attrs(s, f, e, g, mf->name)))
 		return r;
-	*fn = f->function;
+	*fn = f;
 	return 0;
 }
 
@@ -376,52 +376,46 @@ static int exec_function_args(
 	return 0;
 }
 
-/* The n arguments in pl against what the launch can hold. Where the backend knows fn's
+/* The n arguments in pl against what the launch can hold. Where the backend told f's
  * parameters (NVIDIA), there must be as many and each of the parameter's size; the
- * device then holds what its kernel declares. Where it does not (AMD), the arguments
+ * device then holds what its kernel declares. Where it did not (AMD), the arguments
  * laid out at their alignments must fit in KERNEL_PARAM_SPACE. */
-static int exec_function_params(
-	struct session *s, const char *name, void *fn, const struct op_payload *pl, unsigned n)
+static int exec_function_params(struct session *s, const char *name, const struct smodule_fn *f,
+	const struct op_payload *pl, unsigned n)
 {
-	const struct backend *b = &s->srv->backend;
-	size_t off = 0, poff, psize = 0;
-	int r = backend_function_param(b, fn, 0, &poff, &psize);
-	const bool known = r != -ENOTSUP;
+	const bool known = f->nparams >= 0;
+	const unsigned nparams = known ? (unsigned)f->nparams : 0;
+	size_t off = 0;
 
 	for (unsigned i = 0; i < n; i++) {
 		const struct karg *a = &pl->args[i];
 		const unsigned size = karg_size(a), align = karg_align(a);
 
-		if (known && i > 0)
-			r = backend_function_param(b, fn, i, &poff, &psize);
-		if (known && r == -ENOENT)
+		if (known && i >= nparams)
 			return req_error(s, REQ_BAD_ARGUMENT_TYPE,
 				"argument %u (%s, %u bytes): %.64s takes only %u parameters", i,
-				karg_type_name(a->type), size, name, i);
-		if (known && r == 0 && psize != size)
+				karg_type_name(a->type), size, name, nparams);
+		if (known && f->param_size[i] != size)
 			return req_error(s, REQ_BAD_ARGUMENT_TYPE,
 				"argument %u (%s, %u bytes) does not match parameter %u of %.64s "
-				"(%zu "
-				"bytes)",
-				i, karg_type_name(a->type), size, i, name, psize);
+				"(%u bytes)",
+				i, karg_type_name(a->type), size, i, name, f->param_size[i]);
 		off = ((off + align - 1) & ~(size_t)(align - 1)) + size;
 		if (!known && off > KERNEL_PARAM_SPACE)
 			return req_error(s, -EINVAL,
 				"argument %u (%s, %u bytes) ends at byte %zu of the parameter "
-				"space: "
-				"the arguments take at most %u",
+				"space: the arguments take at most %u",
 				i, karg_type_name(a->type), size, off, KERNEL_PARAM_SPACE);
 	}
-	if (known && backend_function_param(b, fn, n, &poff, &psize) == 0) {
-		unsigned count = n + 1;
-
-		while (count < KERNEL_PARAM_SPACE &&
-			backend_function_param(b, fn, count, &poff, &psize) == 0)
-			count++;
-		backend_function_param(b, fn, n, &poff, &psize);
+	if (known && n < nparams) {
+		if (nparams > KERNEL_MAX_ARGS)
+			return req_error(s, REQ_BAD_ARGUMENT_TYPE,
+				"%u arguments: %.64s takes more than %u, more than a launch may "
+				"pass",
+				n, name, KERNEL_MAX_ARGS);
 		return req_error(s, REQ_BAD_ARGUMENT_TYPE,
-			"%u arguments: %.64s takes %u (parameter %u, %zu bytes, is missing)", n,
-			name, count, n, psize);
+			"%u arguments: %.64s takes %u (parameter %u, %u bytes, is missing)", n,
+			name, nparams, n, f->param_size[n]);
 	}
 	return 0;
 }
@@ -438,7 +432,7 @@ static int req_execute_function(struct session *s, const Sseq__Request *rq)
 	struct op_payload pl;
 	struct seq_op op;
 	struct smodule *m = NULL;
-	void *fn = NULL;
+	struct smodule_fn *fn = NULL;
 	int r;
 
 	if ((r = exec_function_target(s, e, &m, &fn)))
@@ -448,7 +442,7 @@ static int req_execute_function(struct session *s, const Sseq__Request *rq)
 		(r = exec_function_params(s, e->function->name, fn, &pl, (unsigned)e->n_args)) ||
 		(r = smodule_global_accesses(s, m, &op)))
 		return r;
-	pl.function = fn;
+	pl.function = fn->function;
 	pl.function_name = e->function->name;
 	pl.nargs = (unsigned)e->n_args;
 	pl.grid = (struct kernel_grid){

@@ -52,11 +52,14 @@ void smodule_foreach(const struct session *s, void (*fn)(struct smodule *m, void
 }
 
 /* What a launch of f is checked against: the device's limits, narrowed by the function's
- * own threads per block; what the backend does not say stays 0 (unchecked). */
+ * own threads per block, and its parameters' sizes; what the backend does not say stays
+ * 0 (unchecked). Asked once here, so that a launch makes no backend call to check. */
 static void smodule_fn_limits(struct server *srv, struct smodule_fn *f)
 {
 	struct backend_info info = {0};
 	struct backend_fn_attrs a = {0};
+	size_t off, size;
+	int r = 0;
 
 	backend_info(&srv->backend, &info);
 	f->max_threads = info.max_threads_per_block;
@@ -70,6 +73,16 @@ static void smodule_fn_limits(struct server *srv, struct smodule_fn *f)
 		f->max_shared = a.max_dynamic_shared_size_bytes;
 		f->static_shared = a.shared_size_bytes;
 	}
+	for (f->nparams = 0; f->nparams <= KERNEL_MAX_ARGS; f->nparams++) {
+		r = backend_function_param(
+			&srv->backend, f->function, (unsigned)f->nparams, &off, &size);
+		if (r < 0)
+			break;
+		if (f->nparams < KERNEL_MAX_ARGS)
+			f->param_size[f->nparams] = (uint32_t)size;
+	}
+	if (r < 0 && r != -ENOENT)
+		f->nparams = -1; /* not known (-ENOTSUP) or not answered: unchecked */
 }
 
 /* The function `name` of m, from the cache or looked up (and cached). A name the

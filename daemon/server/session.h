@@ -46,6 +46,11 @@ struct smodule_fn {
 	/* Dynamic shared memory launches may use as far as known (0: not asked yet), the
 	 * function's static shared memory, and the most a block may have (opt-in). */
 	uint64_t max_shared, static_shared, shared_optin;
+	/* Its parameters' sizes as the backend gives them, asked once at lookup:
+	 * nparams -1 where the backend cannot say (AMD), KERNEL_MAX_ARGS + 1 for more
+	 * parameters than a launch may pass. */
+	int nparams;
+	uint32_t param_size[KERNEL_MAX_ARGS];
 };
 
 /* A user code object from LoadModule (hip backend). Unloaded once the handle is gone (the
