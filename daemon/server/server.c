@@ -557,6 +557,11 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	srv->cq = cq;
 	srv->listen_fd = -1;
 	srv->started_ns = server_now_ns();
+	{
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		srv->started_unix_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	}
 
 	/* The core issues to the backend directly (through the checker with --verify); the
 	 * server only observes. */

@@ -156,6 +156,9 @@ struct server {
 	uint64_t spin_until_ns;
 	bool stopping;
 	uint64_t started_ns;
+	/* The same moment on the wall clock (CLOCK_REALTIME, ns since the epoch), for
+	 * status's uptime and the start-time gauge. */
+	uint64_t started_unix_ns;
 
 	struct seq *seq;
 	struct verify *verify; /* --verify: between the core and the backend, or NULL */
