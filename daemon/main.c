@@ -166,24 +166,43 @@ static int parse_ms(const char *s, unsigned *out)
 	return 0;
 }
 
+/* The core's injected faults that take an N, and what N is. */
+static int parse_inject_core(struct daemon_opts *o, const char *spec, bool *matched)
+{
+	const struct {
+		const char *name, *n;
+		unsigned *to;
+	} counted[] = {
+		{"legacy-sync-window", "the compute window tied to H2D readiness, 1 .. 1048576",
+			&o->srv.seq.legacy_sync_window},
+		{"drop-wait", "every Nth wait decided is dropped, 1 .. 1048576",
+			&o->srv.seq.drop_wait},
+	};
+
+	for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++) {
+		const size_t len = strlen(counted[i].name);
+
+		if (strncmp(spec, counted[i].name, len) || (spec[len] != '=' && spec[len]))
+			continue;
+		*matched = true;
+		if (!spec[len] || parse_uint(spec + len + 1, 1, 1u << 20, counted[i].to) < 0) {
+			fprintf(stderr, "sseqd: --inject %s: expected %s=N (N: %s)\n", spec,
+				counted[i].name, counted[i].n);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	return 0;
+}
+
 static int parse_inject(struct daemon_opts *o, const char *spec)
 {
 	const char *why = NULL;
+	bool matched = false;
+	int r = parse_inject_core(o, spec, &matched);
 
-	if (strncmp(spec, "legacy-sync-window=", 19) == 0) {
-		if (parse_uint(spec + 19, 1, 1u << 20, &o->srv.seq.legacy_sync_window) < 0) {
-			fprintf(stderr, "sseqd: --inject %s: N must be 1 .. 1048576\n", spec);
-			return -EINVAL;
-		}
-		return 0;
-	}
-	if (strncmp(spec, "drop-wait=", 10) == 0) {
-		if (parse_uint(spec + 10, 1, 1u << 20, &o->srv.seq.drop_wait) < 0) {
-			fprintf(stderr, "sseqd: --inject %s: N must be 1 .. 1048576\n", spec);
-			return -EINVAL;
-		}
-		return 0;
-	}
+	if (matched)
+		return r;
 	if (strcmp(spec, "slice-outlives-base") == 0) {
 		o->srv.seq.legacy_slice_outlives_base = true;
 		return 0;
@@ -193,11 +212,15 @@ static int parse_inject(struct daemon_opts *o, const char *spec)
 		return 0;
 	}
 	if (sim_parse_inject(&o->be.sim, spec, &why) < 0) {
-		fprintf(stderr,
-			"sseqd: --inject %s: %s (known: fail-op=N, device-fail-op=N, "
-			"device-lost-op=N, drop-wait=N, legacy-sync-window=N, early-free, "
-			"slice-outlives-base)\n",
-			spec, why ? why : "invalid");
+		/* An unknown name hears the list; a known one its =N form (in why). */
+		if (why && strncmp(why, "unknown fault", 13))
+			fprintf(stderr, "sseqd: --inject %s: %s\n", spec, why);
+		else
+			fprintf(stderr,
+				"sseqd: --inject %s: unknown fault (known: fail-op=N, "
+				"device-fail-op=N, device-lost-op=N, drop-wait=N, "
+				"legacy-sync-window=N, early-free, slice-outlives-base)\n",
+				spec);
 		return -EINVAL;
 	}
 	return 0;
@@ -228,14 +251,19 @@ static const struct limit_opt limit_opts[] = {
 	LIMIT("socket-mode", LIMIT_MODE, socket_mode, 0, 0777, " (an octal mode such as 0660)"),
 	LIMIT("max-clients", LIMIT_COUNT, max_clients, 1, 1u << 20, ""),
 	LIMIT("max-clients-per-uid", LIMIT_COUNT, max_clients_per_uid, 1, 1u << 20, ""),
-	LIMIT("hello-timeout", LIMIT_MS, hello_timeout_ms, 0, 86400000, " (500, 500ms or 5s)"),
-	LIMIT("frame-timeout", LIMIT_MS, frame_timeout_ms, 0, 86400000, " (500, 500ms or 5s)"),
+	LIMIT("hello-timeout", LIMIT_MS, hello_timeout_ms, 0, 86400000,
+		" (500, 500ms or 5s; 0 .. 86400s)"),
+	LIMIT("frame-timeout", LIMIT_MS, frame_timeout_ms, 0, 86400000,
+		" (500, 500ms or 5s; 0 .. 86400s)"),
 	/* At least a few frames of the largest size must fit. */
 	LIMIT("max-input-memory", LIMIT_SIZE, max_input_bytes, 4u * FRAME_MAX, UINT64_MAX,
 		" (a size of at least 4M)"),
-	LIMIT("client-staging-limit", LIMIT_SIZE, client_staging_bytes, 0, UINT64_MAX, ""),
-	LIMIT("staging-limit", LIMIT_SIZE, staging_bytes, 0, UINT64_MAX, ""),
-	LIMIT("client-memory-limit", LIMIT_SIZE, client_memory_bytes, 0, UINT64_MAX, ""),
+	LIMIT("client-staging-limit", LIMIT_SIZE, client_staging_bytes, 0, UINT64_MAX,
+		" (a size: 4096, 64k, 16M, 2G or 1T)"),
+	LIMIT("staging-limit", LIMIT_SIZE, staging_bytes, 0, UINT64_MAX,
+		" (a size: 4096, 64k, 16M, 2G or 1T)"),
+	LIMIT("client-memory-limit", LIMIT_SIZE, client_memory_bytes, 0, UINT64_MAX,
+		" (a size: 4096, 64k, 16M, 2G or 1T; 0: none)"),
 	LIMIT("client-handle-limit", LIMIT_COUNT, client_handles, 1, 1u << 30, ""),
 	LIMIT("client-arena-limit", LIMIT_COUNT, client_arenas, 1, 1u << 20, ""),
 	LIMIT("arena-limit", LIMIT_COUNT, arenas, 1, 1u << 20, ""),
@@ -276,7 +304,11 @@ static int parse_limit(struct server_limits *lim, const struct limit_opt *l, con
 		return 0;
 	}
 bad:
-	fprintf(stderr, "sseqd: invalid value '%s' for --%s%s\n", arg, l->name, l->hint);
+	if (l->kind == LIMIT_COUNT)
+		fprintf(stderr, "sseqd: invalid value '%s' for --%s: must be %llu..%llu\n", arg,
+			l->name, (unsigned long long)l->min, (unsigned long long)l->max);
+	else
+		fprintf(stderr, "sseqd: invalid value '%s' for --%s%s\n", arg, l->name, l->hint);
 	return -EINVAL;
 }
 
@@ -335,11 +367,22 @@ static int bad_value(int c)
 			fprintf(stderr, "sseqd: invalid value '%s' for --%s%s\n", optarg, lo->name,
 				c == 'b'			? " (sim, hip or auto)"
 					: c == OPT_DEVICE_RESET ? " (auto or exec)"
-								: "");
+					: c == 'l' ? " (err, warning, notice, info or debug)"
+						   : "");
 			return -EINVAL;
 		}
 	}
 	fprintf(stderr, "sseqd: invalid value '%s'\n", optarg);
+	return -EINVAL;
+}
+
+/* A number outside its range: the option and the range it takes. */
+static int bad_range(int c, unsigned min, unsigned max)
+{
+	for (const struct option *lo = fixed_opts; lo->name; lo++)
+		if (lo->val == c)
+			fprintf(stderr, "sseqd: invalid value '%s' for --%s: must be %u..%u\n",
+				optarg, lo->name, min, max);
 	return -EINVAL;
 }
 
@@ -365,9 +408,9 @@ static int parse_number_option(struct daemon_opts *o, int c, int *r)
 	for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
 		if (numbers[i].c != c)
 			continue;
-		*r = parse_uint(optarg, numbers[i].lo, numbers[i].hi, numbers[i].to) < 0
-			? bad_value(c)
-			: 0;
+		*r = 0;
+		if (parse_uint(optarg, numbers[i].lo, numbers[i].hi, numbers[i].to) < 0)
+			*r = bad_range(c, numbers[i].lo, numbers[i].hi);
 		return 1;
 	}
 	return 0;
@@ -595,7 +638,20 @@ static int socket_prepare(struct daemon_opts *o, int resume)
 		snprintf(o->socket_buf, sizeof(o->socket_buf), "/run/sseq/gpu%u.sock",
 			o->srv.device);
 		o->srv.socket_path = o->socket_buf;
-		mkdir("/run/sseq", 0755);
+		/* Only root (or the unit's RuntimeDirectory=) may make it: a user's sseqd
+		 * fails here, and must hear that, not the bind's "No such file". */
+		if (mkdir("/run/sseq", 0755) < 0 && errno != EEXIST) {
+			r = -errno;
+			log_err("main",
+				"cannot create /run/sseq (the directory of the default socket %s): "
+				"%s; %s",
+				o->socket_buf, strerror(-r),
+				r == -EACCES || r == -EPERM || r == -EROFS
+					? "run as root (the sseqd@ units do), or pass "
+					  "--socket PATH to listen where you may create files"
+					: "pass --socket PATH to listen elsewhere");
+			return r;
+		}
 	}
 	if (!o->srv.socket_path)
 		o->srv.socket_path = "(systemd socket)";
@@ -672,7 +728,12 @@ static void loop_finish(struct daemon_state *d, uv_loop_t *loop)
 static int daemon_start(struct daemon_state *d, struct daemon_opts *o, uv_loop_t *loop)
 {
 	struct seq_layout layout;
-	const struct backend_env env = {.layout = &layout, .cq = &d->cq, .finding = server_finding};
+	/* The server is not made yet, but its findings queue is ready before any op runs. */
+	const struct backend_env env = {.layout = &layout,
+		.cq = &d->cq,
+		.finding = server_finding,
+		.finding_op = server_finding_op,
+		.finding_arg = &d->srv};
 	int r = seq_layout_init(&layout, &o->srv.seq);
 
 	if (r < 0) {
@@ -684,8 +745,10 @@ static int daemon_start(struct daemon_state *d, struct daemon_opts *o, uv_loop_t
 	o->be.device = o->srv.device;
 	r = backend_start(&o->be, &env, &d->be);
 	if (r < 0) {
-		log_err("main", "cannot start the %s backend: %s", o->be.name ? o->be.name : "auto",
-			strerror(-r));
+		/* -ENODEV: the registry said why (no such backend in this build, no device). */
+		if (r != -ENODEV)
+			log_err("main", "cannot start the %s backend: %s",
+				o->be.name ? o->be.name : "auto", strerror(-r));
 		return r;
 	}
 	r = server_init(&d->srv, loop, &o->srv, &d->be, &d->cq);

@@ -4,7 +4,9 @@
 # /home, /root and /run/user hidden (ProtectHome=yes), a private /tmp (PrivateTmp=yes),
 # a writable /run/sseq only (RuntimeDirectory=sseq), as an unprivileged user with no
 # capabilities and no_new_privs (User=, NoNewPrivileges=yes), and must still serve a
-# real workload. Needs root (to build the namespace); skips (77) otherwise.
+# real workload. Before that, the same user without /run/sseq: sseqd must say it cannot
+# create it (permission denied) and point to --socket. Needs root (to build the
+# namespace); skips (77) otherwise.
 # Usage: test-hardening.sh SSEQD SSEQ_STRESS SSEQCTL
 set -euo pipefail
 sseqd=$(realpath "$1") stress=$(realpath "$2") ctl=$(realpath "$3")
@@ -28,11 +30,23 @@ sseqd=$1 stress=$2 ctl=$3 uid=$4 gid=$5 log=$6
 # A fresh /run holds the runtime directory and copies of the binaries: the build tree
 # may itself live under /tmp, /home or /root, which the sandbox hides.
 mount -t tmpfs -o mode=0755 tmpfs /run
-mkdir -p /run/sseq /run/sseq-test
+mkdir -p /run/sseq-test
 cp "$sseqd" "$stress" "$ctl" /run/sseq-test/
 sseqd=/run/sseq-test/$(basename "$sseqd")
 stress=/run/sseq-test/$(basename "$stress")
 ctl=/run/sseq-test/$(basename "$ctl")
+# No /run/sseq, and the user may not make it: the default socket's directory is named,
+# with why, and --socket suggested.
+rc=0
+err=$(timeout 10 setpriv --reuid="$uid" --regid="$gid" --clear-groups "$sseqd" --backend sim 2>&1) ||
+	rc=$?
+[ "$rc" = 1 ] || { echo "FAIL: sseqd as uid $uid without /run/sseq: exit $rc: $err"; exit 1; }
+case "$err" in
+*"cannot create /run/sseq"*"Permission denied"*"--socket PATH"*) ;;
+*) echo "FAIL: without /run/sseq: $err"; exit 1 ;;
+esac
+echo "without /run/sseq: $(head -1 <<<"$err")"
+mkdir -p /run/sseq
 chown "$uid:$gid" /run/sseq
 # Then / read-only (ProtectSystem=strict), homes hidden, a private /tmp.
 mount --bind / /

@@ -5,7 +5,8 @@
 # entries whose fields carry the client's session and worker (SSEQ_SESSION=,
 # SSEQ_WORKER=) with PRIORITY=, SYSLOG_IDENTIFIER= and MESSAGE=; with a $JOURNAL_STREAM
 # that is not its stderr, or none, it writes "<N>" lines to stderr as before. A device
-# fault's entry names the culprit's session and worker.
+# fault's entry names the culprit's session and worker, and so does a race or schedule
+# checker finding (with the kernel and the buffer's label and handle).
 # test-systemd-boot.sh checks the same with the real journald (journalctl SSEQ_WORKER=).
 # Needs root and unshare(1); skips (77) without them.
 # Usage: test-journal.sh SSEQD SSEQ_STRESS
@@ -58,7 +59,7 @@ for _ in $(seq 100); do [[ -e $dir/journal.jsonl.ready ]] && break; sleep 0.05; 
 
 # Runs sseqd (options after the first two arguments) with stderr to $dir/$1.err and
 # JOURNAL_STREAM=$2 (empty: unset), one client as worker gw3 (libsseq reads
-# PYTEST_XDIST_WORKER), then stops it.
+# PYTEST_XDIST_WORKER) running $ops ops (default 50), then stops it.
 run() {
 	local name=$1 stream=$2 sock=$dir/$1.sock pid
 	shift 2
@@ -72,7 +73,7 @@ run() {
 	pid=$!
 	for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.05; done
 	[[ -S $sock ]] || fail "$name: no socket"
-	PYTEST_XDIST_WORKER=gw3 "$stress" --socket "$sock" --ops 50 --clients 1 --seed 3 \
+	PYTEST_XDIST_WORKER=gw3 "$stress" --socket "$sock" --ops "${ops:-50}" --clients 1 --seed 3 \
 		>"$dir/$name.stress" 2>&1 || [[ $# -gt 0 ]] ||
 		fail "$name: sseq-stress: $(cat "$dir/$name.stress")"
 	kill -TERM "$pid"
@@ -116,7 +117,33 @@ r = resets[0]
 assert r["PRIORITY"] == "3" and r.get("SSEQ_WORKER") == "gw3", r
 assert f"caused by session {r['SSEQ_SESSION']} (gw3" in r["MESSAGE"], r
 EOF
-n=$(wc -l <"$dir/journal.jsonl")
+
+# A missing wait (injected) found by the schedule checker, and with the checker off by the
+# sim's race detector: each err entry names the op's session, worker, kernel and buffer
+# (its label and handle), and carries SSEQ_SESSION= and SSEQ_WORKER= like a fault's.
+for detector in verify detector; do
+	: >"$dir/journal.jsonl"
+	opts=(--inject legacy-sync-window=2 --sim-delay h2d=2ms)
+	[[ $detector == detector ]] && opts+=(--no-verify)
+	ops=300 run "$detector" self "${opts[@]}"
+	python3 - "$dir/journal.jsonl" "$detector" <<'EOF' || fail "the $detector finding's entry (above)"
+import json, re, sys
+entries = [json.loads(l) for l in open(sys.argv[1])]
+found = [e for e in entries if e["MESSAGE"].startswith(sys.argv[2] + ": ") and
+         e.get("PRIORITY") == "3"]
+assert found, [e["MESSAGE"] for e in entries]
+for f in found:
+    m = re.match(r"\w+: session (\d+) \(gw3, pid \d+\)[,:] ", f["MESSAGE"])
+    assert m, f
+    assert f.get("SSEQ_WORKER") == "gw3" and f.get("SSEQ_SESSION") == m.group(1), f
+# sseq-stress labels its buffers c<client>-s<slot>.
+named = r"\w+: session \d+ \(gw3, pid \d+\), kernel \w+, buffer 'c\d+-s\d+' \(handle \d+\): "
+assert any(re.match(named, f["MESSAGE"]) for f in found), found
+print(f"{sys.argv[2]}: {found[0]['MESSAGE']}")
+EOF
+done
+: >"$dir/journal.jsonl"
+n=0
 
 # A $JOURNAL_STREAM that is not our stderr (redirected since), and none: stderr lines.
 run stale 1:1

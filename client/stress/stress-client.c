@@ -181,6 +181,7 @@ void *client_main(void *arg)
 	}
 	while (c->ops < c->budget && !c->dead) {
 		client_step(c);
+		atomic_store_explicit(&c->progress, c->ops, memory_order_relaxed);
 		if (c->ops % 64 == 0)
 			drain_errors(c);
 	}

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "stress.h"
 
@@ -50,7 +51,8 @@ static void usage(FILE *f)
 		"  -v, --verbose       print errors and the first mismatches\n"
 		"  -h, --help\n\n"
 		"The last line is 'ops=N wrong=N errors=N races=N'; the exit status is 1 when\n"
-		"wrong or races is not 0.\n");
+		"wrong or races is not 0. Progress goes to stderr: a line updated in place on a\n"
+		"terminal, else a line every 10 seconds.\n");
 }
 
 /* What all clients did together, and how long it took. */
@@ -113,21 +115,78 @@ static int parse_options(int argc, char **argv)
 	return -1;
 }
 
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static void *client_thread(void *arg)
+{
+	struct client *c = arg;
+
+	client_main(c);
+	atomic_store(&c->finished, true);
+	return NULL;
+}
+
+/* While the clients run: their ops so far on stderr, updated in place on a terminal
+ * (twice a second), else a line every 10 seconds (so a long run in a CI log shows it is
+ * alive; a short one prints nothing). stdout keeps only the report. */
+static void show_progress(const struct client *cl, const struct timespec *t0)
+{
+	const bool tty = isatty(STDERR_FILENO);
+	const double every = tty ? 0.5 : 10.0;
+	double next = every;
+	bool shown = false;
+
+	for (;;) {
+		uint64_t done = 0;
+		bool all = true;
+		double secs;
+
+		for (unsigned i = 0; i < opt.clients; i++) {
+			done += atomic_load_explicit(&cl[i].progress, memory_order_relaxed);
+			all = all && atomic_load(&cl[i].finished);
+		}
+		if (all)
+			break;
+		secs = seconds_since(t0);
+		/* A step may do a few ops past a client's share: the total is approximate. */
+		done = done < opt.ops ? done : opt.ops;
+		if (secs >= next) {
+			fprintf(stderr,
+				"%ssseq-stress: %" PRIu64 "/%" PRIu64 " ops (%.0f%%), %.0f s%s",
+				tty ? "\r" : "", done, opt.ops,
+				opt.ops ? 100.0 * (double)done / (double)opt.ops : 100.0, secs,
+				tty ? "\033[K" : "\n");
+			shown = true;
+			next = secs + every;
+		}
+		nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+	}
+	if (shown && tty)
+		fputs("\r\033[K", stderr); /* the terminal's line, cleared for the report */
+}
+
 /* One thread per client, each with its share of the operations; returns when all are
  * done. */
 static void run_clients(struct totals *t)
 {
 	struct client *cl = calloc(opt.clients, sizeof(*cl));
 	pthread_t *th = calloc(opt.clients, sizeof(*th));
-	struct timespec t0, t1;
+	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (unsigned i = 0; i < opt.clients; i++) {
 		cl[i].id = i;
 		cl[i].rng.s = opt.seed + i;
 		cl[i].lane_rng.s = (opt.seed + i) ^ 0x1a9e5ull;
 		cl[i].budget = opt.ops / opt.clients + (i < opt.ops % opt.clients);
-		pthread_create(&th[i], NULL, client_main, &cl[i]);
+		pthread_create(&th[i], NULL, client_thread, &cl[i]);
 	}
+	show_progress(cl, &t0);
 	for (unsigned i = 0; i < opt.clients; i++) {
 		pthread_join(th[i], NULL);
 		t->ops += cl[i].ops;
@@ -135,8 +194,7 @@ static void run_clients(struct totals *t)
 		t->errors += cl[i].errors;
 		t->checked += cl[i].checked;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	t->secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	t->secs = seconds_since(&t0);
 	free(cl);
 	free(th);
 }

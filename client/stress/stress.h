@@ -4,6 +4,7 @@
 #define SSEQ_STRESS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -108,6 +109,10 @@ struct client {
 	/* Results. */
 	uint64_t ops, wrong, errors, checked;
 	bool dead; /* the connection failed: stop */
+	/* For the progress report, read by the main thread: ops so far, and whether the
+	 * client has returned. */
+	_Atomic uint64_t progress;
+	atomic_bool finished;
 };
 static inline float *at(const struct handle *h, uint64_t i)
 {

@@ -21,6 +21,11 @@
 /* Called from a backend thread when the sim's race detector or the HIP audit finds an
  * access that was not ordered after its producer. `what` is a one-line description. */
 typedef void (*backend_finding_fn)(void *arg, const char *what);
+/* The same, for an owner that can name the op and the memory a finding is about (the
+ * server: the session, worker, kernel and buffer): the op launched at `at` (seq 0: none
+ * known) and the device address it touched (0: none). From any thread. */
+typedef void (*backend_finding_op_fn)(
+	void *arg, struct seq_point at, uint64_t addr, const char *what);
 
 /* What the server passes in seq_op.payload: the concrete work for the launch. */
 struct op_payload {
@@ -100,6 +105,9 @@ struct backend_env {
 	const struct seq_layout *layout;
 	struct cq *cq; /* every recorded event reached, pushed from the backend's threads */
 	backend_finding_fn finding; /* may be NULL; must not call back into the backend */
+	/* May be NULL; where set, a backend that knows the op of a finding calls it instead
+	 * of `finding` (same arg, same rules). */
+	backend_finding_op_fn finding_op;
 	void *finding_arg;
 };
 

@@ -95,12 +95,19 @@ static int start_named(const char *name, const struct backend_options *o,
 	int r;
 
 	if (!impl) {
+		char have[64] = "";
+
+		for (size_t i = 0, n = 0; i < backend_nimpls && n < sizeof(have); i++)
+			n += (size_t)snprintf(have + n, sizeof(have) - n, "%s%s", i ? ", " : "",
+				backend_impls[i].name);
 		if (strcmp(name, "hip") == 0)
 			log_err("main",
-				"backend hip: this sseqd was built without HIP (configure with "
-				"-Dhip=enabled)");
+				"backend hip: this sseqd was built without the HIP backend; its "
+				"backends: %s (build with -Dhip=enabled for hip)",
+				have);
 		else
-			log_err("main", "backend %s: unknown (sim, hip or auto)", name);
+			log_err("main", "backend %s: unknown; this sseqd's backends: %s, or auto",
+				name, have);
 		return -ENODEV;
 	}
 	r = impl->probe(o, why, sizeof(why));

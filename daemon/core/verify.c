@@ -52,6 +52,7 @@ struct verify {
 	struct valloc **allocs;
 	size_t nallocs, capallocs, nreleased;
 	uint64_t serials, releases, violations;
+	struct verify_subject subject; /* what the check in progress is about */
 };
 
 /* Released allocations remembered at most (a forgotten one's later use is still a use
@@ -350,6 +351,8 @@ static void check_access(struct verify *v, struct seq_point at, const struct seq
 {
 	struct valloc *a = alloc_find(v, acc->addr);
 
+	v->subject = (struct verify_subject){at, op, acc};
+
 	if (!a || !a->live || acc->addr + acc->size > a->addr + a->size) {
 		violation(v, "%s at %u:%" PRIu64 " touches %#" PRIx64 "+%" PRIu64 ", %s",
 			seq_op_kind_name(op->kind), at.stream, at.seq, acc->addr, acc->size,
@@ -420,6 +423,7 @@ static int v_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 
 	for (unsigned i = 0; i < op->naccess; i++)
 		check_access(v, at, op, &op->access[i], &k);
+	v->subject = (struct verify_subject){{0, 0}, NULL, NULL};
 	r = v->inner.launch(v->inner_ctx, at, op);
 	if (r < 0)
 		return r; /* not launched: nothing happened */
@@ -439,6 +443,11 @@ static const struct seq_device verify_table = {
 	.launch = v_launch,
 	.retire = v_retire,
 };
+
+void verify_subject(const struct verify *v, struct verify_subject *out)
+{
+	*out = v->subject;
+}
 
 const struct seq_device *verify_device(void)
 {

@@ -32,6 +32,15 @@ void verify_complete(struct verify *v, struct seq_point through);
 /* The device context was reset: nothing is in flight, nothing is allocated any more. */
 void verify_reset(struct verify *v);
 uint64_t verify_violations(const struct verify *v);
+/* What a report being made is about, for a reporter that names its owners (the
+ * checker knows addresses and points only): the op being launched and its access at
+ * fault, NULL outside a launch's check. Valid only within the report callback. */
+struct verify_subject {
+	struct seq_point at;
+	const struct seq_op *op;
+	const struct seq_access *access;
+};
+void verify_subject(const struct verify *v, struct verify_subject *out);
 /* Allocations it keeps records of: the live ones and the last released ones (at most
  * 4096 of those). */
 size_t verify_tracked(const struct verify *v);

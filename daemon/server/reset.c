@@ -31,6 +31,13 @@ static struct op_rec **point_slot(struct server *srv, struct seq_point p)
 	return &srv->points[(size_t)p.stream * srv->point_window + p.seq % srv->point_window];
 }
 
+struct op_rec *server_point_op(struct server *srv, struct seq_point p)
+{
+	struct op_rec *rec = p.stream < seq_stream_count(srv->seq) ? *point_slot(srv, p) : NULL;
+
+	return rec && rec->at.stream == p.stream && rec->at.seq == p.seq ? rec : NULL;
+}
+
 void server_point_launched(struct server *srv, struct op_rec *rec)
 {
 	*point_slot(srv, rec->at) = rec;

@@ -335,7 +335,7 @@ int server_adopt(struct server *srv, int in)
 	srv->next_session = h.next_session;
 	srv->sessions_total = h.sessions_total;
 	if (h.owns_socket)
-		srv->opts.listen_fd = -1; /* server_finish unlinks it, as the first one would */
+		server_own_socket(srv); /* server_finish unlinks it, as the first one would */
 	close(in);
 	{
 		struct timespec now;

@@ -100,14 +100,131 @@ void server_finding(void *arg, const char *what)
 	log_err("detector", "%s", what);
 }
 
-/* The checker's findings, in the journal (the first 100, then every 1000th). */
+/* ---- findings: whose op, which buffer -------------------------------------------------- */
+
+/* The buffer of s whose memory holds addr: a base by preference (the detectors name the
+ * allocation), else a slice over it; NULL if none. */
+static const struct sbuf *server_buffer_at(const struct session *s, uint64_t addr)
+{
+	const struct sbuf *slice = NULL;
+
+	for (uint32_t i = 0; addr && i < s->nslots; i++) {
+		const struct sbuf *sb = s->slots[i].obj;
+
+		if (s->slots[i].kind != HANDLE_BUFFER || !sb || !sb->buf || addr < sb->buf->addr ||
+			addr - sb->buf->addr >= sb->buf->size)
+			continue;
+		if (!sb->buf->base)
+			return sb;
+		if (!slice)
+			slice = sb;
+	}
+	return slice;
+}
+
+/* A finding with whom it is about: "session 5 (gw3, pid 1234), kernel add, buffer 'x'
+ * (handle 3): race: ...", with SSEQ_SESSION=/SSEQ_WORKER= in the journal, as the device
+ * faults' lines have. s NULL: the finding as the detector wrote it. */
+static void server_finding_log(const char *subsystem, const struct session *s, const char *kernel,
+	const struct sbuf *sb, const char *what, uint64_t n)
+{
+	char buffer[96] = "", count[32] = "";
+
+	if (n)
+		snprintf(count, sizeof(count), " (finding %" PRIu64 ")", n);
+	if (!s) {
+		log_err(subsystem, "%s%s", what, count);
+		return;
+	}
+	if (sb && sb->label[0])
+		snprintf(buffer, sizeof(buffer), ", buffer '%s' (handle %" PRIu64 ")", sb->label,
+			sb->handle);
+	else if (sb)
+		snprintf(buffer, sizeof(buffer), ", buffer handle %" PRIu64, sb->handle);
+	/* A label is the client's text: no control character reaches the log. */
+	for (char *c = buffer; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	log_about(LOG_LVL_ERR, subsystem, &(struct log_who){.session = s->id, .worker = s->worker},
+		"session %" PRIu64 " (%s, pid %u)%s%s%s: %s%s", s->id,
+		s->worker[0]	     ? s->worker
+			: s->name[0] ? s->name
+				     : "no name",
+		s->pid, kernel && kernel[0] ? ", kernel " : "", kernel ? kernel : "", buffer, what,
+		count);
+}
+
+/* The backend's finding about the op at `at` (any thread): queued for the loop, which
+ * knows whose op it was. A finding is made before its op completes, and server_drain
+ * names the queued ones after taking the completions but before handling them, so the
+ * op is still in the in-flight table then. Past the queue's room: logged as it is. */
+void server_finding_op(void *arg, struct seq_point at, uint64_t addr, const char *what)
+{
+	struct server *srv = arg;
+	bool queued = false;
+
+	pthread_mutex_lock(&srv->found_lock);
+	if (srv->found_open && srv->nfound < SERVER_FOUND_MAX) {
+		struct server_found *f = &srv->found[srv->nfound++];
+
+		f->at = at;
+		f->addr = addr;
+		snprintf(f->what, sizeof(f->what), "%s", what);
+		queued = true;
+		/* Under the lock: server_finish closes the handle only after it closed the
+		 * queue under it. */
+		if (srv->nfound == 1)
+			uv_async_send(&srv->wake);
+	}
+	pthread_mutex_unlock(&srv->found_lock);
+	if (!queued)
+		log_err("detector", "%s", what);
+}
+
+/* On the loop: name the queued findings' ops (while they are in flight) and log them. */
+static void server_found_drain(struct server *srv)
+{
+	struct server_found found[SERVER_FOUND_MAX];
+	size_t n;
+
+	pthread_mutex_lock(&srv->found_lock);
+	n = srv->nfound;
+	memcpy(found, srv->found, n * sizeof(found[0]));
+	srv->nfound = 0;
+	pthread_mutex_unlock(&srv->found_lock);
+	for (size_t i = 0; i < n; i++) {
+		const struct op_rec *rec =
+			found[i].at.seq ? server_point_op(srv, found[i].at) : NULL;
+		const struct session *s = rec ? rec->session : NULL;
+
+		server_finding_log("detector", s, rec ? rec->what : NULL,
+			s ? server_buffer_at(s, found[i].addr) : NULL, found[i].what, 0);
+	}
+}
+
+/* The checker's findings, in the journal (the first 100, then every 1000th). They are
+ * made on the loop, inside seq_submit: the op is the one `submitting`, the buffer the
+ * one of the access at fault. */
 static void server_verify_finding(void *arg, const char *what)
 {
 	struct server *srv = arg;
 	const uint64_t n = verify_violations(srv->verify);
+	const struct op_rec *rec = srv->submitting;
+	const struct sbuf *sb = NULL;
+	const char *kernel = NULL;
+	struct verify_subject subj;
 
-	if (n <= 100 || n % 1000 == 0)
-		log_err("verify", "%s (finding %" PRIu64 ")", what, n);
+	if (n > 100 && n % 1000 != 0)
+		return;
+	verify_subject(srv->verify, &subj);
+	if (subj.access && subj.access->buf)
+		sb = (const struct sbuf *)(uintptr_t)subj.access->buf->user;
+	if (subj.op && subj.op->kind == SEQ_OP_EXEC && subj.op->payload) {
+		const struct op_payload *p = subj.op->payload;
+
+		kernel = p->kernel ? p->kernel->name : p->function_name;
+	}
+	server_finding_log("verify", rec ? rec->session : NULL, kernel, sb, what, n);
 }
 
 /* ---- backpressure: who is paused, and when they resume -------------------------------- */
@@ -259,6 +376,11 @@ static void server_on_spin(uv_idle_t *h)
 static void server_drain(struct server *srv)
 {
 	struct cq_batch b = cq_take(srv->cq);
+
+	/* After the take: a finding made before a completion taken here is named now,
+	 * while its op is still in flight. */
+	if (srv->nfound)
+		server_found_drain(srv);
 
 	srv->drain_ns = b.n ? server_now_ns() : 0;
 	for (size_t i = 0; i < b.n; i++) {
@@ -502,10 +624,60 @@ static bool server_path_live(const struct sockaddr_un *addr)
 	return live;
 }
 
+/* What a non-socket at a path is, for the refusal. */
+static const char *server_file_kind(mode_t mode)
+{
+	return S_ISREG(mode)	? "a regular file"
+		: S_ISDIR(mode) ? "a directory"
+		: S_ISLNK(mode) ? "a symbolic link"
+				: "not a socket";
+}
+
+/* Only a socket (a dead daemon's) may be replaced at path: anything else there is
+ * someone's file, named by mistake, and is kept. 0 when path is free or a socket. */
+static int server_path_replaceable(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return 0; /* absent, or unreachable: bind and rename say why */
+	if (S_ISSOCK(st.st_mode))
+		return 0;
+	log_err("server",
+		"%s exists and is %s: refusing to replace it with the socket (remove it, or "
+		"pass another --socket PATH)",
+		path, server_file_kind(st.st_mode));
+	return -EEXIST;
+}
+
+void server_own_socket(struct server *srv)
+{
+	struct stat st;
+
+	srv->opts.listen_fd = -1;
+	srv->socket_dev = srv->socket_ino = 0;
+	if (lstat(srv->opts.socket_path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		srv->socket_dev = (uint64_t)st.st_dev;
+		srv->socket_ino = (uint64_t)st.st_ino;
+	}
+}
+
+/* At exit: unlink the path only while it is still the socket this daemon made (it may
+ * have been replaced by someone else's file or socket since). */
+static void server_unlink_socket(const struct server *srv)
+{
+	struct stat st;
+
+	if (srv->socket_ino && lstat(srv->opts.socket_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+		(uint64_t)st.st_dev == srv->socket_dev && (uint64_t)st.st_ino == srv->socket_ino)
+		unlink(srv->opts.socket_path);
+}
+
 /* The socket appears at its path only once it listens with its mode set: bound under a
  * temporary name with a tight umask (the umask alone could let any local user connect),
  * given its mode, listening, then renamed over the path (which replaces a stale socket
- * from a dead daemon). A client that finds the path can connect at once. */
+ * from a dead daemon, and nothing else). A client that finds the path can connect at
+ * once. */
 static int server_listen(struct server *srv)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX}, tmp = {.sun_family = AF_UNIX};
@@ -524,6 +696,8 @@ static int server_listen(struct server *srv)
 		log_err("server", "another daemon is serving %s", path);
 		return -EADDRINUSE;
 	}
+	if ((r = server_path_replaceable(path)) < 0)
+		return r;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -541,6 +715,7 @@ static int server_listen(struct server *srv)
 		return r;
 	}
 	srv->listen_fd = fd;
+	server_own_socket(srv);
 	return 0;
 }
 
@@ -557,6 +732,7 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	srv->cq = cq;
 	srv->listen_fd = -1;
 	srv->started_ns = server_now_ns();
+	pthread_mutex_init(&srv->found_lock, NULL);
 	{
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -596,13 +772,20 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	} else {
 		r = server_listen(srv);
 		if (r < 0) {
-			log_err("server", "cannot listen on %s: %s", opts->socket_path,
-				strerror(-r));
+			log_err("server", "cannot listen on %s: %s%s", opts->socket_path,
+				strerror(-r),
+				r == -EACCES || r == -EPERM || r == -EROFS
+					? " (pass --socket PATH to listen where you may create "
+					  "files)"
+					: "");
 			return r;
 		}
 	}
 	uv_async_init(loop, &srv->wake, server_on_wake);
 	srv->wake.data = srv;
+	pthread_mutex_lock(&srv->found_lock);
+	srv->found_open = true;
+	pthread_mutex_unlock(&srv->found_lock);
 	cq_set_wake(cq, server_wake, srv);
 	uv_idle_init(loop, &srv->spin);
 	srv->spin.data = srv;
@@ -626,6 +809,11 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 
 void server_finish(struct server *srv)
 {
+	/* Backend threads may still report until the backend is destroyed: from now on
+	 * they log directly (the lock is never destroyed for that reason). */
+	pthread_mutex_lock(&srv->found_lock);
+	srv->found_open = false;
+	pthread_mutex_unlock(&srv->found_lock);
 	while (srv->nrefused)
 		server_refused_close(srv, 0);
 	while (srv->sessions)
@@ -645,7 +833,7 @@ void server_finish(struct server *srv)
 	}
 	if (srv->listen_fd >= 0 && srv->opts.listen_fd < 0) {
 		close(srv->listen_fd);
-		unlink(srv->opts.socket_path);
+		server_unlink_socket(srv);
 	}
 }
 

@@ -4,6 +4,7 @@
 #define SSEQ_SERVER_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -41,6 +42,14 @@ struct op_rec {
 	 * op_rec_new zeroes only what comes before it. */
 	struct timeline_op tl;
 };
+
+/* A finding about an op, from a backend thread, waiting for the loop to name its owner. */
+struct server_found {
+	struct seq_point at;
+	uint64_t addr;
+	char what[256];
+};
+#define SERVER_FOUND_MAX 64
 
 struct trace_ent {
 	uint64_t seq;
@@ -129,6 +138,8 @@ struct server {
 	uv_loop_t *loop;
 	struct server_options opts;
 	int listen_fd;
+	/* The socket file sseqd made (0: none): unlinked at exit only while still that one. */
+	uint64_t socket_dev, socket_ino;
 	uv_poll_t listen_poll;
 	/* Once a second: Hello and partial-frame deadlines, idle input buffers. */
 	uv_timer_t sweep;
@@ -184,6 +195,12 @@ struct server {
 	struct timeline timeline;
 	struct op_rec *submitting;
 	uint64_t drain_ns;
+
+	/* The backend's findings about ops (server_finding_op), named on the loop. */
+	pthread_mutex_t found_lock;
+	bool found_open; /* the loop names them (else they are logged as they come) */
+	_Atomic size_t nfound; /* under found_lock; read without it to skip an empty queue */
+	struct server_found found[SERVER_FOUND_MAX];
 
 	/* Server-level counters. */
 	uint64_t frames_in, frames_bad, sessions_total;
@@ -252,10 +269,17 @@ void server_restart_in_place(struct server *srv);
 int server_resume_fd(void);
 int server_resume_listen_fd(int in);
 int server_adopt(struct server *srv, int in);
+/* The socket at opts.socket_path is this daemon's own (it made it, or the process it
+ * restarted in place did): server_finish unlinks it, if it is still that socket. */
+void server_own_socket(struct server *srv);
 /* req_error() for a use of something lost in a reset (`what`: "a buffer it names"). */
 int server_lost_error(struct server *srv, int outcome, const char *what);
-/* The backend's finding hook: logs the finding. */
+/* The backend's finding hooks (arg: the server for server_finding_op): log the finding;
+ * server_finding_op names the op's session, worker, kernel and buffer. */
 void server_finding(void *arg, const char *what);
+void server_finding_op(void *arg, struct seq_point at, uint64_t addr, const char *what);
+/* reset.c: the op in flight at p, or NULL. */
+struct op_rec *server_point_op(struct server *srv, struct seq_point p);
 
 /* Input memory went back (a buffer shrank or a session ended): resume the sessions that
  * paused at --max-input-memory. */

@@ -156,21 +156,32 @@ int sim_parse_delay(struct sim_config *cfg, const char *spec, const char **why)
 
 int sim_parse_inject(struct sim_config *cfg, const char *spec, const char **why)
 {
+	/* A bad or missing N is answered with the form the fault takes. */
 	static const struct {
-		const char *prefix;
+		const char *name, *form;
 		bool on_device, lost;
-	} faults[] = {{"fail-op=", false, false}, {"device-fail-op=", true, false},
-		{"device-lost-op=", true, true}};
-	const char *s = NULL;
+	} faults[] = {
+		{"fail-op", "expected fail-op=N: launch N (from 1) fails", false, false},
+		{"device-fail-op",
+			"expected device-fail-op=N: launch N (from 1) fails on the device, "
+			"failing its stream",
+			true, false},
+		{"device-lost-op",
+			"expected device-lost-op=N: launch N (from 1) loses the device context",
+			true, true},
+	};
+	const char *s = NULL, *form = NULL;
 	bool on_device = false, lost = false;
 	uint64_t n = 0;
 
 	*why = NULL;
 	for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
-		size_t len = strlen(faults[i].prefix);
+		size_t len = strlen(faults[i].name);
 
-		if (strncmp(spec, faults[i].prefix, len) == 0) {
-			s = spec + len;
+		if (strncmp(spec, faults[i].name, len) == 0 &&
+			(spec[len] == '=' || spec[len] == '\0')) {
+			s = spec + len + (spec[len] == '=');
+			form = faults[i].form;
 			on_device = faults[i].on_device;
 			lost = faults[i].lost;
 		}
@@ -181,18 +192,18 @@ int sim_parse_inject(struct sim_config *cfg, const char *spec, const char **why)
 		return -EINVAL;
 	}
 	if (*s == '\0') {
-		*why = "the fault needs a launch number N";
+		*why = form;
 		return -EINVAL;
 	}
 	for (; *s; s++) {
 		if (*s < '0' || *s > '9' || n > (UINT64_MAX - 9) / 10) {
-			*why = "N must be a decimal number";
+			*why = form;
 			return -EINVAL;
 		}
 		n = n * 10 + (uint64_t)(*s - '0');
 	}
 	if (n == 0) {
-		*why = "N counts launches from 1";
+		*why = form;
 		return -EINVAL;
 	}
 	if (cfg->nfail == SIM_INJECT_MAX) {

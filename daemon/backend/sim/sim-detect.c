@@ -22,7 +22,7 @@ static void sim_describe(char *buf, size_t size, enum seq_op_kind kind, const st
 			at.seq);
 }
 
-void sim_report(struct sim *sim, const char *fmt, ...)
+void sim_report(struct sim *sim, struct seq_point at, uint64_t addr, const char *fmt, ...)
 {
 	char what[256];
 	va_list ap;
@@ -31,7 +31,9 @@ void sim_report(struct sim *sim, const char *fmt, ...)
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
 	atomic_fetch_add(&sim->findings, 1);
-	if (sim->finding)
+	if (sim->finding_op)
+		sim->finding_op(sim->finding_arg, at, addr, what);
+	else if (sim->finding)
 		sim->finding(sim->finding_arg, what);
 }
 
@@ -51,15 +53,16 @@ int sim_detect_views(struct sim *sim, struct sim_entry *e, const struct seq_op *
 		if (!v->block) {
 			/* Not host memory the sim owns any more: running it could crash. */
 			sim_describe(who, sizeof(who), op->kind, p, e->at);
-			sim_report(sim, "use-after-free: %s touches unallocated memory %#" PRIx64,
-				who, v->addr);
+			sim_report(sim, e->at, v->addr,
+				"use-after-free: %s touches unallocated memory %#" PRIx64, who,
+				v->addr);
 			return -EFAULT;
 		}
 		v->gen = atomic_load(&v->block->gen);
 		v->reported = !v->block->live;
 		if (v->reported) {
 			sim_describe(who, sizeof(who), op->kind, p, e->at);
-			sim_report(sim,
+			sim_report(sim, e->at, v->block->addr,
 				"use-after-free: %s touches buffer %#" PRIx64
 				" after it was released",
 				who, v->block->addr);
@@ -71,7 +74,7 @@ int sim_detect_views(struct sim *sim, struct sim_entry *e, const struct seq_op *
 				v->block->base = op->access[i].alloc;
 			} else if (v->block->base != op->access[i].alloc) {
 				sim_describe(who, sizeof(who), op->kind, p, e->at);
-				sim_report(sim,
+				sim_report(sim, e->at, v->block->addr,
 					"use-after-free: %s touches buffer %#" PRIx64
 					" as base #%" PRIu64 ", but it now holds base #%" PRIu64
 					" (the memory changed hands)",
@@ -209,7 +212,7 @@ static void sim_race_report(struct sim *sim, const struct sim_entry *e, const st
 	char who[96];
 
 	sim_describe(who, sizeof(who), e->kind, &e->payload, e->at);
-	sim_report(sim,
+	sim_report(sim, e->at, n->addr,
 		"race: %s %s buffer %#" PRIx64 " before its %s %" PRIu32 ":%" PRIu64
 		" completed (missing wait)",
 		who, act[n->race], n->addr, other[n->race], n->p.stream, n->p.seq);
@@ -235,7 +238,7 @@ void sim_detect_released(struct sim *sim, const struct sim_entry *e)
 			char who[96];
 
 			sim_describe(who, sizeof(who), e->kind, &e->payload, e->at);
-			sim_report(sim,
+			sim_report(sim, e->at, v->block->addr,
 				"use-after-free: %s touched buffer %#" PRIx64
 				" after it was released",
 				who, v->block->addr);

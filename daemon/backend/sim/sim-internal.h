@@ -124,6 +124,7 @@ struct sim_stream {
 struct sim {
 	struct cq *cq;
 	backend_finding_fn finding;
+	backend_finding_op_fn finding_op;
 	void *finding_arg;
 	struct sim_config cfg;
 	unsigned nstreams; /* the core's layout's; each stream knows its kind */
@@ -162,7 +163,9 @@ struct sim_block *sim_block_find(const struct sim *sim, uint64_t addr, uint64_t 
 void sim_mem_finish(struct sim *sim);
 
 /* sim-detect.c: at launch under sim.lock (views, needs, note), then on the worker. */
-__attribute__((format(printf, 2, 3))) void sim_report(struct sim *sim, const char *fmt, ...);
+/* A finding about the op at `at` (seq 0: none) touching memory at addr (0: none). */
+__attribute__((format(printf, 4, 5))) void sim_report(
+	struct sim *sim, struct seq_point at, uint64_t addr, const char *fmt, ...);
 int sim_detect_views(struct sim *sim, struct sim_entry *e, const struct seq_op *op);
 void sim_detect_needs(struct sim *sim, struct sim_entry *e, const struct seq_op *op);
 void sim_detect_note(struct sim_entry *e, const struct seq_op *op);

@@ -223,11 +223,12 @@ void sim_mem_release(void *ctx, uint64_t addr, uint64_t size)
 	pthread_mutex_lock(&sim->lock);
 	b = sim_block_find(sim, addr, 0);
 	if (!b || b->addr != addr || !b->live) {
-		sim_report(sim, "release of memory %#" PRIx64 " that is not allocated", addr);
+		sim_report(sim, (struct seq_point){0, 0}, addr,
+			"release of memory %#" PRIx64 " that is not allocated", addr);
 		goto out;
 	}
 	if (sim_block_pending(sim, b, &p))
-		sim_report(sim,
+		sim_report(sim, p, addr,
 			"memory %#" PRIx64 " released while %" PRIu32 ":%" PRIu64 " still uses it",
 			addr, p.stream, p.seq);
 	b->live = false;

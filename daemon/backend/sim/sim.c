@@ -131,6 +131,7 @@ int sim_create(struct backend *out, const struct sim_config *cfg, const struct b
 	}
 	sim->cq = env->cq;
 	sim->finding = env->finding;
+	sim->finding_op = env->finding_op;
 	sim->finding_arg = env->finding_arg;
 	sim->nstreams = env->layout->nstreams;
 	pthread_mutex_init(&sim->lock, NULL);

@@ -55,8 +55,9 @@ struct sim_config {
  * 0 is allowed. Returns 0, or -EINVAL with *why set to a static reason. */
 int sim_parse_delay(struct sim_config *cfg, const char *spec, const char **why);
 /* Parse one --inject spec for the sim: fail-op=N, device-fail-op=N or device-lost-op=N
- * (N >= 1; each
- * repeatable, at most SIM_INJECT_MAX in all). Returns 0 or -EINVAL with *why set. */
+ * (N >= 1; each repeatable, at most SIM_INJECT_MAX in all). Returns 0 or -EINVAL with
+ * *why set: the fault's =N form when N is missing or bad, a reason starting "unknown
+ * fault" when spec names none of them. */
 int sim_parse_inject(struct sim_config *cfg, const char *spec, const char **why);
 
 /* Start the device with env's streams: its worker threads are running when this returns

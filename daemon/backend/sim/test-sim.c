@@ -957,6 +957,15 @@ START_TEST(test_inject_specs_parse)
 		ck_assert_msg(
 			sim_parse_inject(&cfg, bad[i], &why) == -EINVAL, "accepted '%s'", bad[i]);
 		ck_assert_msg(why && *why, "no reason for '%s'", bad[i]);
+		/* A known fault with a missing or bad N hears the form it takes. */
+		if (strncmp(bad[i], "fail-op", 7) == 0)
+			ck_assert_msg(strstr(why, "expected fail-op=N"), "'%s': %s", bad[i], why);
+		else if (strncmp(bad[i], "device-fail-op", 14) == 0)
+			ck_assert_msg(
+				strstr(why, "expected device-fail-op=N"), "'%s': %s", bad[i], why);
+		else
+			ck_assert_msg(
+				strncmp(why, "unknown fault", 13) == 0, "'%s': %s", bad[i], why);
 	}
 	ck_assert_uint_eq(cfg.nfail, 3);
 	/* Both kinds share the limit. */
