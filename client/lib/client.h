@@ -1,7 +1,7 @@
 /* libsseq internals shared by its modules: the connection, the table of requests in
  * flight, and what each module offers the others. Not installed. The modules call one
- * way only: submit.c and query.c use conn.c, which uses ops.c; frame.c, arenas.c and
- * args.c use none of them. */
+ * way only: submit.c and query.c use conn.c, which uses ops.c; handles.c (for conn.c,
+ * submit.c and modules.c) uses ops.c; frame.c, arenas.c and args.c use none of them. */
 #ifndef SSEQ_CLIENT_CLIENT_H
 #define SSEQ_CLIENT_CLIENT_H
 
@@ -107,6 +107,12 @@ struct sseq {
 		uint32_t nlanes; /* at least 1 once connected */
 	} info;
 	uint32_t lane; /* the current lane, an index into info.lanes */
+	/* handles.c: this connection's tag in the handles it returns, and its place among
+	 * the process's live connections. */
+	uint16_t handle_tag;
+	bool handle_wide; /* the daemon gave a handle with its top 16 bits set */
+	bool handle_registered;
+	struct sseq *handle_next;
 };
 
 /* ---- ops.c: requests in flight, the daemon's messages about them, errors ---- */
@@ -172,6 +178,17 @@ int client_flush(struct sseq *s);
 /* Process input, waiting up to timeout_ms for it (-1: forever). Returns messages
  * handled, -ETIMEDOUT, or the connection's error. */
 int client_pump(struct sseq *s, int timeout_ms);
+
+/* ---- handles.c: the handles applications hold ---- */
+
+/* Give the connection its tag (once connected: the Welcome names its session). */
+void handles_register(struct sseq *s);
+void handles_unregister(struct sseq *s);
+/* The handle to return for the daemon's `wire` (0 stays 0). */
+uint64_t client_handle_out(struct sseq *s, uint64_t wire);
+/* The daemon's number for an application's handle into *wire; -EINVAL, with a message
+ * naming both sessions for function `fn`, for a handle of another live connection. */
+int client_handle_in(struct sseq *s, uint64_t handle, const char *fn, uint64_t *wire);
 
 /* ---- args.c: Execute packing, kept separate so tests can check it without a daemon ---- */
 

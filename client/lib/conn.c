@@ -326,6 +326,7 @@ static void connect_error(const char *fmt, ...)
 
 static void client_free(struct sseq *s)
 {
+	handles_unregister(s);
 	client_ops_free_all(s);
 	staging_set_destroy(&s->staging);
 	frame_writer_finish(&s->w);
@@ -403,6 +404,7 @@ int sseq__connect_fd(int fd, const struct sseq_connect_options *opts, struct sse
 		return r;
 	}
 	s->errmsg[0] = '\0';
+	handles_register(s);
 	*out = s;
 	return 0;
 }

@@ -33,8 +33,9 @@ static int module_query(
 	*qr = NULL;
 	if (!module)
 		return client_fail(s, -EINVAL, "module handle 0");
+	if ((r = client_handle_in(s, module, "module query", &q.module)) < 0)
+		return r;
 	q.kind = SSEQ__QUERY_KIND__QUERY_KIND_MODULES;
-	q.module = module;
 	q.function = (char *)(function ? function : "");
 	if ((r = sseq__query_send(s, &q, &tag)) < 0 || (r = sseq__query_next(s, tag, -1, qr)) < 0)
 		return r;

@@ -21,13 +21,18 @@ int sseq_alloc(struct sseq *s, uint64_t size, const char *label, uint64_t *buf)
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_ALLOC;
 	req.alloc = &al;
-	return client_request_wait(s, &req, buf);
+	int r = client_request_wait(s, &req, buf);
+	if (r == 0)
+		*buf = client_handle_out(s, *buf);
+	return r;
 }
 
 int sseq_free(struct sseq *s, uint64_t buf)
 {
 	Sseq__Free fr = SSEQ__FREE__INIT;
-	fr.buffer = buf;
+	int r = client_handle_in(s, buf, "sseq_free", &fr.buffer);
+	if (r < 0)
+		return r;
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_FREE;
 	req.free = &fr;
@@ -38,14 +43,19 @@ int sseq_slice(struct sseq *s, uint64_t buf, uint64_t offset, uint64_t length, c
 	uint64_t *slice)
 {
 	Sseq__Slice sl = SSEQ__SLICE__INIT;
-	sl.buffer = buf;
+	int r = client_handle_in(s, buf, "sseq_slice", &sl.buffer);
+	if (r < 0)
+		return r;
 	sl.offset = offset;
 	sl.length = length;
 	sl.label = (char *)(label ? label : "");
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_SLICE;
 	req.slice = &sl;
-	return client_request_wait(s, &req, slice);
+	r = client_request_wait(s, &req, slice);
+	if (r == 0)
+		*slice = client_handle_out(s, *slice);
+	return r;
 }
 
 int sseq_load_module(struct sseq *s, const char *path, uint64_t *module)
@@ -57,7 +67,10 @@ int sseq_load_module(struct sseq *s, const char *path, uint64_t *module)
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_LOAD_MODULE;
 	req.load_module = &lm;
-	return client_request_wait(s, &req, module);
+	int r = client_request_wait(s, &req, module);
+	if (r == 0)
+		*module = client_handle_out(s, *module);
+	return r;
 }
 
 int sseq_module_global(struct sseq *s, uint64_t module, const char *name, int writable,
@@ -66,13 +79,18 @@ int sseq_module_global(struct sseq *s, uint64_t module, const char *name, int wr
 	if (!name || !*name)
 		return client_fail(s, -EINVAL, "sseq_module_global: the global's name is empty");
 	Sseq__ModuleGlobal mg = SSEQ__MODULE_GLOBAL__INIT;
-	mg.module = module;
+	int r = client_handle_in(s, module, "sseq_module_global", &mg.module);
+	if (r < 0)
+		return r;
 	mg.name = (char *)name;
 	mg.writable = writable;
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_MODULE_GLOBAL;
 	req.module_global = &mg;
-	return client_request_wait_sized(s, &req, buf, size);
+	r = client_request_wait_sized(s, &req, buf, size);
+	if (r == 0)
+		*buf = client_handle_out(s, *buf);
+	return r;
 }
 
 /* ---- staging ---- */
@@ -275,13 +293,12 @@ int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *sr
 {
 	struct op *op;
 	uint64_t off;
-	int r = copy_op_new(s, (void *)src, len, true, &op, &off);
-	if (r < 0)
-		return r;
 	Sseq__CopyH2D c = SSEQ__COPY_H2_D__INIT;
+	int r = client_handle_in(s, dst, "sseq_copy_h2d", &c.dst);
+	if (r < 0 || (r = copy_op_new(s, (void *)src, len, true, &op, &off)) < 0)
+		return r;
 	c.staging = op->arena->handle;
 	c.staging_offset = off;
-	c.dst = dst;
 	c.dst_offset = dst_off;
 	c.length = len;
 	c.lane = s->lane;
@@ -299,11 +316,10 @@ int sseq_copy_d2h(
 {
 	struct op *op;
 	uint64_t off;
-	int r = copy_op_new(s, dst, len, false, &op, &off);
-	if (r < 0)
-		return r;
 	Sseq__CopyD2H c = SSEQ__COPY_D2_H__INIT;
-	c.src = src;
+	int r = client_handle_in(s, src, "sseq_copy_d2h", &c.src);
+	if (r < 0 || (r = copy_op_new(s, dst, len, false, &op, &off)) < 0)
+		return r;
 	c.src_offset = src_off;
 	c.staging = op->arena->handle;
 	c.staging_offset = off;
@@ -334,9 +350,10 @@ int sseq_copy_d2d(struct sseq *s, uint64_t src, uint64_t src_off, uint64_t dst, 
 	if (len == 0)
 		return client_fail(s, -EINVAL, "sseq_copy_d2d: length 0");
 	Sseq__CopyD2D c = SSEQ__COPY_D2_D__INIT;
-	c.src = src;
+	int r = client_handle_in(s, src, "sseq_copy_d2d", &c.src);
+	if (r < 0 || (r = client_handle_in(s, dst, "sseq_copy_d2d", &c.dst)) < 0)
+		return r;
 	c.src_offset = src_off;
-	c.dst = dst;
 	c.dst_offset = dst_off;
 	c.length = len;
 	c.lane = s->lane;
@@ -352,6 +369,22 @@ static int execute(struct sseq *s, const char *kernel, uint64_t module, const ch
 {
 	struct args_pack p;
 	int r = args_pack(&p, args, nargs, shape);
+	/* The daemon's numbers go on the wire; packing kept the application's. */
+	for (size_t i = 0; r == 0 && i < p.ex.n_args; i++)
+		if (p.ex.args[i]->value_case == SSEQ__ARG__VALUE_BUFFER) {
+			Sseq__BufferArg *b = p.ex.args[i]->buffer;
+			if ((r = client_handle_in(s, b->handle,
+				     kernel ? "sseq_execute" : "sseq_execute_function",
+				     &b->handle)) < 0) {
+				args_pack_finish(&p);
+				return r;
+			}
+		}
+	if (r == 0 && !kernel &&
+		(r = client_handle_in(s, module, "sseq_execute_function", &module)) < 0) {
+		args_pack_finish(&p);
+		return r;
+	}
 	/* Fields past .size are the caller's older struct's end: not read. */
 	size_t asize = attrs ? (attrs->size ? attrs->size : sizeof(*attrs)) : 0;
 	if (r == 0 && attrs &&
@@ -424,7 +457,9 @@ int sseq_execute_function_attrs(struct sseq *s, uint64_t module, const char *nam
 int sseq_await(struct sseq *s, uint64_t buf)
 {
 	Sseq__Await aw = SSEQ__AWAIT__INIT;
-	aw.buffer = buf;
+	int r = client_handle_in(s, buf, "sseq_await", &aw.buffer);
+	if (r < 0)
+		return r;
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_AWAIT;
 	req.await = &aw;

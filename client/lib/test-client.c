@@ -541,6 +541,8 @@ struct fake {
 	uint32_t major;
 	bool old_daemon; /* a Welcome without lanes (protocol 1.1) */
 	uint64_t fail_alloc_size; /* an Alloc of this size gets a Reply with UNKNOWN_HANDLE */
+	uint64_t session; /* the Welcome's (0: 42) */
+	uint32_t handle_gen; /* the generation in the upper 32 bits of the handles it gives */
 	/* Set (atomically) to hold back the Replies to executes until a byte is written to
 	 * release[1]; release is a pipe when a test holds replies, else {-1, -1}. */
 	bool hold_replies;
@@ -629,6 +631,8 @@ static void fake_maybe_complete(struct fake *f, uint64_t tag, int status)
 
 static uint8_t *fake_buf(struct fake *f, uint64_t h)
 {
+	ck_assert_uint_eq(h >> 32, f->handle_gen);
+	h &= 0xffffffffu;
 	ck_assert(h >= 1 && h <= f->nhandles);
 	return f->buf[h - 1];
 }
@@ -652,7 +656,7 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 		d.memory_total = 1 << 30;
 		Sseq__Welcome w = SSEQ__WELCOME__INIT;
 		w.protocol_major = f->major;
-		w.session = 42;
+		w.session = f->session ? f->session : 42;
 		w.device = &d;
 		w.daemon_version = "test";
 		/* Lane k is stream 5 + 4k: ids that are not indexes. */
@@ -686,7 +690,7 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 	case SSEQ__REQUEST__BODY_ALLOC:
 		f->buf[f->nhandles] = calloc(1, q->alloc->size);
 		f->size[f->nhandles++] = q->alloc->size;
-		fake_reply(f, q->tag, 0, f->nhandles, NULL);
+		fake_reply(f, q->tag, 0, (uint64_t)f->handle_gen << 32 | f->nhandles, NULL);
 		return;
 	case SSEQ__REQUEST__BODY_COPY_H2D: {
 		const Sseq__CopyH2D *c = q->copy_h2d;
@@ -1304,6 +1308,99 @@ START_TEST(test_client_local_refusal_replaces_daemon_message)
 }
 END_TEST
 
+/* Two connections get the same handle numbers from their daemons; the handles the
+ * library returns differ, and one connection refuses the other's before sending
+ * anything, naming both sessions, where it used to act on its own buffer of that number. */
+START_TEST(test_client_handle_of_other_connection_refused)
+{
+	struct fake *fa = fake_start(), *fb = fake_start();
+	fb->session = 43;
+	struct sseq *a = fake_connect(fa, 0), *b = fake_connect(fb, 0);
+	uint64_t ha, hb, sl, t;
+	float x[4] = {1, 2, 3, 4}, y[4] = {0};
+
+	ck_assert_int_eq(sseq_alloc(a, sizeof(x), "a", &ha), 0);
+	ck_assert_int_eq(sseq_alloc(b, sizeof(x), "b", &hb), 0);
+	ck_assert_uint_ne(ha, hb);
+	/* The daemon's number is in the low bits, as sseqctl shows it. */
+	ck_assert_uint_eq(ha & 0xffffffffffffu, 1);
+	ck_assert_uint_eq(hb & 0xffffffffffffu, 1);
+	ck_assert_int_eq(sseq_sync(a), 0);
+	const unsigned before = fake_requests(fa);
+	struct sseq_arg args[] = {SSEQ_OUT(hb), SSEQ_F32(1), SSEQ_U64(4)};
+	for (int k = 0;; k++) {
+		int r;
+		switch (k) {
+		case 0:
+			r = sseq_copy_h2d(a, hb, 0, x, sizeof(x), &t);
+			break;
+		case 1:
+			r = sseq_copy_d2h(a, hb, 0, y, sizeof(y), &t);
+			break;
+		case 2:
+			r = sseq_copy_d2d(a, ha, 0, hb, 0, 4, &t);
+			break;
+		case 3:
+			r = sseq_copy_d2d(a, hb, 0, ha, 0, 4, &t);
+			break;
+		case 4:
+			r = sseq_execute(a, "fill", args, 3, NULL, &t);
+			break;
+		case 5:
+			r = sseq_slice(a, hb, 0, 4, "s", &sl);
+			break;
+		case 6:
+			r = sseq_await(a, hb);
+			break;
+		case 7:
+			r = sseq_free(a, hb);
+			break;
+		case 8:
+			r = sseq_execute_function(a, hb, "f", args, 3, NULL, &t);
+			break;
+		default:
+			r = 1;
+			break;
+		}
+		if (r == 1)
+			break;
+		const char *msg = sseq_last_error_message(a);
+		ck_assert_msg(r == -EINVAL, "case %d returned %d", k, r);
+		ck_assert_msg(strstr(msg, "another connection (session 43") &&
+				strstr(msg, "this one (session 42"),
+			"case %d: '%s'", k, msg);
+	}
+	ck_assert_uint_eq(fake_requests(fa), before);
+	/* Its own handles still reach the daemon as the daemon's numbers. */
+	ck_assert_int_eq(sseq_copy_h2d(a, ha, 0, x, sizeof(x), &t), 0);
+	ck_assert_int_eq(sseq_copy_d2h(a, ha, 0, y, sizeof(y), &t), 0);
+	ck_assert_int_eq(sseq_wait(a, t), 0);
+	ck_assert(y[3] == 4);
+	ck_assert_int_eq(sseq_sync(a), 0);
+	fake_stop(fb, b);
+	fake_stop(fa, a);
+}
+END_TEST
+
+/* A daemon handle with its top 16 bits set (a slot reused 65536 times) still comes and
+ * goes exactly. */
+START_TEST(test_client_handle_with_high_generation_round_trips)
+{
+	struct fake *f = fake_start();
+	f->handle_gen = 0x12345u << 8;
+	struct sseq *s = fake_connect(f, 0);
+	uint64_t h, t;
+	float x[4] = {1, 2, 3, 4}, y[4] = {0};
+
+	ck_assert_int_eq(sseq_alloc(s, sizeof(x), "h", &h), 0);
+	ck_assert_int_eq(sseq_copy_h2d(s, h, 0, x, sizeof(x), &t), 0);
+	ck_assert_int_eq(sseq_copy_d2h(s, h, 0, y, sizeof(y), &t), 0);
+	ck_assert_int_eq(sseq_wait(s, t), 0);
+	ck_assert(y[2] == 3);
+	fake_stop(f, s);
+}
+END_TEST
+
 START_TEST(test_client_strerror_covers_all)
 {
 	for (int st = 1; st < SSEQ_ERR_END - SSEQ_ERR_BASE; st++) {
@@ -1365,6 +1462,8 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_client_strerror_covers_all);
 	tcase_add_test(tc, test_client_sends_at_once_when_idle_batches_while_answers_due);
 	tcase_add_test(tc, test_client_local_refusal_replaces_daemon_message);
+	tcase_add_test(tc, test_client_handle_of_other_connection_refused);
+	tcase_add_test(tc, test_client_handle_with_high_generation_round_trips);
 	suite_add_tcase(s, tc);
 	return s;
 }

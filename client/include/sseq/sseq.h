@@ -7,6 +7,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The release this header belongs to, for #if tests at compile time; sseq_version() is
+ * the library the program runs with. Kept equal to meson.build's project version (the
+ * library's build stops with an #error where they differ). */
+#define SSEQ_VERSION_MAJOR 0
+#define SSEQ_VERSION_MINOR 1
+#define SSEQ_VERSION_PATCH 0
+#define SSEQ_VERSION "0.1.0"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -26,7 +34,9 @@ extern "C" {
  * detail text for the most recent daemon error returned on a connection.
  *
  * Threads: a struct sseq must be used by one thread at a time (callers serialise; the
- * library takes no locks). Different connections are fully independent and may be used
+ * library locks nothing of a connection's, only, briefly, its process-wide list of
+ * connections at connect, close and when refusing another connection's handle).
+ * Different connections are fully independent and may be used
  * from different threads concurrently. Callbacks run on the thread that called into the
  * library and must not call libsseq functions on the same connection.
  *
@@ -43,7 +53,13 @@ extern "C" {
  * (or sseq_next_error()).
  *
  * Handles (buffers, slices, modules) are per-connection numbers assigned by the daemon;
- * 0 is never a valid handle.
+ * 0 is never a valid handle. Two connections get the same numbers from their daemons, so
+ * the library marks each handle it returns with its connection (a tag in the top 16
+ * bits; the low 48 are the daemon's number, what sseqctl and the daemon's messages show)
+ * and a call given a handle of another live connection of the process fails with -EINVAL
+ * before sending anything, sseq_last_error_message() naming both sessions. (A connection
+ * whose daemon handed it a handle with its own top bits set, a slot reused 65536 times,
+ * leaves such handles to the daemon, which refuses them as unknown.)
  */
 
 /* Daemon statuses, as returned negated (-SSEQ_ERR_UNKNOWN_HANDLE). The value minus
@@ -79,6 +95,10 @@ enum sseq_error {
 /* A readable description of 0, any negative errno or any -SSEQ_ERR_*. Never NULL; the
  * string is static. */
 const char *sseq_strerror(int code);
+
+/* The release of the libsseq this program runs with, "MAJOR.MINOR.PATCH" (SSEQ_VERSION
+ * is the one it was compiled against). Never NULL; the string is static. */
+const char *sseq_version(void);
 
 struct sseq;
 
