@@ -15,6 +15,7 @@ import pytest
 
 import sseq
 from sseq import _lib
+from sseq.args import pack_args
 
 
 def test_upload_download_roundtrip(sseq_session: sseq.Session) -> None:
@@ -24,8 +25,9 @@ def test_upload_download_roundtrip(sseq_session: sseq.Session) -> None:
         assert (b.nbytes, b.shape, b.dtype) == (96, (2, 3, 4), np.dtype(np.float32))
         b.upload(data)
         np.testing.assert_array_equal(b.download(), data)
-        # Another view of the bytes, and into a caller's array.
-        np.testing.assert_array_equal(b.download((24,), np.int32), data.view(np.int32).ravel())
+        # The raw bytes, viewed as another dtype, and into a caller's array.
+        np.testing.assert_array_equal(b.download(dtype=np.uint8).view(np.int32),
+                                      data.view(np.int32).ravel())
         out = np.zeros(4, np.float32)
         assert b.download(out=out, offset=8 * 4) is out
         np.testing.assert_array_equal(out, [8, 9, 10, 11])
@@ -178,10 +180,33 @@ def test_builtin_signature_table_matches_the_daemon(sseq_session: sseq.Session,
         except sseq.Error as e:
             assert e.status != sseq.Status.BAD_ARGUMENT_TYPE, e
             assert e.status != sseq.Status.UNKNOWN_KERNEL, e
-        # The check itself can fail: one argument more is refused as a type error.
+        # The check itself can fail: one argument more is refused by the daemon as a
+        # type error (sent past the binding's own count check, below).
+        extra = _args_from_table(sig, b) + [sseq.u32(0)]
+        packed = pack_args(kernel, extra, builtin=False, session=s)
         with pytest.raises(sseq.Error) as e:
-            s.execute(kernel, *_args_from_table(sig, b), sseq.u32(0)).wait()
+            s._launch(kernel, None, packed, len(extra), None).wait()
         assert e.value.status == sseq.Status.BAD_ARGUMENT_TYPE
+
+
+@pytest.mark.parametrize("kernel", sorted(sseq.BUILTIN_KERNELS))
+def test_builtin_kernel_argument_count_refused_at_the_call(sseq_session: sseq.Session,
+                                                          kernel: str) -> None:
+    """A built-in kernel given one argument too many or too few is a TypeError at the
+    execute call naming the kernel and both counts; it used to reach the daemon and
+    surface only at a later sync, with no call site."""
+    s = sseq_session
+    sig = sseq.BUILTIN_KERNELS[kernel]
+    with s.alloc(64, label=f"count-{kernel}") as b:
+        full = _args_from_table(sig, b)
+        for args in (full + [sseq.u32(0)], full[:-1]):
+            with pytest.raises(TypeError) as e:
+                s.execute(kernel, *args)
+            text = str(e.value)
+            assert text.startswith(f"{kernel} takes {len(sig)} argument"), text
+            assert f"{len(args)} given" in text and sig[0][0] in text, text
+    assert s.outstanding() == 0, "a refused launch must send nothing"
+    s.sync()
 
 
 def test_error_names_number_message_and_tag(sseq_session: sseq.Session) -> None:

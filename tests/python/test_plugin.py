@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pathlib
 import re
 
 import pytest
@@ -143,9 +144,12 @@ def test_counters_per_test_and_in_verbose_summary(pytester: pytest.Pytester) -> 
     r = run_inner(pytester, "-v", "-s")
     r.assert_outcomes(passed=2)
     out = r.stdout.str()
-    assert "sseq counters per test (daemon-wide deltas)" in out
-    r.stdout.fnmatch_lines(["*test_inner.py::test_work: waits * enqueued, elided * same-stream"
-                            " / * observed; ops *, races 0, backpressure *"])
+    # Labelled daemon-wide (the header and every line), with the worker's own ops: the
+    # three fills, whatever else the daemon ran.
+    assert "sseq counters per test (daemon-wide deltas: every session" in out
+    r.stdout.fnmatch_lines(["*test_inner.py::test_work: daemon-wide waits * enqueued, elided"
+                            " * same-stream / * observed; ops * (3 by this worker's session),"
+                            " races 0, backpressure *"])
     assert "test_inner.py::test_plain:" not in out
     ops = [int(n) for n in re.findall(r"DELTA-OPS (\d+)", out)]
     assert ops and ops[0] >= 3
@@ -345,3 +349,17 @@ def test_daemon_gone_is_told_from_other_errors() -> None:
                  -int(Status.DEVICE_ERROR)):
         assert not _gone(sseq.Error(code)), code
     assert not _gone(ValueError("closed"))
+
+
+def test_sseq_socket_fixture_is_documented() -> None:
+    """The sseq_socket fixture is described where the plugin is: its docstring, the
+    README's plugin table and sseq(7)."""
+    import sseq.pytest_plugin as plugin
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    assert "``sseq_socket``" in (plugin.__doc__ or "")
+    assert "sseq.connect(sseq_socket)" in (plugin.sseq_socket.__doc__ or "")
+    readme = (root / "README.md").read_text()
+    assert "| fixture `sseq_socket` |" in readme
+    man = (root / "man" / "sseq.7.scd").read_text()
+    assert "*sseq_socket*\n" in man

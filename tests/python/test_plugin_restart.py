@@ -224,3 +224,31 @@ def test_daemon_that_stays_away_is_named(pytester: pytest.Pytester, restartable:
     r = run_inner(pytester, "-p", "no:xdist", "--sseq-require")
     assert r.ret == pytest.ExitCode.TESTS_FAILED
     r.assert_outcomes(errors=2)
+
+
+def test_fixture_free_after_the_daemon_is_gone_is_quiet(pytester: pytest.Pytester,
+                                                        restartable: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fixture that frees its buffer at teardown, under a test whose daemon went away
+    for good: the test fails for the outage, once; the free adds no teardown error."""
+    monkeypatch.setenv("SSEQ_RECONNECT_WAIT", "0.5")
+    pytester.makepyfile(helpers=HELPERS)
+    pytester.makepyfile(test_inner="""
+        import signal
+        import numpy as np, pytest
+        from helpers import restart
+
+        @pytest.fixture
+        def buf(sseq_session):
+            b = sseq_session.alloc(16, np.float32, label="fixture-buf")
+            yield b
+            b.free()
+
+        def test_gone(buf):
+            restart(signal.SIGTERM, again=False)
+    """)
+    r = run_inner(pytester, "-p", "no:xdist")
+    r.assert_outcomes(failed=1)
+    out = r.stdout.str()
+    assert "went away during this test" in out, out
+    assert "free 'fixture-buf'" not in out, out

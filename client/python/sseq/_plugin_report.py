@@ -37,14 +37,18 @@ def describe_reset(message: str, my_session: Optional[int]) -> Optional[str]:
                    "again")
 
 
-def format_counters(c: dict[str, int]) -> str:
-    """One line for a counter delta."""
-    text = (f"waits {c.get('waits_enqueued', 0)} enqueued, elided "
+def format_counters(c: dict[str, int], own_ops: Optional[int] = None) -> str:
+    """One line for a counter delta, which is daemon-wide; ``own_ops``: the copies and
+    launches the worker's own session queued meanwhile."""
+    text = (f"daemon-wide waits {c.get('waits_enqueued', 0)} enqueued, elided "
             f"{c.get('waits_elided_same_stream', 0)} same-stream / "
             f"{c.get('waits_elided_observed', 0)} observed")
     if c.get("waits_elided_legacy"):
         text += f" / {c['waits_elided_legacy']} LEGACY"
-    text += (f"; ops {c.get('ops_submitted', 0)}, races {c.get('race_findings', 0)}, "
+    text += f"; ops {c.get('ops_submitted', 0)}"
+    if own_ops is not None:
+        text += f" ({own_ops} by this worker's session)"
+    text += (f", races {c.get('race_findings', 0)}, "
              f"backpressure {c.get('backpressure_events', 0)}")
     return text
 
@@ -57,6 +61,7 @@ class _Reporter:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.counters: dict[str, dict[str, int]] = {}
+        self.own_ops: dict[str, Optional[int]] = {}
         self.skipped: collections.Counter[str] = collections.Counter()
         self.refused: collections.Counter[str] = collections.Counter()
         self.gone: list[str] = []
@@ -66,6 +71,7 @@ class _Reporter:
         counters = getattr(report, "sseq_counters", None)
         if report.when == "teardown" and counters:
             self.counters[report.nodeid] = counters
+            self.own_ops[report.nodeid] = getattr(report, "sseq_own_ops", None)
         why = getattr(report, "sseq_unavailable", None)
         if why:
             (self.skipped if report.skipped else self.refused)[why] += 1
@@ -91,6 +97,7 @@ class _Reporter:
             tr.write_line(note, yellow=True)
         if self.config.getoption("verbose") <= 0 or not self.counters:
             return
-        tr.write_sep("-", "sseq counters per test (daemon-wide deltas)")
+        tr.write_sep("-", "sseq counters per test (daemon-wide deltas: every session on the "
+                     "daemon counts, not only this run's; ops also by the worker's own)")
         for nodeid, c in self.counters.items():
-            tr.write_line(f"{nodeid}: {format_counters(c)}")
+            tr.write_line(f"{nodeid}: {format_counters(c, self.own_ops.get(nodeid))}")

@@ -28,7 +28,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from . import _lib
-from .buffer import Buffer
+from .buffer import Buffer, _check_owner
 
 __all__ = ["In", "Out", "InOut", "Scalar", "i32", "u32", "i64", "u64", "f32", "f64", "i8",
            "u8", "i16", "u16", "f16", "bf16", "struct", "BUILTIN_KERNELS", "Arg", "pack_args"]
@@ -393,15 +393,23 @@ def _scalar_for(kernel: str, i: int, value: Any,
         raise OverflowError(f"{where}: {e}") from None
 
 
-def pack_args(kernel: str, args: Sequence[Any], *,
-              builtin: bool = True) -> "ctypes.Array[_lib.SseqArg]":
+def pack_args(kernel: str, args: Sequence[Any], *, builtin: bool = True,
+              session: Any = None) -> "ctypes.Array[_lib.SseqArg]":
     """Build the ``struct sseq_arg`` array for a launch. ``builtin`` says whether the
-    built-in signature table may type plain numbers (False for module functions)."""
+    built-in signature table may type plain numbers and count the arguments (False for
+    module functions). Buffers must be ``session``'s (when given)."""
     sig = BUILTIN_KERNELS.get(kernel) if builtin else None
+    if sig is not None and len(args) != len(sig):
+        # The daemon refuses it too, but only in a Reply that nobody waits for: the
+        # error would surface at a later sync, far from this call.
+        raise TypeError(f"{kernel} takes {len(sig)} argument{'s' if len(sig) != 1 else ''} "
+                        f"({', '.join(name for name, _ in sig)}), {len(args)} given")
     packed = (_lib.SseqArg * max(len(args), 1))()
     for i, a in enumerate(args):
         out = packed[i]
         if isinstance(a, _Access):
+            if session is not None:
+                _check_owner(a.buffer, session, _describe(kernel, i, sig))
             a.buffer._check_live()
             out.type = _lib.ARG_BUFFER
             out.access = a.access

@@ -21,6 +21,12 @@ the daemon's sequencing counters over each test.
 - Fixture ``sseq_session`` (session scope, one per worker): the :class:`sseq.Session`,
   connected with name ``pytest`` and the xdist worker id (``sseqctl clients`` shows
   ``gw3``).
+- Fixture ``sseq_socket`` (session scope): the socket path this worker uses, after the
+  choice among several and any failover (None when none was configured and libsseq's
+  default applies): for tests that open connections of their own next to the
+  worker's, ``sseq.connect(sseq_socket)``. It does not connect; a test that needs the
+  daemon takes ``sseq_session`` too (or the marker), so that it is skipped when none
+  answers.
 - Marker ``@pytest.mark.sseq``: the test needs sseqd (skipped with the reason when none
   answers) even without the fixture. ``@pytest.mark.sseq(check_leaks=False)`` turns the
   leak check off, ``check_errors=False`` the error check.
@@ -44,7 +50,12 @@ the daemon's sequencing counters over each test.
   that use the fixture, or for every sseq test with ``-v`` (the terminal summary lists
   them) or ``--sseq-counters`` (ini ``sseq_counters = true``). The counters are the
   daemon's, daemon-wide: with several workers on one daemon a test's delta includes
-  whatever the others ran meanwhile.
+  whatever the others ran meanwhile (the daemon keeps no per-session counters). The
+  ``-v`` list says so on every line and gives, beside the daemon-wide ops, the copies
+  and launches the worker's own session queued during the test (also the teardown
+  report's ``sseq_own_ops``).
+- A buffer's ``free()`` once its daemon went away for good (or the session closed) is a
+  no-op, so fixture teardowns that free do not add errors to the test that lost it.
 """
 
 from __future__ import annotations
@@ -266,8 +277,10 @@ _RESULT = pytest.StashKey["_TestResult"]()
 
 class _TestResult:
     def __init__(self, counters: Optional[dict[str, int]], problems: list[str],
-                 leaked: list[str], gone: Optional[str] = None) -> None:
+                 leaked: list[str], gone: Optional[str] = None,
+                 own_ops: Optional[int] = None) -> None:
         self.counters = counters
+        self.own_ops = own_ops
         self.problems = problems
         self.leaked = leaked
         self.gone = gone
@@ -354,7 +367,10 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 @pytest.fixture(scope="session")
 def sseq_socket(pytestconfig: pytest.Config) -> Optional[str]:
-    """The socket this worker uses (None: libsseq's default)."""
+    """The socket this worker uses, after the choice among several and any failover
+    (None: none was configured, libsseq's default applies). For connections of the
+    test's own: ``sseq.connect(sseq_socket)``. It does not connect or skip: take
+    ``sseq_session`` (or the marker) too for that."""
     return pytestconfig.stash[_STATE].socket
 
 
@@ -433,6 +449,7 @@ def _sseq_per_test(request: pytest.FixtureRequest) -> Generator[None, None, None
     marker = item.get_closest_marker("sseq")
     opts = marker.kwargs if marker is not None else {}
     before = set(session._live)
+    own_start = session._ops
     start: Optional[Stats] = None
     if state.counters_all or "sseq_counters" in item.fixturenames:
         try:
@@ -465,7 +482,7 @@ def _sseq_per_test(request: pytest.FixtureRequest) -> Generator[None, None, None
     left = [b for h, b in session._live.items()
             if h not in before and b.scope in (None, "function")]
     for b in left:
-        leaked.append(f"{b.label or '<no label>'} (handle {b.handle}, {b.nbytes} bytes"
+        leaked.append(f"{b.label or '<no label>'} (handle {b.daemon_handle}, {b.nbytes} bytes"
                       f"{', slice' if b.base is not None else ''})")
         try:
             b.free()
@@ -478,7 +495,9 @@ def _sseq_per_test(request: pytest.FixtureRequest) -> Generator[None, None, None
     else:
         leaked = []
     counters = None
+    own_ops = None
     if start is not None:
+        own_ops = session._ops - own_start
         try:
             counters = (session.stats() - start).as_dict()
         except sseq.Error as e:
@@ -488,7 +507,7 @@ def _sseq_per_test(request: pytest.FixtureRequest) -> Generator[None, None, None
             problems.append(_went_away_text(state, e))
         else:
             item.sseq_counters = counters
-    item.stash[_RESULT] = _TestResult(counters, problems, leaked)
+    item.stash[_RESULT] = _TestResult(counters, problems, leaked, own_ops=own_ops)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -532,6 +551,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Optional[pytest.Item]) 
     if res is not None:
         if res.counters is not None:
             reports[-1].sseq_counters = res.counters
+            reports[-1].sseq_own_ops = res.own_ops
         if res.problems:
             _report_problems(item, reports, res)
     if state.notes:

@@ -25,7 +25,8 @@ import numpy as np
 
 from . import _lib
 from .args import pack_args
-from .buffer import Buffer, DTypeLike, Op, Shape, _dtype, _nbytes, _shape
+from .buffer import (Buffer, DTypeLike, Op, Shape, _check_owner, _dtype, _index, _nbytes,
+                     _shape)
 from .errors import Error
 
 __all__ = ["Session", "Buffer", "Op", "Info", "Stats", "FunctionInfo", "DeviceLimits",
@@ -163,6 +164,9 @@ class Session:
         self._lock = threading.RLock()
         self._live: dict[int, Buffer] = {}
         self._alloc_scope: Optional[str] = None
+        # Copies and launches this session queued: its own share of the daemon-wide
+        # ops_submitted (the pytest plugin's per-test counters show both).
+        self._ops = 0
         self.socket = socket
         self.name = name
         self.worker_id = worker_id
@@ -275,17 +279,21 @@ class Session:
               label: Optional[str] = None) -> Buffer:
         """Allocate device memory: ``alloc(nbytes)``, or ``alloc(shape, dtype)`` for a
         typed buffer of ``prod(shape) * itemsize`` bytes (``dtype`` fixed-size numeric
-        or bool: numpy kinds b, i, u, f, c; anything else is a TypeError). Contents are
-        undefined until written. ``label`` names it in ``sseqctl buffers`` and in leak
-        reports."""
+        or bool: numpy kinds b, i, u, f, c; anything else is a TypeError). Sizes are
+        refused as numpy refuses them: one that is not an integer (``2.5``) is a
+        TypeError, a negative one a ValueError. Contents are undefined until written.
+        ``label`` names it in ``sseqctl buffers`` and in leak reports."""
         self._check_open()
         if dtype is None:
-            if not isinstance(size, (int, np.integer)):
+            if isinstance(size, (tuple, list)):
                 raise TypeError("alloc(shape) needs a dtype; alloc(nbytes) takes an int")
-            shp, dt, nbytes = None, None, int(size)
+            shp, dt, nbytes = None, None, _index(size, "alloc")
+            if nbytes < 0:
+                raise ValueError(f"alloc: negative size {nbytes} (negative dimensions are "
+                                 f"not allowed)")
         else:
             dt = _dtype(dtype, "alloc")
-            shp = _shape(size)
+            shp = _shape(size, "alloc")
             nbytes = _nbytes(shp, dt)
         label = label or ""
         out = ctypes.c_uint64()
@@ -311,7 +319,7 @@ class Session:
         bytes would read them as pointers."""
         self._check_open()
         dt = _dtype(dtype, "host_array")
-        shp = _shape(shape)
+        shp = _shape(shape, "host_array")
         nbytes = _nbytes(shp, dt)
         if nbytes == 0:
             return np.empty(shp, dt)
@@ -335,7 +343,7 @@ class Session:
         buffers it reads and read or wrote the buffers it writes. ``elements`` or
         ``grid``/``block`` override the launch shape the daemon derives."""
         self._check_open()
-        packed = pack_args(kernel, args)
+        packed = pack_args(kernel, args, session=self)
         return self._launch(kernel, None, packed, len(args),
                             self._shape_of(elements, grid, block, shared_mem))
 
@@ -375,7 +383,7 @@ class Session:
                 if shape is None:
                     shp = (nbytes // dt.itemsize,)
                 else:
-                    shp = _shape(shape)
+                    shp = _shape(shape, "module_global")
             buf = Buffer(self, out.value, nbytes, label, shp, dt)
             self._live[buf.handle] = buf
         if dt is not None and _nbytes(shp, dt) != nbytes:
@@ -405,7 +413,7 @@ class Session:
         later only (``NOT_SUPPORTED``), each grid dimension a multiple of the cluster's,
         at most 8 blocks a cluster. Not both at once."""
         self._check_open()
-        packed = pack_args(name, args, builtin=False)
+        packed = pack_args(name, args, builtin=False, session=self)
         attrs = None
         if cooperative or cluster is not None:
             attrs = _lib.SseqLaunchAttrs()
@@ -456,6 +464,7 @@ class Session:
                                               shape, ctypes.byref(tag))
             if r < 0:
                 raise self._error(r, what)
+            self._ops += 1
         return Op(self, tag.value, what)
 
     # -- waiting --
@@ -478,6 +487,9 @@ class Session:
     def await_(self, buf: Buffer) -> None:
         """Wait until ``buf``'s contents are defined (its producer completed); raise the
         producer's error if it failed. (``await`` is a Python keyword.)"""
+        if not isinstance(buf, Buffer):
+            raise TypeError(f"await_ takes an sseq.Buffer, not {type(buf).__name__}")
+        _check_owner(buf, self, f"await {buf.describe()}")
         buf._check_live()
         with self._lock:
             r = _lib.lib().sseq_await(self._ptr, buf.handle)
