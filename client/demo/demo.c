@@ -118,6 +118,13 @@ int main(int argc, char **argv)
 		printf("   => the kernel read the input before the copy landed: THE RACE\n");
 	else
 		printf("   => every value right: the kernel waited for the copy\n");
+	/* Where to see it from outside: the rows of the daemon's own account. */
+	printf("'sseqctl trace' shows the daemon's side: step 4 is the execute row whose\n"
+	       "PRODUCER is the h2d row's POINT (DECISION wait; with the bug injected, elided:\n"
+	       "LEGACY WINDOW), step 5 the free row 'free deferred: in use', then its 'memory\n"
+	       "released'. In 'sseqctl trace --chrome FILE', the timeline, scale starts on its\n"
+	       "compute track after the copy's end on the H2D track (with the bug, maybe "
+	       "before).\n");
 
 	sseq_free(s, tmp);
 	sseq_free(s, out);
