@@ -1,8 +1,12 @@
 #!/bin/bash
 # The man pages: each renders without a groff warning, and each keeps up with the code
 # it documents (every sseqd / sseqctl / sseq-stress option, every sseqctl command,
-# every libsseq function and error code), and libsseq(3)'s example still compiles.
+# every libsseq function and error code, the protocol version, the sseq-stress synopsis,
+# the lines of sseqctl status), every function libsseq exports has a page of its name, and
+# libsseq(3)'s example still compiles.
 # Usage: test-man.sh SSEQD SSEQCTL SSEQ_STRESS SSEQ_H LIBSSEQ_SCD PAGE...
+# With $LIBSSEQ (the built library) and $MAN_LINKS_DIR (the built FUNCTION.3 pages) the
+# per-function pages are checked too.
 set -euo pipefail
 
 sseqd=$1 sseqctl=$2 stress=$3 header=$4 libsseq_scd=$5
@@ -72,6 +76,12 @@ expect_terms option sseqctl.1
 # 4. sseq-stress, documented in sseq(7).
 "$stress" --help | help_options >"$dir/terms"
 expect_terms option sseq.7
+# ... and its synopsis names every short option but -h.
+synopsis=$(grep -m1 '^sseq-stress \[' "$dir/sseq.7.txt" || true)
+[[ -n $synopsis ]] || fail "sseq.7 has no sseq-stress synopsis"
+for opt in $("$stress" --help | sed -n 's/^ \{2,\}\(-[A-Za-gi-z0-9]\),.*/\1/p'); do
+	[[ $synopsis == *"[$opt"* ]] || fail "the sseq-stress synopsis in sseq.7 lacks $opt: $synopsis"
+done
 
 # 5. Every libsseq function and error code.
 grep -o '\bsseq_[a-z0-9_]*(' "$header" | sed 's/($//' | sort -u >"$dir/functions"
@@ -83,8 +93,39 @@ grep -o '\bSSEQ_ERR_[A-Z_]*' "$header" | sort -u >"$dir/codes"
 while IFS= read -r code; do
 	grep -qw -- "$code" "$dir/libsseq.3.txt" || fail "libsseq.3 does not document $code"
 done <"$dir/codes"
+# The protocol version sseq(7) names is proto/sseq.proto's.
+proto=$(dirname "$0")/../proto/sseq.proto
+major=$(sed -n 's/^[[:space:]]*PROTOCOL_MAJOR = \([0-9]*\);.*/\1/p' "$proto")
+minor=$(sed -n 's/^[[:space:]]*PROTOCOL_MINOR = \([0-9]*\);.*/\1/p' "$proto")
+[[ -n $major && -n $minor ]] || fail "no PROTOCOL_MAJOR/PROTOCOL_MINOR in $proto"
+grep -q "Protocol version $major\.$minor\b" "$dir/sseq.7.txt" ||
+	fail "sseq.7 says \"$(grep -o 'Protocol version [0-9.]*[0-9]' "$dir/sseq.7.txt")\"; sseq.proto is $major.$minor"
 
-# 6. The example program compiles against the header, warnings as errors.
+
+# 6. Every function the built libsseq exports ($LIBSSEQ) has a page of its own name that
+# includes libsseq(3) ($MAN_LINKS_DIR/FUNCTION.3), so `man sseq_connect` and the
+# sseq_connect(3) other pages cite are found: checked through man itself, on a manual
+# tree laid out as installed.
+if [[ -n ${LIBSSEQ:-} && -n ${MAN_LINKS_DIR:-} ]]; then
+	nm -D --defined-only "$LIBSSEQ" | awk '$2 == "T" { sub(/@.*/, "", $3); print $3 }' |
+		grep '^sseq_' | sort -u >"$dir/exports"
+	[[ -s $dir/exports ]] || fail "found no exported functions in $LIBSSEQ"
+	mkdir -p "$dir/tree/man3"
+	cp "${page[libsseq.3]}" "$dir/tree/man3/libsseq.3"
+	while IFS= read -r fn; do
+		link=$MAN_LINKS_DIR/$fn.3
+		if [[ ! -f $link ]]; then
+			fail "$fn is exported but has no page ($fn.3)"
+			continue
+		fi
+		cp "$link" "$dir/tree/man3/"
+		MANWIDTH=1000 man -M "$dir/tree" 3 "$fn" 2>/dev/null | grep -q '^ *libsseq - ' ||
+			fail "man 3 $fn does not show libsseq(3) ($fn.3: $(head -1 "$link"))"
+	done <"$dir/exports"
+	echo "$(wc -l <"$dir/exports") exported functions, each with its page (man 3 FUNCTION shows libsseq(3))"
+fi
+
+# 7. The example program compiles against the header, warnings as errors.
 awk '/^# EXAMPLE/ { on = 1; next } /^# / { on = 0 }
      on && /^```/ { if (code) exit; code = 1; next } on && code' "$libsseq_scd" |
 	sed 's/\\\\/\\/g' >"$dir/example.c"
@@ -94,5 +135,23 @@ elif ! ${CC:-cc} -std=c11 -Wall -Wextra -Werror -pedantic -fsyntax-only \
 	-I "$(dirname "$(dirname "$header")")" "$dir/example.c" 2>"$dir/cc.err"; then
 	fail "the libsseq.3 example does not compile:"$'\n'"$(cat "$dir/cc.err")"
 fi
+
+# 8. sseqctl(1)'s sample of status has the lines sseqctl prints today: each label of the
+# header ("Daemon:", "Uptime:", ...) and each counter line's name, from a sim daemon.
+"$sseqd" --backend sim --socket "$dir/s.sock" 2>/dev/null &
+daemon=$!
+for _ in $(seq 100); do [[ -S $dir/s.sock ]] && break; sleep 0.05; done
+if "$sseqctl" --socket "$dir/s.sock" status >"$dir/status.txt" 2>&1; then
+	sed -n 's/^ *\([A-Z][a-z]*\): .*/\1:/p; s/^\([a-z]\{1,\}\)  .*/\1/p' "$dir/status.txt" >"$dir/labels"
+	[[ -s $dir/labels ]] || fail "no labels in sseqctl status:"$'\n'"$(cat "$dir/status.txt")"
+	while IFS= read -r label; do
+		grep -q -- "^$label " "$dir/sseqctl.1.txt" ||
+			fail "sseqctl.1's status sample lacks '$label' (sseqctl status prints it)"
+	done <"$dir/labels"
+else
+	fail "sseqctl status on a sim daemon: $(cat "$dir/status.txt")"
+fi
+kill "$daemon" 2>/dev/null
+wait "$daemon" 2>/dev/null || true
 
 exit $failed

@@ -8,7 +8,8 @@
 # through the socket, the journal holds the daemon's log (lines about a client with its
 # SSEQ_SESSION= and SSEQ_WORKER= fields), reload (SIGHUP), the watchdog
 # (a stopped daemon is killed and restarted), a device fault recovered in place (no
-# restart), a crash restart, and a clean stop.
+# restart), a crash restart, sseqd's options from /etc/default/sseqd and
+# /etc/sseq/sseqd@0.conf (SSEQD_OPTS on its command line and in effect), and a clean stop.
 # Needs root, systemd-nspawn (systemd-container) and overlayfs; skips (77) without them,
 # or when the container cannot boot here at all.
 # Usage: test-systemd-boot.sh SOURCE_DIR
@@ -202,6 +203,34 @@ kill -SEGV "$pid"
 check "a crashed daemon is restarted" \
 	wait_for 15 sh -c "[ \"\$(systemctl show -P NRestarts $unit)\" -gt $restarts ] && [ \"\$(systemctl show -P ActiveState $unit)\" = active ]"
 check "and serves again" sh -c "timeout 30 sseqctl --socket $sock status >/dev/null"
+
+# Options through the environment files: /etc/default/sseqd for every GPU's daemon,
+# then /etc/sseq/sseqd@0.conf, whose SSEQD_OPTS replaces it; each word one argument.
+args() { tr '\0' '\n' <"/proc/$(mainpid)/cmdline"; }
+window() { timeout 30 sseqctl --socket "$sock" streams | awk '$2 == "compute" { print $6; exit }'; }
+printf '# every GPU\nSSEQD_OPTS="--window 99 --client-memory-limit 3M"\n' >/etc/default/sseqd
+systemctl restart "$unit"
+wait_for 10 test "$(prop ActiveState)" = active
+echo "# with /etc/default/sseqd: $(args | tr '\n' ' ')"
+check "/etc/default/sseqd's SSEQD_OPTS reach sseqd as separate arguments" \
+	sh -c "tr '\0' '\n' </proc/$(mainpid)/cmdline | tr '\n' ' ' | grep -q -- '--device 0 --window 99 --client-memory-limit 3M \$'"
+check "... and take effect (sseqctl streams: window 0/99)" test "$(window)" = 0/99
+mkdir -p /etc/sseq
+printf 'SSEQD_OPTS="--window 77"\n' >/etc/sseq/sseqd@0.conf
+systemctl restart "$unit"
+wait_for 10 test "$(prop ActiveState)" = active
+echo "# with /etc/sseq/sseqd@0.conf too: $(args | tr '\n' ' ')"
+check "/etc/sseq/sseqd@0.conf's SSEQD_OPTS replaces /etc/default/sseqd's" \
+	sh -c "tr '\0' '\n' </proc/$(mainpid)/cmdline | tr '\n' ' ' | grep -q -- '--device 0 --window 77 \$'"
+check "... and takes effect (sseqctl streams: window 0/77)" test "$(window)" = 0/77
+rm -f /etc/default/sseqd /etc/sseq/sseqd@0.conf
+systemctl restart "$unit"
+wait_for 10 test "$(prop ActiveState)" = active
+check "without either file: sseqd --device 0 alone" \
+	sh -c "tr '\0' '\n' </proc/$(mainpid)/cmdline | tr '\n' ' ' | grep -q -- '--device 0 \$'"
+# Those restarts count against the unit's start limit (5 in 10 s): forget them, so the
+# socket's next start below is not refused for them.
+systemctl reset-failed "$unit"
 
 # A clean stop (SIGTERM: drain, STOPPING=1, exit 0); the socket stays and starts it again.
 check "systemctl stop" systemctl stop "$unit"

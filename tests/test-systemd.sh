@@ -84,7 +84,7 @@ DESTDIR=$dest meson install -C "$build" --no-rebuild --quiet >"$tmp/install.log"
 	fail "meson install: $(cat "$tmp/install.log")"
 (cd "$dest" && find . -type f -o -type l | sort | sed 's|^\.|    |')
 for f in sseqd sseqctl sseq-stress sseq-demo sseq-enable-gpus 'sseqd@.service' 'sseqd@.socket' \
-	sseq.h sseq.pc; do
+	sseq.h sseq.pc sseqd.conf.example; do
 	[ -n "$(find "$dest" -name "$f" -print -quit)" ] || fail "$f was not installed"
 done
 [ -n "$(find "$dest" -name 'libsseq.so*' -print -quit)" ] || fail "libsseq was not installed"
@@ -96,26 +96,91 @@ declared=$(sed -n "s/^[[:space:]]*license: '\(.*\)',\$/\1/p" "$(dirname "$0")/..
 [ -n "$declared" ] || fail "no license: line in meson.build"
 head -1 "$lic" | grep -q "^$declared License\$" ||
 	fail "LICENSE begins \"$(head -1 "$lic")\"; meson.build declares $declared"
+# What the install script decided (meson 1.0.1 hides what install scripts print).
+decided=$build/meson-logs/install-ldconfig.txt
+grep -q 'staged install (DESTDIR): ldconfig .* not run' "$decided" ||
+	fail "the install script did not leave ldconfig to the package: $(cat "$decided" 2>&1)"
+
+echo "== ldconfig after meson install"
+# The install script's choice: a prefix the dynamic linker does not search gets a hint,
+# not an ldconfig run (a stand-in ldconfig records what it was asked).
+script=$(dirname "$0")/../client/lib/install-ldconfig.sh
+cat >"$tmp/ldconfig" <<EOF
+#!/bin/sh
+case "\$*" in *-N*) echo '/usr/local/lib: (from /etc/ld.so.conf.d/libc.conf:2)' ;;
+*) echo "\$*" >>"$tmp/ldconfig.ran" ;; esac
+EOF
+chmod +x "$tmp/ldconfig"
+mkdir -p "$tmp/scratch/lib"
+out=$(LDCONFIG=$tmp/ldconfig sh "$script" "$tmp/scratch/lib")
+[ ! -e "$tmp/ldconfig.ran" ] && grep -q "LD_LIBRARY_PATH=$tmp/scratch/lib" <<<"$out" ||
+	fail "scratch prefix: $out"
+if [ "$(id -u)" -eq 0 ]; then
+	out=$(LDCONFIG=$tmp/ldconfig sh "$script" /usr/local/lib)
+	[ -e "$tmp/ldconfig.ran" ] && grep -q 'ran ldconfig' <<<"$out" || fail "/usr/local/lib: $out"
+fi
+echo "a scratch prefix gets LD_LIBRARY_PATH, not ldconfig; /usr/local/lib gets ldconfig"
+# The real thing: meson install into /usr/local (/usr/local and /etc overlaid in a mount
+# namespace, so that the machine's stay untouched), then the installed sseq-demo starts with no
+# LD_LIBRARY_PATH, as on a first day.
+prefix=$(meson introspect --buildoptions "$build" | /usr/bin/python3 -c \
+	'import json, sys; print([o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"][0])')
+if [ "$(id -u)" -ne 0 ] || ! command -v unshare >/dev/null || [ "$prefix" != /usr/local ] ||
+	! grep -qw overlay /proc/filesystems; then
+	echo "NOTE: not root, no unshare or overlayfs, or prefix $prefix: meson install to /usr/local not tried"
+else
+	mkdir -p "$tmp/ov/up" "$tmp/ov/work" "$tmp/ov/etc-up" "$tmp/ov/etc-work"
+	unshare -m --propagation private bash -c '
+		set -e
+		mount -t overlay overlay -o "lowerdir=/usr/local,upperdir=$1/ov/up,workdir=$1/ov/work" /usr/local
+		mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/ov/etc-up,workdir=$1/ov/etc-work" /etc
+		meson install -C "$2" --no-rebuild >"$1/sys-install.log" 2>&1
+		ldconfig -p >"$1/ldconfig-p.txt"
+		env -u LD_LIBRARY_PATH /usr/local/bin/sseq-demo --help >"$1/sys-demo.txt" 2>&1' \
+		_ "$tmp" "$build" ||
+		fail "meson install to /usr/local: $(tail -5 "$tmp/sys-install.log"; cat "$tmp/sys-demo.txt" 2>/dev/null)"
+	grep -q 'libsseq: ran ldconfig' "$decided" ||
+		fail "meson install did not run ldconfig: $(cat "$decided" 2>&1)"
+	grep -q 'libsseq\.so\.0 .*=> /usr/local/' "$tmp/ldconfig-p.txt" ||
+		fail "libsseq.so.0 is not in the linker's cache after meson install"
+	echo "meson install to /usr/local ran ldconfig: $(grep -m1 -o 'libsseq\.so\.0 .*' "$tmp/ldconfig-p.txt"); the installed sseq-demo starts"
+fi
 
 echo "== the Python package lands where its python3 looks"
-# $5: the python3 the build found (empty without one). Debian's python3 does not read
-# PREFIX/lib/python3/dist-packages for a prefix other than /usr.
+# $5: the python3 the build found (empty without one). The package goes where that
+# interpreter's sysconfig says for the prefix (client/python/install-dir.py), and meson
+# said where and whether that interpreter reads it: Debian's python3 does not read
+# PREFIX/lib/python3/dist-packages for a prefix other than /usr, and a pyenv python3
+# reads nothing under /usr/local.
 if [ -n "${5:-}" ]; then
 	init=$(find "$dest" -path '*/sseq/__init__.py' -print -quit)
 	[ -n "$init" ] || fail "the sseq package was not installed"
 	pkgdir=$(dirname "$(dirname "$init")")
 	pkgdir=${pkgdir#"$dest"}
-	# Only the system's python3 reads a prefix it was not built for (/usr/local).
-	if [ "$("$5" -c 'import sys; print(sys.prefix)')" = /usr ]; then
-		"$5" -c 'import sys; sys.exit(0 if sys.argv[1] in sys.path else 1)' "$pkgdir" ||
+	options=$(meson introspect --buildoptions "$build")
+	opt() { /usr/bin/python3 -c 'import json, sys
+print([o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]][0])' "$1" <<<"$options"; }
+	mapfile -t where < <("$5" -E "$(dirname "$0")/../client/python/install-dir.py" "$(opt prefix)")
+	want=${where[0]} reads=${where[1]}
+	[ -z "$(opt python_install_dir)" ] || want=$(opt python_install_dir)
+	[ "$pkgdir" = "$want" ] || fail "sseq went to $pkgdir; $5's sysconfig says $want"
+	said=$(sed -n 's/^Message: Python package: //p' "$build/meson-logs/meson-log.txt" | tail -1)
+	if [ "$reads" = yes ]; then verb=reads; else verb="does not read"; fi
+	[ "$said" = "$pkgdir/sseq ($5 $verb it)" ] ||
+		fail "meson said \"$said\"; want \"$pkgdir/sseq ($5 $verb it)\""
+	# The system's python3 reads the default prefix's packages (/usr/local).
+	if [ "$("$5" -c 'import sys; print(sys.prefix)')" = /usr ] && [ "$(opt prefix)" = /usr/local ]; then
+		[ "$reads" = yes ] || fail "sseq went to $pkgdir, which $5 does not read"
+	fi
+	if [ "$reads" = yes ]; then
+		"$5" -E -c 'import os, site, sys
+sys.exit(0 if sys.argv[1] in sys.path + site.getsitepackages() else 1)' "$pkgdir" ||
 			fail "sseq went to $pkgdir, which $5 does not read ($("$5" -c 'import sys; print(sys.path)'))"
-	else
-		echo "NOTE: $5 is not the system's python3; not checking that it reads $pkgdir"
 	fi
 	for f in "$(dirname "$0")"/../client/python/sseq/*.py; do
 		[ -f "$dest$pkgdir/sseq/$(basename "$f")" ] || fail "sseq/$(basename "$f") was not installed"
 	done
-	echo "sseq installed in $pkgdir, on $5's path"
+	echo "sseq installed in $pkgdir; meson said: $said"
 	# The README's line for pip (PEP 668: in a venv), on a copy so that the build stays out
 	# of the source tree.
 	# It builds with the system's setuptools and wheel (Debian: python3-setuptools,
