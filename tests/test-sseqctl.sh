@@ -37,13 +37,33 @@ expect_rc 0 --socket "$sock" --json status
 python3 - "$dir/out" <<'EOF' || fail "status JSON shape: $(cat "$dir/out")"
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert set(d) == {"device", "streams", "counters", "clients"}, d.keys()
+assert set(d) == {"daemon", "device", "streams", "counters", "clients"}, d.keys()
 assert d["device"]["backend"] == "sim", d["device"]
 assert isinstance(d["streams"], list) and d["streams"], d["streams"]
 assert d["streams"][0]["kind"] == "compute", d["streams"][0]
 assert d["counters"]["waits_enqueued"] == 0, d["counters"]
 assert d["clients"] == [], d["clients"]
 EOF
+
+# status says which daemon answers, as systemctl status does: version, pid, uptime and
+# socket; and streams with nothing in flight are one line by kind, not a row each.
+python3 - "$dir/out" "$daemon_pid" "$sock" <<'EOF' || fail "status JSON daemon: $(cat "$dir/out")"
+import json, sys, time
+d = json.load(open(sys.argv[1]))["daemon"]
+assert d["pid"] == int(sys.argv[2]), d
+assert d["socket"] == sys.argv[3], d
+assert d["version"] and d["protocol"].startswith("1."), d
+assert 0 < d["uptime_ns"] < 600e9, d
+assert abs(d["started_unix_ns"] / 1e9 - time.time()) < 600, d
+EOF
+expect_rc 0 --socket "$sock" status
+grep -qE "^ +Daemon: sseqd [0-9.]+.* \(protocol 1\.[0-9]+\), pid $daemon_pid$" "$dir/out" &&
+	grep -qE "^ +Uptime: [0-9]+s \(since [0-9-]+ [0-9:]+ UTC\)$" "$dir/out" &&
+	grep -qx " *Socket: $sock" "$dir/out" &&
+	grep -qE "^ +Streams: [0-9]+, all [0-9]+ compute, [0-9]+ h2d, [0-9]+ d2h, [0-9]+ d2d idle$" \
+		"$dir/out" ||
+	fail "status header: $(cat "$dir/out")"
+! grep -q "LAST ISSUED" "$dir/out" || fail "status lists idle streams: $(cat "$dir/out")"
 expect_rc 0 --socket "$sock" --json stats
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "ops_submitted" in d["counters"], d' \
 	"$dir/out" || fail "stats JSON: $(cat "$dir/out")"
@@ -237,25 +257,183 @@ kill "$helper_pid" 2>/dev/null || true
 wait "$helper_pid" 2>/dev/null || true
 helper_pid=
 
-# Bad usage.
+# Tables align by what a terminal shows, not by bytes: labels with accents and wide
+# characters still put every later column under its header.
+python3 -c '
+import socket, struct, sys, time
+from rawwire import decode, field
+c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
+tag = 0
+def call(body_field, body):
+    global tag
+    tag += 1
+    msg = field(1, tag) + field(body_field, body)
+    c.sendall(struct.pack("<I", len(msg)) + msg)
+    while True:
+        n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
+        m = decode(c.recv(n, socket.MSG_WAITALL))
+        if 1 in m and decode(m[1][0]).get(1, [0])[0] == tag:
+            return
+call(10, field(1, 1) + field(3, b"wide"))
+for label in ("plain", "caf\u00e9", "\u6f22\u5b57\u30e9\u30d9\u30eb", "e\u0301t\u00e9"):
+    call(13, field(1, 256) + field(2, label.encode()))
+open(sys.argv[2], "w").write("ready")
+time.sleep(60)' "$sock" "$dir/wide" &
+helper_pid=$!
+for _ in $(seq 100); do [[ -s $dir/wide ]] && break; sleep 0.05; done
+[[ -s $dir/wide ]] || fail "the labelling client did not finish"
+LC_ALL=C expect_rc 0 --socket "$sock" buffers
+python3 - "$dir/out" <<'EOF' || fail "buffers table by display width: $(cat "$dir/out")"
+import sys, unicodedata
+def width(s):
+    return sum(0 if unicodedata.combining(ch) else
+               2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in s)
+rows = open(sys.argv[1], encoding="utf-8").read().splitlines()
+header = rows[0]
+col = width(header[:header.index("SIZE")])
+wide = [r for r in rows[1:] if any(ord(ch) > 127 for ch in r)]
+assert len(wide) == 3, rows
+for r in rows[1:]:
+    at = r.index(" 256 B") + 1
+    assert width(r[:at]) == col, (r, width(r[:at]), col)
+EOF
+kill "$helper_pid" 2>/dev/null || true
+wait "$helper_pid" 2>/dev/null || true
+helper_pid=
+
+# trace --follow into a reader that stops (| head): it ends, quietly, when the reader
+# goes, without waiting for an entry to write; also where SIGPIPE was left ignored.
+for ignore in "" --ignore-signal=PIPE; do
+	rc=0
+	timeout 20 env $ignore bash -c '"$1" --socket "$2" trace --follow 2>"$3" | head -n 1 >/dev/null' \
+		_ "$sseqctl" "$sock" "$dir/err" || rc=$?
+	[[ $rc == 0 ]] || fail "trace --follow | head ${ignore:+($ignore) }did not end: rc $rc"
+	[[ ! -s $dir/err ]] || fail "trace --follow | head printed: $(cat "$dir/err")"
+done
+
+# Bad usage; a bad number says which are good.
 expect_rc 2 --socket "$sock" frobnicate
 expect_rc 2 --socket "$sock" status -n 3
 expect_rc 2 --socket "$sock" trace -n 0
+grep -q "^sseqctl: -n wants a count from 1 to 4294967295 .*, not '0'$" "$dir/err" ||
+	fail "-n range: $(cat "$dir/err")"
+expect_rc 2 --socket "$sock" trace -n 4294967296
+grep -q "from 1 to 4294967295" "$dir/err" || fail "-n range: $(cat "$dir/err")"
+expect_rc 2 -i -1 status
+grep -q "^sseqctl: -i wants a GPU number from 0 to 4294967295, not '-1'$" "$dir/err" ||
+	fail "-i range: $(cat "$dir/err")"
 expect_rc 2
 expect_rc 0 --help
 expect_rc 0 --version
 
+# Permission denied is not "no daemon": who owns the socket, or the directory closed
+# to us, and what lets us in, exit 4. Run as nobody; root would be let in.
+if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
+	as_nobody() {
+		local want=$1 rc=0
+		shift
+		setpriv --reuid=65534 --regid=65534 --clear-groups "$sseqctl" "$@" \
+			>"$dir/out" 2>"$dir/err" || rc=$?
+		[[ $rc == "$want" ]] || fail "as nobody: sseqctl $* exited $rc, want $want: $(cat "$dir/err")"
+	}
+	chmod 0700 "$dir"
+	as_nobody 4 --socket "$sock" status
+	grep -q "^sseqctl: permission denied on $sock: its directory $dir (owner root, group root, mode 0700): join group 'root' .* or run as root$" \
+		"$dir/err" || fail "closed directory: $(cat "$dir/err")"
+	chmod 0755 "$dir"
+	chmod 0600 "$sock"
+	as_nobody 4 --socket "$sock" --json status
+	grep -q "^sseqctl: permission denied on $sock (owner root, group root, mode 0600): its mode does not let group root read and write it" \
+		"$dir/err" || fail "socket mode: $(cat "$dir/err")"
+	chmod 0660 "$sock"
+	as_nobody 4 --socket "$sock" clients
+	grep -q "^sseqctl: permission denied on $sock (owner root, group root, mode 0660): join group 'root' (sudo usermod -aG root \$USER, then log in again) or run as root$" \
+		"$dir/err" || fail "not in the group: $(cat "$dir/err")"
+	[[ ! -s $dir/out ]] || fail "output without access: $(cat "$dir/out")"
+	chmod 0700 "$dir"
+	chmod 0666 "$sock"
+else
+	echo "skip: permission messages need root and setpriv"
+fi
+
+# The daemon stopping under trace --follow: sseqctl says it went away and exits 3.
+"$sseqctl" --socket "$sock" trace --follow >"$dir/out" 2>"$dir/err" &
+helper_pid=$!
+sleep 0.5
 kill -TERM "$daemon_pid"
 wait "$daemon_pid" || fail "sseqd exited $? after SIGTERM: $(cat "$dir/sseqd.log")"
 daemon_pid=
+rc=0
+wait "$helper_pid" || rc=$?
+helper_pid=
+[[ $rc == 3 ]] || fail "trace --follow after the daemon stopped exited $rc: $(cat "$dir/err")"
+grep -q "^sseqctl: the daemon at $sock went away" "$dir/err" && ! grep -qi "broken pipe" "$dir/err" ||
+	fail "trace --follow after the daemon stopped: $(cat "$dir/err")"
 
-# Several GPUs: with no socket named, status and clients ask every gpu*.sock in
-# $SSEQ_SOCKET_DIR, a section (text) or a member (JSON) each, keyed by socket; -i N picks
-# one; a socket nobody answers at is reported in its place, the others still shown, and
-# the exit status says so. Other commands keep the one default socket (gpu0.sock there).
+# A stream with a point in flight is listed in status; the idle ones stay one line.
+"$sseqd" --backend sim --socket "$dir/slow.sock" --sim-delay d2d=60s 2>>"$dir/sseqd.log" &
+daemon_pid=$!
+wait_socket "$dir/slow.sock"
+python3 -c '
+import socket, struct, sys, time
+from rawwire import decode, field
+c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
+tag = 0
+def call(body_field, body):
+    global tag
+    tag += 1
+    msg = field(1, tag) + field(body_field, body)
+    c.sendall(struct.pack("<I", len(msg)) + msg)
+    while True:
+        n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
+        m = decode(c.recv(n, socket.MSG_WAITALL))
+        if 1 in m:
+            r = decode(m[1][0])
+            if r.get(1, [0])[0] == tag:
+                return r
+call(10, field(1, 1) + field(3, b"slow"))
+a = call(13, field(1, 256))[4][0]
+b = call(13, field(1, 256))[4][0]
+call(18, field(1, a) + field(3, b) + field(5, 64))
+open(sys.argv[2], "w").write("ready")
+time.sleep(60)' "$dir/slow.sock" "$dir/slow" &
+helper_pid=$!
+for _ in $(seq 100); do [[ -s $dir/slow ]] && break; sleep 0.05; done
+[[ -s $dir/slow ]] || fail "the slow client did not copy"
+expect_rc 0 --socket "$dir/slow.sock" status
+grep -qE "^ +Streams: [0-9]+, 1 busy \(below\); [0-9]+ compute, [0-9]+ h2d, [0-9]+ d2h, [0-9]+ d2d idle$" "$dir/out" &&
+	grep -qE "^ *[0-9]+ +d2d +[0-9]+ +1 +0 +1/[0-9]+ " "$dir/out" &&
+	[[ $(grep -cE "^ *[0-9]+ +(compute|h2d|d2h|d2d) " "$dir/out") == 1 ]] ||
+	fail "status with a busy stream: $(cat "$dir/out")"
+kill -KILL "$daemon_pid" "$helper_pid"
+wait "$daemon_pid" "$helper_pid" 2>/dev/null || true
+daemon_pid= helper_pid=
+
+# A socket systemd passed: status names it as the socket itself says.
+if command -v systemd-socket-activate >/dev/null; then
+	systemd-socket-activate -l "$dir/act.sock" "$sseqd" --backend sim 2>>"$dir/sseqd.log" &
+	daemon_pid=$!
+	wait_socket "$dir/act.sock"
+	expect_rc 0 --socket "$dir/act.sock" --json status
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["daemon"]; assert d["socket"] == sys.argv[2], d' \
+		"$dir/out" "$dir/act.sock" || fail "socket from systemd: $(cat "$dir/out")"
+	kill -TERM "$daemon_pid"
+	wait "$daemon_pid" 2>/dev/null || true
+	daemon_pid=
+fi
+
+# Several GPUs: with no socket named, status, clients, stats and metrics ask every
+# gpu*.sock in $SSEQ_SOCKET_DIR, a section (text) or a member (JSON) each, keyed by
+# socket, one exposition for metrics; -i N picks one; a socket nobody answers at is
+# reported in its place, the others still shown, and the exit status says so. Other
+# commands keep the one default socket (gpu0.sock there).
 run=$dir/run
 mkdir "$run"
 gpu_pids=()
+# A failure in the subshell below must not leave cleanup waiting for these.
+cleanup_more() {
+	if ((${#gpu_pids[@]})); then kill "${gpu_pids[@]}" 2>/dev/null; fi
+}
 for n in 0 1; do
 	"$sseqd" --backend sim --device "$n" --socket "$run/gpu$n.sock" 2>>"$dir/gpus.log" &
 	gpu_pids+=($!)
@@ -273,21 +451,59 @@ run = sys.argv[2]
 assert list(d) == [f"{run}/gpu0.sock", f"{run}/gpu1.sock"], list(d)
 for n in (0, 1):
     s = d[f"{run}/gpu{n}.sock"]
-    assert set(s) == {"device", "streams", "counters", "clients"}, s.keys()
+    assert set(s) == {"daemon", "device", "streams", "counters", "clients"}, s.keys()
     assert s["device"]["index"] == n, (n, s["device"])
+    assert s["daemon"]["socket"] == f"{run}/gpu{n}.sock", s["daemon"]
 EOF
 	expect_rc 0 status
 	grep -qx "$run/gpu0.sock:" "$dir/out" && grep -qx "$run/gpu1.sock:" "$dir/out" ||
 		fail "status sections: $(cat "$dir/out")"
-	[[ $(grep -c '^device [01]: ' "$dir/out") == 2 ]] || fail "two devices: $(cat "$dir/out")"
-	grep -A1 -x "$run/gpu1.sock:" "$dir/out" | grep -q '^device 1: ' ||
+	[[ $(grep -cE '^ +Device: [01], ' "$dir/out") == 2 ]] || fail "two devices: $(cat "$dir/out")"
+	grep -A4 -x "$run/gpu1.sock:" "$dir/out" | grep -qE '^ +Device: 1, ' ||
 		fail "gpu1's section is not device 1's: $(cat "$dir/out")"
 	expect_rc 0 -i 1 --json status
 	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["device"]["index"] == 1, d["device"]' \
 		"$dir/out" || fail "-i 1: $(cat "$dir/out")"
-	expect_rc 0 --json stats # one daemon: the default socket in $SSEQ_SOCKET_DIR
-	python3 -c 'import json,sys; assert "counters" in json.load(open(sys.argv[1]))' "$dir/out" ||
-		fail "stats with SSEQ_SOCKET_DIR: $(cat "$dir/out")"
+	expect_rc 0 --json stats
+	python3 - "$dir/out" "$run" <<'EOF' || fail "stats of every GPU: $(cat "$dir/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+run = sys.argv[2]
+assert list(d) == [f"{run}/gpu0.sock", f"{run}/gpu1.sock"], list(d)
+assert all("ops_submitted" in d[k]["counters"] for k in d), d
+EOF
+	expect_rc 0 stats
+	grep -qx "$run/gpu1.sock:" "$dir/out" && [[ $(grep -c "^COUNTER " "$dir/out") == 2 ]] ||
+		fail "stats sections: $(cat "$dir/out")"
+	# metrics: one exposition, each family's HELP and TYPE once, every GPU's samples.
+	expect_rc 0 metrics
+	python3 - "$dir/out" <<'EOF' || fail "metrics of every GPU: $(cat "$dir/out")"
+import collections, re, sys
+lines = open(sys.argv[1]).read().splitlines()
+for kind in ("HELP", "TYPE"):
+    names = [l.split()[2] for l in lines if l.startswith(f"# {kind} ")]
+    dup = [n for n, k in collections.Counter(names).items() if k > 1]
+    assert not dup, (kind, dup)
+for fam in ("sseq_ops_submitted_total", "sseq_clients"):
+    devs = sorted(re.search(r'device="(\d+)"', l).group(1) for l in lines
+                  if l.startswith(fam + "{"))
+    assert devs == ["0", "1"], (fam, devs)
+# A family's lines together: once another family starts, it does not come back.
+seen, last = set(), None
+for l in lines:
+    name = l.split()[2] if l.startswith("#") else re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", l).group(0)
+    if name != last:
+        assert name not in seen, ("family split", name)
+        seen.add(name)
+        last = name
+EOF
+	if command -v promtool >/dev/null; then
+		promtool check metrics <"$dir/out" >"$dir/promtool.out" 2>&1 ||
+			fail "promtool check metrics: $(cat "$dir/promtool.out")"
+	fi
+	expect_rc 0 --json metrics
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d) == 2 and all("sseq_clients" in v["metrics"] for v in d.values()), d' \
+		"$dir/out" || fail "metrics JSON of every GPU: $(cat "$dir/out")"
 	expect_rc 2 -i 1 --socket "$run/gpu0.sock" status
 	expect_rc 2 -i one status
 	SSEQ_SOCKET=$run/gpu1.sock expect_rc 0 --json clients
@@ -309,11 +525,20 @@ EOF
 	expect_rc 3 clients
 	grep -qx "$run/gpu1.sock:" "$dir/out" && grep -q "^error: .*gpu2.sock" "$dir/out" ||
 		fail "clients sections with a dead GPU: $(cat "$dir/out")"
-	# Nothing found: the default socket, as without discovery.
+	# Nothing found: the default socket, as without discovery; the JSON is keyed by
+	# socket all the same, whatever the number of daemons.
 	mkdir "$dir/none"
 	SSEQ_SOCKET_DIR=$dir/none expect_rc 3 status
 	grep -q "no daemon answers at $dir/none/gpu0.sock" "$dir/err" ||
 		fail "no GPU socket found: $(cat "$dir/err")"
+	SSEQ_SOCKET_DIR=$dir/none expect_rc 3 --json status
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert list(d) == [sys.argv[2]] and d[sys.argv[2]]["exit_status"] == 3, d' \
+		"$dir/out" "$dir/none/gpu0.sock" || fail "no GPU socket found, JSON: $(cat "$dir/out")"
+	mkdir "$dir/one"
+	ln -s "$run/gpu1.sock" "$dir/one/gpu1.sock"
+	SSEQ_SOCKET_DIR=$dir/one expect_rc 0 --json status
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert list(d) == [sys.argv[2]] and d[sys.argv[2]]["device"]["index"] == 1, d' \
+		"$dir/out" "$dir/one/gpu1.sock" || fail "one GPU socket found, JSON: $(cat "$dir/out")"
 ) || exit 1
 kill "${gpu_pids[@]}"
 wait "${gpu_pids[@]}" 2>/dev/null || true
@@ -339,6 +564,40 @@ wait_socket "$dir/mute.sock"
 expect_rc 3 --socket "$dir/mute.sock" status
 grep -q "within 5 s" "$dir/err" || fail "timeout message: $(cat "$dir/err")"
 kill "$helper_pid" 2>/dev/null || true
+wait "$helper_pid" 2>/dev/null || true
+helper_pid=
+
+# A daemon older than protocol 1.6 says nothing of itself in status: its version comes
+# from the Welcome, the socket is the one asked, pid and uptime are unknown (null).
+python3 -c '
+import socket, sys
+from rawwire import field, frame, read_frame
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(4)
+for _ in range(2):
+    c, _ = s.accept()
+    read_frame(c)
+    welcome = field(1, 1) + field(2, 5) + field(3, 7) + field(5, b"0.0.9")
+    c.sendall(frame(field(1, field(1, 1) + field(6, welcome))))
+    read_frame(c)
+    device = field(2, b"old device") + field(3, b"sim")
+    stream = field(1, 0) + field(2, 1) + field(7, 64)
+    c.sendall(frame(field(3, field(1, 2) + field(4, device) + field(5, stream))))
+    c.recv(1)
+    c.close()' "$dir/old.sock" &
+helper_pid=$!
+wait_socket "$dir/old.sock"
+expect_rc 0 --socket "$dir/old.sock" status
+grep -qx "     Daemon: sseqd 0.0.9 (protocol 1.5)" "$dir/out" &&
+	grep -qx "     Socket: $dir/old.sock" "$dir/out" && ! grep -q "Uptime:" "$dir/out" &&
+	grep -qx "    Streams: 1, all 1 compute idle" "$dir/out" ||
+	fail "status of a protocol 1.5 daemon: $(cat "$dir/out")"
+expect_rc 0 --socket "$dir/old.sock" --json status
+python3 - "$dir/out" "$dir/old.sock" <<'EOF' || fail "status JSON of a protocol 1.5 daemon: $(cat "$dir/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))["daemon"]
+assert d == {"version": "0.0.9", "protocol": "1.5", "pid": None, "started_unix_ns": None,
+             "uptime_ns": None, "socket": sys.argv[2]}, d
+EOF
 wait "$helper_pid" 2>/dev/null || true
 helper_pid=
 

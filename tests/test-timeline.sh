@@ -4,8 +4,11 @@
 # Chrome trace-event JSON, which timeline-check.py loads and checks (slices named by
 # session, worker and kernel, a track per stream, paired flows, consumers starting after
 # their producers ended by the device's clock); python3 -m sseq.timeline draws it as a
-# PNG. Then the edges: hostile strings from a daemon still make valid JSON, a daemon
-# older than protocol 1.4 gets a clear refusal, and bad files a clear error.
+# PNG. The filters (--session, --worker, --since, --last) keep exactly the operations
+# they name, in sseqctl and in the plotter, and the picture names sessions, workers and
+# kernels and cuts long idle gaps out of its axis. Then the edges: hostile strings from a
+# daemon still make valid JSON, a daemon older than protocol 1.4 gets a clear refusal,
+# and bad files a clear error.
 # Usage: test-timeline.sh SSEQD SSEQCTL SSEQ_STRESS PYTHON_PACKAGE_DIR
 set -euo pipefail
 
@@ -32,6 +35,11 @@ wait_socket "$sock"
 "$stress" --socket "$sock" --ops 400 --clients 2 --lanes 2 --seed 11 >"$dir/stress.out" ||
 	fail "sseq-stress: $(tail -3 "$dir/stress.out")"
 grep -q " wrong=0 errors=0 races=0" "$dir/stress.out" || fail "stress: $(tail -1 "$dir/stress.out")"
+# A second burst after an idle second, of another session and worker (libsseq takes the
+# worker id from $PYTEST_XDIST_WORKER).
+sleep 1
+PYTEST_XDIST_WORKER=gw7 "$stress" --socket "$sock" --ops 60 --clients 1 --lanes 1 --seed 12 \
+	>"$dir/stress2.out" || fail "sseq-stress as gw7: $(tail -3 "$dir/stress2.out")"
 
 "$sseqctl" --socket "$sock" trace --chrome "$dir/t.json" 2>"$dir/ctl.err" ||
 	fail "sseqctl trace --chrome: $(cat "$dir/ctl.err")"
@@ -41,6 +49,63 @@ grep -q "operations" "$dir/ctl.err" || fail "no summary: $(cat "$dir/ctl.err")"
 	>"$dir/check.out" || fail "timeline structure (above)"
 echo "timeline: $(cat "$dir/check.out")"
 grep -q "wait [1-9]" "$dir/check.out" || fail "no event waits recorded: $(cat "$dir/check.out")"
+
+# ---- the filters: exactly the operations of the whole timeline they keep ----
+# The first stress session, and a time in the idle second between the bursts.
+read -r session gap_ms < <("$py" - "$dir/t.json" <<'PY'
+import json, sys
+xs = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+first = [e for e in xs if e["args"]["worker"] != "gw7"]
+second = [e for e in xs if e["args"]["worker"] == "gw7"]
+assert first and second, "both bursts in the timeline"
+end = max(e["args"]["end_ns"] for e in first)
+start = min(e["args"]["start_ns"] for e in second)
+assert start - end > 500e6, "the bursts %d ns apart" % (start - end)
+print(first[0]["args"]["session"], (end + start) // 2 // 1000000)
+PY
+) || fail "the two bursts are not in the timeline"
+filtered() { # NAME SSEQCTL-FILTER... -- CHECK-FILTER...: write $dir/NAME.json, check it
+	local name=$1
+	shift
+	local ctl_args=()
+	while [[ $1 != -- ]]; do
+		ctl_args+=("$1")
+		shift
+	done
+	shift
+	"$sseqctl" --socket "$sock" trace --chrome "$dir/$name.json" "${ctl_args[@]}" \
+		2>"$dir/$name.err" || fail "trace --chrome ${ctl_args[*]}: $(cat "$dir/$name.err")"
+	grep -q "of [0-9]* operations (${ctl_args[*]})" "$dir/$name.err" ||
+		fail "no summary of the filter: $(cat "$dir/$name.err")"
+	"$py" "$here/timeline-check.py" "$dir/$name.json" --whole "$dir/t.json" "$@" \
+		>/dev/null 2>"$dir/$name.check" ||
+		fail "trace --chrome ${ctl_args[*]}: $(cat "$dir/$name.check")"
+}
+filtered worker --worker gw7 -- --worker gw7 --min-ops 10
+filtered session --session "$session" -- --session "$session" --min-ops 10
+filtered last --last 100 -- --last-ms 100
+filtered since --since "$gap_ms" -- --since-ms "$gap_ms" --only-worker gw7
+filtered both --session "$session" --last 300 -- --session "$session" --last-ms 300
+# Nothing matches: a file all the same, and what the timeline does hold.
+"$sseqctl" --socket "$sock" trace --chrome "$dir/none.json" --worker nobody 2>"$dir/err" ||
+	fail "--worker nobody: $(cat "$dir/err")"
+if ! grep -q "0 of [0-9]* operations" "$dir/err" || ! grep -q "(worker gw7)" "$dir/err"; then
+	fail "--worker nobody: $(cat "$dir/err")"
+fi
+# Bad values name what would do; the filters need --chrome.
+for bad in "--last 0" "--last 1.5" "--since -1" "--session 0" "--session x" "--worker="; do
+	rc=0
+	# shellcheck disable=SC2086 # the option and its value
+	"$sseqctl" --socket "$sock" trace --chrome "$dir/x.json" $bad 2>"$dir/err" || rc=$?
+	[[ $rc == 2 ]] || fail "$bad: exit $rc, want 2"
+	grep -Eq "wants (whole milliseconds, [01] to|a session number|a worker id)" "$dir/err" ||
+		fail "$bad: $(cat "$dir/err")"
+done
+rc=0
+"$sseqctl" --socket "$sock" trace --last 5 2>"$dir/err" || rc=$?
+if [[ $rc != 2 ]] || ! grep -q "apply to trace --chrome" "$dir/err"; then
+	fail "--last without --chrome: exit $rc: $(cat "$dir/err")"
+fi
 
 # --perfetto is the same writer; -n keeps the newest N; stdout with -.
 "$sseqctl" --socket "$sock" trace --perfetto - -n 5 >"$dir/five.json" 2>/dev/null ||
@@ -149,6 +214,80 @@ if ! "$py" -c 'import matplotlib' 2>/dev/null; then
 fi
 PYTHONPATH=$pydir "$py" -m sseq.timeline "$dir/t.json" -o "$dir/t.png" 2>"$dir/err" ||
 	fail "sseq.timeline: $(cat "$dir/err")"
+# The plotter's filters keep what sseqctl's keep; the picture names every session and
+# worker in its legend and each track's users, puts kernel names on wide bars, cuts a
+# long idle gap out of its axis and says so, and --progress says each stage.
+PYTHONPATH=$pydir "$py" - "$dir" "$session" "$gap_ms" <<'PY' || fail "the plotter (above)"
+import json, sys
+import sseq.timeline as tl
+d, session, gap_ms = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+whole = tl.load(d + "/t.json")
+def points(tr):
+    return {s["args"]["point"] for s in tr.slices}
+def same(flt, name):
+    sub = tl.select(whole, flt)
+    want = points(tl.load("%s/%s.json" % (d, name)))
+    assert points(sub) == want, (flt, len(points(sub)), len(want))
+    assert 0 < len(sub.slices) < len(whole.slices), (flt, len(sub.slices))
+    # Every wait mark and arrow left binds to an operation kept.
+    kept = {id(s) for s in sub.slices}
+    for ev in sub.instants + list(sub.flow_starts.values()) + list(sub.flow_ends.values()):
+        sl = whole.enclosing((ev["pid"], ev["tid"]), ev["ts"])
+        assert sl is not None and id(sl) in kept, ev
+    return sub
+assert {s["args"]["worker"] for s in same(tl.Filter(worker="gw7"), "worker").slices} == {"gw7"}
+assert {s["args"]["session"] for s in same(tl.Filter(session=session), "session").slices} == {session}
+same(tl.Filter(last_ms=100), "last")
+same(tl.Filter(since_ms=gap_ms), "since")
+same(tl.Filter(session=session, last_ms=300), "both")
+try:
+    tl.select(whole, tl.Filter(worker="nobody"))
+    raise AssertionError("a filter that matches nothing drew")
+except tl.TimelineError as e:
+    assert "no operation matches --worker nobody" in str(e) and "gw7" in str(e), e
+
+drawing = tl.render(whole, d + "/labels.png")
+owners = {s: w for s, w in {(s["args"]["session"], s["args"]["worker"]) for s in whole.slices}}
+for s, w in owners.items():
+    assert any(l.startswith("s%d %s (" % (s, w)) for l in drawing.legend), (s, w, drawing.legend)
+assert drawing.owners == ["s%d %s" % (s, owners[s]) for s in sorted(owners)], drawing.owners
+assert "%d sessions" % len(owners) in drawing.title, drawing.title
+# A long run with a long pause: two bursts of two workers 100 s apart, one kernel wide
+# enough to carry its name.
+def op(ts, dur, session, worker, kernel, tid):
+    return {"ph": "X", "name": "s%d %s %s" % (session, worker, kernel), "cat": "execute",
+            "ts": ts, "dur": dur, "pid": 1, "tid": tid,
+            "args": {"session": session, "worker": worker, "kernel": kernel, "op": "execute"}}
+evs = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 100, "args": {"name": "compute 0 (stream 0)"}}]
+evs += [op(1000 + 300 * i, 200, 1, "gw0", "spin", 100) for i in range(20)]
+evs += [op(100e6 + 300 * i, 200, 2, "gw1", "fill", 101) for i in range(19)]
+evs += [op(100e6 + 6000, 3000, 2, "gw1", "scale", 101)]
+json.dump({"traceEvents": evs}, open(d + "/idle.json", "w"))
+idle = tl.load(d + "/idle.json")
+drawing = tl.render(idle, d + "/idle.png")
+assert drawing.compressed and drawing.gaps == 1, drawing
+assert drawing.track_labels == ["compute 0 (stream 0)\ns1 gw0", "pid 1 / tid 101\ns2 gw1"], drawing
+assert "1 idle gap cut out of the time axis (1.7 min in all)" in drawing.note, drawing.note
+assert "scale" in drawing.slice_labels, drawing.slice_labels
+assert [l for l in drawing.legend if l.startswith("s")] == ["s1 gw0 (20 ops)", "s2 gw1 (20 ops)"], drawing.legend
+assert drawing.unit == "ms", drawing.unit
+drawing = tl.render(idle, d + "/kept.png", gaps="keep")
+assert not drawing.compressed and drawing.unit == "s" and "idle" not in drawing.note, drawing
+PY
+rc=0
+PYTHONPATH=$pydir "$py" -m sseq.timeline "$dir/t.json" --worker gw7 --last 100 --progress \
+	-o "$dir/w.png" 2>"$dir/err" || rc=$?
+[[ $rc == 0 ]] || fail "sseq.timeline --worker gw7 --last 100: $(cat "$dir/err")"
+if ! grep -q "\] drawing [0-9]* bars" "$dir/err" || ! grep -q "\] writing $dir/w.png" "$dir/err"; then
+	fail "no progress: $(cat "$dir/err")"
+fi
+grep -q "operations, [0-9]* tracks, 1 session, " "$dir/err" || fail "summary: $(cat "$dir/err")"
+rc=0
+PYTHONPATH=$pydir "$py" -m sseq.timeline "$dir/t.json" --session 99999 -o "$dir/b.png" \
+	2>"$dir/err" || rc=$?
+if [[ $rc != 1 ]] || ! grep -q "no operation matches --session 99999" "$dir/err"; then
+	fail "--session 99999: exit $rc: $(cat "$dir/err")"
+fi
 "$py" - "$dir/t.png" <<'PY' || fail "not a PNG"
 import struct, sys
 b = open(sys.argv[1], "rb").read()

@@ -3,7 +3,13 @@ Event Format) against what the daemon promised: every slice complete and named b
 session, worker and kernel, one track per stream, flows that pair up and bind to the
 producer's and the consumer's slices, and, for device-timed entries, every consumer
 starting no earlier than the producer it depended on ended.
+With --whole WHOLE and a filter (--session, --worker, --since-ms, --last-ms, as given to
+`sseqctl trace --chrome`), FILE must hold exactly the operations of WHOLE that the filter
+keeps, and fewer than WHOLE: --last counts back from the newest end among the session's
+and worker's own. --only-worker W: every operation is W's.
 Usage: timeline-check.py FILE [--min-ops N] [--min-flows N] [--device]
+       [--whole WHOLE [--session N] [--worker W] [--since-ms MS] [--last-ms MS]]
+       [--only-worker W]
 Exit 0 with a summary line, 1 with every failure listed."""
 
 import argparse
@@ -135,16 +141,66 @@ def check(doc, min_ops, min_flows, device):
     return bad, summary
 
 
+def kept_points(doc, session, worker, since_ms, last_ms):
+    """The points of doc's operations that the filter keeps, as sseqctl keeps them."""
+    xs = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    xs = [
+        e
+        for e in xs
+        if (session is None or e["args"]["session"] == session)
+        and (worker is None or e["args"]["worker"] == worker)
+    ]
+    cutoff = -1
+    if since_ms is not None:
+        cutoff = since_ms * 1000000
+    if last_ms is not None and xs:
+        cutoff = max(cutoff, max(e["args"]["end_ns"] for e in xs) - last_ms * 1000000)
+    return {e["args"]["point"] for e in xs if e["args"]["end_ns"] >= cutoff}
+
+
+def check_filter(doc, whole, a):
+    bad = []
+    have = {e["args"]["point"] for e in doc["traceEvents"] if e.get("ph") == "X"}
+    want = kept_points(whole, a.session, a.worker, a.since_ms, a.last_ms)
+    total = sum(1 for e in whole["traceEvents"] if e.get("ph") == "X")
+    extra, missing = sorted(have - want), sorted(want - have)
+    if extra:
+        bad.append("%d operations the filter should have left out, e.g. %s" % (len(extra), extra[:5]))
+    if missing:
+        bad.append("%d operations the filter should have kept are missing, e.g. %s"
+                   % (len(missing), missing[:5]))
+    if not want or len(want) >= total:
+        bad.append("a filter that keeps %d of %d operations tests nothing" % (len(want), total))
+    return bad
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("file")
     p.add_argument("--min-ops", type=int, default=1)
     p.add_argument("--min-flows", type=int, default=0)
     p.add_argument("--device", action="store_true", help="every entry must be device-timed")
+    p.add_argument("--whole", help="the unfiltered timeline FILE was cut from")
+    p.add_argument("--session", type=int)
+    p.add_argument("--worker")
+    p.add_argument("--since-ms", type=int)
+    p.add_argument("--last-ms", type=int)
+    p.add_argument("--only-worker")
     a = p.parse_args()
     with open(a.file, encoding="utf-8") as f:  # strict: invalid UTF-8 fails here
         doc = json.load(f)
     bad, summary = check(doc, a.min_ops, a.min_flows, a.device)
+    if a.whole and not bad:
+        with open(a.whole, encoding="utf-8") as f:
+            bad += check_filter(doc, json.load(f), a)
+    if a.only_worker is not None:
+        others = {
+            e["args"]["worker"]
+            for e in doc["traceEvents"]
+            if e.get("ph") == "X" and e["args"]["worker"] != a.only_worker
+        }
+        if others:
+            bad.append("operations of %s, not only %s's" % (sorted(others), a.only_worker))
     for b in bad[:30]:
         print("FAIL:", b, file=sys.stderr)
     if bad:

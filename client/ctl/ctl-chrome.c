@@ -2,7 +2,9 @@
  * operations as Chrome trace-event JSON, which Perfetto and chrome://tracing open. A
  * process per stream kind, a thread (track) per stream, an "X" slice per op named by
  * session, worker and kernel, a flow arrow ("s" to "f") from each producer still in the
- * timeline to the op that depended on it, and an instant where each wait was passed. */
+ * timeline to the op that depended on it, and an instant where each wait was passed.
+ * --session, --worker, --since and --last keep some of the operations: the file is the
+ * same, with fewer of them (and the arrows between those it kept). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,13 +24,16 @@ static const char *const kind_names[] = {"compute", "h2d", "d2h", "d2d"};
 struct chrome {
 	Sseq__Message **pages;
 	size_t npages;
-	const Sseq__TimelineEntry **ents; /* oldest first */
+	const Sseq__TimelineEntry **all; /* oldest first, as the daemon sent them */
+	size_t fetched;
+	const Sseq__TimelineEntry **ents; /* those the filter kept, oldest first */
 	size_t n;
 	const Sseq__TimelineEntry **by_point; /* sorted by (stream, seq) */
 	uint64_t dropped;
 	FILE *f;
 	bool first; /* no event written yet */
 	uint64_t flows;
+	const struct ctl_chrome_filter *filter;
 };
 
 /* ---- the JSON text ---- */
@@ -264,15 +269,16 @@ static int chrome_fetch(struct ctl *c, struct chrome *ch)
 			break;
 		o.since_seq = res->timeline_next;
 	}
+	ch->all = calloc(total + 1, sizeof(*ch->all));
 	ch->ents = calloc(total + 1, sizeof(*ch->ents));
 	ch->by_point = calloc(total + 1, sizeof(*ch->by_point));
-	if (!ch->ents || !ch->by_point)
+	if (!ch->all || !ch->ents || !ch->by_point)
 		return -ENOMEM;
 	for (size_t p = 0; p < ch->npages; p++) {
 		const Sseq__QueryResult *res = ch->pages[p]->query_result;
 
 		for (size_t i = 0; i < res->n_timeline; i++)
-			ch->ents[ch->n++] = res->timeline[i];
+			ch->all[ch->fetched++] = res->timeline[i];
 	}
 	return 0;
 }
@@ -282,8 +288,101 @@ static void chrome_free(struct chrome *ch)
 	for (size_t p = 0; p < ch->npages; p++)
 		sseq__message__free_unpacked(ch->pages[p], NULL);
 	free(ch->pages);
+	free(ch->all);
 	free(ch->ents);
 	free(ch->by_point);
+}
+
+/* ---- the filter ---- */
+
+static bool chrome_matches(const struct ctl_chrome_filter *f, const Sseq__TimelineEntry *e)
+{
+	if (f->session && e->session != f->session)
+		return false;
+	return !f->worker || strcmp(e->worker ? e->worker : "", f->worker) == 0;
+}
+
+/* Keeps, oldest first still, the entries of the session and worker asked for, then of
+ * those the ones that ended in the time asked for: --last counts back from the newest
+ * end among the session's and worker's own, so "the last second of gw3's work" is that
+ * even when others went on after it. */
+static void chrome_filter(struct chrome *ch, const struct ctl_chrome_filter *f)
+{
+	uint64_t newest = 0, cutoff;
+	size_t n = 0;
+
+	ch->n = 0;
+	for (size_t i = 0; i < ch->fetched; i++) {
+		if (!chrome_matches(f, ch->all[i]))
+			continue;
+		if (ch->all[i]->end_ns > newest)
+			newest = ch->all[i]->end_ns;
+		ch->ents[ch->n++] = ch->all[i];
+	}
+	cutoff = f->have_since ? f->since_ns : 0;
+	if (f->have_last && newest > f->last_ns && newest - f->last_ns > cutoff)
+		cutoff = newest - f->last_ns;
+	n = 0;
+	for (size_t i = 0; i < ch->n; i++)
+		if (ch->ents[i]->end_ns >= cutoff)
+			ch->ents[n++] = ch->ents[i];
+	ch->n = n;
+}
+
+/* The filter as the command line gave it, for the summary and the file. */
+static void chrome_filter_text(const struct ctl_chrome_filter *f, char *buf, size_t size)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	if (f->session)
+		len += (size_t)snprintf(buf + len, size - len, " --session %" PRIu64, f->session);
+	if (f->worker && len < size)
+		len += (size_t)snprintf(buf + len, size - len, " --worker %s", f->worker);
+	if (f->have_since && len < size)
+		len += (size_t)snprintf(
+			buf + len, size - len, " --since %" PRIu64, f->since_ns / 1000000);
+	if (f->have_last && len < size)
+		snprintf(buf + len, size - len, " --last %" PRIu64, f->last_ns / 1000000);
+}
+
+/* Nothing matched: what the timeline does hold, so the next try can. */
+static void chrome_say_what_there_is(const struct chrome *ch)
+{
+	enum { SHOWN = 8 };
+	const Sseq__TimelineEntry *seen[SHOWN];
+	size_t nseen = 0, more = 0;
+	uint64_t first = UINT64_MAX, last = 0;
+
+	for (size_t i = 0; i < ch->fetched; i++) {
+		const Sseq__TimelineEntry *e = ch->all[i];
+		size_t k = 0;
+
+		while (k < nseen &&
+			!(seen[k]->session == e->session &&
+				strcmp(seen[k]->worker ? seen[k]->worker : "",
+					e->worker ? e->worker : "") == 0))
+			k++;
+		if (k == nseen && nseen < SHOWN)
+			seen[nseen++] = e;
+		else if (k == nseen)
+			more++;
+		if (e->start_ns < first)
+			first = e->start_ns;
+		if (e->end_ns > last)
+			last = e->end_ns;
+	}
+	if (!ch->fetched)
+		return;
+	fprintf(stderr,
+		"sseqctl: the timeline holds %zu operations, %.3f s to %.3f s after the "
+		"daemon started, of",
+		ch->fetched, (double)first / 1e9, (double)last / 1e9);
+	for (size_t k = 0; k < nseen; k++)
+		fprintf(stderr, "%s session %" PRIu64 " (worker %s)", k ? "," : "",
+			seen[k]->session,
+			seen[k]->worker && seen[k]->worker[0] ? seen[k]->worker : "-");
+	fprintf(stderr, more ? " and more\n" : "\n");
 }
 
 static int chrome_write(struct chrome *ch, const char *path)
@@ -304,8 +403,18 @@ static int chrome_write(struct chrome *ch, const char *path)
 	}
 	fprintf(ch->f,
 		"\n],\"otherData\":{\"source\":\"sseqctl trace --chrome\",\"operations\":%zu,"
-		"\"device_timed\":%zu,\"flows\":%" PRIu64 ",\"dropped\":%" PRIu64 "}}\n",
-		ch->n, device, ch->flows, ch->dropped);
+		"\"device_timed\":%zu,\"flows\":%" PRIu64 ",\"dropped\":%" PRIu64
+		",\"fetched\":%zu",
+		ch->n, device, ch->flows, ch->dropped, ch->fetched);
+	if (ch->filter) {
+		char text[256];
+
+		/* What a reader (python3 -m sseq.timeline) says the picture leaves out. */
+		chrome_filter_text(ch->filter, text, sizeof(text));
+		fputs(",\"filter\":", ch->f);
+		json_write_string(ch->f, text[0] ? text + 1 : "");
+	}
+	fputs("}}\n", ch->f);
 	if (fflush(ch->f) != 0 || ferror(ch->f))
 		r = -errno ? -errno : -EIO;
 	if (ch->f != stdout && fclose(ch->f) != 0 && r == 0)
@@ -314,11 +423,18 @@ static int chrome_write(struct chrome *ch, const char *path)
 	return r;
 }
 
-int ctl_chrome(struct ctl *c, const char *path, uint32_t max_entries)
+int ctl_chrome(struct ctl *c, const char *path, uint32_t max_entries,
+	const struct ctl_chrome_filter *filter)
 {
+	static const struct ctl_chrome_filter none = {0};
 	struct chrome ch = {0};
+	char text[256];
 	int r;
 
+	if (!filter)
+		filter = &none;
+	chrome_filter_text(filter, text, sizeof(text));
+	ch.filter = text[0] ? filter : NULL;
 	if (c->daemon_minor < 4) {
 		snprintf(c->err, sizeof(c->err),
 			"sseqd is too old for trace --chrome: it speaks protocol %u.%u, and the "
@@ -327,8 +443,10 @@ int ctl_chrome(struct ctl *c, const char *path, uint32_t max_entries)
 			SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR);
 		return -EPROTONOSUPPORT;
 	}
+	/* All of it, filtered here: when nothing matches, what is there can be named. */
 	r = chrome_fetch(c, &ch);
 	if (r == 0) {
+		chrome_filter(&ch, filter);
 		/* -n: the newest N operations. */
 		if (max_entries && ch.n > max_entries) {
 			memmove(ch.ents, ch.ents + (ch.n - max_entries),
@@ -341,10 +459,18 @@ int ctl_chrome(struct ctl *c, const char *path, uint32_t max_entries)
 		if (r < 0)
 			snprintf(c->err, sizeof(c->err), "cannot write %s: %s", path, strerror(-r));
 	}
-	if (r == 0)
+	if (r == 0 && ch.filter)
+		fprintf(stderr,
+			"sseqctl: %zu of %zu operations (%s), %" PRIu64
+			" dependency arrows%s written to %s\n",
+			ch.n, ch.fetched, text + 1, ch.flows,
+			ch.dropped ? " (some went by while paging)" : "", path);
+	else if (r == 0)
 		fprintf(stderr,
 			"sseqctl: %zu operations, %" PRIu64 " dependency arrows%s written to %s\n",
 			ch.n, ch.flows, ch.dropped ? " (some went by while paging)" : "", path);
+	if (r == 0 && ch.filter && !ch.n)
+		chrome_say_what_there_is(&ch);
 	chrome_free(&ch);
 	return r;
 }

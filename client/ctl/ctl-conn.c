@@ -3,13 +3,16 @@
  * by CTL_TIMEOUT_MS, so a daemon that accepts but never answers cannot hang us. */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,6 +75,12 @@ static int ctl_write_all(struct ctl *c, const uint8_t *buf, size_t len, int64_t 
 			len -= (size_t)n;
 			continue;
 		}
+		if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+			ctl_error(c,
+				"the daemon at %s went away (it stopped or closed the connection)",
+				c->socket);
+			return -ECONNRESET;
+		}
 		if (n < 0 && errno != EAGAIN && errno != EINTR) {
 			ctl_error(c, "sending to %s: %s", c->socket, strerror(errno));
 			return -errno;
@@ -94,8 +103,10 @@ static int ctl_read_all(struct ctl *c, uint8_t *buf, size_t len, int64_t deadlin
 			len -= (size_t)n;
 			continue;
 		}
-		if (n == 0) {
-			ctl_error(c, "the daemon at %s closed the connection", c->socket);
+		if (n == 0 || errno == ECONNRESET) {
+			ctl_error(c,
+				"the daemon at %s went away (it stopped or closed the connection)",
+				c->socket);
 			return -ECONNRESET;
 		}
 		if (errno != EAGAIN && errno != EINTR) {
@@ -107,6 +118,97 @@ static int ctl_read_all(struct ctl *c, uint8_t *buf, size_t len, int64_t deadlin
 			return r;
 	}
 	return 0;
+}
+
+static void ctl_user_name(uid_t uid, char *buf, size_t size)
+{
+	const struct passwd *pw = getpwuid(uid);
+
+	if (pw)
+		snprintf(buf, size, "%s", pw->pw_name);
+	else
+		snprintf(buf, size, "%u", (unsigned)uid);
+}
+
+static void ctl_group_name(gid_t gid, char *buf, size_t size)
+{
+	const struct group *gr = getgrgid(gid);
+
+	if (gr)
+		snprintf(buf, size, "%s", gr->gr_name);
+	else
+		snprintf(buf, size, "%u", (unsigned)gid);
+}
+
+/* Whether this process, or this user's next login, is in group gid. */
+static void ctl_group_member(gid_t gid, bool *now, bool *added)
+{
+	gid_t groups[256];
+	int n = getgroups(sizeof(groups) / sizeof(groups[0]), groups);
+	const struct passwd *pw = getpwuid(getuid());
+	const struct group *gr;
+
+	*now = getegid() == gid;
+	for (int i = 0; i < n && !*now; i++)
+		*now = groups[i] == gid;
+	*added = false;
+	gr = pw ? getgrgid(gid) : NULL;
+	for (char **m = gr ? gr->gr_mem : NULL; m && *m && !*added; m++)
+		*added = strcmp(*m, pw->pw_name) == 0;
+}
+
+/* EACCES: who owns the socket, or the directory that is closed to us, and what lets us
+ * in, as the pytest plugin says it. Being in the group is what sseqd@.socket intends
+ * (SocketGroup=sseq, SocketMode=0660). */
+static void ctl_permission_error(struct ctl *c)
+{
+	char dir[CTL_PATH_MAX], owner[64], group[64], what[CTL_PATH_MAX + 32];
+	const char *slash = strrchr(c->socket, '/');
+	struct stat st;
+	bool now, added;
+
+	if (stat(c->socket, &st) == 0) {
+		snprintf(what, sizeof(what), "%s", c->socket);
+	} else {
+		/* Not even its attributes: a directory above is closed to us. */
+		snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - c->socket) : 1,
+			slash ? c->socket : ".");
+		if (slash == c->socket)
+			snprintf(dir, sizeof(dir), "/");
+		if (stat(dir, &st) < 0) {
+			ctl_error(c,
+				"permission denied on %s (a directory above it is closed to you)",
+				c->socket);
+			return;
+		}
+		snprintf(what, sizeof(what), "%s: its directory %s", c->socket, dir);
+	}
+	ctl_user_name(st.st_uid, owner, sizeof(owner));
+	ctl_group_name(st.st_gid, group, sizeof(group));
+	ctl_group_member(st.st_gid, &now, &added);
+	if (S_ISSOCK(st.st_mode) && (st.st_mode & 0060) != 0060)
+		ctl_error(c,
+			"permission denied on %s (owner %s, group %s, mode %04o): its mode does "
+			"not let group %s read and write it (sseqd@.socket sets SocketMode=0660); "
+			"ask the machine's administrator, or run as root",
+			what, owner, group, (unsigned)(st.st_mode & 07777), group);
+	else if (now)
+		ctl_error(c,
+			"permission denied on %s (owner %s, group %s, mode %04o): you are in group "
+			"%s and still may not open it; run as root",
+			what, owner, group, (unsigned)(st.st_mode & 07777), group);
+	else if (added)
+		ctl_error(c,
+			"permission denied on %s (owner %s, group %s, mode %04o): you were added "
+			"to "
+			"group %s after this login; log in again (or run under 'newgrp %s'), or "
+			"run as root",
+			what, owner, group, (unsigned)(st.st_mode & 07777), group, group);
+	else
+		ctl_error(c,
+			"permission denied on %s (owner %s, group %s, mode %04o): join group '%s' "
+			"(sudo usermod -aG %s $USER, then log in again) or run as root",
+			what, owner, group, (unsigned)(st.st_mode & 07777), group, group);
 }
 
 /* Connects with a send timeout so that even a full listen backlog cannot hang us;
@@ -134,6 +236,10 @@ int ctl_connect(struct ctl *c)
 		r = -errno;
 		if (r == -EAGAIN || r == -EINPROGRESS)
 			r = -ETIMEDOUT;
+		if (r == -EACCES || r == -EPERM) {
+			ctl_permission_error(c);
+			return -EACCES;
+		}
 		ctl_error(c,
 			"no daemon answers at %s: %s (is sseqd running? set --socket or "
 			"SSEQ_SOCKET)",
@@ -260,6 +366,13 @@ static int ctl_exchange(struct ctl *c, Sseq__Request *rq, Sseq__Message **out)
 			sseq__message__free_unpacked(m, NULL);
 			continue;
 		}
+		if (status == SSEQ__STATUS__STATUS_SHUTTING_DOWN) {
+			/* Said to every client as the daemon stops (tag 0), or in answer. */
+			ctl_error(c, "the daemon at %s went away: %s", c->socket,
+				message && *message ? message : "it is stopping");
+			sseq__message__free_unpacked(m, NULL);
+			return -ESHUTDOWN;
+		}
 		if (status != SSEQ__STATUS__STATUS_OK) {
 			ctl_error(c, "daemon: %s: %s", ctl_status_name(status, name, sizeof(name)),
 				message ? message : "");
@@ -294,6 +407,8 @@ int ctl_hello(struct ctl *c)
 	} else {
 		c->session = m->reply->welcome->session;
 		c->daemon_minor = m->reply->welcome->protocol_minor;
+		snprintf(c->daemon_version, sizeof(c->daemon_version), "%s",
+			m->reply->welcome->daemon_version ? m->reply->welcome->daemon_version : "");
 	}
 	sseq__message__free_unpacked(m, NULL);
 	return r;

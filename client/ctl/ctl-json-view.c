@@ -2,6 +2,7 @@
  * streaming writer in ctl-json.c. One representation per field: handles, sessions and
  * streams are numbers, points {stream, seq} objects, and what is absent is null. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +92,30 @@ static void json_device(struct json *j, const Sseq__DeviceInfo *d)
 		json_null(j, "last_reset_cause");
 		json_null(j, "last_reset_ms");
 	}
+	json_object_end(j);
+}
+
+/* The daemon (protocol 1.6): what a daemon older than that does not say is null; its
+ * version comes from the Welcome then, the socket is the one asked. */
+static void json_daemon(struct json *j, const struct ctl *c, const Sseq__DaemonInfo *d)
+{
+	char protocol[32];
+
+	snprintf(protocol, sizeof(protocol), "%d.%u", SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR,
+		(unsigned)c->daemon_minor);
+	json_object_begin(j, "daemon");
+	json_text(j, "version", d && d->version && *d->version ? d->version : c->daemon_version);
+	json_string(j, "protocol", protocol);
+	if (d && d->pid) {
+		json_uint(j, "pid", d->pid);
+		json_uint(j, "started_unix_ns", d->started_unix_ns);
+		json_uint(j, "uptime_ns", d->uptime_ns);
+	} else {
+		json_null(j, "pid");
+		json_null(j, "started_unix_ns");
+		json_null(j, "uptime_ns");
+	}
+	json_string(j, "socket", d && d->socket && *d->socket ? d->socket : c->socket);
 	json_object_end(j);
 }
 
@@ -263,6 +288,7 @@ void ctl_json_print(
 	json_object_begin(j, c->into ? c->socket : NULL);
 	switch (kind) {
 	case SSEQ__QUERY_KIND__QUERY_KIND_STATUS:
+		json_daemon(j, c, res->daemon);
 		json_device(j, res->device);
 		json_streams(j, c, res);
 		json_counters(j, res->counters);

@@ -5,8 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <wchar.h>
 
 #include "ctl.h"
+#include "sseq-utf8.h"
 
 /* A text table: cells are collected first so every column gets the width it needs. */
 #define TABLE_MAX_COLS 16
@@ -91,26 +94,61 @@ static void table_cell(struct table *t, const char *fmt, ...)
 	table_push(t, cell);
 }
 
+/* The columns a cell takes on a terminal, not its bytes: labels are UTF-8 whatever the
+ * locale (the wire's strings are), so characters are decoded here and measured with
+ * wcwidth (main picks a UTF-8 LC_CTYPE for it): "é" takes one column, "漢" two, a
+ * combining accent none. A byte that is no character, or one wcwidth does not know,
+ * counts one, as a terminal draws one replacement for it. */
+static size_t text_width(const char *s)
+{
+	size_t w = 0, n;
+
+	for (; *s; s += n) {
+		const unsigned char *p = (const unsigned char *)s;
+		wchar_t wc;
+		int cw;
+
+		n = utf8_char_len(s);
+		if (n <= 1) {
+			w++;
+			n = 1;
+			continue;
+		}
+		wc = (wchar_t)(p[0] & (0xff >> (n + 1)));
+		for (size_t i = 1; i < n; i++)
+			wc = (wchar_t)((wc << 6) | (p[i] & 0x3f));
+		cw = wcwidth(wc);
+		w += cw >= 0 ? (size_t)cw : 1;
+	}
+	return w;
+}
+
+static void text_pad(FILE *f, size_t n)
+{
+	while (n--)
+		fputc(' ', f);
+}
+
 static void table_print(const struct table *t, FILE *f)
 {
 	size_t width[TABLE_MAX_COLS] = {0};
 
 	for (size_t i = 0; i < t->n; i++) {
-		size_t len = t->cells[i] ? strlen(t->cells[i]) : 1;
+		size_t len = t->cells[i] ? text_width(t->cells[i]) : 1;
 		if (len > width[i % t->ncols])
 			width[i % t->ncols] = len;
 	}
 	for (size_t i = 0; i < t->n; i++) {
 		unsigned col = (unsigned)(i % t->ncols);
 		const char *s = t->cells[i] ? t->cells[i] : "?";
+		size_t pad = width[col] - text_width(s);
 		bool last = col + 1 == t->ncols || i + 1 == t->n;
 
 		if (t->align[col] == 'r')
-			fprintf(f, "%*s", (int)width[col], s);
-		else if (last)
-			fputs(s, f); /* no trailing blanks */
-		else
-			fprintf(f, "%-*s", (int)width[col], s);
+			text_pad(f, pad);
+		fputs(s, f);
+		if (t->align[col] != 'r' && !last)
+			text_pad(f, pad); /* no trailing blanks after the last column */
 		fputs(last ? "\n" : "  ", f);
 	}
 }
@@ -190,7 +228,8 @@ static size_t clients_count(const struct ctl *c, const Sseq__QueryResult *res)
 	return n;
 }
 
-static void text_streams(const struct ctl *c, const Sseq__QueryResult *res)
+/* Every stream, or (status) only those with points in flight. */
+static void text_streams(const struct ctl *c, const Sseq__QueryResult *res, bool busy_only)
 {
 	struct table t;
 	char kind[32], sessions[128];
@@ -199,6 +238,8 @@ static void text_streams(const struct ctl *c, const Sseq__QueryResult *res)
 		"SESSIONS");
 	for (size_t i = 0; i < res->n_streams; i++) {
 		const Sseq__StreamInfo *s = res->streams[i];
+		if (busy_only && s->window_used == 0)
+			continue;
 		table_cell(&t, "%" PRIu32, s->id);
 		table_cell(&t, "%s",
 			ctl_enum_name(&sseq__stream_kind__descriptor, s->kind, "STREAM_KIND_", kind,
@@ -244,25 +285,106 @@ static void text_clients(const struct ctl *c, const Sseq__QueryResult *res)
 	table_finish(&t);
 }
 
+/* "3d 4h", "2h 5min", "4min 10s", "12s": the two largest units, as systemctl does. */
+static const char *fmt_duration(uint64_t ns, char *buf, size_t size)
+{
+	uint64_t s = ns / 1000000000u;
+	uint64_t d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60, sec = s % 60;
+
+	if (d)
+		snprintf(buf, size, "%" PRIu64 "d %" PRIu64 "h", d, h);
+	else if (h)
+		snprintf(buf, size, "%" PRIu64 "h %" PRIu64 "min", h, m);
+	else if (m)
+		snprintf(buf, size, "%" PRIu64 "min %" PRIu64 "s", m, sec);
+	else
+		snprintf(buf, size, "%" PRIu64 "s", sec);
+	return buf;
+}
+
+/* The daemon as `systemctl status` shows a service: what runs, since when, where. A
+ * daemon older than protocol 1.6 does not say its pid and start; its version and our
+ * socket still show. */
+static void text_daemon(const struct ctl *c, const Sseq__QueryResult *res)
+{
+	const Sseq__DaemonInfo *dm = res->daemon;
+	const char *version = dm && dm->version && *dm->version ? dm->version : c->daemon_version;
+	char up[32], since[64] = "";
+
+	printf("     Daemon: sseqd %s (protocol %d.%" PRIu32 ")", *version ? version : "?",
+		SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR, c->daemon_minor);
+	if (dm && dm->pid)
+		printf(", pid %" PRIu32, dm->pid);
+	printf("\n");
+	if (dm && dm->started_unix_ns) {
+		time_t t = (time_t)(dm->started_unix_ns / 1000000000u);
+		struct tm tm;
+		if (gmtime_r(&t, &tm))
+			strftime(since, sizeof(since), " (since %Y-%m-%d %H:%M:%S UTC)", &tm);
+		printf("     Uptime: %s%s\n", fmt_duration(dm->uptime_ns, up, sizeof(up)), since);
+	}
+	printf("     Socket: %s\n", dm && dm->socket && *dm->socket ? dm->socket : c->socket);
+}
+
+/* One line for the streams: how many have points in flight (listed below it), and those
+ * with nothing in flight by kind, "12 compute, 4 h2d idle", rather than a row each. */
+static void text_streams_summary(const Sseq__QueryResult *res)
+{
+	size_t idle[SSEQ__STREAM_KIND__STREAM_KIND_D2D + 2] = {0}, busy = 0, n = 0;
+	char kind[32];
+
+	for (size_t i = 0; i < res->n_streams; i++) {
+		const Sseq__StreamInfo *s = res->streams[i];
+		unsigned k = s->kind <= SSEQ__STREAM_KIND__STREAM_KIND_D2D ? (unsigned)s->kind : 0;
+		if (s->window_used)
+			busy++;
+		else
+			idle[k]++;
+	}
+	printf("    Streams: %zu%s", res->n_streams, res->n_streams ? ", " : "\n");
+	if (busy)
+		printf("%zu busy (below)%s", busy, busy < res->n_streams ? "; " : "\n");
+	if (busy == res->n_streams)
+		return;
+	printf("%s", busy ? "" : "all ");
+	for (unsigned k = 0; k < sizeof(idle) / sizeof(idle[0]); k++) {
+		if (!idle[k])
+			continue;
+		printf("%s%zu %s", n++ ? ", " : "", idle[k],
+			ctl_enum_name(&sseq__stream_kind__descriptor, (int)k, "STREAM_KIND_", kind,
+				sizeof(kind)));
+	}
+	printf(" idle\n");
+}
+
 static void text_status(const struct ctl *c, const Sseq__QueryResult *res)
 {
 	const Sseq__DeviceInfo *d = res->device;
 	const Sseq__Counters *k = res->counters;
 	char used[32], total[32];
+	bool busy = false;
 
-	if (d)
-		printf("device %" PRIu32 ": %s (backend %s%s%s), memory %s / %s used\n", d->index,
+	text_daemon(c, res);
+	if (d) {
+		printf("     Device: %" PRIu32 ", %s (backend %s%s%s)\n", d->index,
 			d->name && *d->name ? d->name : "?", d->backend ? d->backend : "?",
-			d->arch && *d->arch ? ", " : "", d->arch ? d->arch : "",
-			fmt_bytes(d->memory_used, used, sizeof(used)),
+			d->arch && *d->arch ? ", " : "", d->arch ? d->arch : "");
+		printf("     Memory: %s / %s used\n", fmt_bytes(d->memory_used, used, sizeof(used)),
 			fmt_bytes(d->memory_total, total, sizeof(total)));
+	}
 	if (d && d->resets)
-		printf("device resets: %" PRIu64 "; the last at %s took %" PRIu64
+		printf("     Resets: %" PRIu64 "; the last at %s took %" PRIu64
 		       " ms, caused by %s\n",
 			d->resets, d->last_reset_at ? d->last_reset_at : "?", d->last_reset_ms,
 			d->last_reset_cause ? d->last_reset_cause : "?");
-	printf("clients: %zu\n\n", clients_count(c, res));
-	text_streams(c, res);
+	printf("    Clients: %zu\n", clients_count(c, res));
+	text_streams_summary(res);
+	for (size_t i = 0; i < res->n_streams; i++)
+		busy |= res->streams[i]->window_used > 0;
+	if (busy) {
+		printf("\n");
+		text_streams(c, res, true);
+	}
 	if (!k)
 		return;
 	printf("\n");
@@ -469,7 +591,7 @@ void ctl_text_print(const struct ctl *c, Sseq__QueryKind kind, const Sseq__Query
 		text_buffers(res);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_STREAMS:
-		text_streams(c, res);
+		text_streams(c, res, false);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_STATS:
 		text_stats(res);

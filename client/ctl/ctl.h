@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,12 +23,17 @@
 
 struct json;
 
-/* Exit codes are part of the interface: scripts tell "no daemon" from "daemon said no". */
+/* Exit codes are part of the interface: scripts tell "no daemon" from "daemon said no"
+ * from "not allowed to ask". */
 enum {
 	EXIT_DAEMON = 1, /* the daemon refused, or answered something unreadable */
 	EXIT_USAGE = 2,
-	EXIT_UNREACHABLE = 3, /* nothing answers at the socket, or not in time */
+	/* nothing answers at the socket, or not in time, or the daemon went away */
+	EXIT_UNREACHABLE = 3,
+	EXIT_DENIED = 4, /* the socket (or its directory) is closed to this user */
 };
+
+struct ctl_metrics;
 
 struct ctl {
 	const char *socket;
@@ -36,10 +42,14 @@ struct ctl {
 	uint64_t next_tag;
 	uint64_t session; /* ours, from the Welcome: left out of client lists */
 	uint32_t daemon_minor; /* the daemon's protocol minor, from the Welcome */
+	char daemon_version[64]; /* its release, from the Welcome */
 	char err[512]; /* why the last call failed */
 	/* Set when several daemons answer one command: the JSON document they go into, as
 	 * members keyed by socket (NULL: one document of our own). */
 	struct json *into;
+	/* Set when several daemons' metrics go out as one exposition: the text is kept
+	 * there to be merged (ctl-metrics.c) instead of printed. */
+	struct ctl_metrics *metrics;
 };
 
 /* Set by SIGINT / SIGTERM during --follow; cuts any wait on the socket short. */
@@ -47,6 +57,7 @@ extern volatile sig_atomic_t ctl_stop;
 
 /* ---- the connection (ctl-conn.c); failures leave their reason in c->err ---- */
 
+/* -EACCES leaves in c->err who owns the socket and what would let us in. */
 int ctl_connect(struct ctl *c);
 int ctl_hello(struct ctl *c);
 /* On success *out is a QueryResult message; the caller frees it. */
@@ -71,6 +82,15 @@ void ctl_sockets_free(struct ctl_sockets *s);
 const char *ctl_enum_name(
 	const ProtobufCEnumDescriptor *desc, int value, const char *prefix, char *buf, size_t size);
 const char *ctl_status_name(int status, char *buf, size_t size);
+
+/* ---- several daemons' metrics as one exposition (ctl-metrics.c) ---- */
+
+struct ctl_metrics *ctl_metrics_new(void);
+/* Adds one daemon's text: 0 or -ENOMEM. */
+int ctl_metrics_add(struct ctl_metrics *m, const char *text);
+/* Each family once, its HELP and TYPE first, then every daemon's samples of it. */
+void ctl_metrics_print(const struct ctl_metrics *m, FILE *f);
+void ctl_metrics_free(struct ctl_metrics *m);
 
 /* ---- reading a result, shared by both views ---- */
 
@@ -106,9 +126,21 @@ static inline bool trace_number(const char *text, uint64_t *out)
 
 /* ---- the views ---- */
 
-/* trace --chrome FILE ("-": stdout): the timeline as Chrome trace-event JSON, the newest
- * max_entries operations (0: all the daemon holds) (ctl-chrome.c). */
-int ctl_chrome(struct ctl *c, const char *path, uint32_t max_entries);
+/* Which operations trace --chrome keeps: all of them when zeroed. Times are the
+ * timeline's own, nanoseconds since the daemon started. */
+struct ctl_chrome_filter {
+	uint64_t session; /* --session N: this session's only (0: every session) */
+	const char *worker; /* --worker NAME: this worker id's (or client name's) only */
+	bool have_since, have_last;
+	uint64_t since_ns; /* --since MS: those that ended at or after it */
+	uint64_t last_ns; /* --last MS: those that ended within it of the newest end */
+};
+
+/* trace --chrome FILE ("-": stdout): the timeline as Chrome trace-event JSON, the
+ * operations filter keeps (NULL: all), the newest max_entries of them (0: all)
+ * (ctl-chrome.c). */
+int ctl_chrome(struct ctl *c, const char *path, uint32_t max_entries,
+	const struct ctl_chrome_filter *filter);
 
 /* Tables for people (ctl-text.c). */
 void ctl_text_print(const struct ctl *c, Sseq__QueryKind kind, const Sseq__QueryResult *res);

@@ -5,6 +5,9 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -48,6 +51,11 @@ static const struct command commands[] = {
 static void ctl_print(
 	const struct ctl *c, Sseq__QueryKind kind, const Sseq__QueryResult *res, bool pretty)
 {
+	if (c->metrics && kind == SSEQ__QUERY_KIND__QUERY_KIND_METRICS) {
+		if (ctl_metrics_add(c->metrics, res->metrics_text) < 0)
+			fprintf(stderr, "sseqctl: out of memory merging %s's metrics\n", c->socket);
+		return;
+	}
 	if (!c->json) {
 		ctl_text_print(c, kind, res);
 		return;
@@ -77,6 +85,18 @@ static int ctl_run(struct ctl *c, Sseq__QueryKind kind, uint32_t max_entries)
 	return 0;
 }
 
+/* Whether standard output's reader is gone (`| head` done): then --follow ends, quietly,
+ * without waiting for an entry to write, as tail -f does. A pipe's writing end polls
+ * POLLERR once its reader closed it; a file or terminal never does. */
+static bool ctl_stdout_closed(void)
+{
+	struct pollfd p = {.fd = STDOUT_FILENO};
+
+	if (ferror(stdout))
+		return true;
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP | POLLNVAL));
+}
+
 /* Polls rather than setting TraceOptions.follow: each answer is one complete
  * QueryResult, and an interrupted sseqctl leaves nothing running in the daemon.
  * --json prints one compact document per poll that found entries (JSON lines). */
@@ -97,7 +117,7 @@ static int ctl_follow(struct ctl *c, uint32_t max_entries)
 	q.trace = &trace;
 	if (!c->json)
 		ctl_text_trace_header();
-	while (!ctl_stop) {
+	while (!ctl_stop && !ctl_stdout_closed()) {
 		Sseq__Message *m = NULL;
 		const Sseq__QueryResult *res;
 		struct timespec ts = {.tv_nsec = CTL_FOLLOW_MS * 1000000L};
@@ -119,8 +139,10 @@ static int ctl_follow(struct ctl *c, uint32_t max_entries)
 				" trace entries went by unseen (sseqd keeps the "
 				"last 4096; poll faster with fewer other clients' decisions)\n",
 				res->trace_dropped);
-		if (first || res->n_trace > 0)
+		if (first || res->n_trace > 0) {
 			ctl_print(c, q.kind, res, false);
+			fflush(stdout);
+		}
 		sseq__message__free_unpacked(m, NULL);
 		first = false;
 		nanosleep(&ts, NULL);
@@ -136,7 +158,8 @@ static void usage(FILE *f)
 		"Ask a running sseqd what it is doing.\n"
 		"\n"
 		"Commands:\n"
-		"  status    device, streams, key counters, clients\n"
+		"  status    the daemon (version, pid, uptime, socket), device, busy\n"
+		"            streams, key counters, clients\n"
 		"  clients   connected sessions: pid, uid, worker, buffers, bytes, in flight,\n"
 		"            staging, lanes\n"
 		"  buffers   buffers with their producer point, pending readers, slices\n"
@@ -150,9 +173,10 @@ static void usage(FILE *f)
 		"            registers, shared memory\n"
 		"\n"
 		"Options:\n"
-		"  -s, --socket PATH  daemon socket (default $SSEQ_SOCKET; else status and\n"
-		"                     clients ask every $SSEQ_SOCKET_DIR/gpu*.sock, the\n"
-		"                     other commands %s)\n"
+		"  -s, --socket PATH  daemon socket (default $SSEQ_SOCKET; else status,\n"
+		"                     clients, stats and metrics ask every\n"
+		"                     $SSEQ_SOCKET_DIR/gpu*.sock, --json keyed by socket;\n"
+		"                     the other commands %s)\n"
 		"  -i, --gpu N        GPU N's daemon: $SSEQ_SOCKET_DIR/gpuN.sock\n"
 		"                     ($SSEQ_SOCKET_DIR: default %s)\n"
 		"  -j, --json         print JSON instead of tables\n"
@@ -161,11 +185,19 @@ static void usage(FILE *f)
 		"  --chrome FILE      trace: write the timeline as Chrome trace-event JSON\n"
 		"                     (Perfetto, chrome://tracing; FILE - is stdout)\n"
 		"  --perfetto FILE    the same\n"
+		"  --session N        trace --chrome: only session N's operations\n"
+		"  --worker NAME      trace --chrome: only worker NAME's (its worker id,\n"
+		"                     else its client name)\n"
+		"  --since MS         trace --chrome: only those that ended MS ms or more\n"
+		"                     after the daemon started (0 or more)\n"
+		"  --last MS          trace --chrome: only those that ended in the MS ms\n"
+		"                     up to the newest one's end (1 or more)\n"
 		"  -h, --help         show this help\n"
 		"  -V, --version      show the version\n"
 		"\n"
 		"Exit status: 0 ok, 1 the daemon reported an error, 2 bad usage,\n"
-		"3 no daemon answers at the socket (with several daemons: the worst).\n",
+		"3 no daemon answers at the socket or it went away, 4 permission denied\n"
+		"on the socket (with several daemons: the worst).\n",
 		SSEQ_DEFAULT_SOCKET, CTL_SOCKET_DIR);
 }
 
@@ -175,6 +207,8 @@ struct invocation {
 	uint32_t max_entries;
 	bool follow, have_n;
 	const char *chrome; /* trace --chrome / --perfetto FILE */
+	struct ctl_chrome_filter filter; /* and which operations it keeps */
+	bool filtered; /* --session, --worker, --since or --last given */
 	bool socket_given; /* --socket, -i or $SSEQ_SOCKET: one daemon, no discovery */
 	int socket_opt; /* 's' or 'i', whichever was given */
 	char gpu_socket[CTL_PATH_MAX]; /* -i N's */
@@ -198,13 +232,66 @@ static bool ctl_parse_count(const char *arg, uint32_t *out)
 	return true;
 }
 
+/* Long options of trace --chrome's filter, past every character getopt could return. */
+enum {
+	CTL_OPT_SESSION = 0x100,
+	CTL_OPT_WORKER,
+	CTL_OPT_SINCE,
+	CTL_OPT_LAST,
+};
+
+/* --session N, --worker NAME, --since MS, --last MS; a bad value says what would do. */
+static bool ctl_parse_filter(int opt, const char *arg, struct ctl_chrome_filter *f)
+{
+	const char *name = opt == CTL_OPT_SINCE ? "--since" : "--last";
+	const uint64_t min = opt == CTL_OPT_SINCE ? 0 : 1;
+	const uint64_t max = opt == CTL_OPT_SESSION ? UINT64_MAX : UINT64_MAX / 1000000;
+	unsigned long long v;
+	char *end;
+
+	if (opt == CTL_OPT_WORKER) {
+		if (!arg[0]) {
+			fprintf(stderr, "sseqctl: --worker wants a worker id or client name\n");
+			return false;
+		}
+		f->worker = arg;
+		return true;
+	}
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (errno || end == arg || *end || arg[0] < '0' || arg[0] > '9' || v < min || v > max) {
+		if (opt == CTL_OPT_SESSION)
+			fprintf(stderr,
+				"sseqctl: --session wants a session number (1 or more, as "
+				"sseqctl clients shows), not '%s'\n",
+				arg);
+		else
+			fprintf(stderr,
+				"sseqctl: %s wants whole milliseconds, %" PRIu64 " to %" PRIu64
+				", not '%s'\n",
+				name, min, max, arg);
+		return false;
+	}
+	if (opt == CTL_OPT_SESSION) {
+		f->session = v;
+	} else if (opt == CTL_OPT_SINCE) {
+		f->have_since = true;
+		f->since_ns = v * 1000000;
+	} else {
+		f->have_last = true;
+		f->last_ns = v * 1000000;
+	}
+	return true;
+}
+
 /* -i N: GPU N's socket in the socket directory. */
 static bool ctl_parse_gpu(const char *arg, char *buf, size_t size)
 {
 	uint32_t n = 0;
 
 	if (strcmp(arg, "0") != 0 && !ctl_parse_count(arg, &n)) {
-		fprintf(stderr, "sseqctl: -i wants a GPU number, not '%s'\n", arg);
+		fprintf(stderr, "sseqctl: -i wants a GPU number from 0 to %" PRIu32 ", not '%s'\n",
+			UINT32_MAX, arg);
 		return false;
 	}
 	if (ctl_gpu_socket(n, buf, size) < 0) {
@@ -224,6 +311,10 @@ static int ctl_parse_options(int argc, char **argv, struct ctl *c, struct invoca
 		{"follow", no_argument, NULL, 'f'},
 		{"chrome", required_argument, NULL, 'C'},
 		{"perfetto", required_argument, NULL, 'C'},
+		{"session", required_argument, NULL, CTL_OPT_SESSION},
+		{"worker", required_argument, NULL, CTL_OPT_WORKER},
+		{"since", required_argument, NULL, CTL_OPT_SINCE},
+		{"last", required_argument, NULL, CTL_OPT_LAST},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
@@ -255,8 +346,10 @@ static int ctl_parse_options(int argc, char **argv, struct ctl *c, struct invoca
 			break;
 		case 'n':
 			if (!ctl_parse_count(optarg, &inv->max_entries)) {
-				fprintf(stderr, "sseqctl: -n wants a positive count, not '%s'\n",
-					optarg);
+				fprintf(stderr,
+					"sseqctl: -n wants a count from 1 to %" PRIu32
+					" (the daemon keeps the last 4096), not '%s'\n",
+					UINT32_MAX, optarg);
 				return EXIT_USAGE;
 			}
 			inv->have_n = true;
@@ -266,6 +359,14 @@ static int ctl_parse_options(int argc, char **argv, struct ctl *c, struct invoca
 			break;
 		case 'C':
 			inv->chrome = optarg;
+			break;
+		case CTL_OPT_SESSION:
+		case CTL_OPT_WORKER:
+		case CTL_OPT_SINCE:
+		case CTL_OPT_LAST:
+			if (!ctl_parse_filter(opt, optarg, &inv->filter))
+				return EXIT_USAGE;
+			inv->filtered = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -311,6 +412,12 @@ static int ctl_parse_command(int argc, char **argv, struct invocation *inv)
 			"sseqctl: --chrome and --perfetto apply to trace, without --follow\n");
 		return EXIT_USAGE;
 	}
+	if (inv->filtered && !inv->chrome) {
+		fprintf(stderr,
+			"sseqctl: --session, --worker, --since and --last apply to "
+			"trace --chrome FILE\n");
+		return EXIT_USAGE;
+	}
 	return CTL_GO_ON;
 }
 
@@ -323,16 +430,20 @@ static int ctl_execute(struct ctl *c, const struct invocation *inv)
 	r = ctl_connect(c);
 	if (r == -ENAMETOOLONG)
 		status = EXIT_USAGE;
+	else if (r == -EACCES)
+		status = EXIT_DENIED;
 	else if (r < 0)
 		status = EXIT_UNREACHABLE;
 	if (r == 0)
 		r = ctl_hello(c);
 	if (r == 0)
-		r = inv->chrome	      ? ctl_chrome(c, inv->chrome, inv->max_entries)
+		r = inv->chrome	      ? ctl_chrome(c, inv->chrome, inv->max_entries, &inv->filter)
 			: inv->follow ? ctl_follow(c, inv->max_entries)
 				      : ctl_run(c, inv->cmd->kind, inv->max_entries);
+	/* A daemon that stops mid-command (trace --follow) is gone, not refusing. */
 	if (r < 0 && status == 0)
-		status = r == -ETIMEDOUT ? EXIT_UNREACHABLE : EXIT_DAEMON;
+		status = r == -ETIMEDOUT || r == -ECONNRESET || r == -ESHUTDOWN ? EXIT_UNREACHABLE
+										: EXIT_DAEMON;
 	if (r < 0)
 		fprintf(stderr, "sseqctl: %s\n", c->err[0] ? c->err : strerror(-r));
 	if (c->fd >= 0)
@@ -345,6 +456,8 @@ static int ctl_execute(struct ctl *c, const struct invocation *inv)
  * answer is reported in its place; the others are still shown. */
 static int ctl_execute_all(struct ctl *base, const struct invocation *inv, struct ctl_sockets *all)
 {
+	bool merge = !base->json && inv->cmd->kind == SSEQ__QUERY_KIND__QUERY_KIND_METRICS;
+	struct ctl_metrics *metrics = NULL;
 	struct json j;
 	int status = 0;
 
@@ -352,13 +465,19 @@ static int ctl_execute_all(struct ctl *base, const struct invocation *inv, struc
 		json_init(&j, stdout, true);
 		json_object_begin(&j, NULL);
 	}
+	if (merge && !(metrics = ctl_metrics_new())) {
+		fprintf(stderr, "sseqctl: out of memory\n");
+		return EXIT_DAEMON;
+	}
 	for (size_t i = 0; i < all->n; i++) {
 		struct ctl c = {.fd = -1, .json = base->json, .socket = all->path[i]};
 		int st;
 
 		if (base->json) {
 			c.into = &j;
-		} else {
+		} else if (merge) {
+			c.metrics = metrics;
+		} else if (all->n > 1) {
 			printf("%s%s:\n", i ? "\n" : "", c.socket);
 			fflush(stdout);
 		}
@@ -368,7 +487,7 @@ static int ctl_execute_all(struct ctl *base, const struct invocation *inv, struc
 			json_string(&j, "error", c.err[0] ? c.err : "failed");
 			json_uint(&j, "exit_status", (uint64_t)st);
 			json_object_end(&j);
-		} else if (st) {
+		} else if (st && !merge && all->n > 1) {
 			printf("error: %s\n", c.err[0] ? c.err : "failed");
 		}
 		if (st > status)
@@ -378,18 +497,29 @@ static int ctl_execute_all(struct ctl *base, const struct invocation *inv, struc
 		json_object_end(&j);
 		json_finish(&j);
 	}
+	if (merge) {
+		ctl_metrics_print(metrics, stdout);
+		ctl_metrics_free(metrics);
+	}
 	return status;
 }
 
-/* Which daemons: the one named, else (status, clients) every gpu*.sock found, else the
- * default socket as before. */
+/* Which daemons: the one named, else (status, clients, stats, metrics) every gpu*.sock
+ * found, else the default socket as before. Whether the output is keyed by socket
+ * depends on the command line alone, never on how many daemons were found: a script
+ * reads one schema on a machine with one GPU, with several, and with none running. */
 static int ctl_dispatch(struct ctl *c, const struct invocation *inv)
 {
 	struct ctl_sockets all = {0};
+	Sseq__QueryKind kind = inv->cmd->kind;
 	bool many = !inv->socket_given &&
-		(inv->cmd->kind == SSEQ__QUERY_KIND__QUERY_KIND_STATUS ||
-			inv->cmd->kind == SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS);
+		(kind == SSEQ__QUERY_KIND__QUERY_KIND_STATUS ||
+			kind == SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS ||
+			kind == SSEQ__QUERY_KIND__QUERY_KIND_STATS ||
+			kind == SSEQ__QUERY_KIND__QUERY_KIND_METRICS);
 	char fallback[CTL_PATH_MAX];
+	char *only[1] = {NULL};
+	struct ctl_sockets one = {.path = only, .n = 1};
 	int r, status;
 
 	if (!inv->socket_given && getenv("SSEQ_SOCKET_DIR")) {
@@ -404,7 +534,8 @@ static int ctl_dispatch(struct ctl *c, const struct invocation *inv)
 		fprintf(stderr, "sseqctl: cannot list %s: %s\n", ctl_socket_dir(), strerror(-r));
 		return EXIT_UNREACHABLE;
 	}
-	status = all.n ? ctl_execute_all(c, inv, &all) : ctl_execute(c, inv);
+	only[0] = (char *)c->socket;
+	status = ctl_execute_all(c, inv, all.n ? &all : &one);
 	ctl_sockets_free(&all);
 	return status;
 }
@@ -415,6 +546,13 @@ int main(int argc, char **argv)
 	struct invocation inv = {0};
 	int status;
 
+	/* A reader that went away (`| head`) ends us quietly, as it does cat, even where
+	 * the parent left SIGPIPE ignored; the socket sends with MSG_NOSIGNAL. */
+	signal(SIGPIPE, SIG_DFL);
+	/* Table widths measure labels with wcwidth, which knows widths only under a UTF-8
+	 * LC_CTYPE: the user's, else C.UTF-8 (labels are UTF-8 whatever the locale). */
+	if (!setlocale(LC_CTYPE, "") || strcmp(nl_langinfo(CODESET), "UTF-8") != 0)
+		setlocale(LC_CTYPE, "C.UTF-8");
 	status = ctl_parse_options(argc, argv, &c, &inv);
 	if (status == CTL_GO_ON)
 		status = ctl_parse_command(argc, argv, &inv);

@@ -7,6 +7,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "arena.h"
 #include "server.h"
@@ -50,6 +53,31 @@ static Sseq__DeviceInfo *query_device(struct server *srv, struct arena *a)
 	}
 	d->shared_per_block = info.shared_per_block;
 	d->shared_optin = info.shared_optin;
+	return d;
+}
+
+/* The daemon as `systemctl status` shows a service: its release, pid, start and
+ * socket. A socket from systemd has no path of ours: ask the socket itself (one we
+ * bound was bound under a temporary name and renamed, so only then). */
+static Sseq__DaemonInfo *query_daemon(struct server *srv, struct arena *a)
+{
+	Sseq__DaemonInfo *d = arena_alloc(a, sizeof(*d));
+	struct sockaddr_un addr = {0};
+	socklen_t len = sizeof(addr);
+	const char *path = srv->opts.socket_path;
+
+	sseq__daemon_info__init(d);
+	d->version = (char *)SSEQ_VERSION;
+	d->pid = (uint32_t)getpid();
+	d->started_unix_ns = srv->started_unix_ns;
+	d->uptime_ns = server_now_ns() - srv->started_ns;
+	if (srv->opts.listen_fd >= 0 || !path) {
+		path = "";
+		if (getsockname(srv->listen_fd, (struct sockaddr *)&addr, &len) == 0 &&
+			addr.sun_family == AF_UNIX && len < sizeof(addr) && addr.sun_path[0])
+			path = addr.sun_path;
+	}
+	d->socket = arena_strdup(a, path);
 	return d;
 }
 
@@ -397,17 +425,20 @@ struct metrics_buf {
 	struct arena *a;
 };
 
-static void metric(struct metrics_buf *m, const char *name, const char *type, const char *help,
-	const char *labels, uint64_t value)
+/* One sample, its value already in the text format's words; under a HELP and TYPE when
+ * help is given (a family's first sample). */
+static void metric_text(struct metrics_buf *m, const char *name, const char *type, const char *help,
+	const char *labels, const char *value)
 {
-	char line[512];
+	char line[768];
 	int n = 0;
 
 	if (help)
 		n = snprintf(line, sizeof(line), "# HELP sseq_%s %s\n# TYPE sseq_%s %s\n", name,
 			help, name, type);
-	n += snprintf(line + n, sizeof(line) - (size_t)n, "sseq_%s{%s} %" PRIu64 "\n", name, labels,
-		value);
+	n += snprintf(line + n, sizeof(line) - (size_t)n, "sseq_%s{%s} %s\n", name, labels, value);
+	if (n >= (int)sizeof(line))
+		return; /* cut short it would break the format; no labels here come near */
 	if (m->len + (size_t)n + 1 > m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 8192;
 		char *t;
@@ -423,6 +454,15 @@ static void metric(struct metrics_buf *m, const char *name, const char *type, co
 	}
 	memcpy(m->text + m->len, line, (size_t)n + 1);
 	m->len += (size_t)n;
+}
+
+static void metric(struct metrics_buf *m, const char *name, const char *type, const char *help,
+	const char *labels, uint64_t value)
+{
+	char v[24];
+
+	snprintf(v, sizeof(v), "%" PRIu64, value);
+	metric_text(m, name, type, help, labels, v);
 }
 
 /* The HELP line of a Counters field (the schema, sseq.proto, is the list of counters:
@@ -529,13 +569,25 @@ static char *query_metrics(struct server *srv, const struct session *asker, stru
 	struct metrics_buf m = {.a = a};
 	Sseq__Counters *c = query_counters(srv, a);
 	Sseq__DeviceInfo *d = query_device(srv, a);
-	char dev[64];
-	char labels[160];
+	char dev[128];
+	char labels[256];
+	char started[40];
 	unsigned n = seq_stream_count(srv->seq);
 
-	snprintf(dev, sizeof(dev), "device=\"%u\",backend=\"%s\"", srv->opts.device, d->backend);
+	/* gpu beside device, as DCGM's exporter labels its samples, so the two join on it. */
+	snprintf(dev, sizeof(dev), "device=\"%u\",gpu=\"%u\",backend=\"%s\"", srv->opts.device,
+		srv->opts.device, d->backend);
+	snprintf(labels, sizeof(labels), "%s,version=\"%s\"", dev, SSEQ_VERSION);
+	metric(&m, "build_info", "gauge", "Always 1: the daemon's release in its version label.",
+		labels, 1);
+	/* In seconds since the epoch, fraction and all, as process_start_time_seconds is. */
+	snprintf(started, sizeof(started), "%" PRIu64 ".%09" PRIu64,
+		srv->started_unix_ns / 1000000000u, srv->started_unix_ns % 1000000000u);
+	metric_text(&m, "start_time_seconds", "gauge",
+		"When the daemon started serving, in seconds since the Unix epoch.", dev, started);
 	metric(&m, "clients", "gauge", "Connected client sessions, the one asking not counted.",
 		dev, srv->nsessions - (asker && srv->nsessions ? 1 : 0));
+	metric(&m, "memory_total_bytes", "gauge", "Device memory in total.", dev, d->memory_total);
 	metric(&m, "memory_used_bytes", "gauge", "Device memory held by buffers.", dev,
 		d->memory_used);
 	metric_counters(&m, c, dev);
@@ -564,6 +616,7 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 	res->message = (char *)"";
 	switch (q->kind) {
 	case SSEQ__QUERY_KIND__QUERY_KIND_STATUS:
+		res->daemon = query_daemon(srv, a);
 		res->device = query_device(srv, a);
 		query_streams(srv, asker, res, a);
 		res->counters = query_counters(srv, a);
