@@ -524,14 +524,16 @@ static int take_listen_fd(void)
 	return SD_LISTEN_FDS_START;
 }
 
-/* Every connection is a descriptor, and so is every staging arena (its memfd is kept, so
+/* Every connection is a descriptor and may hold SESSION_MAX_FDS more (memfds received
+ * ahead of their StagingRegister), and every staging arena is one (its memfd is kept, so
  * that a restart in place maps it again): raise the soft limit to what --max-clients and
- * --arena-limit need (the listener, the loop, the backend and a client's memfds in
- * passing take a few dozen more), within the hard limit, and say so when even that is
- * short. */
+ * --arena-limit need (the listener, the loop, the backend and refused connections take a
+ * few dozen more), within the hard limit, and say so when even that is short. Counted
+ * so, no user can take the descriptors another needs within the limits: one uid holds
+ * at most --max-clients-per-uid connections with what they park. */
 static void raise_fd_limit(const struct server_limits *lim)
 {
-	const rlim_t want = (rlim_t)lim->max_clients + lim->arenas + 64;
+	const rlim_t want = (rlim_t)lim->max_clients * (1 + SESSION_MAX_FDS) + lim->arenas + 64;
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
@@ -539,10 +541,11 @@ static void raise_fd_limit(const struct server_limits *lim)
 	rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
 		log_warn("main",
-			"descriptor limit %llu is below --max-clients %u + --arena-limit %u + 64: "
-			"connections or arenas past it are refused or wait (raise LimitNOFILE= "
-			"or lower the limits)",
-			(unsigned long long)rl.rlim_cur, lim->max_clients, lim->arenas);
+			"descriptor limit %llu is below --max-clients %u x %d + --arena-limit %u "
+			"+ 64 = %llu: connections or arenas past it are refused or wait (raise "
+			"LimitNOFILE= or lower the limits)",
+			(unsigned long long)rl.rlim_cur, lim->max_clients, 1 + SESSION_MAX_FDS,
+			lim->arenas, (unsigned long long)want);
 }
 
 struct daemon_state {

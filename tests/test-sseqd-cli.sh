@@ -73,6 +73,9 @@ refused --inject bogus
 refused --backend hip --socket "$dir/hip.sock"
 if [[ $err == *"built without"* ]]; then
 	[[ $err == *"its backends: sim"* ]] || fail "--backend hip: $err"
-	[[ $(grep -c . <<<"$err") == 1 ]] || fail "--backend hip: more than one line: $err"
+	# (A hard descriptor limit below what the default limits may hold adds its own
+	# warning, before the backend is chosen: not the line this checks.)
+	[[ $(grep -v "descriptor limit" <<<"$err" | grep -c .) == 1 ]] ||
+		fail "--backend hip: more than one line: $err"
 fi
 echo ok

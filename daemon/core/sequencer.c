@@ -468,6 +468,12 @@ static void buffer_drop(struct seq *seq, struct seq_buffer *b)
 	}
 }
 
+void seq_buffer_on_gone(struct seq_buffer *base, void (*gone)(void *arg), void *arg)
+{
+	base->gone = gone;
+	base->gone_arg = arg;
+}
+
 void seq_buffer_free(struct seq *seq, struct seq_buffer *buf)
 {
 	struct seq_buffer *base = buffer_base(buf);

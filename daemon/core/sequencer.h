@@ -210,7 +210,8 @@ struct seq_buffer {
 	bool lost;
 	bool early_released; /* injected slice-outlives-base: memory already handed back */
 	/* Base only, from seq_buffer_adopt: the memory is someone else's (mem_disown, never
-	 * mem_release), and gone(gone_arg) is called once the base is released. */
+	 * mem_release). gone(gone_arg) is called once the base is released (adopt or
+	 * seq_buffer_on_gone sets it). */
 	bool adopted;
 	void (*gone)(void *arg);
 	void *gone_arg;
@@ -259,6 +260,10 @@ int seq_buffer_slice(struct seq *seq, struct seq_buffer *of, uint64_t offset, ui
 /* The owner lets go. A slice goes at once; a base's memory goes back once no slice
  * holds it and every point that used or defined it is complete (I5). */
 void seq_buffer_free(struct seq *seq, struct seq_buffer *buf);
+/* Call gone(arg) once, when the base's memory has gone back: after seq_buffer_free, once no
+ * slice holds it and its last use is complete (within that call, if it already is). For
+ * an owner that counts memory until then. Not for an adopted base (its gone is set). */
+void seq_buffer_on_gone(struct seq_buffer *base, void (*gone)(void *arg), void *arg);
 /* Whether every point that defines or reads buf's base is known complete. */
 bool seq_buffer_idle(const struct seq *seq, const struct seq_buffer *buf);
 /* Bases freed by their owner whose memory waits for their last use (I5), for

@@ -156,6 +156,19 @@ void session_complete(struct session *s, uint64_t tag, Sseq__Status status, cons
 	session_send(s, &m);
 }
 
+/* Whether the client is still there: 0 connected, 1 it shut down its sending side (what
+ * it sent is still read, once the session reads again), -1 gone (closed, killed). */
+static int session_peer(const struct session *s)
+{
+	struct pollfd p = {.fd = s->fd, .events = POLLRDHUP};
+
+	if (poll(&p, 1, 0) != 1)
+		return 0;
+	if (p.revents & (POLLHUP | POLLERR))
+		return -1;
+	return (p.revents & POLLRDHUP) != 0;
+}
+
 void session_flush(struct session *s)
 {
 	while (s->connected && s->out_off < s->out_len) {
@@ -193,6 +206,22 @@ void session_flush(struct session *s)
 	if (!s->blocked && !s->closing && !s->eof && !s->input_wait && !s->inflight_capped &&
 		!s->resume && s->out_len - s->out_off < SESSION_OUT_HIGH)
 		events |= UV_READABLE;
+	else if (!s->closing && !s->eof) {
+		/* Paused, still watched for a hang-up: a dead client's session would otherwise
+		 * keep its descriptors and input until the pause ends, which for input memory
+		 * that other dead sessions hold is never. */
+		if (s->poll_events & UV_DISCONNECT) {
+			events |= UV_DISCONNECT;
+		} else {
+			int peer = session_peer(s);
+			if (peer < 0) {
+				session_disconnect(s);
+				return;
+			}
+			if (peer == 0)
+				events |= UV_DISCONNECT;
+		}
+	}
 	if (events != s->poll_events) {
 		s->poll_events = events;
 		if (events)
@@ -219,6 +248,15 @@ void session_input_free(struct session *s)
 	s->srv->limit.input_large_bytes -= input_large(s->in_cap);
 	s->in_cap = s->in_len = 0;
 	server_input_released(s->srv);
+}
+
+void session_input_adopt(struct session *s, uint8_t *in, size_t len)
+{
+	s->in = in;
+	s->in_len = s->in_cap = len;
+	s->srv->limit.input_bytes += len;
+	s->srv->limit.input_large_bytes += input_large(len);
+	s->last_read_ns = server_loop_ns(s->srv);
 }
 
 /* Tell the client why (a tag-0 notice), then close once that is written. */
@@ -282,6 +320,8 @@ void session_process(struct session *s)
 			server_block_session(s->srv, s);
 			break;
 		}
+		if (r == -EBUSY) /* the frame stays, for when half its work completed */
+			break;
 		if (r == -EPROTO) {
 			s->closing = true;
 			s->in_len = 0;
@@ -339,9 +379,9 @@ void session_input_resume(struct session *s)
 		return;
 	s->input_wait = false;
 	s->srv->input_waiting--;
-	/* The wait was the daemon's, not the client's: its frame's deadline starts again. */
-	if (s->in_len)
-		s->frame_started_ns = server_loop_ns(s->srv);
+	/* Its partial frame's deadline keeps running: while it waited it held input memory
+	 * that others wait for, and a deadline that started again at every resume would let
+	 * a client that gives some back now and then hold the rest for good. */
 	session_mark_dirty(s); /* its flush polls for input again */
 }
 
@@ -449,8 +489,12 @@ void session_sweep(struct session *s, uint64_t now)
 		session_close_with(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, why);
 		return;
 	}
-	/* A frame held back by backpressure is whole: only the client can stall one. */
-	if (s->frame_started_ns && !s->blocked && !s->input_wait && lim->frame_timeout_ms &&
+	/* A pause of the daemon's (a full window, --client-inflight-limit, the turn's frames
+	 * used up) is not the client stalling: the deadline starts again when it ends
+	 * (server.c). A pause at --max-input-memory counts: the partial frame holds memory
+	 * others wait for, and only the client can finish it. */
+	if (s->frame_started_ns && !s->blocked && !s->inflight_capped && !s->resume &&
+		lim->frame_timeout_ms &&
 		now - s->frame_started_ns > (uint64_t)lim->frame_timeout_ms * 1000000u) {
 		s->srv->limit.frame_timeouts++;
 		snprintf(why, sizeof(why),
@@ -472,6 +516,19 @@ void session_on_io(uv_poll_t *poll, int status, int events)
 	if (status < 0) {
 		session_disconnect(s);
 		return;
+	}
+	if (events & UV_DISCONNECT) {
+		if (session_peer(s) < 0) {
+			session_disconnect(s);
+			return;
+		}
+		/* Only a half-close, while paused: not watched again (it stays readable), and
+		 * its input is read to the end once the pause ends. */
+		s->poll_events &= ~UV_DISCONNECT;
+		if (s->poll_events)
+			uv_poll_start(&s->poll, s->poll_events, session_on_io);
+		else
+			uv_poll_stop(&s->poll);
 	}
 	if (events & UV_WRITABLE)
 		session_mark_dirty(s);

@@ -56,7 +56,8 @@ Sseq__Status server_status_from_errno(int outcome)
 	case REQ_SHUTTING_DOWN:
 		return SSEQ__STATUS__STATUS_SHUTTING_DOWN;
 	default:
-		/* REQ_BLOCKED and REQ_CLOSE are never answered: seeing one here is a bug. */
+		/* REQ_BLOCKED, REQ_CAPPED and REQ_CLOSE are never answered: seeing one here
+		 * is a bug. */
 		return outcome > 0 ? SSEQ__STATUS__STATUS_INTERNAL
 				   : SSEQ__STATUS__STATUS_DEVICE_ERROR;
 	}
@@ -94,6 +95,8 @@ static int req_answer(struct session *s, uint64_t tag, int outcome)
 		return 0;
 	case REQ_BLOCKED:
 		return -EAGAIN;
+	case REQ_CAPPED:
+		return -EBUSY;
 	case REQ_CLOSE:
 		return -EPROTO;
 	default:
@@ -257,8 +260,12 @@ static int req_slice(struct session *s, const Sseq__Request *rq)
 			sl->offset, sl->length, sb->buf->size);
 	if ((r = handle_over_limit(s)))
 		return r;
-	/* The range was checked above: only memory can fail. */
-	if (seq_buffer_slice(s->srv->seq, sb->buf, sl->offset, sl->length, &b) < 0)
+	/* The range was checked above: only memory can fail, or the base was lost in a
+	 * device reset this process recovered from (its handle still names it). */
+	r = seq_buffer_slice(s->srv->seq, sb->buf, sl->offset, sl->length, &b);
+	if (r == -ENXIO)
+		return server_lost_error(s->srv, r, "the buffer");
+	if (r < 0)
 		return req_error(s, -ENOMEM, "out of memory");
 	if (sbuf_new(s, b, sl->label, &handle) < 0) {
 		seq_buffer_free(s->srv->seq, b);
@@ -529,7 +536,15 @@ static int req_batch(struct session *s, const Sseq__Request *rq)
 
 	/* After backpressure the batch is unpacked again: skip what already ran. */
 	for (size_t i = s->batch_resume; i < b->n_requests; i++) {
-		int r = session_request(s, b->requests[i], true);
+		int r;
+
+		/* --client-inflight-limit holds within a batch as between frames: the rest
+		 * waits until half of what is in flight completed (op_rec_free resumes it). */
+		if (s->inflight_capped) {
+			s->batch_resume = (uint32_t)i;
+			return REQ_CAPPED;
+		}
+		r = session_request(s, b->requests[i], true);
 		if (r == -EAGAIN) {
 			s->batch_resume = (uint32_t)i;
 			return REQ_BLOCKED;
@@ -589,7 +604,8 @@ static int req_dispatch(struct session *s, const Sseq__Request *rq, bool nested)
 	}
 }
 
-/* 0: answered; -EAGAIN: window full, retry later; -EPROTO: close the connection. */
+/* 0: answered; -EAGAIN: window full, retry later; -EBUSY: a batch held at
+ * --client-inflight-limit, retry once resumed; -EPROTO: close the connection. */
 int session_request(struct session *s, const Sseq__Request *rq, bool nested)
 {
 	int r;

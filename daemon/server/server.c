@@ -298,6 +298,10 @@ static void server_resume_one(struct server *srv, struct session *s)
 	server_unblock(srv, s);
 	server_unresume(s);
 	s->blocked = false;
+	/* The pause was the daemon's, not the client's: a frame it held back, or one the
+	 * client could not send meanwhile, gets its whole --frame-timeout from now. */
+	if (s->in_len)
+		s->frame_started_ns = server_loop_ns(srv);
 	session_process(s); /* may block it again, on a list of its own */
 	session_flush(s);
 }
@@ -528,6 +532,41 @@ static const char *server_admit(struct server *srv, uint32_t uid, char *why, siz
 	return NULL;
 }
 
+/* A refused connection, in the log: the first at once, then one line a second at most
+ * with how many more were refused (a client reconnecting in a loop would otherwise fill
+ * the journal and push out what matters). The sweep reports the rest. */
+static void server_refused_log(struct server *srv, int pid, uint32_t uid, const char *why)
+{
+	uint64_t now = server_now_ns();
+
+	if (srv->refused_logged_ns && now - srv->refused_logged_ns < 1000000000u) {
+		srv->refused_unlogged++;
+		return;
+	}
+	if (srv->refused_unlogged)
+		log_notice("server",
+			"refused a connection from pid %d uid %u: %s (and %" PRIu64
+			" more since the last report)",
+			pid, uid, why, srv->refused_unlogged);
+	else
+		log_notice("server", "refused a connection from pid %d uid %u: %s", pid, uid, why);
+	srv->refused_logged_ns = now;
+	srv->refused_unlogged = 0;
+}
+
+/* The refusals no line told of yet: from the sweep once their second is over, and at
+ * exit (force). */
+static void server_refused_log_rest(struct server *srv, bool force)
+{
+	if (!srv->refused_unlogged ||
+		(!force && server_now_ns() - srv->refused_logged_ns < 1000000000u))
+		return;
+	log_notice("server", "refused %" PRIu64 " more connections since the last report",
+		srv->refused_unlogged);
+	srv->refused_logged_ns = server_now_ns();
+	srv->refused_unlogged = 0;
+}
+
 static void server_on_accept(uv_poll_t *h, int status, int events);
 
 static void server_on_accept_rest(uv_timer_t *t)
@@ -585,8 +624,7 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
 		if (server_admit(srv, cred.uid, why, sizeof(why))) {
 			srv->limit.connections_refused++;
-			log_notice("server", "refused a connection from pid %d uid %u: %s",
-				(int)cred.pid, cred.uid, why);
+			server_refused_log(srv, (int)cred.pid, cred.uid, why);
 			server_refuse(fd, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, why);
 			server_refused_hold(srv, fd);
 			continue;
@@ -611,6 +649,7 @@ static void server_on_sweep(uv_timer_t *t)
 		next = s->next;
 		session_sweep(s, now);
 	}
+	server_refused_log_rest(srv, false);
 }
 
 /* Whether a daemon answers on path (then it is not ours to replace). */
@@ -760,6 +799,13 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 		log_err("server", "cannot create the sequencer: %s", strerror(-r));
 		return r;
 	}
+	/* Room for every completion that can be outstanding: a backend thread's push then
+	 * never allocates. */
+	r = cq_reserve(cq,
+		cq_room(seq_layout(srv->seq)->nstreams,
+			opts->seq.window ? opts->seq.window : SEQ_DEFAULT_WINDOW));
+	if (r < 0)
+		return r;
 	r = server_points_init(srv);
 	if (r < 0)
 		return r;
@@ -816,6 +862,7 @@ void server_finish(struct server *srv)
 	pthread_mutex_unlock(&srv->found_lock);
 	while (srv->nrefused)
 		server_refused_close(srv, 0);
+	server_refused_log_rest(srv, true);
 	while (srv->sessions)
 		session_disconnect(srv->sessions);
 	if (srv->seq)
@@ -864,8 +911,11 @@ void server_stop(struct server *srv)
 
 void server_drop_clients(struct server *srv)
 {
-	for (struct session *s = srv->sessions; s; s = s->next)
+	/* A flush may end its session (a write failed, the client hung up): next first. */
+	for (struct session *s = srv->sessions, *next; s; s = next) {
+		next = s->next;
 		session_flush(s);
+	}
 	while (srv->sessions)
 		session_disconnect(srv->sessions);
 }

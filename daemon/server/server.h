@@ -146,6 +146,7 @@ struct server {
 	/* accept() failed for want of descriptors: the listener rests, then retries. */
 	uv_timer_t accept_rest;
 	uint64_t accept_logged_ns, accept_unlogged;
+	uint64_t refused_logged_ns, refused_unlogged; /* refused connections, in the log */
 	/* Refused connections, held open a moment after their notice so the client's Hello
 	 * is read (closing over unread input reaches the client as ECONNRESET, before it
 	 * reads why). Bounded: when full, the oldest is closed at once. */

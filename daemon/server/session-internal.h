@@ -58,6 +58,9 @@ void session_reply(struct session *s, uint64_t tag, Sseq__Status status, const c
 void session_complete(struct session *s, uint64_t tag, Sseq__Status status, const char *message,
 	struct seq_point at);
 void session_input_free(struct session *s);
+/* s's input buffer becomes `in` (malloc'd, len bytes read but not yet run: a restart in
+ * place hands them over), counted against the input budget as a live read's buffer is. */
+void session_input_adopt(struct session *s, uint8_t *in, size_t len);
 
 /* staging.c */
 void staging_unref(struct server *srv, struct staging *st);
@@ -123,6 +126,7 @@ enum req_code {
 	REQ_SHUTTING_DOWN,
 	/* Not answered: */
 	REQ_BLOCKED, /* its stream's window is full; the request runs again later (I3) */
+	REQ_CAPPED, /* a batch at --client-inflight-limit: the rest runs once resumed */
 	REQ_CLOSE, /* already answered; close the connection */
 };
 

@@ -230,15 +230,38 @@ void session_lanes_take(struct session *s, unsigned n)
 	s->nlanes = n;
 }
 
+/* A base's memory went back (the core's gone hook): it counts against its session's
+ * --client-memory-limit no more. The record and a ref on the session lived until now. */
+static void sbuf_gone(void *arg)
+{
+	struct sbuf *sb = arg;
+	struct session *s = sb->owner;
+
+	s->bytes -= sb->size;
+	free(sb);
+	session_unref(s);
+}
+
 void sbuf_release(struct session *s, struct sbuf *sb)
 {
 	struct seq_buffer *b = sb->buf;
 
-	if (!b->base) {
-		s->buffers--;
-		s->bytes -= b->size;
-	}
 	b->user = 0;
+	if (!b->base)
+		s->buffers--; /* handles; its bytes are memory, held as long as it is */
+	if (!b->base && !b->adopted) {
+		/* A freed base still holds its device memory while work uses it or slices
+		 * name it: it counts until the core hands that memory back (at once when
+		 * idle). A module's global is the module's memory, not the session's. */
+		sb->size = b->size;
+		sb->buf = NULL;
+		s->refs++;
+		seq_buffer_on_gone(b, sbuf_gone, sb);
+		seq_buffer_free(s->srv->seq, b);
+		return;
+	}
+	if (!b->base)
+		s->bytes -= b->size;
 	seq_buffer_free(s->srv->seq, b);
 	free(sb);
 }
@@ -286,12 +309,9 @@ void session_disconnect(struct session *s)
 				smodule_unref(srv, slot->obj);
 				session_handle_drop(s, slot_handle(i, slot->gen));
 			} else if (slot->kind == HANDLE_STAGING && pass == 1) {
-				struct staging *st = slot->obj;
-				s->stagings--;
-				s->staging_bytes -= st->size;
-				srv->limit.staging_bytes -= st->size;
-				srv->limit.arenas--;
-				staging_unref(srv, st);
+				/* Copies in flight keep it mapped, and counted against
+				 * the daemon's limits, until they complete. */
+				staging_unref(srv, slot->obj);
 				session_handle_drop(s, slot_handle(i, slot->gen));
 			}
 		}

@@ -91,6 +91,7 @@ struct sbuf {
 	struct seq_buffer *buf;
 	uint64_t handle;
 	struct session *owner;
+	uint64_t size; /* a freed base's, counted until its memory goes back */
 	char label[48];
 };
 

@@ -15,10 +15,33 @@
 
 #include "sseq-utf8.h"
 
+/* What an arena holds against the limits, from its register until its mapping goes: an
+ * arena unregistered (or whose session left) while a copy still uses it stays mapped and
+ * pinned, so it stays counted, against its session and in total. */
+static void staging_charge(struct session *s, uint64_t size, bool on)
+{
+	struct server_limit_counters *c = &s->srv->limit;
+
+	if (on) {
+		s->stagings++;
+		s->staging_bytes += size;
+		c->arenas++;
+		c->staging_bytes += size;
+	} else {
+		s->stagings--;
+		s->staging_bytes -= size;
+		c->arenas--;
+		c->staging_bytes -= size;
+	}
+}
+
 void staging_unref(struct server *srv, struct staging *st)
 {
 	if (--st->refs > 0)
 		return;
+	/* The owner outlives its arenas: its handle table holds them, and each copy in
+	 * flight holds both its session and its arena, letting go of the arena first. */
+	staging_charge(st->owner, st->size, false);
 	backend_staging_unregister(&srv->backend, st->addr, st->size);
 	munmap(st->addr, st->size);
 	close(st->fd);
@@ -26,8 +49,8 @@ void staging_unref(struct server *srv, struct staging *st)
 }
 
 /* Each arena is mapped into the daemon and pinned: a few hundred sparse ones would take
- * its address space, and the host's memory, from everyone. */
-/* 0, or -ENOSPC with the limit it reached. */
+ * its address space, and the host's memory, from everyone. An arena counts while mapped,
+ * registered or not (staging_charge). 0, or -ENOSPC with the limit it reached. */
 static int staging_over_limit(struct session *s, uint64_t size)
 {
 	const struct server_limits *lim = &s->srv->opts.limits;
@@ -45,7 +68,8 @@ static int staging_over_limit(struct session *s, uint64_t size)
 		bool mine = s->stagings >= lim->client_arenas;
 		c->staging_refused++;
 		return req_error(s, -ENOSPC,
-			"staging arena refused: %s %" PRIu64 " arenas, the most allowed (%s)",
+			"staging arena refused: %s %" PRIu64 " arenas, the most allowed (%s; "
+			"an unregistered arena counts until the copies using it complete)",
 			mine ? "this session holds" : "all sessions hold",
 			mine ? s->stagings : c->arenas,
 			mine ? "--client-arena-limit" : "--arena-limit");
@@ -136,10 +160,7 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 		 * host memory the daemon may pin ran out, whatever the backend's errno. */
 		return req_error(s, -ENOMEM, "cannot register staging arena: %s", strerror(-r));
 	}
-	s->stagings++;
-	s->staging_bytes += sr->size;
-	s->srv->limit.staging_bytes += sr->size;
-	s->srv->limit.arenas++;
+	staging_charge(s, sr->size, true);
 	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", st->handle, NULL, NULL);
 	return 0;
 }
@@ -152,11 +173,8 @@ int req_staging_unregister(struct session *s, const Sseq__Request *rq)
 	if (!st)
 		return session_unknown_handle(s, h, "staging");
 	session_handle_drop(s, h);
-	s->stagings--;
-	s->staging_bytes -= st->size;
-	s->srv->limit.staging_bytes -= st->size;
-	s->srv->limit.arenas--;
-	staging_unref(s->srv, st); /* copies in flight keep it mapped */
+	/* Copies in flight keep it mapped, and counted, until the last completes. */
+	staging_unref(s->srv, st);
 	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
 	return 0;
 }

@@ -237,6 +237,109 @@ START_TEST(test_a_flooding_session_runs_a_bounded_share_per_turn)
 }
 END_TEST
 
+/* --client-inflight-limit holds inside a Batch: at the cap the batch stops, and it goes
+ * on from where it stopped once half its work completed; every inner request is answered
+ * once and the batch once, after the last. */
+START_TEST(test_a_batch_stops_at_the_inflight_cap_and_resumes_where_it_left_off)
+{
+	enum { N = 10 };
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	Sseq__Request outer = SSEQ__REQUEST__INIT, inner[N], *list[N];
+	Sseq__Batch b = SSEQ__BATCH__INIT;
+	Sseq__CopyD2D d = SSEQ__COPY_D2_D__INIT;
+	unsigned answered[N] = {0}, batch_answered = 0;
+	Sseq__Message *m;
+	uint64_t h, tag;
+	uint32_t x;
+
+	t->srv.opts.limits.client_inflight = 4;
+	tl_connect(t, &c);
+	tl_hello(t, &c, "batch");
+	h = tl_alloc(t, &c, 4096, "buf");
+	x = d2d_stream(t);
+	d.src = d.dst = h;
+	d.dst_offset = d.length = 64;
+	for (unsigned i = 0; i < N; i++) {
+		sseq__request__init(&inner[i]);
+		inner[i].tag = 1000 + i;
+		inner[i].body_case = SSEQ__REQUEST__BODY_COPY_D2D;
+		inner[i].copy_d2d = &d;
+		list[i] = &inner[i];
+	}
+	b.n_requests = N;
+	b.requests = list;
+	outer.body_case = SSEQ__REQUEST__BODY_BATCH;
+	outer.batch = &b;
+	tag = tl_send(&c, &outer);
+	tl_pump(t);
+	ck_assert_uint_eq(tl_issued(t, x), 4);
+	ck_assert_uint_eq(c.s->inflight, 4);
+	ck_assert(c.s->inflight_capped);
+	/* Half completed (here all): the next four, then the last two and the batch. */
+	tl_complete(t, x, 4);
+	ck_assert_uint_eq(tl_issued(t, x), 8);
+	ck_assert_uint_le(c.s->inflight, 4);
+	tl_complete(t, x, 8);
+	ck_assert_uint_eq(tl_issued(t, x), N);
+	while ((m = tl_next(&c))) {
+		ck_assert_int_eq(m->body_case, SSEQ__MESSAGE__BODY_REPLY);
+		ck_assert_int_eq(m->reply->status, SSEQ__STATUS__STATUS_OK);
+		if (m->reply->tag == tag) {
+			batch_answered++;
+		} else {
+			ck_assert_uint_ge(m->reply->tag, 1000);
+			ck_assert_uint_lt(m->reply->tag, 1000 + N);
+			ck_assert_uint_eq(batch_answered, 0); /* the batch's Reply comes last */
+			answered[m->reply->tag - 1000]++;
+		}
+		sseq__message__free_unpacked(m, NULL);
+	}
+	for (unsigned i = 0; i < N; i++)
+		ck_assert_uint_eq(answered[i], 1);
+	ck_assert_uint_eq(batch_answered, 1);
+	ck_assert_uint_eq(c.s->batch_resume, 0);
+	tl_complete_all(t);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+/* A session paused at --client-inflight-limit is not a client stalling a frame: the
+ * sweep leaves it alone however long its work takes, and its frame's deadline starts
+ * again when it resumes (a partial frame then still times out). */
+START_TEST(test_a_session_at_the_inflight_cap_is_not_timed_out)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	uint8_t part[2] = {0, 0};
+	uint32_t x;
+
+	t->srv.opts.limits.client_inflight = 4;
+	t->srv.opts.limits.frame_timeout_ms = 100;
+	tl_connect(t, &c);
+	x = fill_window(t, &c, 10);
+	ck_assert(c.s->inflight_capped);
+	ck_assert_uint_gt(c.s->in_len, 0); /* the copies it holds back */
+	session_sweep(c.s, server_loop_ns(&t->srv) + 60000000000u);
+	ck_assert(!c.s->closing);
+	ck_assert_uint_eq(t->srv.limit.frame_timeouts, 0);
+	tl_complete(t, x, 4);
+	tl_complete(t, x, 8);
+	tl_complete(t, x, 10);
+	ck_assert_uint_eq(tl_issued(t, x), 10);
+	ck_assert(!c.s->inflight_capped && !c.s->closing);
+	/* The client's own stall still counts. */
+	tl_write(&c, part, sizeof(part), NULL, 0);
+	tl_pump(t);
+	session_sweep(c.s, server_loop_ns(&t->srv) + 1000000000u);
+	ck_assert(c.s->closing);
+	ck_assert_uint_eq(t->srv.limit.frame_timeouts, 1);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
 static Suite *backpressure_suite(void)
 {
 	Suite *s = suite_create("backpressure");
@@ -249,6 +352,8 @@ static Suite *backpressure_suite(void)
 	tcase_add_test(tc, test_blocked_session_that_goes_away_leaves_the_list);
 	tcase_add_test(tc, test_inflight_cap_resumes_at_half);
 	tcase_add_test(tc, test_a_flooding_session_runs_a_bounded_share_per_turn);
+	tcase_add_test(tc, test_a_batch_stops_at_the_inflight_cap_and_resumes_where_it_left_off);
+	tcase_add_test(tc, test_a_session_at_the_inflight_cap_is_not_timed_out);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,6 +1,7 @@
 /* A connection (conn.c) over a real socketpair: frames split across writes or several in
  * one, the 1 MiB limit (FRAME_MAX) exactly and one byte over, memfds arriving with their
- * frame (SCM_RIGHTS), and EOF in the middle of a frame. */
+ * frame (SCM_RIGHTS), EOF in the middle of a frame, and a connection paused for input
+ * memory: its hang-up is still seen and its partial frame still times out. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -280,6 +281,96 @@ START_TEST(test_eof_in_the_middle_of_a_frame_ends_the_session)
 }
 END_TEST
 
+/* A client part-way through a large frame, paused at --max-input-memory (here its own
+ * frame fills the budget). Returns once the daemon stopped reading it. */
+static void conn_pause_for_input(struct tl *t, struct tl_client *c)
+{
+	uint8_t *part = calloc(1, 65536);
+
+	ck_assert_ptr_nonnull(part);
+	t->srv.opts.limits.max_input_bytes = 256u << 10;
+	conn_open(t, c);
+	frame_put_len(part, FRAME_MAX);
+	for (int i = 0; i < 16 && !c->s->input_wait; i++) {
+		tl_write(c, part, 65536, NULL, 0);
+		tl_pump(t);
+	}
+	free(part);
+	ck_assert(c->s->input_wait);
+	ck_assert_uint_gt(t->srv.limit.input_large_bytes, 0);
+}
+
+/* A client that dies while its connection is paused for input memory is gone at once,
+ * with the memory it held: a pause must not stop the daemon seeing the hang-up, or dead
+ * sessions would hold the budget, and every large frame would wait, for ever. */
+START_TEST(test_a_client_gone_while_paused_for_input_memory_is_dropped)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+
+	conn_pause_for_input(t, &c);
+	close(c.fd);
+	c.fd = -1;
+	tl_pump(t);
+	ck_assert_uint_eq(t->srv.nsessions, 0);
+	ck_assert_uint_eq(t->srv.limit.input_bytes, 0);
+	ck_assert_uint_eq(t->srv.limit.input_large_bytes, 0);
+	ck_assert_uint_eq(t->srv.input_waiting, 0);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+/* A half-close while paused is no hang-up: the session stays, for what the client sent
+ * is still to be read once the pause ends; its partial frame's deadline bounds it. */
+START_TEST(test_a_half_close_while_paused_keeps_the_session)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+
+	t->srv.opts.limits.frame_timeout_ms = 100;
+	conn_pause_for_input(t, &c);
+	shutdown(c.fd, SHUT_WR);
+	tl_pump(t);
+	ck_assert_uint_eq(t->srv.nsessions, 1);
+	ck_assert(c.s->input_wait && !c.s->closing);
+	ck_assert_int_eq(c.s->poll_events, 0); /* not woken again and again by the half-close */
+	session_sweep(c.s, server_loop_ns(&t->srv) + 1000000000u);
+	tl_close(t, &c);
+	ck_assert_uint_eq(t->srv.nsessions, 0);
+	ck_assert_uint_eq(t->srv.limit.input_large_bytes, 0);
+	tl_free(t);
+}
+END_TEST
+
+/* A partial frame paused at --max-input-memory still meets --frame-timeout: it holds
+ * memory the others wait for, and only its client can finish it. */
+START_TEST(test_a_partial_frame_paused_for_input_memory_still_times_out)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	Sseq__Message *m;
+
+	t->srv.opts.limits.frame_timeout_ms = 100;
+	conn_pause_for_input(t, &c);
+	session_sweep(c.s, server_loop_ns(&t->srv) + 1000000000u);
+	ck_assert(c.s->closing);
+	ck_assert_uint_eq(t->srv.limit.frame_timeouts, 1);
+	tl_pump(t);
+	/* Told why, then closed, and its input memory given back. */
+	while ((m = tl_next(&c)) &&
+		!(m->body_case == SSEQ__MESSAGE__BODY_REPLY && m->reply->tag == 0))
+		sseq__message__free_unpacked(m, NULL);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_ptr_nonnull(strstr(m->reply->message, "--frame-timeout"));
+	sseq__message__free_unpacked(m, NULL);
+	ck_assert_uint_eq(t->srv.nsessions, 0);
+	ck_assert_uint_eq(t->srv.limit.input_large_bytes, 0);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("conn");
@@ -294,6 +385,9 @@ int main(void)
 	tcase_add_test(tc, test_a_memfd_arrives_with_its_frame);
 	tcase_add_test(tc, test_a_frame_without_its_memfd_is_refused);
 	tcase_add_test(tc, test_eof_in_the_middle_of_a_frame_ends_the_session);
+	tcase_add_test(tc, test_a_client_gone_while_paused_for_input_memory_is_dropped);
+	tcase_add_test(tc, test_a_half_close_while_paused_keeps_the_session);
+	tcase_add_test(tc, test_a_partial_frame_paused_for_input_memory_still_times_out);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,335 @@
+/* What the limits count is what a session holds until it is released, not what its handles
+ * name: an arena unregistered while a copy still uses it stays mapped (staging.c), and a
+ * freed buffer's memory stays taken while work uses it (session.c), so both stay counted,
+ * against the session and, once it has gone, against the daemon. */
+#include <check.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "session-internal.h"
+#include "sseq-frame.h"
+#include "test-loop.h"
+
+/* A server under `--client-arena-limit 4 --arena-limit arenas`. */
+static struct tl *limits_new(uint64_t arenas)
+{
+	struct tl *t = tl_new(0);
+
+	t->srv.opts.limits.client_arenas = 4;
+	t->srv.opts.limits.arenas = arenas;
+	return t;
+}
+
+/* The Reply to tag, skipping Completions: its status, handle and (into why) message. */
+static Sseq__Status reply_of(
+	struct tl_client *c, uint64_t tag, uint64_t *handle, char *why, size_t size)
+{
+	Sseq__Message *m;
+
+	while ((m = tl_next(c))) {
+		if (m->body_case == SSEQ__MESSAGE__BODY_REPLY && m->reply->tag == tag) {
+			Sseq__Status st = m->reply->status;
+
+			if (handle)
+				*handle = m->reply->handle;
+			if (why)
+				snprintf(why, size, "%s",
+					m->reply->message ? m->reply->message : "");
+			sseq__message__free_unpacked(m, NULL);
+			return st;
+		}
+		sseq__message__free_unpacked(m, NULL);
+	}
+	ck_abort_msg("no reply to tag %llu", (unsigned long long)tag);
+	return SSEQ__STATUS__STATUS_OK;
+}
+
+/* Register a sealed memfd of `size` bytes: the Reply's status, handle and message. */
+static Sseq__Status staging_register(
+	struct tl *t, struct tl_client *c, uint64_t size, uint64_t *handle, char *why, size_t n)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__StagingRegister sr = SSEQ__STAGING_REGISTER__INIT;
+	uint8_t buf[256];
+	size_t len;
+	int fd = memfd_create("test-limits", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	Sseq__Status st;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	sr.size = size;
+	sr.label = (char *)"arena";
+	rq.tag = c->next_tag++;
+	rq.body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
+	rq.staging_register = &sr;
+	len = tl_frame(&rq, buf);
+	tl_write(c, buf, len, &fd, 1);
+	close(fd); /* the daemon holds its own */
+	tl_pump(t);
+	st = reply_of(c, rq.tag, handle, why, n);
+	return st;
+}
+
+static void staging_unregister(struct tl *t, struct tl_client *c, uint64_t h)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__StagingUnregister su = SSEQ__STAGING_UNREGISTER__INIT;
+	uint64_t tag;
+
+	su.staging = h;
+	rq.body_case = SSEQ__REQUEST__BODY_STAGING_UNREGISTER;
+	rq.staging_unregister = &su;
+	tag = tl_send(c, &rq);
+	tl_pump(t);
+	ck_assert_int_eq(reply_of(c, tag, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+}
+
+/* A 4-byte D2H from buffer src into arena st: it stays in flight until the test completes
+ * it (the harness's device completes nothing by itself, as a long kernel ahead of it). */
+static void d2h(struct tl *t, struct tl_client *c, uint64_t src, uint64_t st)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__CopyD2H d = SSEQ__COPY_D2_H__INIT;
+	uint64_t tag;
+
+	d.src = src;
+	d.staging = st;
+	d.length = 4;
+	rq.body_case = SSEQ__REQUEST__BODY_COPY_D2H;
+	rq.copy_d2h = &d;
+	tag = tl_send(c, &rq);
+	tl_pump(t);
+	ck_assert_int_eq(reply_of(c, tag, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+}
+
+static void buffer_free(struct tl *t, struct tl_client *c, uint64_t h)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Free f = SSEQ__FREE__INIT;
+	uint64_t tag;
+
+	f.buffer = h;
+	rq.body_case = SSEQ__REQUEST__BODY_FREE;
+	rq.free = &f;
+	tag = tl_send(c, &rq);
+	tl_pump(t);
+	ck_assert_int_eq(reply_of(c, tag, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+}
+
+static Sseq__Status alloc(struct tl *t, struct tl_client *c, uint64_t size, uint64_t *h)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Alloc a = SSEQ__ALLOC__INIT;
+	uint64_t tag;
+
+	a.size = size;
+	a.label = (char *)"buf";
+	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	rq.alloc = &a;
+	tag = tl_send(c, &rq);
+	tl_pump(t);
+	return reply_of(c, tag, h, NULL, 0);
+}
+
+/* Register an arena, queue a copy into it, unregister it: as often as the daemon lets. How
+ * many registrations it took, of `tries`; the refusal's message in why. */
+static unsigned churn_arenas(
+	struct tl *t, struct tl_client *c, uint64_t src, unsigned tries, char *why, size_t n)
+{
+	for (unsigned i = 0; i < tries; i++) {
+		uint64_t st = 0;
+
+		if (staging_register(t, c, 1 << 20, &st, why, n) != SSEQ__STATUS__STATUS_OK)
+			return i;
+		d2h(t, c, src, st);
+		staging_unregister(t, c, st);
+	}
+	return tries;
+}
+
+START_TEST(test_an_unregistered_arena_counts_until_its_copy_completes)
+{
+	struct tl *t = limits_new(8);
+	struct tl_client c;
+	char why[512] = "";
+	uint64_t src, st;
+
+	tl_connect(t, &c);
+	tl_hello(t, &c, "limits");
+	src = tl_alloc(t, &c, 4096, "src");
+	/* Each arena stays mapped under its copy: the fifth is this session's fifth. */
+	ck_assert_uint_eq(churn_arenas(t, &c, src, 100, why, sizeof(why)), 4);
+	ck_assert_msg(strstr(why, "--client-arena-limit"), "refused with: %s", why);
+	ck_assert_uint_eq(c.s->stagings, 4);
+	ck_assert_uint_eq(c.s->staging_bytes, 4u << 20);
+	ck_assert_uint_eq(t->srv.limit.arenas, 4);
+	ck_assert_uint_eq(t->srv.limit.staging_bytes, 4u << 20);
+	ck_assert_uint_ge(t->srv.limit.staging_refused, 1);
+	/* The copies complete: their arenas go, and so does their charge. */
+	tl_complete_all(t);
+	tl_take_replies(&c);
+	ck_assert_uint_eq(c.s->stagings, 0);
+	ck_assert_uint_eq(c.s->staging_bytes, 0);
+	ck_assert_uint_eq(t->srv.limit.arenas, 0);
+	ck_assert_uint_eq(t->srv.limit.staging_bytes, 0);
+	ck_assert_int_eq(staging_register(t, &c, 4096, &st, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(t->srv.limit.arenas, 1);
+	tl_close(t, &c);
+	ck_assert_uint_eq(t->srv.limit.arenas, 0); /* idle: unmapped at disconnect */
+	tl_free(t);
+}
+END_TEST
+
+START_TEST(test_arenas_of_a_session_gone_count_until_their_copies_complete)
+{
+	struct tl *t = limits_new(6);
+	struct tl_client a, b;
+	char why[512] = "";
+	uint64_t src;
+
+	tl_connect(t, &a);
+	tl_hello(t, &a, "gone");
+	src = tl_alloc(t, &a, 4096, "src");
+	ck_assert_uint_eq(churn_arenas(t, &a, src, 4, why, sizeof(why)), 4);
+	/* Its session goes while the copies still use them: still mapped. */
+	tl_close(t, &a);
+	ck_assert_uint_eq(t->srv.limit.arenas, 4);
+	ck_assert_uint_eq(t->srv.limit.staging_bytes, 4u << 20);
+
+	tl_connect(t, &b);
+	tl_hello(t, &b, "next");
+	src = tl_alloc(t, &b, 4096, "src");
+	ck_assert_uint_eq(churn_arenas(t, &b, src, 100, why, sizeof(why)), 2);
+	ck_assert_msg(strstr(why, "--arena-limit") && strstr(why, "all sessions hold 6"),
+		"refused with: %s", why);
+	tl_complete_all(t);
+	tl_take_replies(&b);
+	ck_assert_uint_eq(t->srv.limit.arenas, 0);
+	ck_assert_uint_eq(t->srv.limit.staging_bytes, 0);
+	tl_close(t, &b);
+	tl_free(t);
+}
+END_TEST
+
+START_TEST(test_the_staging_byte_limit_counts_arenas_in_use)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	char why[512] = "";
+	uint64_t src;
+
+	t->srv.opts.limits.client_staging_bytes = 3u << 20;
+	tl_connect(t, &c);
+	tl_hello(t, &c, "bytes");
+	src = tl_alloc(t, &c, 4096, "src");
+	ck_assert_uint_eq(churn_arenas(t, &c, src, 100, why, sizeof(why)), 3);
+	ck_assert_msg(strstr(why, "--client-staging-limit"), "refused with: %s", why);
+	ck_assert_uint_eq(c.s->staging_bytes, 3u << 20);
+	tl_complete_all(t);
+	tl_take_replies(&c);
+	ck_assert_uint_eq(c.s->staging_bytes, 0);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+/* --client-memory-limit: a freed buffer's memory stays taken while a copy uses it. */
+START_TEST(test_a_freed_buffer_counts_until_its_memory_goes_back)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	uint64_t h, other;
+
+	t->srv.opts.limits.client_memory_bytes = 8192;
+	tl_connect(t, &c);
+	tl_hello(t, &c, "quota");
+	ck_assert_int_eq(alloc(t, &c, 8192, &h), SSEQ__STATUS__STATUS_OK);
+	tl_send_d2d(&c, h, 64);
+	tl_pump(t);
+	tl_take_replies(&c);
+	buffer_free(t, &c, h);
+	ck_assert_uint_eq(c.s->buffers, 0); /* no handle ... */
+	ck_assert_uint_eq(c.s->bytes, 8192); /* ... but its memory is still taken */
+	ck_assert_int_eq(alloc(t, &c, 4096, &other), SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	tl_complete_all(t);
+	tl_take_replies(&c);
+	ck_assert_uint_eq(c.s->bytes, 0);
+	ck_assert_int_eq(alloc(t, &c, 8192, &h), SSEQ__STATUS__STATUS_OK);
+	/* Idle: its memory goes back, and its charge, as it is freed. */
+	buffer_free(t, &c, h);
+	ck_assert_uint_eq(c.s->bytes, 0);
+	ck_assert_int_eq(alloc(t, &c, 8192, &h), SSEQ__STATUS__STATUS_OK);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+START_TEST(test_a_freed_base_counts_while_a_slice_holds_it)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	uint64_t h, sl, other;
+
+	t->srv.opts.limits.client_memory_bytes = 8192;
+	tl_connect(t, &c);
+	tl_hello(t, &c, "slice");
+	ck_assert_int_eq(alloc(t, &c, 8192, &h), SSEQ__STATUS__STATUS_OK);
+	sl = tl_slice(t, &c, h, 0, 4096);
+	buffer_free(t, &c, h);
+	ck_assert_uint_eq(c.s->bytes, 8192);
+	ck_assert_int_eq(alloc(t, &c, 4096, &other), SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	buffer_free(t, &c, sl);
+	ck_assert_uint_eq(c.s->bytes, 0);
+	ck_assert_int_eq(alloc(t, &c, 8192, &h), SSEQ__STATUS__STATUS_OK);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
+/* A session that leaves with a freed buffer in use: released once the copy completes,
+ * and its record with it (LeakSanitizer checks the last part). */
+START_TEST(test_a_session_gone_with_a_freed_buffer_in_use_is_released_later)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	uint64_t h;
+
+	t->srv.opts.limits.client_memory_bytes = 8192;
+	tl_connect(t, &c);
+	tl_hello(t, &c, "leaves");
+	ck_assert_int_eq(alloc(t, &c, 8192, &h), SSEQ__STATUS__STATUS_OK);
+	tl_send_d2d(&c, h, 64);
+	tl_pump(t);
+	buffer_free(t, &c, h);
+	tl_close(t, &c);
+	ck_assert_uint_eq(seq_pending_count(t->srv.seq), 1);
+	tl_complete_all(t);
+	ck_assert_uint_eq(seq_pending_count(t->srv.seq), 0);
+	tl_free(t);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("limits");
+	TCase *tc = tcase_create("limits");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_an_unregistered_arena_counts_until_its_copy_completes);
+	tcase_add_test(tc, test_arenas_of_a_session_gone_count_until_their_copies_complete);
+	tcase_add_test(tc, test_the_staging_byte_limit_counts_arenas_in_use);
+	tcase_add_test(tc, test_a_freed_buffer_counts_until_its_memory_goes_back);
+	tcase_add_test(tc, test_a_freed_base_counts_while_a_slice_holds_it);
+	tcase_add_test(tc, test_a_session_gone_with_a_freed_buffer_in_use_is_released_later);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
