@@ -3,17 +3,21 @@
  * a context again, whatever cudaDeviceReset says; only a new process can. So the daemon
  * execs itself: same PID (systemd sees no restart), the listening socket and every
  * client's connection kept open across the exec, and the sessions handed over in a
- * memfd: who each client is, its lanes, its unread input, and its handle table, in which
- * staging arenas survive (their memfds are kept and mapped again) while buffers, slices
- * and modules become HANDLE_LOST, so that each use says which reset lost it.
+ * memfd: who each client is and whether it has said Hello (a connection that has not
+ * keeps its Hello deadline), its lanes, its unread input with the progress of a Batch
+ * held back, the memfds received ahead of their StagingRegister, the replies and
+ * completions not yet written (the new process writes them first: every tag is
+ * answered once), and its handle table, in which staging arenas survive (their memfds
+ * are kept and mapped again) while buffers, slices and modules become HANDLE_LOST, so
+ * that each use says which reset lost it.
  *
  * The hand-over is a memfd of records: a header, then per session a fixed part, its
- * slots, and its unread input bytes. Written and read by the same binary. */
+ * slots, its unread input bytes and its unwritten output bytes. Written and read by the
+ * same binary. */
 #include "session-internal.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +48,16 @@ struct resume_session {
 	uint32_t nlanes, lanes[SESSION_MAX_LANES];
 	uint32_t nslots;
 	uint32_t isolated;
-	uint64_t in_len;
+	uint32_t hello; /* 0: not yet; its deadline counts from hello_age_ns ago */
+	uint32_t closing; /* answered its last: closed once the output is written */
+	uint64_t hello_age_ns;
+	uint32_t batch_resume; /* the first frame is a Batch this many requests in */
+	uint32_t nfds;
+	int32_t fds[SESSION_MAX_FDS]; /* memfds ahead of their StagingRegister, in order */
+	/* A TRACE follow goes on under its tag, from the new process's first entry. */
+	uint32_t following;
+	uint64_t follow_tag, follow_dropped;
+	uint64_t in_len, out_len;
 };
 
 struct resume_slot {
@@ -90,8 +103,15 @@ static void keep_across_exec(int fd)
 	fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) & ~FD_CLOEXEC);
 }
 
+/* Taken over: a later exec keeps it only if it is handed over again. */
+static void close_on_exec(int fd)
+{
+	fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+}
+
 static bool write_session(int out, struct session *s)
 {
+	const uint64_t now = server_now_ns();
 	struct resume_session rs = {.fd = s->fd,
 		.pid = s->pid,
 		.uid = s->uid,
@@ -99,12 +119,26 @@ static bool write_session(int out, struct session *s)
 		.nlanes = s->nlanes,
 		.nslots = s->nslots,
 		.isolated = s->isolated,
-		.in_len = s->in_len};
+		.hello = s->hello,
+		.closing = s->closing,
+		.hello_age_ns = now > s->accepted_ns ? now - s->accepted_ns : 0,
+		.batch_resume = s->batch_resume,
+		.nfds = s->nfds,
+		.following = s->following,
+		.follow_tag = s->follow_tag,
+		.follow_dropped = s->follow_dropped,
+		/* A closing session's input is dropped: it will not be read. */
+		.in_len = s->closing ? 0 : s->in_len,
+		.out_len = s->out_len - s->out_off};
 
 	memcpy(rs.name, s->name, sizeof(rs.name));
 	memcpy(rs.worker, s->worker, sizeof(rs.worker));
 	memcpy(rs.lanes, s->lanes, sizeof(rs.lanes));
 	keep_across_exec(s->fd);
+	for (unsigned i = 0; i < s->nfds; i++) {
+		rs.fds[i] = s->fds[i];
+		keep_across_exec(s->fds[i]);
+	}
 	if (!put(out, &rs, sizeof(rs)))
 		return false;
 	for (uint32_t i = 0; i < s->nslots; i++) {
@@ -125,24 +159,15 @@ static bool write_session(int out, struct session *s)
 		if (!put(out, &r, sizeof(r)))
 			return false;
 	}
-	return put(out, s->in, s->in_len);
+	return put(out, s->in, rs.in_len) && put(out, s->out + s->out_off, rs.out_len);
 }
 
-/* Replies written out as far as the clients take them, for at most ~200 ms in all: the
- * failures of what was in flight should reach them before the exec. */
+/* Replies written out as far as the clients take them now, without waiting: what a
+ * client does not read yet goes into the hand-over, and the new process writes it. */
 static void flush_all(struct server *srv)
 {
-	for (int round = 0; round < 20; round++) {
-		bool pending = false;
-
-		for (struct session *s = srv->sessions; s; s = s->next) {
-			session_flush(s);
-			pending |= s->connected && s->out_off < s->out_len;
-		}
-		if (!pending)
-			return;
-		poll(NULL, 0, 10);
-	}
+	for (struct session *s = srv->sessions; s; s = s->next)
+		session_flush(s);
 }
 
 void server_restart_in_place(struct server *srv)
@@ -163,12 +188,12 @@ void server_restart_in_place(struct server *srv)
 	memcpy(h.at, srv->resets.at, sizeof(h.at));
 	memcpy(h.cause, srv->resets.cause, sizeof(h.cause));
 	for (struct session *s = srv->sessions; s; s = s->next)
-		h.nsessions += s->connected && !s->closing;
+		h.nsessions += s->connected;
 	out = memfd_create("sseqd-resume", 0);
 	if (out < 0 || !put(out, &h, sizeof(h)))
 		goto fail;
 	for (struct session *s = srv->sessions; s; s = s->next)
-		if (s->connected && !s->closing && !write_session(out, s))
+		if (s->connected && !write_session(out, s))
 			goto fail;
 	if (lseek(out, 0, SEEK_SET) < 0)
 		goto fail;
@@ -224,6 +249,7 @@ static int adopt_staging(struct session *s, const struct resume_slot *r, struct 
 
 	if (addr == MAP_FAILED)
 		return -ENOMEM;
+	close_on_exec(r->fd);
 	st = calloc(1, sizeof(*st));
 	if (!st || backend_staging_register(&s->srv->backend, addr, r->size) < 0) {
 		free(st);
@@ -283,35 +309,65 @@ static int adopt_slots(int in, struct session *s, uint32_t nslots)
 
 static int adopt_session(int in, struct server *srv)
 {
+	const uint64_t now = server_loop_ns(srv);
 	struct resume_session rs;
 	struct session *s;
+	uint8_t *bytes;
 	int r;
 
 	if (!get(in, &rs, sizeof(rs)))
 		return -EIO;
+	close_on_exec(rs.fd);
 	s = session_new(srv, rs.fd);
 	if (!s)
 		return -ENOMEM;
 	s->id = rs.id;
 	s->pid = rs.pid;
 	s->uid = rs.uid;
-	s->hello = true;
+	s->hello = rs.hello != 0;
+	/* Its Hello deadline runs on from when the first process accepted it. */
+	s->accepted_ns = now > rs.hello_age_ns ? now - rs.hello_age_ns : 0;
+	s->closing = rs.closing != 0;
 	s->isolated = rs.isolated != 0;
+	s->batch_resume = rs.batch_resume;
 	memcpy(s->name, rs.name, sizeof(s->name));
 	memcpy(s->worker, rs.worker, sizeof(s->worker));
 	s->nlanes = rs.nlanes <= SESSION_MAX_LANES ? rs.nlanes : SESSION_MAX_LANES;
 	memcpy(s->lanes, rs.lanes, sizeof(s->lanes));
+	if (rs.following && !s->closing) {
+		s->following = true;
+		s->follow_tag = rs.follow_tag;
+		s->follow_dropped = rs.follow_dropped;
+		srv->nfollowing++;
+	}
+	for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++) {
+		close_on_exec(rs.fds[i]);
+		s->fds[s->nfds++] = rs.fds[i];
+	}
 	r = adopt_slots(in, s, rs.nslots);
 	if (r < 0)
 		return r;
 	if (rs.in_len) {
-		s->in = malloc(rs.in_len);
-		if (!s->in || !get(in, s->in, rs.in_len))
+		if (!(bytes = malloc(rs.in_len)))
+			return -ENOMEM;
+		if (!get(in, bytes, rs.in_len)) {
+			free(bytes);
 			return -EIO;
-		s->in_len = s->in_cap = rs.in_len;
-		srv->limit.input_bytes += rs.in_len;
+		}
+		session_input_adopt(s, bytes, rs.in_len);
 		server_resume_session(srv, s); /* its buffered frames run at the first turn */
 	}
+	if (rs.out_len) {
+		/* Before anything the new process answers: the client reads them in order. */
+		if (!(s->out = malloc(rs.out_len)))
+			return -ENOMEM;
+		s->out_cap = rs.out_len;
+		if (!get(in, s->out, rs.out_len))
+			return -EIO;
+		s->out_len = rs.out_len;
+	}
+	if (s->out_len || s->closing)
+		session_mark_dirty(s); /* written, or closed, at the first turn */
 	return 0;
 }
 
@@ -330,8 +386,12 @@ int server_adopt(struct server *srv, int in)
 	memcpy(srv->resets.at, h.at, sizeof(h.at));
 	memcpy(srv->resets.cause, h.cause, sizeof(h.cause));
 	srv->resets.at[sizeof(h.at) - 1] = srv->resets.cause[sizeof(h.cause) - 1] = '\0';
+	uv_update_time(srv->loop); /* the deadlines handed over count from now */
 	for (uint32_t i = 0; i < h.nsessions && r == 0; i++)
 		r = adopt_session(in, srv);
+	/* The first turn writes what the old process could not and runs the frames it
+	 * left, whether or not a client sends anything. */
+	uv_async_send(&srv->wake);
 	srv->next_session = h.next_session;
 	srv->sessions_total = h.sessions_total;
 	if (h.owns_socket)
