@@ -35,9 +35,20 @@ done
 python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$dir/stale.sock"
 "$sseqd" --backend sim --socket "$dir/stale.sock" 2>"$dir/stale.err" &
 daemon_pid=$!
-socket_polls=200 wait_socket "$dir/stale.sock"
-python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' \
-	"$dir/stale.sock" || fail "the stale socket was not replaced: $(cat "$dir/stale.err")"
+# The stale socket is there from the start: wait for one that answers (the daemon's,
+# once it replaced it), for up to 10 s.
+python3 - "$dir/stale.sock" <<'PY' || fail "the stale socket was not replaced: $(cat "$dir/stale.err")"
+import socket, sys, time
+deadline = time.monotonic() + 10
+while True:
+    try:
+        socket.socket(socket.AF_UNIX).connect(sys.argv[1])
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.05)
+PY
 kill -TERM "$daemon_pid"
 wait "$daemon_pid" || fail "sseqd exited $?: $(cat "$dir/stale.err")"
 daemon_pid=
