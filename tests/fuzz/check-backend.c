@@ -95,6 +95,7 @@ struct check_backend {
 	uint64_t order, commands;
 	struct fuzz_sched *sched;
 	bool faults;
+	bool lost; /* check_backend_lose: the queues are gone */
 	uint64_t fault_rng;
 	bool trace; /* SSEQ_FUZZ_LOG: a line per command, to read a reproducer by */
 	struct cq *cq;
@@ -439,6 +440,8 @@ static void cb_retire(void *ctx, struct seq_point event)
 	struct check_backend *cb = ctx;
 	struct cb_rec *rec;
 
+	if (cb->lost)
+		return; /* its events went with the context */
 	if (event.stream >= cb->nstreams ||
 		!(rec = cb_rec_find(&cb->streams[event.stream], event.seq)))
 		cb_fail("retire of %" PRIu32 ":%" PRIu64 ", an event never recorded", event.stream,
@@ -651,6 +654,23 @@ void check_backend_loop_ran(struct check_backend *cb)
 		cb->streams[x].failure_told = cb->streams[x].failure_sent;
 }
 
+void check_backend_lose(struct check_backend *cb)
+{
+	for (unsigned x = 0; x < cb->nstreams; x++) {
+		struct cb_stream *st = &cb->streams[x];
+
+		while (st->head) {
+			struct cb_cmd *c = st->head;
+			st->head = c->next;
+			free(c);
+		}
+		st->tail = NULL;
+		st->ndone = st->done_head = 0;
+	}
+	cb->inflight_head = cb->inflight_tail = NULL;
+	cb->lost = true;
+}
+
 uint64_t check_backend_commands(const struct check_backend *cb)
 {
 	return cb->commands;
@@ -797,7 +817,8 @@ void check_backend_settled(struct check_backend *cb)
 				x, c->at.stream, c->at.seq);
 		cb_fail("stream %" PRIu32 " still holds commands", x);
 	}
-	if (cb->live_allocs) {
+	/* A lost device's memory and modules went with its context. */
+	if (cb->live_allocs && !cb->lost) {
 		for (size_t i = 0; i < cb->nallocs; i++)
 			if (cb->allocs[i].live)
 				cb_fail("memory %#" PRIx64 " (%" PRIu64
@@ -806,6 +827,6 @@ void check_backend_settled(struct check_backend *cb)
 	}
 	if (cb->live_stagings)
 		cb_fail("%zu staging arena(s) never unregistered (I10)", cb->live_stagings);
-	if (cb->live_modules)
+	if (cb->live_modules && !cb->lost)
 		cb_fail("%u module(s) never unloaded (I10)", cb->live_modules);
 }

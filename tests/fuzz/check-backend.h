@@ -35,6 +35,10 @@ bool check_backend_step(struct check_backend *cb, uint8_t choice);
 /* The server's loop ran a turn: the completions delivered before it have been seen (a
  * launch in that turn may have come first). */
 void check_backend_loop_ran(struct check_backend *cb);
+/* The device is lost (a sticky fault): nothing queued will ever run or complete,
+ * releasing what it used is no longer a race, and what is not released went with it.
+ * What the server does on the new device (fuzz-resume) goes to a fresh model. */
+void check_backend_lose(struct check_backend *cb);
 /* Commands received so far: lets a caller tell whether the server issued more. */
 uint64_t check_backend_commands(const struct check_backend *cb);
 /* Once nothing can happen any more: abort unless every stream ran dry (no wait stuck on a

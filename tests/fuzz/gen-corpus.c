@@ -1,6 +1,8 @@
 /* Writes the fuzzers' seed corpora from the proto with protobuf-c: corpus-wire/ holds single
  * packed Requests, corpus-session/ whole sessions (configuration, fault seed, schedule, frames) as
- * fuzz-session reads them. Run by hand after the protocol changes; the files are checked in:
+ * fuzz-session reads them, corpus-resume/ the same sessions behind the three bytes that say
+ * where fuzz-resume loses the device. Run by hand after the protocol changes; the files are
+ * checked in:
  *   gen-corpus tests/fuzz */
 #include <errno.h>
 #include <stdbool.h>
@@ -18,7 +20,7 @@
 #define H(n) ((1ull << 32) | (n))
 
 struct out {
-	uint8_t b[65536];
+	uint8_t b[1 << 18]; /* a frame over SESSION_INPUT_BASE fits */
 	size_t n;
 };
 
@@ -419,30 +421,67 @@ static bool wire_new(const Sseq__Request *r)
 	return true;
 }
 
+/* Where fuzz-resume loses the device: before frame `frame` (past the last: after it), with
+ * split/64 of that frame sent; mode: the stream seen failing first << 1, and in bit 0 a
+ * client that reads nothing until then. */
+struct resume_at {
+	uint8_t frame, split, mode;
+};
+
+static void resume_write(const char *name, const struct out *o, struct resume_at at)
+{
+	static struct out r;
+
+	r.b[0] = at.frame;
+	r.b[1] = at.split;
+	r.b[2] = at.mode;
+	memcpy(r.b + 3, o->b, o->n);
+	r.n = o->n + 3;
+	out_write("corpus-resume", name, &r);
+}
+
+/* Set: the next session goes to corpus-resume alone, with its reset there. */
+static const struct resume_at *resume_only;
+
 /* A session file: configuration, fault seed, schedule, then the requests, each its own frame. The
- * wire corpus gets each request alone. */
+ * wire corpus gets each request alone; the resume corpus the session with the device lost
+ * half-way between frames, half-way through a frame, and at the end with the replies unread. */
 static void session(
 	const char *name, uint8_t cfg, const char *sched, unsigned n, Sseq__Request **rqs)
 {
-	struct out o = {.n = 0}, w;
+	static struct out o, w;
 	char wname[96];
 
+	o.n = 0;
 	o.b[o.n++] = cfg;
 	o.b[o.n++] = next_fault_seed ? next_fault_seed : (uint8_t)(name[0] + name[1]);
 	o.b[o.n++] = (uint8_t)strlen(sched);
 	put_raw(&o, sched, strlen(sched));
 	for (unsigned i = 0; i < n; i++) {
 		put_frame(&o, rqs[i]);
-		if (!wire_new(rqs[i]))
+		if (resume_only || !wire_new(rqs[i]))
 			continue;
 		w.n = sseq__request__pack(rqs[i], w.b);
 		snprintf(wname, sizeof(wname), "%s-%02u", name, i);
 		out_write("corpus-wire", wname, &w);
 	}
-	out_write("corpus-session", name, &o);
+	if (resume_only) {
+		resume_write(name, &o, *resume_only);
+	} else {
+		out_write("corpus-session", name, &o);
+		snprintf(wname, sizeof(wname), "%s-between", name);
+		resume_write(wname, &o, (struct resume_at){(uint8_t)(n / 2), 0, 0});
+		snprintf(wname, sizeof(wname), "%s-torn", name);
+		resume_write(wname, &o, (struct resume_at){(uint8_t)((n + 1) / 2), 40, 2});
+		snprintf(wname, sizeof(wname), "%s-unread", name);
+		resume_write(wname, &o, (struct resume_at){255, 0, 1});
+	}
+	resume_only = NULL;
 	next_tag = 0;
 	next_fault_seed = 0;
 }
+
+#define RESUME_AT(frame, split, mode) (resume_only = &(struct resume_at){frame, split, mode})
 
 #define SESSION(name, cfg, sched, ...)                                                             \
 	session(name, cfg, sched, sizeof((Sseq__Request *[]){__VA_ARGS__}) / sizeof(void *),       \
@@ -479,13 +518,15 @@ int main(int argc, char **argv)
 
 	if (argc != 2) {
 		fprintf(stderr,
-			"usage: gen-corpus DIR (writes DIR/corpus-wire, DIR/corpus-session)\n");
+			"usage: gen-corpus DIR (writes DIR/corpus-wire, DIR/corpus-session, "
+			"DIR/corpus-resume)\n");
 		return 2;
 	}
 	dir = argv[1];
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
+		static const char *const sub[] = {"corpus-wire", "corpus-session", "corpus-resume"};
 		char path[512];
-		snprintf(path, sizeof(path), "%s/%s", dir, i ? "corpus-session" : "corpus-wire");
+		snprintf(path, sizeof(path), "%s/%s", dir, sub[i]);
 		if (mkdir(path, 0755) < 0 && errno != EEXIST) {
 			fprintf(stderr, "gen-corpus: %s: %s\n", path, strerror(errno));
 			return 1;
@@ -630,6 +671,44 @@ int main(int argc, char **argv)
 		out_write("corpus-session", "torn-frame", &o);
 		next_tag = 0;
 	}
+	/* The hand-over's corners, for fuzz-resume alone. A connection that has said
+	 * nothing, and one half-way through its Hello. */
+	RESUME_AT(0, 0, 0);
+	SESSION("resume-silent", 7, "", rq_hello(), rq_sync());
+	RESUME_AT(0, 30, 0);
+	SESSION("resume-half-hello", 7, "", rq_hello(), rq_sync());
+	/* A frame over SESSION_INPUT_BASE (a module path the daemon refuses once it has all
+	 * of it) almost all read: the unread input counts against --max-input-memory. */
+	{
+		static char path[150000];
+		memset(path, 'm', sizeof(path) - 1);
+		RESUME_AT(1, 60, 0);
+		SESSION("resume-large-frame", 7, "", rq_hello(), rq_load(path), rq_sync());
+	}
+	/* Two memfds received ahead of their StagingRegisters (the Batch's first bytes). */
+	RESUME_AT(1, 8, 0);
+	SESSION("resume-memfds-ahead", 7, "", rq_hello(), BATCH(rq_staging(4096), rq_staging(8192)),
+		rq_h2d(H(1), 0, H(3), 0, 16));
+	/* A Batch held back by a full window (2) part-way through: the rest runs once. */
+	RESUME_AT(3, 0, 0);
+	SESSION("resume-held-batch", 0, "", rq_hello(), rq_alloc(4096),
+		BATCH(rq_exec("fill", "ofu", (uint64_t[]){H(1), 1, 1024}),
+			rq_exec("fill", "ofu", (uint64_t[]){H(1), 2, 1024}),
+			rq_exec("fill", "ofu", (uint64_t[]){H(1), 3, 1024}),
+			rq_exec("fill", "ofu", (uint64_t[]){H(1), 4, 1024}), rq_alloc(64),
+			rq_sync()),
+		rq_sync());
+	/* A client that reads nothing: the queries' results fill its socket, so replies and
+	 * the Sync's Completion are still unwritten at the exec. */
+	RESUME_AT(255, 0, 1);
+	SESSION("resume-unwritten", 7, "\x01", rq_hello(), rq_alloc(4096), rq_staging(4096),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1), 1, 1024}),
+		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_METRICS, false),
+		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_METRICS, false),
+		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_METRICS, false),
+		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_STATUS, false),
+		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_METRICS, false),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1), 2, 1024}), rq_sync());
 	wire_padded();
 	printf("gen-corpus: wrote %u files under %s\n", nwritten, dir);
 	/* The requests are left to the process's end: a generator, not a library. */
