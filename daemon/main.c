@@ -24,6 +24,10 @@
 #include "sseq-frame.h"
 
 #define DRAIN_TIMEOUT_MS 10000
+/* After the drain timed out and the work the device had not started was cancelled: how
+ * long the ops it runs get to finish, and the cancelled requests' answers to go out.
+ * Both together stay well inside systemd's TimeoutStopSec= (20 s in sseqd@.service). */
+#define DRAIN_CANCEL_MS 1000
 
 struct daemon_opts {
 	struct server_options srv;
@@ -555,23 +559,56 @@ struct daemon_state {
 	uv_signal_t sigint, sigterm, sighup;
 	uv_timer_t drain, watchdog, status;
 	uint64_t drain_started;
+	bool cancelled; /* the drain timed out: what the device had not started was cancelled */
 	char last_status[640];
 };
 
+/* The ops issued and not yet observed complete, on every stream. */
+static uint64_t daemon_ops_running(const struct server *srv)
+{
+	uint64_t n = 0;
+
+	for (unsigned x = 0; x < seq_stream_count(srv->seq); x++) {
+		struct seq_stream_info si;
+
+		seq_stream_info(srv->seq, x, &si);
+		n += si.issued - si.completed;
+	}
+	return n;
+}
+
+/* Wait for the work in flight; at DRAIN_TIMEOUT_MS cancel what the device has not
+ * started (its requests fail with SHUTTING_DOWN); DRAIN_CANCEL_MS later, leave whatever
+ * still runs on the device: its memory is never released under it, but left allocated
+ * until the process is gone. */
 static void on_drain_tick(uv_timer_t *t)
 {
 	struct daemon_state *d = t->data;
-	bool idle = server_idle(&d->srv);
+	const uint64_t waited = uv_now(t->loop) - d->drain_started;
 
-	if (idle || uv_now(t->loop) - d->drain_started > DRAIN_TIMEOUT_MS) {
-		if (!idle)
-			log_warn("main", "work still in flight after %u ms; exiting anyway",
-				DRAIN_TIMEOUT_MS);
-		else
-			log_notice("main", "drained: all work in flight completed");
-		server_drop_clients(&d->srv);
-		uv_stop(t->loop);
+	if (server_idle(&d->srv)) {
+		log_notice("main", "drained: %s",
+			d->cancelled ? "the work the device had not started was cancelled"
+				     : "all work in flight completed");
+	} else if (!d->cancelled && waited > DRAIN_TIMEOUT_MS) {
+		log_warn("main",
+			"%" PRIu64 " operations still in flight after %u ms: cancelling those "
+			"the device has not started (their requests fail with SHUTTING_DOWN)",
+			daemon_ops_running(&d->srv), DRAIN_TIMEOUT_MS);
+		d->cancelled = true;
+		backend_cancel(&d->be);
+		return;
+	} else if (d->cancelled && waited > DRAIN_TIMEOUT_MS + DRAIN_CANCEL_MS) {
+		log_warn("main",
+			"%" PRIu64 " operations still in flight %u ms after the cancel: exiting "
+			"without them; the memory they may touch is left allocated, not released",
+			daemon_ops_running(&d->srv), DRAIN_CANCEL_MS);
+		server_abandon(&d->srv);
+	} else {
+		return;
 	}
+	server_drop_clients(&d->srv);
+	uv_stop(t->loop);
 }
 
 /* Stop taking work, let what is in flight drain, then leave the loop. */
@@ -715,6 +752,8 @@ static void loop_start(struct daemon_state *d, uv_loop_t *loop, const sigset_t *
 
 static void loop_finish(struct daemon_state *d, uv_loop_t *loop)
 {
+	const bool abandoned = d->srv.abandoned;
+
 	server_close_handles(&d->srv);
 	uv_close((uv_handle_t *)&d->sigint, on_close);
 	uv_close((uv_handle_t *)&d->sigterm, on_close);
@@ -723,7 +762,10 @@ static void loop_finish(struct daemon_state *d, uv_loop_t *loop)
 	uv_close((uv_handle_t *)&d->watchdog, on_close);
 	uv_close((uv_handle_t *)&d->status, on_close);
 	uv_run(loop, UV_RUN_DEFAULT);
-	uv_loop_close(loop);
+	/* Abandoned ops' completions may still be pushed, and wake the loop's eventfd: it
+	 * stays open until the process is gone. */
+	if (!abandoned)
+		uv_loop_close(loop);
 }
 
 /* The completion queue first, then the backend that pushes to it, then the server that
@@ -804,8 +846,13 @@ int main(int argc, char **argv)
 	uv_run(loop, UV_RUN_DEFAULT);
 
 	server_finish(&d.srv);
-	backend_destroy(&d.be);
-	cq_finish(&d.cq);
+	/* Abandoned: the backend's threads still run ops on memory it holds, and push their
+	 * completions to the queue. Both stay, reachable from d (no leak, no use after
+	 * free); the exit ends the threads. */
+	if (!d.srv.abandoned) {
+		backend_destroy(&d.be);
+		cq_finish(&d.cq);
+	}
 	loop_finish(&d, loop);
 	log_notice("main", "stopped");
 	return d.srv.fatal ? 1 : 0;

@@ -301,6 +301,50 @@ kill "$helper_pid" 2>/dev/null || true
 wait "$helper_pid" 2>/dev/null || true
 helper_pid=
 
+# Many buffers: one session with 20,000 long-labelled buffers (about 1.3 MB listed,
+# more than one frame may carry) and another session with three; buffers comes in
+# pages, and sseqctl lists them all, as a table and as JSON.
+python3 -c '
+import os, socket, struct, sys, time
+from rawwire import decode, field, frame, read_frame
+def client(n, name):
+    c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
+    c.sendall(frame(field(1, 1) + field(10, field(1, 1) + field(3, name))))
+    read_frame(c)
+    out = b"".join(frame(field(1, 2 + i) + field(13, field(1, 16) +
+                   field(2, b"%s-%06d-" % (name, i) + b"L" * 30)))
+                   for i in range(n))
+    c.sendall(out)
+    for _ in range(n):
+        r = decode(decode(read_frame(c))[1][0])
+        assert r.get(2, [0])[0] == 0, r
+    return c
+many = client(20000, b"many")
+few = client(3, b"few")
+open(sys.argv[2], "w").write("ready")
+time.sleep(120)' "$sock" "$dir/many.ready" &
+helper_pid=$!
+for _ in $(seq 600); do [[ -s $dir/many.ready ]] && break; sleep 0.05; done
+[[ -s $dir/many.ready ]] || fail "the client with many buffers did not finish"
+expect_rc 0 --socket "$sock" --json buffers
+python3 - "$dir/out" <<'EOF' || fail "--json buffers with 20,003 buffers (above)"
+import json, sys
+bufs = json.load(open(sys.argv[1]))["buffers"]
+labels = [b["label"] for b in bufs]
+assert len(bufs) == 20003, len(bufs)
+assert len(set(labels)) == 20003, "a buffer listed twice"
+assert {l[:12] for l in labels if l.startswith("many-")} == \
+       {"many-%06d-" % i for i in range(20000)}, "a buffer missing"
+assert sum(l.startswith("few-") for l in labels) == 3, "the other session's buffers"
+EOF
+expect_rc 0 --socket "$sock" buffers
+[[ $(grep -c " many-[0-9]\{6\}-L" "$dir/out") == 20000 ]] ||
+	fail "buffers table: $(grep -c " many-" "$dir/out") of 20000 rows"
+[[ $(grep -c " few-[0-9]\{6\}-L" "$dir/out") == 3 ]] || fail "buffers table: the other session's"
+kill "$helper_pid" 2>/dev/null || true
+wait "$helper_pid" 2>/dev/null || true
+helper_pid=
+
 # trace --follow into a reader that stops (| head): it ends, quietly, when the reader
 # goes, without waiting for an entry to write; also where SIGPIPE was left ignored.
 for ignore in "" --ignore-signal=PIPE; do

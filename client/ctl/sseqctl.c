@@ -63,6 +63,74 @@ static void ctl_print(
 	ctl_json_print(c, kind, res, pretty);
 }
 
+/* Pages past which a BUFFERS listing is taken to be a daemon going round in circles: the
+ * daemon fills a page to about 512 KiB, so this is past any real listing. */
+#define CTL_MAX_BUFFER_PAGES 65536
+
+/* BUFFERS answers in pages (Query.buffers_from, QueryResult.buffers_next): every page,
+ * printed as one answer. */
+static int ctl_buffers(struct ctl *c)
+{
+	Sseq__Query q = SSEQ__QUERY__INIT;
+	Sseq__Message **pages = NULL;
+	Sseq__BufferInfo **all = NULL;
+	Sseq__QueryResult res;
+	size_t npages = 0, total = 0;
+	int r = 0;
+
+	q.kind = SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS;
+	for (;;) {
+		Sseq__Message *m = NULL, **grown;
+
+		if (npages == CTL_MAX_BUFFER_PAGES) {
+			snprintf(c->err, sizeof(c->err),
+				"the daemon at %s sent %d pages of buffers and says more follow",
+				c->socket, CTL_MAX_BUFFER_PAGES);
+			r = -EPROTO;
+			goto out;
+		}
+		r = ctl_query(c, &q, &m);
+		if (r < 0)
+			goto out;
+		grown = realloc(pages, (npages + 1) * sizeof(*pages));
+		if (!grown) {
+			sseq__message__free_unpacked(m, NULL);
+			r = -ENOMEM;
+			goto out;
+		}
+		pages = grown;
+		pages[npages++] = m;
+		total += m->query_result->n_buffers;
+		if (!m->query_result->buffers_next)
+			break;
+		/* Points into the page kept above, alive until the end. */
+		q.buffers_from = m->query_result->buffers_next;
+	}
+	all = calloc(total + 1, sizeof(*all));
+	if (!all) {
+		r = -ENOMEM;
+		goto out;
+	}
+	total = 0;
+	for (size_t p = 0; p < npages; p++) {
+		const Sseq__QueryResult *pr = pages[p]->query_result;
+
+		memcpy(all + total, pr->buffers, pr->n_buffers * sizeof(*all));
+		total += pr->n_buffers;
+	}
+	res = *pages[0]->query_result;
+	res.buffers = all;
+	res.n_buffers = total;
+	res.buffers_next = NULL;
+	ctl_print(c, q.kind, &res, true);
+out:
+	free(all);
+	for (size_t p = 0; p < npages; p++)
+		sseq__message__free_unpacked(pages[p], NULL);
+	free(pages);
+	return r;
+}
+
 static int ctl_run(struct ctl *c, Sseq__QueryKind kind, uint32_t max_entries)
 {
 	Sseq__Query q = SSEQ__QUERY__INIT;
@@ -70,6 +138,8 @@ static int ctl_run(struct ctl *c, Sseq__QueryKind kind, uint32_t max_entries)
 	Sseq__Message *m = NULL;
 	int r;
 
+	if (kind == SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS)
+		return ctl_buffers(c);
 	q.kind = kind;
 	if (kind == SSEQ__QUERY_KIND__QUERY_KIND_TRACE) {
 		trace.max_entries = max_entries;

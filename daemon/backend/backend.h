@@ -168,6 +168,12 @@ struct backend_ops {
 	 * registered staging ranges are registered again. 0, or a negative errno when the
 	 * device cannot be brought back (it stays lost). NULL: no recovery. */
 	int (*reset)(void *ctx);
+	/* Shutting down: fail every op the device has not started (hip: not yet enqueued on
+	 * a HIP stream, i.e. still in a submit thread's queue; the sim: not yet begun by its
+	 * stream's worker) without running it. Its stream's events then report -ESHUTDOWN,
+	 * in stream order, so only ops the device already runs are left to wait for. Sticky.
+	 * On the loop thread. NULL: nothing is held back from the device. */
+	void (*cancel)(void *ctx);
 	/* Stop threads and free everything; the device must be idle. */
 	void (*destroy)(void *ctx);
 };
@@ -192,6 +198,12 @@ static inline bool backend_device_lost(const struct backend *b)
 static inline int backend_reset(const struct backend *b)
 {
 	return b->ops->reset ? b->ops->reset(b->ctx) : -ENOTSUP;
+}
+
+static inline void backend_cancel(const struct backend *b)
+{
+	if (b->ops->cancel)
+		b->ops->cancel(b->ctx);
 }
 
 static inline uint64_t backend_findings(const struct backend *b)

@@ -12,13 +12,26 @@ struct point_wait {
 	uint64_t event; /* the event waited on: a seq >= the producer's */
 };
 
+/* Waits a point record holds in place. Most ops wait on a few streams; one that waits on
+ * more (an exclusive op waits on every busy stream) keeps the rest in an array of its own.
+ * Room for SEQ_MAX_STREAMS in place made each record 1 KiB and each stream's window of
+ * them 1 MiB, all of it touched once the stream had issued a window of points: resident
+ * memory that grew with the streams used until every one had cycled its window. */
+#define POINT_WAITS_INLINE 6
+
 /* What the core remembers of an incomplete point until it is acknowledged. */
 struct point_rec {
 	uint64_t cookie;
 	bool want_done;
 	uint8_t nwaits;
-	struct point_wait waits[SEQ_MAX_STREAMS];
+	struct point_wait waits[POINT_WAITS_INLINE];
+	struct point_wait *more; /* waits past POINT_WAITS_INLINE, or NULL */
 };
+
+static const struct point_wait *point_rec_wait(const struct point_rec *r, unsigned i)
+{
+	return i < POINT_WAITS_INLINE ? &r->waits[i] : &r->more[i - POINT_WAITS_INLINE];
+}
 
 struct watch {
 	uint64_t cookie;
@@ -209,6 +222,8 @@ void seq_destroy(struct seq *seq)
 			if (--s->watches[w].watch->pending == 0)
 				free(s->watches[w].watch);
 		free(s->watches);
+		for (unsigned n = 0; s->recs && n < seq->config.window; n++)
+			free(s->recs[n].more);
 		free(s->recs);
 		free(s->events);
 	}
@@ -369,6 +384,8 @@ int seq_buffer_alloc(struct seq *seq, uint64_t size, struct seq_buffer **out)
 	b->addr = addr;
 	b->alloc = ++seq->allocs;
 	b->refs = 1;
+	if (seq->dev.mem_owner)
+		seq->dev.mem_owner(seq->dev_ctx, addr, b->alloc);
 	*out = b;
 	return 0;
 }
@@ -394,6 +411,8 @@ int seq_buffer_adopt(struct seq *seq, uint64_t addr, uint64_t size, void (*gone)
 	b->alloc = ++seq->allocs;
 	b->refs = 1;
 	b->adopted = true;
+	if (seq->dev.mem_owner)
+		seq->dev.mem_owner(seq->dev_ctx, addr, b->alloc);
 	b->gone = gone;
 	b->gone_arg = arg;
 	*out = b;
@@ -745,7 +764,12 @@ static int submit_waits(struct seq *seq, struct seq_op *op, uint32_t s, struct p
 	const struct submit_needs *n)
 {
 	const uint64_t next = seq->streams[s].issued + 1;
+	const unsigned nwaits = (unsigned)__builtin_popcountll(n->mask);
 
+	if (nwaits > POINT_WAITS_INLINE &&
+		!(rec->more = malloc((nwaits - POINT_WAITS_INLINE) * sizeof(*rec->more))))
+		return op_fail(
+			seq, op, s, -ENOMEM, SEQ_FAIL_LAUNCH, NULL, (struct seq_point){s, 0});
 	for (uint64_t m = n->mask; m; m &= m - 1) {
 		uint32_t x = (uint32_t)__builtin_ctzll(m);
 		uint64_t event;
@@ -765,7 +789,11 @@ static int submit_waits(struct seq *seq, struct seq_op *op, uint32_t s, struct p
 		seq->counters.waits_enqueued++;
 		seq_trace_emit(seq, SEQ_TRACE_WAIT, (struct seq_point){s, next}, op->kind,
 			n->buf[x], (struct seq_point){x, n->need[x]});
-		rec->waits[rec->nwaits++] = (struct point_wait){x, event};
+		if (rec->nwaits < POINT_WAITS_INLINE)
+			rec->waits[rec->nwaits] = (struct point_wait){x, event};
+		else
+			rec->more[rec->nwaits - POINT_WAITS_INLINE] = (struct point_wait){x, event};
+		rec->nwaits++;
 	}
 	return 0;
 }
@@ -831,6 +859,8 @@ int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at)
 	 * done with: fill it in place. Until the launch succeeds nothing reads it. */
 	rec = &st->recs[(st->issued + 1) % seq->config.window];
 	rec->nwaits = 0;
+	free(rec->more);
+	rec->more = NULL;
 	r = submit_failures(seq, op, s);
 	if (r < 0)
 		return r;
@@ -954,11 +984,12 @@ static bool stream_advance(struct seq *seq, uint32_t x)
 		int status = (s->error && n >= s->fail_from) ? s->error : 0;
 
 		for (unsigned i = 0; i < r->nwaits; i++) {
-			const struct stream *o = &seq->streams[r->waits[i].stream];
-			if (o->error && r->waits[i].event >= o->fail_from) {
+			const struct point_wait *w = point_rec_wait(r, i);
+			const struct stream *o = &seq->streams[w->stream];
+			if (o->error && w->event >= o->fail_from) {
 				if (!status)
 					status = o->error;
-			} else if (o->completed < r->waits[i].event) {
+			} else if (o->completed < w->event) {
 				return progress;
 			}
 		}

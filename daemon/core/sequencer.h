@@ -96,6 +96,11 @@ struct seq_device {
 	 * becomes a buffer, and later stops being one; it is never given to mem_release. */
 	int (*mem_adopt)(void *ctx, uint64_t addr, uint64_t size);
 	void (*mem_disown)(void *ctx, uint64_t addr, uint64_t size);
+	/* Optional: the base number (seq_access.alloc) the memory at addr now holds, told
+	 * right after mem_alloc or mem_adopt, before any op names it: a checker binds the
+	 * memory to its owner here, so that a stale view of an earlier owner is caught
+	 * even when it is the memory's first use, or the only one. */
+	void (*mem_owner)(void *ctx, uint64_t addr, uint64_t base);
 	/* Record an event on at.stream after everything issued there so far (at.seq is the
 	 * stream's last issued point). The backend must report it through seq_complete(). */
 	int (*record)(void *ctx, struct seq_point at);

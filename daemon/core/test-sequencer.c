@@ -37,6 +37,7 @@
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -1523,6 +1524,39 @@ START_TEST(test_exclusive_op_runs_alone)
 }
 END_TEST
 
+/* An op that waits on more streams than a point record holds in place (an exclusive op
+ * after work on eleven lanes) keeps every wait: it is acknowledged only once the last of
+ * the streams it waited on has completed. */
+START_TEST(test_exclusive_op_waits_on_more_streams_than_a_record_holds)
+{
+	const struct seq_config cfg = {.n_compute = 12};
+	struct seq_point at[11], x;
+	struct seq_op op;
+
+	fx_start(&cfg);
+	for (unsigned i = 0; i < 11; i++) {
+		op = op_make(SEQ_OP_EXEC, 1, buf_new(64), SEQ_WRITE);
+		op.lane = SEQ_LANE(i + 1);
+		ck_assert_int_eq(seq_submit(F.seq, &op, &at[i]), 0);
+		ck_assert_uint_eq(at[i].stream, i + 1);
+	}
+	log_clear();
+	op = op_make(SEQ_OP_EXEC, 1, buf_new(64), SEQ_WRITE);
+	op.lane = SEQ_LANE(0);
+	op.exclusive = true;
+	ck_assert_int_eq(seq_submit(F.seq, &op, &x), 0);
+	ck_assert_uint_eq(x.stream, 0);
+	ck_log_count("wait ", 11);
+	seq_flush(F.seq);
+	complete(x.stream, x.seq, 0);
+	for (unsigned i = 0; i < 11; i++) {
+		ck_assert_uint_eq(stream_info(x.stream).completed, x.seq - 1);
+		complete(at[i].stream, at[i].seq, 0);
+	}
+	ck_assert_uint_eq(stream_info(x.stream).completed, x.seq);
+}
+END_TEST
+
 /* A copy that fails on the device: launched, then its event completes with -EIO. */
 static void h2d_fails_on_device(struct seq_buffer *buf)
 {
@@ -1983,6 +2017,25 @@ START_TEST(test_default_config)
 }
 END_TEST
 
+/* A point record per window slot of every stream, all of it touched once each stream has
+ * issued a window of points: with the daemon's default layout (56 streams of 1024 slots)
+ * a few MiB, not the 60 MiB that room for SEQ_MAX_STREAMS waits in every record took.
+ * Measured by the heap (mallinfo2), which a sanitizer's allocator leaves at 0. */
+START_TEST(test_a_window_on_every_stream_costs_a_few_mib)
+{
+	const struct seq_config cfg = {.n_compute = 16, .n_h2d = 16, .n_d2h = 16, .n_d2d = 8};
+	struct mallinfo2 before = mallinfo2(), after;
+	size_t grown;
+
+	fx_start(&cfg);
+	ck_assert_uint_eq(seq_stream_count(F.seq), 56);
+	ck_assert_uint_eq(stream_info(0).window_capacity, SEQ_DEFAULT_WINDOW);
+	after = mallinfo2();
+	grown = (after.uordblks + after.hblkhd) - (before.uordblks + before.hblkhd);
+	ck_assert_msg(grown < (16u << 20), "the core took %zu bytes for 56 windows", grown);
+}
+END_TEST
+
 START_TEST(test_destroy_releases_everything_held)
 {
 	struct seq_buffer *a, *b, *s;
@@ -2153,6 +2206,7 @@ static Suite *sequencer_suite(void)
 		{"i9", test_failure_spread_to_point_reported_before_own_failure_marks_it},
 		{"reset", test_reset_fails_in_flight_work_and_loses_every_buffer},
 		{"reset", test_exclusive_op_runs_alone},
+		{"reset", test_exclusive_op_waits_on_more_streams_than_a_record_holds},
 		{"events", test_lazy_events_only_when_needed},
 		{"events", test_await_and_sync_report_completion},
 		{"events", test_counters_match_decisions},
@@ -2162,6 +2216,7 @@ static Suite *sequencer_suite(void)
 		{"config", test_copies_follow_their_pending_dependency_in_the_pool},
 		{"config", test_default_config},
 		{"config", test_destroy_releases_everything_held},
+		{"config", test_a_window_on_every_stream_costs_a_few_mib},
 		{"input", test_bad_input_naccess},
 		{"input", test_sync_points_waits_only_for_the_sessions_ops},
 		{"input", test_bad_input_null_buf_or_mode},

@@ -225,6 +225,42 @@ START_TEST(test_reuse_replaces_released_and_reports_live_overlap)
 }
 END_TEST
 
+/* The core tells the checker each allocation's owner when it makes it: a stale view of an
+ * earlier owner (here a slice kept past its base's early release) is reported naming that
+ * owner even when the memory's new owner never touches it, the stale access being the
+ * memory's first use. Bound at first use instead, the stale view would become the owner
+ * and go unreported (and the new owner's first op be blamed). */
+START_TEST(test_stale_view_of_earlier_owner_is_reported_at_first_use)
+{
+	struct verify *v = checker();
+	struct seq_config cfg = {.n_compute = 2,
+		.n_h2d = 1,
+		.n_d2h = 1,
+		.n_d2d = 1,
+		.legacy_slice_outlives_base = true};
+	struct seq *seq;
+	struct seq_buffer *a, *slice, *b;
+	struct seq_op op = {.kind = SEQ_OP_EXEC, .naccess = 1};
+
+	W.reuse = true; /* the next allocation gets the released memory */
+	ck_assert_int_eq(seq_create(&seq, &cfg, verify_device(), v, NULL), 0);
+	ck_assert_int_eq(seq_buffer_alloc(seq, 256, &a), 0); /* base #1 */
+	ck_assert_int_eq(seq_buffer_slice(seq, a, 0, 64, &slice), 0);
+	seq_buffer_free(seq, a); /* injected: its memory goes back now */
+	ck_assert_int_eq(seq_buffer_alloc(seq, 256, &b), 0); /* base #2, same memory */
+	ck_assert_uint_eq(W.reports, 0);
+	op.access[0] = (struct seq_access){.buf = slice, .mode = SEQ_READ};
+	ck_assert_int_eq(seq_submit(seq, &op, NULL), 0);
+	ck_assert_uint_eq(W.reports, 1);
+	ck_assert_msg(strstr(W.last, "as base #1, but that memory is allocation #2 of base #2"),
+		"%s", W.last);
+	seq_buffer_free(seq, slice);
+	seq_buffer_free(seq, b);
+	seq_destroy(seq);
+	verify_destroy(v);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("verify");
@@ -238,6 +274,7 @@ int main(void)
 	tcase_add_test(tc, test_release_while_reader_runs_and_use_after_release);
 	tcase_add_test(tc, test_released_records_stay_bounded);
 	tcase_add_test(tc, test_reuse_replaces_released_and_reports_live_overlap);
+	tcase_add_test(tc, test_stale_view_of_earlier_owner_is_reported_at_first_use);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -18,7 +18,7 @@ struct vclock {
 struct valloc {
 	uint64_t addr, size;
 	uint64_t serial; /* the allocation's number, for the reports */
-	uint64_t base; /* the core's number of the base it holds, from its first use */
+	uint64_t base; /* the core's number of the base it holds (mem_owner), or 0 */
 	bool live;
 	uint64_t released; /* its number among releases, once released */
 	struct seq_point writer; /* seq 0: none */
@@ -197,6 +197,19 @@ static int v_mem_adopt(void *ctx, uint64_t addr, uint64_t size)
 	return r;
 }
 
+/* Bound at allocation, not at first use: a stale view that is the memory's first use
+ * (or its only one) then names the earlier owner, never the innocent new one. */
+static void v_mem_owner(void *ctx, uint64_t addr, uint64_t base)
+{
+	struct verify *v = ctx;
+	struct valloc *a = alloc_find(v, addr);
+
+	if (a && a->live && a->addr == addr)
+		a->base = base;
+	if (v->inner.mem_owner)
+		v->inner.mem_owner(v->inner_ctx, addr, base);
+}
+
 static bool point_done(const struct verify *v, struct seq_point p)
 {
 	return p.seq <= v->done.c[p.stream];
@@ -361,9 +374,9 @@ static void check_access(struct verify *v, struct seq_point at, const struct seq
 					   : "past the end of its allocation");
 		return;
 	}
-	/* A view of another base than the one this memory was first used for: the memory
+	/* A view of another base than the one this memory was allocated for: the memory
 	 * changed hands under it (released and allocated again, e.g. a slice that outlived
-	 * its base). */
+	 * its base). An owner never told (a core without mem_owner) is bound at first use. */
 	if (acc->alloc && !a->base)
 		a->base = acc->alloc;
 	else if (acc->alloc && a->base != acc->alloc)
@@ -438,6 +451,7 @@ static const struct seq_device verify_table = {
 	.mem_release = v_mem_release,
 	.mem_adopt = v_mem_adopt,
 	.mem_disown = v_mem_disown,
+	.mem_owner = v_mem_owner,
 	.record = v_record,
 	.wait = v_wait,
 	.launch = v_launch,

@@ -6,6 +6,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -215,8 +216,6 @@ struct query_walk {
 	uint64_t only; /* one session's id, or 0 */
 	Sseq__QueryResult *res;
 	struct arena *a;
-	size_t n, cap; /* entries filled, and room */
-	uint64_t session; /* the session whose buffers are walked */
 };
 
 static bool query_walk_wants(struct query_walk *w, const struct session *s, struct session_info *si)
@@ -291,14 +290,60 @@ static void query_buffer_state(
 	bi->producer_status = server_status_from_errno(seq_buffer_error(srv->seq, base));
 }
 
+/* Packed bytes of BufferInfo entries past which a BUFFERS answer stops and says where to go
+ * on (buffers_next): a page stays well inside MAX_FRAME_SIZE however many buffers there are. */
+#define BUFFERS_PAGE_BYTES (512u << 10)
+
+/* One page of the BUFFERS listing: sessions by id, each one's handles by slot, then the
+ * freed bases. */
+struct query_bufs {
+	struct server *srv;
+	Sseq__QueryResult *res;
+	struct arena *a;
+	size_t cap, bytes;
+	uint64_t session; /* the session being walked */
+	uint32_t from_slot; /* its first slot to list (a handle's low 32 bits) */
+	bool full; /* the page is full: next says where the rest starts */
+	Sseq__BufferCursor *next;
+};
+
+/* Whether bi still fits this page; once one does not, the page ends where it starts. */
+static bool query_bufs_add(struct query_bufs *w, Sseq__BufferInfo *bi, uint64_t session,
+	uint64_t handle, uint64_t freed)
+{
+	size_t n = sseq__buffer_info__get_packed_size(bi) + 8;
+
+	if (w->res->n_buffers > 0 && w->bytes + n > BUFFERS_PAGE_BYTES) {
+		w->full = true;
+		w->next = arena_alloc(w->a, sizeof(*w->next));
+		sseq__buffer_cursor__init(w->next);
+		w->next->session = session;
+		w->next->handle = handle;
+		w->next->freed = freed;
+		return false;
+	}
+	if (w->res->n_buffers == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 64;
+		Sseq__BufferInfo **grown = arena_alloc(w->a, cap * sizeof(*grown));
+
+		if (w->cap)
+			memcpy(grown, w->res->buffers, w->cap * sizeof(*grown));
+		w->res->buffers = grown;
+		w->cap = cap;
+	}
+	w->res->buffers[w->res->n_buffers++] = bi;
+	w->bytes += n;
+	return true;
+}
+
 static void query_buffer(const struct session_buffer *sb, void *arg)
 {
-	struct query_walk *w = arg;
+	struct query_bufs *w = arg;
 	const struct seq_buffer *b = sb->buf, *base = b->base ? b->base : b;
 	Sseq__BufferInfo *bi;
 
-	if (w->n == w->cap)
-		return; /* counted before: cannot happen */
+	if (w->full || (uint32_t)sb->handle < w->from_slot)
+		return;
 	bi = arena_alloc(w->a, sizeof(*bi));
 	sseq__buffer_info__init(bi);
 	bi->session = w->session;
@@ -310,53 +355,80 @@ static void query_buffer(const struct session_buffer *sb, void *arg)
 	bi->offset = b->offset;
 	bi->slices = base->refs - (base->freed ? 0 : 1);
 	query_buffer_state(w->srv, w->a, base, bi);
-	w->res->buffers[w->n++] = bi;
+	query_bufs_add(w, bi, w->session, sb->handle, 0);
 }
 
-static void query_session_buffers(const struct session *s, void *arg)
-{
-	struct query_walk *w = arg;
-	struct session_info si;
+/* The sessions the asker may list, to be put in id order. */
+struct query_bufs_session {
+	uint64_t id;
+	const struct session *s;
+};
 
-	if (!query_walk_wants(w, s, &si))
-		return;
-	w->session = si.id;
-	session_foreach_buffer(s, query_buffer, w);
-}
+struct query_bufs_sessions {
+	struct session_info asker;
+	uint64_t only, from;
+	struct query_bufs_session *v;
+	size_t n, cap;
+};
 
-static void query_count_handles(const struct session *s, void *arg)
+static void query_bufs_session(const struct session *s, void *arg)
 {
+	struct query_bufs_sessions *l = arg;
 	struct session_info si;
 
 	session_info(s, &si);
-	*(size_t *)arg += si.handles;
+	if (!query_may_see(&l->asker, &si) || (l->only && si.id != l->only) || si.id < l->from)
+		return;
+	if (l->n < l->cap)
+		l->v[l->n++] = (struct query_bufs_session){si.id, s};
 }
 
-static void query_buffers(struct server *srv, const struct session *asker, uint64_t only,
+static int query_bufs_session_cmp(const void *x, const void *y)
+{
+	const struct query_bufs_session *a = x, *b = y;
+
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static void query_buffers(struct server *srv, const struct session *asker, const Sseq__Query *q,
 	Sseq__QueryResult *res, struct arena *a)
 {
-	struct query_walk w = {.srv = srv, .only = only, .res = res, .a = a};
-	size_t np, total = 0;
+	const Sseq__BufferCursor *from = q->buffers_from;
+	struct query_bufs w = {.srv = srv, .res = res, .a = a};
+	struct query_bufs_sessions l = {.only = q->session, .from = from ? from->session : 0};
+	size_t np;
 
-	session_info(asker, &w.asker);
+	session_info(asker, &l.asker);
+	res->buffers = NULL;
+	l.cap = srv->nsessions;
+	l.v = arena_alloc(a, (l.cap + 1) * sizeof(*l.v));
+	/* Session 0 in a cursor: the sessions are done (ids start at 1). */
+	if (!from || from->session)
+		session_foreach(srv, query_bufs_session, &l);
+	/* By id, so that where a page ends is a place the next page can start from. */
+	qsort(l.v, l.n, sizeof(*l.v), query_bufs_session_cmp);
+	for (size_t i = 0; i < l.n && !w.full; i++) {
+		w.session = l.v[i].id;
+		w.from_slot = from && l.v[i].id == from->session ? (uint32_t)from->handle : 0;
+		session_foreach_buffer(l.v[i].s, query_buffer, &w);
+	}
 	/* Freed bases whose memory waits for their last use (I5) have no handle any more:
 	 * root sees them too. */
-	np = w.asker.uid == 0 && !only ? seq_pending_count(srv->seq) : 0;
-	session_foreach(srv, query_count_handles, &total);
-	w.cap = total;
-	res->buffers = arena_alloc(a, (total + np + 1) * sizeof(*res->buffers));
-	session_foreach(srv, query_session_buffers, &w);
-	for (size_t i = 0; i < np; i++) {
+	np = l.asker.uid == 0 && !q->session ? seq_pending_count(srv->seq) : 0;
+	for (size_t i = from && !from->session ? from->freed : 0; i < np && !w.full; i++) {
 		const struct seq_buffer *b = seq_pending_get(srv->seq, i);
 		Sseq__BufferInfo *bi = arena_alloc(a, sizeof(*bi));
+
 		sseq__buffer_info__init(bi);
 		bi->session = b->owner;
 		bi->label = (char *)"(freed)";
 		bi->size = b->size;
 		query_buffer_state(srv, a, b, bi);
-		res->buffers[w.n++] = bi;
+		query_bufs_add(&w, bi, 0, 0, i);
 	}
-	res->n_buffers = w.n;
+	if (!res->buffers)
+		res->buffers = arena_alloc(a, sizeof(*res->buffers));
+	res->buffers_next = w.next;
 }
 
 static char *query_point_text(struct arena *a, struct seq_point p)
@@ -626,7 +698,7 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 		query_clients(srv, asker, only, res, a);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS:
-		query_buffers(srv, asker, only, res, a);
+		query_buffers(srv, asker, q, res, a);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_STREAMS:
 		query_streams(srv, asker, res, a);

@@ -54,6 +54,7 @@ Sseq__Status server_status_from_errno(int outcome)
 	case REQ_PROTOCOL_ERROR:
 		return SSEQ__STATUS__STATUS_PROTOCOL_ERROR;
 	case REQ_SHUTTING_DOWN:
+	case -ESHUTDOWN: /* cancelled, not run: the drain at a stop timed out */
 		return SSEQ__STATUS__STATUS_SHUTTING_DOWN;
 	default:
 		/* REQ_BLOCKED, REQ_CAPPED and REQ_CLOSE are never answered: seeing one here

@@ -159,15 +159,21 @@ static bool write_session(int out, struct session *s)
 		if (!put(out, &r, sizeof(r)))
 			return false;
 	}
-	return put(out, s->in, rs.in_len) && put(out, s->out + s->out_off, rs.out_len);
+	/* A session that never answered has no output buffer: NULL + 0 is undefined. */
+	return put(out, s->in, rs.in_len) &&
+		(!rs.out_len || put(out, s->out + s->out_off, rs.out_len));
 }
 
 /* Replies written out as far as the clients take them now, without waiting: what a
  * client does not read yet goes into the hand-over, and the new process writes it. */
 static void flush_all(struct server *srv)
 {
-	for (struct session *s = srv->sessions; s; s = s->next)
+	/* A flush may end its session (written out and closing, a write failed, the peer
+	 * gone), which unlinks it: the next one is taken first. */
+	for (struct session *s = srv->sessions, *next; s; s = next) {
+		next = s->next;
 		session_flush(s);
+	}
 }
 
 void server_restart_in_place(struct server *srv)
@@ -256,18 +262,42 @@ static int adopt_staging(struct session *s, const struct resume_slot *r, struct 
 		munmap(addr, r->size);
 		return -ENOMEM;
 	}
+	/* Counted as StagingRegister counts it: the session's, its uid's and the total. */
+	if (staging_charge_adopted(s, r->size) < 0) {
+		backend_staging_unregister(&s->srv->backend, addr, r->size);
+		free(st);
+		munmap(addr, r->size);
+		return -ENOMEM;
+	}
 	*st = (struct staging){.owner = s, .fd = r->fd, .addr = addr, .size = r->size, .refs = 1};
 	memcpy(st->label, r->label, sizeof(st->label));
 	st->label[sizeof(st->label) - 1] = '\0';
-	s->stagings++;
-	s->staging_bytes += r->size;
-	s->srv->limit.staging_bytes += r->size;
-	s->srv->limit.arenas++;
 	*out = st;
 	return 0;
 }
 
-/* One session's slots, as they were: arenas mapped again, everything else lost. */
+/* n bytes of the hand-over read past: false if it ends first. */
+static bool skip(int in, uint64_t n)
+{
+	return n <= INT64_MAX && lseek(in, (off_t)n, SEEK_CUR) >= 0;
+}
+
+/* n slot records read past, their arenas' memfds closed: false if the hand-over ends. */
+static bool skip_slots(int in, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct resume_slot r;
+
+		if (!get(in, &r, sizeof(r)))
+			return false;
+		if (r.kind == HANDLE_STAGING)
+			close(r.fd);
+	}
+	return true;
+}
+
+/* One session's slots, as they were: arenas mapped again, everything else lost. -ENOMEM
+ * with the records read past (and their memfds closed), -EIO if the hand-over ends. */
 static int adopt_slots(int in, struct session *s, uint32_t nslots)
 {
 	uint32_t cap = 16;
@@ -276,7 +306,7 @@ static int adopt_slots(int in, struct session *s, uint32_t nslots)
 		cap *= 2;
 	s->slots = calloc(cap, sizeof(*s->slots));
 	if (!s->slots)
-		return -ENOMEM;
+		return skip_slots(in, nslots) ? -ENOMEM : -EIO;
 	s->nslots = nslots;
 	for (uint32_t i = 0; i < nslots; i++) {
 		struct handle_slot *sl = &s->slots[i];
@@ -307,20 +337,55 @@ static int adopt_slots(int in, struct session *s, uint32_t nslots)
 	return 0;
 }
 
+/* A session that could not be taken over: told so under tag 0, then closed once that is
+ * written; its requests fail with the connection (every tag is answered). */
+static void adopt_failed(struct session *s, int err)
+{
+	char msg[160];
+
+	log_about(LOG_LVL_ERR, "reset", SESSION_WHO(s),
+		"client %" PRIu64 " (pid %u) could not be taken over by the restart in place: "
+		"%s; closing it",
+		s->id, s->pid, strerror(-err));
+	snprintf(msg, sizeof(msg),
+		"sseqd restarted in place after a device reset and could not take this "
+		"session over (%s): reconnect",
+		strerror(-err));
+	s->closing = true;
+	session_reply(s, 0, SSEQ__STATUS__STATUS_DEVICE_ERROR, msg);
+	session_mark_dirty(s);
+}
+
+/* One session's record: 0 when it is taken over; -ENOMEM (or another error) when it is
+ * not but its record was read to its end, so the next one can be; -EIO when the
+ * hand-over ends within it. */
 static int adopt_session(int in, struct server *srv)
 {
 	const uint64_t now = server_loop_ns(srv);
 	struct resume_session rs;
 	struct session *s;
-	uint8_t *bytes;
+	uint8_t *bytes = NULL;
 	int r;
 
 	if (!get(in, &rs, sizeof(rs)))
 		return -EIO;
 	close_on_exec(rs.fd);
+	for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++)
+		close_on_exec(rs.fds[i]);
 	s = session_new(srv, rs.fd);
-	if (!s)
-		return -ENOMEM;
+	if (!s) {
+		/* No session to say it in: the connection closes, as do its memfds. */
+		log_err("reset",
+			"client %" PRIu64 " (pid %u) could not be taken over by the restart in "
+			"place: out of memory; closing it",
+			rs.id, rs.pid);
+		close(rs.fd);
+		for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++)
+			close(rs.fds[i]);
+		return skip_slots(in, rs.nslots) && skip(in, rs.in_len) && skip(in, rs.out_len)
+			? -ENOMEM
+			: -EIO;
+	}
 	s->id = rs.id;
 	s->pid = rs.pid;
 	s->uid = rs.uid;
@@ -340,31 +405,40 @@ static int adopt_session(int in, struct server *srv)
 		s->follow_dropped = rs.follow_dropped;
 		srv->nfollowing++;
 	}
-	for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++) {
-		close_on_exec(rs.fds[i]);
+	for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++)
 		s->fds[s->nfds++] = rs.fds[i];
-	}
 	r = adopt_slots(in, s, rs.nslots);
-	if (r < 0)
-		return r;
-	if (rs.in_len) {
+	/* Its unread input is taken only with the rest: a session closed runs none of it. */
+	if (r == 0 && rs.in_len) {
 		if (!(bytes = malloc(rs.in_len)))
-			return -ENOMEM;
-		if (!get(in, bytes, rs.in_len)) {
-			free(bytes);
-			return -EIO;
+			r = skip(in, rs.in_len) ? -ENOMEM : -EIO;
+		else if (!get(in, bytes, rs.in_len))
+			r = -EIO;
+	} else if (r == -ENOMEM && !skip(in, rs.in_len)) {
+		r = -EIO;
+	}
+	if (r == 0 && rs.out_len) {
+		/* Before anything the new process answers: the client reads them in order. */
+		if (!(s->out = malloc(rs.out_len))) {
+			r = skip(in, rs.out_len) ? -ENOMEM : -EIO;
+		} else {
+			s->out_cap = rs.out_len;
+			if (!get(in, s->out, rs.out_len))
+				r = -EIO;
+			else
+				s->out_len = rs.out_len;
 		}
+	} else if (r == -ENOMEM && !skip(in, rs.out_len)) {
+		r = -EIO;
+	}
+	if (r < 0) {
+		free(bytes);
+		adopt_failed(s, r);
+		return r;
+	}
+	if (bytes) {
 		session_input_adopt(s, bytes, rs.in_len);
 		server_resume_session(srv, s); /* its buffered frames run at the first turn */
-	}
-	if (rs.out_len) {
-		/* Before anything the new process answers: the client reads them in order. */
-		if (!(s->out = malloc(rs.out_len)))
-			return -ENOMEM;
-		s->out_cap = rs.out_len;
-		if (!get(in, s->out, rs.out_len))
-			return -EIO;
-		s->out_len = rs.out_len;
 	}
 	if (s->out_len || s->closing)
 		session_mark_dirty(s); /* written, or closed, at the first turn */
@@ -374,6 +448,7 @@ static int adopt_session(int in, struct server *srv)
 int server_adopt(struct server *srv, int in)
 {
 	struct resume_header h;
+	unsigned failed = 0;
 	int r = 0;
 
 	if (!get(in, &h, sizeof(h)) || h.magic != RESUME_MAGIC) {
@@ -387,8 +462,20 @@ int server_adopt(struct server *srv, int in)
 	memcpy(srv->resets.cause, h.cause, sizeof(h.cause));
 	srv->resets.at[sizeof(h.at) - 1] = srv->resets.cause[sizeof(h.cause) - 1] = '\0';
 	uv_update_time(srv->loop); /* the deadlines handed over count from now */
-	for (uint32_t i = 0; i < h.nsessions && r == 0; i++)
-		r = adopt_session(in, srv);
+	/* One session that cannot be taken over is closed; the others still are, unless the
+	 * hand-over itself ends early (then what it named next is not known). */
+	for (uint32_t i = 0; i < h.nsessions; i++) {
+		int e = adopt_session(in, srv);
+
+		if (e < 0) {
+			failed++;
+			r = r < 0 ? r : e;
+		}
+		if (e == -EIO) {
+			failed += h.nsessions - i - 1;
+			break;
+		}
+	}
 	/* The first turn writes what the old process could not and runs the frames it
 	 * left, whether or not a client sends anything. */
 	uv_async_send(&srv->wake);
@@ -408,8 +495,13 @@ int server_adopt(struct server *srv, int in)
 	}
 	log_notice("reset",
 		"device reset %" PRIu64 " done in %" PRIu64 " ms: restarted in place, %u sessions "
-		"kept (their buffers and modules lost, their staging arenas kept)%s",
-		h.resets, srv->resets.last_ms, h.nsessions,
-		r < 0 ? "; some could not be taken over" : "");
+		"kept (their buffers and modules lost, their staging arenas kept)",
+		h.resets, srv->resets.last_ms, h.nsessions - failed);
+	if (failed)
+		log_err("reset", "%u sessions could not be taken over by the restart in place%s",
+			failed,
+			r == -EIO ? " (the hand-over ended early: some connections stay open "
+				    "unused until sseqd restarts)"
+				  : "");
 	return r;
 }

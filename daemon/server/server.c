@@ -389,7 +389,8 @@ static void server_drain(struct server *srv)
 	srv->drain_ns = b.n ? server_now_ns() : 0;
 	for (size_t i = 0; i < b.n; i++) {
 		const struct completion_ent *e = &b.ents[i];
-		if (e->status < 0)
+		/* A cancel at the end of a drain fails every stream on purpose: main says so. */
+		if (e->status < 0 && e->status != -ESHUTDOWN)
 			log_err("device", "stream %u failed at or before %u:%" PRIu64 ": %s",
 				e->p.stream, e->p.stream, e->p.seq, strerror(-e->status));
 		/* A lost context: name the culprit before its failures complete anything. */
@@ -865,14 +866,20 @@ void server_finish(struct server *srv)
 	server_refused_log_rest(srv, true);
 	while (srv->sessions)
 		session_disconnect(srv->sessions);
-	if (srv->seq)
+	/* Abandoned: the core still holds what ops on the device use (their buffers, and
+	 * through their records the staging and modules); releasing it would free memory
+	 * under the device. It stays, reachable from srv, until the process exits. */
+	if (srv->seq && !srv->abandoned)
 		seq_destroy(srv->seq);
-	srv->seq = NULL;
+	if (!srv->abandoned)
+		srv->seq = NULL;
 	free(srv->points);
 	srv->points = NULL;
 	timeline_finish(&srv->timeline);
-	verify_destroy(srv->verify);
-	srv->verify = NULL;
+	if (!srv->abandoned) {
+		verify_destroy(srv->verify); /* the abandoned core's device table */
+		srv->verify = NULL;
+	}
 	while (srv->op_free) {
 		struct op_rec *r = srv->op_free;
 		srv->op_free = r->next_free;
@@ -907,6 +914,11 @@ void server_stop(struct server *srv)
 	for (struct session *s = srv->sessions; s; s = s->next)
 		session_notice(s, SSEQ__STATUS__STATUS_SHUTTING_DOWN,
 			"sseqd is stopping: work in flight completes, new work is refused");
+}
+
+void server_abandon(struct server *srv)
+{
+	srv->abandoned = true;
 }
 
 void server_drop_clients(struct server *srv)

@@ -18,6 +18,7 @@
 
 #define SESSION_MAX_FDS 8
 #define TRACE_RING 4096
+#define OP_FREE_MAX 4096 /* op records kept for reuse once done; the rest are freed */
 
 struct session;
 
@@ -124,6 +125,12 @@ struct server_options {
 	char *const *argv;
 };
 
+/* Staging arenas one uid has mapped (its share of --arena-limit). */
+struct server_uid_arenas {
+	uint32_t uid;
+	uint32_t arenas;
+};
+
 /* What the limits refused, and what is held against them now. */
 struct server_limit_counters {
 	uint64_t connections_refused, hello_timeouts, frame_timeouts, input_paused;
@@ -132,6 +139,10 @@ struct server_limit_counters {
 	uint64_t arenas; /* staging arenas mapped now, across sessions */
 	uint64_t input_bytes, staging_bytes;
 	uint64_t input_large_bytes; /* of input_bytes, what --max-input-memory bounds */
+	/* Staging arenas mapped now by uid, sessions gone included (staging.c): one user's
+	 * share of --arena-limit. An entry goes with its uid's last arena. */
+	struct server_uid_arenas *uid_arenas;
+	unsigned n_uid_arenas, cap_uid_arenas;
 };
 
 struct server {
@@ -167,6 +178,9 @@ struct server {
 	uv_idle_t backlog;
 	uint64_t spin_until_ns;
 	bool stopping;
+	/* The drain ended with ops still running on the device: server_finish keeps the
+	 * core, and with it the memory those ops may touch, instead of releasing it. */
+	bool abandoned;
 	uint64_t started_ns;
 	/* The same moment on the wall clock (CLOCK_REALTIME, ns since the epoch), for
 	 * status's uptime and the start-time gauge. */
@@ -185,7 +199,8 @@ struct server {
 	unsigned nsessions;
 	unsigned nfollowing; /* sessions following the trace: the turn's loop skips them at 0 */
 	uint64_t next_session;
-	struct op_rec *op_free;
+	struct op_rec *op_free; /* for reuse: at most OP_FREE_MAX */
+	unsigned nop_free;
 
 	struct trace_ent trace[TRACE_RING];
 	uint64_t trace_seq;
@@ -251,8 +266,12 @@ void server_drop_clients(struct server *srv);
 void server_summary(const struct server *srv, char *buf, size_t size);
 /* Every issued point has been observed complete. */
 bool server_idle(const struct server *srv);
-/* Release the sequencer (and the memory it holds through the backend). */
+/* Release the sequencer (and the memory it holds through the backend); after
+ * server_abandon, keep it. */
 void server_finish(struct server *srv);
+/* The drain timed out with ops still on the device: the process is about to exit without
+ * waiting for them, so nothing they may touch is to be released. */
+void server_abandon(struct server *srv);
 void server_close_handles(struct server *srv);
 /* reset.c: the in-flight op table, and the reset itself (after a completion found the
  * device lost; first_failed is the stream whose event failed first). */

@@ -64,6 +64,9 @@ void session_input_adopt(struct session *s, uint8_t *in, size_t len);
 
 /* staging.c */
 void staging_unref(struct server *srv, struct staging *st);
+/* An arena of `size` bytes mapped for s without a StagingRegister (a restart in place
+ * adopting it), counted as one registered: 0, or -ENOMEM. */
+int staging_charge_adopted(struct session *s, uint64_t size);
 int req_staging_register(struct session *s, const Sseq__Request *rq);
 int req_staging_unregister(struct session *s, const Sseq__Request *rq);
 int req_staging_range(

@@ -331,9 +331,10 @@ struct op_rec *op_rec_new(struct session *s, uint64_t tag, bool notify)
 	struct server *srv = s->srv;
 	struct op_rec *rec = srv->op_free;
 
-	if (rec)
+	if (rec) {
 		srv->op_free = rec->next_free;
-	else if (!(rec = malloc(sizeof(*rec))))
+		srv->nop_free--;
+	} else if (!(rec = malloc(sizeof(*rec))))
 		return NULL;
 	/* Zeroed up to its timeline part, which session_submit sets before use (a watch never
 	 * reads it): that part is as large as the rest. */
@@ -371,8 +372,15 @@ void op_rec_free(struct op_rec *rec)
 	}
 	if (s->eof && s->connected)
 		session_mark_dirty(s); /* its flush closes it once the last op is done */
-	rec->next_free = srv->op_free;
-	srv->op_free = rec;
+	/* Kept for reuse up to a bound: kept all, the list held as many records as were ever
+	 * in flight at once (65,536 a session at the default limit), for good. */
+	if (srv->nop_free < OP_FREE_MAX) {
+		rec->next_free = srv->op_free;
+		srv->op_free = rec;
+		srv->nop_free++;
+	} else {
+		free(rec);
+	}
 	session_unref(s);
 }
 
@@ -380,6 +388,8 @@ const char *status_text(int status)
 {
 	if (status == -BACKEND_EINJECTED)
 		return "injected fault";
+	if (status == -ESHUTDOWN)
+		return "cancelled: the daemon is stopping";
 	return strerror(-status);
 }
 

@@ -1,5 +1,5 @@
 /* Staging arenas: a client's sealed memfd, checked, mapped and registered with the device;
- * bounded per session and in total, and kept mapped while a copy uses it. */
+ * bounded per session, per user and in total, and kept mapped while a copy uses it. */
 #include "session-internal.h"
 
 #include <errno.h>
@@ -15,24 +15,86 @@
 
 #include "sseq-utf8.h"
 
+/* s's uid's entry in the per-uid arena counts, or NULL if it has none. */
+static struct server_uid_arenas *staging_uid(struct server *srv, uint32_t uid)
+{
+	struct server_limit_counters *c = &srv->limit;
+
+	for (unsigned i = 0; i < c->n_uid_arenas; i++)
+		if (c->uid_arenas[i].uid == uid)
+			return &c->uid_arenas[i];
+	return NULL;
+}
+
+/* Room for one more uid's entry, so that the charge that follows cannot fail: 0 or
+ * -ENOMEM. Entries are few: one per user with an arena mapped. */
+static int staging_uid_reserve(struct server *srv)
+{
+	struct server_limit_counters *c = &srv->limit;
+	struct server_uid_arenas *grown;
+	unsigned cap;
+
+	if (c->n_uid_arenas < c->cap_uid_arenas)
+		return 0;
+	cap = c->cap_uid_arenas ? 2 * c->cap_uid_arenas : 8;
+	grown = realloc(c->uid_arenas, cap * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	c->uid_arenas = grown;
+	c->cap_uid_arenas = cap;
+	return 0;
+}
+
+/* The table goes with its last entry, so that a server with no arena mapped holds none. */
+static void staging_uid_trim(struct server *srv)
+{
+	struct server_limit_counters *c = &srv->limit;
+
+	if (c->n_uid_arenas == 0) {
+		free(c->uid_arenas);
+		c->uid_arenas = NULL;
+		c->cap_uid_arenas = 0;
+	}
+}
+
 /* What an arena holds against the limits, from its register until its mapping goes: an
  * arena unregistered (or whose session left) while a copy still uses it stays mapped and
- * pinned, so it stays counted, against its session and in total. */
+ * pinned, so it stays counted, against its session, its uid and in total. Taking a charge
+ * needs staging_uid_reserve first. */
 static void staging_charge(struct session *s, uint64_t size, bool on)
 {
 	struct server_limit_counters *c = &s->srv->limit;
+	struct server_uid_arenas *u = staging_uid(s->srv, s->uid);
 
 	if (on) {
+		if (!u) {
+			u = &c->uid_arenas[c->n_uid_arenas++];
+			*u = (struct server_uid_arenas){.uid = s->uid};
+		}
+		u->arenas++;
 		s->stagings++;
 		s->staging_bytes += size;
 		c->arenas++;
 		c->staging_bytes += size;
 	} else {
+		/* The last entry takes the place of one that goes. */
+		if (--u->arenas == 0) {
+			*u = c->uid_arenas[--c->n_uid_arenas];
+			staging_uid_trim(s->srv);
+		}
 		s->stagings--;
 		s->staging_bytes -= size;
 		c->arenas--;
 		c->staging_bytes -= size;
 	}
+}
+
+int staging_charge_adopted(struct session *s, uint64_t size)
+{
+	if (staging_uid_reserve(s->srv) < 0)
+		return -ENOMEM;
+	staging_charge(s, size, true);
+	return 0;
 }
 
 void staging_unref(struct server *srv, struct staging *st)
@@ -48,6 +110,21 @@ void staging_unref(struct server *srv, struct staging *st)
 	free(st);
 }
 
+/* One user's share of --arena-limit: the share of the connections it may hold
+ * (--max-clients-per-uid of --max-clients), and at least what one of its sessions may map
+ * (--client-arena-limit), so that one user with many sessions, or sessions gone whose
+ * arenas copies still use, leaves the others theirs. */
+static uint64_t staging_uid_share(const struct server_limits *lim)
+{
+	uint64_t share = lim->max_clients
+		? (uint64_t)lim->arenas * lim->max_clients_per_uid / lim->max_clients
+		: lim->arenas;
+
+	if (share < lim->client_arenas)
+		share = lim->client_arenas;
+	return share < lim->arenas ? share : lim->arenas;
+}
+
 /* Each arena is mapped into the daemon and pinned: a few hundred sparse ones would take
  * its address space, and the host's memory, from everyone. An arena counts while mapped,
  * registered or not (staging_charge). 0, or -ENOSPC with the limit it reached. */
@@ -55,6 +132,8 @@ static int staging_over_limit(struct session *s, uint64_t size)
 {
 	const struct server_limits *lim = &s->srv->opts.limits;
 	struct server_limit_counters *c = &s->srv->limit;
+	const struct server_uid_arenas *u = staging_uid(s->srv, s->uid);
+	uint64_t mine = u ? u->arenas : 0, share = staging_uid_share(lim);
 
 	if (size > lim->client_staging_bytes - s->staging_bytes ||
 		s->staging_bytes > lim->client_staging_bytes) {
@@ -64,15 +143,29 @@ static int staging_over_limit(struct session *s, uint64_t size)
 			" of its %" PRIu64 " (--client-staging-limit)",
 			size, s->staging_bytes, lim->client_staging_bytes);
 	}
-	if (s->stagings >= lim->client_arenas || c->arenas >= lim->arenas) {
-		bool mine = s->stagings >= lim->client_arenas;
+	if (s->stagings >= lim->client_arenas) {
 		c->staging_refused++;
 		return req_error(s, -ENOSPC,
-			"staging arena refused: %s %" PRIu64 " arenas, the most allowed (%s; "
-			"an unregistered arena counts until the copies using it complete)",
-			mine ? "this session holds" : "all sessions hold",
-			mine ? s->stagings : c->arenas,
-			mine ? "--client-arena-limit" : "--arena-limit");
+			"staging arena refused: this session holds %" PRIu64 " arenas, the most "
+			"allowed (--client-arena-limit; an unregistered arena counts until the "
+			"copies using it complete)",
+			s->stagings);
+	}
+	if (mine >= share) {
+		c->staging_refused++;
+		return req_error(s, -ENOSPC,
+			"staging arena refused: uid %u holds %" PRIu64 " arenas, the most one "
+			"user may (--arena-limit x --max-clients-per-uid / --max-clients; an "
+			"unregistered arena counts until the copies using it complete)",
+			s->uid, mine);
+	}
+	if (c->arenas >= lim->arenas) {
+		c->staging_refused++;
+		return req_error(s, -ENOSPC,
+			"staging arena refused: all sessions hold %" PRIu64 " arenas, the most "
+			"allowed (--arena-limit; an unregistered arena counts until the copies "
+			"using it complete)",
+			c->arenas);
 	}
 	if (size > lim->staging_bytes - c->staging_bytes || c->staging_bytes > lim->staging_bytes) {
 		c->staging_refused++;
@@ -140,7 +233,8 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 		return req_error(s, -ENOMEM, "cannot map staging arena: %s", strerror(errno));
 	}
 	st = calloc(1, sizeof(*st));
-	if (!st) {
+	if (!st || staging_uid_reserve(s->srv) < 0) {
+		free(st);
 		munmap(addr, sr->size);
 		close(fd);
 		return req_error(s, -ENOMEM, "out of memory");
@@ -156,6 +250,7 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 		munmap(addr, sr->size);
 		close(fd);
 		free(st);
+		staging_uid_trim(s->srv);
 		/* Pinning refused (hipHostRegister's -EEXIST is no double definition): the
 		 * host memory the daemon may pin ran out, whatever the backend's errno. */
 		return req_error(s, -ENOMEM, "cannot register staging arena: %s", strerror(-r));

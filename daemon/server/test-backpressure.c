@@ -340,6 +340,39 @@ START_TEST(test_a_session_at_the_inflight_cap_is_not_timed_out)
 }
 END_TEST
 
+/* Op records go back to a free list for reuse once their op is done, but only up to
+ * OP_FREE_MAX of them: a burst of more in flight at once gives the rest back, where the
+ * list once kept every record the daemon's busiest moment had needed. */
+START_TEST(test_op_records_kept_for_reuse_are_bounded_after_a_burst)
+{
+	const unsigned n = OP_FREE_MAX + 2000;
+	struct tl *t = tl_new(n);
+	struct tl_client c;
+	unsigned kept = 0;
+	uint64_t h;
+
+	tl_connect(t, &c);
+	tl_hello(t, &c, "burst");
+	h = tl_alloc(t, &c, 4096, "buf");
+	for (unsigned i = 0; i < n; i++) {
+		tl_send_d2d(&c, h, 64);
+		if (i % 256 == 255)
+			tl_pump(t); /* not more at once than the socket holds */
+	}
+	tl_pump(t);
+	ck_assert_uint_eq(tl_issued(t, d2d_stream(t)), n);
+	tl_complete_all(t);
+	tl_pump(t);
+	ck_assert_uint_eq(c.s->inflight, 0);
+	for (struct op_rec *r = t->srv.op_free; r; r = r->next_free)
+		kept++;
+	ck_assert_uint_gt(kept, 0);
+	ck_assert_msg(kept <= OP_FREE_MAX, "%u op records kept after %u in flight", kept, n);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
 static Suite *backpressure_suite(void)
 {
 	Suite *s = suite_create("backpressure");
@@ -354,6 +387,7 @@ static Suite *backpressure_suite(void)
 	tcase_add_test(tc, test_a_flooding_session_runs_a_bounded_share_per_turn);
 	tcase_add_test(tc, test_a_batch_stops_at_the_inflight_cap_and_resumes_where_it_left_off);
 	tcase_add_test(tc, test_a_session_at_the_inflight_cap_is_not_timed_out);
+	tcase_add_test(tc, test_op_records_kept_for_reuse_are_bounded_after_a_burst);
 	suite_add_tcase(s, tc);
 	return s;
 }

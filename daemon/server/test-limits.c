@@ -200,7 +200,9 @@ START_TEST(test_arenas_of_a_session_gone_count_until_their_copies_complete)
 	ck_assert_uint_eq(t->srv.limit.arenas, 4);
 	ck_assert_uint_eq(t->srv.limit.staging_bytes, 4u << 20);
 
+	/* Another user's: the gone session's arenas count against its user's share too. */
 	tl_connect(t, &b);
+	b.s->uid = getuid() + 1;
 	tl_hello(t, &b, "next");
 	src = tl_alloc(t, &b, 4096, "src");
 	ck_assert_uint_eq(churn_arenas(t, &b, src, 100, why, sizeof(why)), 2);
@@ -210,6 +212,61 @@ START_TEST(test_arenas_of_a_session_gone_count_until_their_copies_complete)
 	tl_take_replies(&b);
 	ck_assert_uint_eq(t->srv.limit.arenas, 0);
 	ck_assert_uint_eq(t->srv.limit.staging_bytes, 0);
+	tl_close(t, &b);
+	tl_free(t);
+}
+END_TEST
+
+/* One user's sessions, those gone whose arenas copies still use included, map at most its
+ * share of --arena-limit (16 x 4 / 8 = 8 here): another user's arenas are still taken. */
+START_TEST(test_one_user_maps_at_most_its_share_of_the_arena_limit)
+{
+	struct tl *t = limits_new(16);
+	struct tl_client a[4], late, b;
+	char why[512] = "";
+	unsigned mapped = 0;
+	uint64_t src;
+
+	t->srv.opts.limits.max_clients = 8;
+	t->srv.opts.limits.max_clients_per_uid = 4;
+	for (int i = 0; i < 4; i++) {
+		tl_connect(t, &a[i]);
+		tl_hello(t, &a[i], "greedy");
+		src = tl_alloc(t, &a[i], 4096, "src");
+		mapped += churn_arenas(t, &a[i], src, 4, why, sizeof(why));
+	}
+	ck_assert_uint_eq(mapped, 8);
+	ck_assert_msg(strstr(why, "--max-clients-per-uid") && strstr(why, "holds 8"),
+		"refused with: %s", why);
+	ck_assert_uint_eq(t->srv.limit.n_uid_arenas, 1);
+	ck_assert_uint_eq(t->srv.limit.uid_arenas[0].arenas, 8);
+	/* Its sessions go, their copies still in flight: the arenas still count as its own. */
+	for (int i = 0; i < 4; i++)
+		tl_close(t, &a[i]);
+	ck_assert_uint_eq(t->srv.limit.arenas, 8);
+	tl_connect(t, &late);
+	tl_hello(t, &late, "greedy");
+	src = tl_alloc(t, &late, 4096, "src");
+	ck_assert_uint_eq(churn_arenas(t, &late, src, 4, why, sizeof(why)), 0);
+	ck_assert_msg(strstr(why, "--max-clients-per-uid"), "refused with: %s", why);
+	/* Another user gets what one of its sessions may map. */
+	tl_connect(t, &b);
+	b.s->uid = getuid() + 1;
+	tl_hello(t, &b, "other");
+	src = tl_alloc(t, &b, 4096, "src");
+	ck_assert_uint_eq(churn_arenas(t, &b, src, 4, why, sizeof(why)), 4);
+	ck_assert_uint_eq(t->srv.limit.n_uid_arenas, 2);
+	/* The copies complete: every charge goes, and the per-user table with it. */
+	tl_complete_all(t);
+	tl_take_replies(&late);
+	tl_take_replies(&b);
+	ck_assert_uint_eq(t->srv.limit.arenas, 0);
+	ck_assert_uint_eq(t->srv.limit.n_uid_arenas, 0);
+	ck_assert_ptr_null(t->srv.limit.uid_arenas);
+	ck_assert_int_eq(staging_register(t, &late, 4096, &src, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(t->srv.limit.n_uid_arenas, 1);
+	tl_close(t, &late);
+	ck_assert_ptr_null(t->srv.limit.uid_arenas);
 	tl_close(t, &b);
 	tl_free(t);
 }
@@ -322,6 +379,7 @@ int main(void)
 
 	tcase_add_test(tc, test_an_unregistered_arena_counts_until_its_copy_completes);
 	tcase_add_test(tc, test_arenas_of_a_session_gone_count_until_their_copies_complete);
+	tcase_add_test(tc, test_one_user_maps_at_most_its_share_of_the_arena_limit);
 	tcase_add_test(tc, test_the_staging_byte_limit_counts_arenas_in_use);
 	tcase_add_test(tc, test_a_freed_buffer_counts_until_its_memory_goes_back);
 	tcase_add_test(tc, test_a_freed_base_counts_while_a_slice_holds_it);

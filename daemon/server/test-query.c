@@ -7,6 +7,7 @@
 
 #include "arena.h"
 #include "query.h"
+#include "sseq-frame.h"
 #include "test-loop.h"
 
 struct seen {
@@ -194,6 +195,141 @@ START_TEST(test_a_slice_is_reported_with_its_base)
 }
 END_TEST
 
+static void buffer_free(struct tl *t, struct tl_client *c, uint64_t h)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Free f = SSEQ__FREE__INIT;
+	uint64_t tag;
+
+	f.buffer = h;
+	rq.body_case = SSEQ__REQUEST__BODY_FREE;
+	rq.free = &f;
+	tag = tl_send(c, &rq);
+	tl_pump(t);
+	ck_assert_int_eq(tl_reply(c, tag, NULL), SSEQ__STATUS__STATUS_OK);
+}
+
+#define MANY 20000
+
+/* Every page of a listing as `asker` asks for `session`'s (0: all it may see): each page
+ * must fit a frame with room to spare; how many pages it took. seen[i] counts how often
+ * the many-buffer session's i-th buffer was listed, *others the other sessions' buffers
+ * and *freed the freed bases. */
+static unsigned list_pages(struct tl *t, const struct session *asker, uint64_t session,
+	uint64_t many, unsigned *seen, unsigned *others, unsigned *freed)
+{
+	Sseq__Query q = SSEQ__QUERY__INIT;
+	Sseq__BufferCursor from = SSEQ__BUFFER_CURSOR__INIT;
+	Sseq__QueryResult res;
+	struct arena a;
+	unsigned pages = 0;
+
+	arena_init(&a);
+	q.kind = SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS;
+	q.session = session;
+	for (;;) {
+		sseq__query_result__init(&res);
+		query_answer(&t->srv, asker, &q, &res, &a);
+		ck_assert_int_eq(res.status, SSEQ__STATUS__STATUS_OK);
+		ck_assert_uint_le(sseq__query_result__get_packed_size(&res), FRAME_MAX - 4096);
+		ck_assert_uint_gt(res.n_buffers, 0);
+		pages++;
+		for (size_t i = 0; i < res.n_buffers; i++) {
+			const Sseq__BufferInfo *b = res.buffers[i];
+			unsigned n;
+
+			if (!strcmp(b->label, "(freed)"))
+				(*freed)++;
+			else if (b->session == many) {
+				ck_assert_int_eq(sscanf(b->label, "many-%u-", &n), 1);
+				ck_assert_uint_lt(n, MANY);
+				seen[n]++;
+			} else
+				(*others)++;
+		}
+		if (!res.buffers_next)
+			break;
+		from = *res.buffers_next;
+		q.buffers_from = &from;
+		arena_reset(&a);
+		ck_assert_uint_lt(pages, 1000);
+	}
+	arena_finish(&a);
+	return pages;
+}
+
+/* A session with 20,000 long-labelled buffers (about 1.3 MB listed): the listing comes in
+ * pages that each fit a frame, and together carry every buffer once, the other sessions'
+ * and the freed bases too. */
+START_TEST(test_buffers_come_in_pages_that_each_fit_a_frame)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c[2];
+	static unsigned seen[MANY];
+	unsigned others = 0, freed = 0;
+	char label[48];
+	uint64_t h;
+
+	tl_connect(t, &c[0]);
+	tl_hello(t, &c[0], "many");
+	/* Sent 500 in one write, a pump for each 500: a round trip each would take long. */
+	for (unsigned i = 0; i < MANY;) {
+		static uint8_t frames[500 * 128];
+		unsigned sent = 0, replies = 0;
+		size_t len = 0;
+
+		for (; sent < 500 && i < MANY; sent++, i++) {
+			Sseq__Request rq = SSEQ__REQUEST__INIT;
+			Sseq__Alloc al = SSEQ__ALLOC__INIT;
+
+			snprintf(label, sizeof(label), "many-%06u-%s", i,
+				"LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL");
+			al.size = 16;
+			al.label = label;
+			rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
+			rq.alloc = &al;
+			rq.tag = c[0].next_tag++;
+			len += tl_frame(&rq, frames + len);
+		}
+		tl_write(&c[0], frames, len, NULL, 0);
+		for (int round = 0; round < 100 && replies < sent; round++) {
+			tl_pump(t);
+			replies += tl_take_replies(&c[0]);
+		}
+		ck_assert_uint_eq(replies, sent);
+	}
+	ck_assert_uint_eq(c[0].s->buffers, MANY);
+	tl_connect(t, &c[1]);
+	tl_hello(t, &c[1], "few");
+	for (int i = 0; i < 3; i++)
+		tl_alloc(t, &c[1], 16, "few");
+	/* A freed base a copy still reads: listed to root, without a handle. */
+	h = tl_alloc(t, &c[1], 64, "gone");
+	tl_send_d2d(&c[1], h, 32);
+	tl_pump(t);
+	ck_assert_uint_eq(tl_take_replies(&c[1]), 1);
+	buffer_free(t, &c[1], h);
+	ck_assert_uint_eq(seq_pending_count(t->srv.seq), 1);
+	c[1].s->uid = 0;
+	ck_assert_uint_gt(list_pages(t, c[1].s, 0, c[0].s->id, seen, &others, &freed), 1);
+	for (unsigned i = 0; i < MANY; i++)
+		ck_assert_uint_eq(seen[i], 1);
+	ck_assert_uint_eq(others, 3);
+	ck_assert_uint_eq(freed, 1);
+	/* One session's alone, asked by its own. */
+	memset(seen, 0, sizeof(seen));
+	others = freed = 0;
+	ck_assert_uint_gt(list_pages(t, c[0].s, c[0].s->id, c[0].s->id, seen, &others, &freed), 1);
+	for (unsigned i = 0; i < MANY; i++)
+		ck_assert_uint_eq(seen[i], 1);
+	ck_assert_uint_eq(others + freed, 0);
+	tl_complete_all(t);
+	tl_close(t, &c[0]);
+	tl_close(t, &c[1]);
+	tl_free(t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("query");
@@ -206,6 +342,7 @@ int main(void)
 	tcase_add_test(tc, test_foreach_buffer_names_slices_by_their_base);
 	tcase_add_test(tc, test_a_user_sees_its_own_sessions_and_root_sees_all);
 	tcase_add_test(tc, test_a_slice_is_reported_with_its_base);
+	tcase_add_test(tc, test_buffers_come_in_pages_that_each_fit_a_frame);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -247,6 +247,9 @@ struct hip {
 	_Atomic uint64_t findings;
 	/* A device fault seen by a completion thread: later launches are refused. */
 	_Atomic int device_error;
+	/* Shutting down (hip__cancel): launches still in a submit thread's queue are not
+	 * enqueued; their streams fail with -ESHUTDOWN. Sticky. */
+	atomic_bool cancelled;
 	unsigned nstreams;
 	struct hip_stream streams[SEQ_MAX_STREAMS];
 	hipModule_t module;
@@ -345,6 +348,7 @@ struct hip_cmd *hip__submit_begin(struct hip *h, uint32_t stream, struct hip_cmd
 int hip__submit_end(struct hip *h, struct hip_cmd *c);
 int hip__submit_start(struct hip *h);
 void hip__submit_stop(struct hip *h);
+void hip__cancel(void *ctx);
 void hip__submit_finish(struct hip *h);
 void hip__scratch_retire(struct hip *h, struct hip_stream *st, uint64_t through);
 /* What a kernel launch is called in logs and audit reports. */

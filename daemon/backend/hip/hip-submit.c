@@ -456,9 +456,15 @@ static int hip_submit_launch(struct hip *h, struct hip_cmd *c)
 {
 	struct hip_stream *st = &h->streams[c->stream];
 	struct hip_audit_op *a = c->audit;
-	const bool skip = st->failed != 0;
+	bool skip;
 	hipError_t e;
 	int r = 0;
+
+	/* Cancelled at shutdown: what the device was not given yet never will be, and the
+	 * stream's events say so (I9), as after a failed enqueue. */
+	if (!st->failed && atomic_load_explicit(&h->cancelled, memory_order_relaxed))
+		st->failed = -ESHUTDOWN;
+	skip = st->failed != 0;
 
 	if (a && !skip) {
 		e = hipEventRecord(a->start, st->stream);
@@ -698,6 +704,16 @@ void hip__submit_stop(struct hip *h)
 		sub->q = NULL;
 	}
 	h->nsubmitters = 0;
+}
+
+/* What a HIP stream already holds runs (nothing takes an enqueued launch back); what
+ * waits in a submit thread's queue is dropped as each thread reaches it. Inline streams
+ * hold nothing back. */
+void hip__cancel(void *ctx)
+{
+	struct hip *h = ctx;
+
+	atomic_store(&h->cancelled, true);
 }
 
 /* At destroy: the locks hip_locks_init made. */

@@ -280,6 +280,7 @@ static const struct backend_ops hip_ops = {
 	.info = hip_info,
 	.device_lost = hip_device_lost,
 	.reset = hip_reset,
+	.cancel = hip__cancel,
 	.destroy = hip_destroy,
 };
 

@@ -425,6 +425,37 @@ START_TEST(test_launch_refused_on_the_submit_thread_fails_its_stream)
 }
 END_TEST
 
+/* The cancel at the end of sseqd's drain: a launch still in a submit thread's queue is
+ * never enqueued, and its stream's events report -ESHUTDOWN from there on. */
+START_TEST(test_cancel_drops_launches_not_yet_enqueued)
+{
+	struct seq_config scfg = {0};
+	struct hip_config cfg = {.submit_threads = 1};
+	struct seq_stream_info info;
+	struct seq_buffer *a;
+	int r;
+
+	unsetenv("SSEQ_HIP_SUBMIT");
+	h_setup(&scfg, &cfg);
+	h_alloc(4096, (struct seq_buffer * *[]){&a}, 1);
+	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(1024)}, 3,
+				 (struct seq_buffer *[]){a}),
+		0);
+	ck_assert_int_eq(h_sync(), 0);
+	H.be.ops->cancel(H.be.ctx);
+	/* Accepted by launch (queued for the thread), dropped by the thread. */
+	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(2.0f), U64(1024)}, 3,
+				 (struct seq_buffer *[]){a}),
+		0);
+	r = h_sync();
+	ck_assert_int_eq(r, -ESHUTDOWN);
+	seq_stream_info(H.seq, 0, &info);
+	ck_assert_int_eq(info.error, -ESHUTDOWN);
+	h_free((struct seq_buffer *[]){a}, 1);
+	h_teardown();
+}
+END_TEST
+
 /* ---- how fast completion is learned ---- */
 
 static void completion_speed(enum hip_completion mode, const char *name)
@@ -842,6 +873,7 @@ static Suite *hip_suite(void)
 
 	tcase_add_test(errors, test_missing_kernel_image_fails_create_clearly);
 	tcase_add_test(errors, test_launch_refused_on_the_submit_thread_fails_its_stream);
+	tcase_add_test(errors, test_cancel_drops_launches_not_yet_enqueued);
 	suite_add_tcase(s, errors);
 
 	tcase_add_test(speed, test_completion_by_event_synchronize);

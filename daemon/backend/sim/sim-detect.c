@@ -69,7 +69,8 @@ int sim_detect_views(struct sim *sim, struct sim_entry *e, const struct seq_op *
 		} else if (op->access[i].alloc) {
 			/* The allocation serial: a view of a base this block was not
 			 * allocated for names memory that changed hands (a slice outliving
-			 * its base, say). */
+			 * its base, say). A block whose owner was never told (no core in
+			 * front, as in the backend's own tests) is bound at first use. */
 			if (!v->block->base) {
 				v->block->base = op->access[i].alloc;
 			} else if (v->block->base != op->access[i].alloc) {

@@ -13,6 +13,9 @@
 #include "sim.h"
 
 #define SIM_CLASS_BUCKETS 64
+/* Run entries a stream keeps for reuse; the worker frees the rest of a batch. Kept all, a
+ * stream held as many (some 4 KiB each) as its deepest queue had ever been. */
+#define SIM_SPARE_MAX 16
 #define SIM_HOST_USES 64
 
 enum sim_entry_type {
@@ -34,7 +37,9 @@ struct sim_block {
 	uint64_t size; /* the size class: a multiple of SIM_ALIGN */
 	bool live;
 	bool mapped;
-	uint64_t base; /* the core's number of the base using it (seq_access.alloc), or 0 */
+	/* The core's number of the base it was allocated for (seq_access.alloc, told by
+	 * mem_owner), or 0 until told or first used. */
+	uint64_t base;
 	/* Bumped at release and at reuse: an op that sees it change while in flight touched
 	 * memory that changed hands. */
 	_Atomic uint64_t gen;
@@ -113,6 +118,7 @@ struct sim_stream {
 	pthread_cond_t progress; /* other workers sleep here for `executed` */
 	struct sim_entry *head, *tail;
 	struct sim_entry *spare; /* run entries handed back by the worker */
+	unsigned nspare; /* how many: at most SIM_SPARE_MAX */
 	bool sleeping;
 	bool stop;
 	/* Written by the worker only. `waiters` is raised under mu before sleeping on
@@ -132,6 +138,9 @@ struct sim {
 	/* A device-lost-op ran: every op does no work and every event reports -EIO, on
 	 * every stream, until reset. Set by a worker, read by all. */
 	atomic_bool lost;
+	/* Shutting down (sim_cancel): every op a worker has not begun is skipped, its
+	 * stream's events report -ESHUTDOWN, and no worker waits for another. Sticky. */
+	atomic_bool cancelled;
 	struct sim_stream streams[SEQ_MAX_STREAMS];
 	struct sim_times *times; /* nstreams * SIM_TIMES; kept across resets */
 	/* The shadow, the memory map and every stream's submitting side. Taken by the
@@ -159,6 +168,7 @@ static inline bool sim_executed(struct sim *sim, struct seq_point p)
  * held; sim_mem_finish runs once no worker is left. */
 int sim_mem_alloc(void *ctx, uint64_t size, uint64_t *addr);
 void sim_mem_release(void *ctx, uint64_t addr, uint64_t size);
+void sim_mem_owner(void *ctx, uint64_t addr, uint64_t base);
 struct sim_block *sim_block_find(const struct sim *sim, uint64_t addr, uint64_t size);
 void sim_mem_finish(struct sim *sim);
 
@@ -180,6 +190,7 @@ int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op);
 int sim_streams_start(struct sim *sim, const enum seq_stream_kind *kinds);
 int sim_op_times(void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns);
 void sim_streams_stop(struct sim *sim);
+void sim_cancel(void *ctx);
 
 /* sim-config.c */
 int sim_config_check(const struct sim_config *cfg);

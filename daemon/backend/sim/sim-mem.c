@@ -202,7 +202,7 @@ int sim_mem_alloc(void *ctx, uint64_t size, uint64_t *addr)
 			goto out;
 	}
 	b->live = true;
-	b->base = 0; /* bound to its base at first use */
+	b->base = 0; /* bound to its base by mem_owner, right after this */
 	atomic_fetch_add(&b->gen, 1);
 	b->writer = (struct seq_point){0, 0};
 	memset(b->readers, 0, sizeof(b->readers));
@@ -237,6 +237,21 @@ void sim_mem_release(void *ctx, uint64_t addr, uint64_t size)
 	sim_cache_push(sim, b);
 	sim_cache_trim(sim);
 out:
+	pthread_mutex_unlock(&sim->lock);
+}
+
+/* Bound at allocation: a stale view of an earlier owner is then found even when it is the
+ * memory's first use (bound at first use, it would pass as the owner, and the new owner's
+ * first op be reported instead). */
+void sim_mem_owner(void *ctx, uint64_t addr, uint64_t base)
+{
+	struct sim *sim = ctx;
+	struct sim_block *b;
+
+	pthread_mutex_lock(&sim->lock);
+	b = sim_block_find(sim, addr, 0);
+	if (b && b->live && b->addr == addr)
+		b->base = base;
 	pthread_mutex_unlock(&sim->lock);
 }
 

@@ -56,6 +56,7 @@ static struct sim_entry *sim_entry_get(struct sim_stream *st)
 		pthread_mutex_lock(&st->mu);
 		st->cache = st->spare;
 		st->spare = NULL;
+		st->nspare = 0;
 		pthread_mutex_unlock(&st->mu);
 	}
 	e = st->cache;
@@ -290,7 +291,8 @@ static void sim_wait_for(struct sim *sim, struct seq_point p)
 		return;
 	pthread_mutex_lock(&x->mu);
 	atomic_fetch_add(&x->waiters, 1);
-	while (atomic_load(&x->executed) < p.seq)
+	/* Cancelled: what comes after the wait is skipped, so it orders nothing. */
+	while (atomic_load(&x->executed) < p.seq && !atomic_load(&sim->cancelled))
 		pthread_cond_wait(&x->progress, &x->mu);
 	atomic_fetch_sub(&x->waiters, 1);
 	pthread_mutex_unlock(&x->mu);
@@ -340,6 +342,20 @@ static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
 	const uint64_t start = sim_clock_ns();
 	unsigned char *src, *dst;
 
+	/* Not begun before the cancel: it never touches its memory, and fails its stream's
+	 * events from here on, as a launch the daemon held back would. */
+	if (atomic_load(&sim->cancelled)) {
+		/* What ran before is reported complete as it ran: a later event would report
+		 * it failed with the rest (the core records lazily, often after a burst). */
+		if (!st->fault) {
+			const uint64_t ran = atomic_load(&st->executed);
+
+			if (ran)
+				cq_push(sim->cq, (struct seq_point){e->at.stream, ran}, 0);
+			st->fault = -ESHUTDOWN;
+		}
+		goto done;
+	}
 	if (ns)
 		sim_sleep(ns);
 	sim_detect_races(sim, e);
@@ -400,6 +416,31 @@ done:
 	}
 }
 
+static void sim_entries_free(struct sim_entry *e);
+
+/* Under mu: hand the run batch (n entries, ending at last) back for reuse, up to
+ * SIM_SPARE_MAX spare entries; returns the entries past that, for the caller to free. */
+static struct sim_entry *sim_spare_keep(
+	struct sim_stream *st, struct sim_entry *batch, struct sim_entry *last, unsigned n)
+{
+	unsigned room = st->nspare < SIM_SPARE_MAX ? SIM_SPARE_MAX - st->nspare : 0;
+	struct sim_entry *rest = NULL;
+
+	if (room == 0)
+		return batch;
+	if (n > room) {
+		last = batch;
+		for (unsigned i = 1; i < room; i++)
+			last = last->next;
+		rest = last->next;
+		n = room;
+	}
+	last->next = st->spare;
+	st->spare = batch;
+	st->nspare += n;
+	return rest;
+}
+
 static void *sim_worker(void *arg)
 {
 	struct sim_stream *st = arg;
@@ -408,6 +449,7 @@ static void *sim_worker(void *arg)
 	pthread_mutex_lock(&st->mu);
 	for (;;) {
 		struct sim_entry *batch, *last = NULL;
+		unsigned n = 0;
 
 		while (!st->head && !st->stop) {
 			st->sleeping = true;
@@ -426,7 +468,8 @@ static void *sim_worker(void *arg)
 				sim_run_op(st, e);
 				break;
 			case SIM_ENTRY_WAIT:
-				sim_wait_for(sim, e->at);
+				if (!atomic_load(&sim->cancelled))
+					sim_wait_for(sim, e->at);
 				break;
 			case SIM_ENTRY_RECORD:
 				if (atomic_load(&sim->lost))
@@ -435,10 +478,16 @@ static void *sim_worker(void *arg)
 				break;
 			}
 			last = e;
+			n++;
 		}
 		pthread_mutex_lock(&st->mu);
-		last->next = st->spare;
-		st->spare = batch;
+		batch = sim_spare_keep(st, batch, last, n);
+		if (batch) {
+			/* Past what is kept: freed off the lock (only after a burst). */
+			pthread_mutex_unlock(&st->mu);
+			sim_entries_free(batch);
+			pthread_mutex_lock(&st->mu);
+		}
 	}
 	pthread_mutex_unlock(&st->mu);
 	return NULL;
@@ -471,6 +520,25 @@ int sim_streams_start(struct sim *sim, const enum seq_stream_kind *kinds)
 		st->started = true;
 	}
 	return 0;
+}
+
+/* The op a worker runs (its delay models the device running it) runs to its end; every
+ * later one is skipped as its worker reaches it. Workers asleep waiting for another
+ * stream's progress are woken to skip theirs. */
+void sim_cancel(void *ctx)
+{
+	struct sim *sim = ctx;
+
+	atomic_store(&sim->cancelled, true);
+	for (unsigned i = 0; i < sim->nstreams; i++) {
+		struct sim_stream *st = &sim->streams[i];
+
+		if (!st->started)
+			continue;
+		pthread_mutex_lock(&st->mu);
+		pthread_cond_broadcast(&st->progress);
+		pthread_mutex_unlock(&st->mu);
+	}
 }
 
 static void sim_entries_free(struct sim_entry *e)

@@ -96,6 +96,7 @@ static const struct backend_ops sim_ops = {
 		{
 			.mem_alloc = sim_mem_alloc,
 			.mem_release = sim_mem_release,
+			.mem_owner = sim_mem_owner,
 			.record = sim_record,
 			.wait = sim_wait,
 			.launch = sim_launch,
@@ -107,6 +108,7 @@ static const struct backend_ops sim_ops = {
 	.reset = sim_reset,
 	.info = sim_info,
 	.op_times = sim_op_times,
+	.cancel = sim_cancel,
 	.destroy = sim_destroy,
 };
 

@@ -6,6 +6,7 @@
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend-harness.h"
 #include "backend.h"
@@ -440,6 +442,33 @@ START_TEST(test_a_slice_that_outlived_its_base_is_a_use_after_free)
 }
 END_TEST
 
+/* The same, but the new owner never touches the memory: the stale access through the
+ * slice is the memory's first use. The core told the sim the owner at allocation, so the
+ * slice's op is still reported, naming the base it was made of. */
+START_TEST(test_stale_slice_is_reported_when_the_new_owner_never_uses_the_memory)
+{
+	struct seq_config scfg = {.legacy_slice_outlives_base = true};
+	struct seq_buffer *base, *slice, *other, *out;
+
+	h_setup(&scfg, NULL);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &base), 0);
+	ck_assert_int_eq(seq_buffer_slice(H.seq, base, 0, 1024, &slice), 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 1024, &out), 0);
+	seq_buffer_free(H.seq, base);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 4096, &other), 0);
+	ck_assert_uint_eq(other->addr, slice->addr);
+	ck_assert_int_eq(h_add_one(slice, out, 256), 0);
+	h_sync();
+	ck_assert_uint_eq(h_findings(), 1);
+	ck_assert(h_found("use-after-free: kernel add_one at 0:1 touches buffer"));
+	ck_assert(h_found("as base #1, but it now holds base #3 (the memory changed hands)"));
+	seq_buffer_free(H.seq, slice);
+	seq_buffer_free(H.seq, other);
+	seq_buffer_free(H.seq, out);
+	h_teardown();
+}
+END_TEST
+
 START_TEST(test_release_while_op_pending_is_reported)
 {
 	struct sim_config cfg = {0};
@@ -806,6 +835,56 @@ START_TEST(test_script_delay_is_slept_before_each_op_in_turn)
 }
 END_TEST
 
+/* A burst queued on one stream, once run, gives its memory back but for a few entries kept
+ * for reuse: kept all, a stream held as many run entries (some 4 KiB each) as its deepest
+ * queue had ever been, for the daemon's lifetime. Measured as the heap's bytes in use
+ * (mallinfo2), which a sanitizer's allocator does not report: then only the run is checked. */
+START_TEST(test_a_burst_gives_its_memory_back)
+{
+	struct sim_config cfg = {0};
+	struct op_payload k = touch_payload(KARG_INOUT);
+	const unsigned rw = SEQ_READWRITE;
+	const uint64_t burst = 2000;
+	uint32_t src[64] = {0};
+	struct op_payload h2d = {.host = src, .length = sizeof(src)};
+	const unsigned w = SEQ_WRITE;
+	size_t before, after;
+	uint64_t a, b;
+
+	h_delay(&cfg, "h2d=100ms");
+	h_setup(NULL, &cfg);
+	a = sim_alloc(256);
+	b = sim_alloc(256);
+	/* Warm: each stream's entries kept for reuse are there before the measure. */
+	for (uint64_t i = 1; i <= 64; i++)
+		ck_assert_int_eq(
+			sim_launch((struct seq_point){0, i}, SEQ_OP_EXEC, &k, 1, &a, &rw, 256), 0);
+	sim_record_wait(0, 64);
+	nanosleep(&(struct timespec){0, 20000000}, NULL);
+	before = mallinfo2().uordblks;
+	/* Stream 0 first waits for a slow H2D on stream 1: the burst queues behind it. */
+	ck_assert_int_eq(sim_launch((struct seq_point){1, 1}, SEQ_OP_H2D, &h2d, 1, &b, &w, 256), 0);
+	ck_assert_int_eq(H.be.ops->dev.record(H.be.ctx, (struct seq_point){1, 1}), 0);
+	ck_assert_int_eq(H.be.ops->dev.wait(H.be.ctx, 0, (struct seq_point){1, 1}), 0);
+	for (uint64_t i = 65; i <= 64 + burst; i++)
+		ck_assert_int_eq(
+			sim_launch((struct seq_point){0, i}, SEQ_OP_EXEC, &k, 1, &a, &rw, 256), 0);
+	if (before)
+		ck_assert_uint_gt(mallinfo2().uordblks, before); /* the burst is measured */
+	ck_assert_int_eq(H.be.ops->dev.record(H.be.ctx, (struct seq_point){0, 64 + burst}), 0);
+	h_drain_n(2); /* (1, 1) and the burst's end */
+	/* The worker hands the run batch back just after the completion. */
+	nanosleep(&(struct timespec){0, 50000000}, NULL);
+	after = mallinfo2().uordblks;
+	ck_assert_uint_eq(h_findings(), 0);
+	if (before)
+		ck_assert_msg(after < before + (256u << 10),
+			"a burst of %" PRIu64 " ops left %zu bytes more in use", burst,
+			after - before);
+	h_teardown();
+}
+END_TEST
+
 START_TEST(test_destroy_runs_everything_queued)
 {
 	struct sim_config cfg = {0};
@@ -823,6 +902,47 @@ START_TEST(test_destroy_runs_everything_queued)
 	ck_assert_uint_lt(atomic_load(&touched), 5);
 	h_teardown();
 	ck_assert_uint_eq(atomic_load(&touched), 5);
+}
+END_TEST
+
+static double h_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The cancel at the end of sseqd's drain: the op a worker runs runs to its end, every op
+ * not begun is skipped without touching its memory, and the stream's events report
+ * -ESHUTDOWN, so the wait for the rest ends at once. */
+START_TEST(test_cancel_skips_what_has_not_begun)
+{
+	struct seq_config scfg = {0};
+	struct sim_config cfg = {0};
+	struct seq_buffer *buf;
+	double t0;
+
+	h_delay(&cfg, "compute=100ms");
+	h_setup(&scfg, &cfg);
+	atomic_store(&touched, 0);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, 256, &buf), 0);
+	for (int i = 0; i < 10; i++)
+		ck_assert_int_eq(h_touch(buf), 0);
+	seq_flush(H.seq);
+	while (atomic_load(&touched) < 2)
+		usleep(1000);
+	t0 = h_now_ms();
+	H.be.ops->cancel(H.be.ctx);
+	h_sync();
+	ck_assert_msg(
+		h_now_ms() - t0 < 400, "the sync took %.0f ms after the cancel", h_now_ms() - t0);
+	ck_assert_uint_le(atomic_load(&touched), 3); /* the one running at the cancel */
+	ck_assert_uint_ge(H.failed_dones, 1);
+	seq_buffer_free(H.seq, buf);
+	ck_assert_uint_eq(h_findings(), 0);
+	h_teardown();
+	ck_assert_uint_le(atomic_load(&touched), 3);
 }
 END_TEST
 
@@ -1067,6 +1187,8 @@ static Suite *sim_suite(void)
 	tcase_add_test(detector, test_release_while_op_pending_is_reported);
 	tcase_add_test(detector, test_legacy_sync_window_race_is_caught);
 	tcase_add_test(detector, test_seed_scenario_without_legacy_window_is_clean);
+	tcase_add_test(
+		detector, test_stale_slice_is_reported_when_the_new_owner_never_uses_the_memory);
 	tcase_add_test(detector, test_legacy_early_free_reuse_is_a_use_after_free);
 	tcase_add_test(detector, test_deferred_free_keeps_memory_until_last_use);
 	suite_add_tcase(s, detector);
@@ -1078,6 +1200,8 @@ static Suite *sim_suite(void)
 	tcase_add_test(device, test_memory_limit_and_use_are_counted);
 	tcase_add_test(device, test_script_delay_is_slept_before_each_op_in_turn);
 	tcase_add_test(device, test_destroy_runs_everything_queued);
+	tcase_add_test(device, test_cancel_skips_what_has_not_begun);
+	tcase_add_test(device, test_a_burst_gives_its_memory_back);
 	tcase_add_test(device, test_launch_on_unknown_memory_is_refused);
 	suite_add_tcase(s, device);
 

@@ -1,0 +1,226 @@
+/* A restart in place within one process: the exec is caught (the hand-over's memfd and the
+ * descriptors it keeps are set aside while the old server goes) and a fresh server adopts
+ * the hand-over, as the new process would. A session that cannot be taken over is closed
+ * and its descriptors with it; the sessions after it are still taken over; a flush before
+ * the exec that ends one session leaves the others flushed. */
+#include <check.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "session-internal.h"
+#include "test-loop.h"
+
+#define FD_MAX 1024
+
+static bool inherited[FD_MAX]; /* without FD_CLOEXEC before the test began */
+static int aside[FD_MAX]; /* a descriptor the exec keeps: its copy, else -1 */
+static int handover = -1;
+static char *exec_argv[] = {(char *)"sseqd", NULL};
+static int fail_poll_fd = -1;
+
+static bool fd_kept(int fd)
+{
+	int flags = fcntl(fd, F_GETFD);
+
+	return flags >= 0 && !(flags & FD_CLOEXEC);
+}
+
+/* The exec caught: what it would keep is copied aside, and it "fails" (resume.c then closes
+ * its own copy of the hand-over and marks the old server fatal). */
+int execv(const char *path, char *const argv[])
+{
+	const char *env = getenv("SSEQD_RESUME_FD");
+
+	(void)path;
+	(void)argv;
+	ck_assert_ptr_nonnull(env);
+	handover = fcntl(atoi(env), F_DUPFD_CLOEXEC, FD_MAX);
+	ck_assert_int_ge(handover, 0);
+	for (int fd = 3; fd < FD_MAX; fd++) {
+		aside[fd] = -1;
+		if (!inherited[fd] && fd_kept(fd))
+			ck_assert_int_ge(aside[fd] = fcntl(fd, F_DUPFD_CLOEXEC, FD_MAX), 0);
+	}
+	errno = ENOEXEC;
+	return -1;
+}
+
+/* libuv's, except that the test can make it fail for one descriptor: a session the new
+ * process cannot make. */
+int uv_poll_init(uv_loop_t *loop, uv_poll_t *handle, int fd)
+{
+	static int (*real)(uv_loop_t *, uv_poll_t *, int);
+
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "uv_poll_init");
+	if (fd == fail_poll_fd)
+		return UV_ENOMEM;
+	return real(loop, handle, fd);
+}
+
+static uint64_t register_arena(struct tl *t, struct tl_client *c, int *fd)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__StagingRegister sr = SSEQ__STAGING_REGISTER__INIT;
+	uint8_t buf[256];
+	uint64_t h = 0;
+	size_t len;
+
+	*fd = memfd_create("test-resume", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ck_assert_int_ge(*fd, 0);
+	ck_assert_int_eq(ftruncate(*fd, 4096), 0);
+	ck_assert_int_eq(fcntl(*fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	sr.size = 4096;
+	rq.tag = c->next_tag++;
+	rq.body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
+	rq.staging_register = &sr;
+	len = tl_frame(&rq, buf);
+	tl_write(c, buf, len, fd, 1);
+	tl_pump(t);
+	ck_assert_int_eq(tl_reply(c, rq.tag, &h), SSEQ__STATUS__STATUS_OK);
+	return h;
+}
+
+/* A client's end closed without the old server's loop running (tl_close pumps it). */
+static void client_drop(struct tl_client *c)
+{
+	close(c->fd);
+	free(c->rx);
+	c->rx = NULL;
+}
+
+static struct session *session_of(struct server *srv, uint64_t id)
+{
+	for (struct session *s = srv->sessions; s; s = s->next)
+		if (s->id == id)
+			return s;
+	return NULL;
+}
+
+/* Sessions a, b, c; b's cannot be made again after the exec (its record comes between
+ * c's and a's, newest first): b is closed, its arena's memfd with it, and a and c are
+ * still taken over and served. */
+START_TEST(test_a_session_not_taken_over_leaves_the_others_taken_over)
+{
+	struct tl *t, *t2;
+	struct tl_client a, b, c;
+	struct session *s, *next;
+	uint64_t ida, idb, idc, h;
+	int mine, arena_fd = -1;
+	char byte;
+
+	for (int fd = 0; fd < FD_MAX; fd++)
+		inherited[fd] = fd_kept(fd);
+	t = tl_new(0);
+	tl_connect(t, &a);
+	tl_hello(t, &a, "first");
+	tl_connect(t, &b);
+	tl_hello(t, &b, "middle");
+	register_arena(t, &b, &mine);
+	close(mine);
+	tl_connect(t, &c);
+	tl_hello(t, &c, "last");
+	ida = a.s->id;
+	idb = b.s->id;
+	idc = c.s->id;
+	for (uint32_t i = 0; i < b.s->nslots; i++)
+		if (b.s->slots[i].kind == HANDLE_STAGING)
+			arena_fd = ((struct staging *)b.s->slots[i].obj)->fd;
+	ck_assert_int_ge(arena_fd, 0);
+	fail_poll_fd = b.s->fd;
+
+	t->srv.opts.argv = exec_argv;
+	server_restart_in_place(&t->srv);
+	ck_assert_int_ge(handover, 0);
+	/* The old process goes; what the exec kept comes back at the same numbers. */
+	for (s = t->srv.sessions; s; s = next) {
+		next = s->next;
+		session_disconnect(s);
+	}
+	tl_free(t);
+	for (int fd = 3; fd < FD_MAX; fd++)
+		if (aside[fd] >= 0) {
+			ck_assert_int_eq(dup2(aside[fd], fd), fd);
+			close(aside[fd]);
+		}
+
+	t2 = tl_new(0);
+	ck_assert_int_lt(server_adopt(&t2->srv, handover), 0);
+	ck_assert_uint_eq(t2->srv.nsessions, 2);
+	ck_assert_ptr_null(session_of(&t2->srv, idb));
+	ck_assert_ptr_nonnull(a.s = session_of(&t2->srv, ida));
+	ck_assert_ptr_nonnull(c.s = session_of(&t2->srv, idc));
+	/* b's connection and arena are closed, not left open and unowned. */
+	ck_assert_int_eq(recv(b.fd, &byte, 1, MSG_DONTWAIT), 0);
+	ck_assert_int_eq(fcntl(arena_fd, F_GETFD), -1);
+	ck_assert_uint_eq(t2->srv.limit.arenas, 0);
+	/* The others are served. */
+	tl_pump(t2);
+	ck_assert_uint_ne(h = tl_alloc(t2, &a, 64, "after"), 0);
+	ck_assert_uint_ne(tl_alloc(t2, &c, 64, "after"), 0);
+	tl_close(t2, &a);
+	tl_close(t2, &c);
+	client_drop(&b);
+	tl_free(t2);
+}
+END_TEST
+
+/* Before the exec each session's output is written as far as its client takes it. A
+ * flush that ends a session (here one closing once its output is out) unlinks it, and the
+ * sessions after it, older, were once left unwritten. */
+START_TEST(test_a_session_ended_by_the_last_flush_leaves_the_others_flushed)
+{
+	struct tl *t;
+	struct tl_client old, closing;
+	uint8_t buf[64];
+
+	for (int fd = 0; fd < FD_MAX; fd++)
+		inherited[fd] = fd_kept(fd);
+	t = tl_new(0);
+	tl_connect(t, &old);
+	tl_hello(t, &old, "old");
+	tl_connect(t, &closing);
+	tl_hello(t, &closing, "closing");
+	session_reply(old.s, 77, SSEQ__STATUS__STATUS_OK, "");
+	closing.s->closing = true;
+
+	t->srv.opts.argv = exec_argv;
+	server_restart_in_place(&t->srv);
+	ck_assert_int_ge(handover, 0);
+	ck_assert(!closing.s->connected);
+	ck_assert_int_gt(recv(old.fd, buf, sizeof(buf), MSG_DONTWAIT), 0);
+	ck_assert_uint_eq(old.s->out_len, 0);
+	/* No new process here: the old one goes with what the exec would have kept. */
+	close(handover);
+	for (int fd = 3; fd < FD_MAX; fd++)
+		if (aside[fd] >= 0)
+			close(aside[fd]);
+	session_disconnect(old.s);
+	client_drop(&old);
+	client_drop(&closing);
+	tl_free(t);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("resume");
+	TCase *tc = tcase_create("resume");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_a_session_not_taken_over_leaves_the_others_taken_over);
+	tcase_add_test(tc, test_a_session_ended_by_the_last_flush_leaves_the_others_flushed);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
