@@ -115,7 +115,8 @@ static int ctl_buffers(struct ctl *c)
 	for (size_t p = 0; p < npages; p++) {
 		const Sseq__QueryResult *pr = pages[p]->query_result;
 
-		memcpy(all + total, pr->buffers, pr->n_buffers * sizeof(*all));
+		if (pr->n_buffers) /* an empty page has no array: memcpy from NULL is undefined */
+			memcpy(all + total, pr->buffers, pr->n_buffers * sizeof(*all));
 		total += pr->n_buffers;
 	}
 	res = *pages[0]->query_result;
