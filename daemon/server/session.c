@@ -247,21 +247,21 @@ void sbuf_release(struct session *s, struct sbuf *sb)
 	struct seq_buffer *b = sb->buf;
 
 	b->user = 0;
-	if (!b->base)
-		s->buffers--; /* handles; its bytes are memory, held as long as it is */
-	if (!b->base && !b->adopted) {
-		/* A freed base still holds its device memory while work uses it or slices
-		 * name it: it counts until the core hands that memory back (at once when
-		 * idle). A module's global is the module's memory, not the session's. */
-		sb->size = b->size;
-		sb->buf = NULL;
-		s->refs++;
-		seq_buffer_on_gone(b, sbuf_gone, sb);
-		seq_buffer_free(s->srv->seq, b);
-		return;
+	if (!b->base) {
+		s->buffers--; /* a handle: its bytes are memory, counted as long as it is held */
+		if (!b->adopted) {
+			/* A freed base still holds its device memory while work uses it or
+			 * slices name it: it counts until the core hands that memory back (at
+			 * once when idle). */
+			sb->size = b->size;
+			sb->buf = NULL;
+			s->refs++;
+			seq_buffer_on_gone(b, sbuf_gone, sb);
+			seq_buffer_free(s->srv->seq, b);
+			return;
+		}
+		s->bytes -= b->size; /* a module's global is the module's memory */
 	}
-	if (!b->base)
-		s->bytes -= b->size;
 	seq_buffer_free(s->srv->seq, b);
 	free(sb);
 }
