@@ -14,6 +14,9 @@
 #   one       one configuration from LABEL P BIN CPUS DENV CENV OPTS (the daemon's env,
 #             the clients' env, sseqd's options)
 #   stacks    cuda-gdb's backtraces of every daemon thread under 16 clients
+#   compare   the build as it is ($LABEL): 1, 8, 16, 64 clients, then 1 and 16 on 4
+#             cores; $ATTRIB adds 16 clients with the old completion threads, and with
+#             spinning whatever the load
 # $EXP: a build of the daemon with bench/roundtrip-exp.patch (completion and submit threads'
 # idle spin from $SSEQ_EXP_IDLE_SPIN_NS), for the rows that turn it off; measurement only.
 # $ROUNDS: round trips per client instead of 2000/500/300/100; $BACKEND: sim to try the
@@ -195,6 +198,22 @@ for section in $sections; do
 		echo quit | nvidia-cuda-mps-control
 		sleep 1
 		unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+		;;
+	compare)
+		# The build as it is, labelled $LABEL: 1, 8, 16, 64 clients on all cores, then
+		# daemon and clients on 4 cores; with $ATTRIB, 16 clients with one part of the
+		# wait path put back as it was (a completion thread per stream in
+		# hipEventSynchronize; every thread spinning whatever the load).
+		for p in 1 8 16 64; do
+			TL=$([ "$p" = 16 ] && echo 1) config "${LABEL:-build}" "$p" "$sseqd" "$cpus_all" "" "" --
+		done
+		ROUNDS=${ROUNDS:-1000} config "${LABEL:-build}-4cores" 1 "$sseqd" 0-3 "" "" --
+		ROUNDS=${ROUNDS:-150} config "${LABEL:-build}-4cores" 16 "$sseqd" 0-3 "" "" --
+		if [ -n "${ATTRIB:-}" ]; then
+			config "${LABEL:-build}-sync" 16 "$sseqd" "$cpus_all" "SSEQ_HIP_COMPLETION=sync" "" --
+			config "${LABEL:-build}-spinalways" 16 "$sseqd" "$cpus_all" "SSEQ_SPIN_POLICY=always" "" --
+			ROUNDS=${ROUNDS:-150} config "${LABEL:-build}-4cores-spinalways" 16 "$sseqd" 0-3 "SSEQ_SPIN_POLICY=always" "" --
+		fi
 		;;
 	one)
 		# One configuration from the environment: LABEL P BIN CPUS DENV CENV OPTS.

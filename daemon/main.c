@@ -77,12 +77,20 @@ static void usage(FILE *f)
 		"      --module-dir DIR     where LoadModule may load code objects from (hip)\n"
 		"      --audit              check on the GPU's timestamps that every operation\n"
 		"                           started after its producers finished (hip)\n"
+		"      --device-timeline on|off  time the timeline (sseqctl trace) by the GPU's\n"
+		"                           own timestamps: two timing events per launch (hip;\n"
+		"                           default %s)\n"
 		"      --kernels PATH       the built-in kernels' code object for the hip backend\n"
 		"                           (default: the build tree's, else the installed one)\n"
 		"      --spin-us N          after answering, poll sockets and completions for\n"
 		"                           N us before sleeping (default %u; 0: never)\n"
 		"      --socket-mode MODE   mode of the socket sseqd creates (octal, default\n"
-		"                           0660)\n"
+		"                           0660)\n",
+		SEQ_DEFAULT_WINDOW, streams.n_compute, streams.n_h2d, streams.n_d2h, streams.n_d2d,
+		BACKEND_DEFAULT_SUBMIT_THREADS, BACKEND_MAX_SUBMIT_THREADS,
+		BACKEND_DEFAULT_DEVICE_TIMELINE ? "on" : "off", SERVER_DEFAULT_SPIN_US);
+	/* Two strings: one would pass the 4095 characters C requires compilers to take. */
+	fprintf(f,
 		"Limits (sizes take k, M, G, T; times ms or s; see sseqd(8), LIMITS):\n"
 		"      --max-clients N      connections in total (default %u)\n"
 		"      --max-clients-per-uid N  connections of one user (default %u)\n"
@@ -103,8 +111,6 @@ static void usage(FILE *f)
 		"  -l, --log-level LEVEL    err, warning, notice, info (default), debug\n"
 		"  -h, --help               show this help\n"
 		"  -V, --version            show the version\n",
-		SEQ_DEFAULT_WINDOW, streams.n_compute, streams.n_h2d, streams.n_d2h, streams.n_d2d,
-		BACKEND_DEFAULT_SUBMIT_THREADS, BACKEND_MAX_SUBMIT_THREADS, SERVER_DEFAULT_SPIN_US,
 		defaults.max_clients, defaults.max_clients_per_uid, defaults.hello_timeout_ms,
 		defaults.frame_timeout_ms, (unsigned long long)(defaults.max_input_bytes >> 20),
 		(unsigned long long)(defaults.client_staging_bytes >> 30),
@@ -332,6 +338,7 @@ enum {
 	OPT_MODULE_DIR,
 	OPT_KERNELS,
 	OPT_AUDIT,
+	OPT_DEVICE_TIMELINE,
 	OPT_SPIN,
 	OPT_LIMIT, /* OPT_LIMIT + i: limit_opts[i] */
 };
@@ -355,6 +362,7 @@ static const struct option fixed_opts[] = {
 	{"module-dir", required_argument, NULL, OPT_MODULE_DIR},
 	{"kernels", required_argument, NULL, OPT_KERNELS},
 	{"audit", no_argument, NULL, OPT_AUDIT},
+	{"device-timeline", required_argument, NULL, OPT_DEVICE_TIMELINE},
 	{"spin-us", required_argument, NULL, OPT_SPIN},
 	{"log-level", required_argument, NULL, 'l'},
 	{"help", no_argument, NULL, 'h'},
@@ -369,8 +377,9 @@ static int bad_value(int c)
 	for (const struct option *lo = fixed_opts; lo->name; lo++) {
 		if (lo->val == c) {
 			fprintf(stderr, "sseqd: invalid value '%s' for --%s%s\n", optarg, lo->name,
-				c == 'b'			? " (sim, hip or auto)"
-					: c == OPT_DEVICE_RESET ? " (auto or exec)"
+				c == 'b'			   ? " (sim, hip or auto)"
+					: c == OPT_DEVICE_RESET	   ? " (auto or exec)"
+					: c == OPT_DEVICE_TIMELINE ? " (on or off)"
 					: c == 'l' ? " (err, warning, notice, info or debug)"
 						   : "");
 			return -EINVAL;
@@ -453,6 +462,11 @@ static int parse_option(struct daemon_opts *o, int c)
 		break;
 	case OPT_AUDIT:
 		o->be.audit = true;
+		break;
+	case OPT_DEVICE_TIMELINE:
+		if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+			return bad_value(c);
+		o->be.device_timeline = strcmp(optarg, "on") == 0;
 		break;
 	case OPT_ISOLATE:
 		o->srv.isolate_faults = true;
@@ -713,10 +727,13 @@ static void log_serving(const struct daemon_opts *o, const struct backend *be)
 	struct backend_info info = {0};
 
 	backend_info(be, &info);
-	log_notice("main", "sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s%s%s",
+	log_notice("main",
+		"sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s%s%s%s",
 		SSEQ_VERSION, o->srv.device, info.name, info.backend, o->srv.socket_path,
 		o->srv.seq.window ? o->srv.seq.window : SEQ_DEFAULT_WINDOW,
 		o->be.audit && backend_has_audit(be) ? "; audit on" : "",
+		o->be.device_timeline && strcmp(info.backend, "hip") == 0 ? "; device timeline on"
+									  : "",
 		o->srv.verify ? "; schedule checker on" : "",
 		o->srv.seq.legacy_sync_window ? "; INJECTED legacy-sync-window" : "",
 		o->srv.seq.drop_wait ? "; INJECTED drop-wait" : "",
@@ -812,7 +829,8 @@ int main(int argc, char **argv)
 					.seq = SERVER_STREAMS_DEFAULT,
 					.limits = SERVER_LIMITS_DEFAULT,
 					.verify = true},
-		.be = {.submit_threads = BACKEND_DEFAULT_SUBMIT_THREADS}};
+		.be = {.submit_threads = BACKEND_DEFAULT_SUBMIT_THREADS,
+			.device_timeline = BACKEND_DEFAULT_DEVICE_TIMELINE}};
 	uv_loop_t *loop = uv_default_loop();
 	sigset_t stop_signals;
 	int resume;

@@ -6,9 +6,10 @@
 # their producers ended by the device's clock); python3 -m sseq.timeline draws it as a
 # PNG. The filters (--session, --worker, --since, --last) keep exactly the operations
 # they name, in sseqctl and in the plotter, and the picture names sessions, workers and
-# kernels and cuts long idle gaps out of its axis. Then the edges: hostile strings from a
-# daemon still make valid JSON, a daemon older than protocol 1.4 gets a clear refusal,
-# and bad files a clear error.
+# kernels and cuts long idle gaps out of its axis. On hip (a -Dfake_cuda build, or a
+# GPU), --device-timeline on times every entry by the device, off by what was observed.
+# Then the edges: hostile strings from a daemon still make valid JSON, a daemon older
+# than protocol 1.4 gets a clear refusal, and bad files a clear error.
 # Usage: test-timeline.sh SSEQD SSEQCTL SSEQ_STRESS PYTHON_PACKAGE_DIR
 set -euo pipefail
 
@@ -146,6 +147,46 @@ grep -q "before its producer" "$dir/err" || fail "dropped waits: $(cat "$dir/err
 kill "$daemon_pid"
 wait "$daemon_pid" 2>/dev/null || true
 daemon_pid=
+
+# ---- hip (the fake CUDA runtime of a -Dfake_cuda build, or a GPU) ----
+# --device-timeline on: every entry the GPU's own timestamps, in order (issue <= start <=
+# end <= complete, consumers after their producers); off: what the daemon observed. A
+# build without hip, or a machine without a GPU, skips this part.
+for mode in on off; do
+	rm -f "$dir/hip.sock"
+	"$sseqd" --backend hip --socket "$dir/hip.sock" --log-level warning \
+		--device-timeline "$mode" 2>"$dir/sseqd-hip.log" &
+	daemon_pid=$!
+	for _ in $(seq 200); do
+		[[ -S $dir/hip.sock ]] || ! kill -0 "$daemon_pid" 2>/dev/null && break
+		sleep 0.05
+	done
+	if [[ ! -S $dir/hip.sock ]]; then
+		wait "$daemon_pid" 2>/dev/null || true
+		daemon_pid=
+		echo "hip: no hip backend here: skipped ($(tail -1 "$dir/sseqd-hip.log"))"
+		break
+	fi
+	"$stress" --socket "$dir/hip.sock" --ops 300 --clients 2 --lanes 2 --seed 13 \
+		>"$dir/hip-stress.out" || fail "sseq-stress on hip: $(tail -3 "$dir/hip-stress.out")"
+	"$sseqctl" --socket "$dir/hip.sock" trace --chrome "$dir/hip-$mode.json" 2>/dev/null ||
+		fail "trace --chrome on hip, --device-timeline $mode"
+	kill "$daemon_pid"
+	wait "$daemon_pid" 2>/dev/null || true
+	daemon_pid=
+	device=()
+	[[ $mode == off ]] || device=(--device)
+	"$py" "$here/timeline-check.py" "$dir/hip-$mode.json" --min-ops 100 --min-flows 1 \
+		"${device[@]}" >"$dir/hip-check.out" || fail "hip timeline, --device-timeline $mode (above)"
+	"$py" - "$dir/hip-$mode.json" "$mode" <<'PY' || fail "hip timeline, --device-timeline $mode: timing"
+import json, sys
+evs = json.load(open(sys.argv[1], encoding="utf-8"))["traceEvents"]
+timing = {e["args"]["timing"] for e in evs if e["ph"] == "X"}
+want = "device" if sys.argv[2] == "on" else "observed"
+assert timing == {want}, (sys.argv[2], timing)
+PY
+	echo "hip timeline, --device-timeline $mode: $(cat "$dir/hip-check.out")"
+done
 
 # ---- fake daemons, frames by hand (rawwire.py: field tags and varints) ----
 cat >"$dir/fake.py" <<'PY'

@@ -57,7 +57,7 @@ def check(doc, min_ops, min_flows, device):
         if a.get("timing") not in ("device", "observed"):
             bad.append("timing %r" % a.get("timing"))
         if device and a.get("timing") != "device":
-            bad.append("not device-timed on the sim: %r" % e)
+            bad.append("not device-timed: %r" % e)
         if a.get("timing") == "device" and not a["issue_ns"] <= a["start_ns"] <= a["end_ns"] <= a["complete_ns"]:
             bad.append("device times out of order (issue <= start <= end <= complete): %r" % e)
         if a.get("point") in by_point:

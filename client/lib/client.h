@@ -83,6 +83,9 @@ struct sseq {
 	uint64_t sent_ns, looked_ns; /* CLOCK_MONOTONIC of the last send, and of the last
 					send or look for answers */
 	uint64_t finished; /* requests finished so far, for sseq_poll */
+	/* How long the next wait spins before it sleeps (conn.c): twice what the last
+	 * answer took, within $SSEQ_SPIN_US; 0 after an answer slower than that. */
+	long spin_ns;
 	struct staging_set staging;
 	/* Errors not yet collected, oldest first (see ops.c). */
 	struct client_error *errors;

@@ -3,6 +3,7 @@
  * request and waiting for it, and the public calls that wait or look at the connection.
  * What each request carries is built in submit.c and query.c. */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "spin.h"
 
 /* Why the calling thread's last sseq_connect failed: there is no connection to hold it. */
 static _Thread_local char connect_errmsg[256];
@@ -113,9 +115,15 @@ static bool client_answer_due(const struct sseq *s)
 	return s->nunanswered > s->nqueued;
 }
 
-/* How long a waiting call looks for the daemon's answer before it sleeps in poll():
+/* How long a waiting call may look for the daemon's answer before it sleeps in poll():
  * $SSEQ_SPIN_US, default 2 ms. Waking a sleeping thread costs tens of microseconds on
- * a GPU host; a native synchronize spins the same way. */
+ * a GPU host; a native synchronize spins the same way. Within that limit each wait
+ * spins for twice what the last answer took, not at all after an answer slower than
+ * the limit, and only while the machine has a core free (spin.h; $SSEQ_SPIN_POLICY): a
+ * spin that outlasts the answers it waits for, or that holds a core someone else
+ * needs, only takes it from the daemon and the other workers (a test waiting 100 ms
+ * for its kernels would spin 2 ms for nothing each time, and sixteen such workers on
+ * four cores starve the rest). */
 #define CLIENT_DEFAULT_SPIN_US 2000L
 
 static long client_spin_ns(void)
@@ -147,21 +155,27 @@ int client_pump(struct sseq *s, int timeout_ms)
 	/* An answer usually comes within tens of microseconds: look for it for a moment
 	 * before sleeping, since waking from poll() costs about as much again (the native
 	 * alternative, a synchronize on the GPU, spins as well). */
-	long spin_ns = timeout_ms != 0 ? client_spin_ns() : 0;
-	if (spin_ns > 0) {
-		struct timespec t0, t;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		do {
+	const long most = timeout_ms != 0 ? client_spin_ns() : 0;
+	const long spin_ns = s->spin_ns < most ? s->spin_ns : most;
+	const uint64_t t0 = client_now_ns();
+	if (spin_ns > 0 && spin_core_free()) {
+		for (unsigned i = 1;; i++) {
 			n = poll(&pfd, 1, 0);
-			if (n != 0)
+			if (n != 0 || (long)(client_now_ns() - t0) >= spin_ns)
 				break;
-			clock_gettime(CLOCK_MONOTONIC, &t);
-		} while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < spin_ns);
+			/* The machine may have filled up meanwhile (spin.h). */
+			if (i % 64 == 0 && !spin_core_free())
+				break;
+		}
 	}
 	if (n == 0 || (n < 0 && errno == EINTR)) {
 		do
 			n = poll(&pfd, 1, timeout_ms);
 		while (n < 0 && errno == EINTR);
+	}
+	if (most > 0 && n > 0) {
+		const long took = (long)(client_now_ns() - t0);
+		s->spin_ns = took > most ? 0 : 2 * took;
 	}
 	if (n < 0)
 		return -errno;
@@ -382,6 +396,7 @@ int sseq__connect_fd(int fd, const struct sseq_connect_options *opts, struct sse
 		return -ENOMEM;
 	}
 	s->sock = fd;
+	s->spin_ns = LONG_MAX; /* the whole limit until an answer says better */
 	s->next_tag = 1;
 	s->staging.size = CLIENT_DEFAULT_STAGING;
 	frame_writer_init(&s->w);

@@ -45,7 +45,8 @@ static int hip_start(
 	const struct hip_config hc = {.device = o->device,
 		.kernels = o->kernels,
 		.audit = o->audit,
-		.submit_threads = o->submit_threads};
+		.submit_threads = o->submit_threads,
+		.device_timeline = o->device_timeline};
 
 	if (sim_tuned(&o->sim))
 		log_warn("main",

@@ -17,12 +17,16 @@ struct backend_options {
 	const char *kernels; /* hip: the built-in kernels' image; NULL: the installed one */
 	bool audit; /* hip: --audit (the sim's detector always checks) */
 	unsigned submit_threads; /* hip: --submit-threads (0: the enqueue calls inline) */
+	bool device_timeline; /* hip: --device-timeline (the sim's is always device-timed) */
 	struct sim_config sim; /* sim: delays and injected faults */
 };
 
 /* sseqd's --submit-threads when not given (the sim has no use for it). */
 #define BACKEND_DEFAULT_SUBMIT_THREADS 16
 #define BACKEND_MAX_SUBMIT_THREADS 16
+/* sseqd's --device-timeline when not given: hip's timeline from the GPU's timestamps
+ * (two more timing events per launch) or as the daemon observed it. */
+#define BACKEND_DEFAULT_DEVICE_TIMELINE false
 
 struct backend_impl {
 	const char *name;

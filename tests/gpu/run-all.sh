@@ -2,7 +2,8 @@
 # Everything that needs the GPU, in one visit: the hip backend's Check suites (the
 # conformance suite, the backend's own with audit and user modules, sseqd through
 # libsseq), sseq-stress under --audit clean and with the legacy bug, the race harness, the
-# timeline (sseqctl trace --chrome on hip, its structure checked), module functions by
+# timeline (sseqctl trace --chrome on hip, observed and --device-timeline on, its structure
+# checked), module functions by
 # name (tests/gpu/names.sh),
 # the daemon-vs-native benchmarks, the Python suite with -n 8 and -n 1 against one hip
 # daemon, and conv2d against PyTorch. Logs go to $OUT.
@@ -49,11 +50,18 @@ out=$("$R/client/stress/sseq-stress" --socket "$sock" --ops 20000 --clients 4 --
 "$R/client/ctl/sseqctl" --socket "$sock" --json stats >"$O/stats-$tag.json"; stop
 step "audit legacy-sync-window=4: $out audit_findings=$(python3 -c "import json;print(json.load(open('$O/stats-$tag.json'))['counters']['audit_findings'])") first: $(grep -m1 'audit:' "$O/sseqd-$tag.log")"
 OUT=$O bash tests/gpu/race-harness.sh "$R" >"$O/race.txt" 2>&1; step "$(cat "$O/race.txt")"
-# The timeline on the GPU (observed times): sseqctl trace --chrome, its structure checked.
+# The timeline on the GPU: sseqctl trace --chrome, its structure checked; observed times by
+# default, and with --device-timeline on every entry device-timed (issue <= start <= end <=
+# complete, each consumer starting after its producer ended, on the GPU's clock).
 tag=timeline; start
 "$R/client/stress/sseq-stress" --socket "$sock" --ops 3000 --clients 4 --lanes 2 --seed 9 >/dev/null 2>&1
 "$R/client/ctl/sseqctl" --socket "$sock" trace --chrome "$O/timeline-hip.json" 2>"$O/timeline-hip.err"
 step "timeline on hip: $(python3 tests/timeline-check.py "$O/timeline-hip.json" --min-ops 100 --min-flows 1 2>&1 | tail -1) ($(cat "$O/timeline-hip.err"))"
+stop
+tag=timeline-device; start --device-timeline on
+"$R/client/stress/sseq-stress" --socket "$sock" --ops 3000 --clients 4 --lanes 2 --seed 9 >/dev/null 2>&1
+"$R/client/ctl/sseqctl" --socket "$sock" trace --chrome "$O/timeline-hip-device.json" 2>"$O/timeline-hip-device.err"
+step "timeline on hip, --device-timeline on: $(python3 tests/timeline-check.py "$O/timeline-hip-device.json" --min-ops 100 --min-flows 1 --device 2>&1 | tail -1) ($(cat "$O/timeline-hip-device.err"))"
 stop
 # Module functions by name, their attributes and limits (names.cu: build R/names.fatbin
 # beforehand where nvcc is, see names.sh).

@@ -1,6 +1,7 @@
 /* The GPU-timestamp audit (sseqd --audit): timing events around every launch, and an
  * audit thread that checks on the GPU's own clock that each operation started after the
- * operations it depends on finished. A violation is a missing wait, reported as a finding. */
+ * operations it depends on finished. A violation is a missing wait, reported as a finding.
+ * The device timeline (hip-timeline.c) reads the same timestamps from the same table. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -89,15 +90,18 @@ struct hip_audit_op *hip__audit_prepare(struct hip *h, struct seq_point at, cons
 	atomic_store(&a->settled, false);
 	a->bad = false;
 	a->at = at;
-	if (op->kind == SEQ_OP_EXEC)
+	if (!h->cfg.audit) /* the device timeline alone: no report names it */
+		a->what[0] = '\0';
+	else if (op->kind == SEQ_OP_EXEC)
 		snprintf(a->what, sizeof(a->what), "kernel %s", hip__kernel_name(p));
 	else
 		snprintf(a->what, sizeof(a->what), "%s", seq_op_kind_name(op->kind));
 	return a;
 }
 
-/* The entry for point seq of st: NULL when retired (known complete) or unrecorded. */
-static struct hip_audit_op *hip_audit_lookup(struct hip_stream *st, uint64_t seq)
+/* The entry for point seq of st: NULL when retired (known complete) or unrecorded. Loop
+ * thread only. */
+struct hip_audit_op *hip__audit_lookup(struct hip_stream *st, uint64_t seq)
 {
 	if (seq < st->afirst || seq - st->afirst >= st->acount)
 		return NULL;
@@ -128,12 +132,13 @@ static int hip_audit_push(struct hip_stream *st, struct seq_point at, struct hip
 	return 0;
 }
 
-/* On the loop thread, as the op is launched: its table entry, and the checks against the
- * newest producer on each other stream that is not yet known complete, for the launch
- * command to queue once the timestamps are recorded. The core calls launch before it
- * updates the buffers, so a base's def and readers still name what this op must come
- * after: the writer of everything it touches (read after write, write after write) and,
- * for what it writes, the readers since (write after read). */
+/* On the loop thread, as the op is launched: its table entry (the audit's and the device
+ * timeline's), and with --audit the checks against the newest producer on each other
+ * stream that is not yet known complete, for the launch command to queue once the
+ * timestamps are recorded. The core calls launch before it updates the buffers, so a
+ * base's def and readers still name what this op must come after: the writer of
+ * everything it touches (read after write, write after write) and, for what it writes,
+ * the readers since (write after read). */
 struct hip_audit_check *hip__audit_table(struct hip *h, struct hip_stream *st, struct seq_point at,
 	const struct seq_op *op, struct hip_audit_op *a)
 {
@@ -150,6 +155,8 @@ struct hip_audit_check *hip__audit_table(struct hip *h, struct hip_stream *st, s
 	if (!a)
 		return NULL;
 	atomic_fetch_add(&a->refs, 1); /* the table's */
+	if (!h->cfg.audit)
+		return NULL; /* timestamps for the device timeline only */
 	for (unsigned i = 0; i < op->naccess; i++) {
 		const struct seq_buffer *b = op->access[i].buf;
 
@@ -176,7 +183,7 @@ struct hip_audit_check *hip__audit_table(struct hip *h, struct hip_stream *st, s
 		struct hip_audit_op *prod;
 		struct hip_audit_check *c;
 
-		if (!need[x] || !(prod = hip_audit_lookup(&h->streams[x], need[x])))
+		if (!need[x] || !(prod = hip__audit_lookup(&h->streams[x], need[x])))
 			continue;
 		c = malloc(sizeof(*c));
 		if (!c) {
@@ -257,7 +264,8 @@ void hip__audit_retire(struct hip *h, struct hip_stream *st, uint64_t through)
  * wait, whatever the data turned out to be. */
 static void hip_audit_check_one(struct hip *h, const struct hip_audit_check *c)
 {
-	const bool poll = h->cfg.completion == HIP_COMPLETION_POLL;
+	/* Never the runtime's synchronize unless asked for: it may spin a core. */
+	const bool poll = h->cfg.completion != HIP_COMPLETION_SYNC;
 	const struct hip_audit_op *con = c->consumer, *prod = c->producer;
 	char what[320];
 	float ms = 0;

@@ -1,6 +1,16 @@
-/* Completion for the hip backend: one thread per stream waits for the stream's recorded
- * events in order and reports each point reached (or the fault it hit) to the core
- * to the completion queue. */
+/* Completion for the hip backend: each stream's recorded events, in order, reported to
+ * the completion queue as points reached (or with the fault they hit).
+ *
+ * By default one thread, the watcher, looks after every stream: it asks each stream's
+ * oldest unreported event whether it completed (hipEventQuery: a read of memory the GPU
+ * writes, a microsecond), reports what did, and waits between rounds without holding a
+ * core that someone else needs: it spins only for a short while after a record or a
+ * completion (a short copy completes within microseconds) and only while a core is free
+ * (spin.h), naps in proportion to how long the oldest wait has lasted, and sleeps on a
+ * condition when nothing is outstanding. A thread per stream in hipEventSynchronize, the
+ * older way (completion sync), lets CUDA's default scheduling spin a core for every
+ * stream with work: with many clients those spinners outnumber the cores and every
+ * hand-off on the round trip waits for a scheduler slice. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -12,6 +22,7 @@
 
 #include "hip-internal.h"
 #include "log.h"
+#include "spin.h"
 
 /* Polling: a few queries back to back (1-2 us each) catch short ops; then sleep. */
 #define HIP_POLL_SPINS 16
@@ -140,8 +151,138 @@ static void *hip_completer(void *arg)
 	return NULL;
 }
 
+/* ---- the watcher: one thread for every stream ---- */
+
+/* Report st's oldest unreported event if it completed (with the later ones already
+ * complete): whether it did. *pending is set when st has one outstanding. */
+static bool hip_watch_stream(struct hip *h, struct hip_stream *st, bool *pending)
+{
+	struct hip_event_ent x;
+	hipError_t e;
+	int status;
+
+	pthread_mutex_lock(&st->mu);
+	if (st->nreported == st->nsubmitted) {
+		pthread_mutex_unlock(&st->mu);
+		return false;
+	}
+	x = *hip__ring_at(st, st->nreported);
+	pthread_mutex_unlock(&st->mu);
+	*pending = true;
+	/* An event whose record failed marks nothing: the stream's own state says when
+	 * what ran before is done, so the core hears of the failure after it. */
+	e = x.unrecorded ? hipStreamQuery(st->stream) : hipEventQuery(x.ev->ev);
+	if (e == hipErrorNotReady)
+		return false;
+	status = e == hipSuccess ? x.status : hip__errno(e);
+	pthread_mutex_lock(&st->mu);
+	hip_completer_take(st, &x, status);
+	pthread_mutex_unlock(&st->mu);
+	if (e != hipSuccess)
+		hip_completer_fault(h, st, x.seq, e, status);
+	cq_push(h->cq, (struct seq_point){st->index, x.seq}, status);
+	return true;
+}
+
+/* Nothing outstanding: sleep until a record runs (watch_gen moves from gen) or the
+ * backend stops. Whether to stop. */
+static bool hip_watch_sleep(struct hip *h, uint64_t gen)
+{
+	bool stop;
+
+	pthread_mutex_lock(&h->watch_mu);
+	/* Sequentially consistent, against hip__complete_kick's increment of watch_gen and
+	 * load of watch_sleeping: one of the two sees the other. */
+	atomic_store(&h->watch_sleeping, true);
+	while (atomic_load(&h->watch_gen) == gen && !h->watch_stop)
+		pthread_cond_wait(&h->watch_cond, &h->watch_mu);
+	atomic_store(&h->watch_sleeping, false);
+	stop = h->watch_stop && atomic_load(&h->watch_gen) == gen;
+	pthread_mutex_unlock(&h->watch_mu);
+	return stop;
+}
+
+/* Something outstanding and nothing completed in the last round: look again at once
+ * (spin) within HIP_WATCH_SPIN_NS of the last record or completion while a core is free,
+ * else nap for a 128th of the wait so far (bounded). */
+static void hip_watch_pause(uint64_t since_ns, uint64_t now_ns)
+{
+	const uint64_t waited = now_ns - since_ns;
+	struct timespec nap = {0, 0};
+	uint64_t ns;
+
+	if (waited < (uint64_t)HIP_WATCH_SPIN_NS && spin_core_free()) {
+		for (int i = 0; i < 32; i++)
+			hip__cpu_relax();
+		return;
+	}
+	ns = waited / 128;
+	if (ns < (uint64_t)HIP_WATCH_NAP_MIN_NS)
+		ns = HIP_WATCH_NAP_MIN_NS;
+	if (ns > (uint64_t)HIP_WATCH_NAP_MAX_NS)
+		ns = HIP_WATCH_NAP_MAX_NS;
+	nap.tv_nsec = (long)ns;
+	nanosleep(&nap, NULL);
+}
+
+static void *hip_watcher(void *arg)
+{
+	struct hip *h = arg;
+	uint64_t seen = atomic_load(&h->watch_gen), since = spin_now_ns();
+
+	prctl(PR_SET_NAME, "sseq-done"); /* top -H, perf: which thread is whose */
+	prctl(PR_SET_TIMERSLACK, 1000ul); /* the naps are short; keep them so */
+	hipSetDevice(h->device);
+	for (;;) {
+		const uint64_t gen = atomic_load(&h->watch_gen);
+		bool pending = false, progress = false;
+
+		for (unsigned i = 0; i < h->nstreams; i++)
+			progress |= hip_watch_stream(h, &h->streams[i], &pending);
+		if (progress || gen != seen) {
+			/* A completion, or a record since the last round: more is likely soon. */
+			seen = gen;
+			since = spin_now_ns();
+			continue;
+		}
+		if (!pending) {
+			if (hip_watch_sleep(h, gen))
+				break;
+			since = spin_now_ns();
+			continue;
+		}
+		hip_watch_pause(since, spin_now_ns());
+	}
+	return NULL;
+}
+
+void hip__complete_kick(struct hip *h, struct hip_stream *st)
+{
+	if (h->cfg.completion != HIP_COMPLETION_WATCH) {
+		/* Only a sleeping thread needs the wake-up; a busy one finds the entry. */
+		pthread_mutex_lock(&st->mu);
+		if (st->sleeping)
+			pthread_cond_signal(&st->cond);
+		pthread_mutex_unlock(&st->mu);
+		return;
+	}
+	atomic_fetch_add(&h->watch_gen, 1);
+	if (atomic_load(&h->watch_sleeping)) {
+		pthread_mutex_lock(&h->watch_mu);
+		pthread_cond_signal(&h->watch_cond);
+		pthread_mutex_unlock(&h->watch_mu);
+	}
+}
+
 int hip__complete_start(struct hip *h)
 {
+	if (h->cfg.completion == HIP_COMPLETION_WATCH) {
+		int r = -pthread_create(&h->watcher, NULL, hip_watcher, h);
+
+		if (r == 0)
+			h->watcher_started = true;
+		return r;
+	}
 	for (unsigned i = 0; i < h->nstreams; i++) {
 		struct hip_stream *st = &h->streams[i];
 		int r = -pthread_create(&st->thread, NULL, hip_completer, st);
@@ -153,10 +294,18 @@ int hip__complete_start(struct hip *h)
 	return 0;
 }
 
-/* Tells every completion thread to stop once its stream has nothing left to report;
- * hip_destroy joins each as it finishes the stream. */
+/* Tells every completion thread to stop once its streams have nothing left to report:
+ * the watcher is joined here, a stream's own thread as hip_destroy finishes the stream. */
 void hip__complete_stop(struct hip *h)
 {
+	if (h->watcher_started) {
+		pthread_mutex_lock(&h->watch_mu);
+		h->watch_stop = true;
+		pthread_cond_signal(&h->watch_cond);
+		pthread_mutex_unlock(&h->watch_mu);
+		pthread_join(h->watcher, NULL);
+		h->watcher_started = false;
+	}
 	for (unsigned i = 0; i < h->nstreams; i++) {
 		struct hip_stream *st = &h->streams[i];
 

@@ -27,8 +27,20 @@
 #define HIP_MAX_ALLOC (1ull << 48)
 #define HIP_NCLASSES (HIP_SMALL_CLASSES + (48 - 12) * HIP_CLASS_STEPS)
 #define HIP_MAX_KERNELS 32
-/* How long an idle completion thread keeps looking for new events before it sleeps. */
+/* How long an idle completion thread (completion sync, poll) keeps looking for new events
+ * before it sleeps. */
 #define HIP_IDLE_SPIN_NS 1000000L
+/* The watcher (completion watch): after a record or a completion it looks again at once
+ * for HIP_WATCH_SPIN_NS (while a core is free, spin.h); then it naps, each nap 1/128 of
+ * the time the oldest wait has lasted, from HIP_WATCH_NAP_MIN_NS to HIP_WATCH_NAP_MAX_NS,
+ * so a completion is seen at most 1% late (1 ms at most) and a long wait costs few
+ * wake-ups. */
+#define HIP_WATCH_SPIN_NS 200000L
+#define HIP_WATCH_NAP_MIN_NS 10000L
+#define HIP_WATCH_NAP_MAX_NS 1000000L
+/* A submit thread looks for its next command this long after its last (while a core is
+ * free) before it sleeps. */
+#define HIP_SUBMIT_SPIN_NS 50000L
 /* Commands the loop may queue ahead of each submit thread (a power of two). */
 #define HIP_SUBMIT_QUEUE 4096
 /* Locks that order an event's record against another thread's wait on it (a power of
@@ -96,6 +108,28 @@ struct hip_audit_op {
 	 * thread's and not have run yet. */
 	atomic_bool settled;
 	struct hip_audit_op *next_free;
+};
+
+/* The device timeline's anchor (hip-timeline.c): `cur` is an event whose device time maps
+ * to host_ns on CLOCK_MONOTONIC, later device times at `slope` host ns per device ns.
+ * The anchor thread measures a new one (best, trial) and swaps it in under mu; op_times
+ * reads cur under mu. */
+struct hip_timeline {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	hipStream_t stream;
+	hipEvent_t cur, best, trial;
+	uint64_t host_ns;
+	double slope;
+	bool anchored;
+	/* The anchor thread's: the last measured host time (meas_ok: narrow enough to
+	 * learn the rate from), the clocks' rate. */
+	uint64_t meas_ns;
+	bool meas_ok;
+	double rate;
+	_Atomic uint64_t error_ns; /* the latest anchor's error bound */
+	pthread_t thread;
+	bool made, started, stop;
 };
 
 /* One check for the audit thread: consumer must have started after producer finished. */
@@ -295,6 +329,16 @@ struct hip {
 	_Atomic uint64_t audit_done; /* taken off the queue, */
 	_Atomic uint64_t audit_checks; /* of which timed, */
 	_Atomic uint64_t audit_findings; /* of which found a missing wait */
+	struct hip_timeline tl; /* --device-timeline only */
+	/* The watcher (completion watch): one thread that reports every stream's events.
+	 * A record bumps watch_gen and, when watch_sleeping, signals watch_cond. */
+	pthread_t watcher;
+	bool watcher_started;
+	pthread_mutex_t watch_mu;
+	pthread_cond_t watch_cond;
+	_Atomic uint64_t watch_gen;
+	atomic_bool watch_sleeping;
+	bool watch_stop;
 	/* The submit threads (see hip-submit.c); none: the commands run inline. */
 	unsigned nsubmitters;
 	struct hip_submitter sub[HIP_MAX_SUBMIT_THREADS];
@@ -357,7 +401,12 @@ const char *hip__kernel_name(const struct op_payload *p);
 /* hip-complete.c: the completion threads. */
 hipError_t hip__event_poll(hipEvent_t ev);
 int hip__complete_start(struct hip *h);
+/* Each completion thread reports what its streams hold, then stops; joined here (watch)
+ * or in the stream's teardown (sync, poll). */
 void hip__complete_stop(struct hip *h);
+/* After a record ran on st (its entry counted in nsubmitted, st->mu released): wake
+ * whoever reports st's events. */
+void hip__complete_kick(struct hip *h, struct hip_stream *st);
 
 /* hip-audit.c: timestamps around every launch, checked on the audit thread. */
 void hip__audit_op_put(struct hip *h, struct hip_audit_op *a);
@@ -370,9 +419,22 @@ void hip__audit_unpush(struct hip *h, struct hip_stream *st, struct seq_point at
 void hip__audit_queue(struct hip *h, struct hip_audit_op *a, struct hip_audit_check *checks);
 void hip__audit_retire(struct hip *h, struct hip_stream *st, uint64_t through);
 uint64_t hip__audit_findings(void *ctx);
+struct hip_audit_op *hip__audit_lookup(struct hip_stream *st, uint64_t seq);
 int hip__audit_start(struct hip *h);
 void hip__audit_stop(struct hip *h);
 void hip__audit_finish(struct hip *h);
+
+/* hip-timeline.c: the device timeline, the audit table's timestamps on the host clock. */
+int hip__timeline_start(struct hip *h);
+void hip__timeline_stop(struct hip *h);
+int hip__op_times(void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns);
+
+/* Whether launches are bracketed by timing events (the audit table): for the audit or
+ * the device timeline. */
+static inline bool hip__stamped(const struct hip *h)
+{
+	return h->cfg.audit || h->cfg.device_timeline;
+}
 
 /* hip-module.c: the built-in kernel image and users' code objects. */
 int hip__kernels_load(struct hip *h);

@@ -69,6 +69,7 @@ typedef cudaKernel_t hipFunction_t;
 #define hipEventSynchronize cudaEventSynchronize
 #define hipEventElapsedTime cudaEventElapsedTime
 #define hipStreamSynchronize cudaStreamSynchronize
+#define hipStreamQuery cudaStreamQuery
 #define hipStreamWaitEvent cudaStreamWaitEvent
 #define hipMalloc cudaMalloc
 #define hipFree cudaFree

@@ -16,6 +16,7 @@
 
 #include "hip-internal.h"
 #include "log.h"
+#include "spin.h"
 
 #define HIP_BLOCK 256
 #define HIP_GRID_MAX 0x7fffffffu
@@ -320,14 +321,14 @@ int hip__launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	r = hip_launch_prepare(h, st, at, op, c);
 	if (r < 0)
 		return r; /* the slot is not published: the next command takes it */
-	if (h->cfg.audit) {
+	if (hip__stamped(h)) {
 		c->audit = hip__audit_prepare(h, at, op);
 		c->checks = hip__audit_table(h, st, at, op, c->audit);
 	}
 	r = hip__submit_end(h, c);
 	if (r < 0) {
 		/* Inline only: not launched, the point is not used. */
-		if (h->cfg.audit)
+		if (hip__stamped(h))
 			hip__audit_unpush(h, st, at);
 		return r;
 	}
@@ -517,10 +518,8 @@ static void hip_submit_record(struct hip *h, const struct hip_cmd *c)
 	x->status = r;
 	x->unrecorded = e != hipSuccess;
 	st->nsubmitted++;
-	/* Only a sleeping thread needs the wake-up; a busy one finds the entry itself. */
-	if (st->sleeping)
-		pthread_cond_signal(&st->cond);
 	pthread_mutex_unlock(&st->mu);
+	hip__complete_kick(h, st);
 }
 
 /* The waiting stream after the record c names: once that record has run (on its own
@@ -595,23 +594,22 @@ int hip__submit_end(struct hip *h, struct hip_cmd *c)
 	return 0;
 }
 
-/* Whether a command came within HIP_IDLE_SPIN_NS: requests come in bursts, and a futex
- * wake-up costs more than a launch, so an idle thread looks again for a while first. */
+/* Whether a command came within HIP_SUBMIT_SPIN_NS: requests come in bursts, and a futex
+ * wake-up costs more than a launch, so an idle thread looks again for a while first,
+ * but only while a core is free for it (spin.h): with none, the spin would hold back the
+ * thread that has the work. */
 static bool hip_submitter_spin(struct hip_submitter *sub, size_t head)
 {
-	struct timespec t0, t;
+	const uint64_t t0 = spin_now_ns();
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (unsigned i = 1;; i++) {
+	for (unsigned i = 0;; i++) {
 		if (head != atomic_load_explicit(&sub->tail, memory_order_acquire))
 			return true;
 		if (i % 64) {
 			hip__cpu_relax();
 			continue;
 		}
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >=
-			HIP_IDLE_SPIN_NS)
+		if (spin_now_ns() - t0 >= (uint64_t)HIP_SUBMIT_SPIN_NS || !spin_core_free())
 			return false;
 	}
 }

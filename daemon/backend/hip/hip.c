@@ -3,13 +3,14 @@
  * waits for that stream's recorded events in order and reports them; device memory comes
  * from a caching pool so that no hipFree, which synchronizes the device, runs on the loop.
  * With --audit, timing events bracket every launch and an audit thread checks on the GPU's
- * timestamps that each operation started after the operations it depends on finished.
+ * timestamps that each operation started after the operations it depends on finished;
+ * with --device-timeline the same timestamps, on the host clock, time the timeline.
  * The enqueue calls run inline or on submit threads that own disjoint sets of streams
  * (hip_config.submit_threads; see hip-submit.c).
  *
  * This file: create and destroy, the backend table, info, and HIP errors translated.
- * hip-mem.c, hip-event.c, hip-submit.c, hip-complete.c, hip-audit.c and hip-module.c hold
- * the rest; hip-internal.h the state they share. */
+ * hip-mem.c, hip-event.c, hip-submit.c, hip-complete.c, hip-audit.c, hip-timeline.c and
+ * hip-module.c hold the rest; hip-internal.h the state they share. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -161,12 +162,15 @@ static void hip_teardown(struct hip *h)
 		hipDeviceSynchronize();
 	hip__complete_stop(h);
 	hip__audit_stop(h);
+	hip__timeline_stop(h);
 	for (unsigned i = 0; i < h->nstreams; i++)
 		hip_stream_finish(h, &h->streams[i]);
 	for (unsigned i = 0; i < SEQ_MAX_STREAMS; i++) {
 		pthread_cond_destroy(&h->streams[i].cond);
 		pthread_mutex_destroy(&h->streams[i].mu);
 	}
+	pthread_cond_destroy(&h->watch_cond);
+	pthread_mutex_destroy(&h->watch_mu);
 	hip__submit_finish(h);
 	hip__reaper_stop(h);
 	hip__audit_finish(h);
@@ -278,6 +282,7 @@ static const struct backend_ops hip_ops = {
 	.function_max_shared = hip__function_max_shared,
 	.function_occupancy = hip__function_occupancy,
 	.info = hip_info,
+	.op_times = hip__op_times,
 	.device_lost = hip_device_lost,
 	.reset = hip_reset,
 	.cancel = hip__cancel,
@@ -377,7 +382,7 @@ static int hip_device_open(struct hip *h)
 }
 
 /* The caller's config (all zero is valid), and the environment's overrides on top, for
- * comparisons: SSEQ_HIP_COMPLETION ("sync" or "poll") and SSEQ_HIP_SUBMIT ("inline",
+ * comparisons: SSEQ_HIP_COMPLETION ("watch", "sync" or "poll") and SSEQ_HIP_SUBMIT ("inline",
  * "thread" for one, or a count of submit threads). */
 static void hip_configure(struct hip *h, const struct hip_config *cfg)
 {
@@ -388,12 +393,14 @@ static void hip_configure(struct hip *h, const struct hip_config *cfg)
 	if (cfg)
 		h->cfg = *cfg;
 	completion = getenv("SSEQ_HIP_COMPLETION");
-	if (completion && strcmp(completion, "poll") == 0)
+	if (completion && strcmp(completion, "watch") == 0)
+		h->cfg.completion = HIP_COMPLETION_WATCH;
+	else if (completion && strcmp(completion, "poll") == 0)
 		h->cfg.completion = HIP_COMPLETION_POLL;
 	else if (completion && strcmp(completion, "sync") == 0)
 		h->cfg.completion = HIP_COMPLETION_SYNC;
 	else if (completion && *completion)
-		log_warn("hip", "SSEQ_HIP_COMPLETION=%s is neither sync nor poll: ignored",
+		log_warn("hip", "SSEQ_HIP_COMPLETION=%s is not watch, sync or poll: ignored",
 			completion);
 	submit = getenv("SSEQ_HIP_SUBMIT");
 	if (!submit || !*submit)
@@ -424,6 +431,8 @@ static void hip_locks_init(struct hip *h)
 	pthread_cond_init(&h->reap_cond, NULL);
 	pthread_mutex_init(&h->audit_mu, NULL);
 	pthread_cond_init(&h->audit_cond, NULL);
+	pthread_mutex_init(&h->watch_mu, NULL);
+	pthread_cond_init(&h->watch_cond, NULL);
 	for (unsigned i = 0; i < HIP_MAX_SUBMIT_THREADS; i++) {
 		pthread_mutex_init(&h->sub[i].mu, NULL);
 		pthread_cond_init(&h->sub[i].cond, NULL);
@@ -462,13 +471,16 @@ static void hip_log_ready(const struct hip *h)
 			h->nsubmitters == 1 ? "" : "s");
 	else
 		snprintf(how, sizeof(how), "inline on the loop thread");
-	log_info("hip", "GPU %d: %s (%s), %u streams, enqueued %s, completion by %s%s", h->device,
+	log_info("hip", "GPU %d: %s (%s), %u streams, enqueued %s, completion by %s%s%s", h->device,
 		h->name, h->arch, h->nstreams, how,
-		h->cfg.completion == HIP_COMPLETION_POLL ? "hipEventQuery polling"
-							 : "hipEventSynchronize",
+		h->cfg.completion == HIP_COMPLETION_WATCH ? "one watcher thread"
+			: h->cfg.completion == HIP_COMPLETION_POLL
+			? "hipEventQuery polling per stream"
+			: "hipEventSynchronize per stream",
 		h->cfg.audit ? "; audit on: every launch is timestamped and checked against "
 			       "its producers"
-			     : "");
+			     : "",
+		h->cfg.device_timeline ? "; device timeline on" : "");
 }
 
 /* The device, its kernels, streams (their kinds set), events and threads: what create and
@@ -483,6 +495,8 @@ static int hip_bring_up(struct hip *h)
 		r = hip_streams_create(h);
 	if (r == 0)
 		r = hip__event_pool_fill(h);
+	if (r == 0 && h->cfg.device_timeline)
+		r = hip__timeline_start(h);
 	if (r == 0)
 		r = hip__complete_start(h);
 	if (r == 0)
@@ -511,8 +525,7 @@ int hip_create(struct backend *out, const struct hip_config *cfg, const struct b
 	h->finding_arg = env->finding_arg;
 	h->event_flags = h->cfg.timing ? hipEventDefault : hipEventDisableTiming;
 	hip_locks_init(h);
-	if ((h->cfg.completion != HIP_COMPLETION_SYNC &&
-		    h->cfg.completion != HIP_COMPLETION_POLL) ||
+	if (h->cfg.completion > HIP_COMPLETION_POLL ||
 		h->cfg.submit_threads > HIP_MAX_SUBMIT_THREADS) {
 		r = -EINVAL;
 		goto fail;

@@ -1,6 +1,6 @@
 /* The hip backend: one GPU through the HIP runtime (ROCm on AMD, CUDA through
  * hip-nvidia.h on NVIDIA). Streams, pooled events, a caching memory pool, the built-in
- * kernels from a code object, and one completion thread per stream. */
+ * kernels from a code object, and one completion thread for every stream. */
 #ifndef SSEQ_HIP_H
 #define SSEQ_HIP_H
 
@@ -8,10 +8,19 @@
 
 #include "backend.h"
 
-/* How a completion thread learns that the oldest event of its stream completed. */
+/* Who learns that a stream's oldest event completed, and how. */
 enum hip_completion {
-	HIP_COMPLETION_SYNC, /* hipEventSynchronize (the runtime spins or yields) */
-	HIP_COMPLETION_POLL, /* hipEventQuery, spinning briefly, then short sleeps */
+	/* One thread for every stream (the default): hipEventQuery on each stream's oldest
+	 * event; spins briefly after a record or a completion while a core is free, then
+	 * naps in proportion to the wait. At most one waiting thread, whatever the number
+	 * of streams and clients. */
+	HIP_COMPLETION_WATCH,
+	/* A thread per stream in hipEventSynchronize (the runtime spins or yields), each
+	 * spinning 1 ms when idle: kept for comparisons (SSEQ_HIP_COMPLETION=sync). */
+	HIP_COMPLETION_SYNC,
+	/* A thread per stream: hipEventQuery, spinning briefly, then short sleeps
+	 * (SSEQ_HIP_COMPLETION=poll). */
+	HIP_COMPLETION_POLL,
 };
 
 /* Who makes the enqueue calls (hipModuleLaunchKernel, hipMemcpyAsync, event records and
@@ -25,7 +34,7 @@ enum hip_completion {
 #define HIP_MAX_SUBMIT_THREADS 16
 
 /* All zero is valid: device 0 (its streams come from the core's layout, backend_env),
- * the kernel image found where the build put it or where it was installed, hipEventSynchronize,
+ * the kernel image found where the build put it or where it was installed, the watcher,
  * untimed events, no audit, submission inline on the caller's thread. */
 struct hip_config {
 	unsigned device;
@@ -42,6 +51,11 @@ struct hip_config {
 	 * (and the readers and writer of what it writes) finished. A violation is reported
 	 * through the finding callback and counted by the audit_findings op. */
 	bool audit;
+	/* Device timeline (sseqd --device-timeline): timing events around every launch, as
+	 * the audit has them, read by backend_ops.op_times and mapped onto CLOCK_MONOTONIC
+	 * through an anchor taken again every second (hip-timeline.c). Off: op_times says
+	 * -ENOENT and launches carry no extra events. */
+	bool device_timeline;
 };
 
 /* Devices the HIP runtime sees: >= 0, or a negative errno when the runtime cannot start
@@ -66,5 +80,10 @@ int hip_create(struct backend *out, const struct hip_config *cfg, const struct b
  * and in *pending (when not NULL) those queued and not yet made: 0 when the audit is off.
  * `ctx` is the backend's. */
 uint64_t hip_audit_checks(void *ctx, uint64_t *pending);
+
+/* How far the device timeline's times may be off the host clock as of its latest anchor
+ * (the anchor's measurement window, half of it, plus how far the previous mapping had
+ * drifted), in ns: 0 when the device timeline is off. */
+uint64_t hip_timeline_error_ns(void *ctx);
 
 #endif

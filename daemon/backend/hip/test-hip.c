@@ -2,11 +2,13 @@
  * CUDA runtime, through the real sequencer core: the built-in kernels against their CPU
  * versions, the submit thread's ordering, the legacy seed, the caching pool, a missing
  * image and launches refused on the submit thread, how fast completion is learned, the
- * --audit mode's checks on GPU timestamps, and user code objects. What every backend
- * does is test-backend's (../test-backend.c); sseqd --backend hip is tests/test-hip-daemon's.
+ * --audit mode's checks on GPU timestamps, the device timeline, and user code objects.
+ * What every backend does is test-backend's (../test-backend.c); sseqd --backend hip is
+ * tests/test-hip-daemon's.
  * Skips (77) without a GPU; HIP is first touched in a forked child, so Check's fork()
  * always comes first. */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -513,6 +515,83 @@ START_TEST(test_completion_by_event_query_polling)
 }
 END_TEST
 
+START_TEST(test_completion_by_the_watcher)
+{
+	completion_speed(HIP_COMPLETION_WATCH, "the watcher");
+}
+END_TEST
+
+/* The CPU time so far of this process's threads whose name starts with `prefix` (the
+ * backend names its own: sseq-done, sseq-submit/N), in ns from schedstat, and how many
+ * there are. */
+static uint64_t threads_cpu_ns(const char *prefix, unsigned *count)
+{
+	char path[300], buf[128];
+	uint64_t total = 0;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+
+	ck_assert_ptr_nonnull(d);
+	*count = 0;
+	while ((e = readdir(d))) {
+		FILE *f;
+		unsigned long long ns = 0;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = '\0';
+		fclose(f);
+		if (strncmp(buf, prefix, strlen(prefix)) != 0)
+			continue;
+		(*count)++;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", e->d_name);
+		if ((f = fopen(path, "r"))) {
+			if (fscanf(f, "%llu", &ns) == 1)
+				total += ns;
+			fclose(f);
+		}
+	}
+	closedir(d);
+	return total;
+}
+
+/* Waiting holds no core: while one kernel runs for 300 ms, the backend's own threads use
+ * a small part of one core, and one thread reports every stream's completions. (A thread
+ * per stream in the runtime's synchronize, as CUDA's default scheduling and the fake
+ * runtime do it, spins a core for each stream with work: with many clients those
+ * spinners outnumber the cores and every hand-off waits for a scheduler slice.) */
+START_TEST(test_waiting_for_a_long_kernel_holds_no_core)
+{
+	struct seq_config scfg = {.n_compute = 16, .n_h2d = 4, .n_d2h = 16, .n_d2d = 4};
+	unsigned done_threads, n;
+	uint64_t cpu0, cpu1;
+	double t0, wall;
+
+	h_setup(&scfg, NULL);
+	ck_assert_int_eq(h_exec("spin", (struct karg[]){U64(0)}, 1, NULL), 0);
+	ck_assert_int_eq(h_sync(), 0);
+	threads_cpu_ns("sseq-done", &done_threads);
+	ck_assert_uint_eq(done_threads, 1);
+	cpu0 = threads_cpu_ns("sseq-", &n);
+	t0 = now_s();
+	ck_assert_int_eq(h_exec("spin", (struct karg[]){U64(300000)}, 1, NULL), 0);
+	ck_assert_int_eq(h_sync(), 0);
+	wall = now_s() - t0;
+	cpu1 = threads_cpu_ns("sseq-", &n);
+	printf("hip: waiting %.0f ms for one kernel, the backend's %u threads used %.1f ms of "
+	       "CPU\n",
+		wall * 1e3, n, (double)(cpu1 - cpu0) * 1e-6);
+	ck_assert_msg((double)(cpu1 - cpu0) * 1e-9 < 0.25 * wall,
+		"the backend's threads used %.1f ms of CPU over a %.1f ms wait",
+		(double)(cpu1 - cpu0) * 1e-6, wall * 1e3);
+	h_teardown();
+}
+END_TEST
+
 /* ---- audit (--audit): ordering checked on the GPU's own timestamps ---- */
 
 /* Until the audit thread has made every check queued so far. */
@@ -846,6 +925,223 @@ START_TEST(test_module_functions_run_in_order_through_the_core)
 }
 END_TEST
 
+/* ---- the device timeline ---- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A spin of `us` microseconds at `at` (a compute stream), straight to the backend. */
+static void tl_spin(struct seq_point at, uint64_t us)
+{
+	struct op_payload p = {.kernel = kernel_find("spin"), .nargs = 1, .elements = 1};
+	struct seq_op op = {.kind = SEQ_OP_EXEC, .payload = &p};
+
+	p.args[0] = U64(us);
+	ck_assert_int_eq(H.be.ops->dev.launch(H.be.ctx, at, &op), 0);
+}
+
+/* An H2D copy of len bytes into addr at `at` (an H2D stream). */
+static void tl_h2d(struct seq_point at, uint64_t addr, void *host, uint64_t len)
+{
+	struct op_payload p = {.host = host, .length = len};
+	struct seq_op op = {.kind = SEQ_OP_H2D, .naccess = 1, .payload = &p};
+
+	op.access[0] = (struct seq_access){NULL, SEQ_WRITE, addr, len};
+	ck_assert_int_eq(H.be.ops->dev.launch(H.be.ctx, at, &op), 0);
+}
+
+/* The device times of ops 1..n of `stream`, issued at issue[i - 1] and seen complete by
+ * `complete`: each op's start <= end, an op starts no earlier than the one before it
+ * ended (an in-order stream), and all within issue..complete up to the anchor's error.
+ * Durations into dur[i - 1] (ns). */
+static void tl_check_stream(
+	uint32_t stream, unsigned n, const uint64_t *issue, uint64_t complete, uint64_t *dur)
+{
+	const uint64_t err = hip_timeline_error_ns(H.be.ctx);
+	uint64_t prev_end = 0;
+
+	for (unsigned i = 1; i <= n; i++) {
+		uint64_t s = 0, e = 0;
+
+		ck_assert_msg(backend_op_times(&H.be, (struct seq_point){stream, i}, &s, &e) == 0,
+			"no device times for %u:%u", stream, i);
+		ck_assert_msg(
+			s <= e, "%u:%u: start %" PRIu64 " after end %" PRIu64, stream, i, s, e);
+		ck_assert_msg(s >= prev_end,
+			"%u:%u started at %" PRIu64 ", before %u:%u ended at %" PRIu64, stream, i,
+			s, stream, i - 1, prev_end);
+		ck_assert_msg(s + err >= issue[i - 1],
+			"%u:%u started %" PRIu64 " ns before it was issued (anchor error %" PRIu64
+			" ns)",
+			stream, i, issue[i - 1] - s, err);
+		ck_assert_msg(e <= complete + err,
+			"%u:%u ended %" PRIu64
+			" ns after its completion was seen (anchor error %" PRIu64 " ns)",
+			stream, i, e - complete, err);
+		prev_end = e;
+		dur[i - 1] = e - s;
+	}
+}
+
+START_TEST(test_device_timeline_times_ops_on_the_device_clock)
+{
+	/* Spins on the compute stream and copies on an H2D stream, each thread its own: the
+	 * device's start and end of each, on the host clock, once its completion is in. */
+	struct hip_config cfg = {.device_timeline = true, .submit_threads = 2};
+	enum { NSPIN = 6, NCOPY = 4, SPIN_US = 2000, LEN = 1 << 20 };
+	/* The fake runs a kernel after a random delay of up to 0.3 ms, on a shared CPU. */
+	const uint64_t slack = hip_harness_fake_cuda() ? 6000000 : 200000;
+	uint64_t issue[NSPIN], cissue[NCOPY], dur[NSPIN], cdur[NCOPY], complete, s, e;
+	uint64_t addr;
+	void *host;
+
+	h_setup(NULL, &cfg);
+	host = h_stage(LEN);
+	addr = be_alloc(LEN);
+	for (unsigned i = 0; i < NSPIN; i++) {
+		issue[i] = now_ns();
+		tl_spin((struct seq_point){0, i + 1}, SPIN_US);
+		if (i < NCOPY) {
+			cissue[i] = now_ns();
+			tl_h2d((struct seq_point){1, i + 1}, addr, host, LEN);
+		}
+	}
+	ck_assert_int_eq(harness_record_wait(&H.be, &H.cq, 1, NCOPY), 0);
+	ck_assert_int_eq(harness_record_wait(&H.be, &H.cq, 0, NSPIN), 0);
+	complete = now_ns();
+	printf("hip: device timeline: anchor error %.1f us\n",
+		(double)hip_timeline_error_ns(H.be.ctx) / 1e3);
+	tl_check_stream(0, NSPIN, issue, complete, dur);
+	tl_check_stream(1, NCOPY, cissue, complete, cdur);
+	for (unsigned i = 0; i < NSPIN; i++) {
+		printf("hip: device timeline: spin %u us lasted %.1f us on the device\n", SPIN_US,
+			(double)dur[i] / 1e3);
+		/* The spin reads the device's clock; the events another: allow 1%. */
+		ck_assert_msg(dur[i] >= SPIN_US * 990ull && dur[i] <= SPIN_US * 1000ull + slack,
+			"spin %u us lasted %.1f us", SPIN_US, (double)dur[i] / 1e3);
+	}
+	/* Asked again, the same (nothing is consumed by asking). */
+	ck_assert_int_eq(backend_op_times(&H.be, (struct seq_point){0, 1}, &s, &e), 0);
+	ck_assert_uint_eq(e - s, dur[0]);
+	/* Retired: the times are gone. */
+	H.be.ops->dev.retire(H.be.ctx, (struct seq_point){0, NSPIN});
+	ck_assert_int_eq(backend_op_times(&H.be, (struct seq_point){0, 1}, &s, &e), -ENOENT);
+	ck_assert_int_eq(backend_op_times(&H.be, (struct seq_point){0, NSPIN}, &s, &e), -ENOENT);
+	/* Never launched. */
+	ck_assert_int_eq(
+		backend_op_times(&H.be, (struct seq_point){0, NSPIN + 1}, &s, &e), -ENOENT);
+	ck_assert_int_eq(backend_op_times(&H.be, (struct seq_point){99, 1}, &s, &e), -ENOENT);
+	H.be.ops->dev.retire(H.be.ctx, (struct seq_point){1, NCOPY});
+	H.be.ops->dev.mem_release(H.be.ctx, addr, LEN);
+	h_unstage(host, LEN);
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_device_timeline_stays_in_order_across_re_anchors)
+{
+	/* 20 ms spins for 2.5 s, each asked for as it completes, as the server does: the
+	 * anchor is taken again twice meanwhile, and the ops stay in order and in their
+	 * issue..complete windows whichever anchor mapped them. */
+	struct hip_config cfg = {.device_timeline = true};
+	const uint64_t spin_us = 20000, until = now_ns() + 2500000000ull;
+	uint64_t prev_end = 0, max_err = 0, n = 0;
+
+	h_setup(NULL, &cfg);
+	while (now_ns() < until) {
+		const uint64_t issue = now_ns();
+		uint64_t s = 0, e = 0, complete, err;
+
+		n++;
+		tl_spin((struct seq_point){0, n}, spin_us);
+		ck_assert_int_eq(harness_record_wait(&H.be, &H.cq, 0, n), 0);
+		complete = now_ns();
+		ck_assert_int_eq(backend_op_times(&H.be, (struct seq_point){0, n}, &s, &e), 0);
+		err = hip_timeline_error_ns(H.be.ctx);
+		max_err = err > max_err ? err : max_err;
+		ck_assert_msg(s >= prev_end, "0:%" PRIu64 " started before 0:%" PRIu64 " ended", n,
+			n - 1);
+		ck_assert_msg(s + err >= issue && e <= complete + err,
+			"0:%" PRIu64 " at [%" PRIu64 ", %" PRIu64 "] outside [%" PRIu64 ", %" PRIu64
+			"] (anchor error %" PRIu64 " ns)",
+			n, s, e, issue, complete, err);
+		ck_assert_uint_ge(e - s, spin_us * 990);
+		prev_end = e;
+		H.be.ops->dev.retire(H.be.ctx, (struct seq_point){0, n});
+	}
+	printf("hip: device timeline: %" PRIu64 " spins over 2.5 s in order, anchor error at "
+	       "most %.1f us\n",
+		n, (double)max_err / 1e3);
+	ck_assert_uint_ge(n, 50);
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_device_timeline_off_leaves_the_times_observed)
+{
+	/* Off (the config's zero): no times, so the server's timeline falls back to what it
+	 * observed (server_timeline_done). */
+	struct hip_config cfg = {0};
+	uint64_t s = 0, e = 0;
+
+	h_setup(NULL, &cfg);
+	tl_spin((struct seq_point){0, 1}, 100);
+	tl_spin((struct seq_point){0, 2}, 100);
+	ck_assert_int_eq(harness_record_wait(&H.be, &H.cq, 0, 2), 0);
+	ck_assert_int_eq(backend_op_times(&H.be, (struct seq_point){0, 1}, &s, &e), -ENOENT);
+	ck_assert_int_eq(backend_op_times(&H.be, (struct seq_point){0, 2}, &s, &e), -ENOENT);
+	ck_assert_uint_eq(hip_timeline_error_ns(H.be.ctx), 0);
+	H.be.ops->dev.retire(H.be.ctx, (struct seq_point){0, 2});
+	h_teardown();
+}
+END_TEST
+
+START_TEST(test_device_timeline_survives_a_fault_and_reset)
+{
+	/* A fault: the faulted op has no times; the reset drops the old context's; the new
+	 * context's ops are timed again, by a new anchor. */
+	struct hip_config cfg = {.device_timeline = true};
+	struct op_payload p = {.kernel = kernel_find("fill"), .nargs = 3, .elements = 1ull << 36};
+	struct seq_op op = {.kind = SEQ_OP_EXEC, .naccess = 1, .payload = &p};
+	uint64_t s = 0, e = 0, t0, addr;
+
+	if (!hip_harness_fake_cuda()) {
+		/* CUDA cannot make a context again in a process after a sticky fault. */
+		printf("hip: device timeline across a reset: the fake runtime's test\n");
+		return;
+	}
+	h_setup(NULL, &cfg);
+	addr = be_alloc(4096);
+	tl_spin((struct seq_point){0, 1}, 100);
+	ck_assert_int_eq(harness_record_wait(&H.be, &H.cq, 0, 1), 0);
+	ck_assert_int_eq(backend_op_times(&H.be, (struct seq_point){0, 1}, &s, &e), 0);
+	/* A fill far past its buffer: an illegal address, the context lost. */
+	p.args[0] = (struct karg){KARG_BUFFER, KARG_OUT, {.buf = {NULL, 4096, 0}}};
+	p.args[1] = F32(1.0f);
+	p.args[2] = U64(1ull << 36);
+	op.access[0] = (struct seq_access){NULL, SEQ_WRITE, addr, 4096};
+	ck_assert_int_eq(H.be.ops->dev.launch(H.be.ctx, (struct seq_point){0, 2}, &op), 0);
+	ck_assert_int_eq(harness_record_wait(&H.be, &H.cq, 0, 2), -EIO);
+	ck_assert(backend_device_lost(&H.be));
+	ck_assert_int_eq(backend_op_times(&H.be, (struct seq_point){0, 2}, &s, &e), -ENOENT);
+	ck_assert_int_eq(backend_reset(&H.be), 0);
+	ck_assert_int_eq(backend_op_times(&H.be, (struct seq_point){0, 1}, &s, &e), -ENOENT);
+	t0 = now_ns();
+	tl_spin((struct seq_point){0, 3}, 1000);
+	ck_assert_int_eq(harness_record_wait(&H.be, &H.cq, 0, 3), 0);
+	ck_assert_int_eq(backend_op_times(&H.be, (struct seq_point){0, 3}, &s, &e), 0);
+	ck_assert_uint_ge(s + hip_timeline_error_ns(H.be.ctx), t0);
+	ck_assert_uint_ge(e - s, 990000);
+	H.be.ops->dev.retire(H.be.ctx, (struct seq_point){0, 3});
+	h_teardown();
+}
+END_TEST
+
 static Suite *hip_suite(void)
 {
 	Suite *s = suite_create("hip");
@@ -856,6 +1152,7 @@ static Suite *hip_suite(void)
 	TCase *speed = tcase_create("completion");
 	TCase *audit = tcase_create("audit");
 	TCase *modules = tcase_create("modules");
+	TCase *timeline = tcase_create("timeline");
 
 	tcase_add_test(data, test_conv2d_matches_the_cpu_version);
 	tcase_add_test(data, test_fill_iota_reduce_and_spin_run_on_the_device);
@@ -878,6 +1175,8 @@ static Suite *hip_suite(void)
 
 	tcase_add_test(speed, test_completion_by_event_synchronize);
 	tcase_add_test(speed, test_completion_by_event_query_polling);
+	tcase_add_test(speed, test_completion_by_the_watcher);
+	tcase_add_test(speed, test_waiting_for_a_long_kernel_holds_no_core);
 	suite_add_tcase(s, speed);
 
 	tcase_add_test(audit, test_audit_catches_a_launch_made_without_its_wait);
@@ -891,6 +1190,12 @@ static Suite *hip_suite(void)
 	else
 		tcase_add_test(modules, test_module_functions_run_in_order_through_the_core);
 	suite_add_tcase(s, modules);
+
+	tcase_add_test(timeline, test_device_timeline_times_ops_on_the_device_clock);
+	tcase_add_test(timeline, test_device_timeline_stays_in_order_across_re_anchors);
+	tcase_add_test(timeline, test_device_timeline_off_leaves_the_times_observed);
+	tcase_add_test(timeline, test_device_timeline_survives_a_fault_and_reset);
+	suite_add_tcase(s, timeline);
 
 	return s;
 }

@@ -772,6 +772,22 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 	return fake_error();
 }
 
+/* Whether everything queued on s so far has run; never blocks. */
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+	bool done;
+	cudaError_t e = fake_error();
+
+	if (!s)
+		return cudaErrorInvalidResourceHandle;
+	if (e != cudaSuccess)
+		return e;
+	pthread_mutex_lock(&s->mu);
+	done = s->ran >= s->queued;
+	pthread_mutex_unlock(&s->mu);
+	return done ? cudaSuccess : cudaErrorNotReady;
+}
+
 /* Waits for the event's latest record as of this call; an event never recorded is no
  * wait at all, as in CUDA. */
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int flags)
@@ -852,13 +868,40 @@ cudaError_t cudaEventQuery(cudaEvent_t ev)
 	return done ? cudaSuccess : cudaErrorNotReady;
 }
 
+/* As CUDA's default scheduling (cudaDeviceScheduleAuto, which spins while the process
+ * has no more contexts than the machine has cores): the caller spins on the event until
+ * its record ran, holding a core, unless cudaSetDeviceFlags asked for blocking sync. */
+static atomic_uint fake_device_flags;
+
+cudaError_t cudaSetDeviceFlags(unsigned int flags)
+{
+	atomic_store(&fake_device_flags, flags);
+	return cudaSuccess;
+}
+
 cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 {
+	const uint64_t gen = fake_recorded(ev);
 	cudaError_t e = fake_error();
 
 	if (e != cudaSuccess)
 		return e;
-	fake_wait_reached(ev, fake_recorded(ev));
+	if (atomic_load(&fake_device_flags) & cudaDeviceScheduleBlockingSync) {
+		fake_wait_reached(ev, gen);
+		return fake_error();
+	}
+	for (;;) {
+		bool reached;
+
+		pthread_mutex_lock(&ev->mu);
+		reached = ev->reached >= gen;
+		pthread_mutex_unlock(&ev->mu);
+		if (reached || fake_error() != cudaSuccess)
+			break;
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+	}
 	return fake_error();
 }
 
