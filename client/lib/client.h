@@ -16,7 +16,10 @@
  * tries a non-blocking send, past the hard one it waits for the socket. */
 #define CLIENT_SEND_SOFT (64u << 10)
 #define CLIENT_SEND_HARD (4u << 20)
-#define CLIENT_DEFAULT_STAGING (64u << 20)
+/* The first staging arena: the daemon pins it when it is registered (hipHostRegister),
+ * which takes about 0.5 ms a MiB on an H200 and holds the daemon's loop meanwhile, so
+ * it is small; a copy larger than it gets an arena of its own size. */
+#define CLIENT_DEFAULT_STAGING (4u << 20)
 /* While answers are due, how often a submission may look at the socket for one (a
  * recv that finds nothing costs more than packing a request): not sooner than 1 ms
  * after the last look or send, and while none comes, not sooner than an eighth of the

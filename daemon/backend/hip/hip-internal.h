@@ -31,7 +31,8 @@
  * before it sleeps. */
 #define HIP_IDLE_SPIN_NS 1000000L
 /* The watcher (completion watch): after a record or a completion it looks again at once
- * for HIP_WATCH_SPIN_NS (while a core is free, spin.h); then it naps, each nap 1/128 of
+ * for HIP_WATCH_SPIN_NS (while a core is free, spin.h), outstanding events or not; then,
+ * while something is outstanding, it naps, each nap 1/128 of
  * the time the oldest wait has lasted, from HIP_WATCH_NAP_MIN_NS to HIP_WATCH_NAP_MAX_NS,
  * so a completion is seen at most 1% late (1 ms at most) and a long wait costs few
  * wake-ups. */
