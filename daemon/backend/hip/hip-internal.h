@@ -302,12 +302,21 @@ struct hip {
 	struct hip_block *free_class[HIP_NCLASSES];
 	uint64_t used_bytes, cached_bytes;
 	uint64_t scratch_bytes; /* of used_bytes, the D2D streams' scratch blocks */
-	/* Registered staging ranges, unregistered at destroy if the server did not. */
+	/* Registered staging ranges, unregistered at destroy if the server did not. The
+	 * pin thread pins them (hipHostRegister) off the loop; a copy through a range not
+	 * pinned yet waits where it is enqueued (hip__staging_wait). The array and states
+	 * under staging_mu; pins_pending counts ranges waiting for or in their pin. */
 	struct hip_staging {
 		void *addr;
 		size_t size;
+		enum { HIP_PIN_PENDING, HIP_PIN_BUSY, HIP_PIN_DONE, HIP_PIN_FAILED } state;
 	} * staging;
 	size_t nstaging, capstaging;
+	pthread_mutex_t staging_mu;
+	pthread_cond_t staging_cond;
+	_Atomic unsigned pins_pending;
+	pthread_t pinner;
+	bool pinner_started, pin_stop;
 	/* Cached blocks handed back to the device off the loop thread (hipFree syncs). */
 	pthread_t reaper;
 	bool reaper_started;
@@ -373,6 +382,14 @@ int hip__mem_alloc(void *ctx, uint64_t size, uint64_t *addr);
 void hip__mem_release(void *ctx, uint64_t addr, uint64_t size);
 struct hip_block *hip__block_find(const struct hip *h, uint64_t addr);
 int hip__reaper_start(struct hip *h);
+/* The pin thread: started at bring-up, stopped (pending pins done first) at teardown. */
+int hip__pinner_start(struct hip *h);
+void hip__pinner_stop(struct hip *h);
+/* Before a copy through host memory p: wait until the staging range holding it, if any,
+ * is no longer being pinned. On the thread that enqueues the copy. */
+void hip__staging_wait(struct hip *h, const void *p);
+/* After a reset: every range pinned again, by the pin thread. */
+void hip__staging_repin(struct hip *h);
 void hip__reaper_stop(struct hip *h);
 void hip__mem_finish(struct hip *h);
 int hip__staging_register(void *ctx, void *addr, size_t size);

@@ -1,6 +1,7 @@
 /* Device memory for the hip backend: a caching pool by size class on the loop thread, and
  * the reaper thread that hands blocks (and unloaded modules) back to the device, since
- * hipFree synchronizes. Also the staging ranges registered (pinned) for copies. */
+ * hipFree synchronizes. Also the staging ranges registered for copies, and the pin thread
+ * that pins them. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -303,58 +304,169 @@ void hip__mem_finish(struct hip *h)
 	free(h->hash);
 }
 
-/* ---- staging ---- */
+/* ---- staging: pinned off the loop ---- */
+
+/* Pinned pages let copies run at DMA speed and keep hipMemcpyAsync asynchronous (from
+ * pageable memory it stages, and blocks its caller until the copy is done). Pinning
+ * takes about 0.5 ms a MiB; on the loop thread every session would wait for it, so the
+ * pin thread does it and a copy through a range not pinned yet waits where it is
+ * enqueued. With staging_mu held: the range holding p, or NULL. */
+static struct hip_staging *hip_staging_find(struct hip *h, const void *p)
+{
+	for (size_t i = 0; i < h->nstaging; i++) {
+		const char *a = h->staging[i].addr;
+
+		if ((const char *)p >= a && (const char *)p < a + h->staging[i].size)
+			return &h->staging[i];
+	}
+	return NULL;
+}
+
+static void *hip_pinner(void *arg)
+{
+	struct hip *h = arg;
+
+	prctl(PR_SET_NAME, "sseq-pin");
+	hipSetDevice(h->device);
+	pthread_mutex_lock(&h->staging_mu);
+	for (;;) {
+		struct hip_staging *x = NULL;
+		void *addr;
+		size_t size;
+		hipError_t e;
+
+		for (size_t i = 0; i < h->nstaging && !x; i++)
+			if (h->staging[i].state == HIP_PIN_PENDING)
+				x = &h->staging[i];
+		if (!x) {
+			if (h->pin_stop)
+				break;
+			pthread_cond_wait(&h->staging_cond, &h->staging_mu);
+			continue;
+		}
+		x->state = HIP_PIN_BUSY;
+		addr = x->addr;
+		size = x->size;
+		pthread_mutex_unlock(&h->staging_mu);
+		e = hipHostRegister(addr, size, hipHostRegisterDefault);
+		if (e != hipSuccess)
+			log_warn("hip",
+				"hipHostRegister(%p, %zu): %s (%s): copies through this staging "
+				"arena run from pageable memory",
+				addr, size, hipGetErrorName(e), hipGetErrorString(e));
+		pthread_mutex_lock(&h->staging_mu);
+		/* Still there: an unregister waits for a busy pin. */
+		x = hip_staging_find(h, addr);
+		x->state = e == hipSuccess ? HIP_PIN_DONE : HIP_PIN_FAILED;
+		atomic_fetch_sub(&h->pins_pending, 1);
+		pthread_cond_broadcast(&h->staging_cond);
+	}
+	pthread_mutex_unlock(&h->staging_mu);
+	return NULL;
+}
+
+int hip__pinner_start(struct hip *h)
+{
+	int r = -pthread_create(&h->pinner, NULL, hip_pinner, h);
+
+	if (r == 0)
+		h->pinner_started = true;
+	return r;
+}
+
+void hip__pinner_stop(struct hip *h)
+{
+	if (h->pinner_started) {
+		pthread_mutex_lock(&h->staging_mu);
+		h->pin_stop = true;
+		pthread_cond_broadcast(&h->staging_cond);
+		pthread_mutex_unlock(&h->staging_mu);
+		pthread_join(h->pinner, NULL);
+		h->pinner_started = false;
+	}
+	pthread_cond_destroy(&h->staging_cond);
+	pthread_mutex_destroy(&h->staging_mu);
+}
 
 int hip__staging_register(void *ctx, void *addr, size_t size)
 {
 	struct hip *h = ctx;
-	hipError_t e;
 
+	pthread_mutex_lock(&h->staging_mu);
 	if (h->nstaging == h->capstaging) {
 		size_t cap = h->capstaging ? 2 * h->capstaging : 16;
 		struct hip_staging *v = realloc(h->staging, cap * sizeof(*v));
 
-		if (!v)
+		if (!v) {
+			pthread_mutex_unlock(&h->staging_mu);
 			return -ENOMEM;
+		}
 		h->staging = v;
 		h->capstaging = cap;
 	}
-	/* Pinned pages let copies run at DMA speed and keep hipMemcpyAsync asynchronous
-	 * (from pageable memory it would stage, and can block, the loop). */
-	e = hipHostRegister(addr, size, hipHostRegisterDefault);
-	if (e != hipSuccess) {
-		int r = hip__errno(e);
-
-		log_err("hip", "hipHostRegister(%p, %zu) failed: %s (%s)", addr, size,
-			hipGetErrorName(e), hipGetErrorString(e));
-		return r;
-	}
-	h->staging[h->nstaging++] = (struct hip_staging){addr, size};
+	h->staging[h->nstaging++] = (struct hip_staging){addr, size, HIP_PIN_PENDING};
+	atomic_fetch_add(&h->pins_pending, 1);
+	pthread_cond_broadcast(&h->staging_cond);
+	pthread_mutex_unlock(&h->staging_mu);
 	return 0;
+}
+
+void hip__staging_wait(struct hip *h, const void *p)
+{
+	struct hip_staging *x;
+
+	if (!atomic_load_explicit(&h->pins_pending, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&h->staging_mu);
+	while ((x = hip_staging_find(h, p)) &&
+		(x->state == HIP_PIN_PENDING || x->state == HIP_PIN_BUSY))
+		pthread_cond_wait(&h->staging_cond, &h->staging_mu);
+	pthread_mutex_unlock(&h->staging_mu);
+}
+
+void hip__staging_repin(struct hip *h)
+{
+	pthread_mutex_lock(&h->staging_mu);
+	for (size_t i = 0; i < h->nstaging; i++)
+		h->staging[i].state = HIP_PIN_PENDING;
+	atomic_store(&h->pins_pending, (unsigned)h->nstaging);
+	pthread_cond_broadcast(&h->staging_cond);
+	pthread_mutex_unlock(&h->staging_mu);
 }
 
 void hip__staging_unregister(void *ctx, void *addr, size_t size)
 {
 	struct hip *h = ctx;
+	struct hip_staging *x;
+	bool pinned;
 	hipError_t e;
 
-	for (size_t i = 0; i < h->nstaging; i++) {
-		if (h->staging[i].addr != addr)
-			continue;
-		h->staging[i] = h->staging[--h->nstaging];
-		e = hipHostUnregister(addr);
-		if (e != hipSuccess)
-			log_warn("hip", "hipHostUnregister(%p, %zu) failed: %s", addr, size,
-				hipGetErrorName(e));
+	pthread_mutex_lock(&h->staging_mu);
+	while ((x = hip_staging_find(h, addr)) && x->addr == addr && x->state == HIP_PIN_BUSY)
+		pthread_cond_wait(&h->staging_cond, &h->staging_mu);
+	if (!x || x->addr != addr) {
+		pthread_mutex_unlock(&h->staging_mu);
+		log_warn("hip", "staging range %p (%zu bytes) was not registered", addr, size);
 		return;
 	}
-	log_warn("hip", "staging range %p (%zu bytes) was not registered", addr, size);
+	if (x->state == HIP_PIN_PENDING)
+		atomic_fetch_sub(&h->pins_pending, 1); /* never pinned: nothing to undo */
+	pinned = x->state == HIP_PIN_DONE;
+	*x = h->staging[--h->nstaging];
+	pthread_mutex_unlock(&h->staging_mu);
+	if (!pinned)
+		return;
+	e = hipHostUnregister(addr);
+	if (e != hipSuccess)
+		log_warn("hip", "hipHostUnregister(%p, %zu) failed: %s", addr, size,
+			hipGetErrorName(e));
 }
 
 /* At destroy: the ranges the server did not unregister. */
 void hip__staging_finish(struct hip *h)
 {
 	for (size_t i = 0; i < h->nstaging; i++)
-		hipHostUnregister(h->staging[i].addr);
+		if (h->staging[i].state == HIP_PIN_DONE)
+			hipHostUnregister(h->staging[i].addr);
 	free(h->staging);
 }

@@ -383,10 +383,12 @@ static int hip_submit_copy(struct hip_stream *st, const struct hip_cmd *c)
 
 	switch (c->op) {
 	case SEQ_OP_H2D:
+		hip__staging_wait(st->h, c->copy.src);
 		e = hipMemcpyAsync(
 			c->copy.dst, c->copy.src, c->copy.len, hipMemcpyHostToDevice, st->stream);
 		break;
 	case SEQ_OP_D2H:
+		hip__staging_wait(st->h, c->copy.dst);
 		e = hipMemcpyAsync(
 			c->copy.dst, c->copy.src, c->copy.len, hipMemcpyDeviceToHost, st->stream);
 		break;

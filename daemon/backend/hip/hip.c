@@ -173,6 +173,7 @@ static void hip_teardown(struct hip *h)
 	pthread_mutex_destroy(&h->watch_mu);
 	hip__submit_finish(h);
 	hip__reaper_stop(h);
+	hip__pinner_stop(h);
 	hip__audit_finish(h);
 	hip__event_pool_finish(h);
 	hip__mem_finish(h);
@@ -245,15 +246,9 @@ static int hip_reset(void *ctx)
 		atomic_store(&h->device_error, -EIO);
 		return r;
 	}
-	/* The new context knows none of the staging ranges. */
-	for (size_t i = 0; i < h->nstaging; i++) {
-		e = hipHostRegister(h->staging[i].addr, h->staging[i].size, hipHostRegisterDefault);
-		if (e != hipSuccess)
-			log_warn("hip",
-				"after the reset, hipHostRegister(%p, %zu): %s: copies "
-				"through it run from pageable memory",
-				h->staging[i].addr, h->staging[i].size, hipGetErrorName(e));
-	}
+	/* The new context knows none of the staging ranges: the pin thread pins them
+	 * again, and copies through them wait for it. */
+	hip__staging_repin(h);
 	hip_log_ready(h);
 	return 0;
 }
@@ -433,6 +428,8 @@ static void hip_locks_init(struct hip *h)
 	pthread_cond_init(&h->audit_cond, NULL);
 	pthread_mutex_init(&h->watch_mu, NULL);
 	pthread_cond_init(&h->watch_cond, NULL);
+	pthread_mutex_init(&h->staging_mu, NULL);
+	pthread_cond_init(&h->staging_cond, NULL);
 	for (unsigned i = 0; i < HIP_MAX_SUBMIT_THREADS; i++) {
 		pthread_mutex_init(&h->sub[i].mu, NULL);
 		pthread_cond_init(&h->sub[i].cond, NULL);
@@ -501,6 +498,8 @@ static int hip_bring_up(struct hip *h)
 		r = hip__complete_start(h);
 	if (r == 0)
 		r = hip__reaper_start(h);
+	if (r == 0)
+		r = hip__pinner_start(h);
 	if (r == 0 && h->cfg.audit)
 		r = hip__audit_start(h);
 	if (r == 0 && h->cfg.submit_threads)

@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,6 +324,70 @@ START_TEST(test_seed_with_the_legacy_window_reads_stale_data)
 END_TEST
 
 /* ---- the caching pool ---- */
+
+/* Pinning a staging range runs off the caller's (the loop's) thread: staging_register
+ * returns while the fake holds the pin back, and copies through the range wait for the
+ * pin where they are enqueued (the fake fails a copy from memory not registered), then
+ * move the right bytes. On the loop thread a 64 MiB pin held every session for tens of
+ * milliseconds. Fake only: the gate is the fake's. */
+static atomic_bool gate_go, gate_opened;
+
+/* Opens the gate when told, or after 5 s whatever: a registration that waited for the
+ * pin on its caller's thread returns only then, with gate_opened set. */
+static void *gate_opener(void *arg)
+{
+	for (int i = 0; i < 5000 && !atomic_load(&gate_go); i++)
+		usleep(1000);
+	close(open(arg, O_CREAT | O_WRONLY, 0600));
+	atomic_store(&gate_opened, true);
+	return NULL;
+}
+
+START_TEST(test_staging_pin_runs_off_the_loop)
+{
+	enum { LEN = 1 << 20 };
+	/* Submit threads enqueue the copies, so this thread, the loop's stand-in, goes on. */
+	struct hip_config cfg = {.submit_threads = 2};
+	struct seq_config scfg = {0};
+	char gate[64];
+	struct seq_buffer *b;
+	uint8_t *in, *out;
+	pthread_t opener;
+
+	if (!hip_harness_fake_cuda())
+		return;
+	snprintf(gate, sizeof(gate), "/tmp/sseq-pin-gate.%d", (int)getpid());
+	unlink(gate);
+	setenv("SSEQ_FAKE_PIN_GATE", gate, 1);
+	h_setup(&scfg, &cfg);
+	ck_assert_int_eq(pthread_create(&opener, NULL, gate_opener, gate), 0);
+	in = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	out = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(in != MAP_FAILED && out != MAP_FAILED);
+	for (size_t i = 0; i < LEN; i++)
+		in[i] = (uint8_t)(i * 7 + 3);
+	/* With the pin held back, both return: nothing waits for it here. */
+	ck_assert_int_eq(backend_staging_register(&H.be, in, LEN), 0);
+	ck_assert_int_eq(backend_staging_register(&H.be, out, LEN), 0);
+	ck_assert_msg(!atomic_load(&gate_opened), "staging_register waited for the pin");
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, LEN, &b), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, in, LEN), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, b, out, LEN), 0);
+	seq_flush(H.seq);
+	atomic_store(&gate_go, true); /* the pins may go on now */
+	pthread_join(opener, NULL);
+	ck_assert_int_eq(h_sync(), 0);
+	ck_assert_int_eq(memcmp(in, out, LEN), 0);
+	seq_buffer_free(H.seq, b);
+	backend_staging_unregister(&H.be, in, LEN);
+	backend_staging_unregister(&H.be, out, LEN);
+	h_teardown();
+	unsetenv("SSEQ_FAKE_PIN_GATE");
+	unlink(gate);
+	munmap(in, LEN);
+	munmap(out, LEN);
+}
+END_TEST
 
 START_TEST(test_pool_reuses_released_blocks_by_size_class)
 {
@@ -1167,6 +1232,7 @@ static Suite *hip_suite(void)
 	suite_add_tcase(s, seed);
 
 	tcase_add_test(pool, test_pool_reuses_released_blocks_by_size_class);
+	tcase_add_test(pool, test_staging_pin_runs_off_the_loop);
 	suite_add_tcase(s, pool);
 
 	tcase_add_test(errors, test_missing_kernel_image_fails_create_clearly);

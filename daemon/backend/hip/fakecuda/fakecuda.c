@@ -998,6 +998,27 @@ cudaError_t cudaFree(void *p)
 	return fake_error();
 }
 
+/* $SSEQ_FAKE_PIN_GATE=PATH, for tests of pinning: cudaHostRegister waits until PATH exists
+ * (as a slow pin would take its time), and a copy from or to host memory that is not
+ * registered fails (as the caller promised itself never to copy from pageable memory). */
+static bool fake_pin_gated(void)
+{
+	const char *g = getenv("SSEQ_FAKE_PIN_GATE");
+
+	return g && *g;
+}
+
+static bool fake_host_registered(const void *p, size_t size)
+{
+	bool in = false;
+
+	pthread_mutex_lock(&fake_mu);
+	for (struct fake_range *r = fake_registered; r && !in; r = r->next)
+		in = (const char *)p >= r->addr && (const char *)p + size <= r->addr + r->size;
+	pthread_mutex_unlock(&fake_mu);
+	return in;
+}
+
 cudaError_t cudaMemcpyAsync(
 	void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t s)
 {
@@ -1006,6 +1027,10 @@ cudaError_t cudaMemcpyAsync(
 
 	if (e != cudaSuccess)
 		return e;
+	if (fake_pin_gated() && count &&
+		((kind == cudaMemcpyHostToDevice && !fake_host_registered(src, count)) ||
+			(kind == cudaMemcpyDeviceToHost && !fake_host_registered(dst, count))))
+		return cudaErrorInvalidValue;
 	/* Overlap is undefined in CUDA: the hip backend must never ask for it. */
 	if ((const char *)src < (char *)dst + count && (char *)dst < (const char *)src + count) {
 		fprintf(stderr, "fakecuda: overlapping cudaMemcpyAsync(%p, %p, %zu)\n", dst, src,
@@ -1026,6 +1051,12 @@ cudaError_t cudaMemcpyAsync(
 cudaError_t cudaHostRegister(void *p, size_t size, unsigned int flags)
 {
 	cudaError_t e = fake_error();
+
+	for (int i = 0; fake_pin_gated() && i < 60000; i++) {
+		if (access(getenv("SSEQ_FAKE_PIN_GATE"), F_OK) == 0)
+			break;
+		usleep(1000);
+	}
 
 	if (e != cudaSuccess)
 		return e;
