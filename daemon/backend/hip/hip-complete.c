@@ -249,7 +249,8 @@ static void *hip_watcher(void *arg)
 			/* A client that just got its answer often sends the next request
 			 * within microseconds: stay awake as after a record, since the
 			 * futex wake-up on the next record would cost more than the op. */
-			if (spin_now_ns() - since < (uint64_t)HIP_WATCH_SPIN_NS && spin_core_free()) {
+			if (spin_now_ns() - since < (uint64_t)HIP_WATCH_SPIN_NS &&
+				spin_core_free()) {
 				for (int i = 0; i < 32; i++)
 					hip__cpu_relax();
 				continue;
