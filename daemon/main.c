@@ -3,7 +3,6 @@
  * lets in-flight work drain before it exits. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,10 +17,11 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "option.h"
 #include "registry.h"
 #include "server.h"
-#include "sim.h"
 #include "sseq-frame.h"
+#include <sseq/sseq-socket.h>
 
 #define DRAIN_TIMEOUT_MS 10000
 /* After the drain timed out and the work the device had not started was cancelled: how
@@ -31,496 +31,319 @@
 
 struct daemon_opts {
 	struct server_options srv;
-	struct backend_options be; /* --backend, --kernels, --audit, the sim's knobs */
+	struct registry reg; /* --backend, and each backend's options */
+	struct option_set set;
 	char socket_buf[108];
 };
 
-static void usage(FILE *f)
-{
-	const struct server_limits defaults = SERVER_LIMITS_DEFAULT;
-	const struct seq_config streams = SERVER_STREAMS_DEFAULT;
+/* What struct server_options holds before the options (parse_args): --help's defaults. */
+static struct server_options daemon_defaults;
 
-	fprintf(f,
-		"Usage: sseqd [OPTIONS]\n"
-		"Per-GPU event-sequencing daemon.\n\n"
-		"  -s, --socket PATH        listen on PATH (default /run/sseq/gpu<N>.sock, or the\n"
-		"                           socket passed by systemd)\n"
-		"  -d, --device N           GPU index (default 0)\n"
-		"  -b, --backend KIND       sim, hip or auto (default auto: hip if a GPU is\n"
-		"                           present, else sim)\n"
-		"      --sim-delay SPEC     delay a stream kind in the sim: h2d=2ms,\n"
-		"                           d2d=rand:0-500us, compute=script:1ms,0,5ms\n"
-		"                           (repeatable)\n"
-		"      --inject SPEC        fault injection (repeatable): fail-op=N,\n"
-		"                           device-fail-op=N, device-lost-op=N,\n"
-		"                           drop-wait=N, legacy-sync-window=N, early-free,\n"
-		"                           slice-outlives-base\n"
-		"      --window N           incomplete points per stream before backpressure\n"
-		"                           (default %u)\n"
-		"      --compute-streams N  compute lanes: each session's kernels run on a lane\n"
-		"                           of its own (default %u)\n"
-		"      --h2d-streams N      host-to-device streams (default %u)\n"
-		"      --d2h-streams N      device-to-host streams (default %u)\n"
-		"      --d2d-streams N      device-to-device streams (default %u)\n"
-		"      --submit-threads N   threads that make the GPU enqueue calls, each for\n"
-		"                           its own streams (hip; default %u, at most %u; 0:\n"
-		"                           on the thread that reads requests)\n"
-		"      --device-reset MODE  after a fault that poisons the device context:\n"
-		"                           auto (build it again in this process, else restart\n"
-		"                           in place: exec, same PID, sessions kept) or exec\n"
-		"      --verify, --no-verify  the schedule checker between the core and the\n"
-		"                           device: every access ordered after its producer,\n"
-		"                           by happens-before (default: on)\n"
-		"      --isolate-faults     after a reset with several suspects, run each\n"
-		"                           suspect session's kernels alone, so that its next\n"
-		"                           fault is attributed exactly\n"
-		"      --module-dir DIR     where LoadModule may load code objects from (hip)\n"
-		"      --audit              check on the GPU's timestamps that every operation\n"
-		"                           started after its producers finished (hip)\n"
-		"      --device-timeline on|off  time the timeline (sseqctl trace) by the GPU's\n"
-		"                           own timestamps: two timing events per launch (hip;\n"
-		"                           default %s)\n"
-		"      --kernels PATH       the built-in kernels' code object for the hip backend\n"
-		"                           (default: the build tree's, else the installed one)\n"
-		"      --spin-us N          after answering, poll sockets and completions for\n"
-		"                           N us before sleeping (default %u; 0: never)\n"
-		"      --socket-mode MODE   mode of the socket sseqd creates (octal, default\n"
-		"                           0660)\n",
-		SEQ_DEFAULT_WINDOW, streams.n_compute, streams.n_h2d, streams.n_d2h, streams.n_d2d,
-		BACKEND_DEFAULT_SUBMIT_THREADS, BACKEND_MAX_SUBMIT_THREADS,
-		BACKEND_DEFAULT_DEVICE_TIMELINE ? "on" : "off", SERVER_DEFAULT_SPIN_US);
-	/* Two strings: one would pass the 4095 characters C requires compilers to take. */
-	fprintf(f,
-		"Limits (sizes take k, M, G, T; times ms or s; see sseqd(8), LIMITS):\n"
-		"      --max-clients N      connections in total (default %u)\n"
-		"      --max-clients-per-uid N  connections of one user (default %u)\n"
-		"      --hello-timeout TIME close a connection that sends no Hello within TIME\n"
-		"                           (default %ums; 0: never)\n"
-		"      --frame-timeout TIME close a connection whose frame stalls for TIME\n"
-		"                           (default %ums; 0: never)\n"
-		"      --max-input-memory SIZE  input buffered across connections (default %lluM)\n"
-		"      --client-staging-limit SIZE  staging arenas per session (default %lluG)\n"
-		"      --staging-limit SIZE staging arenas across sessions (default %lluG)\n"
-		"      --client-memory-limit SIZE  device memory per session (default 0: none)\n"
-		"      --client-handle-limit N  buffers, slices, arenas, modules per session\n"
-		"                           (default %u)\n"
-		"      --client-arena-limit N  staging arenas per session (default %u)\n"
-		"      --arena-limit N      staging arenas across sessions (default %u)\n"
-		"      --client-inflight-limit N  ops and waits in flight per session before\n"
-		"                           its requests wait (default %u)\n"
-		"  -l, --log-level LEVEL    err, warning, notice, info (default), debug\n"
-		"  -h, --help               show this help\n"
-		"  -V, --version            show the version\n",
-		defaults.max_clients, defaults.max_clients_per_uid, defaults.hello_timeout_ms,
-		defaults.frame_timeout_ms, (unsigned long long)(defaults.max_input_bytes >> 20),
-		(unsigned long long)(defaults.client_staging_bytes >> 30),
-		(unsigned long long)(defaults.staging_bytes >> 30), defaults.client_handles,
-		defaults.client_arenas, defaults.arenas, defaults.client_inflight);
+/* --help and --version print and exit where they stand among the options. */
+static const struct option_set *daemon_help_set;
+
+static int daemon_help(void *cfg, const char *arg, const char **why)
+{
+	option_usage(daemon_help_set, stdout);
+	exit(0);
 }
 
-static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
+static int daemon_version(void *cfg, const char *arg, const char **why)
 {
-	char *end;
-	unsigned long v;
+	printf("sseqd %s\n", SSEQ_VERSION);
+	exit(0);
+}
 
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
+static int daemon_log_level(void *cfg, const char *arg, const char **why)
+{
+	int level = log_parse_level(arg);
+
+	if (level < 0)
 		return -EINVAL;
-	*out = (unsigned)v;
+	log_set_level((enum log_level)level);
 	return 0;
 }
 
-/* A byte count with an optional binary suffix: 4096, 64k, 16M, 2G, 1T. */
-static int parse_size(const char *s, uint64_t *out)
+/* --inject SPEC, the faults of the core (any backend): a value that is none of them is
+ * left to the backends' rows of the same name. */
+static int daemon_inject(void *cfg, const char *arg, const char **why)
 {
-	static const char suffixes[] = "kMGT";
-	unsigned long long v;
-	const char *at;
-	char *end;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		return -EINVAL;
-	if (*end) {
-		if (end[1] || !(at = strchr(suffixes, *end == 'K' ? 'k' : *end)))
-			return -EINVAL;
-		for (int shift = (int)(at - suffixes + 1) * 10; shift > 0; shift -= 10) {
-			if (v > (UINT64_MAX >> 10))
-				return -EINVAL;
-			v <<= 10;
-		}
-	}
-	*out = v;
-	return 0;
-}
-
-/* Milliseconds, written 500, 500ms or 5s. */
-static int parse_ms(const char *s, unsigned *out)
-{
-	unsigned long v;
-	char *end;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		return -EINVAL;
-	if (strcmp(end, "s") == 0)
-		v *= 1000;
-	else if (*end && strcmp(end, "ms") != 0)
-		return -EINVAL;
-	if (v > 86400000ul)
-		return -EINVAL;
-	*out = (unsigned)v;
-	return 0;
-}
-
-/* The core's injected faults that take an N, and what N is. */
-static int parse_inject_core(struct daemon_opts *o, const char *spec, bool *matched)
-{
+	struct server_options *o = cfg;
 	const struct {
-		const char *name, *n;
+		const char *name, *form;
 		unsigned *to;
 	} counted[] = {
-		{"legacy-sync-window", "the compute window tied to H2D readiness, 1 .. 1048576",
-			&o->srv.seq.legacy_sync_window},
-		{"drop-wait", "every Nth wait decided is dropped, 1 .. 1048576",
-			&o->srv.seq.drop_wait},
+		{"legacy-sync-window",
+			"expected legacy-sync-window=N (N: the compute window tied to H2D "
+			"readiness, 1 .. 1048576)",
+			&o->seq.legacy_sync_window},
+		{"drop-wait",
+			"expected drop-wait=N (N: every Nth wait decided is dropped, 1 .. 1048576)",
+			&o->seq.drop_wait},
 	};
 
 	for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++) {
 		const size_t len = strlen(counted[i].name);
+		unsigned long n;
+		char *end;
 
-		if (strncmp(spec, counted[i].name, len) || (spec[len] != '=' && spec[len]))
+		if (strncmp(arg, counted[i].name, len) || (arg[len] != '=' && arg[len]))
 			continue;
-		*matched = true;
-		if (!spec[len] || parse_uint(spec + len + 1, 1, 1u << 20, counted[i].to) < 0) {
-			fprintf(stderr, "sseqd: --inject %s: expected %s=N (N: %s)\n", spec,
-				counted[i].name, counted[i].n);
+		errno = 0;
+		n = arg[len] ? strtoul(arg + len + 1, &end, 10) : 0;
+		if (!arg[len] || errno || end == arg + len + 1 || *end || n < 1 || n > 1u << 20) {
+			*why = counted[i].form;
 			return -EINVAL;
 		}
+		*counted[i].to = (unsigned)n;
 		return 0;
 	}
-	return 0;
-}
-
-static int parse_inject(struct daemon_opts *o, const char *spec)
-{
-	const char *why = NULL;
-	bool matched = false;
-	int r = parse_inject_core(o, spec, &matched);
-
-	if (matched)
-		return r;
-	if (strcmp(spec, "slice-outlives-base") == 0) {
-		o->srv.seq.legacy_slice_outlives_base = true;
-		return 0;
-	}
-	if (strcmp(spec, "early-free") == 0) {
-		o->srv.seq.legacy_early_free = true;
-		return 0;
-	}
-	if (sim_parse_inject(&o->be.sim, spec, &why) < 0) {
-		/* An unknown name hears the list; a known one its =N form (in why). */
-		if (why && strncmp(why, "unknown fault", 13))
-			fprintf(stderr, "sseqd: --inject %s: %s\n", spec, why);
-		else
-			fprintf(stderr,
-				"sseqd: --inject %s: unknown fault (known: fail-op=N, "
-				"device-fail-op=N, device-lost-op=N, drop-wait=N, "
-				"legacy-sync-window=N, early-free, slice-outlives-base)\n",
-				spec);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* The limit options (sseqd(8), LIMITS), parsed from one table. */
-enum limit_kind {
-	LIMIT_COUNT, /* unsigned, min .. max */
-	LIMIT_MS, /* unsigned milliseconds: 500, 500ms or 5s */
-	LIMIT_SIZE, /* uint64_t bytes with a binary suffix, at least min */
-	LIMIT_MODE, /* unsigned, octal */
-};
-
-struct limit_opt {
-	const char *name;
-	enum limit_kind kind;
-	size_t offset; /* into struct server_limits */
-	uint64_t min, max;
-	const char *hint; /* for the error message */
-};
-
-#define LIMIT(name, kind, field, min, max, hint)                                                   \
-	{                                                                                          \
-		name, kind, offsetof(struct server_limits, field), min, max, hint                  \
-	}
-
-static const struct limit_opt limit_opts[] = {
-	LIMIT("socket-mode", LIMIT_MODE, socket_mode, 0, 0777, " (an octal mode such as 0660)"),
-	LIMIT("max-clients", LIMIT_COUNT, max_clients, 1, 1u << 20, ""),
-	LIMIT("max-clients-per-uid", LIMIT_COUNT, max_clients_per_uid, 1, 1u << 20, ""),
-	LIMIT("hello-timeout", LIMIT_MS, hello_timeout_ms, 0, 86400000,
-		" (500, 500ms or 5s; 0 .. 86400s)"),
-	LIMIT("frame-timeout", LIMIT_MS, frame_timeout_ms, 0, 86400000,
-		" (500, 500ms or 5s; 0 .. 86400s)"),
-	/* At least a few frames of the largest size must fit. */
-	LIMIT("max-input-memory", LIMIT_SIZE, max_input_bytes, 4u * FRAME_MAX, UINT64_MAX,
-		" (a size of at least 4M)"),
-	LIMIT("client-staging-limit", LIMIT_SIZE, client_staging_bytes, 0, UINT64_MAX,
-		" (a size: 4096, 64k, 16M, 2G or 1T)"),
-	LIMIT("staging-limit", LIMIT_SIZE, staging_bytes, 0, UINT64_MAX,
-		" (a size: 4096, 64k, 16M, 2G or 1T)"),
-	LIMIT("client-memory-limit", LIMIT_SIZE, client_memory_bytes, 0, UINT64_MAX,
-		" (a size: 4096, 64k, 16M, 2G or 1T; 0: none)"),
-	LIMIT("client-handle-limit", LIMIT_COUNT, client_handles, 1, 1u << 30, ""),
-	LIMIT("client-arena-limit", LIMIT_COUNT, client_arenas, 1, 1u << 20, ""),
-	LIMIT("arena-limit", LIMIT_COUNT, arenas, 1, 1u << 20, ""),
-	LIMIT("client-inflight-limit", LIMIT_COUNT, client_inflight, 2, 1u << 24, ""),
-};
-
-#define NLIMITS (sizeof(limit_opts) / sizeof(limit_opts[0]))
-
-static int parse_limit(struct server_limits *lim, const struct limit_opt *l, const char *arg)
-{
-	char *field = (char *)lim + l->offset, *end;
-	unsigned long mode;
-	unsigned u;
-	uint64_t v;
-
-	switch (l->kind) {
-	case LIMIT_COUNT:
-		if (parse_uint(arg, (unsigned)l->min, (unsigned)l->max, &u) < 0)
-			goto bad;
-		memcpy(field, &u, sizeof(u));
-		return 0;
-	case LIMIT_MS:
-		if (parse_ms(arg, &u) < 0)
-			goto bad;
-		memcpy(field, &u, sizeof(u));
-		return 0;
-	case LIMIT_SIZE:
-		if (parse_size(arg, &v) < 0 || v < l->min)
-			goto bad;
-		memcpy(field, &v, sizeof(v));
-		return 0;
-	case LIMIT_MODE:
-		mode = strtoul(arg, &end, 8);
-		if (end == arg || *end || mode > l->max)
-			goto bad;
-		u = (unsigned)mode;
-		memcpy(field, &u, sizeof(u));
-		return 0;
-	}
-bad:
-	if (l->kind == LIMIT_COUNT)
-		fprintf(stderr, "sseqd: invalid value '%s' for --%s: must be %llu..%llu\n", arg,
-			l->name, (unsigned long long)l->min, (unsigned long long)l->max);
+	if (strcmp(arg, "slice-outlives-base") == 0)
+		o->seq.legacy_slice_outlives_base = true;
+	else if (strcmp(arg, "early-free") == 0)
+		o->seq.legacy_early_free = true;
 	else
-		fprintf(stderr, "sseqd: invalid value '%s' for --%s%s\n", arg, l->name, l->hint);
-	return -EINVAL;
+		return -ENOENT;
+	return 0;
 }
 
-enum {
-	OPT_SIM_DELAY = 256,
-	OPT_INJECT,
-	OPT_WINDOW,
-	OPT_COMPUTE,
-	OPT_H2D,
-	OPT_D2H,
-	OPT_D2D,
-	OPT_SUBMIT,
-	OPT_DEVICE_RESET,
-	OPT_ISOLATE,
-	OPT_VERIFY,
-	OPT_NO_VERIFY,
-	OPT_MODULE_DIR,
-	OPT_KERNELS,
-	OPT_AUDIT,
-	OPT_DEVICE_TIMELINE,
-	OPT_SPIN,
-	OPT_LIMIT, /* OPT_LIMIT + i: limit_opts[i] */
-};
+#define SRV(field) .offset = offsetof(struct server_options, field)
 
-static const struct option fixed_opts[] = {
-	{"socket", required_argument, NULL, 's'},
-	{"device", required_argument, NULL, 'd'},
-	{"backend", required_argument, NULL, 'b'},
-	{"sim-delay", required_argument, NULL, OPT_SIM_DELAY},
-	{"inject", required_argument, NULL, OPT_INJECT},
-	{"window", required_argument, NULL, OPT_WINDOW},
-	{"compute-streams", required_argument, NULL, OPT_COMPUTE},
-	{"h2d-streams", required_argument, NULL, OPT_H2D},
-	{"d2h-streams", required_argument, NULL, OPT_D2H},
-	{"d2d-streams", required_argument, NULL, OPT_D2D},
-	{"submit-threads", required_argument, NULL, OPT_SUBMIT},
-	{"device-reset", required_argument, NULL, OPT_DEVICE_RESET},
-	{"isolate-faults", no_argument, NULL, OPT_ISOLATE},
-	{"verify", no_argument, NULL, OPT_VERIFY},
-	{"no-verify", no_argument, NULL, OPT_NO_VERIFY},
-	{"module-dir", required_argument, NULL, OPT_MODULE_DIR},
-	{"kernels", required_argument, NULL, OPT_KERNELS},
-	{"audit", no_argument, NULL, OPT_AUDIT},
-	{"device-timeline", required_argument, NULL, OPT_DEVICE_TIMELINE},
-	{"spin-us", required_argument, NULL, OPT_SPIN},
-	{"log-level", required_argument, NULL, 'l'},
-	{"help", no_argument, NULL, 'h'},
-	{"version", no_argument, NULL, 'V'},
+/* sseqd's own options, before --backend and the backends' options. */
+static const struct option_row daemon_options_head[] = {
+	{.name = "socket",
+		.short_name = 's',
+		.arg = "PATH",
+		.kind = OPTION_STRING,
+		SRV(socket_path),
+		.help = "listen on PATH (default " SSEQ_SOCKET_DIR "/gpu<N>.sock, or the socket "
+			"passed by systemd)"},
+	{.name = "device",
+		.short_name = 'd',
+		.arg = "N",
+		.kind = OPTION_UINT,
+		SRV(device),
+		.max = 1023,
+		.help = "GPU index (default {default})"},
 	{0},
 };
 
-/* One option of the fixed set (the limits have their own table): 0 or -EINVAL; -h and
- * -V exit. A case per option is the clearest shape for this, hence its length. */
-static int bad_value(int c)
-{
-	for (const struct option *lo = fixed_opts; lo->name; lo++) {
-		if (lo->val == c) {
-			fprintf(stderr, "sseqd: invalid value '%s' for --%s%s\n", optarg, lo->name,
-				c == 'b'			   ? " (sim, hip or auto)"
-					: c == OPT_DEVICE_RESET	   ? " (auto or exec)"
-					: c == OPT_DEVICE_TIMELINE ? " (on or off)"
-					: c == 'l' ? " (err, warning, notice, info or debug)"
-						   : "");
-			return -EINVAL;
-		}
-	}
-	fprintf(stderr, "sseqd: invalid value '%s'\n", optarg);
-	return -EINVAL;
-}
+/* ... and after them: the core's, the server's, the limits (sseqd(8), LIMITS). */
+static const struct option_row daemon_options_tail[] = {
+	{.name = "inject",
+		.arg = "SPEC",
+		.kind = OPTION_CUSTOM,
+		.parse = daemon_inject,
+		.values = "drop-wait=N, legacy-sync-window=N, early-free, slice-outlives-base",
+		.what = "fault",
+		.help = "fault injection (repeatable)"},
+	{.name = "window",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		SRV(seq.window),
+		.min = 2,
+		.max = 1u << 20,
+		.help = "incomplete points per stream before backpressure (default {default})"},
+	{.name = "compute-streams",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		SRV(seq.n_compute),
+		.min = 1,
+		.max = 32,
+		.help = "compute lanes: each session's kernels run on a lane of its own (default "
+			"{default})"},
+	{.name = "h2d-streams",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		SRV(seq.n_h2d),
+		.min = 1,
+		.max = 32,
+		.help = "host-to-device streams (default {default})"},
+	{.name = "d2h-streams",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		SRV(seq.n_d2h),
+		.min = 1,
+		.max = 32,
+		.help = "device-to-host streams (default {default})"},
+	{.name = "d2d-streams",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		SRV(seq.n_d2d),
+		.min = 1,
+		.max = 32,
+		.help = "device-to-device streams (default {default})"},
+	{.name = "device-reset",
+		.arg = "MODE",
+		.kind = OPTION_WORDS,
+		SRV(reset_exec),
+		.words = {"auto", "exec"},
+		.hint = " (auto or exec)",
+		.help = "after a fault that poisons the device context: auto (build it again in "
+			"this process, else restart in place: exec, same PID, sessions kept) or "
+			"exec"},
+	{.name = "verify",
+		.kind = OPTION_FLAG,
+		SRV(verify),
+		.negatable = true,
+		.help = "the schedule checker between the core and the device: every access "
+			"ordered after its producer, by happens-before (default: {default})"},
+	{.name = "isolate-faults",
+		.kind = OPTION_FLAG,
+		SRV(isolate_faults),
+		.help = "after a reset with several suspects, run each suspect session's kernels "
+			"alone, so that its next fault is attributed exactly"},
+	/* The server's, not a backend's: it checks and opens what LoadModule names, for
+	 * whichever backend loads modules, and a user's SSEQD_OPTS keeps it across builds. */
+	{.name = "module-dir",
+		.arg = "DIR",
+		.kind = OPTION_STRING,
+		SRV(module_dir),
+		.help = "where LoadModule may load code objects from (a backend that loads "
+			"modules)"},
+	{.name = "spin-us",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		SRV(spin_us),
+		.max = 1000000,
+		.help = "after answering, poll sockets and completions for N us before sleeping "
+			"(default {default}; 0: never)"},
+	{.name = "socket-mode",
+		.arg = "MODE",
+		.kind = OPTION_OCTAL,
+		SRV(limits.socket_mode),
+		.max = 0777,
+		.hint = " (an octal mode such as 0660)",
+		.help = "mode of the socket sseqd creates (octal, default {default})"},
+	{.name = "max-clients",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		SRV(limits.max_clients),
+		.min = 1,
+		.max = 1u << 20,
+		.help = "connections in total (default {default})",
+		.heading = "Limits (sizes take k, M, G, T; times ms or s; see sseqd(8), LIMITS):"},
+	{.name = "max-clients-per-uid",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		SRV(limits.max_clients_per_uid),
+		.min = 1,
+		.max = 1u << 20,
+		.help = "connections of one user (default {default})"},
+	{.name = "hello-timeout",
+		.arg = "TIME",
+		.kind = OPTION_MS,
+		SRV(limits.hello_timeout_ms),
+		.max = 86400000,
+		.hint = " (500, 500ms or 5s; 0 .. 86400s)",
+		.help = "close a connection that sends no Hello within TIME (default {default}; 0: "
+			"never)"},
+	{.name = "frame-timeout",
+		.arg = "TIME",
+		.kind = OPTION_MS,
+		SRV(limits.frame_timeout_ms),
+		.max = 86400000,
+		.hint = " (500, 500ms or 5s; 0 .. 86400s)",
+		.help = "close a connection whose frame stalls for TIME (default {default}; 0: "
+			"never)"},
+	/* At least a few frames of the largest size must fit. */
+	{.name = "max-input-memory",
+		.arg = "SIZE",
+		.kind = OPTION_SIZE,
+		SRV(limits.max_input_bytes),
+		.min = 4u * FRAME_MAX,
+		.hint = " (a size of at least 4M)",
+		.help = "input buffered across connections (default {default})"},
+	{.name = "client-staging-limit",
+		.arg = "SIZE",
+		.kind = OPTION_SIZE,
+		SRV(limits.client_staging_bytes),
+		.hint = " (a size: 4096, 64k, 16M, 2G or 1T)",
+		.help = "staging arenas per session (default {default})"},
+	{.name = "staging-limit",
+		.arg = "SIZE",
+		.kind = OPTION_SIZE,
+		SRV(limits.staging_bytes),
+		.hint = " (a size: 4096, 64k, 16M, 2G or 1T)",
+		.help = "staging arenas across sessions (default {default})"},
+	{.name = "client-memory-limit",
+		.arg = "SIZE",
+		.kind = OPTION_SIZE,
+		SRV(limits.client_memory_bytes),
+		.hint = " (a size: 4096, 64k, 16M, 2G or 1T; 0: none)",
+		.help = "device memory per session (default {default}: none)"},
+	{.name = "client-handle-limit",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		SRV(limits.client_handles),
+		.min = 1,
+		.max = 1u << 30,
+		.help = "buffers, slices, arenas, modules per session (default {default})"},
+	{.name = "client-arena-limit",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		SRV(limits.client_arenas),
+		.min = 1,
+		.max = 1u << 20,
+		.help = "staging arenas per session (default {default})"},
+	{.name = "arena-limit",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		SRV(limits.arenas),
+		.min = 1,
+		.max = 1u << 20,
+		.help = "staging arenas across sessions (default {default})"},
+	{.name = "client-inflight-limit",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		SRV(limits.client_inflight),
+		.min = 2,
+		.max = 1u << 24,
+		.help = "ops and waits in flight per session before its requests wait (default "
+			"{default})"},
+	{.name = "log-level",
+		.short_name = 'l',
+		.arg = "LEVEL",
+		.kind = OPTION_CUSTOM,
+		.parse = daemon_log_level,
+		.hint = " (err, warning, notice, info or debug)",
+		.help = "err, warning, notice, info (default), debug"},
+	{.name = "help",
+		.short_name = 'h',
+		.kind = OPTION_CUSTOM,
+		.parse = daemon_help,
+		.help = "show this help"},
+	{.name = "version",
+		.short_name = 'V',
+		.kind = OPTION_CUSTOM,
+		.parse = daemon_version,
+		.help = "show the version"},
+	{0},
+};
 
-/* A number outside its range: the option and the range it takes. */
-static int bad_range(int c, unsigned min, unsigned max)
-{
-	for (const struct option *lo = fixed_opts; lo->name; lo++)
-		if (lo->val == c)
-			fprintf(stderr, "sseqd: invalid value '%s' for --%s: must be %u..%u\n",
-				optarg, lo->name, min, max);
-	return -EINVAL;
-}
+#undef SRV
 
-/* The options that take a number in a range: 1 when c is one of them (0 or -EINVAL in
- * *r), else 0. */
-static int parse_number_option(struct daemon_opts *o, int c, int *r)
-{
-	const struct {
-		int c;
-		unsigned lo, hi;
-		unsigned *to;
-	} numbers[] = {
-		{'d', 0, 1023, &o->srv.device},
-		{OPT_WINDOW, 2, 1u << 20, &o->srv.seq.window},
-		{OPT_COMPUTE, 1, 32, &o->srv.seq.n_compute},
-		{OPT_H2D, 1, 32, &o->srv.seq.n_h2d},
-		{OPT_D2H, 1, 32, &o->srv.seq.n_d2h},
-		{OPT_D2D, 1, 32, &o->srv.seq.n_d2d},
-		{OPT_SUBMIT, 0, BACKEND_MAX_SUBMIT_THREADS, &o->be.submit_threads},
-		{OPT_SPIN, 0, 1000000, &o->srv.spin_us},
-	};
-
-	for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
-		if (numbers[i].c != c)
-			continue;
-		*r = 0;
-		if (parse_uint(optarg, numbers[i].lo, numbers[i].hi, numbers[i].to) < 0)
-			*r = bad_range(c, numbers[i].lo, numbers[i].hi);
-		return 1;
-	}
-	return 0;
-}
-
-static int parse_option(struct daemon_opts *o, int c)
-{
-	const char *why = NULL;
-	int level, r;
-
-	if (parse_number_option(o, c, &r))
-		return r;
-	switch (c) {
-	case 's':
-		o->srv.socket_path = optarg;
-		break;
-	case 'b':
-		if (strcmp(optarg, "sim") && strcmp(optarg, "hip") && strcmp(optarg, "auto"))
-			return bad_value(c);
-		o->be.name = optarg;
-		break;
-	case OPT_SIM_DELAY:
-		if (sim_parse_delay(&o->be.sim, optarg, &why) < 0) {
-			fprintf(stderr, "sseqd: --sim-delay %s: %s\n", optarg,
-				why ? why : "invalid");
-			return -EINVAL;
-		}
-		break;
-	case OPT_INJECT:
-		return parse_inject(o, optarg) < 0 ? -EINVAL : 0;
-	case OPT_MODULE_DIR:
-		o->srv.module_dir = optarg;
-		break;
-	case OPT_KERNELS:
-		o->be.kernels = optarg;
-		break;
-	case OPT_AUDIT:
-		o->be.audit = true;
-		break;
-	case OPT_DEVICE_TIMELINE:
-		if (strcmp(optarg, "on") && strcmp(optarg, "off"))
-			return bad_value(c);
-		o->be.device_timeline = strcmp(optarg, "on") == 0;
-		break;
-	case OPT_ISOLATE:
-		o->srv.isolate_faults = true;
-		break;
-	case OPT_VERIFY:
-	case OPT_NO_VERIFY:
-		o->srv.verify = c == OPT_VERIFY;
-		break;
-	case OPT_DEVICE_RESET:
-		if (strcmp(optarg, "auto") && strcmp(optarg, "exec"))
-			return bad_value(c);
-		o->srv.reset_exec = strcmp(optarg, "exec") == 0;
-		break;
-	case 'l':
-		level = log_parse_level(optarg);
-		if (level < 0)
-			return bad_value(c);
-		log_set_level((enum log_level)level);
-		break;
-	case 'h':
-		usage(stdout);
-		exit(0);
-	case 'V':
-		printf("sseqd %s\n", SSEQ_VERSION);
-		exit(0);
-	default:
-		usage(stderr);
-		return -EINVAL;
-	}
-	return 0;
-}
-
+/* sseqd's options, then the backends' (the registry's groups), then the rest of its own;
+ * --help lists them in that order. */
 static int parse_args(struct daemon_opts *o, int argc, char **argv)
 {
-	enum { NFIXED = sizeof(fixed_opts) / sizeof(fixed_opts[0]) - 1 };
-	struct option longopts[NFIXED + NLIMITS + 1] = {{0}};
-	int c;
-
-	memcpy(longopts, fixed_opts, NFIXED * sizeof(fixed_opts[0]));
-	for (size_t i = 0; i < NLIMITS; i++)
-		longopts[NFIXED + i] = (struct option){
-			limit_opts[i].name, required_argument, NULL, OPT_LIMIT + (int)i};
-	while ((c = getopt_long(argc, argv, "s:d:b:l:hV", longopts, NULL)) != -1) {
-		int r = c >= OPT_LIMIT && c < OPT_LIMIT + (int)NLIMITS
-			? parse_limit(&o->srv.limits, &limit_opts[c - OPT_LIMIT], optarg)
-			: parse_option(o, c);
-		if (r < 0)
-			return r;
+	daemon_defaults = (struct server_options){.listen_fd = -1,
+		.spin_us = SERVER_DEFAULT_SPIN_US,
+		.seq = SERVER_STREAMS_DEFAULT,
+		.limits = SERVER_LIMITS_DEFAULT,
+		.verify = true};
+	/* The core's default (0 means it too), spelled out for --help. */
+	daemon_defaults.seq.window = SEQ_DEFAULT_WINDOW;
+	o->srv = daemon_defaults;
+	o->set.intro = "Usage: sseqd [OPTIONS]\nPer-GPU event-sequencing daemon.\n\n";
+	daemon_help_set = &o->set;
+	if (option_set_add(&o->set, daemon_options_head, &o->srv, &daemon_defaults) < 0 ||
+		registry_init(&o->reg, &o->set) < 0 ||
+		option_set_add(&o->set, daemon_options_tail, &o->srv, &daemon_defaults) < 0) {
+		fprintf(stderr, "sseqd: cannot build the option table\n");
+		return -ENOMEM;
 	}
-	if (optind < argc) {
-		fprintf(stderr, "sseqd: unexpected argument '%s'\n", argv[optind]);
-		return -EINVAL;
-	}
-	return 0;
+	return option_parse(&o->set, argc, argv);
 }
 
 /* The socket systemd passed (socket activation), or -1; < -1 on a bad hand-over. */
@@ -689,16 +512,16 @@ static int socket_prepare(struct daemon_opts *o, int resume)
 		return r;
 	o->srv.listen_fd = r;
 	if (o->srv.listen_fd < 0 && !o->srv.socket_path) {
-		snprintf(o->socket_buf, sizeof(o->socket_buf), "/run/sseq/gpu%u.sock",
+		snprintf(o->socket_buf, sizeof(o->socket_buf), SSEQ_SOCKET_DIR "/" SSEQ_SOCKET_NAME,
 			o->srv.device);
 		o->srv.socket_path = o->socket_buf;
 		/* Only root (or the unit's RuntimeDirectory=) may make it: a user's sseqd
 		 * fails here, and must hear that, not the bind's "No such file". */
-		if (mkdir("/run/sseq", 0755) < 0 && errno != EEXIST) {
+		if (mkdir(SSEQ_SOCKET_DIR, 0755) < 0 && errno != EEXIST) {
 			r = -errno;
 			log_err("main",
-				"cannot create /run/sseq (the directory of the default socket %s): "
-				"%s; %s",
+				"cannot create " SSEQ_SOCKET_DIR " (the directory of the default "
+				"socket %s): %s; %s",
 				o->socket_buf, strerror(-r),
 				r == -EACCES || r == -EPERM || r == -EROFS
 					? "run as root (the sseqd@ units do), or pass "
@@ -725,15 +548,13 @@ static int socket_prepare(struct daemon_opts *o, int resume)
 static void log_serving(const struct daemon_opts *o, const struct backend *be)
 {
 	struct backend_info info = {0};
+	char backend_on[128];
 
 	backend_info(be, &info);
-	log_notice("main",
-		"sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s%s%s%s",
+	registry_describe(&o->reg, be, backend_on, sizeof(backend_on));
+	log_notice("main", "sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s%s%s",
 		SSEQ_VERSION, o->srv.device, info.name, info.backend, o->srv.socket_path,
-		o->srv.seq.window ? o->srv.seq.window : SEQ_DEFAULT_WINDOW,
-		o->be.audit && backend_has_audit(be) ? "; audit on" : "",
-		o->be.device_timeline && strcmp(info.backend, "hip") == 0 ? "; device timeline on"
-									  : "",
+		o->srv.seq.window ? o->srv.seq.window : SEQ_DEFAULT_WINDOW, backend_on,
 		o->srv.verify ? "; schedule checker on" : "",
 		o->srv.seq.legacy_sync_window ? "; INJECTED legacy-sync-window" : "",
 		o->srv.seq.drop_wait ? "; INJECTED drop-wait" : "",
@@ -787,8 +608,10 @@ static void loop_finish(struct daemon_state *d, uv_loop_t *loop)
 
 /* The completion queue first, then the backend that pushes to it, then the server that
  * drains it; the backend builds the streams the core will number. */
-static int daemon_start(struct daemon_state *d, struct daemon_opts *o, uv_loop_t *loop)
+static int daemon_start(
+	struct daemon_state *d, struct daemon_opts *o, bool resumed, uv_loop_t *loop)
 {
+	const struct backend_args args = {.device = o->srv.device, .resumed = resumed};
 	struct seq_layout layout;
 	/* The server is not made yet, but its findings queue is ready before any op runs. */
 	const struct backend_env env = {.layout = &layout,
@@ -804,15 +627,9 @@ static int daemon_start(struct daemon_state *d, struct daemon_opts *o, uv_loop_t
 		return r;
 	}
 	cq_init(&d->cq);
-	o->be.device = o->srv.device;
-	r = backend_start(&o->be, &env, &d->be);
-	if (r < 0) {
-		/* -ENODEV: the registry said why (no such backend in this build, no device). */
-		if (r != -ENODEV)
-			log_err("main", "cannot start the %s backend: %s",
-				o->be.name ? o->be.name : "auto", strerror(-r));
+	r = registry_start(&o->reg, &args, &env, &d->be); /* it said why not */
+	if (r < 0)
 		return r;
-	}
 	r = server_init(&d->srv, loop, &o->srv, &d->be, &d->cq);
 	if (r < 0) {
 		server_finish(&d->srv);
@@ -824,13 +641,8 @@ static int daemon_start(struct daemon_state *d, struct daemon_opts *o, uv_loop_t
 int main(int argc, char **argv)
 {
 	static struct daemon_state d;
-	struct daemon_opts o = {.srv = {.listen_fd = -1,
-					.spin_us = SERVER_DEFAULT_SPIN_US,
-					.seq = SERVER_STREAMS_DEFAULT,
-					.limits = SERVER_LIMITS_DEFAULT,
-					.verify = true},
-		.be = {.submit_threads = BACKEND_DEFAULT_SUBMIT_THREADS,
-			.device_timeline = BACKEND_DEFAULT_DEVICE_TIMELINE}};
+	/* Static, as d: what the options point to stays reachable until the exit. */
+	static struct daemon_opts o;
 	uv_loop_t *loop = uv_default_loop();
 	sigset_t stop_signals;
 	int resume;
@@ -847,13 +659,9 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 	o.srv.argv = argv;
 	resume = server_resume_fd();
-	/* The sim's injected faults count launches from the start: after a restart in place
-	 * they would fire again on the new count, as a different experiment. */
-	if (resume >= 0)
-		o.be.sim.nfail = 0;
 	if (socket_prepare(&o, resume) < 0)
 		return 1;
-	if (daemon_start(&d, &o, loop) < 0)
+	if (daemon_start(&d, &o, resume >= 0, loop) < 0)
 		return 1;
 	log_serving(&o, &d.be);
 	if (resume >= 0)
@@ -872,6 +680,8 @@ int main(int argc, char **argv)
 		cq_finish(&d.cq);
 	}
 	loop_finish(&d, loop);
+	if (!d.srv.abandoned)
+		registry_finish(&o.reg);
 	log_notice("main", "stopped");
 	return d.srv.fatal ? 1 : 0;
 }

@@ -410,20 +410,9 @@ const struct kernel_desc *kernel_find(const char *name)
 }
 
 const struct karg_type_info karg_types[KARG_NTYPES] = {
-	[KARG_BUFFER] = {"buffer", sizeof(void *)},
-	[KARG_I32] = {"i32", 4},
-	[KARG_U32] = {"u32", 4},
-	[KARG_I64] = {"i64", 8},
-	[KARG_U64] = {"u64", 8},
-	[KARG_F32] = {"f32", 4},
-	[KARG_F64] = {"f64", 8},
-	[KARG_I8] = {"i8", 1},
-	[KARG_U8] = {"u8", 1},
-	[KARG_I16] = {"i16", 2},
-	[KARG_U16] = {"u16", 2},
-	[KARG_F16] = {"f16", 2},
-	[KARG_BF16] = {"bf16", 2},
-	[KARG_BYTES] = {"bytes", 0},
+#define KARG_INFO(T, name, ctype, size, wide, min, max) [KARG_##T] = {#name, size},
+	KARG_TYPES(KARG_INFO)
+#undef KARG_INFO
 };
 
 const char *karg_type_name(enum karg_type type)

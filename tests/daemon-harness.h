@@ -529,9 +529,11 @@ static inline int harness_main(
 	SRunner *sr;
 	int failed;
 
+	const char *test_backend = getenv("SSEQ_TEST_BACKEND");
+
 	sseqd_path = argc > 1 ? argv[1] : getenv("SSEQD");
-	if (getenv("SSEQ_TEST_BACKEND") && *getenv("SSEQ_TEST_BACKEND"))
-		backend = getenv("SSEQ_TEST_BACKEND");
+	if (test_backend && *test_backend)
+		backend = test_backend;
 	if (!sseqd_path) {
 		fprintf(stderr, "usage: %s PATH-TO-SSEQD\n", argv[0]);
 		return 2;

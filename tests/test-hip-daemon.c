@@ -46,9 +46,10 @@ static void hipd_start(struct hipd *d, const char *const *extra)
 	size_t len;
 	FILE *f;
 	int n = 0;
+	const char *env_sseqd = getenv("SSEQD");
 
-	if (getenv("SSEQD") && *getenv("SSEQD")) {
-		snprintf(sseqd, sizeof(sseqd), "%s", getenv("SSEQD"));
+	if (env_sseqd && *env_sseqd) {
+		snprintf(sseqd, sizeof(sseqd), "%s", env_sseqd);
 	} else {
 		char dir[PATH_MAX];
 

@@ -1,6 +1,7 @@
 #!/bin/bash
 # The man pages: each renders without a groff warning, and each keeps up with the code
-# it documents (every sseqd / sseqctl / sseq-stress option, every sseqctl command,
+# it documents (every sseqd / sseqctl / sseq-stress option; sseqd's both ways, the same
+# entries in --help and sseqd(8) with the defaults --help names; every sseqctl command,
 # every libsseq function and error code, the protocol version, the sseq-stress synopsis,
 # the lines of sseqctl status), every function libsseq exports has a page of its name, and
 # libsseq(3)'s example still compiles.
@@ -66,6 +67,43 @@ expect_terms() {
 # 2. Every sseqd option, exactly as --help spells it.
 "$sseqd" --help | help_options >"$dir/terms"
 expect_terms option sseqd.8
+
+# ... and the other way: sseqd(8)'s OPTIONS entries and --help's (built from one table,
+# the backends' rows included) are the same options spelled the same, and where --help
+# names a default, the page's entry names it too (5000ms as 5s).
+sseqd_entries() { # stdin: --help, or the page's OPTIONS section: "TERM<tab>TEXT" per entry
+	awk -v page="$1" '
+		function flush() { if (term != "") print term "\t" text; term = ""; text = "" }
+		page && /^[A-Z]/ { flush(); on = $0 == "OPTIONS"; next }
+		page && !on { next }
+		(page && /^       -/) || (!page && /^  -|^      --/) {
+			flush(); line = $0; sub(/^ +/, "", line)
+			term = line; text = ""
+			if (!page && match(line, /  +/)) {
+				term = substr(line, 1, RSTART - 1); text = substr(line, RSTART + RLENGTH)
+			}
+			next
+		}
+		/^[^ ]/ && !page { flush(); next }
+		term != "" { line = $0; sub(/^ +/, "", line); text = text " " line }
+		END { flush() }'
+}
+"$sseqd" --help | sseqd_entries 0 | sort >"$dir/help-entries"
+MANWIDTH=1000 man -E ascii -l "${page[sseqd.8]}" 2>/dev/null | sseqd_entries 1 | sort >"$dir/page-entries"
+diff <(cut -f1 "$dir/help-entries") <(cut -f1 "$dir/page-entries") >"$dir/entries.diff" ||
+	fail "sseqd --help (<) and sseqd.8's OPTIONS (>) differ:"$'\n'"$(cat "$dir/entries.diff")"
+[[ $(wc -l <"$dir/help-entries") -gt 30 ]] || fail "found too few sseqd options: $(cat "$dir/help-entries")"
+while IFS=$'\t' read -r term text; do
+	def=$(grep -o 'default [0-9][0-9]*[kMGT]\{0,1\}\(ms\)\{0,1\}\b\|default o[nf]f\{0,1\}\b' <<<"$text" | head -1) ||
+		continue
+	value=${def#default }
+	if [[ $value =~ ^([0-9]+)000ms$ ]]; then
+		value=${BASH_REMATCH[1]}s
+	fi
+	entry=$(grep -F -- "$term"$'\t' "$dir/page-entries" | cut -f2)
+	grep -qiE -- "default $value\b" <<<"$entry" ||
+		fail "sseqd.8's $term does not say 'default $value' as --help does: $entry"
+done <"$dir/help-entries"
 
 # 3. Every sseqctl command and option.
 "$sseqctl" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z]\{1,\}\) .*/\1/p' >"$dir/terms"

@@ -207,7 +207,7 @@ START_TEST(test_a_restart_in_place_hands_over_unwritten_replies)
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
 	Sseq__Free fr = SSEQ__FREE__INIT;
 	Sseq__Sync sy = SSEQ__SYNC__INIT;
-	uint8_t *frames = malloc((N + 1) * 32), *seen = calloc(N + 1, 1);
+	uint8_t *frames, *seen;
 	uint64_t ya, first, sync_tag, frames_in;
 	bool sync_done = false;
 	unsigned got = 0;
@@ -215,6 +215,9 @@ START_TEST(test_a_restart_in_place_hands_over_unwritten_replies)
 	int a, b;
 
 	SIM_ONLY();
+	frames = malloc((N + 1) * 32);
+	seen = calloc(N + 1, 1);
+	ck_assert(frames && seen);
 	daemon_start(args);
 	a = conn_worker("gw1");
 	b = conn_worker("gw2");

@@ -222,9 +222,10 @@ static void add(TCase *tc)
 
 int main(int argc, char **argv)
 {
+	const char *test_backend = getenv("SSEQ_TEST_BACKEND");
+
 	/* The sim's delays are what is tested: nothing to do on a GPU. */
-	if (getenv("SSEQ_TEST_BACKEND") && *getenv("SSEQ_TEST_BACKEND") &&
-		strcmp(getenv("SSEQ_TEST_BACKEND"), "sim") != 0)
+	if (test_backend && *test_backend && strcmp(test_backend, "sim") != 0)
 		return 77;
 	return harness_main(argc, argv, "shutdown", 60, add);
 }

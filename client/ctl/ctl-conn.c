@@ -292,9 +292,11 @@ static int ctl_recv(struct ctl *c, Sseq__Message **out, int64_t deadline)
 		ctl_error(c, "out of memory");
 		return -ENOMEM;
 	}
+	/* Anything short of an error is a frame read: 0 always comes with *out set. */
 	r = ctl_read_all(c, body, len, deadline);
-	if (r == 0) {
+	if (r >= 0) {
 		*out = sseq__message__unpack(NULL, len, body);
+		r = 0;
 		if (!*out) {
 			ctl_error(c, "the daemon sent a message that does not decode");
 			r = -EPROTO;
@@ -340,8 +342,9 @@ static int ctl_exchange(struct ctl *c, Sseq__Request *rq, Sseq__Message **out)
 	int r;
 
 	rq->tag = ++c->next_tag;
-	r = ctl_send(c, rq, deadline);
-	while (r == 0) {
+	if ((r = ctl_send(c, rq, deadline)) < 0)
+		return r;
+	for (;;) {
 		Sseq__Message *m = NULL;
 		const Sseq__QueryResult *qr;
 		const Sseq__Reply *reply;
@@ -351,7 +354,7 @@ static int ctl_exchange(struct ctl *c, Sseq__Request *rq, Sseq__Message **out)
 
 		r = ctl_recv(c, &m, deadline);
 		if (r < 0)
-			break;
+			return r;
 		qr = m->body_case == SSEQ__MESSAGE__BODY_QUERY_RESULT ? m->query_result : NULL;
 		reply = m->body_case == SSEQ__MESSAGE__BODY_REPLY ? m->reply : NULL;
 		if (qr && qr->tag == rq->tag) {
@@ -382,7 +385,6 @@ static int ctl_exchange(struct ctl *c, Sseq__Request *rq, Sseq__Message **out)
 		*out = m;
 		return 0;
 	}
-	return r;
 }
 
 int ctl_hello(struct ctl *c)

@@ -13,12 +13,12 @@ const char *ctl_socket_dir(void)
 {
 	const char *dir = getenv("SSEQ_SOCKET_DIR");
 
-	return dir && *dir ? dir : CTL_SOCKET_DIR;
+	return dir && *dir ? dir : SSEQ_SOCKET_DIR;
 }
 
 int ctl_gpu_socket(unsigned gpu, char *buf, size_t size)
 {
-	int n = snprintf(buf, size, "%s/gpu%u.sock", ctl_socket_dir(), gpu);
+	int n = snprintf(buf, size, "%s/" SSEQ_SOCKET_NAME, ctl_socket_dir(), gpu);
 
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
@@ -65,8 +65,10 @@ int ctl_discover(struct ctl_sockets *out)
 		return -EIO;
 	}
 	out->path = calloc(g.gl_pathc, sizeof(*out->path));
-	if (!out->path)
-		r = -ENOMEM;
+	if (!out->path) {
+		globfree(&g);
+		return -ENOMEM;
+	}
 	for (size_t i = 0; r == 0 && i < g.gl_pathc; i++) {
 		if (gpu_index(g.gl_pathv[i]) < 0)
 			continue;

@@ -9,6 +9,7 @@
 #include <wchar.h>
 
 #include "ctl.h"
+#include "sseq-tables.h"
 #include "sseq-utf8.h"
 
 /* A text table: cells are collected first so every column gets the width it needs. */
@@ -194,6 +195,9 @@ static const char *fmt_list(
 	size_t len = 0;
 
 	snprintf(buf, size, "-");
+	/* protobuf-c leaves a repeated field's array NULL only when it is empty. */
+	if (!u32 && !u64)
+		n = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t v = u32 ? u32[i] : u64[i];
 		int w = snprintf(buf + len, size - len, "%s%" PRIu64, i ? "," : "", v);
@@ -448,18 +452,16 @@ static void text_buffers(const Sseq__QueryResult *res)
 	table_finish(&t);
 }
 
-/* Labels for counters whose field name alone reads badly; the rest are spelled from
- * the schema, so a counter added in a later minor version still shows up. */
+/* A counter's label, from the schema (sseq-tables.h); one the schema does not know (a
+ * newer daemon's) is spelled from its field name, so it still shows up. */
 static const char *counter_label(const char *field, char *buf, size_t size)
 {
 	static const struct {
 		const char *field, *label;
 	} labels[] = {
-		{"waits_elided_same_stream", "waits elided: same stream"},
-		{"waits_elided_observed", "waits elided: observed complete"},
-		{"waits_elided_legacy", "waits elided: legacy (injected bug)"},
-		{"frames_in", "frames received"},
-		{"frames_bad", "frames refused"},
+#define COUNTER_LABEL(name, number, help, label) {#name, label},
+		SSEQ_COUNTERS(COUNTER_LABEL)
+#undef COUNTER_LABEL
 	};
 	size_t i;
 

@@ -12,13 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sseq/sseq-socket.h>
+
 #include "sseq.pb-c.h"
 
 #define CTL_TIMEOUT_MS 5000
 #define CTL_FOLLOW_MS 200
-/* Where sseq-enable-gpus's sockets are (SSEQ_DEFAULT_SOCKET is its gpu0.sock);
- * $SSEQ_SOCKET_DIR overrides it. */
-#define CTL_SOCKET_DIR "/run/sseq"
 #define CTL_PATH_MAX 4096
 
 struct json;
@@ -70,7 +69,8 @@ struct ctl_sockets {
 	size_t n;
 };
 
-/* $SSEQ_SOCKET_DIR when set and not empty, else CTL_SOCKET_DIR. */
+/* Where sseq-enable-gpus's sockets are: $SSEQ_SOCKET_DIR when set and not empty, else
+ * SSEQ_SOCKET_DIR (<sseq/sseq-socket.h>, SSEQ_DEFAULT_SOCKET is its gpu0.sock). */
 const char *ctl_socket_dir(void);
 /* GPU n's socket in that directory, into buf: 0 or -ENAMETOOLONG. */
 int ctl_gpu_socket(unsigned gpu, char *buf, size_t size);

@@ -17,9 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Only for SSEQ_DEFAULT_SOCKET: sseqctl speaks the wire itself, without libsseq. */
-#include <sseq/sseq.h>
-
 #include "ctl-json.h"
 #include "ctl.h"
 
@@ -269,7 +266,7 @@ static void usage(FILE *f)
 		"Exit status: 0 ok, 1 the daemon reported an error, 2 bad usage,\n"
 		"3 no daemon answers at the socket or it went away, 4 permission denied\n"
 		"on the socket (with several daemons: the worst).\n",
-		SSEQ_DEFAULT_SOCKET, CTL_SOCKET_DIR);
+		SSEQ_DEFAULT_SOCKET, SSEQ_SOCKET_DIR);
 }
 
 /* What the command line asked for. */
@@ -588,7 +585,8 @@ static int ctl_dispatch(struct ctl *c, const struct invocation *inv)
 			kind == SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS ||
 			kind == SSEQ__QUERY_KIND__QUERY_KIND_STATS ||
 			kind == SSEQ__QUERY_KIND__QUERY_KIND_METRICS);
-	char fallback[CTL_PATH_MAX];
+	/* Static: c->socket keeps pointing at it after we return. */
+	static char fallback[CTL_PATH_MAX];
 	char *only[1] = {NULL};
 	struct ctl_sockets one = {.path = only, .n = 1};
 	int r, status;

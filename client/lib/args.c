@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "karg.h"
 
 void args_pack_finish(struct args_pack *p)
 {
@@ -21,8 +22,8 @@ static int pack_bytes(Sseq__Arg *out, Sseq__BytesArg *bytes, const struct sseq_a
 {
 	const uint32_t size = a->v.bytes.size, align = a->v.bytes.align ? a->v.bytes.align : 1;
 
-	if (!a->v.bytes.data || size == 0 || size > 4096 || align > 256 || (align & (align - 1)) ||
-		size % align)
+	if (!a->v.bytes.data || size == 0 || size > KERNEL_PARAM_SPACE ||
+		align > KARG_BYTES_MAX_ALIGN || (align & (align - 1)) || size % align)
 		return -EINVAL;
 	sseq__bytes_arg__init(bytes);
 	bytes->data.data = (uint8_t *)(uintptr_t)a->v.bytes.data;
@@ -32,6 +33,16 @@ static int pack_bytes(Sseq__Arg *out, Sseq__BytesArg *bytes, const struct sseq_a
 	out->bytes = bytes;
 	return 0;
 }
+
+/* The public header keeps its own copy of the types (it cannot include karg.h): one more
+ * than the table's, each carried by a value member wide enough for it. */
+#define ARG_MATCHES(T, name, ctype, size, wide, min, max)                                          \
+	_Static_assert(SSEQ_ARG_##T == KARG_##T + 1, "sseq.h's SSEQ_ARG_" #T " is KARG_" #T);      \
+	_Static_assert(sizeof(((struct sseq_arg *)0)->v.wide) >= (size),                           \
+		"sseq.h's struct sseq_arg carries " #name);
+KARG_TYPES(ARG_MATCHES)
+#undef ARG_MATCHES
+_Static_assert(SSEQ_ARG_BYTES == KARG_NTYPES, "sseq.h's enum sseq_arg_type ends with bytes");
 
 static int pack_one(
 	Sseq__Arg *out, Sseq__BufferArg *buf, Sseq__BytesArg *bytes, const struct sseq_arg *a)
@@ -47,55 +58,15 @@ static int pack_one(
 		out->value_case = SSEQ__ARG__VALUE_BUFFER;
 		out->buffer = buf;
 		return 0;
-	case SSEQ_ARG_I32:
-		out->value_case = SSEQ__ARG__VALUE_I32;
-		out->i32 = a->v.i32;
+		/* A scalar goes in its own field of the wire's Arg; the narrow ones travel widened
+		 * and the daemon checks their range. */
+#define PACK_SCALAR(T, name, ctype, size, wide, min, max)                                          \
+	case SSEQ_ARG_##T:                                                                         \
+		out->value_case = SSEQ__ARG__VALUE_##T;                                            \
+		out->name = a->v.wide;                                                             \
 		return 0;
-	case SSEQ_ARG_U32:
-		out->value_case = SSEQ__ARG__VALUE_U32;
-		out->u32 = a->v.u32;
-		return 0;
-	case SSEQ_ARG_I64:
-		out->value_case = SSEQ__ARG__VALUE_I64;
-		out->i64 = a->v.i64;
-		return 0;
-	case SSEQ_ARG_U64:
-		out->value_case = SSEQ__ARG__VALUE_U64;
-		out->u64 = a->v.u64;
-		return 0;
-	case SSEQ_ARG_F32:
-		out->value_case = SSEQ__ARG__VALUE_F32;
-		out->f32 = a->v.f32;
-		return 0;
-	case SSEQ_ARG_F64:
-		out->value_case = SSEQ__ARG__VALUE_F64;
-		out->f64 = a->v.f64;
-		return 0;
-	/* The narrow ones travel widened; the daemon checks their range. */
-	case SSEQ_ARG_I8:
-		out->value_case = SSEQ__ARG__VALUE_I8;
-		out->i8 = a->v.i32;
-		return 0;
-	case SSEQ_ARG_U8:
-		out->value_case = SSEQ__ARG__VALUE_U8;
-		out->u8 = a->v.u32;
-		return 0;
-	case SSEQ_ARG_I16:
-		out->value_case = SSEQ__ARG__VALUE_I16;
-		out->i16 = a->v.i32;
-		return 0;
-	case SSEQ_ARG_U16:
-		out->value_case = SSEQ__ARG__VALUE_U16;
-		out->u16 = a->v.u32;
-		return 0;
-	case SSEQ_ARG_F16:
-		out->value_case = SSEQ__ARG__VALUE_F16;
-		out->f16 = a->v.u32;
-		return 0;
-	case SSEQ_ARG_BF16:
-		out->value_case = SSEQ__ARG__VALUE_BF16;
-		out->bf16 = a->v.u32;
-		return 0;
+		KARG_SCALAR_TYPES(PACK_SCALAR)
+#undef PACK_SCALAR
 	case SSEQ_ARG_BYTES:
 		return pack_bytes(out, bytes, a);
 	}

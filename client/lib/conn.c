@@ -424,13 +424,18 @@ int sseq__connect_fd(int fd, const struct sseq_connect_options *opts, struct sse
 	return 0;
 }
 
+const char *sseq_default_socket(void)
+{
+	return SSEQ_DEFAULT_SOCKET;
+}
+
 int sseq_connect(const char *path, const struct sseq_connect_options *opts, struct sseq **out)
 {
 	*out = NULL;
 	if (!path) {
 		path = getenv("SSEQ_SOCKET");
 		if (!path || !*path)
-			path = SSEQ_DEFAULT_SOCKET;
+			path = sseq_default_socket();
 	}
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	size_t len = strlen(path);

@@ -1,6 +1,7 @@
 /* libsseq's questions about loaded modules (the MODULES query): a module's functions with
  * their demangled names and attributes, one function's attributes, and the device's
  * launch limits, so a client can pick block sizes. */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,6 +64,7 @@ int sseq_module_functions(
 		return client_fail(s, -EINVAL, "sseq_module_functions: no room for %zu", n);
 	if ((r = module_query(s, module, NULL, &qr)) < 0)
 		return r;
+	assert(qr); /* module_query's 0 comes with the answer */
 	mi = qr->modules[0];
 	if (mi->functions_error && *mi->functions_error) {
 		r = client_fail(s, -SSEQ_ERR_INVALID_ARGUMENT, "module %llu: %s",
@@ -86,6 +88,7 @@ int sseq_function_attributes(
 		return client_fail(s, -EINVAL, "sseq_function_attributes: no function name");
 	if ((r = module_query(s, module, name, &qr)) < 0)
 		return r;
+	assert(qr); /* module_query's 0 comes with the answer */
 	if (qr->modules[0]->n_functions != 1)
 		r = client_fail(s, -SSEQ_ERR_PROTOCOL_ERROR, "the daemon answered no function");
 	else

@@ -8,33 +8,27 @@
 #include <string.h>
 
 #include "client.h"
+#include "sseq-tables.h"
 
+/* sseq_strerror's text of each status, from the schema (sseq-tables.h). The public header
+ * keeps its own enum sseq_error: each of its codes is checked here against the wire's. */
 static const char *const status_text[] = {
-	[1] = "invalid argument (daemon)",
-	[2] = "unknown handle",
-	[3] = "offset or length out of range",
-	[4] = "permission denied (daemon)",
-	[5] = "unsupported protocol version",
-	[6] = "unknown kernel",
-	[7] = "kernel argument type or access mismatch",
-	[8] = "device memory, staging or session limit exhausted",
-	[9] = "device error",
-	[10] = "an operation this one depends on failed",
-	[11] = "injected fault",
-	[12] = "double definition of a write",
-	[13] = "staging memfd not sealed or wrong size",
-	[14] = "frame too large",
-	[15] = "daemon busy",
-	[16] = "daemon shutting down",
-	[17] = "daemon internal error",
-	[18] = "protocol error",
-	[19] = "not supported by the device or platform",
+#define STATUS_TEXT(NAME, number, text) [number] = text,
+	SSEQ_STATUSES(STATUS_TEXT)
+#undef STATUS_TEXT
 };
+#define STATUS_MATCHES(NAME, number, text)                                                         \
+	_Static_assert(SSEQ_ERR_##NAME == SSEQ_ERR_BASE + SSEQ__STATUS__STATUS_##NAME,             \
+		"sseq.h's SSEQ_ERR_" #NAME " is the wire's STATUS_" #NAME);
+SSEQ_STATUS_ERRORS(STATUS_MATCHES)
+#undef STATUS_MATCHES
+_Static_assert(SSEQ_ERR_END == SSEQ_ERR_BASE + SSEQ_STATUS_COUNT,
+	"sseq.h's enum sseq_error has every status of the schema");
 
 const char *sseq_strerror(int code)
 {
 	if (code == 0)
-		return "success";
+		return status_text[0];
 	if (code > 0)
 		return "invalid error code";
 	if (SSEQ_IS_DAEMON_ERROR(code)) {

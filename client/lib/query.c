@@ -2,14 +2,17 @@
  * and sseq_stats, the one query the public API offers. A query is waited on like any
  * request, but its answers are QueryResults kept in its op until collected; a trace
  * query with follow set keeps answering under its tag. */
+#include <assert.h>
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "client.h"
+#include "sseq-tables.h"
 
 int sseq__query_send(struct sseq *s, const Sseq__Query *query, uint64_t *tag)
 {
+	*tag = 0; /* none on failure */
 	struct op *op = client_op_new();
 	if (!op)
 		return client_fail(s, -ENOMEM, "out of memory");
@@ -88,27 +91,14 @@ int sseq_stats(struct sseq *s, struct sseq_stats *stats)
 	r = sseq__query(s, SSEQ__QUERY_KIND__QUERY_KIND_STATS, 0, &qr);
 	if (r < 0)
 		return r;
+	assert(qr); /* sseq__query's 0 comes with the answer */
 	const Sseq__Counters *c = qr->counters;
 	struct sseq_stats st = {.size = size};
 	if (c) {
-		st.waits_enqueued = c->waits_enqueued;
-		st.waits_elided_same_stream = c->waits_elided_same_stream;
-		st.waits_elided_observed = c->waits_elided_observed;
-		st.waits_elided_legacy = c->waits_elided_legacy;
-		st.backpressure_events = c->backpressure_events;
-		st.race_findings = c->race_findings;
-		st.ops_submitted = c->ops_submitted;
-		st.ops_completed = c->ops_completed;
-		st.ops_failed = c->ops_failed;
-		st.events_recorded = c->events_recorded;
-		st.frees_deferred = c->frees_deferred;
-		st.releases = c->releases;
-		st.double_definitions = c->double_definitions;
-		st.audit_findings = c->audit_findings;
-		st.sessions_total = c->sessions_total;
-		st.frames_in = c->frames_in;
-		st.frames_bad = c->frames_bad;
-		st.placed_by_affinity = c->placed_by_affinity;
+		/* struct sseq_stats's counters, each the Counters field of its name. */
+#define STATS_FIELD(name) st.name = c->name;
+		SSEQ_STATS_FIELDS(STATS_FIELD)
+#undef STATS_FIELD
 	}
 	sseq__query_result_free(qr);
 	/* A caller built against an older header passes a smaller struct. */

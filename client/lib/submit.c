@@ -2,6 +2,7 @@
  * the calls that wait on the daemon's side (await, sync). Each call packs one Request
  * and hands it to client_submit(); the ones that return a handle wait for their Reply.
  * The arenas themselves are arenas.c's; registering them with the daemon is here. */
+#include <assert.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -297,6 +298,7 @@ int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *sr
 	int r = client_handle_in(s, dst, "sseq_copy_h2d", &c.dst);
 	if (r < 0 || (r = copy_op_new(s, (void *)src, len, true, &op, &off)) < 0)
 		return r;
+	assert(op); /* copy_op_new's 0 comes with the op */
 	c.staging = op->arena->handle;
 	c.staging_offset = off;
 	c.dst_offset = dst_off;
@@ -320,6 +322,7 @@ int sseq_copy_d2h(
 	int r = client_handle_in(s, src, "sseq_copy_d2h", &c.src);
 	if (r < 0 || (r = copy_op_new(s, dst, len, false, &op, &off)) < 0)
 		return r;
+	assert(op); /* copy_op_new's 0 comes with the op */
 	c.src_offset = src_off;
 	c.staging = op->arena->handle;
 	c.staging_offset = off;

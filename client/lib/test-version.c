@@ -1,6 +1,6 @@
 /* The release a program is compiled against (<sseq/sseq.h>'s SSEQ_VERSION and its parts)
- * is the one the library it runs with reports, sseq_version(). Linked against the shared
- * libsseq, as a program is. */
+ * is the one the library it runs with reports, sseq_version(), and so is the default
+ * socket, sseq_default_socket(). Linked against the shared libsseq, as a program is. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +26,18 @@ START_TEST(test_version_parts_spell_the_string)
 }
 END_TEST
 
+START_TEST(test_default_socket_is_the_headers)
+{
+	char gpu0[64];
+
+	ck_assert_ptr_nonnull(sseq_default_socket());
+	ck_assert_str_eq(SSEQ_DEFAULT_SOCKET, sseq_default_socket());
+	/* GPU 0's socket in the sockets' directory, as sseqd and sseqctl spell it. */
+	snprintf(gpu0, sizeof(gpu0), SSEQ_SOCKET_DIR "/" SSEQ_SOCKET_NAME, 0u);
+	ck_assert_str_eq(gpu0, sseq_default_socket());
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("version");
@@ -35,6 +47,7 @@ int main(void)
 
 	tcase_add_test(tc, test_version_macro_is_the_library_version);
 	tcase_add_test(tc, test_version_parts_spell_the_string);
+	tcase_add_test(tc, test_default_socket_is_the_headers);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

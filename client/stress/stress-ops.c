@@ -245,6 +245,8 @@ void op_elementwise(
 	struct client *c, enum ew_kind kind, struct handle *x, struct handle *b, struct handle *y)
 {
 	uint64_t n = x->n < y->n ? x->n : y->n;
+	if (kind == EW_ADD && !b)
+		return; /* add has a second input */
 	if (b && b->n < n)
 		n = b->n;
 	n = rng_chance(&c->rng, 60) ? n : (uint64_t)rng_range(&c->rng, 1, (int64_t)n);

@@ -11,16 +11,10 @@ static bool range_ok(uint64_t offset, uint64_t length, uint64_t size)
 int backend_op_check(enum seq_stream_kind stream_kind, uint64_t launched, struct seq_point at,
 	const struct seq_op *op)
 {
-	static const enum seq_stream_kind stream_of[] = {
-		[SEQ_OP_H2D] = SEQ_STREAM_H2D,
-		[SEQ_OP_D2H] = SEQ_STREAM_D2H,
-		[SEQ_OP_D2D] = SEQ_STREAM_D2D,
-		[SEQ_OP_EXEC] = SEQ_STREAM_COMPUTE,
-	};
 	const struct op_payload *p = op->payload;
 	const struct seq_access *a = op->access;
 
-	if ((unsigned)op->kind > SEQ_OP_EXEC || stream_kind != stream_of[op->kind] ||
+	if ((unsigned)op->kind > SEQ_OP_EXEC || stream_kind != seq_op_stream_kind(op->kind) ||
 		at.seq != launched + 1 || op->naccess > SEQ_MAX_ACCESS || !p)
 		return -EINVAL;
 	switch (op->kind) {

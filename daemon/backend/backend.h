@@ -12,6 +12,7 @@
 
 #include "cq.h"
 #include "kernels.h"
+#include "option.h"
 #include "sequencer.h"
 
 /* The error an injected fault (sim --inject fail-op=N) fails its operation with, so the
@@ -305,6 +306,37 @@ static inline void backend_destroy(struct backend *b)
 	b->ops = NULL;
 	b->ctx = NULL;
 }
+
+/* What sseqd's own options tell whichever backend it starts. */
+struct backend_args {
+	unsigned device; /* --device */
+	/* Restarted in place: what counts from the process's start (the sim's injected
+	 * faults, numbered by launch) is not done again, as a different experiment. */
+	bool resumed;
+};
+
+/* A backend as sseqd knows it (seatd's impls[], XLA's platform registration): exported
+ * by each backend at the bottom of its main file (sim.c; hip-config.c, which every build
+ * has, with HIP or without), listed by registry.c in the order --backend auto tries
+ * them. Its options are its own rows, parsed into a config of its own (config_size
+ * bytes, starting as config_default) that probe and create are given. */
+struct backend_desc {
+	const char *name; /* --backend NAME */
+	const char *title; /* in prose: "HIP" */
+	const char *build_option; /* what builds it in: "-Dhip=enabled"; NULL: always built */
+	/* 0 when it can run the device on this machine, else a negative errno with the
+	 * reason in why; must not start the device. NULL (and create NULL): this sseqd was
+	 * built without it, and takes its options only so that one configuration serves
+	 * every build. */
+	int (*probe)(const void *config, unsigned device, char *why, size_t size);
+	int (*create)(struct backend *out, const void *config, const struct backend_args *args,
+		const struct backend_env *env);
+	size_t config_size;
+	const void *config_default;
+	const struct option_row *options; /* ending with a row named NULL */
+	/* What its options turned on, for the start-up line ("; audit on"); may be NULL. */
+	void (*describe)(const void *config, const struct backend *be, char *buf, size_t size);
+};
 
 /* The checks every backend makes before launching op at `at` on a stream of kind
  * stream_kind whose last launched point is `launched`: 0 or -EINVAL. */

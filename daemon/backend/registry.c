@@ -1,158 +1,243 @@
-/* The backend registry: which backends this sseqd was built with, how each says whether
- * it can run here, and the one place that reports why one does not. */
+/* The backend registry: the list of backends this sseqd knows (each one's descriptor, in
+ * the order meson's list gives, the order auto tries), --backend, and the one place that
+ * reports why a backend does not run. Nothing here names a backend. */
 #include "registry.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "backend-list.h" /* SSEQ_BACKENDS: X(name) for each, from meson */
 #include "log.h"
-#ifdef SSEQ_HAVE_HIP
-#include "hip.h"
-#endif
 
-#ifdef SSEQ_HAVE_HIP
-_Static_assert(BACKEND_MAX_SUBMIT_THREADS == HIP_MAX_SUBMIT_THREADS,
-	"--submit-threads takes what the hip backend can start");
+#define X(name) extern const struct backend_desc name##_backend;
+SSEQ_BACKENDS
+#undef X
 
-static bool sim_tuned(const struct sim_config *c)
+static const struct backend_desc *const backends[] = {
+#define X(name) &name##_backend,
+	SSEQ_BACKENDS
+#undef X
+};
+
+#define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
+_Static_assert(NBACKENDS <= REGISTRY_MAX_BACKENDS, "raise REGISTRY_MAX_BACKENDS");
+
+static bool registry_built(const struct backend_desc *b)
 {
-	for (unsigned k = 0; k < SEQ_STREAM_KINDS; k++)
-		if (c->delay[k].mode != SIM_DELAY_NONE)
-			return true;
-	return c->nfail > 0;
+	return b->probe && b->create;
 }
 
-static int hip_probe(const struct backend_options *o, char *why, size_t size)
+static int registry_parse_name(void *cfg, const char *arg, const char **why)
 {
-	int n = hip_device_count();
+	struct registry *reg = cfg;
 
-	if (n < 0)
-		snprintf(why, size, "the HIP runtime cannot start (no GPU driver: %s)",
-			strerror(-n));
-	else if (n == 0)
-		snprintf(why, size, "no GPU found");
-	else if ((unsigned)n <= o->device)
-		snprintf(why, size, "no GPU %u (the HIP runtime sees %d)", o->device, n);
-	else
+	if (strcmp(arg, "auto") == 0) {
+		reg->name = arg;
 		return 0;
-	return n < 0 ? n : -ENODEV;
+	}
+	for (size_t i = 0; i < NBACKENDS; i++) {
+		if (strcmp(backends[i]->name, arg) == 0) {
+			reg->name = arg;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }
 
-static int hip_start(
-	struct backend *out, const struct backend_options *o, const struct backend_env *env)
+/* "hip, sim or auto": every backend known, built into this sseqd or not. */
+static void registry_names(char *buf, size_t size)
 {
-	const struct hip_config hc = {.device = o->device,
-		.kernels = o->kernels,
-		.audit = o->audit,
-		.submit_threads = o->submit_threads,
-		.device_timeline = o->device_timeline};
+	size_t n = 0;
 
-	if (sim_tuned(&o->sim))
-		log_warn("main",
-			"--sim-delay and --inject fail-op/device-fail-op act on the sim backend "
-			"only: ignored with hip");
-	return hip_create(out, &hc, env);
+	buf[0] = '\0';
+	for (size_t i = 0; i < NBACKENDS && n < size; i++)
+		n += (size_t)snprintf(buf + n, size - n, "%s, ", backends[i]->name);
+	if (n >= 2 && n < size)
+		snprintf(buf + n - 2, size - n + 2, " or auto");
 }
-#endif
 
-static int sim_probe(const struct backend_options *o, char *why, size_t size)
+int registry_init(struct registry *reg, struct option_set *set)
 {
+	char names[64];
+	int g;
+
+	memset(reg, 0, sizeof(*reg));
+	reg->set = set;
+	registry_names(names, sizeof(names));
+	snprintf(reg->hint, sizeof(reg->hint), " (%s)", names);
+	snprintf(reg->help, sizeof(reg->help),
+		"%s (default auto: the first of these that can run here)", names);
+	reg->rows[0] = (struct option_row){.name = "backend",
+		.short_name = 'b',
+		.arg = "KIND",
+		.kind = OPTION_CUSTOM,
+		.parse = registry_parse_name,
+		.hint = reg->hint,
+		.help = reg->help};
+	if (option_set_add(set, reg->rows, reg, NULL) < 0)
+		return -ENOSPC;
+	for (size_t i = 0; i < NBACKENDS; i++) {
+		const struct backend_desc *b = backends[i];
+
+		reg->config[i] = calloc(1, b->config_size ? b->config_size : 1);
+		if (!reg->config[i])
+			return -ENOMEM;
+		if (b->config_default)
+			memcpy(reg->config[i], b->config_default, b->config_size);
+		g = option_set_add(set, b->options, reg->config[i], b->config_default);
+		if (g < 0)
+			return g;
+		reg->group[i] = g;
+	}
 	return 0;
 }
 
-static int sim_start(
-	struct backend *out, const struct backend_options *o, const struct backend_env *env)
+void registry_finish(struct registry *reg)
 {
-	if (o->audit)
-		log_notice("main",
-			"--audit: the sim backend's race detector already checks every access "
-			"against its producer; --audit adds nothing to it");
-	return sim_create(out, &o->sim, env);
+	for (size_t i = 0; i < NBACKENDS; i++)
+		free(reg->config[i]);
+	memset(reg->config, 0, sizeof(reg->config));
 }
 
-const struct backend_impl backend_impls[] = {
-#ifdef SSEQ_HAVE_HIP
-	{"hip", hip_probe, hip_start},
-#endif
-	{"sim", sim_probe, sim_start},
-};
-const size_t backend_nimpls = sizeof(backend_impls) / sizeof(backend_impls[0]);
-
-static const struct backend_impl *impl_find(const char *name)
+/* The backends built into this sseqd, "sim" or "hip, sim". */
+static void registry_built_names(char *buf, size_t size)
 {
-	for (size_t i = 0; i < backend_nimpls; i++)
-		if (strcmp(backend_impls[i].name, name) == 0)
-			return &backend_impls[i];
-	return NULL;
+	buf[0] = '\0';
+	for (size_t i = 0, n = 0; i < NBACKENDS && n < size; i++)
+		if (registry_built(backends[i]))
+			n += (size_t)snprintf(
+				buf + n, size - n, "%s%s", n ? ", " : "", backends[i]->name);
 }
 
-/* One backend, by name: it must probe and start. */
-static int start_named(const char *name, const struct backend_options *o,
-	const struct backend_env *env, struct backend *out)
+static int registry_try(struct registry *reg, size_t i, const struct backend_args *args,
+	const struct backend_env *env, struct backend *out, char *why, size_t size)
 {
-	const struct backend_impl *impl = impl_find(name);
-	char why[160] = "";
-	int r;
+	const struct backend_desc *b = backends[i];
+	int r = b->probe(reg->config[i], args->device, why, size);
 
-	if (!impl) {
-		char have[64] = "";
-
-		for (size_t i = 0, n = 0; i < backend_nimpls && n < sizeof(have); i++)
-			n += (size_t)snprintf(have + n, sizeof(have) - n, "%s%s", i ? ", " : "",
-				backend_impls[i].name);
-		if (strcmp(name, "hip") == 0)
-			log_err("main",
-				"backend hip: this sseqd was built without the HIP backend; its "
-				"backends: %s (build with -Dhip=enabled for hip)",
-				have);
-		else
-			log_err("main", "backend %s: unknown; this sseqd's backends: %s, or auto",
-				name, have);
-		return -ENODEV;
-	}
-	r = impl->probe(o, why, sizeof(why));
 	if (r == 0)
-		r = impl->create(out, o, env);
-	else
-		log_err("main", "backend %s: %s", name, why);
+		r = b->create(out, reg->config[i], args, env);
+	if (r == 0)
+		reg->running = b;
 	return r;
 }
 
-/* The first backend that probes and starts; the sim always does. */
-static int start_auto(
-	const struct backend_options *o, const struct backend_env *env, struct backend *out)
+/* One backend, by name: it must be built in, probe and start. */
+static int registry_start_named(struct registry *reg, const struct backend_args *args,
+	const struct backend_env *env, struct backend *out)
+{
+	char why[160] = "", have[64];
+	size_t i = 0;
+	int r;
+
+	while (i < NBACKENDS && strcmp(backends[i]->name, reg->name))
+		i++;
+	if (i == NBACKENDS || !registry_built(backends[i])) {
+		registry_built_names(have, sizeof(have));
+		if (i == NBACKENDS)
+			log_err("main", "backend %s: unknown; this sseqd's backends: %s, or auto",
+				reg->name, have);
+		else
+			log_err("main",
+				"backend %s: this sseqd was built without the %s backend; its "
+				"backends: %s (build with %s for %s)",
+				reg->name, backends[i]->title, have, backends[i]->build_option,
+				reg->name);
+		return -ENODEV;
+	}
+	r = registry_try(reg, i, args, env, out, why, sizeof(why));
+	if (r < 0 && why[0])
+		log_err("main", "backend %s: %s", reg->name, why);
+	return r;
+}
+
+/* The first backend that probes and starts. */
+static int registry_start_auto(struct registry *reg, const struct backend_args *args,
+	const struct backend_env *env, struct backend *out)
 {
 	int r = -ENODEV;
 
-	if (!impl_find("hip"))
-		log_notice("main", "backend auto: no HIP support built in: using the sim backend");
-	for (size_t i = 0; i < backend_nimpls; i++) {
-		const struct backend_impl *impl = &backend_impls[i];
-		const char *next = i + 1 < backend_nimpls ? backend_impls[i + 1].name : NULL;
+	for (size_t i = 0; i < NBACKENDS; i++) {
+		const struct backend_desc *b = backends[i];
+		const char *next = NULL;
 		char why[160] = "";
 
-		r = impl->probe(o, why, sizeof(why));
-		if (r == 0) {
-			r = impl->create(out, o, env);
-			if (r == 0)
-				return 0;
-			snprintf(why, sizeof(why), "did not start (%s)", strerror(-r));
+		for (size_t j = i + 1; j < NBACKENDS && !next; j++)
+			if (registry_built(backends[j]))
+				next = backends[j]->name;
+		if (!registry_built(b)) {
+			if (next)
+				log_notice("main",
+					"backend auto: no %s support built in: using the %s "
+					"backend",
+					b->title, next);
+			continue;
 		}
+		r = registry_try(reg, i, args, env, out, why, sizeof(why));
+		if (r == 0)
+			return 0;
+		if (!why[0]) /* it probed, and create failed */
+			snprintf(why, sizeof(why), "did not start (%s)", strerror(-r));
 		if (next)
 			log_msg(r == -ENODEV ? LOG_LVL_NOTICE : LOG_LVL_WARN, "main",
-				"backend auto: %s: %s: using the %s backend", impl->name, why,
-				next);
+				"backend auto: %s: %s: using the %s backend", b->name, why, next);
 	}
 	return r;
 }
 
-int backend_start(
-	const struct backend_options *o, const struct backend_env *env, struct backend *out)
+/* Options given for backends other than the one running: named, as they do nothing. */
+static void registry_warn_unused(const struct registry *reg)
 {
-	const char *name = o->name ? o->name : "auto";
+	for (size_t i = 0; i < NBACKENDS; i++) {
+		const struct backend_desc *b = backends[i];
+		const uint64_t given = reg->set->group[reg->group[i]].given;
+		char names[256] = "";
+		size_t n = 0, count = 0;
 
-	if (strcmp(name, "auto") == 0)
-		return start_auto(o, env, out);
-	return start_named(name, o, env, out);
+		if (b == reg->running || !given)
+			continue;
+		for (size_t k = 0; b->options[k].name && n < sizeof(names); k++) {
+			if (!(given >> k & 1))
+				continue;
+			n += (size_t)snprintf(names + n, sizeof(names) - n, "%s--%s", n ? ", " : "",
+				b->options[k].name);
+			count++;
+		}
+		log_warn("main", "%s: the %s backend's option%s, ignored with %s", names, b->name,
+			count == 1 ? "" : "s", reg->running->name);
+	}
+}
+
+int registry_start(struct registry *reg, const struct backend_args *args,
+	const struct backend_env *env, struct backend *out)
+{
+	int r;
+
+	if (reg->name && strcmp(reg->name, "auto"))
+		r = registry_start_named(reg, args, env, out);
+	else
+		r = registry_start_auto(reg, args, env, out);
+	/* -ENODEV was said where it was found (no such backend in this build, no device). */
+	if (r < 0 && r != -ENODEV)
+		log_err("main", "cannot start the %s backend: %s", reg->name ? reg->name : "auto",
+			strerror(-r));
+	if (r == 0)
+		registry_warn_unused(reg);
+	return r;
+}
+
+void registry_describe(const struct registry *reg, const struct backend *be, char *buf, size_t size)
+{
+	buf[0] = '\0';
+	if (reg->running && reg->running->describe) {
+		size_t i = 0;
+
+		/* running is one of backends[]: its index finds its options. */
+		while (i < NBACKENDS && backends[i] != reg->running)
+			i++;
+		if (i < NBACKENDS)
+			reg->running->describe(reg->config[i], be, buf, size);
+	}
 }

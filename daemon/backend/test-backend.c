@@ -1,7 +1,7 @@
 /* The backend conformance suite: what every backend does the same, through the real core
  * and, where the core would hide a refusal, through the device commands directly. One
- * file built once per backend: -DBACKEND_SIM (test-backend-sim) or -DBACKEND_HIP
- * (test-backend-hip: skips (77) without a GPU, HIP first touched in Check's forked child).
+ * file built once per backend with its factory from the backend's folder (test-backend-sim,
+ * test-backend-hip: skips (77) without a GPU, HIP first touched in Check's forked child).
  * What only one backend has (the sim's detector, delays and injected faults; hip's pools,
  * audit, submit thread and modules) is tested in sim/test-sim.c and hip/test-hip.c. */
 #include <check.h>
@@ -37,98 +37,15 @@ struct conf_backend {
 	const char *name; /* backend_info's backend */
 	int cannot_run; /* what a launch of a kernel the backend has no code for fails with */
 	bool fault_is_fatal; /* after a device fault, the other streams fail too */
+	bool runs_cpu; /* it runs kernels' CPU versions (kernel_desc.cpu) */
 };
 
 /* ---- the factory: the backend under test, chosen at build time ---- */
 
-#if defined(BACKEND_SIM)
-#include "sim.h"
-
-static const struct conf_backend B = {.name = "sim", .cannot_run = -EINVAL};
-
-static bool conf_present(void)
-{
-	return true;
-}
-
-/* CPU threads: the long loops and big buffers run smaller. */
-static unsigned conf_scaled(unsigned n, unsigned divisor)
-{
-	return (n + divisor - 1) / divisor;
-}
-
-/* The sim builds its device again in place. */
-static bool conf_reset_in_process(void)
-{
-	return true;
-}
-
-static int conf_create(struct backend *be, const struct backend_env *env, const void *opts)
-{
-	const struct conf_opts *o = opts;
-	struct sim_config cfg = {0};
-	const char *why = NULL;
-
-	if (o->jitter)
-		ck_assert_int_eq(sim_parse_delay(&cfg, "all=rand:0-300us", &why), 0);
-	if (o->slow_h2d)
-		ck_assert_int_eq(sim_parse_delay(&cfg, "h2d=20ms", &why), 0);
-	if (o->fault)
-		ck_assert_int_eq(sim_parse_inject(&cfg,
-					 o->lost ? "device-lost-op=1" : "device-fail-op=1", &why),
-			0);
-	return sim_create(be, &cfg, env);
-}
-
-/* The sim faults the launch it was told to (device-fail-op=1): an ordinary fill. */
-static void conf_fault_payload(struct op_payload *p)
-{
-	(void)p;
-}
-
-#elif defined(BACKEND_HIP)
-#include "hip-harness.h"
-#include "hip.h"
-
-static const struct conf_backend B = {.name = "hip", .cannot_run = -ENOSYS, .fault_is_fatal = true};
-
-static bool conf_present(void)
-{
-	return hip_harness_gpu_present();
-}
-
-static unsigned conf_scaled(unsigned n, unsigned divisor)
-{
-	return hip_harness_scaled(n, divisor);
-}
-
-/* The fake runtime can; CUDA cannot after a sticky fault (not known for ROCm). */
-static bool conf_reset_in_process(void)
-{
-	return hip_harness_fake_cuda();
-}
-
-/* The kernel image: $SSEQ_KERNELS, else the one built beside this suite (the build tree
- * moves to the GPU machine). */
-static int conf_create(struct backend *be, const struct backend_env *env, const void *opts)
-{
-	struct hip_config cfg = {.kernels = hip_harness_kernels(SSEQ_KERNELS_REL)};
-
-	(void)opts;
-	return hip_create(be, &cfg, env);
-}
-
-/* A fill run far past its buffer into unmapped memory: an illegal address. Unchecked on
- * purpose (the server would refuse it). */
-static void conf_fault_payload(struct op_payload *p)
-{
-	p->elements = 1ull << 36;
-	p->args[2] = U64(1ull << 36);
-}
-
-#else
-#error "build with -DBACKEND_SIM or -DBACKEND_HIP"
-#endif
+/* From the backend's folder (BACKEND_CONFORMANCE, set by meson: sim/sim-conformance.h,
+ * hip/hip-conformance.h): B and conf_present, conf_scaled, conf_reset_in_process,
+ * conf_create, conf_fault_payload. */
+#include BACKEND_CONFORMANCE
 
 #define HARNESS_NAME B.name
 #include "backend-world.h"
@@ -656,14 +573,12 @@ START_TEST(test_kernel_the_backend_cannot_run_fails_its_launch)
 {
 	/* Neither in hip's image nor with a CPU version the sim could run (the CPU pointer
 	 * stays NULL in the sim build). */
-	static const struct kernel_desc k_other = {
+	const struct kernel_desc k_other = {
 		.name = "not_built_in",
 		.nargs = 1,
 		.types = {KARG_BUFFER},
 		.access = {KARG_OUT},
-#ifndef BACKEND_SIM
-		.cpu = cpu_nothing,
-#endif
+		.cpu = B.runs_cpu ? NULL : cpu_nothing,
 	};
 	struct seq_config scfg = {0};
 	struct seq_buffer *a, *b;

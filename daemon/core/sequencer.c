@@ -211,7 +211,10 @@ void seq_destroy(struct seq *seq)
 
 		if (!b->base && !b->lost && !b->early_released)
 			buffer_mem_release(seq, b);
-		buffer_unlink(seq, b);
+		/* b is the head: popped, the list stays whole for the callback. */
+		seq->all = b->all_next;
+		if (seq->all)
+			seq->all->all_prev = NULL;
 		free(b);
 		if (gone)
 			gone(arg);
@@ -557,21 +560,10 @@ static uint32_t seq_pick_stream(const struct seq *seq, const struct seq_op *op, 
 	unsigned rr;
 
 	*affine = false;
-	switch (op->kind) {
-	case SEQ_OP_EXEC:
-		return lane_stream(seq, SEQ_STREAM_COMPUTE, op->lane);
-	case SEQ_OP_H2D:
-		return lane_stream(seq, SEQ_STREAM_H2D, op->lane);
-	case SEQ_OP_D2H:
-		kind = SEQ_STREAM_D2H;
-		rr = seq->rr_d2h;
-		break;
-	case SEQ_OP_D2D:
-	default:
-		kind = SEQ_STREAM_D2D;
-		rr = seq->rr_d2d;
-		break;
-	}
+	kind = seq_op_stream_kind(op->kind);
+	if (kind == SEQ_STREAM_COMPUTE || kind == SEQ_STREAM_H2D)
+		return lane_stream(seq, kind, op->lane);
+	rr = kind == SEQ_STREAM_D2H ? seq->rr_d2h : seq->rr_d2d;
 	first = seq->layout.first[kind];
 	n = seq->layout.count[kind];
 	s = n > 1 ? pool_affinity(seq, op, first, n) : UINT32_MAX;

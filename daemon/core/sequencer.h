@@ -33,6 +33,23 @@ enum seq_op_kind {
 	SEQ_OP_EXEC, /* on one of the compute streams (lanes) */
 };
 
+/* The kind of stream an op of `kind` runs on: the one map from ops to pools, for the core
+ * placing ops and the backends checking them. kind must be a valid enum seq_op_kind. */
+static inline enum seq_stream_kind seq_op_stream_kind(enum seq_op_kind kind)
+{
+	switch (kind) {
+	case SEQ_OP_H2D:
+		return SEQ_STREAM_H2D;
+	case SEQ_OP_D2H:
+		return SEQ_STREAM_D2H;
+	case SEQ_OP_D2D:
+		return SEQ_STREAM_D2D;
+	case SEQ_OP_EXEC:
+	default:
+		return SEQ_STREAM_COMPUTE;
+	}
+}
+
 /* An op's lane: SEQ_LANE(n) for lane n, which puts it on stream n (mod the pool's size)
  * of its kind's pool; SEQ_LANE_NONE (0, as a zeroed op has it) for the first compute and
  * H2D stream and round robin in the D2H and D2D pools. Either way a D2H or D2D copy that

@@ -1,7 +1,15 @@
 /* Execute: typed arguments checked against a built-in kernel's signature, or passed in
  * order to a module function; buffer arguments become the accesses that drive the waits. */
-#include "session-internal.h"
+#include "exec.h"
 
+#include "handles.h"
+#include "module.h"
+#include "ops.h"
+#include "outcome.h"
+#include "session-limits.h"
+#include "session.h"
+
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
@@ -25,20 +33,10 @@ static const struct {
 	unsigned char offset;
 } wire_args[] = {
 	[SSEQ__ARG__VALUE__NOT_SET] = {-1, 0},
-	[SSEQ__ARG__VALUE_BUFFER] = {KARG_BUFFER, offsetof(Sseq__Arg, buffer)},
-	[SSEQ__ARG__VALUE_I64] = {KARG_I64, offsetof(Sseq__Arg, i64)},
-	[SSEQ__ARG__VALUE_U64] = {KARG_U64, offsetof(Sseq__Arg, u64)},
-	[SSEQ__ARG__VALUE_F64] = {KARG_F64, offsetof(Sseq__Arg, f64)},
-	[SSEQ__ARG__VALUE_F32] = {KARG_F32, offsetof(Sseq__Arg, f32)},
-	[SSEQ__ARG__VALUE_I32] = {KARG_I32, offsetof(Sseq__Arg, i32)},
-	[SSEQ__ARG__VALUE_U32] = {KARG_U32, offsetof(Sseq__Arg, u32)},
-	[SSEQ__ARG__VALUE_I8] = {KARG_I8, offsetof(Sseq__Arg, i8)},
-	[SSEQ__ARG__VALUE_U8] = {KARG_U8, offsetof(Sseq__Arg, u8)},
-	[SSEQ__ARG__VALUE_I16] = {KARG_I16, offsetof(Sseq__Arg, i16)},
-	[SSEQ__ARG__VALUE_U16] = {KARG_U16, offsetof(Sseq__Arg, u16)},
-	[SSEQ__ARG__VALUE_F16] = {KARG_F16, offsetof(Sseq__Arg, f16)},
-	[SSEQ__ARG__VALUE_BF16] = {KARG_BF16, offsetof(Sseq__Arg, bf16)},
-	[SSEQ__ARG__VALUE_BYTES] = {KARG_BYTES, offsetof(Sseq__Arg, bytes)},
+#define WIRE_ARG(T, name, ctype, size, wide, min, max)                                             \
+	[SSEQ__ARG__VALUE_##T] = {KARG_##T, offsetof(Sseq__Arg, name)},
+	KARG_TYPES(WIRE_ARG) /* kernels/karg.h */
+#undef WIRE_ARG
 };
 
 static enum karg_type arg_type(const Sseq__Arg *a)
@@ -69,20 +67,20 @@ static int exec_shape_check(
 
 	for (int i = 0; i < 3; i++) {
 		if (f->max_grid[i] && grid[i] > f->max_grid[i])
-			return req_error(s, -EINVAL,
+			return outcome_error(s, -EINVAL,
 				"grid_%c %u is over the device's limit of %u (grid limits x, y, "
 				"z: %u, %u, %u)",
 				axis[i], grid[i], f->max_grid[i], f->max_grid[0], f->max_grid[1],
 				f->max_grid[2]);
 		if (f->max_block[i] && block[i] > f->max_block[i])
-			return req_error(s, -EINVAL,
+			return outcome_error(s, -EINVAL,
 				"block_%c %u is over the device's limit of %u (block limits x, y, "
 				"z: %u, %u, %u)",
 				axis[i], block[i], f->max_block[i], f->max_block[0],
 				f->max_block[1], f->max_block[2]);
 	}
 	if (f->max_threads && threads > f->max_threads)
-		return req_error(s, -EINVAL,
+		return outcome_error(s, -EINVAL,
 			"a block of %" PRIu64 " threads (block_x * block_y * block_z) is over "
 			"the limit of %u for '%.64s' on this device",
 			threads, f->max_threads, name);
@@ -112,15 +110,15 @@ static int exec_shared_mem(
 	}
 	limit = f->shared_optin > f->static_shared ? f->shared_optin - f->static_shared : 0;
 	if (f->shared_optin && bytes > limit)
-		return req_error(s, -EINVAL,
+		return outcome_error(s, -EINVAL,
 			"shared_mem %" PRIu64 " bytes is over what '%.64s' may have on this "
 			"device: %" PRIu64 " (%" PRIu64 " per block, less its %" PRIu64 " static)",
 			bytes, name, limit, f->shared_optin, f->static_shared);
 	r = backend_function_max_shared(b, f->function, bytes);
 	if (r == -ENOMEM)
-		return req_error(s, r, "out of memory");
+		return outcome_error(s, r, "out of memory");
 	if (r < 0)
-		return req_error(s, -EINVAL,
+		return outcome_error(s, -EINVAL,
 			"shared_mem %" PRIu64 " bytes: the device would not raise the maximum "
 			"of '%.64s' (%s)",
 			bytes, name, strerror(-r));
@@ -162,24 +160,24 @@ static int exec_launch_attrs(struct session *s, const struct smodule_fn *f, cons
 		return 0;
 	backend_info(b, &info);
 	if (e->cooperative && cluster)
-		return req_error(s, -ENOTSUP,
+		return outcome_error(s, -ENOTSUP,
 			"a cooperative launch of thread-block clusters is not supported: ask "
 			"for one or the other");
 	if (cluster) {
 		if (!info.clusters)
-			return req_error(s, -ENOTSUP,
+			return outcome_error(s, -ENOTSUP,
 				"thread-block clusters need an NVIDIA GPU of compute capability "
 				"9.0 or later; this device is %s",
 				info.arch[0] ? info.arch : "not one");
 		if (!c[0])
-			return req_error(s, -EINVAL, "cluster x must be at least 1");
+			return outcome_error(s, -EINVAL, "cluster x must be at least 1");
 		for (int i = 0; i < 3; i++)
 			if (grid[i] % c[i])
-				return req_error(s, -EINVAL,
+				return outcome_error(s, -EINVAL,
 					"grid_%c %u is not a multiple of the cluster's %c %u",
 					axis[i], grid[i], axis[i], c[i]);
 		if ((uint64_t)c[0] * c[1] * c[2] > SESSION_MAX_CLUSTER)
-			return req_error(s, -EINVAL,
+			return outcome_error(s, -EINVAL,
 				"a cluster of %" PRIu64 " blocks (%u x %u x %u) is over the "
 				"portable limit of %u",
 				(uint64_t)c[0] * c[1] * c[2], c[0], c[1], c[2],
@@ -187,18 +185,18 @@ static int exec_launch_attrs(struct session *s, const struct smodule_fn *f, cons
 		return 0;
 	}
 	if (!info.cooperative)
-		return req_error(s, -ENOTSUP, "cooperative launches are not supported %s",
+		return outcome_error(s, -ENOTSUP, "cooperative launches are not supported %s",
 			info.cc ? "by this device" : "for module functions on this platform");
 	r = backend_function_occupancy(b, f->function, (uint32_t)threads, g->shared_mem, &per_sm);
 	if (r < 0)
-		return req_error(s, -ENOTSUP,
+		return outcome_error(s, -ENOTSUP,
 			"cooperative launch of '%.64s': the device cannot say how many of its "
 			"blocks fit at once (%s)",
 			name, strerror(-r));
 	blocks = (uint64_t)grid[0] * grid[1] * grid[2];
 	fit = (uint64_t)per_sm * info.multiprocessors;
 	if (blocks > fit)
-		return req_error(s, -EINVAL,
+		return outcome_error(s, -EINVAL,
 			"a cooperative grid of %" PRIu64 " blocks is over the %" PRIu64 " of "
 			"'%.64s' this device holds at once (%u per multiprocessor at %" PRIu64
 			" threads and %u bytes of dynamic shared memory, x %u multiprocessors)",
@@ -215,11 +213,11 @@ static int arg_bytes(struct session *s, unsigned i, struct karg *ka, const Sseq_
 	const uint32_t align = b && b->align ? b->align : 1;
 
 	if (len == 0 || len > KERNEL_PARAM_SPACE)
-		return req_error(s, -EINVAL,
+		return outcome_error(s, -EINVAL,
 			"argument %u (bytes, %zu bytes): must be 1 to %u bytes", i, len,
 			KERNEL_PARAM_SPACE);
 	if (align > KARG_BYTES_MAX_ALIGN || (align & (align - 1)) || len % align)
-		return req_error(s, -EINVAL,
+		return outcome_error(s, -EINVAL,
 			"argument %u (bytes, %zu bytes): alignment %" PRIu32 " must be a power of "
 			"two up to %u that divides the size",
 			i, len, align, KARG_BYTES_MAX_ALIGN);
@@ -237,12 +235,9 @@ static int arg_value(struct session *s, unsigned i, struct karg *ka, const Sseq_
 		int32_t min;
 		uint32_t max;
 	} range[KARG_NTYPES] = {
-		[KARG_I8] = {INT8_MIN, INT8_MAX},
-		[KARG_U8] = {0, UINT8_MAX},
-		[KARG_I16] = {INT16_MIN, INT16_MAX},
-		[KARG_U16] = {0, UINT16_MAX},
-		[KARG_F16] = {0, UINT16_MAX},
-		[KARG_BF16] = {0, UINT16_MAX},
+#define ARG_RANGE(T, name, ctype, size, wide, min, max) [KARG_##T] = {min, max},
+		KARG_TYPES(ARG_RANGE) /* kernels/karg.h */
+#undef ARG_RANGE
 	};
 	const char *field = (const char *)a + wire_args[a->value_case].offset;
 	int64_t v;
@@ -273,7 +268,7 @@ static int arg_value(struct session *s, unsigned i, struct karg *ka, const Sseq_
 		return 0;
 	}
 	if (v < range[ka->type].min || v > (int64_t)range[ka->type].max)
-		return req_error(s, -EINVAL,
+		return outcome_error(s, -EINVAL,
 			"argument %u (%s) = %" PRId64 " is out of its range [%" PRId32 ", %" PRIu32
 			"]",
 			i, karg_type_name(ka->type), v, range[ka->type].min, range[ka->type].max);
@@ -300,33 +295,33 @@ static int exec_function_target(
 	int r;
 
 	if (!backend_has_modules(&s->srv->backend))
-		return req_error(s, REQ_UNKNOWN_KERNEL,
+		return outcome_error(s, REQ_UNKNOWN_KERNEL,
 			"module functions need the hip backend and LoadModule");
 	if (!mf)
-		return req_error(s, -EINVAL, "Execute without a module function");
-	*m = session_lookup(s, mf->module, HANDLE_MODULE);
+		return outcome_error(s, -EINVAL, "Execute without a module function");
+	*m = handles_lookup(s, mf->module, HANDLE_MODULE);
 	if (!*m)
-		return session_unknown_handle(s, mf->module, "module");
+		return outcome_unknown_handle(s, mf->module, "module");
 	if (!mf->name || !*mf->name || strlen(mf->name) > SESSION_MAX_FN_NAME)
-		return req_error(s, -EINVAL, "a module function needs a name of 1 to %u bytes",
+		return outcome_error(s, -EINVAL, "a module function needs a name of 1 to %u bytes",
 			SESSION_MAX_FN_NAME);
 	if (e->launch_shape_case != SSEQ__EXECUTE__LAUNCH_SHAPE_GRID || !g)
-		return req_error(s, -EINVAL,
+		return outcome_error(s, -EINVAL,
 			"module function '%.64s' needs an explicit grid: the daemon cannot "
 			"derive one for code it does not know",
 			mf->name);
 	if (!g->grid_x || !g->block_x)
-		return req_error(s, -EINVAL, "grid_x and block_x must be at least 1");
+		return outcome_error(s, -EINVAL, "grid_x and block_x must be at least 1");
 	if (e->n_args > KERNEL_MAX_ARGS)
-		return req_error(
+		return outcome_error(
 			s, -EINVAL, "%zu arguments: at most %u", e->n_args, KERNEL_MAX_ARGS);
 	r = smodule_function(s->srv, *m, mf->name, &f, why, sizeof(why));
 	if (r == -ENOMEM)
-		return req_error(s, r, "out of memory");
+		return outcome_error(s, r, "out of memory");
 	if (r == -ENXIO)
-		return server_lost_error(s->srv, r, "the module (it did not load again after)");
+		return outcome_lost(s->srv, r, "the module (it did not load again after)");
 	if (r < 0)
-		return req_error(s, REQ_UNKNOWN_KERNEL, "module %s %s", (*m)->path, why);
+		return outcome_error(s, REQ_UNKNOWN_KERNEL, "module %s %s", (*m)->path, why);
 	if ((r = exec_shape_check(s, f, g, mf->name)) ||
 		(g->shared_mem && (r = exec_shared_mem(s, f, g->shared_mem, mf->name))) ||
 		(r = exec_launch_attrs(s, f, e, g, mf->name)))
@@ -347,7 +342,8 @@ static int exec_function_args(
 		unsigned access;
 
 		if ((int)t < 0)
-			return req_error(s, REQ_BAD_ARGUMENT_TYPE, "argument %u has no value", i);
+			return outcome_error(
+				s, REQ_BAD_ARGUMENT_TYPE, "argument %u has no value", i);
 		*ka = (struct karg){.type = t};
 		if (t != KARG_BUFFER) {
 			int r = arg_value(s, i, ka, a);
@@ -356,19 +352,20 @@ static int exec_function_args(
 				return r;
 			continue;
 		}
-		sb = session_lookup(s, a->buffer->handle, HANDLE_BUFFER);
+		sb = handles_lookup(s, a->buffer->handle, HANDLE_BUFFER);
 		if (!sb) {
 			char what[32];
 
 			snprintf(what, sizeof(what), "argument %u: buffer", i);
-			return session_unknown_handle(s, a->buffer->handle, what);
+			return outcome_unknown_handle(s, a->buffer->handle, what);
 		}
 		access = (unsigned)a->buffer->access;
 		if (access < KARG_IN || access > KARG_INOUT)
-			return req_error(s, REQ_BAD_ARGUMENT_TYPE,
+			return outcome_error(s, REQ_BAD_ARGUMENT_TYPE,
 				"argument %u: a buffer must be marked in, out or inout", i);
 		if (op->naccess == SEQ_MAX_ACCESS)
-			return req_error(s, -EINVAL, "at most %u buffer arguments", SEQ_MAX_ACCESS);
+			return outcome_error(
+				s, -EINVAL, "at most %u buffer arguments", SEQ_MAX_ACCESS);
 		/* "out" is the client's word that the kernel defines the whole view (use
 		 * inout for a partial write). */
 		op_add_buffer(op, ka, sb, access);
@@ -392,28 +389,28 @@ static int exec_function_params(struct session *s, const char *name, const struc
 		const unsigned size = karg_size(a), align = karg_align(a);
 
 		if (known && i >= nparams)
-			return req_error(s, REQ_BAD_ARGUMENT_TYPE,
+			return outcome_error(s, REQ_BAD_ARGUMENT_TYPE,
 				"argument %u (%s, %u bytes): %.64s takes only %u parameters", i,
 				karg_type_name(a->type), size, name, nparams);
 		if (known && f->param_size[i] != size)
-			return req_error(s, REQ_BAD_ARGUMENT_TYPE,
+			return outcome_error(s, REQ_BAD_ARGUMENT_TYPE,
 				"argument %u (%s, %u bytes) does not match parameter %u of %.64s "
 				"(%u bytes)",
 				i, karg_type_name(a->type), size, i, name, f->param_size[i]);
 		off = ((off + align - 1) & ~(size_t)(align - 1)) + size;
 		if (!known && off > KERNEL_PARAM_SPACE)
-			return req_error(s, -EINVAL,
+			return outcome_error(s, -EINVAL,
 				"argument %u (%s, %u bytes) ends at byte %zu of the parameter "
 				"space: the arguments take at most %u",
 				i, karg_type_name(a->type), size, off, KERNEL_PARAM_SPACE);
 	}
 	if (known && n < nparams) {
 		if (nparams > KERNEL_MAX_ARGS)
-			return req_error(s, REQ_BAD_ARGUMENT_TYPE,
+			return outcome_error(s, REQ_BAD_ARGUMENT_TYPE,
 				"%u arguments: %.64s takes more than %u, more than a launch may "
 				"pass",
 				n, name, KERNEL_MAX_ARGS);
-		return req_error(s, REQ_BAD_ARGUMENT_TYPE,
+		return outcome_error(s, REQ_BAD_ARGUMENT_TYPE,
 			"%u arguments: %.64s takes %u (parameter %u, %u bytes, is missing)", n,
 			name, nparams, n, f->param_size[n]);
 	}
@@ -437,8 +434,9 @@ static int req_execute_function(struct session *s, const Sseq__Request *rq)
 
 	if ((r = exec_function_target(s, e, &m, &fn)))
 		return r;
-	op_init(&op, &pl, SEQ_OP_EXEC);
-	if ((r = req_lane(s, e->lane, &op)) || (r = exec_function_args(s, e, &op, &pl)) ||
+	assert(m && fn); /* exec_function_target's 0 comes with both */
+	ops_init(&op, &pl, SEQ_OP_EXEC);
+	if ((r = ops_lane(s, e->lane, &op)) || (r = exec_function_args(s, e, &op, &pl)) ||
 		(r = exec_function_params(s, e->function->name, fn, &pl, (unsigned)e->n_args)) ||
 		(r = smodule_global_accesses(s, m, &op)))
 		return r;
@@ -452,10 +450,10 @@ static int req_execute_function(struct session *s, const Sseq__Request *rq)
 	};
 	pl.cooperative = e->cooperative;
 	exec_cluster(e, pl.cluster);
-	return session_submit(s, rq, &op, NULL, m, rq->want_completion);
+	return ops_submit(s, rq, &op, NULL, m, rq->want_completion);
 }
 
-int req_execute(struct session *s, const Sseq__Request *rq)
+int exec_req_execute(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__Execute *e = rq->execute;
 	struct op_payload pl;
@@ -467,25 +465,25 @@ int req_execute(struct session *s, const Sseq__Request *rq)
 	if (e->target_case == SSEQ__EXECUTE__TARGET_FUNCTION)
 		return req_execute_function(s, rq);
 	if (e->target_case != SSEQ__EXECUTE__TARGET_KERNEL || !e->kernel)
-		return req_error(s, REQ_UNKNOWN_KERNEL,
+		return outcome_error(s, REQ_UNKNOWN_KERNEL,
 			"Execute names neither a kernel nor a module function");
 	k = kernel_find(e->kernel);
 	if (!k)
-		return req_error(s, REQ_UNKNOWN_KERNEL, "unknown kernel '%s'", e->kernel);
+		return outcome_error(s, REQ_UNKNOWN_KERNEL, "unknown kernel '%s'", e->kernel);
 	{
 		uint32_t c[3];
 
 		if (e->cooperative || exec_cluster(e, c))
-			return req_error(s, -EINVAL,
+			return outcome_error(s, -EINVAL,
 				"%s is a built-in kernel: launch attributes (cooperative, "
 				"cluster) are for module functions",
 				k->name);
 	}
 	if (e->n_args != k->nargs)
-		return req_error(s, REQ_BAD_ARGUMENT_TYPE, "%s takes %u arguments, got %zu",
+		return outcome_error(s, REQ_BAD_ARGUMENT_TYPE, "%s takes %u arguments, got %zu",
 			k->name, k->nargs, e->n_args);
-	op_init(&op, &pl, SEQ_OP_EXEC);
-	if ((r = req_lane(s, e->lane, &op)))
+	ops_init(&op, &pl, SEQ_OP_EXEC);
+	if ((r = ops_lane(s, e->lane, &op)))
 		return r;
 	for (unsigned i = 0; i < k->nargs; i++) {
 		const Sseq__Arg *a = e->args[i];
@@ -493,22 +491,22 @@ int req_execute(struct session *s, const Sseq__Request *rq)
 		enum karg_type t = arg_type(a);
 
 		if (t != k->types[i])
-			return req_error(s, REQ_BAD_ARGUMENT_TYPE,
+			return outcome_error(s, REQ_BAD_ARGUMENT_TYPE,
 				"%s argument %u must be %s, got %s", k->name, i,
 				karg_type_name(k->types[i]),
 				(int)t < 0 ? "nothing" : karg_type_name(t));
 		*ka = (struct karg){.type = t};
 		switch (t) {
 		case KARG_BUFFER: {
-			struct sbuf *sb = session_lookup(s, a->buffer->handle, HANDLE_BUFFER);
+			struct sbuf *sb = handles_lookup(s, a->buffer->handle, HANDLE_BUFFER);
 			if (!sb) {
 				char what[64];
 
 				snprintf(what, sizeof(what), "%s argument %u: buffer", k->name, i);
-				return session_unknown_handle(s, a->buffer->handle, what);
+				return outcome_unknown_handle(s, a->buffer->handle, what);
 			}
 			if ((unsigned)a->buffer->access != k->access[i])
-				return req_error(s, REQ_BAD_ARGUMENT_TYPE,
+				return outcome_error(s, REQ_BAD_ARGUMENT_TYPE,
 					"%s argument %u must be marked %s, got %s", k->name, i,
 					karg_access_name(k->access[i]),
 					karg_access_name((unsigned)a->buffer->access));
@@ -526,14 +524,14 @@ int req_execute(struct session *s, const Sseq__Request *rq)
 	pl.nargs = k->nargs;
 	r = kernel_validate(k, pl.args, pl.nargs, &pl.elements, &why);
 	if (r < 0) /* -ERANGE when a count overflows, -EINVAL otherwise */
-		return req_error(s, r, "%s", why ? why : "invalid arguments");
+		return outcome_error(s, r, "%s", why ? why : "invalid arguments");
 	/* Every built-in kernel writes one float per element: an output it covers only in
 	 * part keeps the rest of its old contents, so it is a read-write for sequencing and
 	 * for error flow (I9), not a fresh definition. */
 	for (unsigned i = 0; i < op.naccess; i++)
 		if (op.access[i].mode == SEQ_WRITE)
 			op.access[i].mode =
-				write_mode(op.access[i].buf, 0, pl.elements * sizeof(float));
+				ops_write_mode(op.access[i].buf, 0, pl.elements * sizeof(float));
 	/* Built-in kernels cover exactly what check() validated, whatever shape was asked. */
-	return session_submit(s, rq, &op, NULL, NULL, rq->want_completion);
+	return ops_submit(s, rq, &op, NULL, NULL, rq->want_completion);
 }

@@ -35,7 +35,7 @@ static bool modpath_inside(const char *dir, const char *p)
 	return strncmp(p, dir, n) == 0 && (p[n] == '/' || p[n] == '\0');
 }
 
-int module_path_resolve(const char *dir, const char *path, char *out, size_t size, const char **why)
+int modpath_resolve(const char *dir, const char *path, char *out, size_t size, const char **why)
 {
 	char rdir[PATH_MAX], joined[PATH_MAX], real[PATH_MAX];
 	const char *reason = NULL;

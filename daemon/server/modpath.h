@@ -12,7 +12,6 @@
  * when nothing is there; -EINVAL for an empty path or one that is not a regular file;
  * -ENAMETOOLONG; -EACCES; or another negative errno from the file system. *why, when
  * why is not NULL, gets a short reason for the reply. */
-int module_path_resolve(
-	const char *dir, const char *path, char *out, size_t size, const char **why);
+int modpath_resolve(const char *dir, const char *path, char *out, size_t size, const char **why);
 
 #endif

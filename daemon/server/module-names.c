@@ -2,7 +2,8 @@
  * symbol (the mangled name) a client may name a function by its demangled signature or,
  * where that is unique, its short name; resolved here against the module's functions,
  * listed once per module. Demangling is libstdc++'s (the Itanium ABI nvcc and hipcc use). */
-#include "session-internal.h"
+#include "module.h"
+#include "session.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* User code objects (LoadModule, hip backend): paths kept inside --module-dir, modules
  * held while a launch of one of their functions is in flight, functions cached by name. */
-#include "session-internal.h"
+#include "module.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -9,8 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer.h"
+#include "handles.h"
 #include "log.h"
 #include "modpath.h"
+#include "out.h"
+#include "outcome.h"
+#include "session-limits.h"
+#include "session.h"
 
 void smodule_forget_functions(struct smodule *m)
 {
@@ -139,7 +145,7 @@ int smodule_function(struct server *srv, struct smodule *m, const char *name,
 static void shown_path(char *out, size_t size, const char *path)
 {
 	snprintf(out, size, "%s", path ? path : "");
-	printable(out);
+	outcome_printable(out);
 }
 
 /* The core released a global's base (its handle freed and its last use complete, or
@@ -165,7 +171,7 @@ int smodule_global_accesses(struct session *s, struct smodule *m, struct seq_op 
 		if (!g->buf->freed && !g->buf->lost)
 			nglobals++;
 	if (nargs + nglobals > SEQ_MAX_ACCESS)
-		return req_error(s, -EINVAL,
+		return outcome_error(s, -EINVAL,
 			"%u buffer arguments and %u open globals of module %s are more than the "
 			"%u buffers a launch may touch: free globals not in use",
 			nargs, nglobals, m->path, SEQ_MAX_ACCESS);
@@ -176,43 +182,43 @@ int smodule_global_accesses(struct session *s, struct smodule *m, struct seq_op 
 	return 0;
 }
 
-int req_module_global(struct session *s, const Sseq__Request *rq)
+int smodule_req_global(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__ModuleGlobal *mg = rq->module_global;
-	struct smodule *m = session_lookup(s, mg->module, HANDLE_MODULE);
+	struct smodule *m = handles_lookup(s, mg->module, HANDLE_MODULE);
 	char shown[64], label[48];
 	uint64_t addr = 0, size = 0, handle = 0;
 	struct sglobal *g;
 	int r;
 
 	if (!m)
-		return session_unknown_handle(s, mg->module, "module");
-	if ((r = req_check_text(s, "ModuleGlobal.name", mg->name)))
+		return outcome_unknown_handle(s, mg->module, "module");
+	if ((r = outcome_check_text(s, "ModuleGlobal.name", mg->name)))
 		return r;
 	snprintf(shown, sizeof(shown), "%s", mg->name ? mg->name : "");
-	printable(shown);
+	outcome_printable(shown);
 	if (!m->module)
-		return req_error(s, -ENXIO, "module %s was lost in a device reset", m->path);
+		return outcome_error(s, -ENXIO, "module %s was lost in a device reset", m->path);
 	if (!mg->name || !*mg->name || strlen(mg->name) >= sizeof(g->name))
-		return req_error(
+		return outcome_error(
 			s, -EINVAL, "ModuleGlobal: the global's name is empty or too long");
 	for (g = m->globals; g; g = g->next)
 		if (strcmp(g->name, mg->name) == 0)
-			return req_error(s, -EINVAL,
+			return outcome_error(s, -EINVAL,
 				"global '%s' of module %s is already open (or its last use is "
 				"not complete yet)",
 				shown, m->path);
-	if ((r = handle_over_limit(s)))
+	if ((r = session_handle_limit(s)))
 		return r;
 	r = backend_module_global(&s->srv->backend, m->module, mg->name, &addr, &size);
 	if (r == -ENOENT)
-		return req_error(s, -EINVAL, "module %s has no global '%s'", m->path, shown);
+		return outcome_error(s, -EINVAL, "module %s has no global '%s'", m->path, shown);
 	if (r < 0)
-		return req_error(
+		return outcome_error(
 			s, r, "global '%s' of module %s: %s", shown, m->path, strerror(-r));
 	g = calloc(1, sizeof(*g));
 	if (!g)
-		return req_error(s, -ENOMEM, "out of memory");
+		return outcome_error(s, -ENOMEM, "out of memory");
 	g->m = m;
 	g->srv = s->srv;
 	g->writable = mg->writable;
@@ -220,28 +226,28 @@ int req_module_global(struct session *s, const Sseq__Request *rq)
 	r = seq_buffer_adopt(s->srv->seq, addr, size, sglobal_gone, g, &g->buf);
 	if (r < 0) {
 		free(g);
-		return req_error(
+		return outcome_error(
 			s, r, "global '%s' of module %s: %s", shown, m->path, strerror(-r));
 	}
 	m->refs++;
 	g->next = m->globals;
 	m->globals = g;
 	snprintf(label, sizeof(label), "global %.40s", shown);
-	if (sbuf_new(s, g->buf, label, &handle) < 0) {
+	if (buffer_new(s, g->buf, label, &handle) < 0) {
 		seq_buffer_free(s->srv->seq, g->buf); /* idle: released now, and g with it */
-		return req_error(s, -ENOMEM, "out of memory");
+		return outcome_error(s, -ENOMEM, "out of memory");
 	}
-	/* As any base (sbuf_release takes them off again). */
+	/* As any base (buffer_release takes them off again). */
 	s->buffers++;
 	s->bytes += size;
 	log_about(LOG_LVL_DEBUG, "session", SESSION_WHO(s),
 		"global %s of module %s (%" PRIu64 " bytes%s) opened as %" PRIu64, shown, m->path,
 		size, g->writable ? ", writable" : "", handle);
-	session_reply_sized(s, rq->tag, handle, size);
+	out_reply_sized(s, rq->tag, handle, size);
 	return 0;
 }
 
-int req_load_module(struct session *s, const Sseq__Request *rq)
+int smodule_req_load(struct session *s, const Sseq__Request *rq)
 {
 	const char *path = rq->load_module->path;
 	char real[PATH_MAX], shown[96];
@@ -254,32 +260,32 @@ int req_load_module(struct session *s, const Sseq__Request *rq)
 		struct backend_info info = {0};
 
 		backend_info(&s->srv->backend, &info);
-		return req_error(s, -EINVAL,
+		return outcome_error(s, -EINVAL,
 			"LoadModule needs the hip backend (this daemon runs the %s backend)",
 			info.backend ? info.backend : "?");
 	}
 	if (!s->srv->opts.module_dir)
-		return req_error(s, REQ_PERMISSION_DENIED, "no --module-dir configured");
+		return outcome_error(s, REQ_PERMISSION_DENIED, "no --module-dir configured");
 	shown_path(shown, sizeof(shown), path);
-	r = module_path_resolve(s->srv->opts.module_dir, path, real, sizeof(real), &why);
+	r = modpath_resolve(s->srv->opts.module_dir, path, real, sizeof(real), &why);
 	/* Outside --module-dir is refused; any other bad path (not there, not a regular
 	 * file, too long) is the client's argument. */
 	if (r == -EPERM || r == -EACCES)
-		return req_error(s, REQ_PERMISSION_DENIED, "module '%s': %s", shown, why);
+		return outcome_error(s, REQ_PERMISSION_DENIED, "module '%s': %s", shown, why);
 	if (r < 0)
-		return req_error(s, -EINVAL, "module '%s': %s", shown, why);
-	if ((r = handle_over_limit(s)))
+		return outcome_error(s, -EINVAL, "module '%s': %s", shown, why);
+	if ((r = session_handle_limit(s)))
 		return r;
 	if (s->modules >= SESSION_MAX_MODULES)
-		return req_error(
+		return outcome_error(
 			s, -ENOSPC, "this session already holds %u modules", SESSION_MAX_MODULES);
 	r = backend_module_load(&s->srv->backend, real, &mod);
 	if (r == -ENOMEM)
-		return req_error(s, r, "cannot load module '%s': out of memory", shown);
+		return outcome_error(s, r, "cannot load module '%s': out of memory", shown);
 	/* The file is there: whatever else the backend says, it is not code for this
 	 * device, which is the client's argument. */
 	if (r < 0)
-		return req_error(s, -EINVAL,
+		return outcome_error(s, -EINVAL,
 			"module '%s' does not load: not a code object for this device (%s)", shown,
 			strerror(-r));
 	m = calloc(1, sizeof(*m));
@@ -287,12 +293,12 @@ int req_load_module(struct session *s, const Sseq__Request *rq)
 		free(m);
 		m = NULL;
 	}
-	if (!m || session_handle_new(s, HANDLE_MODULE, m, &m->handle) < 0) {
+	if (!m || handles_new(s, HANDLE_MODULE, m, &m->handle) < 0) {
 		if (m)
 			free(m->real);
 		free(m);
 		backend_module_unload(&s->srv->backend, mod);
-		return req_error(s, -ENOMEM, "out of memory");
+		return outcome_error(s, -ENOMEM, "out of memory");
 	}
 	m->module = mod;
 	m->refs = 1;
@@ -301,6 +307,22 @@ int req_load_module(struct session *s, const Sseq__Request *rq)
 	log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
 		"client %" PRIu64 " (pid %u) loaded module %s as %" PRIu64, s->id, s->pid, m->path,
 		m->handle);
-	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", m->handle, NULL, NULL);
+	out_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", m->handle, NULL, NULL);
 	return 0;
+}
+
+/* A session's module handle as it goes (second pass): launches in flight keep it loaded
+ * until they complete. */
+static bool smodule_release_handle(struct session *s, void *obj, unsigned pass)
+{
+	if (pass == 0)
+		return false;
+	s->modules--;
+	smodule_unref(s->srv, obj);
+	return true;
+}
+
+void smodule_register_kind(void)
+{
+	handles_on_release(HANDLE_MODULE, smodule_release_handle);
 }

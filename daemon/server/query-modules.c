@@ -1,7 +1,6 @@
 /* Inspection: the MODULES query, the loaded modules the asker may see with their
  * functions' symbols, demangled names and attributes (sseqctl modules, and a client
  * picking block sizes); one function when Query.function names it. */
-#include "session-internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -9,7 +8,9 @@
 #include <string.h>
 
 #include "arena.h"
+#include "module.h"
 #include "query.h"
+#include "session.h"
 
 /* Names packed in one answer past which further modules' functions are left out (their
  * ModuleInfo says so): the answer stays well inside MAX_FRAME_SIZE. */
@@ -142,7 +143,7 @@ static void query_session_modules(const struct session *s, void *arg)
 	struct session_info si;
 
 	session_info(s, &si);
-	if (!query_may_see(&w->asker, &si) || (w->only_session && si.id != w->only_session))
+	if (!session_may_see(&w->asker, &si) || (w->only_session && si.id != w->only_session))
 		return;
 	w->session = si.id;
 	smodule_foreach(s, query_module, w);

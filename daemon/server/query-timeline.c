@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "outcome.h"
 #include "server.h"
 #include "session.h"
 
@@ -47,7 +48,7 @@ static Sseq__TimelineEntry *timeline_entry(
 	te->complete_ns = since_start(srv, e->complete_ns);
 	te->timing = e->timing == TIMELINE_DEVICE ? SSEQ__TIMELINE_TIMING__TIMELINE_TIMING_DEVICE
 						  : SSEQ__TIMELINE_TIMING__TIMELINE_TIMING_OBSERVED;
-	te->status = server_status_from_errno(e->status);
+	te->status = outcome_status(e->status);
 	te->waits_dropped = e->deps_dropped;
 	te->n_waits = e->ndeps;
 	te->waits = arena_alloc(a, (e->ndeps + 1) * sizeof(*te->waits));

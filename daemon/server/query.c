@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "outcome.h"
 #include "server.h"
 #include "session.h"
+#include "sseq-tables.h"
 
 static const char *const decision_names[] = {
 	[SEQ_TRACE_WAIT] = "wait",
@@ -82,12 +84,6 @@ static Sseq__DaemonInfo *query_daemon(struct server *srv, struct arena *a)
 	return d;
 }
 
-/* Root and the same user see every session; others only their own. */
-bool query_may_see(const struct session_info *asker, const struct session_info *s)
-{
-	return asker->id == s->id || asker->uid == 0 || asker->uid == s->uid;
-}
-
 /* Which sessions' lanes map to each stream: counted in one walk, filled in a second. */
 struct query_lanes {
 	const struct seq_layout *layout;
@@ -102,7 +98,7 @@ static void query_lanes_of(const struct session *s, void *arg)
 	struct session_info si;
 
 	session_info(s, &si);
-	if (!query_may_see(&q->asker, &si))
+	if (!session_may_see(&q->asker, &si))
 		return;
 	for (unsigned k = 0; k < SEQ_STREAM_KINDS; k++) {
 		for (uint32_t i = 0; i < si.nlanes; i++) {
@@ -221,7 +217,7 @@ struct query_walk {
 static bool query_walk_wants(struct query_walk *w, const struct session *s, struct session_info *si)
 {
 	session_info(s, si);
-	return query_may_see(&w->asker, si) && (!w->only || si->id == w->only);
+	return session_may_see(&w->asker, si) && (!w->only || si->id == w->only);
 }
 
 static void query_client(const struct session *s, void *arg)
@@ -287,7 +283,7 @@ static void query_buffer_state(
 				query_point(a, (struct seq_point){x, base->readers[x]});
 	}
 	bi->pending_free = base->pending;
-	bi->producer_status = server_status_from_errno(seq_buffer_error(srv->seq, base));
+	bi->producer_status = outcome_status(seq_buffer_error(srv->seq, base));
 }
 
 /* Packed bytes of BufferInfo entries past which a BUFFERS answer stops and says where to go
@@ -377,7 +373,7 @@ static void query_bufs_session(const struct session *s, void *arg)
 	struct session_info si;
 
 	session_info(s, &si);
-	if (!query_may_see(&l->asker, &si) || (l->only && si.id != l->only) || si.id < l->from)
+	if (!session_may_see(&l->asker, &si) || (l->only && si.id != l->only) || si.id < l->from)
 		return;
 	if (l->n < l->cap)
 		l->v[l->n++] = (struct query_bufs_session){si.id, s};
@@ -400,6 +396,7 @@ static void query_buffers(struct server *srv, const struct session *asker, const
 
 	session_info(asker, &l.asker);
 	res->buffers = NULL;
+	res->n_buffers = 0; /* the page grows from empty, with w.cap */
 	l.cap = srv->nsessions;
 	l.v = arena_alloc(a, (l.cap + 1) * sizeof(*l.v));
 	/* Session 0 in a cursor: the sessions are done (ids start at 1). */
@@ -537,48 +534,16 @@ static void metric(struct metrics_buf *m, const char *name, const char *type, co
 	metric_text(m, name, type, help, labels, v);
 }
 
-/* The HELP line of a Counters field (the schema, sseq.proto, is the list of counters:
- * one added there shows up here without a line of its own). */
+/* The HELP line of a Counters field (the schema, sseq.proto, is the list of counters and
+ * their help: one added there shows up here without a line of its own). */
 static const char *counter_help(const char *field)
 {
 	static const struct {
 		const char *field, *help;
 	} help[] = {
-		{"ops_submitted", "Operations launched."},
-		{"ops_completed", "Operations observed complete."},
-		{"ops_failed", "Operations failed before launch (I9)."},
-		{"waits_enqueued", "Waits enqueued on a producer's event."},
-		{"waits_elided_same_stream", "Waits elided: producer earlier on the same stream."},
-		{"waits_elided_observed", "Waits elided: producer observed complete."},
-		{"waits_elided_legacy", "Waits skipped by the injected legacy bug."},
-		{"events_recorded", "Events recorded (lazily)."},
-		{"backpressure_events", "Requests paused on a full stream window."},
-		{"frees_deferred", "Frees deferred until last use completed."},
-		{"releases", "Buffers whose memory went back to the device."},
-		{"double_definitions", "Operations refused for defining a buffer twice."},
-		{"placed_by_affinity", "Copies placed on the pool stream they depend on."},
-		{"race_findings", "Race-detector or audit findings."},
-		{"audit_findings", "Of those, hip --audit findings (GPU timestamps)."},
-		{"sessions_total", "Client sessions since start."},
-		{"frames_in", "Frames received."},
-		{"frames_bad", "Frames refused."},
-		{"connections_refused", "Connections refused at --max-clients(-per-uid)."},
-		{"hello_timeouts", "Connections closed: no Hello within --hello-timeout."},
-		{"frame_timeouts", "Connections closed: a frame stalled past --frame-timeout."},
-		{"input_paused", "Times a connection's reading paused at --max-input-memory."},
-		{"trace_entries_dropped", "Trace entries a follower did not get."},
-		{"staging_refused", "Staging arenas refused at a staging limit."},
-		{"quota_refused", "Allocations refused at --client-memory-limit."},
-		{"accept_errors", "accept() failures (the listener rests on them)."},
-		{"handles_refused", "Requests refused at --client-handle-limit."},
-		{"inflight_capped", "Times a session paused at --client-inflight-limit."},
-		{"device_resets",
-			"Device resets: a fault poisoned the GPU context and it was built again."},
-		{"buffers_lost", "Buffers lost in device resets."},
-		{"verify_findings", "Of race_findings, the schedule checker's (--verify)."},
-		{"waits_dropped", "Injected: waits decided but not sent to the device."},
-		{"input_bytes", "Input buffered across connections."},
-		{"staging_bytes", "Staging arenas mapped across sessions."},
+#define COUNTER_HELP(name, number, text, label) {#name, text},
+		SSEQ_COUNTERS(COUNTER_HELP) /* sseq-tables.h, from sseq.proto */
+#undef COUNTER_HELP
 	};
 
 	for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++)

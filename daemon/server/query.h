@@ -21,8 +21,5 @@ void query_timeline(struct server *srv, const struct session *asker, const Sseq_
 /* MODULES (query-modules.c): loaded modules with their functions' names and attributes. */
 void query_modules(struct server *srv, const struct session *asker, const Sseq__Query *q,
 	Sseq__QueryResult *result, struct arena *a);
-struct session_info;
-/* Whether `asker` may see session s's details: root and the same user see every session. */
-bool query_may_see(const struct session_info *asker, const struct session_info *s);
 
 #endif

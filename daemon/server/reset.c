@@ -4,60 +4,29 @@
  * (seq_reset), loads the sessions' modules again and keeps serving: new sessions work at
  * once, and a buffer that lived on the old context answers every later use with the
  * reset that lost it instead of wrong data. */
-#include "session-internal.h"
+#include "server.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "handles.h"
 #include "log.h"
+#include "module.h"
+#include "ops.h"
+#include "session.h"
 #include "verify.h"
-
-/* The in-flight op table: the op at each point of each stream, until it completes. */
-int server_points_init(struct server *srv)
-{
-	const unsigned n = seq_stream_count(srv->seq);
-	const unsigned window = srv->opts.seq.window ? srv->opts.seq.window : SEQ_DEFAULT_WINDOW;
-
-	srv->point_window = window;
-	srv->points = calloc((size_t)n * window, sizeof(*srv->points));
-	return srv->points ? 0 : -ENOMEM;
-}
-
-static struct op_rec **point_slot(struct server *srv, struct seq_point p)
-{
-	return &srv->points[(size_t)p.stream * srv->point_window + p.seq % srv->point_window];
-}
-
-struct op_rec *server_point_op(struct server *srv, struct seq_point p)
-{
-	struct op_rec *rec = p.stream < seq_stream_count(srv->seq) ? *point_slot(srv, p) : NULL;
-
-	return rec && rec->at.stream == p.stream && rec->at.seq == p.seq ? rec : NULL;
-}
-
-void server_point_launched(struct server *srv, struct op_rec *rec)
-{
-	*point_slot(srv, rec->at) = rec;
-}
-
-void server_point_done(struct server *srv, const struct op_rec *rec)
-{
-	struct op_rec **slot = point_slot(srv, rec->at);
-
-	if (*slot == rec)
-		*slot = NULL;
-}
 
 /* "session 5 (gw3, pid 1234), kernel oob_write at point (3, 17)" for the op at p. */
 static int describe_point(struct server *srv, struct seq_point p, char *out, size_t size)
 {
-	const struct op_rec *rec = *point_slot(srv, p);
+	const struct op_rec *rec = ops_point_op(srv, p);
 	const struct session *s;
 
-	if (!rec || rec->at.stream != p.stream || rec->at.seq != p.seq)
+	if (!rec)
 		return snprintf(
 			out, size, "an operation at point (%u, %" PRIu64 ")", p.stream, p.seq);
 	s = rec->session;
@@ -72,9 +41,9 @@ static int describe_point(struct server *srv, struct seq_point p, char *out, siz
 
 static struct session *point_session(struct server *srv, struct seq_point p)
 {
-	const struct op_rec *rec = *point_slot(srv, p);
+	const struct op_rec *rec = ops_point_op(srv, p);
 
-	return rec && rec->at.stream == p.stream && rec->at.seq == p.seq ? rec->session : NULL;
+	return rec ? rec->session : NULL;
 }
 
 /* With --isolate-faults, a suspect's kernels run alone from now on. */
@@ -149,7 +118,7 @@ static void reload_modules(struct server *srv)
 	}
 }
 
-void server_device_reset(struct server *srv, uint32_t first_failed)
+void reset_device(struct server *srv, uint32_t first_failed)
 {
 	struct timespec t0, t1;
 	struct cq_batch b;
@@ -197,23 +166,5 @@ void server_device_reset(struct server *srv, uint32_t first_failed)
 		return;
 	}
 	/* Only a new process can: exec, keeping the PID, the socket and the sessions. */
-	server_restart_in_place(srv); /* returns only if the exec failed: fatal is set */
-}
-
-int session_unknown_handle(struct session *s, uint64_t handle, const char *what)
-{
-	char text[96];
-
-	if (!session_handle_lost(s, handle))
-		return req_error(s, REQ_UNKNOWN_HANDLE, "unknown %s handle %" PRIu64, what, handle);
-	snprintf(text, sizeof(text), "%s handle %" PRIu64, what, handle);
-	return server_lost_error(s->srv, -ENXIO, text);
-}
-
-int server_lost_error(struct server *srv, int outcome, const char *what)
-{
-	return req_error(NULL, outcome,
-		"%s was lost in a device reset (the last, reset %" PRIu64 " at %s, was caused "
-		"by %s): free it and allocate again",
-		what, srv->resets.count, srv->resets.at, srv->resets.cause);
+	resume_restart(srv); /* returns only if the exec failed: fatal is set */
 }

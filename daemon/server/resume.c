@@ -14,8 +14,9 @@
  * The hand-over is a memfd of records: a header, then per session a fixed part, its
  * slots, its unread input bytes and its unwritten output bytes. Written and read by the
  * same binary. */
-#include "session-internal.h"
+#include "server.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,7 +25,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "conn.h"
+#include "handles.h"
 #include "log.h"
+#include "out.h"
+#include "pause.h"
+#include "session.h"
+#include "staging.h"
 
 #define RESUME_MAGIC 0x5345515352455331ull /* "SEQSRES1" */
 #define RESUME_ENV "SSEQD_RESUME_FD"
@@ -172,11 +179,11 @@ static void flush_all(struct server *srv)
 	 * gone), which unlinks it: the next one is taken first. */
 	for (struct session *s = srv->sessions, *next; s; s = next) {
 		next = s->next;
-		session_flush(s);
+		conn_flush(s);
 	}
 }
 
-void server_restart_in_place(struct server *srv)
+void resume_restart(struct server *srv)
 {
 	struct resume_header h = {.magic = RESUME_MAGIC,
 		.next_session = srv->next_session,
@@ -352,8 +359,8 @@ static void adopt_failed(struct session *s, int err)
 		"session over (%s): reconnect",
 		strerror(-err));
 	s->closing = true;
-	session_reply(s, 0, SSEQ__STATUS__STATUS_DEVICE_ERROR, msg);
-	session_mark_dirty(s);
+	out_reply(s, 0, SSEQ__STATUS__STATUS_DEVICE_ERROR, msg);
+	out_mark_dirty(s);
 }
 
 /* One session's record: 0 when it is taken over; -ENOMEM (or another error) when it is
@@ -372,7 +379,7 @@ static int adopt_session(int in, struct server *srv)
 	close_on_exec(rs.fd);
 	for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++)
 		close_on_exec(rs.fds[i]);
-	s = session_new(srv, rs.fd);
+	s = conn_accept(srv, rs.fd);
 	if (!s) {
 		/* No session to say it in: the connection closes, as do its memfds. */
 		log_err("reset",
@@ -437,11 +444,11 @@ static int adopt_session(int in, struct server *srv)
 		return r;
 	}
 	if (bytes) {
-		session_input_adopt(s, bytes, rs.in_len);
-		server_resume_session(srv, s); /* its buffered frames run at the first turn */
+		conn_input_adopt(s, bytes, rs.in_len);
+		pause_resume(srv, s); /* its buffered frames run at the first turn */
 	}
 	if (s->out_len || s->closing)
-		session_mark_dirty(s); /* written, or closed, at the first turn */
+		out_mark_dirty(s); /* written, or closed, at the first turn */
 	return 0;
 }
 

@@ -16,16 +16,24 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buffer.h"
+#include "conn.h"
 #include "log.h"
+#include "module.h"
+#include "ops.h"
+#include "out.h"
+#include "pause.h"
 #include "session.h"
 #include "spin.h"
+#include "staging.h"
+#include "trace.h"
 #include "verify.h"
 
 /* ---- what the server observes of the core -------------------------------------------- */
 
 static void srv_done(void *ctx, uint64_t cookie, int status)
 {
-	session_op_done((struct op_rec *)(uintptr_t)cookie, status);
+	ops_done((struct op_rec *)(uintptr_t)cookie, status);
 }
 
 static void srv_trace(void *ctx, const struct seq_trace *t)
@@ -57,33 +65,6 @@ static void srv_trace(void *ctx, const struct seq_trace *t)
 		else if (t->decision == SEQ_TRACE_ELIDE_LEGACY)
 			timeline_op_dep(&srv->submitting->tl, t->producer, TIMELINE_DEP_LEGACY);
 	}
-}
-
-/* Who ran it, when it ran (the device's clock where the backend kept it) and when the
- * loop saw it complete: one ring entry, a few dozen stores, once per op. */
-void server_timeline_done(struct server *srv, const struct op_rec *rec, int status)
-{
-	const struct session *s = rec->session;
-	const uint64_t now = srv->drain_ns ? srv->drain_ns : server_now_ns();
-	uint64_t device[2];
-	const bool timed = backend_op_times(&srv->backend, rec->at, &device[0], &device[1]) == 0;
-	struct timeline_ent *e =
-		timeline_add(&srv->timeline, rec->at, &rec->tl, now, timed ? device : NULL);
-
-	_Static_assert(
-		sizeof(e->worker) <= sizeof(s->worker) && sizeof(e->worker) <= sizeof(s->name),
-		"the label is copied whole");
-	_Static_assert(sizeof(e->kernel) <= sizeof(rec->what), "the name is copied whole");
-	e->session = s->id;
-	e->tag = rec->tag;
-	e->uid = s->uid;
-	e->pid = s->pid;
-	e->status = status;
-	/* Fixed-size copies (a few moves, no strlen): both end in NUL within the size. */
-	memcpy(e->worker, s->worker[0] ? s->worker : s->name, sizeof(e->worker));
-	e->worker[sizeof(e->worker) - 1] = '\0';
-	memcpy(e->kernel, rec->what, sizeof(e->kernel));
-	e->kernel[sizeof(e->kernel) - 1] = '\0';
 }
 
 /* ---- completion from backend threads -------------------------------------------------- */
@@ -194,8 +175,7 @@ static void server_found_drain(struct server *srv)
 	srv->nfound = 0;
 	pthread_mutex_unlock(&srv->found_lock);
 	for (size_t i = 0; i < n; i++) {
-		const struct op_rec *rec =
-			found[i].at.seq ? server_point_op(srv, found[i].at) : NULL;
+		const struct op_rec *rec = found[i].at.seq ? ops_point_op(srv, found[i].at) : NULL;
 		const struct session *s = rec ? rec->session : NULL;
 
 		server_finding_log("detector", s, rec ? rec->what : NULL,
@@ -230,81 +210,15 @@ static void server_verify_finding(void *arg, const char *what)
 
 /* ---- backpressure: who is paused, and when they resume -------------------------------- */
 
-/* Off its stream's list (it may be on a detached one being resumed: its pprev says). */
-static void server_unblock(struct server *srv, struct session *s)
-{
-	if (!s->blocked_pprev)
-		return;
-	*s->blocked_pprev = s->blocked_next;
-	if (s->blocked_next)
-		s->blocked_next->blocked_pprev = s->blocked_pprev;
-	if (s->blocked_stream < SEQ_MAX_STREAMS && !srv->blocked[s->blocked_stream])
-		srv->blocked_mask &= ~(1ull << s->blocked_stream);
-	s->blocked_next = NULL;
-	s->blocked_pprev = NULL;
-}
-
-static void server_unresume(struct session *s)
-{
-	if (!s->resume_pprev)
-		return;
-	*s->resume_pprev = s->resume_next;
-	if (s->resume_next)
-		s->resume_next->resume_pprev = s->resume_pprev;
-	s->resume_next = NULL;
-	s->resume_pprev = NULL;
-	s->resume = false;
-}
-
-void server_block_session(struct server *srv, struct session *s)
-{
-	/* session_submit set s->blocked_stream to the stream seq_submit named with its
-	 * -EAGAIN; SEQ_MAX_STREAMS (none named) waits for any completion. */
-	struct session **head;
-
-	server_unblock(srv, s);
-	s->blocked = true;
-	head = &srv->blocked[s->blocked_stream];
-	s->blocked_next = *head;
-	if (*head)
-		(*head)->blocked_pprev = &s->blocked_next;
-	*head = s;
-	s->blocked_pprev = head;
-	if (s->blocked_stream < SEQ_MAX_STREAMS)
-		srv->blocked_mask |= 1ull << s->blocked_stream;
-}
-
-void server_resume_session(struct server *srv, struct session *s)
-{
-	/* Not now: this runs inside the sequencer's done callback. */
-	if (s->resume)
-		return;
-	s->resume = true;
-	s->resume_next = srv->resume;
-	if (srv->resume)
-		srv->resume->resume_pprev = &s->resume_next;
-	srv->resume = s;
-	s->resume_pprev = &srv->resume;
-}
-
-void server_forget_session(struct server *srv, struct session *s)
-{
-	server_unblock(srv, s);
-	server_unresume(s);
-	s->blocked = false;
-}
-
 static void server_resume_one(struct server *srv, struct session *s)
 {
-	server_unblock(srv, s);
-	server_unresume(s);
-	s->blocked = false;
+	pause_forget(srv, s);
 	/* The pause was the daemon's, not the client's: a frame it held back, or one the
 	 * client could not send meanwhile, gets its whole --frame-timeout from now. */
 	if (s->in_len)
 		s->frame_started_ns = server_loop_ns(srv);
-	session_process(s); /* may block it again, on a list of its own */
-	session_flush(s);
+	conn_process(s); /* may block it again, on a list of its own */
+	conn_flush(s);
 }
 
 /* Resume every session on *list, detached first: one that blocks again goes on the live
@@ -320,7 +234,7 @@ static void server_resume_list(struct server *srv, struct session **list)
 		server_resume_one(srv, detached);
 }
 
-/* The sessions paused for another cause (server_resume_session), detached first: one that
+/* The sessions paused for another cause (pause_resume), detached first: one that
  * used up its turn's frames again (SESSION_TURN_FRAMES) goes on the live list, for the next
  * turn, so that the others' sockets are read in between. */
 static void server_resume_pending(struct server *srv)
@@ -401,7 +315,7 @@ static void server_drain(struct server *srv)
 
 			cq_done(srv->cq, b);
 			srv->drain_ns = 0;
-			server_device_reset(srv, first_failed);
+			reset_device(srv, first_failed);
 			server_resume_streams(srv);
 			return;
 		}
@@ -438,12 +352,12 @@ static void server_on_turn_end(uv_check_t *h)
 	}
 	for (struct session *s = srv->nfollowing ? srv->sessions : NULL; s; s = s->next)
 		if (s->following)
-			session_follow_trace(s);
+			trace_follow(s);
 	while (srv->dirty) {
 		struct session *s = srv->dirty;
 		srv->dirty = s->next_dirty;
 		s->dirty = false;
-		session_flush(s);
+		conn_flush(s);
 	}
 	/* Frames left for the next turn: that turn comes without a sleep in poll. */
 	if (srv->resume)
@@ -632,15 +546,9 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 			server_refused_hold(srv, fd);
 			continue;
 		}
-		if (!session_new(srv, fd))
+		if (!conn_accept(srv, fd))
 			close(fd);
 	}
-}
-
-void server_input_released(struct server *srv)
-{
-	for (struct session *s = srv->input_waiting ? srv->sessions : NULL; s; s = s->next)
-		session_input_resume(s);
 }
 
 static void server_on_sweep(uv_timer_t *t)
@@ -650,7 +558,7 @@ static void server_on_sweep(uv_timer_t *t)
 
 	for (struct session *s = srv->sessions, *next; s; s = next) {
 		next = s->next;
-		session_sweep(s, now);
+		conn_sweep(s, now);
 	}
 	server_refused_log_rest(srv, false);
 }
@@ -775,6 +683,10 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	srv->listen_fd = -1;
 	srv->started_ns = server_now_ns();
 	pthread_mutex_init(&srv->found_lock, NULL);
+	/* What each kind of handle releases when its session goes. */
+	buffer_register_kind();
+	staging_register_kind();
+	smodule_register_kind();
 	{
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -809,7 +721,7 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 			opts->seq.window ? opts->seq.window : SEQ_DEFAULT_WINDOW));
 	if (r < 0)
 		return r;
-	r = server_points_init(srv);
+	r = ops_points_init(srv);
 	if (r < 0)
 		return r;
 	r = timeline_init(&srv->timeline, 0);
@@ -867,7 +779,7 @@ void server_finish(struct server *srv)
 		server_refused_close(srv, 0);
 	server_refused_log_rest(srv, true);
 	while (srv->sessions)
-		session_disconnect(srv->sessions);
+		conn_close(srv->sessions);
 	/* Abandoned: the core still holds what ops on the device use (their buffers, and
 	 * through their records the staging and modules); releasing it would free memory
 	 * under the device. It stays, reachable from srv, until the process exits. */
@@ -914,7 +826,7 @@ void server_stop(struct server *srv)
 	/* Clients hear it now; their work in flight still completes and is reported, and
 	 * new requests are refused with SHUTTING_DOWN until the drain ends. */
 	for (struct session *s = srv->sessions; s; s = s->next)
-		session_notice(s, SSEQ__STATUS__STATUS_SHUTTING_DOWN,
+		out_notice(s, SSEQ__STATUS__STATUS_SHUTTING_DOWN,
 			"sseqd is stopping: work in flight completes, new work is refused");
 }
 
@@ -928,10 +840,10 @@ void server_drop_clients(struct server *srv)
 	/* A flush may end its session (a write failed, the client hung up): next first. */
 	for (struct session *s = srv->sessions, *next; s; s = next) {
 		next = s->next;
-		session_flush(s);
+		conn_flush(s);
 	}
 	while (srv->sessions)
-		session_disconnect(srv->sessions);
+		conn_close(srv->sessions);
 }
 
 void server_summary(const struct server *srv, char *buf, size_t size)

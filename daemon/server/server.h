@@ -40,7 +40,7 @@ struct op_rec {
 	char what[32]; /* a kernel's name, for naming the culprit of a device fault */
 	struct op_rec *next_free;
 	/* An op's issue time and dependencies, for the timeline at its completion. Last:
-	 * op_rec_new zeroes only what comes before it. */
+	 * ops_rec_new zeroes only what comes before it. */
 	struct timeline_op tl;
 };
 
@@ -231,8 +231,9 @@ struct server {
 	uint64_t blocked_mask; /* bit x: blocked[x] is not empty */
 	struct session *resume; /* sessions to process again at the next chance */
 
-	/* Device resets (reset.c). The op at each point in flight (stream x, point n at
-	 * points[x * point_window + n % point_window]), to name a fault's culprit. */
+	/* The op at each point in flight (ops.c: stream x, point n at
+	 * points[x * point_window + n % point_window]), to name a fault's culprit (reset.c)
+	 * or a finding's op. Device resets (reset.c): */
 	struct op_rec **points;
 	unsigned point_window;
 	struct server_resets {
@@ -273,47 +274,23 @@ void server_finish(struct server *srv);
  * waiting for them, so nothing they may touch is to be released. */
 void server_abandon(struct server *srv);
 void server_close_handles(struct server *srv);
-/* reset.c: the in-flight op table, and the reset itself (after a completion found the
- * device lost; first_failed is the stream whose event failed first). */
-int server_points_init(struct server *srv);
-void server_point_launched(struct server *srv, struct op_rec *rec);
-void server_point_done(struct server *srv, const struct op_rec *rec);
-/* rec's op completed with status: into the timeline. */
-void server_timeline_done(struct server *srv, const struct op_rec *rec, int status);
-void server_device_reset(struct server *srv, uint32_t first_failed);
+/* reset.c: the reset (after a completion found the device lost; first_failed is the
+ * stream whose event failed first). */
+void reset_device(struct server *srv, uint32_t first_failed);
 /* resume.c: the restart in place (exec, same PID, sessions handed over) when this
  * process cannot build a device context again; and the new process's side: the hand-over
  * memfd named in the environment (-1 if none), the listening socket in it, the sessions
  * taken over (after server_init; it then says how long the reset took in all). */
-void server_restart_in_place(struct server *srv);
+void resume_restart(struct server *srv);
 int server_resume_fd(void);
 int server_resume_listen_fd(int in);
 int server_adopt(struct server *srv, int in);
 /* The socket at opts.socket_path is this daemon's own (it made it, or the process it
  * restarted in place did): server_finish unlinks it, if it is still that socket. */
 void server_own_socket(struct server *srv);
-/* req_error() for a use of something lost in a reset (`what`: "a buffer it names"). */
-int server_lost_error(struct server *srv, int outcome, const char *what);
 /* The backend's finding hooks (arg: the server for server_finding_op): log the finding;
  * server_finding_op names the op's session, worker, kernel and buffer. */
 void server_finding(void *arg, const char *what);
 void server_finding_op(void *arg, struct seq_point at, uint64_t addr, const char *what);
-/* reset.c: the op in flight at p, or NULL. */
-struct op_rec *server_point_op(struct server *srv, struct seq_point p);
-
-/* Input memory went back (a buffer shrank or a session ended): resume the sessions that
- * paused at --max-input-memory. */
-void server_input_released(struct server *srv);
-/* Process what s has buffered (it was paused) once this turn's completions are in. */
-void server_resume_session(struct server *srv, struct session *s);
-/* A request of s found its stream's window full (-EAGAIN): stop reading s until that
- * stream falls below half its window. */
-void server_block_session(struct server *srv, struct session *s);
-/* s is going away: off the blocked and resume lists. */
-void server_forget_session(struct server *srv, struct session *s);
-
-/* The Status a negative errno from the core or a backend maps to (request.c: the one
- * table, which also maps the request handlers' own codes, enum req_code). */
-Sseq__Status server_status_from_errno(int outcome);
 
 #endif

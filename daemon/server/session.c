@@ -1,7 +1,7 @@
-/* A client session's lifetime: created at accept, its handle table (per-session numbers
- * with a generation, so another session's handle, or a stale one, is simply unknown: I10),
- * its op records, and the release of everything it owned when the connection goes. */
-#include "session-internal.h"
+/* A client session's lifetime: created at accept, named and given lanes by Hello, what
+ * inspection may read of it (session_info, session_foreach), and the release of everything
+ * it owned when the connection goes (each handle by its kind's release, handles.c). */
+#include "session.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,70 +11,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "handles.h"
 #include "log.h"
-
-static uint64_t slot_handle(uint32_t index, uint32_t gen)
-{
-	return ((uint64_t)gen << 32) | (index + 1);
-}
-
-int session_handle_new(struct session *s, enum handle_kind kind, void *obj, uint64_t *handle)
-{
-	uint32_t i;
-
-	if (s->free_slot) {
-		i = s->free_slot - 1;
-		s->free_slot = s->slots[i].next_free;
-	} else {
-		if ((s->nslots & (s->nslots - 1)) == 0) {
-			uint32_t cap = s->nslots ? s->nslots * 2 : 16;
-			struct handle_slot *n = realloc(s->slots, cap * sizeof(*n));
-			if (!n)
-				return -ENOMEM;
-			s->slots = n;
-		}
-		i = s->nslots++;
-		s->slots[i].gen = 1;
-	}
-	s->slots[i].kind = kind;
-	s->slots[i].obj = obj;
-	s->nhandles++;
-	*handle = slot_handle(i, s->slots[i].gen);
-	return 0;
-}
-
-void session_handle_drop(struct session *s, uint64_t handle)
-{
-	uint32_t i = (uint32_t)(handle & 0xffffffffu) - 1;
-
-	s->slots[i].kind = HANDLE_FREE;
-	s->slots[i].obj = NULL;
-	s->slots[i].gen++;
-	s->slots[i].next_free = s->free_slot;
-	s->free_slot = i + 1;
-	s->nhandles--;
-}
-
-void *session_lookup(const struct session *s, uint64_t handle, enum handle_kind kind)
-{
-	uint32_t low = (uint32_t)(handle & 0xffffffffu);
-	const struct handle_slot *slot;
-
-	if (low == 0 || low > s->nslots)
-		return NULL;
-	slot = &s->slots[low - 1];
-	if (slot->kind != kind || slot->gen != (uint32_t)(handle >> 32))
-		return NULL;
-	return slot->obj;
-}
-
-bool session_handle_lost(const struct session *s, uint64_t handle)
-{
-	uint32_t low = (uint32_t)(handle & 0xffffffffu);
-
-	return low && low <= s->nslots && s->slots[low - 1].kind == HANDLE_LOST &&
-		s->slots[low - 1].gen == (uint32_t)(handle >> 32);
-}
+#include "out.h"
+#include "outcome.h"
+#include "sseq-utf8.h"
 
 void session_info(const struct session *s, struct session_info *info)
 {
@@ -93,6 +34,12 @@ void session_info(const struct session *s, struct session_info *info)
 		.lanes = s->lanes,
 		.nlanes = s->nlanes,
 	};
+}
+
+/* Root and the same user see every session; others only their own. */
+bool session_may_see(const struct session_info *asker, const struct session_info *s)
+{
+	return asker->id == s->id || asker->uid == 0 || asker->uid == s->uid;
 }
 
 void session_foreach(struct server *srv, void (*fn)(const struct session *s, void *arg), void *arg)
@@ -125,16 +72,7 @@ void session_foreach_buffer(
 	}
 }
 
-/* Client-supplied text goes into log lines and tables: nothing that could forge or
- * break a line. */
-void printable(char *text)
-{
-	for (char *c = text; *c; c++)
-		if ((unsigned char)*c < 0x20 || *c == 0x7f)
-			*c = '?';
-}
-
-struct session *session_new(struct server *srv, int fd)
+struct session *session_new(struct server *srv, int fd, uv_poll_cb on_io)
 {
 	struct session *s = calloc(1, sizeof(*s));
 	struct ucred cred;
@@ -159,7 +97,7 @@ struct session *session_new(struct server *srv, int fd)
 	}
 	s->poll.data = s;
 	s->poll_events = UV_READABLE;
-	uv_poll_start(&s->poll, UV_READABLE, session_on_io);
+	uv_poll_start(&s->poll, UV_READABLE, on_io);
 	s->next = srv->sessions;
 	if (srv->sessions)
 		srv->sessions->prev = s;
@@ -179,17 +117,9 @@ void session_unref(struct session *s)
 	free(s);
 }
 
-/* libuv has let go of the fd: only now may its number go to a new connection. */
-static void session_poll_closed(uv_handle_t *h)
-{
-	struct session *s = h->data;
-
-	close(s->fd);
-	s->fd = -1;
-	session_unref(s); /* the connection's */
-}
-
-void session_lanes_take(struct session *s, unsigned n)
+/* Give s n lanes (1 .. SESSION_MAX_LANES): the compute streams the fewest other
+ * connected sessions hold, distinct while the pool has enough. */
+static void session_lanes_take(struct session *s, unsigned n)
 {
 	struct server *srv = s->srv;
 	const struct seq_layout *layout = seq_layout(srv->seq);
@@ -230,92 +160,24 @@ void session_lanes_take(struct session *s, unsigned n)
 	s->nlanes = n;
 }
 
-/* A base's memory went back (the core's gone hook): it counts against its session's
- * --client-memory-limit no more. The record and a ref on the session lived until now. */
-static void sbuf_gone(void *arg)
+int session_handle_limit(struct session *s)
 {
-	struct sbuf *sb = arg;
-	struct session *s = sb->owner;
+	const unsigned limit = s->srv->opts.limits.client_handles;
 
-	s->bytes -= sb->size;
-	free(sb);
-	session_unref(s);
+	if (s->nhandles < limit)
+		return 0;
+	s->srv->limit.handles_refused++;
+	return outcome_error(s, -ENOSPC,
+		"this session holds %u handles (buffers, slices, arenas, modules), the most "
+		"allowed (--client-handle-limit): free some",
+		limit);
 }
 
-void sbuf_release(struct session *s, struct sbuf *sb)
-{
-	struct seq_buffer *b = sb->buf;
-
-	b->user = 0;
-	if (!b->base) {
-		s->buffers--; /* a handle: its bytes are memory, counted as long as it is held */
-		if (!b->adopted) {
-			/* A freed base still holds its device memory while work uses it or
-			 * slices name it: it counts until the core hands that memory back (at
-			 * once when idle). */
-			sb->size = b->size;
-			sb->buf = NULL;
-			s->refs++;
-			seq_buffer_on_gone(b, sbuf_gone, sb);
-			seq_buffer_free(s->srv->seq, b);
-			return;
-		}
-		s->bytes -= b->size; /* a module's global is the module's memory */
-	}
-	seq_buffer_free(s->srv->seq, b);
-	free(sb);
-}
-
-void session_disconnect(struct session *s)
+void session_end(struct session *s)
 {
 	struct server *srv = s->srv;
 
-	if (!s->connected)
-		return;
-	s->connected = false;
-	if (s->following)
-		srv->nfollowing--;
-	s->following = false;
-	server_forget_session(srv, s);
-	log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
-		"client %" PRIu64 " (pid %u, %s%s%s) disconnected: %" PRIu64 " buffers, %" PRIu64
-		" ops in flight",
-		s->id, s->pid, s->name[0] ? s->name : "unnamed", s->worker[0] ? " " : "", s->worker,
-		s->buffers, s->inflight);
-	/* The fd stays open until the poll handle is closed: closing it first would let
-	 * accept() hand its number to a new client whose registration the late close of
-	 * this handle then removes from epoll (the new client would never be read). */
-	uv_close((uv_handle_t *)&s->poll, session_poll_closed);
-	if (s->input_wait)
-		s->srv->input_waiting--;
-	s->input_wait = false;
-	session_input_free(s);
-	for (unsigned i = 0; i < s->nfds; i++)
-		close(s->fds[i]);
-	s->nfds = 0;
-	/* Slices first: a base outlives its slices only as long as they hold it (I6). */
-	for (int pass = 0; pass < 2; pass++) {
-		for (uint32_t i = 0; i < s->nslots; i++) {
-			struct handle_slot *slot = &s->slots[i];
-			if (slot->kind == HANDLE_BUFFER) {
-				struct sbuf *sb = slot->obj;
-				if ((pass == 0) != (sb->buf->base != NULL))
-					continue;
-				sbuf_release(s, sb);
-				session_handle_drop(s, slot_handle(i, slot->gen));
-			} else if (slot->kind == HANDLE_MODULE && pass == 1) {
-				/* Launches in flight keep it loaded until they complete. */
-				s->modules--;
-				smodule_unref(srv, slot->obj);
-				session_handle_drop(s, slot_handle(i, slot->gen));
-			} else if (slot->kind == HANDLE_STAGING && pass == 1) {
-				/* Copies in flight keep it mapped, and counted against
-				 * the daemon's limits, until they complete. */
-				staging_unref(srv, slot->obj);
-				session_handle_drop(s, slot_handle(i, slot->gen));
-			}
-		}
-	}
+	handles_release_all(s);
 	if (s->prev)
 		s->prev->next = s->next;
 	else
@@ -326,109 +188,56 @@ void session_disconnect(struct session *s)
 	srv->nsessions--;
 }
 
-struct op_rec *op_rec_new(struct session *s, uint64_t tag, bool notify)
+int session_req_hello(struct session *s, const Sseq__Request *rq)
 {
-	struct server *srv = s->srv;
-	struct op_rec *rec = srv->op_free;
+	const Sseq__Hello *h = rq->hello;
+	struct backend_info info = {0};
+	Sseq__Welcome w = SSEQ__WELCOME__INIT;
+	Sseq__DeviceInfo d = SSEQ__DEVICE_INFO__INIT;
+	int r;
 
-	if (rec) {
-		srv->op_free = rec->next_free;
-		srv->nop_free--;
-	} else if (!(rec = malloc(sizeof(*rec))))
-		return NULL;
-	/* Zeroed up to its timeline part, which session_submit sets before use (a watch never
-	 * reads it): that part is as large as the rest. */
-	memset(rec, 0, offsetof(struct op_rec, tl));
-	rec->session = s;
-	rec->tag = tag;
-	rec->notify = notify;
-	s->refs++;
-	/* Ops and watches in flight each hold a record: at the cap, stop taking requests
-	 * until half have completed (the sequencer's windows bound ops, not watches). */
-	if (++s->inflight >= srv->opts.limits.client_inflight && !s->inflight_capped) {
-		s->inflight_capped = true;
-		srv->limit.inflight_capped++;
+	if (s->hello)
+		return outcome_error(s, REQ_PROTOCOL_ERROR, "Hello sent twice");
+	if (h->protocol_major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR) {
+		s->closing = true; /* after this Reply */
+		return outcome_error(s, REQ_UNSUPPORTED_VERSION,
+			"protocol major %u not supported: this daemon speaks %u.%u",
+			h->protocol_major, SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR,
+			SSEQ__PROTOCOL_VERSION__PROTOCOL_MINOR);
 	}
-	return rec;
-}
-
-void op_rec_free(struct op_rec *rec)
-{
-	struct session *s = rec->session;
-	struct server *srv = s->srv;
-
-	if (rec->at.seq)
-		server_point_done(srv, rec);
-	if (rec->staging)
-		staging_unref(srv, rec->staging);
-	if (rec->module)
-		smodule_unref(srv, rec->module);
-	s->inflight--;
-	if (s->inflight_capped && s->inflight <= srv->opts.limits.client_inflight / 2 &&
-		s->connected) {
-		s->inflight_capped = false;
-		session_mark_dirty(s); /* its flush polls for input again */
-		server_resume_session(srv, s);
-	}
-	if (s->eof && s->connected)
-		session_mark_dirty(s); /* its flush closes it once the last op is done */
-	/* Kept for reuse up to a bound: kept all, the list held as many records as were ever
-	 * in flight at once (65,536 a session at the default limit), for good. */
-	if (srv->nop_free < OP_FREE_MAX) {
-		rec->next_free = srv->op_free;
-		srv->op_free = rec;
-		srv->nop_free++;
-	} else {
-		free(rec);
-	}
-	session_unref(s);
-}
-
-const char *status_text(int status)
-{
-	if (status == -BACKEND_EINJECTED)
-		return "injected fault";
-	if (status == -ESHUTDOWN)
-		return "cancelled: the daemon is stopping";
-	return strerror(-status);
-}
-
-void session_op_done(struct op_rec *rec, int status)
-{
-	struct session *s = rec->session;
-
-	if (status < 0 || rec->notify) {
-		char msg[768] = "";
-		/* A watch (Await, Sync) has no point of its own: what it waited for failed. */
-		if (status < 0 && s->srv->resetting)
-			snprintf(msg, sizeof(msg),
-				"%s in flight when device reset %" PRIu64
-				" at %s failed it; the reset "
-				"was caused by %s",
-				rec->at.seq ? "the operation was" : "what it waited for was",
-				s->srv->resets.count, s->srv->resets.at, s->srv->resets.cause);
-		else if (status < 0 && rec->at.seq)
-			snprintf(msg, sizeof(msg), "operation at %u:%" PRIu64 " failed: %s",
-				rec->at.stream, rec->at.seq, status_text(status));
-		else if (status < 0)
-			snprintf(msg, sizeof(msg), "an operation it waited for failed: %s",
-				status_text(status));
-		session_complete(s, rec->tag, server_status_from_errno(status), msg, rec->at);
-	}
-	if (rec->at.seq) /* an op, not a watch */
-		server_timeline_done(s->srv, rec, status);
-	op_rec_free(rec);
-}
-
-int handle_over_limit(struct session *s)
-{
-	const unsigned limit = s->srv->opts.limits.client_handles;
-
-	if (s->nhandles < limit)
-		return 0;
-	s->srv->limit.handles_refused++;
-	return req_error(s, -ENOSPC,
-		"this session holds %u handles (buffers, slices, arenas, modules), the most "
-		"allowed (--client-handle-limit): free some",
-		limit);
+	if ((r = outcome_check_text(s, "Hello.client_name", h->client_name)) ||
+		(r = outcome_check_text(s, "Hello.worker_id", h->worker_id)))
+		return r;
+	if (h->lanes > SESSION_MAX_LANES)
+		return outcome_error(s, -EINVAL,
+			"Hello asks for %u lanes: at most %u (0 means 1; lanes share the daemon's "
+			"%u compute streams)",
+			h->lanes, SESSION_MAX_LANES,
+			seq_layout(s->srv->seq)->count[SEQ_STREAM_COMPUTE]);
+	s->hello = true;
+	session_lanes_take(s, h->lanes ? h->lanes : 1);
+	utf8_copy(s->name, sizeof(s->name), h->client_name ? h->client_name : "");
+	utf8_copy(s->worker, sizeof(s->worker), h->worker_id ? h->worker_id : "");
+	outcome_printable(s->name);
+	outcome_printable(s->worker);
+	log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
+		"client %" PRIu64 " connected: %s pid %u uid %u%s%s, lane%s %u%s", s->id,
+		s->name[0] ? s->name : "unnamed", s->pid, s->uid, s->worker[0] ? " worker " : "",
+		s->worker, s->nlanes > 1 ? "s" : "", s->lanes[0], s->nlanes > 1 ? " ..." : "");
+	backend_info(&s->srv->backend, &info);
+	d.index = s->srv->opts.device;
+	d.name = info.name;
+	d.backend = (char *)info.backend;
+	d.arch = info.arch;
+	d.memory_total = info.memory_total;
+	d.memory_used = info.memory_used;
+	w.protocol_major = SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR;
+	w.protocol_minor = SSEQ__PROTOCOL_VERSION__PROTOCOL_MINOR;
+	w.session = s->id;
+	w.device = &d;
+	w.daemon_version = (char *)SSEQ_VERSION;
+	w.n_lanes = s->nlanes;
+	w.lanes = s->lanes;
+	out_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", 0, NULL, &w);
+	return 0;
 }

@@ -8,20 +8,16 @@
 #include <uv.h>
 
 #include "arena.h"
+#include "handles.h"
+#include "log.h"
 #include "server.h"
 
 /* Lanes a session may ask for in Hello. */
 #define SESSION_MAX_LANES 8
 
-enum handle_kind {
-	HANDLE_FREE,
-	HANDLE_BUFFER,
-	HANDLE_STAGING,
-	HANDLE_MODULE,
-	/* A buffer, slice or module that lived on a device context that is gone (a device
-	 * reset restarted the daemon in place): using it says so; freeing it just drops it. */
-	HANDLE_LOST,
-};
+/* Whom a log line about session s is about: the journal's SSEQ_SESSION= and SSEQ_WORKER=
+ * (log_about). The message still names the client itself, for stderr. */
+#define SESSION_WHO(s) (&(struct log_who){.session = (s)->id, .worker = (s)->worker})
 
 /* A staging arena: the client's sealed memfd, mapped here and registered with the device. */
 struct staging {
@@ -95,13 +91,6 @@ struct sbuf {
 	char label[48];
 };
 
-struct handle_slot {
-	enum handle_kind kind;
-	uint32_t gen;
-	uint32_t next_free;
-	void *obj;
-};
-
 struct session {
 	struct server *srv;
 	struct session *prev, *next;
@@ -163,32 +152,18 @@ struct session {
 	uint64_t follow_dropped; /* entries not sent since the last answer */
 };
 
-struct session *session_new(struct server *srv, int fd);
-/* The connection is gone (EOF, error, protocol violation, kill -9): free everything the
- * client owned (deferred as the sequencer requires) and drop the connection's ref. */
-void session_disconnect(struct session *s);
+/* A session for the connection fd (conn_accept): linked into srv's list, polled for
+ * input by on_io; NULL without memory. */
+struct session *session_new(struct server *srv, int fd, uv_poll_cb on_io);
+/* The connection closed (conn_close): release everything the client owned, each handle by
+ * its kind's release (deferred as the sequencer requires), and leave srv's list. */
+void session_end(struct session *s);
+/* Hello: the session's name, worker and lanes, answered with Welcome. */
+int session_req_hello(struct session *s, const Sseq__Request *rq);
+/* 0, or the -ENOSPC refusal (outcome_error) of a session at --client-handle-limit. */
+int session_handle_limit(struct session *s);
+/* Drop a ref (the connection's, or an op record's): freed at the last. */
 void session_unref(struct session *s);
-/* Parse and run buffered frames until none is whole, the window fills, or it closes. */
-void session_process(struct session *s);
-/* Readiness from the loop. */
-void session_on_io(uv_poll_t *poll, int status, int events);
-/* Write out what this turn produced. */
-void session_flush(struct session *s);
-/* Once a second (server sweep): enforce the Hello and partial-frame deadlines and give
- * back an idle connection's input buffer. */
-void session_sweep(struct session *s, uint64_t now_ns);
-/* Resume reading a session paused at the input memory limit. */
-void session_input_resume(struct session *s);
-/* An op or watch finished (the core's observer: done). */
-void session_op_done(struct op_rec *rec, int status);
-/* Send trace entries newer than the last sent to a following session. */
-void session_follow_trace(struct session *s);
-/* A daemon-originated Reply (tag 0): shutdown notices. */
-void session_notice(struct session *s, Sseq__Status status, const char *message);
-/* Look up a handle of this session, or NULL. */
-void *session_lookup(const struct session *s, uint64_t handle, enum handle_kind kind);
-/* Whether `handle` names a HANDLE_LOST slot of s. */
-bool session_handle_lost(const struct session *s, uint64_t handle);
 
 /* What inspection (query.c) may know of a session: it reads sessions only through these
  * accessors, never through struct session. The strings live as long as the session. */
@@ -202,6 +177,9 @@ struct session_info {
 	uint32_t nlanes;
 };
 void session_info(const struct session *s, struct session_info *info);
+/* Whether `asker` may see session s's details: root and the same user see every session
+ * (I10). */
+bool session_may_see(const struct session_info *asker, const struct session_info *s);
 /* fn(s, arg) for every connected session, newest first. */
 void session_foreach(struct server *srv, void (*fn)(const struct session *s, void *arg), void *arg);
 

@@ -1,6 +1,6 @@
 /* Staging arenas: a client's sealed memfd, checked, mapped and registered with the device;
  * bounded per session, per user and in total, and kept mapped while a copy uses it. */
-#include "session-internal.h"
+#include "staging.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "handles.h"
+#include "out.h"
+#include "outcome.h"
+#include "session-limits.h"
+#include "session.h"
 #include "sseq-utf8.h"
 
 /* s's uid's entry in the per-uid arena counts, or NULL if it has none. */
@@ -138,14 +143,14 @@ static int staging_over_limit(struct session *s, uint64_t size)
 	if (size > lim->client_staging_bytes - s->staging_bytes ||
 		s->staging_bytes > lim->client_staging_bytes) {
 		c->staging_refused++;
-		return req_error(s, -ENOSPC,
+		return outcome_error(s, -ENOSPC,
 			"staging arena of %" PRIu64 " bytes refused: this session maps %" PRIu64
 			" of its %" PRIu64 " (--client-staging-limit)",
 			size, s->staging_bytes, lim->client_staging_bytes);
 	}
 	if (s->stagings >= lim->client_arenas) {
 		c->staging_refused++;
-		return req_error(s, -ENOSPC,
+		return outcome_error(s, -ENOSPC,
 			"staging arena refused: this session holds %" PRIu64 " arenas, the most "
 			"allowed (--client-arena-limit; an unregistered arena counts until the "
 			"copies using it complete)",
@@ -153,7 +158,7 @@ static int staging_over_limit(struct session *s, uint64_t size)
 	}
 	if (mine >= share) {
 		c->staging_refused++;
-		return req_error(s, -ENOSPC,
+		return outcome_error(s, -ENOSPC,
 			"staging arena refused: uid %u holds %" PRIu64 " arenas, the most one "
 			"user may (--arena-limit x --max-clients-per-uid / --max-clients; an "
 			"unregistered arena counts until the copies using it complete)",
@@ -161,7 +166,7 @@ static int staging_over_limit(struct session *s, uint64_t size)
 	}
 	if (c->arenas >= lim->arenas) {
 		c->staging_refused++;
-		return req_error(s, -ENOSPC,
+		return outcome_error(s, -ENOSPC,
 			"staging arena refused: all sessions hold %" PRIu64 " arenas, the most "
 			"allowed (--arena-limit; an unregistered arena counts until the copies "
 			"using it complete)",
@@ -169,7 +174,7 @@ static int staging_over_limit(struct session *s, uint64_t size)
 	}
 	if (size > lim->staging_bytes - c->staging_bytes || c->staging_bytes > lim->staging_bytes) {
 		c->staging_refused++;
-		return req_error(s, -ENOSPC,
+		return outcome_error(s, -ENOSPC,
 			"staging arena of %" PRIu64 " bytes refused: all sessions map %" PRIu64
 			" of the daemon's %" PRIu64 " (--staging-limit)",
 			size, c->staging_bytes, lim->staging_bytes);
@@ -177,7 +182,7 @@ static int staging_over_limit(struct session *s, uint64_t size)
 	return 0;
 }
 
-int req_staging_register(struct session *s, const Sseq__Request *rq)
+int staging_req_register(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__StagingRegister *sr = rq->staging_register;
 	struct staging *st = NULL;
@@ -186,32 +191,32 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 	void *addr;
 
 	if (s->nfds == 0)
-		return req_error(
+		return outcome_error(
 			s, -EINVAL, "StagingRegister without a memfd (send it with SCM_RIGHTS)");
 	fd = s->fds[0];
 	memmove(s->fds, s->fds + 1, --s->nfds * sizeof(int));
-	if ((r = handle_over_limit(s))) {
+	if ((r = session_handle_limit(s))) {
 		close(fd);
 		return r;
 	}
 	if (sr->size == 0 || sr->size > SESSION_MAX_ALLOC) {
 		close(fd);
-		return req_error(s, -EINVAL, "staging size %" PRIu64 " out of range", sr->size);
+		return outcome_error(s, -EINVAL, "staging size %" PRIu64 " out of range", sr->size);
 	}
-	if ((r = req_check_text(s, "StagingRegister.label", sr->label))) {
+	if ((r = outcome_check_text(s, "StagingRegister.label", sr->label))) {
 		close(fd);
 		return r;
 	}
 	seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
 		close(fd);
-		return req_error(s, REQ_STAGING_UNSEALED,
+		return outcome_error(s, REQ_STAGING_UNSEALED,
 			"staging memfd is not sealed with F_SEAL_SHRINK (seals %#x)",
 			seals < 0 ? 0 : seals);
 	}
 	if (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) {
 		close(fd);
-		return req_error(s, -EINVAL,
+		return outcome_error(s, -EINVAL,
 			"staging memfd is sealed with %s: D2H writes its results into the "
 			"arena, so it must stay writable",
 			seals & F_SEAL_WRITE ? "F_SEAL_WRITE" : "F_SEAL_FUTURE_WRITE");
@@ -222,7 +227,7 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 	}
 	if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size < sr->size) {
 		close(fd);
-		return req_error(s, REQ_STAGING_UNSEALED,
+		return outcome_error(s, REQ_STAGING_UNSEALED,
 			"staging memfd holds %lld bytes, less than the %" PRIu64 " registered",
 			(long long)sb.st_size, sr->size);
 	}
@@ -230,19 +235,19 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 	/* Whatever mmap says, the daemon's address space is what ran out. */
 	if (addr == MAP_FAILED) {
 		close(fd);
-		return req_error(s, -ENOMEM, "cannot map staging arena: %s", strerror(errno));
+		return outcome_error(s, -ENOMEM, "cannot map staging arena: %s", strerror(errno));
 	}
 	st = calloc(1, sizeof(*st));
 	if (!st || staging_uid_reserve(s->srv) < 0) {
 		free(st);
 		munmap(addr, sr->size);
 		close(fd);
-		return req_error(s, -ENOMEM, "out of memory");
+		return outcome_error(s, -ENOMEM, "out of memory");
 	}
 	*st = (struct staging){.owner = s, .fd = fd, .addr = addr, .size = sr->size, .refs = 1};
 	utf8_copy(st->label, sizeof(st->label), sr->label ? sr->label : "");
 	r = backend_staging_register(&s->srv->backend, addr, sr->size);
-	if (r < 0 || session_handle_new(s, HANDLE_STAGING, st, &st->handle) < 0) {
+	if (r < 0 || handles_new(s, HANDLE_STAGING, st, &st->handle) < 0) {
 		if (r >= 0) {
 			backend_staging_unregister(&s->srv->backend, addr, sr->size);
 			r = -ENOMEM; /* the handle table's */
@@ -253,39 +258,54 @@ int req_staging_register(struct session *s, const Sseq__Request *rq)
 		staging_uid_trim(s->srv);
 		/* Pinning refused (hipHostRegister's -EEXIST is no double definition): the
 		 * host memory the daemon may pin ran out, whatever the backend's errno. */
-		return req_error(s, -ENOMEM, "cannot register staging arena: %s", strerror(-r));
+		return outcome_error(s, -ENOMEM, "cannot register staging arena: %s", strerror(-r));
 	}
 	staging_charge(s, sr->size, true);
-	session_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", st->handle, NULL, NULL);
+	out_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", st->handle, NULL, NULL);
 	return 0;
 }
 
-int req_staging_unregister(struct session *s, const Sseq__Request *rq)
+int staging_req_unregister(struct session *s, const Sseq__Request *rq)
 {
 	uint64_t h = rq->staging_unregister->staging;
-	struct staging *st = session_lookup(s, h, HANDLE_STAGING);
+	struct staging *st = handles_lookup(s, h, HANDLE_STAGING);
 
 	if (!st)
-		return session_unknown_handle(s, h, "staging");
-	session_handle_drop(s, h);
+		return outcome_unknown_handle(s, h, "staging");
+	handles_drop(s, h);
 	/* Copies in flight keep it mapped, and counted, until the last completes. */
 	staging_unref(s->srv, st);
-	session_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
+	out_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
 	return 0;
 }
 
-int req_staging_range(
+int staging_range(
 	struct session *s, uint64_t handle, uint64_t off, uint64_t len, struct staging **out)
 {
-	struct staging *st = session_lookup(s, handle, HANDLE_STAGING);
+	struct staging *st = handles_lookup(s, handle, HANDLE_STAGING);
 
 	if (!st)
-		return session_unknown_handle(s, handle, "staging");
+		return outcome_unknown_handle(s, handle, "staging");
 	if (off > st->size || len > st->size - off)
-		return req_error(s, -ERANGE,
+		return outcome_error(s, -ERANGE,
 			"staging range [%" PRIu64 ", +%" PRIu64 ") outside arena of %" PRIu64
 			" bytes",
 			off, len, st->size);
 	*out = st;
 	return 0;
+}
+
+/* A session's staging handle as it goes (second pass): copies in flight keep the arena
+ * mapped, and counted against the daemon's limits, until they complete. */
+static bool staging_release_handle(struct session *s, void *obj, unsigned pass)
+{
+	if (pass == 0)
+		return false;
+	staging_unref(s->srv, obj);
+	return true;
+}
+
+void staging_register_kind(void)
+{
+	handles_on_release(HANDLE_STAGING, staging_release_handle);
 }

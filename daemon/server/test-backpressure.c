@@ -5,7 +5,9 @@
 #include <check.h>
 #include <stdlib.h>
 
-#include "session-internal.h"
+#include "conn.h"
+#include "session-limits.h"
+#include "session.h"
 #include "sseq-frame.h"
 #include "test-loop.h"
 
@@ -144,7 +146,7 @@ START_TEST(test_blocked_session_that_goes_away_leaves_the_list)
 	tl_connect(t, &other);
 	x = fill_window(t, &c, 2 * WINDOW);
 	ck_assert_ptr_eq(t->srv.blocked[x], c.s);
-	session_disconnect(c.s);
+	conn_close(c.s);
 	ck_assert_ptr_null(t->srv.blocked[x]);
 	ck_assert_uint_eq(t->srv.blocked_mask, 0);
 	tl_close(t, &c);
@@ -155,7 +157,7 @@ START_TEST(test_blocked_session_that_goes_away_leaves_the_list)
 }
 END_TEST
 
-/* The in-flight cap's resume (server_resume_session) still works beside the window's. */
+/* The in-flight cap's resume (pause_resume) still works beside the window's. */
 START_TEST(test_inflight_cap_resumes_at_half)
 {
 	struct tl *t = tl_new(0);
@@ -321,7 +323,7 @@ START_TEST(test_a_session_at_the_inflight_cap_is_not_timed_out)
 	x = fill_window(t, &c, 10);
 	ck_assert(c.s->inflight_capped);
 	ck_assert_uint_gt(c.s->in_len, 0); /* the copies it holds back */
-	session_sweep(c.s, server_loop_ns(&t->srv) + 60000000000u);
+	conn_sweep(c.s, server_loop_ns(&t->srv) + 60000000000u);
 	ck_assert(!c.s->closing);
 	ck_assert_uint_eq(t->srv.limit.frame_timeouts, 0);
 	tl_complete(t, x, 4);
@@ -332,7 +334,7 @@ START_TEST(test_a_session_at_the_inflight_cap_is_not_timed_out)
 	/* The client's own stall still counts. */
 	tl_write(&c, part, sizeof(part), NULL, 0);
 	tl_pump(t);
-	session_sweep(c.s, server_loop_ns(&t->srv) + 1000000000u);
+	conn_sweep(c.s, server_loop_ns(&t->srv) + 1000000000u);
 	ck_assert(c.s->closing);
 	ck_assert_uint_eq(t->srv.limit.frame_timeouts, 1);
 	tl_close(t, &c);

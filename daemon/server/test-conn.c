@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "sseq-frame.h"
 #include "test-loop.h"
 
@@ -217,7 +218,7 @@ START_TEST(test_a_memfd_arrives_with_its_frame)
 	conn_open(t, &c);
 	n = register_frame(buf, 2, 8192);
 	ck_assert_int_eq(tl_exchange(t, &c, buf, n, &fd, 1, 2, &h), SSEQ__STATUS__STATUS_OK);
-	ck_assert_ptr_nonnull(session_lookup(c.s, h, HANDLE_STAGING));
+	ck_assert_ptr_nonnull(handles_lookup(c.s, h, HANDLE_STAGING));
 	ck_assert_uint_eq(c.s->nfds, 0); /* taken by its registration */
 	/* Two memfds on the first half of two frames: each registration takes one. */
 	fds[0] = sealed_memfd(4096);
@@ -230,9 +231,9 @@ START_TEST(test_a_memfd_arrives_with_its_frame)
 	ck_assert_ptr_null(tl_next(&c));
 	ck_assert_int_eq(
 		tl_exchange(t, &c, buf + 5, n - 5, NULL, 0, 3, &h), SSEQ__STATUS__STATUS_OK);
-	ck_assert_ptr_nonnull(session_lookup(c.s, h, HANDLE_STAGING));
+	ck_assert_ptr_nonnull(handles_lookup(c.s, h, HANDLE_STAGING));
 	ck_assert_int_eq(tl_reply(&c, 4, &h), SSEQ__STATUS__STATUS_OK);
-	ck_assert_ptr_nonnull(session_lookup(c.s, h, HANDLE_STAGING));
+	ck_assert_ptr_nonnull(handles_lookup(c.s, h, HANDLE_STAGING));
 	ck_assert_uint_eq(c.s->nfds, 0);
 	ck_assert_uint_eq(c.s->stagings, 3);
 	close(fd);
@@ -335,7 +336,7 @@ START_TEST(test_a_half_close_while_paused_keeps_the_session)
 	ck_assert_uint_eq(t->srv.nsessions, 1);
 	ck_assert(c.s->input_wait && !c.s->closing);
 	ck_assert_int_eq(c.s->poll_events, 0); /* not woken again and again by the half-close */
-	session_sweep(c.s, server_loop_ns(&t->srv) + 1000000000u);
+	conn_sweep(c.s, server_loop_ns(&t->srv) + 1000000000u);
 	tl_close(t, &c);
 	ck_assert_uint_eq(t->srv.nsessions, 0);
 	ck_assert_uint_eq(t->srv.limit.input_large_bytes, 0);
@@ -353,7 +354,7 @@ START_TEST(test_a_partial_frame_paused_for_input_memory_still_times_out)
 
 	t->srv.opts.limits.frame_timeout_ms = 100;
 	conn_pause_for_input(t, &c);
-	session_sweep(c.s, server_loop_ns(&t->srv) + 1000000000u);
+	conn_sweep(c.s, server_loop_ns(&t->srv) + 1000000000u);
 	ck_assert(c.s->closing);
 	ck_assert_uint_eq(t->srv.limit.frame_timeouts, 1);
 	tl_pump(t);

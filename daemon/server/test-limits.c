@@ -1,6 +1,6 @@
 /* What the limits count is what a session holds until it is released, not what its handles
  * name: an arena unregistered while a copy still uses it stays mapped (staging.c), and a
- * freed buffer's memory stays taken while work uses it (session.c), so both stay counted,
+ * freed buffer's memory stays taken while work uses it (buffer.c), so both stay counted,
  * against the session and, once it has gone, against the daemon. */
 #include <check.h>
 #include <fcntl.h>
@@ -9,8 +9,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "session-internal.h"
+#include "buffer.h"
+#include "session.h"
 #include "sseq-frame.h"
+#include "staging.h"
 #include "test-loop.h"
 
 /* A server under `--client-arena-limit 4 --arena-limit arenas`. */

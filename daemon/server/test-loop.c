@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "log.h"
 #include "sseq-frame.h"
 
@@ -104,7 +105,7 @@ void tl_connect(struct tl *t, struct tl_client *c)
 
 	*c = (struct tl_client){.next_tag = 1};
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
-	c->s = session_new(&t->srv, sv[0]);
+	c->s = conn_accept(&t->srv, sv[0]);
 	ck_assert_ptr_nonnull(c->s);
 	c->fd = sv[1];
 }

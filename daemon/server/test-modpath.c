@@ -87,7 +87,7 @@ static int resolve(const char *dir, const char *path, const char *want, const ch
 {
 	char out[PATH_MAX], expect[PATH_MAX];
 	const char *w = NULL;
-	int r = module_path_resolve(dir, path, out, sizeof(out), &w);
+	int r = modpath_resolve(dir, path, out, sizeof(out), &w);
 
 	ck_assert_ptr_nonnull(w);
 	if (why)
@@ -203,8 +203,7 @@ START_TEST(test_result_that_does_not_fit_is_refused)
 {
 	char out[8];
 
-	ck_assert_int_eq(
-		module_path_resolve(mods, "good.bin", out, sizeof(out), NULL), -ENAMETOOLONG);
+	ck_assert_int_eq(modpath_resolve(mods, "good.bin", out, sizeof(out), NULL), -ENAMETOOLONG);
 }
 END_TEST
 

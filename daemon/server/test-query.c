@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "conn.h"
 #include "query.h"
 #include "sseq-frame.h"
 #include "test-loop.h"
@@ -35,7 +36,7 @@ START_TEST(test_foreach_visits_every_connected_session)
 	ck_assert_uint_eq(v.n, 2);
 	ck_assert(v.s[0] != v.s[1]);
 	ck_assert((v.s[0] == a.s && v.s[1] == b.s) || (v.s[0] == b.s && v.s[1] == a.s));
-	session_disconnect(a.s);
+	conn_close(a.s);
 	v.n = 0;
 	session_foreach(&t->srv, collect, &v);
 	ck_assert_uint_eq(v.n, 1);

@@ -13,7 +13,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "session-internal.h"
+#include "conn.h"
+#include "handles.h"
+#include "out.h"
+#include "session.h"
 #include "test-loop.h"
 
 #define FD_MAX 1024
@@ -136,12 +139,12 @@ START_TEST(test_a_session_not_taken_over_leaves_the_others_taken_over)
 	fail_poll_fd = b.s->fd;
 
 	t->srv.opts.argv = exec_argv;
-	server_restart_in_place(&t->srv);
+	resume_restart(&t->srv);
 	ck_assert_int_ge(handover, 0);
 	/* The old process goes; what the exec kept comes back at the same numbers. */
 	for (s = t->srv.sessions; s; s = next) {
 		next = s->next;
-		session_disconnect(s);
+		conn_close(s);
 	}
 	tl_free(t);
 	for (int fd = 3; fd < FD_MAX; fd++)
@@ -187,11 +190,11 @@ START_TEST(test_a_session_ended_by_the_last_flush_leaves_the_others_flushed)
 	tl_hello(t, &old, "old");
 	tl_connect(t, &closing);
 	tl_hello(t, &closing, "closing");
-	session_reply(old.s, 77, SSEQ__STATUS__STATUS_OK, "");
+	out_reply(old.s, 77, SSEQ__STATUS__STATUS_OK, "");
 	closing.s->closing = true;
 
 	t->srv.opts.argv = exec_argv;
-	server_restart_in_place(&t->srv);
+	resume_restart(&t->srv);
 	ck_assert_int_ge(handover, 0);
 	ck_assert(!closing.s->connected);
 	ck_assert_int_gt(recv(old.fd, buf, sizeof(buf), MSG_DONTWAIT), 0);
@@ -201,7 +204,7 @@ START_TEST(test_a_session_ended_by_the_last_flush_leaves_the_others_flushed)
 	for (int fd = 3; fd < FD_MAX; fd++)
 		if (aside[fd] >= 0)
 			close(aside[fd]);
-	session_disconnect(old.s);
+	conn_close(old.s);
 	client_drop(&old);
 	client_drop(&closing);
 	tl_free(t);

@@ -1,8 +1,14 @@
-/* Trace followers (TraceOptions.follow): new entries each turn, bounded for a follower that
- * does not read (dropped and counted, and the next answer says how many). */
-#include "session-internal.h"
+/* Queries: answered at once (query.c builds the answer); a trace query with follow
+ * (TraceOptions.follow) then gets new entries each turn, bounded for a follower that does
+ * not read (dropped and counted, and the next answer says how many). */
+#include "trace.h"
 
-void session_follow_trace(struct session *s)
+#include "out.h"
+#include "query.h"
+#include "session-limits.h"
+#include "session.h"
+
+void trace_follow(struct session *s)
 {
 	Sseq__Message m = SSEQ__MESSAGE__INIT;
 	Sseq__QueryResult res = SSEQ__QUERY_RESULT__INIT;
@@ -32,6 +38,32 @@ void session_follow_trace(struct session *s)
 		s->follow_since = res.trace[res.n_trace - 1]->seq;
 	m.body_case = SSEQ__MESSAGE__BODY_QUERY_RESULT;
 	m.query_result = &res;
-	session_send(s, &m);
+	out_send(s, &m);
 	arena_reset(&s->arena);
+}
+
+int trace_req_query(struct session *s, const Sseq__Request *rq)
+{
+	Sseq__Message m = SSEQ__MESSAGE__INIT;
+	Sseq__QueryResult res = SSEQ__QUERY_RESULT__INIT;
+
+	res.tag = rq->tag;
+	query_answer(s->srv, s, rq->query, &res, &s->arena);
+	m.body_case = SSEQ__MESSAGE__BODY_QUERY_RESULT;
+	m.query_result = &res;
+	out_send(s, &m);
+	if (rq->query->kind == SSEQ__QUERY_KIND__QUERY_KIND_TRACE && rq->query->trace &&
+		rq->query->trace->follow) {
+		if (!s->following)
+			s->srv->nfollowing++;
+		s->following = true;
+		s->follow_tag = rq->tag;
+		s->follow_since = res.n_trace ? res.trace[res.n_trace - 1]->seq
+					      : (rq->query->trace->since_seq > s->srv->trace_seq
+								? s->srv->trace_seq
+								: rq->query->trace->since_seq);
+		if (s->follow_since < s->srv->trace_seq && !res.n_trace)
+			s->follow_since = s->srv->trace_seq;
+	}
+	return 0;
 }

@@ -24,9 +24,10 @@
 
 #include "answers.h"
 #include "check-backend.h"
+#include "conn.h"
 #include "log.h"
 #include "server.h"
-#include "session-internal.h" /* SESSION_INPUT_BASE, for the budget check */
+#include "session-limits.h" /* SESSION_INPUT_BASE, for the budget check */
 #include "session.h"
 #include "sseq-frame.h"
 
@@ -675,7 +676,7 @@ static void fz_reset(struct fz *f)
 	check_backend_lose(f->cb);
 	exec_armed = true;
 	exec_called = false;
-	server_device_reset(&f->srv, f->reset_stream % seq_stream_count(f->srv.seq));
+	reset_device(&f->srv, f->reset_stream % seq_stream_count(f->srv.seq));
 	exec_armed = false;
 	if (!exec_called)
 		harness_fail("a device reset with --device-reset exec did not restart in place");
@@ -694,7 +695,7 @@ static void fz_reset(struct fz *f)
 			held[i].out_len);
 	/* The old process goes (its memory, and the descriptors marked close-on-exec) ... */
 	while (f->srv.sessions)
-		session_disconnect(f->srv.sessions);
+		conn_close(f->srv.sessions);
 	fz_stop(f);
 	/* ... and the exec's survivors are where they were. */
 	for (unsigned i = 0; i < nexec_fds; i++) {
@@ -779,14 +780,14 @@ static void fz_run(struct fz *f, const uint8_t *data, size_t size)
 		harness_fail("SO_SNDBUF: %s", strerror(errno));
 	f->opts.listen_fd = listen_pipe[0];
 	fz_start(f);
-	if (!session_new(&f->srv, sv[0]))
-		harness_fail("session_new");
+	if (!conn_accept(&f->srv, sv[0]))
+		harness_fail("conn_accept");
 	f->c.fd = sv[1];
 #ifdef FUZZ_RESUME
 	int by[2];
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, by) < 0 ||
-		!session_new(&f->srv, by[0]))
+		!conn_accept(&f->srv, by[0]))
 		harness_fail("the bystander's connection: %s", strerror(errno));
 	fz_bystander_start(f, by[1]);
 	fz_pump(f);

@@ -126,9 +126,13 @@ struct sseq_connect_options {
 /* The most lanes a connection may ask for. */
 #define SSEQ_MAX_LANES 8
 
-/* The socket sseq_connect() uses when given no path and $SSEQ_SOCKET is unset or empty:
- * the first device's sseqd. */
-#define SSEQ_DEFAULT_SOCKET "/run/sseq/gpu0.sock"
+/* SSEQ_DEFAULT_SOCKET, "/run/sseq/gpu0.sock": the socket sseq_connect() uses when given no
+ * path and $SSEQ_SOCKET is unset or empty; SSEQ_SOCKET_DIR, the sockets' directory. */
+#include "sseq-socket.h"
+
+/* SSEQ_DEFAULT_SOCKET of the libsseq the program runs with, for bindings that would
+ * otherwise repeat it (protocol 1.6). Never NULL; the string is static. */
+const char *sseq_default_socket(void);
 
 /* Connect to the daemon at `path` and say Hello. path NULL: $SSEQ_SOCKET if set and not
  * empty, else SSEQ_DEFAULT_SOCKET. opts may be NULL. Waits for the Welcome. On success

@@ -14,19 +14,19 @@ import os
 import threading
 from typing import Optional
 
-__all__ = ["lib", "library_path", "DEFAULT_SOCKET", "MAX_LANES", "SseqConnectOptions", "SseqInfo",
+from ._schema import ARG_TYPES, STATS_FIELDS
+
+__all__ = ["lib", "library_path", "default_socket", "MAX_LANES", "SseqConnectOptions", "SseqInfo",
            "SseqArg", "SseqLaunch", "SseqStats", "ARG_BUFFER", "ARG_I32", "ARG_U32", "ARG_I64",
            "ARG_U64", "ARG_F32", "ARG_F64", "ARG_I8", "ARG_U8", "ARG_I16", "ARG_U16", "ARG_F16",
            "ARG_BF16", "ARG_BYTES", "ACCESS_IN", "ACCESS_OUT", "ACCESS_INOUT",
            "LibraryNotFoundError"]
 
-# SSEQ_DEFAULT_SOCKET: where sseq_connect(NULL) goes when $SSEQ_SOCKET is unset or
-# empty. Connecting passes None and lets libsseq decide; this is for saying where.
-DEFAULT_SOCKET = "/run/sseq/gpu0.sock"
-
-# enum sseq_arg_type and enum sseq_access
-ARG_BUFFER, ARG_I32, ARG_U32, ARG_I64, ARG_U64, ARG_F32, ARG_F64 = range(1, 8)
-ARG_I8, ARG_U8, ARG_I16, ARG_U16, ARG_F16, ARG_BF16, ARG_BYTES = range(8, 15)
+# enum sseq_arg_type, numbered by kernels/karg.h's table (generated), and enum sseq_access
+(ARG_BUFFER, ARG_I32, ARG_U32, ARG_I64, ARG_U64, ARG_F32, ARG_F64, ARG_I8, ARG_U8, ARG_I16,
+ ARG_U16, ARG_F16, ARG_BF16, ARG_BYTES) = (ARG_TYPES[t] for t in (
+    "BUFFER", "I32", "U32", "I64", "U64", "F32", "F64", "I8", "U8", "I16", "U16", "F16",
+    "BF16", "BYTES"))
 ACCESS_IN, ACCESS_OUT, ACCESS_INOUT = 1, 2, 3
 
 
@@ -106,27 +106,7 @@ class SseqLaunchAttrs(ctypes.Structure):
     ]
 
 
-# struct sseq_stats, counters in header order after .size.
-STATS_FIELDS = (
-    "waits_enqueued",
-    "waits_elided_same_stream",
-    "waits_elided_observed",
-    "waits_elided_legacy",
-    "backpressure_events",
-    "race_findings",
-    "ops_submitted",
-    "ops_completed",
-    "ops_failed",
-    "events_recorded",
-    "frees_deferred",
-    "releases",
-    "double_definitions",
-    "audit_findings",
-    "sessions_total",
-    "frames_in",
-    "frames_bad",
-    "placed_by_affinity",
-)
+# struct sseq_stats, counters in header order after .size (generated from sseq.h).
 
 
 class SseqStats(ctypes.Structure):
@@ -258,6 +238,18 @@ def lib() -> ctypes.CDLL:
             _errno.ENOENT,
             "libsseq not found (set SSEQ_LIBRARY to the path of libsseq.so): "
             + "; ".join(errors))
+
+
+def default_socket() -> str:
+    """Where sseq_connect(NULL) goes when $SSEQ_SOCKET is unset or empty, as libsseq says
+    (sseq_default_socket(), SSEQ_DEFAULT_SOCKET), for saying where: connecting passes None
+    and lets libsseq decide. Without a libsseq that says, a description of it."""
+    try:
+        fn = lib().sseq_default_socket
+    except (LibraryNotFoundError, AttributeError):  # none, or one from before the function
+        return "libsseq's default socket"
+    fn.restype, fn.argtypes = ctypes.c_char_p, []
+    return fn().decode()
 
 
 def library_path() -> Optional[str]:

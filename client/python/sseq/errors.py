@@ -2,38 +2,13 @@
 
 from __future__ import annotations
 
-import enum
 import errno as _errno
 from typing import Optional
 
+# Status and ERR_BASE are generated from the schema (proto/gen-tables.py).
+from ._schema import ERR_BASE, Status
+
 __all__ = ["Error", "Status", "ERR_BASE"]
-
-ERR_BASE = 4000
-
-
-class Status(enum.IntEnum):
-    """The daemon's statuses, numbered as libsseq's ``enum sseq_error`` (4000 + the
-    wire protocol's Status). libsseq returns them negated."""
-
-    INVALID_ARGUMENT = ERR_BASE + 1
-    UNKNOWN_HANDLE = ERR_BASE + 2
-    OUT_OF_RANGE = ERR_BASE + 3
-    PERMISSION_DENIED = ERR_BASE + 4
-    UNSUPPORTED_VERSION = ERR_BASE + 5
-    UNKNOWN_KERNEL = ERR_BASE + 6
-    BAD_ARGUMENT_TYPE = ERR_BASE + 7
-    RESOURCE_EXHAUSTED = ERR_BASE + 8
-    DEVICE_ERROR = ERR_BASE + 9
-    DEPENDENCY_FAILED = ERR_BASE + 10
-    INJECTED_FAULT = ERR_BASE + 11
-    DOUBLE_DEFINITION = ERR_BASE + 12
-    STAGING_UNSEALED = ERR_BASE + 13
-    FRAME_TOO_LARGE = ERR_BASE + 14
-    BUSY = ERR_BASE + 15
-    SHUTTING_DOWN = ERR_BASE + 16
-    INTERNAL = ERR_BASE + 17
-    PROTOCOL_ERROR = ERR_BASE + 18
-    NOT_SUPPORTED = ERR_BASE + 19
 
 
 def _is_daemon_code(code: int) -> bool:

@@ -71,7 +71,7 @@ from _pytest.runner import runtestprotocol
 
 import sseq
 from sseq import _lib
-from sseq._lib import DEFAULT_SOCKET
+from sseq._lib import default_socket
 from sseq._plugin_report import _Reporter, describe_reset, format_counters
 from sseq._plugin_sockets import (DEFAULT_SOCKET_DIR, SOCKET_GROUP, _RETRYABLE,
                                   _failover_order, _gone, _library_message, _peer_closed,
@@ -142,7 +142,7 @@ class _WorkerState:
         return self.worker_id or "this run"
 
     def where(self, path: Optional[str] = None) -> str:
-        return path or self.socket or os.environ.get("SSEQ_SOCKET") or DEFAULT_SOCKET
+        return path or self.socket or os.environ.get("SSEQ_SOCKET") or default_socket()
 
     def _order(self) -> list[Optional[str]]:
         """The preferred socket, then the others of the list after it, wrapping."""
@@ -316,7 +316,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="sseqd socket; several (colon- or comma-separated, one per GPU) spread xdist "
              "workers gwN over them by N mod count. Default: $SSEQ_SOCKETS, else "
              "$SSEQ_SOCKET, else $SSEQ_SOCKET_DIR/gpu*.sock (default directory "
-             f"{DEFAULT_SOCKET_DIR}), else {DEFAULT_SOCKET}.")
+             f"{DEFAULT_SOCKET_DIR}), else {default_socket()}.")
     group.addoption(
         "--sseq-require", dest="sseq_require", action="store_true", default=False,
         help="a test that cannot reach sseqd is an error, not a skip, and workers do not "
@@ -350,7 +350,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> str:
     state = config.stash[_STATE]
     spec = ":".join(state.sockets) if state.sockets else (
-        os.environ.get("SSEQ_SOCKET") or DEFAULT_SOCKET)
+        os.environ.get("SSEQ_SOCKET") or default_socket())
     lib = os.environ.get("SSEQ_LIBRARY") or "installed libsseq"
     text = f"sseq: socket(s) {spec} ({state.origin}); library {lib}"
     if state.require:

@@ -27,6 +27,7 @@ from . import _lib
 from .args import pack_args
 from .buffer import (Buffer, DTypeLike, Op, Shape, _check_owner, _dtype, _index, _nbytes,
                      _shape)
+from ._schema import Stats
 from .errors import Error
 
 __all__ = ["Session", "Buffer", "Op", "Info", "Stats", "FunctionInfo", "DeviceLimits",
@@ -51,44 +52,6 @@ class Info:
     backend: str
     arch: str
     memory_total: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Stats:
-    """The daemon's counters (``struct sseq_stats``). They are daemon-wide: every
-    session's work counts, not only this one's. ``a - b`` is the change from b to a."""
-
-    waits_enqueued: int = 0
-    waits_elided_same_stream: int = 0
-    waits_elided_observed: int = 0
-    waits_elided_legacy: int = 0
-    backpressure_events: int = 0
-    race_findings: int = 0
-    ops_submitted: int = 0
-    ops_completed: int = 0
-    ops_failed: int = 0
-    events_recorded: int = 0
-    frees_deferred: int = 0
-    releases: int = 0
-    double_definitions: int = 0
-    audit_findings: int = 0
-    sessions_total: int = 0
-    frames_in: int = 0
-    frames_bad: int = 0
-    placed_by_affinity: int = 0
-
-    def __sub__(self, other: "Stats") -> "Stats":
-        if not isinstance(other, Stats):
-            return NotImplemented
-        return Stats(**{f: getattr(self, f) - getattr(other, f) for f in _lib.STATS_FIELDS})
-
-    def as_dict(self) -> dict[str, int]:
-        """The counters as a plain dict (field order kept)."""
-        return dataclasses.asdict(self)
-
-
-assert tuple(f.name for f in dataclasses.fields(Stats)) == _lib.STATS_FIELDS
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -581,7 +544,7 @@ def connect(socket: Optional[PathLike] = None, *, name: Optional[str] = None,
     ``/run/sseq/gpu0.sock``. ``name`` is shown by ``sseqctl clients`` (default: the
     program's name); ``worker_id`` groups clients there (default:
     ``$PYTEST_XDIST_WORKER``). ``staging_size``: bytes of the first staging arena
-    (default 64 MiB). ``lanes``: how many lanes (streams of the daemon's own for
+    (default 4 MiB). ``lanes``: how many lanes (streams of the daemon's own for
     independent work, see :meth:`Session.lane`) to ask for, 1 to 8. Raises
     :class:`sseq.Error` (``ENOENT``/``ECONNREFUSED`` when no daemon answers) or
     :class:`sseq.LibraryNotFoundError`."""

@@ -1,6 +1,7 @@
 /* Events for the hip backend: a pool the loop thread takes them from, each stream's ring
  * of recorded events that its completion thread walks, and the sequencer's record, wait
  * and retire on top of them. */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -17,6 +18,7 @@ static int hip_event_get(struct hip *h, struct hip_ev **out)
 {
 	struct hip_ev *ev;
 	hipError_t e;
+	int r;
 
 	if (h->nevents) {
 		*out = h->events[--h->nevents];
@@ -28,7 +30,9 @@ static int hip_event_get(struct hip *h, struct hip_ev **out)
 	e = hipEventCreateWithFlags(&ev->ev, h->event_flags);
 	if (e != hipSuccess) {
 		free(ev);
-		return hip__fail(e, "hipEventCreateWithFlags", "event", (struct seq_point){0, 0});
+		r = hip__fail(e, "hipEventCreateWithFlags", "event", (struct seq_point){0, 0});
+		assert(r < 0); /* a failure never translates to 0: *out stays unset */
+		return r;
 	}
 	*out = ev;
 	return 0;

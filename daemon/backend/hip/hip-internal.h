@@ -158,12 +158,7 @@ struct hip_deferred {
 /* One kernel argument's value, as the launch call takes it by address. */
 union hip_karg {
 	void *ptr;
-	int32_t i32;
-	uint32_t u32;
-	int64_t i64;
-	uint64_t u64;
-	float f32;
-	double f64;
+	KARG_VALUE_MEMBERS /* kernels/karg.h */
 };
 
 /* One enqueue for the submit thread, with everything it needs copied in: the caller's op

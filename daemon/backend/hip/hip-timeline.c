@@ -9,6 +9,7 @@
  * mapping gives it, and the measured offset is slewed away over the next period by
  * the slope, so no two ops swap order at a re-anchor. Only an offset over
  * HIP_TL_STEP_NS (the first anchor after a stall, say) steps the mapping. */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -65,9 +66,13 @@ static int hip_tl_elapsed(hipEvent_t a, hipEvent_t b, double *ns)
 {
 	float ms = 0, back = 0;
 	hipError_t e = hipEventElapsedTime(&ms, a, b);
+	int r;
 
-	if (e != hipSuccess)
-		return hip__errno(e);
+	if (e != hipSuccess) {
+		r = hip__errno(e);
+		assert(r < 0); /* a failure never translates to 0: *ns stays unset */
+		return r;
+	}
 	/* An interval that ends before it starts: negative, or clamped to 0 by some
 	 * runtimes, so asked the other way round too. */
 	if (ms <= 0 && hipEventElapsedTime(&back, b, a) == hipSuccess && back > 0)

@@ -76,6 +76,10 @@ const char *hip_kernels_path(void);
  * HIP error; the reason is logged. */
 int hip_create(struct backend *out, const struct hip_config *cfg, const struct backend_env *env);
 
+/* The hip backend as sseqd's registry knows it (hip-config.c): its name, options and
+ * start, in every build; it starts only where HIP was built in. */
+extern const struct backend_desc hip_backend;
+
 /* Audit checks made so far (both timestamps read), whether or not they found anything,
  * and in *pending (when not NULL) those queued and not yet made: 0 when the audit is off.
  * `ctx` is the backend's. */

@@ -1151,7 +1151,7 @@ END_TEST
 START_TEST(test_device_timeline_off_leaves_the_times_observed)
 {
 	/* Off (the config's zero): no times, so the server's timeline falls back to what it
-	 * observed (server_timeline_done). */
+	 * observed (ops_done, daemon/server/ops.c). */
 	struct hip_config cfg = {0};
 	uint64_t s = 0, e = 0;
 

@@ -1,6 +1,6 @@
 /* The sim's configuration: the --sim-delay and --inject specs parsed into a struct
- * sim_config, and the check sim_create makes of any config it is given, parsed or filled
- * in by a test. */
+ * sim_config, the check sim_create makes of any config it is given, parsed or filled in
+ * by a test, and sseqd's option rows for them. */
 #include "sim-internal.h"
 
 #include <errno.h>
@@ -216,3 +216,40 @@ int sim_parse_inject(struct sim_config *cfg, const char *spec, const char **why)
 	cfg->nfail++;
 	return 0;
 }
+
+/* --sim-delay SPEC: every refusal says why. */
+static int sim_option_delay(void *cfg, const char *arg, const char **why)
+{
+	int r = sim_parse_delay(cfg, arg, why);
+
+	if (r < 0 && !*why)
+		*why = "invalid";
+	return r;
+}
+
+/* --inject SPEC, the sim's faults: another's (the core's) is left to its row. */
+static int sim_option_inject(void *cfg, const char *arg, const char **why)
+{
+	int r = sim_parse_inject(cfg, arg, why);
+
+	if (r < 0 && (!*why || strncmp(*why, "unknown fault", 13) == 0))
+		return -ENOENT;
+	return r;
+}
+
+const struct option_row sim_options[] = {
+	{.name = "sim-delay",
+		.arg = "SPEC",
+		.kind = OPTION_CUSTOM,
+		.parse = sim_option_delay,
+		.help = "delay a stream kind in the sim: h2d=2ms, d2d=rand:0-500us, "
+			"compute=script:1ms,0,5ms (repeatable)"},
+	{.name = "inject",
+		.arg = "SPEC",
+		.kind = OPTION_CUSTOM,
+		.parse = sim_option_inject,
+		.values = "fail-op=N, device-fail-op=N, device-lost-op=N",
+		.what = "fault",
+		.help = "fault injection (repeatable)"},
+	{0},
+};

@@ -194,5 +194,7 @@ void sim_cancel(void *ctx);
 
 /* sim-config.c */
 int sim_config_check(const struct sim_config *cfg);
+/* sseqd's options for the sim (sim-config.c), in its descriptor (sim.c). */
+extern const struct option_row sim_options[];
 
 #endif

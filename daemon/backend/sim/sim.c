@@ -65,11 +65,13 @@ static bool sim_device_lost(void *ctx)
 static int sim_reset(void *ctx)
 {
 	struct sim *sim = ctx;
+	/* The streams come back as they were: as many, of the same kinds. */
+	const unsigned nstreams = sim->nstreams;
 	enum seq_stream_kind kinds[SEQ_MAX_STREAMS];
 	uint64_t launched[SEQ_MAX_STREAMS];
 
 	sim_streams_stop(sim);
-	for (unsigned i = 0; i < sim->nstreams; i++) {
+	for (unsigned i = 0; i < nstreams; i++) {
 		kinds[i] = sim->streams[i].kind;
 		launched[i] = sim->streams[i].launched;
 	}
@@ -82,7 +84,7 @@ static int sim_reset(void *ctx)
 	sim->used_bytes = sim->cached_bytes = 0;
 	sim->nhost = 0;
 	memset(sim->streams, 0, sizeof(sim->streams));
-	for (unsigned i = 0; i < sim->nstreams; i++) {
+	for (unsigned i = 0; i < nstreams; i++) {
 		sim->streams[i].launched = launched[i];
 		atomic_store(&sim->streams[i].executed, launched[i]);
 	}
@@ -152,3 +154,34 @@ fail:
 	sim_destroy(sim);
 	return r;
 }
+
+/* ---- the descriptor: how sseqd starts the sim (registry.c) ---- */
+
+static int sim_probe(const void *config, unsigned device, char *why, size_t size)
+{
+	return 0; /* the CPU is always there */
+}
+
+static int sim_start(struct backend *out, const void *config, const struct backend_args *args,
+	const struct backend_env *env)
+{
+	struct sim_config cfg = *(const struct sim_config *)config;
+
+	/* The injected faults count launches from the start: after a restart in place they
+	 * would fire again on the new count, as a different experiment. */
+	if (args->resumed)
+		cfg.nfail = 0;
+	return sim_create(out, &cfg, env);
+}
+
+static const struct sim_config sim_config_default;
+
+const struct backend_desc sim_backend = {
+	.name = "sim",
+	.title = "sim",
+	.probe = sim_probe,
+	.create = sim_start,
+	.config_size = sizeof(struct sim_config),
+	.config_default = &sim_config_default,
+	.options = sim_options,
+};

@@ -66,4 +66,7 @@ int sim_parse_inject(struct sim_config *cfg, const char *spec, const char **why)
  * Returns 0, -EINVAL for a bad config, or -ENOMEM / a thread-creation error. */
 int sim_create(struct backend *out, const struct sim_config *cfg, const struct backend_env *env);
 
+/* The sim as sseqd's registry knows it: its name, options and start. */
+extern const struct backend_desc sim_backend;
+
 #endif

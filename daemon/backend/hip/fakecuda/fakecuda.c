@@ -332,6 +332,8 @@ static void fake_echo(const struct fake_fn *fn, void *const *params)
 {
 	char *dst;
 
+	if (fn->nparams == 0)
+		return; /* no destination pointer to write through */
 	memcpy(&dst, params[0], sizeof(dst));
 	for (unsigned i = 1; i < fn->nparams; i++)
 		memcpy(dst + fn->offset[i], params[i], fn->size[i]);
@@ -1051,9 +1053,11 @@ cudaError_t cudaMemcpyAsync(
 cudaError_t cudaHostRegister(void *p, size_t size, unsigned int flags)
 {
 	cudaError_t e = fake_error();
+	/* Read once: the file it names is what is waited for. */
+	const char *gate = getenv("SSEQ_FAKE_PIN_GATE");
 
-	for (int i = 0; fake_pin_gated() && i < 60000; i++) {
-		if (access(getenv("SSEQ_FAKE_PIN_GATE"), F_OK) == 0)
+	for (int i = 0; gate && *gate && i < 60000; i++) {
+		if (access(gate, F_OK) == 0)
 			break;
 		usleep(1000);
 	}
@@ -1093,6 +1097,18 @@ static void fake_kernels_init(void)
 		fake_kernels[fake_nkernels].k = list[fake_nkernels];
 }
 
+/* A library and what it holds: cudaLibraryUnload's work, and a failed load's. Ours, not
+ * the runtime header's, so that a static analyzer sees the memory go. */
+static void fake_lib_free(struct CUlib_st *lib)
+{
+	if (lib) {
+		free(lib->fns);
+		for (unsigned i = 0; i < lib->nglobals; i++)
+			free(lib->globals[i].mem);
+	}
+	free(lib);
+}
+
 cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t *out, const char *path, enum cudaJitOption *jit,
 	void **jit_values, unsigned int njit, enum cudaLibraryOption *opt, void **opt_values,
 	unsigned int nopt)
@@ -1123,7 +1139,7 @@ cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t *out, const char *path, enum c
 	}
 	fclose(f);
 	if (e != cudaSuccess) {
-		cudaLibraryUnload(lib);
+		fake_lib_free(lib);
 		return e;
 	}
 	*out = lib;
@@ -1132,12 +1148,7 @@ cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t *out, const char *path, enum c
 
 cudaError_t cudaLibraryUnload(cudaLibrary_t lib)
 {
-	if (lib) {
-		free(lib->fns);
-		for (unsigned i = 0; i < lib->nglobals; i++)
-			free(lib->globals[i].mem);
-	}
-	free(lib);
+	fake_lib_free(lib);
 	return cudaSuccess;
 }
 

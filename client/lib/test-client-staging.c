@@ -1,0 +1,202 @@
+/* libsseq's staging: the range allocator inside an arena, the sealed memfd behind it, and
+ * copies through arenas the scripted fake daemon maps itself. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "test-client-fake.h"
+#include "test-client.h"
+
+static uint8_t arena_mem[4096];
+
+START_TEST(test_staging_reserve_aligned_until_exhausted)
+{
+	struct staging_arena a;
+	staging_arena_init(&a, arena_mem, sizeof(arena_mem));
+	uint64_t off, prev = 0;
+	for (int i = 0; i < 32; i++) {
+		ck_assert_int_eq(staging_arena_reserve(&a, 100, &off), 0);
+		ck_assert_uint_eq(off % STAGING_ALIGN, 0);
+		if (i > 0)
+			ck_assert_uint_ge(off, prev + 100);
+		prev = off;
+		staging_arena_find(&a, off, 100)->refs = 1;
+	}
+	/* 32 * 128 = 4096: full. */
+	ck_assert_int_eq(staging_arena_reserve(&a, 1, &off), -ENOSPC);
+	ck_assert_int_eq(staging_arena_reserve(&a, 8192, &off), -ENOSPC);
+	staging_arena_finish(&a);
+}
+END_TEST
+
+/* Space comes back only when the copies using it completed, and is then reused. */
+START_TEST(test_staging_reuses_range_after_last_ref)
+{
+	struct staging_arena a;
+	staging_arena_init(&a, arena_mem, sizeof(arena_mem));
+	uint64_t x, y, z;
+	ck_assert_int_eq(staging_arena_reserve(&a, 2048, &x), 0);
+	struct staging_range *rx = staging_arena_find(&a, x, 2048);
+	rx->refs = 2;
+	ck_assert_int_eq(staging_arena_reserve(&a, 2048, &y), 0);
+	staging_arena_find(&a, y, 2048)->refs = 1;
+	ck_assert_int_eq(staging_arena_reserve(&a, 64, &z), -ENOSPC);
+
+	ck_assert(!staging_range_unref(&a, staging_arena_find(&a, x, 0)));
+	ck_assert_int_eq(staging_arena_reserve(&a, 64, &z), -ENOSPC);
+	ck_assert(staging_range_unref(&a, staging_arena_find(&a, x, 0)));
+	ck_assert_uint_eq(a.used, 2048);
+	ck_assert_int_eq(staging_arena_reserve(&a, 1024, &z), 0);
+	ck_assert_uint_eq(z, x);
+	staging_arena_find(&a, z, 0)->refs = 1;
+	/* The gap after z fits 1024 more; 1025 does not. */
+	ck_assert_int_eq(staging_arena_reserve(&a, 1025, &z), -ENOSPC);
+	ck_assert_int_eq(staging_arena_reserve(&a, 1024, &z), 0);
+	ck_assert_uint_eq(z, x + 1024);
+	staging_arena_finish(&a);
+}
+END_TEST
+
+/* sseq_host_free while a copy still reads the range must not free it. */
+START_TEST(test_staging_user_hold_and_refs_both_count)
+{
+	struct staging_arena a;
+	staging_arena_init(&a, arena_mem, sizeof(arena_mem));
+	uint64_t x;
+	ck_assert_int_eq(staging_arena_reserve(&a, 4096, &x), 0);
+	struct staging_range *r = staging_arena_find(&a, x, 4096);
+	r->user = true;
+	r->refs = 1;
+	ck_assert(!staging_range_unhold(&a, r));
+	ck_assert_uint_eq(a.nranges, 1);
+	ck_assert(staging_range_unref(&a, staging_arena_find(&a, x, 0)));
+	ck_assert_uint_eq(a.nranges, 0);
+	ck_assert_uint_eq(a.used, 0);
+	staging_arena_finish(&a);
+}
+END_TEST
+
+START_TEST(test_staging_find_interior_and_bounds)
+{
+	struct staging_arena a;
+	staging_arena_init(&a, arena_mem, sizeof(arena_mem));
+	uint64_t x, y;
+	staging_arena_reserve(&a, 100, &x);
+	staging_arena_reserve(&a, 100, &y);
+	ck_assert_ptr_eq(staging_arena_find(&a, x + 10, 90), &a.ranges[0]);
+	ck_assert_ptr_null(staging_arena_find(&a, x + 10, 91));
+	ck_assert_ptr_eq(staging_arena_find(&a, y + 99, 1), &a.ranges[1]);
+	ck_assert_ptr_null(staging_arena_find(&a, x + 100, 1)); /* the alignment gap */
+	ck_assert_ptr_null(staging_arena_find(&a, y + 200, 1));
+	ck_assert(staging_arena_contains(&a, arena_mem + 4095));
+	ck_assert(!staging_arena_contains(&a, arena_mem + 4096));
+	staging_arena_finish(&a);
+}
+END_TEST
+
+START_TEST(test_staging_memfd_is_sealed_against_shrink)
+{
+	struct staging_arena *a;
+	ck_assert_int_eq(staging_arena_create(1 << 20, "test", &a), 0);
+	int seals = fcntl(a->fd, F_GET_SEALS);
+	ck_assert(seals & F_SEAL_SHRINK);
+	ck_assert_int_eq(lseek(a->fd, 0, SEEK_END), 1 << 20);
+	ck_assert_int_ne(ftruncate(a->fd, 4096), 0);
+	a->base[(1 << 20) - 1] = 7; /* mapped shared and writable */
+	staging_arena_destroy(a);
+}
+END_TEST
+
+/* H2D from plain memory and from sseq_host_alloc memory, and D2H into both, through a
+ * memfd the fake daemon maps itself. */
+START_TEST(test_client_copies_through_staging)
+{
+	struct fake *f = fake_start();
+	struct sseq *s = fake_connect(f, 0);
+	uint64_t b;
+	ck_assert_int_eq(sseq_alloc(s, 4096, "b", &b), 0);
+	float src[1024], dst[1024];
+	for (int i = 0; i < 1024; i++)
+		src[i] = (float)i;
+	uint64_t t1, t2, t3;
+	ck_assert_int_eq(sseq_copy_h2d(s, b, 0, src, 2048, &t1), 0);
+	memset(src, 0, sizeof(src)); /* staged already: the copy must not see this */
+	float *host;
+	ck_assert_int_eq(sseq_host_alloc(s, 2048, (void **)&host), 0);
+	for (int i = 0; i < 512; i++)
+		host[i] = (float)(1000 + i);
+	ck_assert_int_eq(sseq_copy_h2d(s, b, 2048, host, 2048, &t2), 0);
+	ck_assert_int_eq(sseq_copy_d2h(s, b, 0, dst, 4096, &t3), 0);
+	ck_assert_int_eq(sseq_wait(s, t1), 0);
+	ck_assert_int_eq(sseq_wait(s, t3), 0);
+	for (int i = 0; i < 512; i++) {
+		ck_assert(dst[i] == (float)i);
+		ck_assert(dst[512 + i] == (float)(1000 + i));
+	}
+	/* D2H in place into host memory. */
+	memset(host, 0, 2048);
+	ck_assert_int_eq(sseq_copy_d2h(s, b, 0, host, 2048, &t3), 0);
+	ck_assert_int_eq(sseq_wait(s, t3), 0);
+	ck_assert(host[511] == 511.0f);
+	ck_assert_int_eq(sseq_host_free(s, host), 0);
+	ck_assert_int_eq(sseq_host_free(s, host), -EINVAL);
+	ck_assert_int_eq(sseq_wait(s, t2), 0); /* finished long ago */
+	ck_assert_int_eq(sseq_wait(s, 999), -EINVAL);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	ck_assert_uint_eq(f->registers, 1);
+	fake_stop(f, s);
+}
+END_TEST
+
+/* A staging arena much smaller than the traffic: ranges are reused once their copies
+ * complete, so no second arena is needed. */
+START_TEST(test_client_staging_reused_not_grown)
+{
+	struct fake *f = fake_start();
+	struct sseq *s = fake_connect(f, 8192);
+	uint64_t b;
+	ck_assert_int_eq(sseq_alloc(s, 3000 * 50, "b", &b), 0);
+	uint8_t chunk[3000];
+	for (int i = 0; i < 50; i++) {
+		memset(chunk, i, sizeof(chunk));
+		ck_assert_int_eq(sseq_copy_h2d(s, b, (uint64_t)i * 3000, chunk, 3000, NULL), 0);
+	}
+	static uint8_t all[3000 * 50];
+	ck_assert_int_eq(sseq_copy_d2h(s, b, 0, all, 3000, NULL), 0);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	ck_assert_uint_eq(f->registers, 1);
+	ck_assert_uint_eq(all[0], 0);
+	ck_assert_uint_eq(all[2999], 0);
+	/* One request larger than the arena gets an arena of its own. */
+	ck_assert_int_eq(sseq_copy_d2h(s, b, 0, all, sizeof(all), NULL), 0);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	ck_assert_uint_eq(f->registers, 2);
+	for (int i = 0; i < 50; i++)
+		ck_assert_uint_eq(all[i * 3000 + 1234], i);
+	fake_stop(f, s);
+}
+END_TEST
+
+static Suite *staging_suite(void)
+{
+	Suite *s = suite_create("client-staging");
+	TCase *tc = tcase_create("staging");
+
+	tcase_add_test(tc, test_staging_reserve_aligned_until_exhausted);
+	tcase_add_test(tc, test_staging_reuses_range_after_last_ref);
+	tcase_add_test(tc, test_staging_user_hold_and_refs_both_count);
+	tcase_add_test(tc, test_staging_find_interior_and_bounds);
+	tcase_add_test(tc, test_staging_memfd_is_sealed_against_shrink);
+	tcase_add_test(tc, test_client_copies_through_staging);
+	tcase_add_test(tc, test_client_staging_reused_not_grown);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return client_test_run(staging_suite());
+}

@@ -1,0 +1,97 @@
+/* The hip backend as sseqd knows it: its options (rows parsed into a struct hip_config)
+ * and its descriptor. Built into every sseqd, with or without HIP, so that one
+ * configuration serves every build: without HIP the options are taken (and named as
+ * ignored) and --backend hip says how to build it. The rest of the backend is hip.c's. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hip.h"
+
+/* sseqd's defaults, where they differ from a zero config: 16 submit threads. The
+ * timeline stays as the daemon observed it: from the GPU's timestamps it costs two more
+ * timing events per launch. */
+static const struct hip_config hip_config_default = {
+	.submit_threads = 16,
+	.device_timeline = false,
+};
+
+static const struct option_row hip_options[] = {
+	{.name = "submit-threads",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		.offset = offsetof(struct hip_config, submit_threads),
+		.max = HIP_MAX_SUBMIT_THREADS,
+		.help = "threads that make the GPU enqueue calls, each for its own streams (hip; "
+			"default {default}, at most {max}; 0: on the thread that reads requests)"},
+	{.name = "audit",
+		.kind = OPTION_FLAG,
+		.offset = offsetof(struct hip_config, audit),
+		.help = "check on the GPU's timestamps that every operation started after its "
+			"producers finished (hip)"},
+	{.name = "device-timeline",
+		.arg = "on|off",
+		.kind = OPTION_WORDS,
+		.offset = offsetof(struct hip_config, device_timeline),
+		.words = {"off", "on"},
+		.hint = " (on or off)",
+		.help = "time the timeline (sseqctl trace) by the GPU's own timestamps: two "
+			"timing events per launch (hip; default {default})"},
+	{.name = "kernels",
+		.arg = "PATH",
+		.kind = OPTION_STRING,
+		.offset = offsetof(struct hip_config, kernels),
+		.help = "the built-in kernels' code object for the hip backend (default: the "
+			"build tree's, else the installed one)"},
+	{0},
+};
+
+#ifdef SSEQ_HAVE_HIP
+static int hip_probe(const void *config, unsigned device, char *why, size_t size)
+{
+	int n = hip_device_count();
+
+	if (n < 0)
+		snprintf(why, size, "the HIP runtime cannot start (no GPU driver: %s)",
+			strerror(-n));
+	else if (n == 0)
+		snprintf(why, size, "no GPU found");
+	else if ((unsigned)n <= device)
+		snprintf(why, size, "no GPU %u (the HIP runtime sees %d)", device, n);
+	else
+		return 0;
+	return n < 0 ? n : -ENODEV;
+}
+
+static int hip_start(struct backend *out, const void *config, const struct backend_args *args,
+	const struct backend_env *env)
+{
+	struct hip_config cfg = *(const struct hip_config *)config;
+
+	cfg.device = args->device;
+	return hip_create(out, &cfg, env);
+}
+#endif
+
+static void hip_describe(const void *config, const struct backend *be, char *buf, size_t size)
+{
+	const struct hip_config *cfg = config;
+
+	snprintf(buf, size, "%s%s", cfg->audit && backend_has_audit(be) ? "; audit on" : "",
+		cfg->device_timeline ? "; device timeline on" : "");
+}
+
+const struct backend_desc hip_backend = {
+	.name = "hip",
+	.title = "HIP",
+	.build_option = "-Dhip=enabled",
+#ifdef SSEQ_HAVE_HIP
+	.probe = hip_probe,
+	.create = hip_start,
+#endif
+	.config_size = sizeof(struct hip_config),
+	.config_default = &hip_config_default,
+	.options = hip_options,
+	.describe = hip_describe,
+};

@@ -1,0 +1,199 @@
+/* Buffers and slices: a client's handles on the core's buffers (Alloc, Free, Slice), the
+ * device memory they count against --client-memory-limit until it goes back, and their
+ * release when the session goes. */
+#include "buffer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handles.h"
+#include "out.h"
+#include "outcome.h"
+#include "session-limits.h"
+#include "session.h"
+#include "sseq-utf8.h"
+
+int buffer_new(struct session *s, struct seq_buffer *b, const char *label, uint64_t *handle)
+{
+	struct sbuf *sb = calloc(1, sizeof(*sb));
+
+	if (!sb)
+		return -ENOMEM;
+	sb->buf = b;
+	sb->owner = s;
+	/* Cut at a character: half of one would make the label invalid UTF-8 again. */
+	utf8_copy(sb->label, sizeof(sb->label), label ? label : "");
+	if (handles_new(s, HANDLE_BUFFER, sb, &sb->handle) < 0) {
+		free(sb);
+		return -ENOMEM;
+	}
+	b->user = (uint64_t)(uintptr_t)sb;
+	b->owner = s->id;
+	*handle = sb->handle;
+	return 0;
+}
+
+/* A base's memory went back (the core's gone hook): it counts against its session's
+ * --client-memory-limit no more. The record and a ref on the session lived until now. */
+static void buffer_gone(void *arg)
+{
+	struct sbuf *sb = arg;
+	struct session *s = sb->owner;
+
+	s->bytes -= sb->size;
+	free(sb);
+	session_unref(s);
+}
+
+void buffer_release(struct session *s, struct sbuf *sb)
+{
+	struct seq_buffer *b = sb->buf;
+
+	b->user = 0;
+	if (!b->base) {
+		s->buffers--; /* a handle: its bytes are memory, counted as long as it is held */
+		if (!b->adopted) {
+			/* A freed base still holds its device memory while work uses it or
+			 * slices name it: it counts until the core hands that memory back (at
+			 * once when idle). */
+			sb->size = b->size;
+			sb->buf = NULL;
+			s->refs++;
+			seq_buffer_on_gone(b, buffer_gone, sb);
+			seq_buffer_free(s->srv->seq, b);
+			return;
+		}
+		s->bytes -= b->size; /* a module's global is the module's memory */
+	}
+	seq_buffer_free(s->srv->seq, b);
+	free(sb);
+}
+
+/* Look up a buffer and check [off, off + len) lies in it. */
+int buffer_range(struct session *s, uint64_t handle, uint64_t off, uint64_t len, const char *what,
+	struct sbuf **out)
+{
+	struct sbuf *sb = handles_lookup(s, handle, HANDLE_BUFFER);
+
+	if (!sb) {
+		char kind[32];
+
+		snprintf(kind, sizeof(kind), "%s buffer", what);
+		return outcome_unknown_handle(s, handle, kind);
+	}
+	if (off > sb->buf->size || len > sb->buf->size - off)
+		return outcome_error(s, -ERANGE,
+			"%s range [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64 " bytes",
+			what, off, len, sb->buf->size);
+	*out = sb;
+	return 0;
+}
+
+int buffer_req_alloc(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__Alloc *a = rq->alloc;
+	const uint64_t quota = s->srv->opts.limits.client_memory_bytes;
+	struct seq_buffer *b;
+	uint64_t handle;
+	int r;
+
+	if (a->size == 0 || a->size > SESSION_MAX_ALLOC)
+		return outcome_error(
+			s, -EINVAL, "alloc size %" PRIu64 " out of range (1 .. 2^40)", a->size);
+	if ((r = outcome_check_text(s, "Alloc.label", a->label)))
+		return r;
+	if ((r = session_handle_limit(s)))
+		return r;
+	if (quota && (a->size > quota || s->bytes > quota - a->size)) {
+		s->srv->limit.quota_refused++;
+		return outcome_error(s, -ENOSPC,
+			"cannot allocate %" PRIu64 " bytes: this session holds %" PRIu64
+			" of its device memory quota of %" PRIu64 " (--client-memory-limit)",
+			a->size, s->bytes, quota);
+	}
+	r = seq_buffer_alloc(s->srv->seq, a->size, &b);
+	/* The backend's own errno: out of memory, or an error it reported (the size was
+	 * checked above). */
+	if (r < 0)
+		return outcome_error(
+			s, r, "cannot allocate %" PRIu64 " bytes: %s", a->size, strerror(-r));
+	if (buffer_new(s, b, a->label, &handle) < 0) {
+		seq_buffer_free(s->srv->seq, b);
+		return outcome_error(s, -ENOMEM, "out of memory");
+	}
+	s->buffers++;
+	s->bytes += a->size;
+	out_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", handle, NULL, NULL);
+	return 0;
+}
+
+int buffer_req_free(struct session *s, const Sseq__Request *rq)
+{
+	uint64_t h = rq->free->buffer;
+	struct sbuf *sb = handles_lookup(s, h, HANDLE_BUFFER);
+
+	if (!sb && handles_lost(s, h)) {
+		handles_drop(s, h); /* nothing behind it any more */
+		out_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
+		return 0;
+	}
+	if (!sb)
+		return outcome_unknown_handle(s, h, "buffer");
+	handles_drop(s, h);
+	buffer_release(s, sb); /* the sequencer defers the memory until it is idle (I5) */
+	out_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
+	return 0;
+}
+
+int buffer_req_slice(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__Slice *sl = rq->slice;
+	struct sbuf *sb = handles_lookup(s, sl->buffer, HANDLE_BUFFER);
+	struct seq_buffer *b;
+	uint64_t handle;
+	int r;
+
+	if (!sb)
+		return outcome_unknown_handle(s, sl->buffer, "buffer");
+	if ((r = outcome_check_text(s, "Slice.label", sl->label)))
+		return r;
+	if (sl->length == 0 || sl->offset > sb->buf->size ||
+		sl->length > sb->buf->size - sl->offset)
+		return outcome_error(s, -ERANGE,
+			"slice [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64 " bytes",
+			sl->offset, sl->length, sb->buf->size);
+	if ((r = session_handle_limit(s)))
+		return r;
+	/* The range was checked above: only memory can fail, or the base was lost in a
+	 * device reset this process recovered from (its handle still names it). */
+	r = seq_buffer_slice(s->srv->seq, sb->buf, sl->offset, sl->length, &b);
+	if (r == -ENXIO)
+		return outcome_lost(s->srv, r, "the buffer");
+	if (r < 0)
+		return outcome_error(s, -ENOMEM, "out of memory");
+	if (buffer_new(s, b, sl->label, &handle) < 0) {
+		seq_buffer_free(s->srv->seq, b);
+		return outcome_error(s, -ENOMEM, "out of memory");
+	}
+	out_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", handle, NULL, NULL);
+	return 0;
+}
+
+/* A session's buffer handle as it goes: slices on the first pass, bases on the second. */
+static bool buffer_release_handle(struct session *s, void *obj, unsigned pass)
+{
+	struct sbuf *sb = obj;
+
+	if ((pass == 0) != (sb->buf->base != NULL))
+		return false;
+	buffer_release(s, sb);
+	return true;
+}
+
+void buffer_register_kind(void)
+{
+	handles_on_release(HANDLE_BUFFER, buffer_release_handle);
+}

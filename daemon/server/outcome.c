@@ -1,0 +1,136 @@
+/* Outcomes: the one table from a handler's outcome to the wire's Status, and the messages
+ * refusals carry (unknown handles, things lost in a device reset, client text that cannot
+ * be kept). */
+#include "outcome.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "session.h"
+#include "sseq-utf8.h"
+
+/* The one table: what every Reply and Completion says for an outcome. A negative errno
+ * from the core or a backend, or a handler's own refusal; a positive code for the
+ * protocol's statuses that no errno names. */
+Sseq__Status outcome_status(int outcome)
+{
+	switch (outcome) {
+	case 0:
+		return SSEQ__STATUS__STATUS_OK;
+	case -BACKEND_EINJECTED:
+		return SSEQ__STATUS__STATUS_INJECTED_FAULT;
+	case -ENOMEM: /* out of memory */
+	case -ENOSPC: /* a limit or quota reached */
+		return SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED;
+	case -EINVAL:
+		return SSEQ__STATUS__STATUS_INVALID_ARGUMENT;
+	case -ENOTSUP: /* the device or platform cannot (a launch attribute) */
+		return SSEQ__STATUS__STATUS_NOT_SUPPORTED;
+	case -ERANGE:
+		return SSEQ__STATUS__STATUS_OUT_OF_RANGE;
+	case -EEXIST:
+		return SSEQ__STATUS__STATUS_DOUBLE_DEFINITION;
+	case -EAGAIN:
+		return SSEQ__STATUS__STATUS_BUSY;
+	case REQ_UNKNOWN_HANDLE:
+		return SSEQ__STATUS__STATUS_UNKNOWN_HANDLE;
+	case REQ_UNKNOWN_KERNEL:
+		return SSEQ__STATUS__STATUS_UNKNOWN_KERNEL;
+	case REQ_BAD_ARGUMENT_TYPE:
+		return SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE;
+	case REQ_PERMISSION_DENIED:
+		return SSEQ__STATUS__STATUS_PERMISSION_DENIED;
+	case REQ_STAGING_UNSEALED:
+		return SSEQ__STATUS__STATUS_STAGING_UNSEALED;
+	case REQ_DEPENDENCY_FAILED:
+		return SSEQ__STATUS__STATUS_DEPENDENCY_FAILED;
+	case REQ_STREAM_FAILED:
+		return SSEQ__STATUS__STATUS_DEVICE_ERROR;
+	case REQ_UNSUPPORTED_VERSION:
+		return SSEQ__STATUS__STATUS_UNSUPPORTED_VERSION;
+	case REQ_PROTOCOL_ERROR:
+		return SSEQ__STATUS__STATUS_PROTOCOL_ERROR;
+	case REQ_SHUTTING_DOWN:
+	case -ESHUTDOWN: /* cancelled, not run: the drain at a stop timed out */
+		return SSEQ__STATUS__STATUS_SHUTTING_DOWN;
+	default:
+		/* REQ_BLOCKED, REQ_CAPPED and REQ_CLOSE are never answered: seeing one here
+		 * is a bug. */
+		return outcome > 0 ? SSEQ__STATUS__STATUS_INTERNAL
+				   : SSEQ__STATUS__STATUS_DEVICE_ERROR;
+	}
+}
+
+const char *outcome_text(int status)
+{
+	if (status == -BACKEND_EINJECTED)
+		return "injected fault";
+	if (status == -ESHUTDOWN)
+		return "cancelled: the daemon is stopping";
+	return strerror(-status);
+}
+
+/* The message of the refusal about to be answered: outcome_error() sets it, the request's
+ * answer sends and clears it before the request returns (the loop thread's alone). */
+static _Thread_local char outcome_msg[256];
+
+int outcome_error(struct session *s, int outcome, const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)s;
+	va_start(ap, fmt);
+	vsnprintf(outcome_msg, sizeof(outcome_msg), fmt, ap);
+	va_end(ap);
+	return outcome;
+}
+
+const char *outcome_message(int outcome)
+{
+	/* A refusal without outcome_error() says what the errno says. */
+	return outcome_msg[0] ? outcome_msg : outcome < 0 ? outcome_text(outcome) : "";
+}
+
+void outcome_clear(void)
+{
+	outcome_msg[0] = '\0';
+}
+
+int outcome_check_text(struct session *s, const char *field, const char *text)
+{
+	if (!text || utf8_valid(text))
+		return 0;
+	return outcome_error(s, -EINVAL, "%s is not valid UTF-8", field);
+}
+
+/* Client-supplied text goes into log lines and tables: nothing that could forge or
+ * break a line. */
+void outcome_printable(char *text)
+{
+	for (char *c = text; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+}
+
+int outcome_unknown_handle(struct session *s, uint64_t handle, const char *what)
+{
+	char text[96];
+
+	if (!handles_lost(s, handle))
+		return outcome_error(
+			s, REQ_UNKNOWN_HANDLE, "unknown %s handle %" PRIu64, what, handle);
+	snprintf(text, sizeof(text), "%s handle %" PRIu64, what, handle);
+	return outcome_lost(s->srv, -ENXIO, text);
+}
+
+int outcome_lost(struct server *srv, int outcome, const char *what)
+{
+	return outcome_error(NULL, outcome,
+		"%s was lost in a device reset (the last, reset %" PRIu64 " at %s, was caused "
+		"by %s): free it and allocate again",
+		what, srv->resets.count, srv->resets.at, srv->resets.cause);
+}

@@ -1,0 +1,61 @@
+/* What a request comes to: a handler's outcome (0, a negative errno, or a positive code of
+ * the protocol's own), the one table that maps it to a wire status, and the message a
+ * refusal carries. Everything here runs on the loop thread. */
+#ifndef SSEQ_OUTCOME_H
+#define SSEQ_OUTCOME_H
+
+#include <stdint.h>
+
+#include "sseq.pb-c.h"
+
+struct server;
+struct session;
+
+/* What a request handler returns. 0: answered (success is the handler's own Reply, which
+ * carries a handle or a point). A refusal is returned, not sent: a negative errno
+ * (-EINVAL, -ERANGE, -ENOMEM; -ENOSPC for a limit) or one of these codes for the
+ * protocol's statuses no errno names, its message set by outcome_error();
+ * request_run() answers it with the status outcome_status() maps it to. */
+enum req_code {
+	REQ_UNKNOWN_HANDLE = 1,
+	REQ_UNKNOWN_KERNEL,
+	REQ_BAD_ARGUMENT_TYPE,
+	REQ_PERMISSION_DENIED,
+	REQ_STAGING_UNSEALED,
+	REQ_DEPENDENCY_FAILED, /* an input's producer failed (I9) */
+	REQ_STREAM_FAILED, /* the op's stream failed on the device: DEVICE_ERROR */
+	REQ_UNSUPPORTED_VERSION,
+	REQ_PROTOCOL_ERROR,
+	REQ_SHUTTING_DOWN,
+	/* Not answered: */
+	REQ_BLOCKED, /* its stream's window is full; the request runs again later (I3) */
+	REQ_CAPPED, /* a batch at --client-inflight-limit: the rest runs once resumed */
+	REQ_CLOSE, /* already answered; close the connection */
+};
+
+/* The Status an outcome maps to: a negative errno from the core or a backend, or a
+ * handler's own code (enum req_code). The one table. */
+Sseq__Status outcome_status(int outcome);
+/* What a negative errno says in a message (strerror, and the daemon's own). */
+const char *outcome_text(int status);
+/* Set the message of the refusal `outcome` and return it:
+ * return outcome_error(s, -EINVAL, ...). */
+int outcome_error(struct session *s, int outcome, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The message of the refusal `outcome` about to be answered: outcome_error()'s, else what
+ * the errno says; outcome_clear() once it is sent. */
+const char *outcome_message(int outcome);
+void outcome_clear(void);
+/* 0, or the -EINVAL refusal naming `field` (e.g. "Alloc.label") of client text that is not
+ * UTF-8: kept, it would reach sseqctl --json and the journal. */
+int outcome_check_text(struct session *s, const char *field, const char *text);
+/* Client-supplied text goes into log lines and tables: control characters become '?'. */
+void outcome_printable(char *text);
+/* The refusal for a handle that names nothing of the kind asked for: an unknown handle,
+ * or one lost in a device reset (which says so). `what`: "buffer", "argument 2: buffer",
+ * "module", "staging". */
+int outcome_unknown_handle(struct session *s, uint64_t handle, const char *what);
+/* outcome_error() for a use of something lost in a reset (`what`: "a buffer it names"). */
+int outcome_lost(struct server *srv, int outcome, const char *what);
+
+#endif
