@@ -105,6 +105,22 @@ static void hip_completer_fault(
 		atomic_compare_exchange_strong(&h->device_error, &none, status);
 }
 
+/* x, st's oldest unreported event, reached with e: it and the later events already
+ * complete count as reported, a fault is logged, and the newest of them goes to the
+ * completion queue. */
+static void hip_completer_report(
+	struct hip *h, struct hip_stream *st, struct hip_event_ent x, hipError_t e)
+{
+	const int status = e == hipSuccess ? x.status : hip__errno(e);
+
+	pthread_mutex_lock(&st->mu);
+	hip_completer_take(st, &x, status);
+	pthread_mutex_unlock(&st->mu);
+	if (e != hipSuccess)
+		hip_completer_fault(h, st, x.seq, e, status);
+	cq_push(h->cq, (struct seq_point){st->index, x.seq}, status);
+}
+
 /* Waits for the oldest unreported event, then takes every later one already complete
  * along, and reports the newest: on an in-order stream that covers them all. */
 static void *hip_completer(void *arg)
@@ -123,7 +139,6 @@ static void *hip_completer(void *arg)
 	for (;;) {
 		struct hip_event_ent x;
 		hipError_t e;
-		int status;
 
 		hip_completer_idle(st);
 		if (st->nreported == st->nsubmitted)
@@ -137,14 +152,7 @@ static void *hip_completer(void *arg)
 			e = hipStreamSynchronize(st->stream);
 		else
 			e = poll ? hip__event_poll(x.ev->ev) : hipEventSynchronize(x.ev->ev);
-		status = e == hipSuccess ? x.status : hip__errno(e);
-		pthread_mutex_lock(&st->mu);
-		hip_completer_take(st, &x, status);
-		pthread_mutex_unlock(&st->mu);
-
-		if (e != hipSuccess)
-			hip_completer_fault(h, st, x.seq, e, status);
-		cq_push(h->cq, (struct seq_point){st->index, x.seq}, status);
+		hip_completer_report(h, st, x, e);
 		pthread_mutex_lock(&st->mu);
 	}
 	pthread_mutex_unlock(&st->mu);
@@ -159,7 +167,6 @@ static bool hip_watch_stream(struct hip *h, struct hip_stream *st, bool *pending
 {
 	struct hip_event_ent x;
 	hipError_t e;
-	int status;
 
 	pthread_mutex_lock(&st->mu);
 	if (st->nreported == st->nsubmitted) {
@@ -174,13 +181,7 @@ static bool hip_watch_stream(struct hip *h, struct hip_stream *st, bool *pending
 	e = x.unrecorded ? hipStreamQuery(st->stream) : hipEventQuery(x.ev->ev);
 	if (e == hipErrorNotReady)
 		return false;
-	status = e == hipSuccess ? x.status : hip__errno(e);
-	pthread_mutex_lock(&st->mu);
-	hip_completer_take(st, &x, status);
-	pthread_mutex_unlock(&st->mu);
-	if (e != hipSuccess)
-		hip_completer_fault(h, st, x.seq, e, status);
-	cq_push(h->cq, (struct seq_point){st->index, x.seq}, status);
+	hip_completer_report(h, st, x, e);
 	return true;
 }
 
