@@ -506,7 +506,7 @@ static void on_close(uv_handle_t *h)
 static int socket_prepare(struct daemon_opts *o, int resume)
 {
 	/* Restarted in place: the socket the last process listened on, whatever it was. */
-	int r = resume >= 0 ? server_resume_listen_fd(resume) : take_listen_fd();
+	int r = resume >= 0 ? resume_listen_fd(resume) : take_listen_fd();
 
 	if (r < -1)
 		return r;
@@ -658,14 +658,14 @@ int main(int argc, char **argv)
 	sigaddset(&stop_signals, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 	o.srv.argv = argv;
-	resume = server_resume_fd();
+	resume = resume_handover_fd();
 	if (socket_prepare(&o, resume) < 0)
 		return 1;
 	if (daemon_start(&d, &o, resume >= 0, loop) < 0)
 		return 1;
 	log_serving(&o, &d.be);
 	if (resume >= 0)
-		server_adopt(&d.srv, resume);
+		resume_adopt(&d.srv, resume);
 	loop_start(&d, loop, &stop_signals);
 	/* The device is initialised and the socket listens: clients can be served. */
 	sd_notify(0, "READY=1");

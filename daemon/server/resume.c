@@ -233,7 +233,7 @@ fail:
 
 /* ---- the new process's side ---- */
 
-int server_resume_fd(void)
+int resume_handover_fd(void)
 {
 	const char *env = getenv(RESUME_ENV);
 	char *end;
@@ -246,7 +246,7 @@ int server_resume_fd(void)
 	return *end || fd < 0 ? -1 : (int)fd;
 }
 
-int server_resume_listen_fd(int in)
+int resume_listen_fd(int in)
 {
 	struct resume_header h;
 
@@ -452,7 +452,7 @@ static int adopt_session(int in, struct server *srv)
 	return 0;
 }
 
-int server_adopt(struct server *srv, int in)
+int resume_adopt(struct server *srv, int in)
 {
 	struct resume_header h;
 	unsigned failed = 0;

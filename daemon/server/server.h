@@ -282,9 +282,9 @@ void reset_device(struct server *srv, uint32_t first_failed);
  * memfd named in the environment (-1 if none), the listening socket in it, the sessions
  * taken over (after server_init; it then says how long the reset took in all). */
 void resume_restart(struct server *srv);
-int server_resume_fd(void);
-int server_resume_listen_fd(int in);
-int server_adopt(struct server *srv, int in);
+int resume_handover_fd(void);
+int resume_listen_fd(int in);
+int resume_adopt(struct server *srv, int in);
 /* The socket at opts.socket_path is this daemon's own (it made it, or the process it
  * restarted in place did): server_finish unlinks it, if it is still that socket. */
 void server_own_socket(struct server *srv);

@@ -154,7 +154,7 @@ START_TEST(test_a_session_not_taken_over_leaves_the_others_taken_over)
 		}
 
 	t2 = tl_new(0);
-	ck_assert_int_lt(server_adopt(&t2->srv, handover), 0);
+	ck_assert_int_lt(resume_adopt(&t2->srv, handover), 0);
 	ck_assert_uint_eq(t2->srv.nsessions, 2);
 	ck_assert_ptr_null(session_of(&t2->srv, idb));
 	ck_assert_ptr_nonnull(a.s = session_of(&t2->srv, ida));

@@ -704,13 +704,13 @@ static void fz_reset(struct fz *f)
 		close(exec_fds[i].copy);
 	}
 	/* The new process, as main.c starts it. */
-	if (server_resume_listen_fd(exec_record) != f->opts.listen_fd)
+	if (resume_listen_fd(exec_record) != f->opts.listen_fd)
 		harness_fail("the hand-over does not name the listening socket");
 	fz_start(f);
 	/* A new device that refuses an arena makes its handle lost, as documented; what is
 	 * checked here is that nothing else goes missing. */
 	check_backend_set_faults(f->cb, false);
-	if (server_adopt(&f->srv, exec_record) < 0)
+	if (resume_adopt(&f->srv, exec_record) < 0)
 		harness_fail("the new server could not adopt every session");
 	for (struct session *s = f->srv.sessions; s; s = s->next) {
 		if (inject_drop_output)
