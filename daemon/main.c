@@ -206,8 +206,8 @@ static const struct option_row daemon_options_tail[] = {
 		.kind = OPTION_UINT,
 		SRV(spin_us),
 		.max = 1000000,
-		.help = "after answering, poll sockets and completions for N us before sleeping "
-			"(default {default}; 0: never)"},
+		.help = "after answering, poll sockets and completions for N us before sleeping, "
+			"while a core is free (default {default}; 0: never)"},
 	{.name = "socket-mode",
 		.arg = "MODE",
 		.kind = OPTION_OCTAL,
