@@ -346,6 +346,9 @@ struct hip {
 	bool watch_stop;
 	/* The submit threads (see hip-submit.c); none: the commands run inline. */
 	unsigned nsubmitters;
+	/* A command for a submit thread that sleeps with nothing queued wakes it
+	 * (SSEQ_HIP_SUBMIT_IDLE=wake) instead of running on the loop. */
+	bool submit_wake;
 	struct hip_submitter sub[HIP_MAX_SUBMIT_THREADS];
 	pthread_mutex_t event_lock[HIP_EVENT_LOCKS];
 };

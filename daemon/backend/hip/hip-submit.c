@@ -578,13 +578,47 @@ struct hip_cmd *hip__submit_begin(struct hip *h, uint32_t stream, struct hip_cmd
 	return &sub->q[tail % HIP_SUBMIT_QUEUE];
 }
 
-/* Run c (inline: its error comes back) or hand it to its stream's submit thread. */
+/* Whether c, built in its thread's free slot, runs here instead: when that thread sleeps
+ * with nothing queued, waking it costs the loop a futex call and c a wake-up (tens of
+ * microseconds on a busy host), more than the enqueue call itself, and a client waiting
+ * for one copy or kernel pays all of it. Everything queued before c on its streams has
+ * run (the queue is empty), and the thread stays asleep while nothing is published, so c
+ * keeps its order. Not here: a wait whose record has not run yet (on another thread), and
+ * a copy while an arena's pin is pending (it may have to wait for the pin); both would
+ * hold the loop. */
+static bool hip_submit_here(struct hip *h, const struct hip_submitter *sub, const struct hip_cmd *c)
+{
+	if (h->submit_wake || !atomic_load(&sub->sleeping))
+		return false;
+	if (atomic_load_explicit(&sub->head, memory_order_acquire) !=
+		atomic_load_explicit(&sub->tail, memory_order_relaxed))
+		return false;
+	switch (c->kind) {
+	case HIP_CMD_WAIT:
+		return atomic_load_explicit(&c->ev->recorded, memory_order_acquire) >= c->serial;
+	case HIP_CMD_LAUNCH:
+		return c->op == SEQ_OP_EXEC || c->op == SEQ_OP_D2D ||
+			!atomic_load_explicit(&h->pins_pending, memory_order_acquire);
+	default:
+		return true;
+	}
+}
+
+/* Run c (inline: its error comes back) or hand it to its stream's submit thread. Run
+ * here for a sleeping thread, c fails as it would there: forward, on its stream. */
 int hip__submit_end(struct hip *h, struct hip_cmd *c)
 {
 	struct hip_submitter *sub = h->streams[c->stream].sub;
+	int r;
 
 	if (!sub)
 		return hip_submit_run(h, c);
+	if (hip_submit_here(h, sub, c)) {
+		r = hip_submit_run(h, c);
+		if (r < 0)
+			hip_submit_fail(&h->streams[c->stream], c, r);
+		return 0;
+	}
 	/* Sequentially consistent, with the load of sleeping after it, against the submit
 	 * thread's store of sleeping and load of tail: one of the two sees the other. */
 	atomic_fetch_add(&sub->tail, 1);

@@ -377,16 +377,23 @@ static int hip_device_open(struct hip *h)
 }
 
 /* The caller's config (all zero is valid), and the environment's overrides on top, for
- * comparisons: SSEQ_HIP_COMPLETION ("watch", "sync" or "poll") and SSEQ_HIP_SUBMIT ("inline",
- * "thread" for one, or a count of submit threads). */
+ * comparisons: SSEQ_HIP_COMPLETION ("watch", "sync" or "poll"), SSEQ_HIP_SUBMIT_IDLE
+ * ("inline" or "wake") and SSEQ_HIP_SUBMIT ("inline", "thread" for one, or a count of
+ * submit threads). */
 static void hip_configure(struct hip *h, const struct hip_config *cfg)
 {
-	const char *submit, *completion;
+	const char *submit, *completion, *idle;
 	char *end;
 	unsigned long n;
 
 	if (cfg)
 		h->cfg = *cfg;
+	h->submit_wake = false;
+	idle = getenv("SSEQ_HIP_SUBMIT_IDLE");
+	if (idle && strcmp(idle, "wake") == 0)
+		h->submit_wake = true;
+	else if (idle && *idle && strcmp(idle, "inline") != 0)
+		log_warn("hip", "SSEQ_HIP_SUBMIT_IDLE=%s is not inline or wake: ignored", idle);
 	completion = getenv("SSEQ_HIP_COMPLETION");
 	if (completion && strcmp(completion, "watch") == 0)
 		h->cfg.completion = HIP_COMPLETION_WATCH;

@@ -657,6 +657,89 @@ START_TEST(test_waiting_for_a_long_kernel_holds_no_core)
 }
 END_TEST
 
+/* The voluntary context switches so far of this process's threads named `prefix`: each
+ * is a sleep, so each wake-up of a sleeping thread counts one. */
+static unsigned long threads_sleeps(const char *prefix)
+{
+	char path[300], buf[256];
+	unsigned long total = 0, n;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = '\0';
+		fclose(f);
+		if (strncmp(buf, prefix, strlen(prefix)) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		while (fgets(buf, sizeof(buf), f))
+			if (sscanf(buf, "voluntary_ctxt_switches: %lu", &n) == 1)
+				total += n;
+		fclose(f);
+	}
+	closedir(d);
+	return total;
+}
+
+/* A lone request after a pause (a test's download, a client's one copy) is enqueued on
+ * the thread that submits it, not by waking the stream's sleeping submit thread: that
+ * wake-up costs the client more than the enqueue call itself. The ops still run in order
+ * and complete (their sum checks it). */
+START_TEST(test_a_lone_launch_does_not_wake_a_sleeping_submit_thread)
+{
+	struct seq_config scfg = {0};
+	struct hip_config cfg = {.submit_threads = 1};
+	enum { N = 256, ROUNDS = 40 };
+	struct seq_buffer *one, *acc;
+	unsigned long sleeps0, sleeps;
+	float *out;
+
+	unsetenv("SSEQ_HIP_SUBMIT");
+	unsetenv("SSEQ_HIP_SUBMIT_IDLE");
+	h_setup(&scfg, &cfg);
+	out = h_stage(N * sizeof(float));
+	h_alloc(N * sizeof(float), (struct seq_buffer * *[]){&one, &acc}, 2);
+	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(N)}, 3,
+				 (struct seq_buffer *[]){one}),
+		0);
+	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(0.0f), U64(N)}, 3,
+				 (struct seq_buffer *[]){acc}),
+		0);
+	ck_assert_int_eq(h_sync(), 0);
+	usleep(5000);
+	sleeps0 = threads_sleeps("sseq-submit");
+	for (unsigned i = 0; i < ROUNDS; i++) {
+		ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
+					 (struct seq_buffer *[]){acc, one, acc}),
+			0);
+		ck_assert_int_eq(h_sync(), 0);
+		usleep(2000); /* the thread's spin is over: it sleeps */
+	}
+	sleeps = threads_sleeps("sseq-submit") - sleeps0;
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
+	ck_assert_int_eq(h_sync(), 0);
+	for (unsigned i = 0; i < N; i++)
+		ck_assert_msg(out[i] == (float)ROUNDS, "[%u] %g != %u", i, out[i], ROUNDS);
+	printf("hip: %u lone launches woke the sleeping submit thread %lu times\n", ROUNDS, sleeps);
+	ck_assert_msg(sleeps < ROUNDS / 4, "%lu wake-ups of the submit thread for %u launches",
+		sleeps, ROUNDS);
+	h_free((struct seq_buffer *[]){one, acc}, 2);
+	h_unstage(out, N * sizeof(float));
+	h_teardown();
+}
+END_TEST
+
 /* ---- audit (--audit): ordering checked on the GPU's own timestamps ---- */
 
 /* Until the audit thread has made every check queued so far. */
@@ -1244,6 +1327,7 @@ static Suite *hip_suite(void)
 	tcase_add_test(speed, test_completion_by_event_query_polling);
 	tcase_add_test(speed, test_completion_by_the_watcher);
 	tcase_add_test(speed, test_waiting_for_a_long_kernel_holds_no_core);
+	tcase_add_test(speed, test_a_lone_launch_does_not_wake_a_sleeping_submit_thread);
 	suite_add_tcase(s, speed);
 
 	tcase_add_test(audit, test_audit_catches_a_launch_made_without_its_wait);
