@@ -43,6 +43,9 @@ med() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else prin
 p90() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int(NR*0.9)>0?int(NR*0.9):1]; else print "nan"}'; }
 kv() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; } # the value of key $1 on each line
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# The daemon's loop_busy_us counter (empty from a daemon without it).
+loop_busy() { "$ctl" --socket "$sock" stats --json 2>/dev/null |
+	${PYTHON:-python3} -c 'import json, sys; print(json.load(sys.stdin)["counters"].get("loop_busy_us", ""))' 2>/dev/null; }
 
 # The daemon: binary, CPUs, environment (NAME=VALUE words), then sseqd's options.
 start_daemon() { # bin cpus env -- opts...
@@ -61,7 +64,7 @@ stop_daemon() { kill -TERM "$dpid"; wait "$dpid"; dpid=; }
 # all clients, the slowest client's p90, the aggregate rate, the median of the clients'
 # step medians, the clients' CPU, and (with a daemon) its CPU seconds and thread report.
 together_rt() { # tag P cpus cmd...
-	local tag=$1 p=$2 cpus=$3 i n d0 d1 hz w0 w1 pids=() out
+	local tag=$1 p=$2 cpus=$3 i n d0 d1 hz w0 w1 b0= b1 pids=() out
 	shift 3
 	export SSEQ_BENCH_GO=$tmp/go SSEQ_BENCH_RAW=$tmp/raw
 	rm -f "$SSEQ_BENCH_GO" "$tmp"/out.* "$tmp"/raw.* "$tmp/stop"
@@ -83,6 +86,7 @@ together_rt() { # tag P cpus cmd...
 		w0=$!
 		for _ in $(seq 200); do [ -e "$tmp/tsready" ] && break; sleep 0.05; done
 	fi
+	[ -n "${dpid:-}" ] && b0=$(loop_busy)
 	w1=$(date +%s%N)
 	touch "$SSEQ_BENCH_GO"
 	wait "${pids[@]}" 2>/dev/null
@@ -104,6 +108,9 @@ together_rt() { # tag P cpus cmd...
 		d1=$(ticks "$dpid")
 		touch "$tmp/stop"
 		wait "$w0"
+		b1=$(loop_busy)
+		# The share of the run the loop thread spent working: near 1, clients queue there.
+		printf ' loop_busy=%s' "$(awk -v a="$b0" -v b="$b1" -v w="$w1" 'BEGIN {if (a == "" || b == "" || !w) print "nan"; else printf "%.2f", (b - a) / 1000 / w}')"
 		printf ' daemon_cpu_s=%s' "$(echo "$out" | kv rounds | awk -v t=$((d1 - d0)) -v hz="$hz" \
 			'{s += $1} END {printf "%.2f daemon_cpu_ms_per_rt=%.3f", t / hz, s ? 1000 * t / hz / s : 0}')"
 		sed "s/^/    $tag /" "$tmp/threads" >>"$log"
@@ -203,7 +210,9 @@ for section in $sections; do
 		# The build as it is, labelled $LABEL: 1, 8, 16, 64 clients on all cores, then
 		# daemon and clients on 4 cores; with $ATTRIB, 16 clients with one part of the
 		# wait path put back as it was (a completion thread per stream in
-		# hipEventSynchronize; every thread spinning whatever the load).
+		# hipEventSynchronize; every thread spinning whatever the load; a sleeping
+		# submit thread woken for each command instead of the loop making the call),
+		# and 1 client with the last of these.
 		for p in 1 8 16 64; do
 			TL=$([ "$p" = 16 ] && echo 1) config "${LABEL:-build}" "$p" "$sseqd" "$cpus_all" "" "" --
 		done
@@ -213,6 +222,9 @@ for section in $sections; do
 			config "${LABEL:-build}-sync" 16 "$sseqd" "$cpus_all" "SSEQ_HIP_COMPLETION=sync" "" --
 			config "${LABEL:-build}-spinalways" 16 "$sseqd" "$cpus_all" "SSEQ_SPIN_POLICY=always" "" --
 			ROUNDS=${ROUNDS:-150} config "${LABEL:-build}-4cores-spinalways" 16 "$sseqd" 0-3 "SSEQ_SPIN_POLICY=always" "" --
+			config "${LABEL:-build}-wake" 16 "$sseqd" "$cpus_all" "SSEQ_HIP_SUBMIT_IDLE=wake" "" --
+			config "${LABEL:-build}-wake" 64 "$sseqd" "$cpus_all" "SSEQ_HIP_SUBMIT_IDLE=wake" "" --
+			config "${LABEL:-build}-wake" 1 "$sseqd" "$cpus_all" "SSEQ_HIP_SUBMIT_IDLE=wake" "" --
 		fi
 		;;
 	one)

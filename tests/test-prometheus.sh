@@ -172,6 +172,8 @@ check 'sseq_stream_window_used{gpu="1",stream="0"}' '' '
 assert len(series) == 1 and series[0]["labels"]["kind"], series'
 check 'sum by (gpu) (sseq_sessions_total)' '' '
 assert by_gpu["1"]["value"] >= 1, by_gpu'
+check 'sseq_loop_busy_seconds_total' '' '
+assert sorted(by_gpu) == ["0", "1"] and all(0 < s["value"] < 600 for s in series), by_gpu'
 echo "prometheus has both daemons: build info, up, memory, clients, start time, streams"
 
 # The next run (the timer's): GPU 1's client gone, GPU 0's daemon stopped.

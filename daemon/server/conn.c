@@ -383,10 +383,8 @@ void conn_sweep(struct session *s, uint64_t now)
 		conn_input_free(s);
 }
 
-static void conn_on_io(uv_poll_t *poll, int status, int events)
+static void conn_io(struct session *s, int status, int events)
 {
-	struct session *s = poll->data;
-
 	if (status < 0) {
 		conn_close(s);
 		return;
@@ -410,6 +408,16 @@ static void conn_on_io(uv_poll_t *poll, int status, int events)
 		conn_read(s);
 	if (s->connected)
 		out_mark_dirty(s);
+}
+
+static void conn_on_io(uv_poll_t *poll, int status, int events)
+{
+	struct session *s = poll->data;
+	struct server *srv = s->srv; /* s may be gone after */
+	const uint64_t t0 = server_busy_begin(srv);
+
+	conn_io(s, status, events);
+	server_busy_end(srv, t0);
 }
 
 struct session *conn_accept(struct server *srv, int fd)

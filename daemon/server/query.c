@@ -198,6 +198,7 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 	c->accept_errors = srv->limit.accept_errors;
 	c->handles_refused = srv->limit.handles_refused;
 	c->inflight_capped = srv->limit.inflight_capped;
+	c->loop_busy_us = srv->busy_ns / 1000u;
 	c->device_resets = srv->resets.count;
 	c->buffers_lost = srv->resets.buffers_lost;
 	c->input_bytes = srv->limit.input_bytes;
@@ -563,12 +564,23 @@ static void metric_counters(struct metrics_buf *m, const Sseq__Counters *c, cons
 		size_t len = strlen(f->name);
 		bool gauge = len > 6 && strcmp(f->name + len - 6, "_bytes") == 0;
 		bool total = len > 6 && strcmp(f->name + len - 6, "_total") == 0;
+		bool micros = len > 3 && strcmp(f->name + len - 3, "_us") == 0;
 		char name[96];
 		uint64_t v;
 
 		if (f->type != PROTOBUF_C_TYPE_UINT64 || f->label == PROTOBUF_C_LABEL_REPEATED)
 			continue;
 		memcpy(&v, (const char *)c + f->offset, sizeof(v));
+		/* A time in microseconds goes out in seconds, Prometheus's base unit. */
+		if (micros) {
+			char text[48];
+
+			snprintf(name, sizeof(name), "%.*s_seconds_total", (int)(len - 3), f->name);
+			snprintf(text, sizeof(text), "%" PRIu64 ".%06" PRIu64, v / 1000000u,
+				v % 1000000u);
+			metric_text(m, name, "counter", counter_help(f->name), labels, text);
+			continue;
+		}
 		snprintf(name, sizeof(name), "%s%s", f->name, gauge || total ? "" : "_total");
 		metric(m, name, gauge ? "gauge" : "counter", counter_help(f->name), labels, v);
 	}

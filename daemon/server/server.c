@@ -293,10 +293,24 @@ static void server_on_spin(uv_idle_t *h)
 	}
 }
 
+static void server_drain_batch(struct server *srv, struct cq_batch b);
+
 static void server_drain(struct server *srv)
 {
 	struct cq_batch b = cq_take(srv->cq);
+	uint64_t t0;
 
+	if (!b.n && !srv->nfound) {
+		cq_done(srv->cq, b);
+		return;
+	}
+	t0 = server_busy_begin(srv);
+	server_drain_batch(srv, b);
+	server_busy_end(srv, t0);
+}
+
+static void server_drain_batch(struct server *srv, struct cq_batch b)
+{
 	/* After the take: a finding made before a completion taken here is named now,
 	 * while its op is still in flight. */
 	if (srv->nfound)
@@ -339,6 +353,7 @@ static void server_on_backlog(uv_idle_t *h)
 static void server_on_turn_end(uv_check_t *h)
 {
 	struct server *srv = h->data;
+	const uint64_t t0 = srv->dirty || srv->resume ? server_busy_begin(srv) : 0;
 
 	if (srv->resume)
 		server_resume_pending(srv);
@@ -364,6 +379,7 @@ static void server_on_turn_end(uv_check_t *h)
 		uv_idle_start(&srv->backlog, server_on_backlog);
 	else
 		uv_idle_stop(&srv->backlog);
+	server_busy_end(srv, t0);
 }
 
 /* ---- listening ------------------------------------------------------------------------ */

@@ -177,6 +177,9 @@ struct server {
 	 * in poll while work is buffered. */
 	uv_idle_t backlog;
 	uint64_t spin_until_ns;
+	/* Time the loop spent working (server_busy_begin/end), and when the piece under
+	 * way began (0: none; a nested piece adds nothing of its own). */
+	uint64_t busy_ns, busy_since;
 	bool stopping;
 	/* The drain ended with ops still running on the device: server_finish keeps the
 	 * core, and with it the memory those ops may touch, instead of releasing it. */
@@ -246,6 +249,24 @@ struct server {
 	bool resetting; /* inside seq_reset: failed ops name the reset */
 	int fatal; /* a reset failed: the daemon stops, and exits with a failure */
 };
+
+/* Around a piece of the loop's work (reading a connection, draining completions, the
+ * turn's writes), for loop_busy_us. A piece begun inside another adds nothing of its own:
+ * begin gives 0 and end ignores it. */
+static inline uint64_t server_busy_begin(struct server *srv)
+{
+	if (srv->busy_since)
+		return 0;
+	return srv->busy_since = server_now_ns();
+}
+
+static inline void server_busy_end(struct server *srv, uint64_t t0)
+{
+	if (!t0)
+		return;
+	srv->busy_ns += server_now_ns() - t0;
+	srv->busy_since = 0;
+}
 
 /* Serve with `backend`, whose completions arrive on `cq` (both made by the caller, which
  * destroys them after server_finish). */

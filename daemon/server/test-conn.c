@@ -87,8 +87,12 @@ START_TEST(test_several_frames_in_one_write_all_run_in_order)
 		n += alloc_frame(buf + n, tag, "x");
 	n += hello_frame(buf + n, 6) / 2; /* and half of a sixth */
 	tl_write(&c, buf, n, NULL, 0);
+	const uint64_t busy0 = t->srv.busy_ns;
 	tl_pump(t);
 	ck_assert_uint_eq(t->srv.frames_in, 5);
+	/* Reading and running them is the loop's work (loop_busy_us), none of it left open. */
+	ck_assert_uint_gt(t->srv.busy_ns, busy0);
+	ck_assert_uint_eq(t->srv.busy_since, 0);
 	ck_assert_int_eq(tl_reply(&c, 1, NULL), SSEQ__STATUS__STATUS_OK);
 	for (uint64_t tag = 2; tag <= 5; tag++)
 		ck_assert_int_eq(tl_reply(&c, tag, NULL), SSEQ__STATUS__STATUS_OK);
