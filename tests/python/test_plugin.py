@@ -338,6 +338,71 @@ def test_tests_without_work_cost_no_round_trip(
     assert frames >= 2 * 50, frames
 
 
+def test_worker_has_its_staging_arena_before_its_first_test(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The staging arena (a memfd the daemon maps and pins) is made while the worker's
+    # session fixture is set up, so the worker's first test that downloads does not pay
+    # for it; with --sseq-lazy-staging (or the ini) that first download makes it.
+    if not os.environ.get("SSEQCTL"):
+        pytest.skip("SSEQCTL is not set: it names the sseqctl binary")
+    pytester.makepyfile(test_inner="""
+        import json, os, subprocess
+        import numpy as np, pytest
+
+        copied = False
+
+        def arenas(session, socket):
+            argv = [os.environ["SSEQCTL"], "clients", "--json"]
+            if socket:
+                argv[1:1] = ["--socket", socket]
+            clients = json.loads(subprocess.run(argv, capture_output=True, check=True,
+                                                text=True).stdout)["clients"]
+            return [c["staging_arenas"] for c in clients
+                    if c["session"] == session.info.session][0]
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_download(sseq_session, sseq_socket, i):
+            global copied
+            lazy = os.environ.get("INNER_LAZY") == "1"
+            assert arenas(sseq_session, sseq_socket) == (0 if lazy and not copied else 1)
+            with sseq_session.alloc(16, np.float32) as b:
+                b.download()
+            copied = True
+            sseq_session.prepare_staging()  # the arena exists: no second one
+            assert arenas(sseq_session, sseq_socket) == 1
+    """)
+    run_inner(pytester, "-n", "2").assert_outcomes(passed=4)
+    monkeypatch.setenv("INNER_LAZY", "1")
+    run_inner(pytester, "-n", "2", "--sseq-lazy-staging").assert_outcomes(passed=4)
+    pytester.makeini("[pytest]\nsseq_lazy_staging = true\n")
+    run_inner(pytester, "-n", "2").assert_outcomes(passed=4)
+
+
+def test_staging_refused_at_connect_is_a_note(
+        pytester: pytest.Pytester, start_daemon, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    # A daemon that refuses the arena: tests that copy nothing still pass, the summary
+    # says why there is no arena, and a copy meets the refusal itself.
+    d = start_daemon("--client-staging-limit", "1M")
+    monkeypatch.setenv("SSEQ_SOCKET", d.socket)
+    monkeypatch.delenv("SSEQ_SOCKETS", raising=False)
+    pytester.makepyfile(test_inner="""
+        import numpy as np, pytest, sseq
+
+        def test_kernel(sseq_session):
+            sseq_session.execute("spin", 1).wait()
+
+        def test_download(sseq_session):
+            with sseq_session.alloc(16, np.float32) as b:
+                with pytest.raises(sseq.Error) as e:
+                    b.download()
+            assert e.value.name == "RESOURCE_EXHAUSTED", e.value
+    """)
+    r = run_inner(pytester)
+    r.assert_outcomes(passed=2)
+    r.stdout.fnmatch_lines(["*sseq: this run: no staging arena made at connect "
+                            "(RESOURCE_EXHAUSTED: *); the first copy makes it*"])
+
+
 def test_daemon_gone_is_told_from_other_errors() -> None:
     from sseq.errors import Status
     from sseq.pytest_plugin import _gone

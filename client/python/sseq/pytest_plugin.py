@@ -21,6 +21,12 @@ the daemon's sequencing counters over each test.
 - Fixture ``sseq_session`` (session scope, one per worker): the :class:`sseq.Session`,
   connected with name ``pytest`` and the xdist worker id (``sseqctl clients`` shows
   ``gw3``).
+- Staging: right after connecting, during the ``sseq_session`` fixture's setup, the
+  worker's session makes its staging arena (:meth:`sseq.Session.prepare_staging`: a
+  memfd registered with the daemon), so its first test that uploads or downloads does
+  not pay for that. The daemon pins the arena on a thread of its own: a copy that
+  comes before the pin is done still waits for the rest. ``--sseq-lazy-staging`` (ini
+  ``sseq_lazy_staging = true``) leaves the arena to that first copy, as libsseq does.
 - Fixture ``sseq_socket`` (session scope): the socket path this worker uses, after the
   choice among several and any failover (None when none was configured and libsseq's
   default applies): for tests that open connections of their own next to the
@@ -119,6 +125,10 @@ class _WorkerState:
         self.lost_at: Optional[str] = None
         self.notes: list[str] = []  # failovers, reconnects: for the next report
         self.probed = False
+        # Make the session's staging arena when it connects (fixture setup), not in the
+        # worker's first test that copies.
+        self.prepare_staging = not (config.getoption("sseq_lazy_staging")
+                                    or config.getini("sseq_lazy_staging"))
         self.counters_all = bool(config.getoption("sseq_counters")
                                  or config.getini("sseq_counters")
                                  or config.getoption("verbose") > 0)
@@ -216,8 +226,21 @@ class _WorkerState:
                               f"{self.lost_at}; reconnected")
             self.wait_for_daemon = False
             self.lost_at = None
+        if self.prepare_staging:
+            self._prepare_staging(self.session)
         self.session._alloc_scope = self.scope
         return self.session
+
+    def _prepare_staging(self, session: Session) -> None:
+        try:
+            session.prepare_staging()
+        except sseq.Error as e:
+            # The first copy makes the arena then and fails with what it meets; a
+            # daemon gone already fails the first test that uses the session.
+            if not _gone(e):
+                self.notes.append(f"sseq: {self.who()}: no staging arena made at connect "
+                                  f"({e.name}: {e.message or e.description}); the first "
+                                  f"copy makes it")
 
     @staticmethod
     def _wait_s() -> float:
@@ -325,10 +348,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--sseq-counters", dest="sseq_counters", action="store_true", default=False,
         help="measure the daemon's counters over every sseq test (default: only tests "
              "that use sseq_counters, or all with -v).")
+    group.addoption(
+        "--sseq-lazy-staging", dest="sseq_lazy_staging", action="store_true", default=False,
+        help="do not make the worker's staging arena when it connects: its first test that "
+             "copies makes it, as libsseq does by default (also ini sseq_lazy_staging).")
     parser.addini("sseq_require", type="bool", default=False,
                   help="sseq: fail, not skip, tests that cannot reach sseqd.")
     parser.addini("sseq_counters", type="bool", default=False,
                   help="sseq: measure the daemon's counters over every sseq test.")
+    parser.addini("sseq_lazy_staging", type="bool", default=False,
+                  help="sseq: leave the staging arena to the worker's first test that copies.")
 
 
 def pytest_configure(config: pytest.Config) -> None:

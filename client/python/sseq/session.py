@@ -127,6 +127,9 @@ class Session:
         self._lock = threading.RLock()
         self._live: dict[int, Buffer] = {}
         self._alloc_scope: Optional[str] = None
+        # The first staging arena exists (libsseq keeps it until close): set by
+        # prepare_staging and host_array, so that prepare_staging is free after them.
+        self._staging_ready = False
         # Copies and launches this session queued: its own share of the daemon-wide
         # ops_submitted (the pytest plugin's per-test counters show both).
         self._ops = 0
@@ -292,7 +295,35 @@ class Session:
             if r < 0:
                 raise self._error(r, f"host_array of {nbytes} bytes")
             owner = _HostAllocation(self, ptr.value, nbytes, shp, dt)
+            self._staging_ready = True
         return np.asarray(owner)
+
+    def prepare_staging(self) -> None:
+        """Make the session's first staging arena now, registered with the daemon, so
+        that later uploads and downloads move through an arena that exists.
+
+        libsseq otherwise makes it inside the session's first upload, download or
+        :meth:`host_array`: a memfd of ``connect(staging_size=)`` bytes (4 MiB by
+        default) with its pages populated, then a round trip registering it (the daemon
+        maps it and, on a GPU, pins it). That first call pays this one-time setup. The
+        pin runs on a thread of the daemon's own: a copy soon after may still wait for
+        the rest of it. The pytest plugin calls this when a worker connects.
+
+        Idempotent and cheap: once the arena exists (after this or :meth:`host_array`)
+        it does nothing, and when a copy made it, it takes and gives back a few bytes
+        of it without a round trip. Raises :class:`sseq.Error` as :meth:`host_array`
+        does (``RESOURCE_EXHAUSTED`` at a staging limit of the daemon's)."""
+        self._check_open()
+        with self._lock:
+            if self._staging_ready:
+                return
+            lib = _lib.lib()
+            ptr = ctypes.c_void_p()
+            r = lib.sseq_host_alloc(self._ptr, 1, ctypes.byref(ptr))
+            if r < 0:
+                raise self._error(r, "prepare_staging")
+            lib.sseq_host_free(self._ptr, ptr.value)
+            self._staging_ready = True
 
     # -- work --
 
