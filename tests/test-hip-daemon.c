@@ -9,7 +9,9 @@
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -809,6 +811,69 @@ START_TEST(test_daemon_cooperative_and_cluster_launches)
 }
 END_TEST
 
+struct prepare_arg {
+	struct sseq *s;
+	atomic_int result; /* 1 until sseq_prepare_staging returned */
+};
+
+static void *prepare_thread(void *arg)
+{
+	struct prepare_arg *p = arg;
+
+	atomic_store(&p->result, sseq_prepare_staging(p->s));
+	return NULL;
+}
+
+/* sseq_prepare_staging returns once the daemon has pinned the arena (its pin thread, off
+ * the loop: another client is served meanwhile), so the first copy waits for nothing;
+ * then the arena is used as is. The fake holds the pin while the gate file is missing
+ * (so the fake only). */
+START_TEST(test_daemon_prepare_staging_answers_once_pinned)
+{
+	const char *argv[] = {"--log-level", "warning", NULL};
+	struct prepare_arg p = {.result = 1};
+	char gate[64];
+	struct hipd d;
+	struct sseq *other;
+	struct sseq_stats st;
+	pthread_t t;
+	uint64_t buf, frames;
+	float *host;
+
+	snprintf(gate, sizeof(gate), "/tmp/sseq-prepare-gate.%d", (int)getpid());
+	unlink(gate);
+	setenv("SSEQ_FAKE_PIN_GATE", gate, 1);
+	hipd_start(&d, argv);
+	unsetenv("SSEQ_FAKE_PIN_GATE");
+	p.s = hipd_connect(&d, 1 << 20);
+	other = hipd_connect(&d, 1 << 20);
+	ck_assert_int_eq(pthread_create(&t, NULL, prepare_thread, &p), 0);
+	/* The pin is held: no answer, while the other client's requests are answered. */
+	for (int i = 0; i < 20; i++) {
+		ck_assert_int_eq(sseq_alloc(other, 64, "other", &buf), 0);
+		ck_assert_int_eq(sseq_free(other, buf), 0);
+		usleep(10000);
+	}
+	ck_assert_int_eq(atomic_load(&p.result), 1);
+	close(open(gate, O_CREAT | O_WRONLY, 0600));
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(atomic_load(&p.result), 0);
+	/* The arena is there: a second call and a host allocation register none (the
+	 * daemon gets no frame from them; the second stats query is the one frame). */
+	hipd_stats(p.s, &st);
+	frames = st.frames_in;
+	ck_assert_int_eq(sseq_prepare_staging(p.s), 0);
+	ck_assert_int_eq(sseq_host_alloc(p.s, 4096, (void **)&host), 0);
+	hipd_stats(p.s, &st);
+	ck_assert_uint_eq(st.frames_in, frames + 1);
+	ck_assert_int_eq(sseq_host_free(p.s, host), 0);
+	sseq_close(other);
+	sseq_close(p.s);
+	unlink(gate);
+	hipd_stop(&d);
+}
+END_TEST
+
 static Suite *hip_daemon_suite(void)
 {
 	Suite *s = suite_create("hip-daemon");
@@ -826,6 +891,8 @@ static Suite *hip_daemon_suite(void)
 		tcase_add_test(daemon, test_daemon_module_global_is_sequenced_like_a_buffer);
 	if (hip_harness_fake_cuda())
 		tcase_add_test(daemon, test_daemon_cooperative_and_cluster_launches);
+	if (hip_harness_fake_cuda())
+		tcase_add_test(daemon, test_daemon_prepare_staging_answers_once_pinned);
 	suite_add_tcase(s, daemon);
 	return s;
 }

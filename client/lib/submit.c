@@ -99,7 +99,7 @@ int sseq_module_global(struct sseq *s, uint64_t module, const char *name, int wr
 /* Register a new arena able to hold `len` bytes. The first one gets the configured
  * size; later ones at least that, so one large request does not leave us with a
  * string of tiny arenas. */
-static int staging_add_arena(struct sseq *s, uint64_t len)
+static int staging_add_arena_pinned(struct sseq *s, uint64_t len, bool wait_pinned)
 {
 	uint64_t size = s->staging.size;
 	if (len > size)
@@ -114,6 +114,7 @@ static int staging_add_arena(struct sseq *s, uint64_t len)
 	Sseq__StagingRegister reg = SSEQ__STAGING_REGISTER__INIT;
 	reg.size = size;
 	reg.label = "sseq-staging";
+	reg.wait_pinned = wait_pinned;
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
 	req.staging_register = &reg;
@@ -132,6 +133,20 @@ static int staging_add_arena(struct sseq *s, uint64_t len)
 	}
 	staging_set_add(&s->staging, a);
 	return 0;
+}
+
+static int staging_add_arena(struct sseq *s, uint64_t len)
+{
+	return staging_add_arena_pinned(s, len, false);
+}
+
+int sseq_prepare_staging(struct sseq *s)
+{
+	if (s->broken)
+		return client_broken(s);
+	if (s->staging.arenas)
+		return 0;
+	return staging_add_arena_pinned(s, s->staging.size, true);
 }
 
 /* Reserve `len` bytes of staging, held by the application (user) or by one request

@@ -118,6 +118,10 @@ struct backend_ops {
 	/* Make a staging arena's mapping fast to copy from (hipHostRegister). */
 	int (*staging_register)(void *ctx, void *addr, size_t size);
 	void (*staging_unregister)(void *ctx, void *addr, size_t size);
+	/* Whether the registered arena at addr is ready for copies at full speed (its pin
+	 * done, or failed: copies then run from pageable memory). NULL: always. A backend
+	 * that pins later kicks the completion queue (cq_kick) when a pin is done. */
+	bool (*staging_ready)(void *ctx, void *addr);
 	/* Race-detector / audit findings so far (every finding the backend reported). */
 	uint64_t (*findings)(void *ctx);
 	/* Of those, the GPU-timestamp audit's (hip --audit); NULL where there is none. */
@@ -183,6 +187,11 @@ struct backend_ops {
 static inline int backend_staging_register(const struct backend *b, void *addr, size_t size)
 {
 	return b->ops->staging_register ? b->ops->staging_register(b->ctx, addr, size) : 0;
+}
+
+static inline bool backend_staging_ready(const struct backend *b, void *addr)
+{
+	return !b->ops->staging_ready || b->ops->staging_ready(b->ctx, addr);
 }
 
 static inline void backend_staging_unregister(const struct backend *b, void *addr, size_t size)

@@ -121,6 +121,12 @@ bool cq_push(struct cq *q, struct seq_point p, int status)
 	return first;
 }
 
+void cq_kick(struct cq *q)
+{
+	if (q->wake)
+		q->wake(q->wake_arg);
+}
+
 struct cq_batch cq_take(struct cq *q)
 {
 	struct cq_batch b;

@@ -51,6 +51,9 @@ void cq_set_wake(struct cq *q, void (*wake)(void *arg), void *arg);
  * a completion (that would stall its stream forever) and never fails: a push past the
  * room reserved that cannot grow the queue waits for the loop to take what is queued. */
 bool cq_push(struct cq *q, struct seq_point p, int status);
+/* From any thread: wake the loop as a push would, with no completion: something else it
+ * looks at on each wake changed (a staging arena's pin finished). */
+void cq_kick(struct cq *q);
 /* On the loop thread: everything queued so far, in push order per pushing thread. */
 struct cq_batch cq_take(struct cq *q);
 void cq_done(struct cq *q, struct cq_batch b);

@@ -197,6 +197,7 @@ void resume_restart(struct server *srv)
 	char env[32];
 	int out;
 
+	staging_waits_answer(srv, true);
 	flush_all(srv);
 	memcpy(h.at, srv->resets.at, sizeof(h.at));
 	memcpy(h.cause, srv->resets.cause, sizeof(h.cause));

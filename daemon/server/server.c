@@ -300,12 +300,14 @@ static void server_drain(struct server *srv)
 	struct cq_batch b = cq_take(srv->cq);
 	uint64_t t0;
 
-	if (!b.n && !srv->nfound) {
+	if (!b.n && !srv->nfound && !srv->pin_waits) {
 		cq_done(srv->cq, b);
 		return;
 	}
 	t0 = server_busy_begin(srv);
 	server_drain_batch(srv, b);
+	if (srv->pin_waits)
+		staging_waits_answer(srv, false);
 	server_busy_end(srv, t0);
 }
 

@@ -199,6 +199,8 @@ struct server {
 
 	struct session *sessions;
 	struct session *dirty; /* sessions with output to write this turn */
+	/* Registrations answered once their arena is ready (staging_waits_answer). */
+	struct staging *pin_waits;
 	unsigned nsessions;
 	unsigned nfollowing; /* sessions following the trace: the turn's loop skips them at 0 */
 	uint64_t next_session;

@@ -28,6 +28,11 @@ struct staging {
 	uint64_t handle;
 	unsigned refs; /* the handle's + one per copy in flight */
 	char label[48];
+	/* A StagingRegister with wait_pinned, unanswered until the backend says the arena
+	 * is ready: its tag, and the next such arena (the server's pin_waits list). */
+	uint64_t wait_tag;
+	struct staging *wait_next;
+	bool waiting;
 };
 
 /* A function looked up in a module, cached by the name the client used (its symbol or

@@ -261,8 +261,39 @@ int staging_req_register(struct session *s, const Sseq__Request *rq)
 		return outcome_error(s, -ENOMEM, "cannot register staging arena: %s", strerror(-r));
 	}
 	staging_charge(s, sr->size, true);
+	if (sr->wait_pinned && !backend_staging_ready(&s->srv->backend, addr)) {
+		st->waiting = true;
+		st->wait_tag = rq->tag;
+		st->wait_next = s->srv->pin_waits;
+		s->srv->pin_waits = st;
+		return 0;
+	}
 	out_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", st->handle, NULL, NULL);
 	return 0;
+}
+
+/* st leaves the pin_waits list (answered, or its session gone). */
+static void staging_wait_unlink(struct server *srv, struct staging *st)
+{
+	for (struct staging **p = &srv->pin_waits; *p; p = &(*p)->wait_next)
+		if (*p == st) {
+			*p = st->wait_next;
+			break;
+		}
+	st->waiting = false;
+	st->wait_next = NULL;
+}
+
+void staging_waits_answer(struct server *srv, bool all)
+{
+	for (struct staging *st = srv->pin_waits, *next; st; st = next) {
+		next = st->wait_next;
+		if (!all && !backend_staging_ready(&srv->backend, st->addr))
+			continue;
+		staging_wait_unlink(srv, st);
+		out_reply_full(st->owner, st->wait_tag, SSEQ__STATUS__STATUS_OK, "", st->handle,
+			NULL, NULL);
+	}
 }
 
 int staging_req_unregister(struct session *s, const Sseq__Request *rq)
@@ -272,6 +303,13 @@ int staging_req_unregister(struct session *s, const Sseq__Request *rq)
 
 	if (!st)
 		return outcome_unknown_handle(s, h, "staging");
+	/* Its registration still waits for the pin (the client guessed the handle): it is
+	 * answered first, in order. */
+	if (st->waiting) {
+		staging_wait_unlink(s->srv, st);
+		out_reply_full(
+			s, st->wait_tag, SSEQ__STATUS__STATUS_OK, "", st->handle, NULL, NULL);
+	}
 	handles_drop(s, h);
 	/* Copies in flight keep it mapped, and counted, until the last completes. */
 	staging_unref(s->srv, st);
@@ -299,8 +337,12 @@ int staging_range(
  * mapped, and counted against the daemon's limits, until they complete. */
 static bool staging_release_handle(struct session *s, void *obj, unsigned pass)
 {
+	struct staging *st = obj;
+
 	if (pass == 0)
 		return false;
+	if (st->waiting)
+		staging_wait_unlink(s->srv, st);
 	staging_unref(s->srv, obj);
 	return true;
 }

@@ -23,9 +23,8 @@ the daemon's sequencing counters over each test.
   ``gw3``).
 - Staging: right after connecting, during the ``sseq_session`` fixture's setup, the
   worker's session makes its staging arena (:meth:`sseq.Session.prepare_staging`: a
-  memfd registered with the daemon), so its first test that uploads or downloads does
-  not pay for that. The daemon pins the arena on a thread of its own: a copy that
-  comes before the pin is done still waits for the rest. ``--sseq-lazy-staging`` (ini
+  memfd registered with the daemon, which pins it before it answers), so its first
+  test that uploads or downloads does not pay for that. ``--sseq-lazy-staging`` (ini
   ``sseq_lazy_staging = true``) leaves the arena to that first copy, as libsseq does.
 - Fixture ``sseq_socket`` (session scope): the socket path this worker uses, after the
   choice among several and any failover (None when none was configured and libsseq's

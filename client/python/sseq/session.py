@@ -305,24 +305,21 @@ class Session:
         libsseq otherwise makes it inside the session's first upload, download or
         :meth:`host_array`: a memfd of ``connect(staging_size=)`` bytes (4 MiB by
         default) with its pages populated, then a round trip registering it (the daemon
-        maps it and, on a GPU, pins it). That first call pays this one-time setup. The
-        pin runs on a thread of the daemon's own: a copy soon after may still wait for
-        the rest of it. The pytest plugin calls this when a worker connects.
+        maps it and, on a GPU, pins it, about 0.5 ms a MiB). That first call pays this
+        one-time setup. This returns once the daemon has pinned the arena
+        (``sseq_prepare_staging``), so no copy waits for it. The pytest plugin calls
+        this when a worker connects.
 
-        Idempotent and cheap: once the arena exists (after this or :meth:`host_array`)
-        it does nothing, and when a copy made it, it takes and gives back a few bytes
-        of it without a round trip. Raises :class:`sseq.Error` as :meth:`host_array`
-        does (``RESOURCE_EXHAUSTED`` at a staging limit of the daemon's)."""
+        Idempotent and cheap: once the arena exists (after this, :meth:`host_array` or
+        a copy) it does nothing. Raises :class:`sseq.Error` as :meth:`host_array` does
+        (``RESOURCE_EXHAUSTED`` at a staging limit of the daemon's)."""
         self._check_open()
         with self._lock:
             if self._staging_ready:
                 return
-            lib = _lib.lib()
-            ptr = ctypes.c_void_p()
-            r = lib.sseq_host_alloc(self._ptr, 1, ctypes.byref(ptr))
+            r = _lib.lib().sseq_prepare_staging(self._ptr)
             if r < 0:
                 raise self._error(r, "prepare_staging")
-            lib.sseq_host_free(self._ptr, ptr.value)
             self._staging_ready = True
 
     # -- work --

@@ -403,6 +403,7 @@ void hip__reaper_stop(struct hip *h);
 void hip__mem_finish(struct hip *h);
 int hip__staging_register(void *ctx, void *addr, size_t size);
 void hip__staging_unregister(void *ctx, void *addr, size_t size);
+bool hip__staging_ready(void *ctx, void *addr);
 void hip__staging_finish(struct hip *h);
 
 /* hip-event.c: the event pool, record, wait, retire. */

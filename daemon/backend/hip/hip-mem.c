@@ -360,6 +360,8 @@ static void *hip_pinner(void *arg)
 		x->state = e == hipSuccess ? HIP_PIN_DONE : HIP_PIN_FAILED;
 		atomic_fetch_sub(&h->pins_pending, 1);
 		pthread_cond_broadcast(&h->staging_cond);
+		/* A registration may be waiting for its answer (staging_ready). */
+		cq_kick(h->cq);
 	}
 	pthread_mutex_unlock(&h->staging_mu);
 	return NULL;
@@ -409,6 +411,21 @@ int hip__staging_register(void *ctx, void *addr, size_t size)
 	pthread_cond_broadcast(&h->staging_cond);
 	pthread_mutex_unlock(&h->staging_mu);
 	return 0;
+}
+
+bool hip__staging_ready(void *ctx, void *addr)
+{
+	struct hip *h = ctx;
+	struct hip_staging *x;
+	bool ready;
+
+	if (!atomic_load_explicit(&h->pins_pending, memory_order_acquire))
+		return true;
+	pthread_mutex_lock(&h->staging_mu);
+	x = hip_staging_find(h, addr);
+	ready = !x || (x->state != HIP_PIN_PENDING && x->state != HIP_PIN_BUSY);
+	pthread_mutex_unlock(&h->staging_mu);
+	return ready;
 }
 
 void hip__staging_wait(struct hip *h, const void *p)

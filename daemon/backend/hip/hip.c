@@ -265,6 +265,7 @@ static const struct backend_ops hip_ops = {
 		},
 	.staging_register = hip__staging_register,
 	.staging_unregister = hip__staging_unregister,
+	.staging_ready = hip__staging_ready,
 	.findings = hip_findings,
 	.audit_findings = hip__audit_findings,
 	.module_load = hip__module_load,
