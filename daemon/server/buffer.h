@@ -9,7 +9,15 @@
 
 struct seq_buffer;
 struct session;
-struct sbuf;
+
+/* A client's buffer or slice handle. */
+struct sbuf {
+	struct seq_buffer *buf;
+	uint64_t handle;
+	struct session *owner;
+	uint64_t size; /* a freed base's, counted until its memory goes back */
+	char label[48];
+};
 
 /* A handle of s for b (a base or a slice) labelled `label`: 0 with *handle, or -ENOMEM. */
 int buffer_new(struct session *s, struct seq_buffer *b, const char *label, uint64_t *handle);

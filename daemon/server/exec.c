@@ -2,6 +2,7 @@
  * order to a module function; buffer arguments become the accesses that drive the waits. */
 #include "exec.h"
 
+#include "buffer.h"
 #include "handles.h"
 #include "module.h"
 #include "ops.h"

@@ -440,28 +440,15 @@ static void query_trace(struct server *srv, const struct session *asker, const S
 	struct session_info me;
 	uint64_t max = q->trace && q->trace->max_entries ? q->trace->max_entries : 100;
 	uint64_t since = q->trace ? q->trace->since_seq : 0;
-	uint64_t first = srv->trace_seq > TRACE_RING ? srv->trace_seq - TRACE_RING + 1 : 1;
-	uint64_t last = srv->trace_seq;
+	uint64_t first, last;
 
 	session_info(asker, &me);
-	if (max > TRACE_RING)
-		max = TRACE_RING;
-	if (since) {
-		/* Following: the oldest entries after `since`, so none is skipped; those the
-		 * ring has already overwritten are counted, not silently lost. */
-		if (since + 1 > first)
-			first = since + 1;
-		else
-			res->trace_dropped = first - since - 1;
-		if (last >= first && last - first + 1 > max)
-			last = first + max - 1;
-	} else if (srv->trace_seq >= max && srv->trace_seq - max + 1 > first) {
-		/* A snapshot: the most recent entries. */
-		first = srv->trace_seq - max + 1;
-	}
-	res->trace = arena_alloc(a, (max + 1) * sizeof(*res->trace));
+	/* Following (since): none skipped, the overwritten counted; else a snapshot. */
+	res->trace_dropped = trace_since(&srv->trace, since, max, &first, &last);
+	res->trace =
+		arena_alloc(a, ((last >= first ? last - first + 1 : 0) + 1) * sizeof(*res->trace));
 	for (uint64_t seqno = first; seqno <= last; seqno++) {
-		const struct trace_ent *e = &srv->trace[seqno % TRACE_RING];
+		const struct trace_ent *e = trace_entry(&srv->trace, seqno);
 		Sseq__TraceEntry *te;
 
 		/* Root and the same user see every session's entries; others their own. */

@@ -39,23 +39,21 @@ static void srv_done(void *ctx, uint64_t cookie, int status)
 static void srv_trace(void *ctx, const struct seq_trace *t)
 {
 	struct server *srv = ctx;
-	uint64_t seqno = ++srv->trace_seq;
-	struct trace_ent *e = &srv->trace[seqno % TRACE_RING];
 	const struct sbuf *sb = t->buf ? (const struct sbuf *)(uintptr_t)t->buf->user : NULL;
 
-	*e = (struct trace_ent){
-		.seq = seqno,
-		.time_ns = server_now_ns() - srv->started_ns,
-		.session = sb	 ? sb->owner->id
-			: t->buf ? t->buf->owner
-				 : 0,
-		.uid = sb ? sb->owner->uid : 0,
-		.buffer = sb ? sb->handle : 0,
-		.at = t->at,
-		.producer = t->producer,
-		.decision = (uint8_t)t->decision,
-		.op = (uint8_t)t->op,
-	};
+	trace_push(&srv->trace,
+		&(struct trace_ent){
+			.time_ns = server_now_ns() - srv->started_ns,
+			.session = sb	 ? sb->owner->id
+				: t->buf ? t->buf->owner
+					 : 0,
+			.uid = sb ? sb->owner->uid : 0,
+			.buffer = sb ? sb->handle : 0,
+			.at = t->at,
+			.producer = t->producer,
+			.decision = (uint8_t)t->decision,
+			.op = (uint8_t)t->op,
+		});
 	/* The dependencies of the op being submitted, for its timeline entry. */
 	if (srv->submitting) {
 		if (t->decision == SEQ_TRACE_WAIT)

@@ -15,9 +15,9 @@
 #include "sequencer.h"
 #include "sseq.pb-c.h"
 #include "timeline.h"
+#include "trace.h"
 
 #define SESSION_MAX_FDS 8
-#define TRACE_RING 4096
 #define OP_FREE_MAX 4096 /* op records kept for reuse once done; the rest are freed */
 
 struct session;
@@ -51,17 +51,6 @@ struct server_found {
 	char what[256];
 };
 #define SERVER_FOUND_MAX 64
-
-struct trace_ent {
-	uint64_t seq;
-	uint64_t time_ns;
-	uint64_t session;
-	uint32_t uid; /* the session's, for who may see the entry */
-	uint64_t buffer; /* handle, 0 if none or gone */
-	struct seq_point at, producer;
-	uint8_t decision;
-	uint8_t op;
-};
 
 /* How long the loop polls for completions after it sent work (--spin-us): a sleeping
  * thread takes tens of microseconds to wake on a GPU host (deep idle states), which a
@@ -207,8 +196,7 @@ struct server {
 	struct op_rec *op_free; /* for reuse: at most OP_FREE_MAX */
 	unsigned nop_free;
 
-	struct trace_ent trace[TRACE_RING];
-	uint64_t trace_seq;
+	struct trace_ring trace; /* trace.h's: the sequencer's recent decisions */
 
 	/* Completed ops (sseqctl trace --chrome). While seq_submit runs for an op, its
 	 * record is `submitting`, so that the trace hook adds the waits decided for it; a

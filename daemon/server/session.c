@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "buffer.h"
 #include "handles.h"
 #include "log.h"
 #include "out.h"

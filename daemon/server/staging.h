@@ -10,7 +10,22 @@
 
 struct server;
 struct session;
-struct staging;
+
+/* A staging arena: the client's sealed memfd, mapped here and registered with the device. */
+struct staging {
+	struct session *owner;
+	int fd; /* the client's memfd, kept: a restart in place maps it again */
+	void *addr;
+	uint64_t size;
+	uint64_t handle;
+	unsigned refs; /* the handle's + one per copy in flight */
+	char label[48];
+	/* A StagingRegister with wait_pinned, unanswered until the backend says the arena
+	 * is ready: its tag, and the next such arena (the server's pin_waits list). */
+	uint64_t wait_tag;
+	struct staging *wait_next;
+	bool waiting;
+};
 
 void staging_unref(struct server *srv, struct staging *st);
 /* An arena of `size` bytes mapped for s without a StagingRegister (a restart in place

@@ -17,6 +17,7 @@
 #include "handles.h"
 #include "out.h"
 #include "session.h"
+#include "staging.h"
 #include "test-loop.h"
 
 #define FD_MAX 1024

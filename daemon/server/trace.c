@@ -15,14 +15,15 @@ void trace_follow(struct session *s)
 	Sseq__Query q = SSEQ__QUERY__INIT;
 	Sseq__TraceOptions t = SSEQ__TRACE_OPTIONS__INIT;
 	struct server *srv = s->srv;
+	uint64_t newest = trace_last(&srv->trace);
 
-	if (!s->connected || !s->following || srv->trace_seq <= s->follow_since)
+	if (!s->connected || !s->following || newest <= s->follow_since)
 		return;
 	if (s->out_len - s->out_off >= SESSION_FOLLOW_HIGH) {
 		/* It does not read: its output stays bounded, and it hears what it missed. */
-		s->follow_dropped += srv->trace_seq - s->follow_since;
-		srv->limit.trace_entries_dropped += srv->trace_seq - s->follow_since;
-		s->follow_since = srv->trace_seq;
+		s->follow_dropped += newest - s->follow_since;
+		srv->limit.trace_entries_dropped += newest - s->follow_since;
+		s->follow_since = newest;
 		return;
 	}
 	t.max_entries = 256;
@@ -54,16 +55,18 @@ int trace_req_query(struct session *s, const Sseq__Request *rq)
 	out_send(s, &m);
 	if (rq->query->kind == SSEQ__QUERY_KIND__QUERY_KIND_TRACE && rq->query->trace &&
 		rq->query->trace->follow) {
+		uint64_t newest = trace_last(&s->srv->trace);
+
 		if (!s->following)
 			s->srv->nfollowing++;
 		s->following = true;
 		s->follow_tag = rq->tag;
-		s->follow_since = res.n_trace ? res.trace[res.n_trace - 1]->seq
-					      : (rq->query->trace->since_seq > s->srv->trace_seq
-								? s->srv->trace_seq
+		s->follow_since = res.n_trace
+			? res.trace[res.n_trace - 1]->seq
+			: (rq->query->trace->since_seq > newest ? newest
 								: rq->query->trace->since_seq);
-		if (s->follow_since < s->srv->trace_seq && !res.n_trace)
-			s->follow_since = s->srv->trace_seq;
+		if (s->follow_since < newest && !res.n_trace)
+			s->follow_since = newest;
 	}
 	return 0;
 }
