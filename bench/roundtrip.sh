@@ -210,9 +210,9 @@ for section in $sections; do
 		# The build as it is, labelled $LABEL: 1, 8, 16, 64 clients on all cores, then
 		# daemon and clients on 4 cores; with $ATTRIB, 16 clients with one part of the
 		# wait path put back as it was (a completion thread per stream in
-		# hipEventSynchronize; every thread spinning whatever the load; a sleeping
-		# submit thread woken for each command instead of the loop making the call),
-		# and 1 client with the last of these.
+		# hipEventSynchronize; every thread spinning whatever the load), and 16, 64
+		# and 1 clients with --submit-idle inline (the loop making the call for a
+		# sleeping submit thread instead of waking it).
 		for p in 1 8 16 64; do
 			TL=$([ "$p" = 16 ] && echo 1) config "${LABEL:-build}" "$p" "$sseqd" "$cpus_all" "" "" --
 		done
@@ -222,9 +222,9 @@ for section in $sections; do
 			config "${LABEL:-build}-sync" 16 "$sseqd" "$cpus_all" "SSEQ_HIP_COMPLETION=sync" "" --
 			config "${LABEL:-build}-spinalways" 16 "$sseqd" "$cpus_all" "SSEQ_SPIN_POLICY=always" "" --
 			ROUNDS=${ROUNDS:-150} config "${LABEL:-build}-4cores-spinalways" 16 "$sseqd" 0-3 "SSEQ_SPIN_POLICY=always" "" --
-			config "${LABEL:-build}-wake" 16 "$sseqd" "$cpus_all" "SSEQ_HIP_SUBMIT_IDLE=wake" "" --
-			config "${LABEL:-build}-wake" 64 "$sseqd" "$cpus_all" "SSEQ_HIP_SUBMIT_IDLE=wake" "" --
-			config "${LABEL:-build}-wake" 1 "$sseqd" "$cpus_all" "SSEQ_HIP_SUBMIT_IDLE=wake" "" --
+			config "${LABEL:-build}-inline" 16 "$sseqd" "$cpus_all" "SSEQ_HIP_SUBMIT_IDLE=inline" "" --
+			config "${LABEL:-build}-inline" 64 "$sseqd" "$cpus_all" "SSEQ_HIP_SUBMIT_IDLE=inline" "" --
+			config "${LABEL:-build}-inline" 1 "$sseqd" "$cpus_all" "SSEQ_HIP_SUBMIT_IDLE=inline" "" --
 		fi
 		;;
 	one)

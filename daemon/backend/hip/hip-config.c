@@ -25,6 +25,17 @@ static const struct option_row hip_options[] = {
 		.max = HIP_MAX_SUBMIT_THREADS,
 		.help = "threads that make the GPU enqueue calls, each for its own streams (hip; "
 			"default {default}, at most {max}; 0: on the thread that reads requests)"},
+	{.name = "submit-idle",
+		.arg = "wake|inline",
+		.kind = OPTION_WORDS,
+		.offset = offsetof(struct hip_config, submit_idle_inline),
+		.words = {"wake", "inline"},
+		.hint = " (wake or inline)",
+		.help = "a command for a submit thread asleep with nothing queued: wake the "
+			"thread, "
+			"or make the call on the thread that reads requests, which spares a lone "
+			"request the wake-up but costs that thread the call under load (hip; "
+			"default {default})"},
 	{.name = "audit",
 		.kind = OPTION_FLAG,
 		.offset = offsetof(struct hip_config, audit),

@@ -42,13 +42,6 @@
 /* A submit thread looks for its next command this long after its last (while a core is
  * free) before it sleeps. */
 #define HIP_SUBMIT_SPIN_NS 50000L
-/* A lone request's commands: the first command after the loop made none for this long
- * opens a burst of at most HIP_LONE_CMDS, which the loop may make itself for sleeping
- * submit threads (hip_submit_here). Closer together, commands come from many clients or
- * a pipelining one, and the loop, the daemon's one thread for all of them, hands them
- * off. */
-#define HIP_LONE_GAP_NS 20000u
-#define HIP_LONE_CMDS 4
 /* Commands the loop may queue ahead of each submit thread (a power of two). */
 #define HIP_SUBMIT_QUEUE 4096
 /* Locks that order an event's record against another thread's wait on it (a power of
@@ -353,13 +346,6 @@ struct hip {
 	bool watch_stop;
 	/* The submit threads (see hip-submit.c); none: the commands run inline. */
 	unsigned nsubmitters;
-	/* A command for a submit thread that sleeps with nothing queued wakes it
-	 * (SSEQ_HIP_SUBMIT_IDLE=wake) instead of running on the loop. */
-	bool submit_wake;
-	/* When the loop last made a command, and how many more of the lone burst it opened
-	 * may run on the loop (loop thread only). */
-	uint64_t last_cmd_ns;
-	unsigned lone_left;
 	struct hip_submitter sub[HIP_MAX_SUBMIT_THREADS];
 	pthread_mutex_t event_lock[HIP_EVENT_LOCKS];
 };

@@ -578,33 +578,21 @@ struct hip_cmd *hip__submit_begin(struct hip *h, uint32_t stream, struct hip_cmd
 	return &sub->q[tail % HIP_SUBMIT_QUEUE];
 }
 
-/* Whether the loop is in a lone request's burst of commands (HIP_LONE_GAP_NS). */
-static bool hip_submit_lone(struct hip *h)
-{
-	const uint64_t now = spin_now_ns();
-
-	if (now - h->last_cmd_ns > HIP_LONE_GAP_NS)
-		h->lone_left = HIP_LONE_CMDS;
-	h->last_cmd_ns = now;
-	if (!h->lone_left)
-		return false;
-	h->lone_left--;
-	return true;
-}
-
-/* Whether c, built in its thread's free slot, runs here instead: when that thread sleeps
- * with nothing queued, waking it costs the loop a futex call and c a wake-up (tens of
- * microseconds on a busy host), more than the enqueue call itself, and a client waiting
- * for one copy or kernel pays all of it. Only for a lone request's commands: under load
- * the loop, which serves every client, would spend on enqueue calls what the submit
- * threads do in parallel. Everything queued before c on its streams has run (the queue
- * is empty), and the thread stays asleep while nothing is published, so c keeps its
- * order. Not here: a wait whose record has not run yet (on another thread), and a copy
- * while an arena's pin is pending (it may have to wait for the pin); both would hold the
- * loop. */
+/* Whether c, built in its thread's free slot, runs here instead (--submit-idle inline):
+ * when that thread sleeps with nothing queued, waking it costs the loop a futex call and c
+ * a wake-up (tens of microseconds on a busy host), more than the enqueue call itself, and
+ * a client waiting for one copy or kernel pays all of it. Measured on an H100, one
+ * client's read-back round trip 53 -> 47 us and a 4 KiB H2D + await 27 -> 21 us, but the
+ * loop, the one thread that serves every client, then spends about 6 us of enqueue calls
+ * a round trip: at 16 clients 22% fewer round trips/s, and 16 launching clients a third
+ * of the launches. Hence off by default. Everything queued before c on its streams has
+ * run (the queue is empty), and the thread stays asleep while nothing is published, so c
+ * keeps its order. Not here: a wait whose record has not run yet (on another thread), and
+ * a copy while an arena's pin is pending (it may have to wait for the pin); both would
+ * hold the loop. */
 static bool hip_submit_here(struct hip *h, const struct hip_submitter *sub, const struct hip_cmd *c)
 {
-	if (h->submit_wake || !hip_submit_lone(h) || !atomic_load(&sub->sleeping))
+	if (!h->cfg.submit_idle_inline || !atomic_load(&sub->sleeping))
 		return false;
 	if (atomic_load_explicit(&sub->head, memory_order_acquire) !=
 		atomic_load_explicit(&sub->tail, memory_order_relaxed))

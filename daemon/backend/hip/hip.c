@@ -389,11 +389,12 @@ static void hip_configure(struct hip *h, const struct hip_config *cfg)
 
 	if (cfg)
 		h->cfg = *cfg;
-	h->submit_wake = false;
 	idle = getenv("SSEQ_HIP_SUBMIT_IDLE");
 	if (idle && strcmp(idle, "wake") == 0)
-		h->submit_wake = true;
-	else if (idle && *idle && strcmp(idle, "inline") != 0)
+		h->cfg.submit_idle_inline = false;
+	else if (idle && strcmp(idle, "inline") == 0)
+		h->cfg.submit_idle_inline = true;
+	else if (idle && *idle)
 		log_warn("hip", "SSEQ_HIP_SUBMIT_IDLE=%s is not inline or wake: ignored", idle);
 	completion = getenv("SSEQ_HIP_COMPLETION");
 	if (completion && strcmp(completion, "watch") == 0)

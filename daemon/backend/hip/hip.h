@@ -44,6 +44,9 @@ struct hip_config {
 	/* 0: the enqueue calls inline; 1..HIP_MAX_SUBMIT_THREADS: that many submit
 	 * threads (at most one per stream: more are not started). */
 	unsigned submit_threads;
+	/* A command for a submit thread asleep with nothing queued: false, wake the thread;
+	 * true, make the call on the caller's (the loop's) thread (--submit-idle inline). */
+	bool submit_idle_inline;
 	/* Events carry timestamps (for profiling); off, they are cheaper to record. */
 	bool timing;
 	/* Audit (sseqd --audit): timing events around every launch, and a check on the GPU's

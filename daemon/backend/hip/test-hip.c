@@ -699,7 +699,7 @@ static unsigned long threads_sleeps(const char *prefix)
 START_TEST(test_a_lone_launch_does_not_wake_a_sleeping_submit_thread)
 {
 	struct seq_config scfg = {0};
-	struct hip_config cfg = {.submit_threads = 1};
+	struct hip_config cfg = {.submit_threads = 1, .submit_idle_inline = true};
 	enum { N = 256, ROUNDS = 40 };
 	struct seq_buffer *one, *acc;
 	unsigned long sleeps0, sleeps;
