@@ -578,3 +578,30 @@ def test_struct_takes_the_size_and_alignment_of_its_value() -> None:
     assert bytes(p[1].v.bytes.data[:2]) == b"xy"
     with pytest.raises(ValueError, match=r"k: argument 1: sseq\.struct\(\): 0 bytes"):
         pack_args("k", [sseq.u8(1), b""], builtin=False)
+
+
+class _LibWithout:
+    """libsseq as a release that lacks one function: that attribute is missing."""
+
+    def __init__(self, real: object, missing: str) -> None:
+        self._real, self._missing = real, missing
+
+    def __getattr__(self, name: str) -> object:
+        if name == self._missing:
+            raise AttributeError(name)
+        return getattr(self._real, name)
+
+
+def test_prepare_staging_with_a_libsseq_before_1_7(sseq_session: sseq.Session,
+                                                   sseq_socket: str | None,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # The package with an older libsseq (no sseq_prepare_staging): the arena is still
+    # made, through a host allocation, and copies go through it.
+    real = _lib.lib()
+    monkeypatch.setattr(_lib, "lib", lambda: _LibWithout(real, "sseq_prepare_staging"))
+    with sseq.connect(sseq_socket, name="older-libsseq") as s:
+        s.prepare_staging()
+        s.prepare_staging()
+        with s.alloc(16, np.float32, label="after-prepare") as b:
+            b.upload(np.arange(16, dtype=np.float32))
+            assert np.array_equal(b.download(), np.arange(16, dtype=np.float32))

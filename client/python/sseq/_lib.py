@@ -166,7 +166,6 @@ _PROTOTYPES = {
     "sseq_slice": (ctypes.c_int, [_P, _U64, _U64, _U64, ctypes.c_char_p, _PU64]),
     "sseq_host_alloc": (ctypes.c_int, [_P, _U64, ctypes.POINTER(_P)]),
     "sseq_host_free": (ctypes.c_int, [_P, _P]),
-    "sseq_prepare_staging": (ctypes.c_int, [_P]),
     "sseq_copy_h2d": (ctypes.c_int, [_P, _U64, _U64, _P, _U64, _PU64]),
     "sseq_copy_d2h": (ctypes.c_int, [_P, _U64, _U64, _P, _U64, _PU64]),
     "sseq_copy_d2d": (ctypes.c_int, [_P, _U64, _U64, _U64, _U64, _U64, _PU64]),
@@ -194,6 +193,12 @@ _PROTOTYPES = {
     "sseq_function_attributes": (ctypes.c_int, [_P, _U64, ctypes.c_char_p,
                                                 ctypes.POINTER(SseqFunctionInfo)]),
     "sseq_device_limits": (ctypes.c_int, [_P, ctypes.POINTER(SseqDeviceLimits)]),
+}
+
+# Functions a libsseq of an older release lacks, used where there (the caller checks
+# hasattr): the package still runs with that libsseq.
+_OPTIONAL = {
+    "sseq_prepare_staging": (ctypes.c_int, [_P]),  # SSEQ_1.7
 }
 
 _lock = threading.Lock()
@@ -233,6 +238,11 @@ def lib() -> ctypes.CDLL:
                 fn = getattr(handle, fname)
                 fn.restype = restype
                 fn.argtypes = argtypes
+            for fname, (restype, argtypes) in _OPTIONAL.items():
+                if hasattr(handle, fname):
+                    fn = getattr(handle, fname)
+                    fn.restype = restype
+                    fn.argtypes = argtypes
             _lib, _path = handle, name
             return handle
         raise LibraryNotFoundError(

@@ -317,7 +317,14 @@ class Session:
         with self._lock:
             if self._staging_ready:
                 return
-            r = _lib.lib().sseq_prepare_staging(self._ptr)
+            lib = _lib.lib()
+            if hasattr(lib, "sseq_prepare_staging"):
+                r = lib.sseq_prepare_staging(self._ptr)
+            else:  # a libsseq before 1.7: the arena made, its pin not waited for
+                ptr = ctypes.c_void_p()
+                r = lib.sseq_host_alloc(self._ptr, 1, ctypes.byref(ptr))
+                if r == 0:
+                    lib.sseq_host_free(self._ptr, ptr.value)
             if r < 0:
                 raise self._error(r, "prepare_staging")
             self._staging_ready = True
