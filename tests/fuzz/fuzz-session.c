@@ -30,6 +30,7 @@
 #include "session-limits.h" /* SESSION_INPUT_BASE, for the budget check */
 #include "session.h"
 #include "sseq-frame.h"
+#include "staging.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
