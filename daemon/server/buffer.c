@@ -31,7 +31,7 @@ int buffer_new(struct session *s, struct seq_buffer *b, const char *label, uint6
 		return -ENOMEM;
 	}
 	b->user = (uint64_t)(uintptr_t)sb;
-	b->owner = s->id;
+	b->owner = session_id(s);
 	*handle = sb->handle;
 	return 0;
 }
@@ -43,7 +43,7 @@ static void buffer_gone(void *arg)
 	struct sbuf *sb = arg;
 	struct session *s = sb->owner;
 
-	s->bytes -= sb->size;
+	session_counts(s)->bytes -= sb->size;
 	free(sb);
 	session_unref(s);
 }
@@ -54,21 +54,22 @@ void buffer_release(struct session *s, struct sbuf *sb)
 
 	b->user = 0;
 	if (!b->base) {
-		s->buffers--; /* a handle: its bytes are memory, counted as long as it is held */
+		session_counts(s)->buffers--; /* a handle: its bytes are memory, counted as long as
+						 it is held */
 		if (!b->adopted) {
 			/* A freed base still holds its device memory while work uses it or
 			 * slices name it: it counts until the core hands that memory back (at
 			 * once when idle). */
 			sb->size = b->size;
 			sb->buf = NULL;
-			s->refs++;
+			session_ref(s);
 			seq_buffer_on_gone(b, buffer_gone, sb);
-			seq_buffer_free(s->srv->seq, b);
+			seq_buffer_free(session_server(s)->seq, b);
 			return;
 		}
-		s->bytes -= b->size; /* a module's global is the module's memory */
+		session_counts(s)->bytes -= b->size; /* a module's global is the module's memory */
 	}
-	seq_buffer_free(s->srv->seq, b);
+	seq_buffer_free(session_server(s)->seq, b);
 	free(sb);
 }
 
@@ -95,7 +96,7 @@ int buffer_range(struct session *s, uint64_t handle, uint64_t off, uint64_t len,
 int buffer_req_alloc(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__Alloc *a = rq->alloc;
-	const uint64_t quota = s->srv->opts.limits.client_memory_bytes;
+	const uint64_t quota = session_server(s)->opts.limits.client_memory_bytes;
 	struct seq_buffer *b;
 	uint64_t handle;
 	int r;
@@ -107,25 +108,25 @@ int buffer_req_alloc(struct session *s, const Sseq__Request *rq)
 		return r;
 	if ((r = session_handle_limit(s)))
 		return r;
-	if (quota && (a->size > quota || s->bytes > quota - a->size)) {
-		s->srv->limit.quota_refused++;
+	if (quota && (a->size > quota || session_counts(s)->bytes > quota - a->size)) {
+		session_server(s)->limit.quota_refused++;
 		return outcome_error(s, -ENOSPC,
 			"cannot allocate %" PRIu64 " bytes: this session holds %" PRIu64
 			" of its device memory quota of %" PRIu64 " (--client-memory-limit)",
-			a->size, s->bytes, quota);
+			a->size, session_counts(s)->bytes, quota);
 	}
-	r = seq_buffer_alloc(s->srv->seq, a->size, &b);
+	r = seq_buffer_alloc(session_server(s)->seq, a->size, &b);
 	/* The backend's own errno: out of memory, or an error it reported (the size was
 	 * checked above). */
 	if (r < 0)
 		return outcome_error(
 			s, r, "cannot allocate %" PRIu64 " bytes: %s", a->size, strerror(-r));
 	if (buffer_new(s, b, a->label, &handle) < 0) {
-		seq_buffer_free(s->srv->seq, b);
+		seq_buffer_free(session_server(s)->seq, b);
 		return outcome_error(s, -ENOMEM, "out of memory");
 	}
-	s->buffers++;
-	s->bytes += a->size;
+	session_counts(s)->buffers++;
+	session_counts(s)->bytes += a->size;
 	out_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", handle, NULL, NULL);
 	return 0;
 }
@@ -169,13 +170,13 @@ int buffer_req_slice(struct session *s, const Sseq__Request *rq)
 		return r;
 	/* The range was checked above: only memory can fail, or the base was lost in a
 	 * device reset this process recovered from (its handle still names it). */
-	r = seq_buffer_slice(s->srv->seq, sb->buf, sl->offset, sl->length, &b);
+	r = seq_buffer_slice(session_server(s)->seq, sb->buf, sl->offset, sl->length, &b);
 	if (r == -ENXIO)
-		return outcome_lost(s->srv, r, "the buffer");
+		return outcome_lost(session_server(s), r, "the buffer");
 	if (r < 0)
 		return outcome_error(s, -ENOMEM, "out of memory");
 	if (buffer_new(s, b, sl->label, &handle) < 0) {
-		seq_buffer_free(s->srv->seq, b);
+		seq_buffer_free(session_server(s)->seq, b);
 		return outcome_error(s, -ENOMEM, "out of memory");
 	}
 	out_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", handle, NULL, NULL);

@@ -21,7 +21,7 @@
 #include "pbcheck.h"
 #include "request.h"
 #include "session-limits.h"
-#include "session.h"
+#include "session-private.h"
 #include "wire.h"
 
 static void conn_on_io(uv_poll_t *poll, int status, int events);
@@ -42,13 +42,19 @@ static int conn_peer(const struct session *s)
 	return (p.revents & POLLRDHUP) != 0;
 }
 
+void conn_frame_restart(struct session *s)
+{
+	if (s->in_len)
+		s->frame_started_ns = server_loop_ns(s->srv);
+}
+
 void conn_flush(struct session *s)
 {
 	int r = out_write(s);
 
 	if (r < 0) {
 		log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
-			"client %" PRIu64 " (pid %u): write failed: %s", s->id, s->pid,
+			"client %" PRIu64 " (pid %u): write failed: %s", s->ident.id, s->ident.pid,
 			strerror(-r));
 		conn_close(s);
 		return;
@@ -59,8 +65,8 @@ void conn_flush(struct session *s)
 		s->out_off = s->out_len = 0;
 		/* After EOF: once what was read has run and its work completed. */
 		if (s->closing ||
-			(s->eof && !s->blocked && !s->inflight_capped && !s->resume &&
-				!s->inflight)) {
+			(s->eof && !s->pause.blocked && !s->pause.inflight_capped &&
+				!s->pause.resume && !s->counts.inflight)) {
 			conn_close(s);
 			return;
 		}
@@ -69,8 +75,9 @@ void conn_flush(struct session *s)
 	int events = 0;
 	if (s->out_off < s->out_len)
 		events |= UV_WRITABLE;
-	if (!s->blocked && !s->closing && !s->eof && !s->input_wait && !s->inflight_capped &&
-		!s->resume && s->out_len - s->out_off < SESSION_OUT_HIGH)
+	if (!s->pause.blocked && !s->closing && !s->eof && !s->input_wait &&
+		!s->pause.inflight_capped && !s->pause.resume &&
+		s->out_len - s->out_off < SESSION_OUT_HIGH)
 		events |= UV_READABLE;
 	else if (!s->closing && !s->eof) {
 		/* Paused, still watched for a hang-up: a dead client's session would otherwise
@@ -137,7 +144,7 @@ void conn_input_adopt(struct session *s, uint8_t *in, size_t len)
 static void conn_close_with(struct session *s, Sseq__Status status, const char *why)
 {
 	log_about(LOG_LVL_NOTICE, "session", SESSION_WHO(s),
-		"client %" PRIu64 " (pid %u): %s; closing", s->id, s->pid, why);
+		"client %" PRIu64 " (pid %u): %s; closing", s->ident.id, s->ident.pid, why);
 	out_reply(s, 0, status, why);
 	s->closing = true;
 	s->in_len = 0;
@@ -155,7 +162,7 @@ void conn_process(struct session *s)
 	size_t off = 0;
 	unsigned frames = 0;
 
-	while (s->connected && !s->closing && !s->inflight_capped && s->in_len - off >= 4) {
+	while (s->connected && !s->closing && !s->pause.inflight_capped && s->in_len - off >= 4) {
 		const uint8_t *p = s->in + off;
 		uint32_t len = frame_get_len(p);
 		Sseq__Request *rq = NULL;
@@ -233,7 +240,7 @@ static int conn_input_reserve(struct session *s)
 			log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
 				"client %" PRIu64 " (pid %u): input paused: %" PRIu64
 				" bytes of large frames buffered (--max-input-memory %" PRIu64 ")",
-				s->id, s->pid, srv->limit.input_large_bytes,
+				s->ident.id, s->ident.pid, srv->limit.input_large_bytes,
 				srv->opts.limits.max_input_bytes);
 		}
 		return -EAGAIN;
@@ -272,9 +279,9 @@ static void conn_input_ended(struct session *s)
 		return;
 	}
 	s->eof = true;
-	if (s->following)
+	if (s->follow.following)
 		s->srv->nfollowing--;
-	s->following = false;
+	s->follow.following = false;
 	s->frame_started_ns = 0; /* a partial frame at EOF can never finish */
 	out_mark_dirty(s);
 }
@@ -282,8 +289,8 @@ static void conn_input_ended(struct session *s)
 static void conn_read(struct session *s)
 {
 	/* Bounded per turn so one busy client cannot starve the others. */
-	for (int rounds = 0; rounds < 4 && s->connected && !s->blocked && !s->closing && !s->eof &&
-		!s->inflight_capped && !s->resume;
+	for (int rounds = 0; rounds < 4 && s->connected && !s->pause.blocked && !s->closing &&
+		!s->eof && !s->pause.inflight_capped && !s->pause.resume;
 		rounds++) {
 		union {
 			struct cmsghdr align;
@@ -313,8 +320,8 @@ static void conn_read(struct session *s)
 			if (errno == EAGAIN)
 				break;
 			log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
-				"client %" PRIu64 " (pid %u): read failed: %s", s->id, s->pid,
-				strerror(errno));
+				"client %" PRIu64 " (pid %u): read failed: %s", s->ident.id,
+				s->ident.pid, strerror(errno));
 			conn_close(s);
 			return;
 		}
@@ -367,8 +374,8 @@ void conn_sweep(struct session *s, uint64_t now)
 	 * used up) is not the client stalling: the deadline starts again when it ends
 	 * (server.c). A pause at --max-input-memory counts: the partial frame holds memory
 	 * others wait for, and only the client can finish it. */
-	if (s->frame_started_ns && !s->blocked && !s->inflight_capped && !s->resume &&
-		lim->frame_timeout_ms &&
+	if (s->frame_started_ns && !s->pause.blocked && !s->pause.inflight_capped &&
+		!s->pause.resume && lim->frame_timeout_ms &&
 		now - s->frame_started_ns > (uint64_t)lim->frame_timeout_ms * 1000000u) {
 		s->srv->limit.frame_timeouts++;
 		snprintf(why, sizeof(why),
@@ -442,15 +449,16 @@ void conn_close(struct session *s)
 	if (!s->connected)
 		return;
 	s->connected = false;
-	if (s->following)
+	if (s->follow.following)
 		srv->nfollowing--;
-	s->following = false;
+	s->follow.following = false;
 	pause_forget(srv, s);
 	log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
 		"client %" PRIu64 " (pid %u, %s%s%s) disconnected: %" PRIu64 " buffers, %" PRIu64
 		" ops in flight",
-		s->id, s->pid, s->name[0] ? s->name : "unnamed", s->worker[0] ? " " : "", s->worker,
-		s->buffers, s->inflight);
+		s->ident.id, s->ident.pid, s->ident.name[0] ? s->ident.name : "unnamed",
+		s->ident.worker[0] ? " " : "", s->ident.worker, s->counts.buffers,
+		s->counts.inflight);
 	/* The fd stays open until the poll handle is closed: closing it first would let
 	 * accept() hand its number to a new client whose registration the late close of
 	 * this handle then removes from epoll (the new client would never be read). */

@@ -19,6 +19,9 @@ struct session *conn_accept(struct server *srv, int fd);
 void conn_close(struct session *s);
 /* Parse and run buffered frames until none is whole, the window fills, or it closes. */
 void conn_process(struct session *s);
+/* The daemon paused s (not the client): a frame held back gets its whole --frame-timeout
+ * from now. */
+void conn_frame_restart(struct session *s);
 /* Write out what this turn produced; poll for input unless paused (or close). */
 void conn_flush(struct session *s);
 /* Once a second (server sweep): enforce the Hello and partial-frame deadlines and give

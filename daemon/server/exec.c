@@ -94,7 +94,7 @@ static int exec_shape_check(
 static int exec_shared_mem(
 	struct session *s, struct smodule_fn *f, uint64_t bytes, const char *name)
 {
-	const struct backend *b = &s->srv->backend;
+	const struct backend *b = &session_server(s)->backend;
 	struct backend_fn_attrs a = {0};
 	uint64_t limit;
 	int r;
@@ -147,7 +147,7 @@ static int exec_launch_attrs(struct session *s, const struct smodule_fn *f, cons
 	const Sseq__Grid *g, const char *name)
 {
 	static const char axis[3] = {'x', 'y', 'z'};
-	const struct backend *b = &s->srv->backend;
+	const struct backend *b = &session_server(s)->backend;
 	const uint32_t grid[3] = {g->grid_x, g->grid_y ? g->grid_y : 1, g->grid_z ? g->grid_z : 1};
 	const uint64_t threads = (uint64_t)(g->block_x) * (g->block_y ? g->block_y : 1) *
 		(g->block_z ? g->block_z : 1);
@@ -295,7 +295,7 @@ static int exec_function_target(
 	char why[220];
 	int r;
 
-	if (!backend_has_modules(&s->srv->backend))
+	if (!backend_has_modules(&session_server(s)->backend))
 		return outcome_error(s, REQ_UNKNOWN_KERNEL,
 			"module functions need the hip backend and LoadModule");
 	if (!mf)
@@ -316,11 +316,12 @@ static int exec_function_target(
 	if (e->n_args > KERNEL_MAX_ARGS)
 		return outcome_error(
 			s, -EINVAL, "%zu arguments: at most %u", e->n_args, KERNEL_MAX_ARGS);
-	r = smodule_function(s->srv, *m, mf->name, &f, why, sizeof(why));
+	r = smodule_function(session_server(s), *m, mf->name, &f, why, sizeof(why));
 	if (r == -ENOMEM)
 		return outcome_error(s, r, "out of memory");
 	if (r == -ENXIO)
-		return outcome_lost(s->srv, r, "the module (it did not load again after)");
+		return outcome_lost(
+			session_server(s), r, "the module (it did not load again after)");
 	if (r < 0)
 		return outcome_error(s, REQ_UNKNOWN_KERNEL, "module %s %s", (*m)->path, why);
 	if ((r = exec_shape_check(s, f, g, mf->name)) ||

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "session.h"
+#include "session-private.h"
 
 /* Set once when the server starts (server_init), on the loop thread. */
 static handles_release_fn *handles_release[HANDLE_KINDS];
@@ -78,6 +78,14 @@ bool handles_lost(const struct session *s, uint64_t handle)
 void handles_on_release(enum handle_kind kind, handles_release_fn *release)
 {
 	handles_release[kind] = release;
+}
+
+void handles_foreach(
+	const struct session *s, enum handle_kind kind, void (*fn)(void *obj, void *arg), void *arg)
+{
+	for (uint32_t i = 0; i < s->nslots; i++)
+		if (s->slots[i].kind == kind)
+			fn(s->slots[i].obj, arg);
 }
 
 void handles_release_all(struct session *s)

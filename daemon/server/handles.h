@@ -44,5 +44,8 @@ void handles_on_release(enum handle_kind kind, handles_release_fn *release);
 /* Release every object s holds a handle of, each by its kind's release (lost handles
  * only stay unknown). */
 void handles_release_all(struct session *s);
+/* fn(obj, arg) for every handle of `kind` that s holds, in handle order. */
+void handles_foreach(const struct session *s, enum handle_kind kind,
+	void (*fn)(void *obj, void *arg), void *arg);
 
 #endif

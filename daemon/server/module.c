@@ -50,11 +50,23 @@ void smodule_unref(struct server *srv, struct smodule *m)
 	free(m);
 }
 
+struct smodule_each {
+	void (*fn)(struct smodule *m, void *arg);
+	void *arg;
+};
+
+static void smodule_each_one(void *obj, void *arg)
+{
+	const struct smodule_each *e = arg;
+
+	e->fn(obj, e->arg);
+}
+
 void smodule_foreach(const struct session *s, void (*fn)(struct smodule *m, void *arg), void *arg)
 {
-	for (uint32_t i = 0; i < s->nslots; i++)
-		if (s->slots[i].kind == HANDLE_MODULE)
-			fn(s->slots[i].obj, arg);
+	struct smodule_each e = {fn, arg};
+
+	handles_foreach(s, HANDLE_MODULE, smodule_each_one, &e);
 }
 
 /* What a launch of f is checked against: the device's limits, narrowed by the function's
@@ -210,7 +222,7 @@ int smodule_req_global(struct session *s, const Sseq__Request *rq)
 				shown, m->path);
 	if ((r = session_handle_limit(s)))
 		return r;
-	r = backend_module_global(&s->srv->backend, m->module, mg->name, &addr, &size);
+	r = backend_module_global(&session_server(s)->backend, m->module, mg->name, &addr, &size);
 	if (r == -ENOENT)
 		return outcome_error(s, -EINVAL, "module %s has no global '%s'", m->path, shown);
 	if (r < 0)
@@ -220,10 +232,10 @@ int smodule_req_global(struct session *s, const Sseq__Request *rq)
 	if (!g)
 		return outcome_error(s, -ENOMEM, "out of memory");
 	g->m = m;
-	g->srv = s->srv;
+	g->srv = session_server(s);
 	g->writable = mg->writable;
 	strcpy(g->name, mg->name);
-	r = seq_buffer_adopt(s->srv->seq, addr, size, sglobal_gone, g, &g->buf);
+	r = seq_buffer_adopt(session_server(s)->seq, addr, size, sglobal_gone, g, &g->buf);
 	if (r < 0) {
 		free(g);
 		return outcome_error(
@@ -234,12 +246,13 @@ int smodule_req_global(struct session *s, const Sseq__Request *rq)
 	m->globals = g;
 	snprintf(label, sizeof(label), "global %.40s", shown);
 	if (buffer_new(s, g->buf, label, &handle) < 0) {
-		seq_buffer_free(s->srv->seq, g->buf); /* idle: released now, and g with it */
+		seq_buffer_free(
+			session_server(s)->seq, g->buf); /* idle: released now, and g with it */
 		return outcome_error(s, -ENOMEM, "out of memory");
 	}
 	/* As any base (buffer_release takes them off again). */
-	s->buffers++;
-	s->bytes += size;
+	session_counts(s)->buffers++;
+	session_counts(s)->bytes += size;
 	log_about(LOG_LVL_DEBUG, "session", SESSION_WHO(s),
 		"global %s of module %s (%" PRIu64 " bytes%s) opened as %" PRIu64, shown, m->path,
 		size, g->writable ? ", writable" : "", handle);
@@ -256,18 +269,18 @@ int smodule_req_load(struct session *s, const Sseq__Request *rq)
 	void *mod = NULL;
 	int r;
 
-	if (!backend_has_modules(&s->srv->backend)) {
+	if (!backend_has_modules(&session_server(s)->backend)) {
 		struct backend_info info = {0};
 
-		backend_info(&s->srv->backend, &info);
+		backend_info(&session_server(s)->backend, &info);
 		return outcome_error(s, -EINVAL,
 			"LoadModule needs the hip backend (this daemon runs the %s backend)",
 			info.backend ? info.backend : "?");
 	}
-	if (!s->srv->opts.module_dir)
+	if (!session_server(s)->opts.module_dir)
 		return outcome_error(s, REQ_PERMISSION_DENIED, "no --module-dir configured");
 	shown_path(shown, sizeof(shown), path);
-	r = modpath_resolve(s->srv->opts.module_dir, path, real, sizeof(real), &why);
+	r = modpath_resolve(session_server(s)->opts.module_dir, path, real, sizeof(real), &why);
 	/* Outside --module-dir is refused; any other bad path (not there, not a regular
 	 * file, too long) is the client's argument. */
 	if (r == -EPERM || r == -EACCES)
@@ -276,10 +289,10 @@ int smodule_req_load(struct session *s, const Sseq__Request *rq)
 		return outcome_error(s, -EINVAL, "module '%s': %s", shown, why);
 	if ((r = session_handle_limit(s)))
 		return r;
-	if (s->modules >= SESSION_MAX_MODULES)
+	if (session_counts(s)->modules >= SESSION_MAX_MODULES)
 		return outcome_error(
 			s, -ENOSPC, "this session already holds %u modules", SESSION_MAX_MODULES);
-	r = backend_module_load(&s->srv->backend, real, &mod);
+	r = backend_module_load(&session_server(s)->backend, real, &mod);
 	if (r == -ENOMEM)
 		return outcome_error(s, r, "cannot load module '%s': out of memory", shown);
 	/* The file is there: whatever else the backend says, it is not code for this
@@ -297,16 +310,16 @@ int smodule_req_load(struct session *s, const Sseq__Request *rq)
 		if (m)
 			free(m->real);
 		free(m);
-		backend_module_unload(&s->srv->backend, mod);
+		backend_module_unload(&session_server(s)->backend, mod);
 		return outcome_error(s, -ENOMEM, "out of memory");
 	}
 	m->module = mod;
 	m->refs = 1;
 	memcpy(m->path, shown, sizeof(m->path));
-	s->modules++;
+	session_counts(s)->modules++;
 	log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
-		"client %" PRIu64 " (pid %u) loaded module %s as %" PRIu64, s->id, s->pid, m->path,
-		m->handle);
+		"client %" PRIu64 " (pid %u) loaded module %s as %" PRIu64, session_id(s),
+		session_ident(s)->pid, m->path, m->handle);
 	out_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", m->handle, NULL, NULL);
 	return 0;
 }
@@ -317,8 +330,8 @@ static bool smodule_release_handle(struct session *s, void *obj, unsigned pass)
 {
 	if (pass == 0)
 		return false;
-	s->modules--;
-	smodule_unref(s->srv, obj);
+	session_counts(s)->modules--;
+	smodule_unref(session_server(s), obj);
 	return true;
 }
 

@@ -60,7 +60,7 @@ void ops_point_done(struct server *srv, const struct op_rec *rec)
  * loop saw it complete: one ring entry, a few dozen stores, once per op. */
 static void ops_timeline_done(struct server *srv, const struct op_rec *rec, int status)
 {
-	const struct session *s = rec->session;
+	const struct session_ident *s = session_ident(rec->session);
 	const uint64_t now = srv->drain_ns ? srv->drain_ns : server_now_ns();
 	uint64_t device[2];
 	const bool timed = backend_op_times(&srv->backend, rec->at, &device[0], &device[1]) == 0;
@@ -85,7 +85,9 @@ static void ops_timeline_done(struct server *srv, const struct op_rec *rec, int 
 
 struct op_rec *ops_rec_new(struct session *s, uint64_t tag, bool notify)
 {
-	struct server *srv = s->srv;
+	struct server *srv = session_server(s);
+	struct session_counts *n = session_counts(s);
+	struct session_pause *p;
 	struct op_rec *rec = srv->op_free;
 
 	if (rec) {
@@ -99,11 +101,12 @@ struct op_rec *ops_rec_new(struct session *s, uint64_t tag, bool notify)
 	rec->session = s;
 	rec->tag = tag;
 	rec->notify = notify;
-	s->refs++;
+	session_ref(s);
 	/* Ops and watches in flight each hold a record: at the cap, stop taking requests
 	 * until half have completed (the sequencer's windows bound ops, not watches). */
-	if (++s->inflight >= srv->opts.limits.client_inflight && !s->inflight_capped) {
-		s->inflight_capped = true;
+	if (++n->inflight >= srv->opts.limits.client_inflight &&
+		!(p = session_pause(s))->inflight_capped) {
+		p->inflight_capped = true;
 		srv->limit.inflight_capped++;
 	}
 	return rec;
@@ -112,7 +115,8 @@ struct op_rec *ops_rec_new(struct session *s, uint64_t tag, bool notify)
 void ops_rec_free(struct op_rec *rec)
 {
 	struct session *s = rec->session;
-	struct server *srv = s->srv;
+	struct server *srv = session_server(s);
+	struct session_pause *p = session_pause(s);
 
 	if (rec->at.seq)
 		ops_point_done(srv, rec);
@@ -120,14 +124,15 @@ void ops_rec_free(struct op_rec *rec)
 		staging_unref(srv, rec->staging);
 	if (rec->module)
 		smodule_unref(srv, rec->module);
-	s->inflight--;
-	if (s->inflight_capped && s->inflight <= srv->opts.limits.client_inflight / 2 &&
-		s->connected) {
-		s->inflight_capped = false;
+	session_counts(s)->inflight--;
+	if (p->inflight_capped &&
+		session_counts(s)->inflight <= srv->opts.limits.client_inflight / 2 &&
+		session_is_connected(s)) {
+		p->inflight_capped = false;
 		out_mark_dirty(s); /* its flush polls for input again */
 		pause_resume(srv, s);
 	}
-	if (s->eof && s->connected)
+	if (session_is_draining(s))
 		out_mark_dirty(s); /* its flush closes it once the last op is done */
 	/* Kept for reuse up to a bound: kept all, the list held as many records as were ever
 	 * in flight at once (65,536 a session at the default limit), for good. */
@@ -148,13 +153,14 @@ void ops_done(struct op_rec *rec, int status)
 	if (status < 0 || rec->notify) {
 		char msg[768] = "";
 		/* A watch (Await, Sync) has no point of its own: what it waited for failed. */
-		if (status < 0 && s->srv->resetting)
+		if (status < 0 && session_server(s)->resetting)
 			snprintf(msg, sizeof(msg),
 				"%s in flight when device reset %" PRIu64
 				" at %s failed it; the reset "
 				"was caused by %s",
 				rec->at.seq ? "the operation was" : "what it waited for was",
-				s->srv->resets.count, s->srv->resets.at, s->srv->resets.cause);
+				session_server(s)->resets.count, session_server(s)->resets.at,
+				session_server(s)->resets.cause);
 		else if (status < 0 && rec->at.seq)
 			snprintf(msg, sizeof(msg), "operation at %u:%" PRIu64 " failed: %s",
 				rec->at.stream, rec->at.seq, outcome_text(status));
@@ -164,7 +170,7 @@ void ops_done(struct op_rec *rec, int status)
 		out_complete(s, rec->tag, outcome_status(status), msg, rec->at);
 	}
 	if (rec->at.seq) /* an op, not a watch */
-		ops_timeline_done(s->srv, rec, status);
+		ops_timeline_done(session_server(s), rec, status);
 	ops_rec_free(rec);
 }
 
@@ -191,6 +197,8 @@ int ops_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op, st
 	struct smodule *mod, bool notify)
 {
 	struct op_rec *rec = ops_rec_new(s, rq->tag, notify);
+	struct session_work *work = session_work(s);
+	struct server *srv = session_server(s);
 	struct seq_point at = {0, 0};
 	int r;
 
@@ -198,19 +206,20 @@ int ops_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op, st
 		return outcome_error(s, -ENOMEM, "out of memory");
 	op->want_done = true;
 	op->cookie = (uint64_t)(uintptr_t)rec;
-	op->exclusive = s->isolated && op->kind == SEQ_OP_EXEC;
+	op->exclusive = work->isolated && op->kind == SEQ_OP_EXEC;
 	/* Before the launch, which may start the op at once; the trace hook adds the waits
 	 * decided for it while it is `submitting`. */
 	timeline_op_begin(&rec->tl, (uint8_t)op->kind, server_now_ns());
-	s->srv->submitting = rec;
-	r = seq_submit(s->srv->seq, op, &at);
-	s->srv->submitting = NULL;
+	srv->submitting = rec;
+	r = seq_submit(srv->seq, op, &at);
+	srv->submitting = NULL;
 	if (r == -EAGAIN) {
 		/* The stream's window is full of incomplete points: pause this client until
 		 * that stream has room (I3); the core named it in at, and
 		 * pause_block() puts s on that stream's list. */
 		ops_rec_free(rec);
-		s->blocked_stream = at.stream < SEQ_MAX_STREAMS ? at.stream : SEQ_MAX_STREAMS;
+		session_pause(s)->blocked_stream =
+			at.stream < SEQ_MAX_STREAMS ? at.stream : SEQ_MAX_STREAMS;
 		return REQ_BLOCKED;
 	}
 	if (r < 0) {
@@ -226,7 +235,7 @@ int ops_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op, st
 				"not launched: stream %u failed: %s", op->failed_producer.stream,
 				outcome_text(r));
 		case SEQ_FAIL_LOST:
-			return outcome_lost(s->srv, r, "not launched: a buffer it names");
+			return outcome_lost(srv, r, "not launched: a buffer it names");
 		default:
 			break;
 		}
@@ -244,8 +253,8 @@ int ops_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op, st
 		memcpy(rec->what, name ? name : "", n);
 		rec->what[n] = '\0';
 	}
-	ops_point_launched(s->srv, rec);
-	s->last_point[at.stream] = at.seq;
+	ops_point_launched(srv, rec);
+	work->last_point[at.stream] = at.seq;
 	if (st) {
 		rec->staging = st;
 		st->refs++;
@@ -266,13 +275,14 @@ static int ops_watch(struct session *s, const Sseq__Request *rq, const struct se
 	if (!rec)
 		return outcome_error(s, -ENOMEM, "out of memory");
 	/* Sync covers this session's own work, not other clients'. */
-	r = b ? seq_await(s->srv->seq, b, (uint64_t)(uintptr_t)rec)
-	      : seq_sync_points(s->srv->seq, s->last_point, (uint64_t)(uintptr_t)rec);
+	r = b ? seq_await(session_server(s)->seq, b, (uint64_t)(uintptr_t)rec)
+	      : seq_sync_points(session_server(s)->seq, session_work(s)->last_point,
+			(uint64_t)(uintptr_t)rec);
 	if (r < 0) {
 		/* The Reply carries the error; no Completion repeats it. */
 		ops_rec_free(rec);
 		if (r == -ENXIO)
-			return outcome_lost(s->srv, r, "the buffer");
+			return outcome_lost(session_server(s), r, "the buffer");
 		return outcome_error(s, r, "%s", outcome_text(r));
 	}
 	out_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");

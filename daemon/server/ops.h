@@ -16,12 +16,15 @@
  * refusal of one beyond the session's count. After ops_init(), which clears it. */
 static inline int ops_lane(struct session *s, uint32_t lane, struct seq_op *op)
 {
-	if (lane >= s->nlanes)
+	uint32_t n;
+	const uint32_t *lanes = session_lanes(s, &n);
+
+	if (lane >= n)
 		return outcome_error(s, -EINVAL,
 			"lane %u out of range: this session has %u lane%s (0 .. %u; ask for more "
 			"in Hello.lanes)",
-			lane, s->nlanes, s->nlanes == 1 ? "" : "s", s->nlanes - 1);
-	op->lane = SEQ_LANE(s->lanes[lane]);
+			lane, n, n == 1 ? "" : "s", n - 1);
+	op->lane = SEQ_LANE(lanes[lane]);
 	return 0;
 }
 int ops_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op, struct staging *st,

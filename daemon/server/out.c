@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 
 #include "log.h"
-#include "session.h"
+#include "session-private.h"
 #include "wire.h"
 
 void out_mark_dirty(struct session *s)
@@ -44,7 +44,8 @@ static uint8_t *out_reserve(struct session *s, size_t n)
 			b = realloc(s->out, cap);
 			if (!b) {
 				log_about(LOG_LVL_ERR, "session", SESSION_WHO(s),
-					"client %" PRIu64 ": out of memory for replies", s->id);
+					"client %" PRIu64 ": out of memory for replies",
+					s->ident.id);
 				s->closing = true;
 				return NULL;
 			}
@@ -145,6 +146,22 @@ void out_complete(struct session *s, uint64_t tag, Sseq__Status status, const ch
 	m.body_case = SSEQ__MESSAGE__BODY_COMPLETION;
 	m.completion = &c;
 	out_send(s, &m);
+}
+
+size_t out_pending(const struct session *s)
+{
+	return s->out_len - s->out_off;
+}
+
+struct session *out_next_dirty(struct server *srv)
+{
+	struct session *s = srv->dirty;
+
+	if (s) {
+		srv->dirty = s->next_dirty;
+		s->dirty = false;
+	}
+	return s;
 }
 
 int out_write(struct session *s)

@@ -3,11 +3,13 @@
 #ifndef SSEQ_OUT_H
 #define SSEQ_OUT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sequencer.h"
 #include "sseq.pb-c.h"
 
+struct server;
 struct session;
 
 /* s has output to write this turn (or its poll events to change): on the server's list. */
@@ -26,5 +28,9 @@ void out_complete(struct session *s, uint64_t tag, Sseq__Status status, const ch
 /* Write what s's output holds, as far as the socket takes it: 0 (all written, or the rest
  * waits for writability), or the negative errno the write failed with. */
 int out_write(struct session *s);
+/* Bytes of output not yet written. */
+size_t out_pending(const struct session *s);
+/* The next session with output to write this turn, taken off the list; NULL at its end. */
+struct session *out_next_dirty(struct server *srv);
 
 #endif

@@ -124,7 +124,7 @@ int outcome_unknown_handle(struct session *s, uint64_t handle, const char *what)
 		return outcome_error(
 			s, REQ_UNKNOWN_HANDLE, "unknown %s handle %" PRIu64, what, handle);
 	snprintf(text, sizeof(text), "%s handle %" PRIu64, what, handle);
-	return outcome_lost(s->srv, -ENXIO, text);
+	return outcome_lost(session_server(s), -ENXIO, text);
 }
 
 int outcome_lost(struct server *srv, int outcome, const char *what)

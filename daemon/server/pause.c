@@ -7,65 +7,70 @@
 #include "session.h"
 
 /* Off its stream's list (it may be on a detached one being resumed: its pprev says). */
-static void pause_unblock(struct server *srv, struct session *s)
+static void pause_unblock(struct server *srv, struct session_pause *p)
 {
-	if (!s->blocked_pprev)
+	if (!p->blocked_pprev)
 		return;
-	*s->blocked_pprev = s->blocked_next;
-	if (s->blocked_next)
-		s->blocked_next->blocked_pprev = s->blocked_pprev;
-	if (s->blocked_stream < SEQ_MAX_STREAMS && !srv->blocked[s->blocked_stream])
-		srv->blocked_mask &= ~(1ull << s->blocked_stream);
-	s->blocked_next = NULL;
-	s->blocked_pprev = NULL;
+	*p->blocked_pprev = p->blocked_next;
+	if (p->blocked_next)
+		session_pause(p->blocked_next)->blocked_pprev = p->blocked_pprev;
+	if (p->blocked_stream < SEQ_MAX_STREAMS && !srv->blocked[p->blocked_stream])
+		srv->blocked_mask &= ~(1ull << p->blocked_stream);
+	p->blocked_next = NULL;
+	p->blocked_pprev = NULL;
 }
 
-static void pause_unresume(struct session *s)
+static void pause_unresume(struct session_pause *p)
 {
-	if (!s->resume_pprev)
+	if (!p->resume_pprev)
 		return;
-	*s->resume_pprev = s->resume_next;
-	if (s->resume_next)
-		s->resume_next->resume_pprev = s->resume_pprev;
-	s->resume_next = NULL;
-	s->resume_pprev = NULL;
-	s->resume = false;
+	*p->resume_pprev = p->resume_next;
+	if (p->resume_next)
+		session_pause(p->resume_next)->resume_pprev = p->resume_pprev;
+	p->resume_next = NULL;
+	p->resume_pprev = NULL;
+	p->resume = false;
 }
 
 void pause_block(struct server *srv, struct session *s)
 {
-	/* ops_submit set s->blocked_stream to the stream seq_submit named with its
-	 * -EAGAIN; SEQ_MAX_STREAMS (none named) waits for any completion. */
+	/* ops_submit set blocked_stream to the stream seq_submit named with its -EAGAIN;
+	 * SEQ_MAX_STREAMS (none named) waits for any completion. */
+	struct session_pause *p = session_pause(s);
 	struct session **head;
 
-	pause_unblock(srv, s);
-	s->blocked = true;
-	head = &srv->blocked[s->blocked_stream];
-	s->blocked_next = *head;
+	pause_unblock(srv, p);
+	p->blocked = true;
+	head = &srv->blocked[p->blocked_stream];
+	p->blocked_next = *head;
 	if (*head)
-		(*head)->blocked_pprev = &s->blocked_next;
+		session_pause(*head)->blocked_pprev = &p->blocked_next;
 	*head = s;
-	s->blocked_pprev = head;
-	if (s->blocked_stream < SEQ_MAX_STREAMS)
-		srv->blocked_mask |= 1ull << s->blocked_stream;
+	p->blocked_pprev = head;
+	if (p->blocked_stream < SEQ_MAX_STREAMS)
+		srv->blocked_mask |= 1ull << p->blocked_stream;
 }
 
 void pause_resume(struct server *srv, struct session *s)
 {
+	struct session_pause *p = session_pause(s);
+
 	/* Not now: this runs inside the sequencer's done callback. */
-	if (s->resume)
+	if (p->resume)
 		return;
-	s->resume = true;
-	s->resume_next = srv->resume;
+	p->resume = true;
+	p->resume_next = srv->resume;
 	if (srv->resume)
-		srv->resume->resume_pprev = &s->resume_next;
+		session_pause(srv->resume)->resume_pprev = &p->resume_next;
 	srv->resume = s;
-	s->resume_pprev = &srv->resume;
+	p->resume_pprev = &srv->resume;
 }
 
 void pause_forget(struct server *srv, struct session *s)
 {
-	pause_unblock(srv, s);
-	pause_unresume(s);
-	s->blocked = false;
+	struct session_pause *p = session_pause(s);
+
+	pause_unblock(srv, p);
+	pause_unresume(p);
+	p->blocked = false;
 }

@@ -42,7 +42,8 @@ static int req_answer(struct session *s, uint64_t tag, int outcome)
 	}
 	msg = outcome_message(outcome);
 	log_about(LOG_LVL_DEBUG, "session", SESSION_WHO(s),
-		"client %" PRIu64 " (pid %u) tag %" PRIu64 ": %s", s->id, s->pid, tag, msg);
+		"client %" PRIu64 " (pid %u) tag %" PRIu64 ": %s", session_id(s),
+		session_ident(s)->pid, tag, msg);
 	out_reply(s, tag, outcome_status(outcome), msg);
 	outcome_clear();
 	return 0;
@@ -51,26 +52,27 @@ static int req_answer(struct session *s, uint64_t tag, int outcome)
 static int req_batch(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__Batch *b = rq->batch;
+	struct session_pause *p = session_pause(s);
 
 	/* After backpressure the batch is unpacked again: skip what already ran. */
-	for (size_t i = s->batch_resume; i < b->n_requests; i++) {
+	for (size_t i = p->batch_resume; i < b->n_requests; i++) {
 		int r;
 
 		/* --client-inflight-limit holds within a batch as between frames: the rest
 		 * waits until half of what is in flight completed (ops_rec_free resumes it). */
-		if (s->inflight_capped) {
-			s->batch_resume = (uint32_t)i;
+		if (p->inflight_capped) {
+			p->batch_resume = (uint32_t)i;
 			return REQ_CAPPED;
 		}
 		r = request_run(s, b->requests[i], true);
 		if (r == -EAGAIN) {
-			s->batch_resume = (uint32_t)i;
+			p->batch_resume = (uint32_t)i;
 			return REQ_BLOCKED;
 		}
 		if (r < 0)
 			return REQ_CLOSE; /* answered: it broke the protocol */
 	}
-	s->batch_resume = 0;
+	p->batch_resume = 0;
 	out_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
 	return 0;
 }
@@ -128,7 +130,7 @@ int request_run(struct session *s, const Sseq__Request *rq, bool nested)
 {
 	int r;
 
-	if (s->srv->stopping && rq->body_case != SSEQ__REQUEST__BODY_QUERY)
+	if (session_server(s)->stopping && rq->body_case != SSEQ__REQUEST__BODY_QUERY)
 		return req_answer(
 			s, rq->tag, outcome_error(s, REQ_SHUTTING_DOWN, "the daemon is stopping"));
 	if (rq->tag == 0) {
@@ -138,10 +140,10 @@ int request_run(struct session *s, const Sseq__Request *rq, bool nested)
 				"tag 0 is reserved for the daemon's own messages: tag every "
 				"request "
 				"with a number of your own"));
-		s->srv->frames_bad++;
+		session_server(s)->frames_bad++;
 		return -EPROTO;
 	}
-	if (!s->hello && rq->body_case != SSEQ__REQUEST__BODY_HELLO) {
+	if (!session_has_hello(s) && rq->body_case != SSEQ__REQUEST__BODY_HELLO) {
 		req_answer(s, rq->tag,
 			outcome_error(s, REQ_PROTOCOL_ERROR, "the first request must be Hello"));
 		return -EPROTO;

@@ -24,12 +24,12 @@
 static int describe_point(struct server *srv, struct seq_point p, char *out, size_t size)
 {
 	const struct op_rec *rec = ops_point_op(srv, p);
-	const struct session *s;
+	const struct session_ident *s;
 
 	if (!rec)
 		return snprintf(
 			out, size, "an operation at point (%u, %" PRIu64 ")", p.stream, p.seq);
-	s = rec->session;
+	s = session_ident(rec->session);
 	return snprintf(out, size,
 		"session %" PRIu64 " (%s, pid %u), %s%s at point (%u, %" PRIu64 ")", s->id,
 		s->worker[0]	     ? s->worker
@@ -49,13 +49,13 @@ static struct session *point_session(struct server *srv, struct seq_point p)
 /* With --isolate-faults, a suspect's kernels run alone from now on. */
 static void isolate(struct server *srv, struct session *s)
 {
-	if (!srv->opts.isolate_faults || !s || s->isolated)
+	if (!srv->opts.isolate_faults || !s || session_work(s)->isolated)
 		return;
-	s->isolated = true;
+	session_work(s)->isolated = true;
 	log_about(LOG_LVL_NOTICE, "reset", SESSION_WHO(s),
 		"client %" PRIu64 " (%s, pid %u): a suspect: its kernels run alone "
 		"from now on (--isolate-faults)",
-		s->id, s->worker, s->pid);
+		session_id(s), session_ident(s)->worker, session_ident(s)->pid);
 }
 
 /* The culprit: the op that stream `first` (whose event failed first) was running, and
@@ -75,7 +75,7 @@ static struct session *name_culprit(struct server *srv, uint32_t first, char *ou
 	p = (struct seq_point){first, si.completed + 1};
 	culprit = point_session(srv, p);
 	n = (size_t)describe_point(srv, p, out, size);
-	if (culprit && culprit->isolated) {
+	if (culprit && session_work(culprit)->isolated) {
 		snprintf(out + n, size - n, " (it ran alone: exact)");
 		return culprit;
 	}
@@ -99,23 +99,21 @@ static struct session *name_culprit(struct server *srv, uint32_t first, char *ou
 
 /* The sessions' modules, loaded again on the new context; their cached functions are
  * looked up afresh. A module that no longer loads stays lost: its launches say so. */
+static void reload_module(struct smodule *m, void *arg)
+{
+	const struct session *s = arg;
+
+	smodule_forget_functions(m);
+	m->module = NULL;
+	if (backend_module_load(&session_server(s)->backend, m->real, &m->module) < 0)
+		log_warn("reset", "client %" PRIu64 ": module %s does not load again",
+			session_id(s), m->path);
+}
+
 static void reload_modules(struct server *srv)
 {
-	for (struct session *s = srv->sessions; s; s = s->next) {
-		for (uint32_t i = 0; i < s->nslots; i++) {
-			struct smodule *m;
-
-			if (s->slots[i].kind != HANDLE_MODULE)
-				continue;
-			m = s->slots[i].obj;
-			smodule_forget_functions(m);
-			m->module = NULL;
-			if (backend_module_load(&srv->backend, m->real, &m->module) < 0)
-				log_warn("reset",
-					"client %" PRIu64 ": module %s does not load again", s->id,
-					m->path);
-		}
-	}
+	for (struct session *s = srv->sessions; s; s = session_next(s))
+		smodule_foreach(s, reload_module, s);
 }
 
 void reset_device(struct server *srv, uint32_t first_failed)

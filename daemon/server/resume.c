@@ -3,17 +3,8 @@
  * a context again, whatever cudaDeviceReset says; only a new process can. So the daemon
  * execs itself: same PID (systemd sees no restart), the listening socket and every
  * client's connection kept open across the exec, and the sessions handed over in a
- * memfd: who each client is and whether it has said Hello (a connection that has not
- * keeps its Hello deadline), its lanes, its unread input with the progress of a Batch
- * held back, the memfds received ahead of their StagingRegister, the replies and
- * completions not yet written (the new process writes them first: every tag is
- * answered once), and its handle table, in which staging arenas survive (their memfds
- * are kept and mapped again) while buffers, slices and modules become HANDLE_LOST, so
- * that each use says which reset lost it.
- *
- * The hand-over is a memfd of records: a header, then per session a fixed part, its
- * slots, its unread input bytes and its unwritten output bytes. Written and read by the
- * same binary. */
+ * memfd: a header (the server's reset history, the listening socket), then each
+ * session's record (session-handover.c). Written and read by the same binary. */
 #include "server.h"
 
 #include <errno.h>
@@ -26,10 +17,8 @@
 #include <unistd.h>
 
 #include "conn.h"
-#include "handles.h"
 #include "log.h"
-#include "out.h"
-#include "pause.h"
+#include "session-handover.h"
 #include "session.h"
 #include "staging.h"
 
@@ -47,130 +36,6 @@ struct resume_header {
 	uint32_t nsessions;
 };
 
-struct resume_session {
-	int32_t fd;
-	uint32_t pid, uid;
-	uint64_t id;
-	char name[64], worker[32];
-	uint32_t nlanes, lanes[SESSION_MAX_LANES];
-	uint32_t nslots;
-	uint32_t isolated;
-	uint32_t hello; /* 0: not yet; its deadline counts from hello_age_ns ago */
-	uint32_t closing; /* answered its last: closed once the output is written */
-	uint64_t hello_age_ns;
-	uint32_t batch_resume; /* the first frame is a Batch this many requests in */
-	uint32_t nfds;
-	int32_t fds[SESSION_MAX_FDS]; /* memfds ahead of their StagingRegister, in order */
-	/* A TRACE follow goes on under its tag, from the new process's first entry. */
-	uint32_t following;
-	uint64_t follow_tag, follow_dropped;
-	uint64_t in_len, out_len;
-};
-
-struct resume_slot {
-	uint32_t kind, gen;
-	/* HANDLE_STAGING: */
-	int32_t fd;
-	uint64_t size;
-	char label[48];
-};
-
-static bool put(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-
-	while (n) {
-		ssize_t w = write(fd, c, n);
-
-		if (w <= 0)
-			return false;
-		c += w;
-		n -= (size_t)w;
-	}
-	return true;
-}
-
-static bool get(int fd, void *p, size_t n)
-{
-	char *c = p;
-
-	while (n) {
-		ssize_t r = read(fd, c, n);
-
-		if (r <= 0)
-			return false;
-		c += r;
-		n -= (size_t)r;
-	}
-	return true;
-}
-
-static void keep_across_exec(int fd)
-{
-	fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) & ~FD_CLOEXEC);
-}
-
-/* Taken over: a later exec keeps it only if it is handed over again. */
-static void close_on_exec(int fd)
-{
-	fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
-}
-
-static bool write_session(int out, struct session *s)
-{
-	const uint64_t now = server_now_ns();
-	struct resume_session rs = {.fd = s->fd,
-		.pid = s->pid,
-		.uid = s->uid,
-		.id = s->id,
-		.nlanes = s->nlanes,
-		.nslots = s->nslots,
-		.isolated = s->isolated,
-		.hello = s->hello,
-		.closing = s->closing,
-		.hello_age_ns = now > s->accepted_ns ? now - s->accepted_ns : 0,
-		.batch_resume = s->batch_resume,
-		.nfds = s->nfds,
-		.following = s->following,
-		.follow_tag = s->follow_tag,
-		.follow_dropped = s->follow_dropped,
-		/* A closing session's input is dropped: it will not be read. */
-		.in_len = s->closing ? 0 : s->in_len,
-		.out_len = s->out_len - s->out_off};
-
-	memcpy(rs.name, s->name, sizeof(rs.name));
-	memcpy(rs.worker, s->worker, sizeof(rs.worker));
-	memcpy(rs.lanes, s->lanes, sizeof(rs.lanes));
-	keep_across_exec(s->fd);
-	for (unsigned i = 0; i < s->nfds; i++) {
-		rs.fds[i] = s->fds[i];
-		keep_across_exec(s->fds[i]);
-	}
-	if (!put(out, &rs, sizeof(rs)))
-		return false;
-	for (uint32_t i = 0; i < s->nslots; i++) {
-		const struct handle_slot *sl = &s->slots[i];
-		struct resume_slot r = {.kind = HANDLE_LOST, .gen = sl->gen, .fd = -1};
-
-		if (sl->kind == HANDLE_FREE) {
-			r.kind = HANDLE_FREE;
-		} else if (sl->kind == HANDLE_STAGING) {
-			const struct staging *st = sl->obj;
-
-			r.kind = HANDLE_STAGING;
-			r.fd = st->fd;
-			r.size = st->size;
-			memcpy(r.label, st->label, sizeof(r.label));
-			keep_across_exec(st->fd);
-		}
-		if (!put(out, &r, sizeof(r)))
-			return false;
-	}
-	/* A session that never answered has no output buffer: NULL + 0 is undefined. */
-	return put(out, s->in, rs.in_len) &&
-		(!rs.out_len || put(out, s->out + s->out_off, rs.out_len));
-}
-
 /* Replies written out as far as the clients take them now, without waiting: what a
  * client does not read yet goes into the hand-over, and the new process writes it. */
 static void flush_all(struct server *srv)
@@ -178,7 +43,7 @@ static void flush_all(struct server *srv)
 	/* A flush may end its session (written out and closing, a write failed, the peer
 	 * gone), which unlinks it: the next one is taken first. */
 	for (struct session *s = srv->sessions, *next; s; s = next) {
-		next = s->next;
+		next = session_next(s);
 		conn_flush(s);
 	}
 }
@@ -201,18 +66,18 @@ void resume_restart(struct server *srv)
 	flush_all(srv);
 	memcpy(h.at, srv->resets.at, sizeof(h.at));
 	memcpy(h.cause, srv->resets.cause, sizeof(h.cause));
-	for (struct session *s = srv->sessions; s; s = s->next)
-		h.nsessions += s->connected;
+	for (struct session *s = srv->sessions; s; s = session_next(s))
+		h.nsessions += session_is_connected(s);
 	out = memfd_create("sseqd-resume", 0);
-	if (out < 0 || !put(out, &h, sizeof(h)))
+	if (out < 0 || !session_handover_put(out, &h, sizeof(h)))
 		goto fail;
-	for (struct session *s = srv->sessions; s; s = s->next)
-		if (s->connected && !write_session(out, s))
+	for (struct session *s = srv->sessions; s; s = session_next(s))
+		if (session_is_connected(s) && !session_handover_write(out, s))
 			goto fail;
 	if (lseek(out, 0, SEEK_SET) < 0)
 		goto fail;
 	if (srv->listen_fd >= 0)
-		keep_across_exec(srv->listen_fd);
+		session_handover_keep(srv->listen_fd);
 	snprintf(env, sizeof(env), "%d", out);
 	setenv(RESUME_ENV, env, 1);
 	log_notice("reset",
@@ -256,210 +121,13 @@ int resume_listen_fd(int in)
 	return h.listen_fd;
 }
 
-static int adopt_staging(struct session *s, const struct resume_slot *r, struct staging **out)
-{
-	void *addr = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
-	struct staging *st;
-
-	if (addr == MAP_FAILED)
-		return -ENOMEM;
-	close_on_exec(r->fd);
-	st = calloc(1, sizeof(*st));
-	if (!st || backend_staging_register(&s->srv->backend, addr, r->size) < 0) {
-		free(st);
-		munmap(addr, r->size);
-		return -ENOMEM;
-	}
-	/* Counted as StagingRegister counts it: the session's, its uid's and the total. */
-	if (staging_charge_adopted(s, r->size) < 0) {
-		backend_staging_unregister(&s->srv->backend, addr, r->size);
-		free(st);
-		munmap(addr, r->size);
-		return -ENOMEM;
-	}
-	*st = (struct staging){.owner = s, .fd = r->fd, .addr = addr, .size = r->size, .refs = 1};
-	memcpy(st->label, r->label, sizeof(st->label));
-	st->label[sizeof(st->label) - 1] = '\0';
-	*out = st;
-	return 0;
-}
-
-/* n bytes of the hand-over read past: false if it ends first. */
-static bool skip(int in, uint64_t n)
-{
-	return n <= INT64_MAX && lseek(in, (off_t)n, SEEK_CUR) >= 0;
-}
-
-/* n slot records read past, their arenas' memfds closed: false if the hand-over ends. */
-static bool skip_slots(int in, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		struct resume_slot r;
-
-		if (!get(in, &r, sizeof(r)))
-			return false;
-		if (r.kind == HANDLE_STAGING)
-			close(r.fd);
-	}
-	return true;
-}
-
-/* One session's slots, as they were: arenas mapped again, everything else lost. -ENOMEM
- * with the records read past (and their memfds closed), -EIO if the hand-over ends. */
-static int adopt_slots(int in, struct session *s, uint32_t nslots)
-{
-	uint32_t cap = 16;
-
-	while (cap < nslots)
-		cap *= 2;
-	s->slots = calloc(cap, sizeof(*s->slots));
-	if (!s->slots)
-		return skip_slots(in, nslots) ? -ENOMEM : -EIO;
-	s->nslots = nslots;
-	for (uint32_t i = 0; i < nslots; i++) {
-		struct handle_slot *sl = &s->slots[i];
-		struct resume_slot r;
-
-		if (!get(in, &r, sizeof(r)))
-			return -EIO;
-		sl->gen = r.gen;
-		sl->kind = (enum handle_kind)r.kind;
-		if (r.kind == HANDLE_STAGING) {
-			struct staging *st;
-
-			if (adopt_staging(s, &r, &st) < 0) {
-				close(r.fd);
-				sl->kind = HANDLE_LOST; /* could not map it again: say so */
-			} else {
-				st->handle = ((uint64_t)r.gen << 32) | (i + 1);
-				sl->obj = st;
-			}
-		}
-		if (sl->kind == HANDLE_FREE) {
-			sl->next_free = s->free_slot;
-			s->free_slot = i + 1;
-		} else {
-			s->nhandles++;
-		}
-	}
-	return 0;
-}
-
-/* A session that could not be taken over: told so under tag 0, then closed once that is
- * written; its requests fail with the connection (every tag is answered). */
-static void adopt_failed(struct session *s, int err)
-{
-	char msg[160];
-
-	log_about(LOG_LVL_ERR, "reset", SESSION_WHO(s),
-		"client %" PRIu64 " (pid %u) could not be taken over by the restart in place: "
-		"%s; closing it",
-		s->id, s->pid, strerror(-err));
-	snprintf(msg, sizeof(msg),
-		"sseqd restarted in place after a device reset and could not take this "
-		"session over (%s): reconnect",
-		strerror(-err));
-	s->closing = true;
-	out_reply(s, 0, SSEQ__STATUS__STATUS_DEVICE_ERROR, msg);
-	out_mark_dirty(s);
-}
-
-/* One session's record: 0 when it is taken over; -ENOMEM (or another error) when it is
- * not but its record was read to its end, so the next one can be; -EIO when the
- * hand-over ends within it. */
-static int adopt_session(int in, struct server *srv)
-{
-	const uint64_t now = server_loop_ns(srv);
-	struct resume_session rs;
-	struct session *s;
-	uint8_t *bytes = NULL;
-	int r;
-
-	if (!get(in, &rs, sizeof(rs)))
-		return -EIO;
-	close_on_exec(rs.fd);
-	for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++)
-		close_on_exec(rs.fds[i]);
-	s = conn_accept(srv, rs.fd);
-	if (!s) {
-		/* No session to say it in: the connection closes, as do its memfds. */
-		log_err("reset",
-			"client %" PRIu64 " (pid %u) could not be taken over by the restart in "
-			"place: out of memory; closing it",
-			rs.id, rs.pid);
-		close(rs.fd);
-		for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++)
-			close(rs.fds[i]);
-		return skip_slots(in, rs.nslots) && skip(in, rs.in_len) && skip(in, rs.out_len)
-			? -ENOMEM
-			: -EIO;
-	}
-	s->id = rs.id;
-	s->pid = rs.pid;
-	s->uid = rs.uid;
-	s->hello = rs.hello != 0;
-	/* Its Hello deadline runs on from when the first process accepted it. */
-	s->accepted_ns = now > rs.hello_age_ns ? now - rs.hello_age_ns : 0;
-	s->closing = rs.closing != 0;
-	s->isolated = rs.isolated != 0;
-	s->batch_resume = rs.batch_resume;
-	memcpy(s->name, rs.name, sizeof(s->name));
-	memcpy(s->worker, rs.worker, sizeof(s->worker));
-	s->nlanes = rs.nlanes <= SESSION_MAX_LANES ? rs.nlanes : SESSION_MAX_LANES;
-	memcpy(s->lanes, rs.lanes, sizeof(s->lanes));
-	if (rs.following && !s->closing) {
-		s->following = true;
-		s->follow_tag = rs.follow_tag;
-		s->follow_dropped = rs.follow_dropped;
-		srv->nfollowing++;
-	}
-	for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++)
-		s->fds[s->nfds++] = rs.fds[i];
-	r = adopt_slots(in, s, rs.nslots);
-	/* Its unread input is taken only with the rest: a session closed runs none of it. */
-	if (r == 0 && rs.in_len) {
-		if (!(bytes = malloc(rs.in_len)))
-			r = skip(in, rs.in_len) ? -ENOMEM : -EIO;
-		else if (!get(in, bytes, rs.in_len))
-			r = -EIO;
-	} else if (r == -ENOMEM && !skip(in, rs.in_len)) {
-		r = -EIO;
-	}
-	if (r == 0 && rs.out_len) {
-		/* Before anything the new process answers: the client reads them in order. */
-		if (!(s->out = malloc(rs.out_len))) {
-			r = skip(in, rs.out_len) ? -ENOMEM : -EIO;
-		} else {
-			s->out_cap = rs.out_len;
-			if (!get(in, s->out, rs.out_len))
-				r = -EIO;
-			else
-				s->out_len = rs.out_len;
-		}
-	} else if (r == -ENOMEM && !skip(in, rs.out_len)) {
-		r = -EIO;
-	}
-	if (r < 0) {
-		free(bytes);
-		adopt_failed(s, r);
-		return r;
-	}
-	if (bytes) {
-		conn_input_adopt(s, bytes, rs.in_len);
-		pause_resume(srv, s); /* its buffered frames run at the first turn */
-	}
-	if (s->out_len || s->closing)
-		out_mark_dirty(s); /* written, or closed, at the first turn */
-	return 0;
-}
-
 int resume_adopt(struct server *srv, int in)
 {
 	struct resume_header h;
 	unsigned failed = 0;
 	int r = 0;
 
-	if (!get(in, &h, sizeof(h)) || h.magic != RESUME_MAGIC) {
+	if (!session_handover_get(in, &h, sizeof(h)) || h.magic != RESUME_MAGIC) {
 		close(in);
 		return -EINVAL;
 	}
@@ -473,7 +141,7 @@ int resume_adopt(struct server *srv, int in)
 	/* One session that cannot be taken over is closed; the others still are, unless the
 	 * hand-over itself ends early (then what it named next is not known). */
 	for (uint32_t i = 0; i < h.nsessions; i++) {
-		int e = adopt_session(in, srv);
+		int e = session_handover_adopt(in, srv);
 
 		if (e < 0) {
 			failed++;

@@ -18,6 +18,7 @@
 
 #include "buffer.h"
 #include "conn.h"
+#include "handles.h"
 #include "log.h"
 #include "module.h"
 #include "ops.h"
@@ -44,10 +45,10 @@ static void srv_trace(void *ctx, const struct seq_trace *t)
 	trace_push(&srv->trace,
 		&(struct trace_ent){
 			.time_ns = server_now_ns() - srv->started_ns,
-			.session = sb	 ? sb->owner->id
+			.session = sb	 ? session_id(sb->owner)
 				: t->buf ? t->buf->owner
 					 : 0,
-			.uid = sb ? sb->owner->uid : 0,
+			.uid = sb ? session_ident(sb->owner)->uid : 0,
 			.buffer = sb ? sb->handle : 0,
 			.at = t->at,
 			.producer = t->producer,
@@ -84,30 +85,42 @@ void server_finding(void *arg, const char *what)
 
 /* The buffer of s whose memory holds addr: a base by preference (the detectors name the
  * allocation), else a slice over it; NULL if none. */
+struct server_buffer_find {
+	uint64_t addr;
+	const struct sbuf *base, *slice; /* the first of each that holds addr */
+};
+
+static void server_buffer_holds(void *obj, void *arg)
+{
+	struct server_buffer_find *f = arg;
+	const struct sbuf *sb = obj;
+
+	if (!sb || !sb->buf || f->addr < sb->buf->addr || f->addr - sb->buf->addr >= sb->buf->size)
+		return;
+	if (!sb->buf->base) {
+		if (!f->base)
+			f->base = sb;
+	} else if (!f->slice) {
+		f->slice = sb;
+	}
+}
+
 static const struct sbuf *server_buffer_at(const struct session *s, uint64_t addr)
 {
-	const struct sbuf *slice = NULL;
+	struct server_buffer_find f = {.addr = addr};
 
-	for (uint32_t i = 0; addr && i < s->nslots; i++) {
-		const struct sbuf *sb = s->slots[i].obj;
-
-		if (s->slots[i].kind != HANDLE_BUFFER || !sb || !sb->buf || addr < sb->buf->addr ||
-			addr - sb->buf->addr >= sb->buf->size)
-			continue;
-		if (!sb->buf->base)
-			return sb;
-		if (!slice)
-			slice = sb;
-	}
-	return slice;
+	if (addr)
+		handles_foreach(s, HANDLE_BUFFER, server_buffer_holds, &f);
+	return f.base ? f.base : f.slice;
 }
 
 /* A finding with whom it is about: "session 5 (gw3, pid 1234), kernel add, buffer 'x'
  * (handle 3): race: ...", with SSEQ_SESSION=/SSEQ_WORKER= in the journal, as the device
  * faults' lines have. s NULL: the finding as the detector wrote it. */
-static void server_finding_log(const char *subsystem, const struct session *s, const char *kernel,
+static void server_finding_log(const char *subsystem, const struct session *ses, const char *kernel,
 	const struct sbuf *sb, const char *what, uint64_t n)
 {
+	const struct session_ident *s = ses ? session_ident(ses) : NULL;
 	char buffer[96] = "", count[32] = "";
 
 	if (n)
@@ -213,8 +226,7 @@ static void server_resume_one(struct server *srv, struct session *s)
 	pause_forget(srv, s);
 	/* The pause was the daemon's, not the client's: a frame it held back, or one the
 	 * client could not send meanwhile, gets its whole --frame-timeout from now. */
-	if (s->in_len)
-		s->frame_started_ns = server_loop_ns(srv);
+	conn_frame_restart(s);
 	conn_process(s); /* may block it again, on a list of its own */
 	conn_flush(s);
 }
@@ -227,7 +239,7 @@ static void server_resume_list(struct server *srv, struct session **list)
 
 	*list = NULL;
 	if (detached)
-		detached->blocked_pprev = &detached;
+		session_pause(detached)->blocked_pprev = &detached;
 	while (detached)
 		server_resume_one(srv, detached);
 }
@@ -241,7 +253,7 @@ static void server_resume_pending(struct server *srv)
 
 	srv->resume = NULL;
 	if (detached)
-		detached->resume_pprev = &detached;
+		session_pause(detached)->resume_pprev = &detached;
 	while (detached)
 		server_resume_one(srv, detached);
 }
@@ -365,15 +377,10 @@ static void server_on_turn_end(uv_check_t *h)
 			uv_idle_start(&srv->spin, server_on_spin);
 		}
 	}
-	for (struct session *s = srv->nfollowing ? srv->sessions : NULL; s; s = s->next)
-		if (s->following)
-			trace_follow(s);
-	while (srv->dirty) {
-		struct session *s = srv->dirty;
-		srv->dirty = s->next_dirty;
-		s->dirty = false;
+	for (struct session *s = srv->nfollowing ? srv->sessions : NULL; s; s = session_next(s))
+		trace_follow(s); /* only a follower's */
+	for (struct session *s; (s = out_next_dirty(srv));)
 		conn_flush(s);
-	}
 	/* Frames left for the next turn: that turn comes without a sleep in poll. */
 	if (srv->resume)
 		uv_idle_start(&srv->backlog, server_on_backlog);
@@ -453,8 +460,8 @@ static const char *server_admit(struct server *srv, uint32_t uid, char *why, siz
 			lim->max_clients);
 		return why;
 	}
-	for (const struct session *s = srv->sessions; s; s = s->next)
-		same += s->uid == uid;
+	for (const struct session *s = srv->sessions; s; s = session_next(s))
+		same += session_ident(s)->uid == uid;
 	if (same >= lim->max_clients_per_uid) {
 		snprintf(why, size,
 			"uid %u already holds %u connections, the most one user may "
@@ -573,7 +580,7 @@ static void server_on_sweep(uv_timer_t *t)
 	uint64_t now = server_loop_ns(srv);
 
 	for (struct session *s = srv->sessions, *next; s; s = next) {
-		next = s->next;
+		next = session_next(s);
 		conn_sweep(s, now);
 	}
 	server_refused_log_rest(srv, false);
@@ -841,7 +848,7 @@ void server_stop(struct server *srv)
 	uv_timer_stop(&srv->accept_rest);
 	/* Clients hear it now; their work in flight still completes and is reported, and
 	 * new requests are refused with SHUTTING_DOWN until the drain ends. */
-	for (struct session *s = srv->sessions; s; s = s->next)
+	for (struct session *s = srv->sessions; s; s = session_next(s))
 		out_notice(s, SSEQ__STATUS__STATUS_SHUTTING_DOWN,
 			"sseqd is stopping: work in flight completes, new work is refused");
 }
@@ -855,7 +862,7 @@ void server_drop_clients(struct server *srv)
 {
 	/* A flush may end its session (a write failed, the client hung up): next first. */
 	for (struct session *s = srv->sessions, *next; s; s = next) {
-		next = s->next;
+		next = session_next(s);
 		conn_flush(s);
 	}
 	while (srv->sessions)
@@ -867,8 +874,8 @@ void server_summary(const struct server *srv, char *buf, size_t size)
 	uint64_t inflight = 0;
 	const struct seq_counters *c = seq_counters(srv->seq);
 
-	for (const struct session *s = srv->sessions; s; s = s->next)
-		inflight += s->inflight;
+	for (struct session *s = srv->sessions; s; s = session_next(s))
+		inflight += session_counts(s)->inflight;
 	int n = snprintf(buf, size,
 		"%u clients, %" PRIu64 " ops in flight, %" PRIu64 " ops done, %" PRIu64
 		" waits enqueued",

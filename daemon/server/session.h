@@ -17,68 +17,75 @@
 
 /* Whom a log line about session s is about: the journal's SSEQ_SESSION= and SSEQ_WORKER=
  * (log_about). The message still names the client itself, for stderr. */
-#define SESSION_WHO(s) (&(struct log_who){.session = (s)->id, .worker = (s)->worker})
+#define SESSION_WHO(s)                                                                             \
+	(&(struct log_who){.session = session_ident(s)->id, .worker = session_ident(s)->worker})
 
-struct session {
-	struct server *srv;
-	struct session *prev, *next;
-	struct session *next_dirty;
-	bool dirty;
+/* A session is private to its module (session-private.h): other files read it through
+ * the accessors below, and the parts they keep in it come as one struct each. */
+struct session;
+
+/* Who the client is: its ids from SO_PEERCRED, its name and worker from Hello. */
+struct session_ident {
 	uint64_t id;
-	int fd;
-	uv_poll_t poll;
-	int poll_events;
-	unsigned refs; /* 1 while connected + one per op record */
-	bool connected;
-	bool closing; /* close once the output is written */
-	/* The client closed its sending side (or died): read nothing more; close once the
-	 * work in flight completed and its output is written (a half-close keeps its
-	 * Completions). */
-	bool eof;
-	bool input_wait; /* paused until input memory frees (--max-input-memory) */
+	uint32_t pid, uid;
+	char name[64];
+	char worker[32];
+};
+
+/* What it holds, against the per-session limits. */
+struct session_counts {
+	uint64_t buffers, bytes, inflight, stagings, staging_bytes, modules;
+};
+
+/* Why its input is paused, and the lists that hold it until it resumes (pause.c). */
+struct session_pause {
 	bool inflight_capped; /* at --client-inflight-limit: paused until half completed */
 	bool resume; /* on srv->resume: process its buffered input again */
-	bool hello;
-	bool isolated; /* a suspect of a device reset: its kernels run alone (--isolate-faults) */
 	bool blocked; /* a stream's window is full: input paused (I3) */
 	uint32_t blocked_stream; /* ... that one (SEQ_MAX_STREAMS: not named) */
 	struct session *blocked_next, **blocked_pprev; /* on srv->blocked[blocked_stream] */
 	struct session *resume_next, **resume_pprev; /* on srv->resume */
 	uint32_t batch_resume; /* inner requests of the held batch already done */
-
-	uint32_t pid, uid;
-	char name[64];
-	char worker[32];
-
-	uint8_t *in;
-	size_t in_len, in_cap;
-	uint64_t accepted_ns; /* for the Hello deadline */
-	uint64_t frame_started_ns; /* the oldest unfinished frame's first byte, 0 if none */
-	uint64_t last_read_ns; /* for giving back an idle connection's input buffer */
-	int fds[SESSION_MAX_FDS];
-	unsigned nfds;
-
-	uint8_t *out;
-	size_t out_len, out_off, out_cap;
-
-	struct arena arena; /* one frame's unpacked request and replies */
-
-	struct handle_slot *slots;
-	uint32_t nslots, free_slot; /* free_slot: index + 1, 0 = none */
-	uint32_t nhandles; /* live ones, for --client-handle-limit */
-
-	uint64_t buffers, bytes, inflight, stagings, staging_bytes, modules;
-	uint64_t last_point[SEQ_MAX_STREAMS]; /* this session's last op per stream, for Sync */
-	/* Its lanes from Hello: a request's lane index k runs on compute stream lanes[k] (and
-	 * stream lanes[k] mod the pool's size of the copy pools). */
-	uint32_t nlanes;
-	uint32_t lanes[SESSION_MAX_LANES];
-
-	/* A TRACE query with follow: new entries go out under follow_tag each turn. */
-	bool following;
-	uint64_t follow_tag, follow_since;
-	uint64_t follow_dropped; /* entries not sent since the last answer */
 };
+
+/* What its ops need of it: whether its kernels run alone, its last op per stream. */
+struct session_work {
+	bool isolated; /* a suspect of a device reset: its kernels run alone (--isolate-faults) */
+	uint64_t last_point[SEQ_MAX_STREAMS]; /* this session's last op per stream, for Sync */
+};
+
+/* A TRACE query with follow: new entries go out under tag each turn (trace.c). */
+struct session_follow {
+	bool following;
+	uint64_t tag, since;
+	uint64_t dropped; /* entries not sent since the last answer */
+};
+
+struct server *session_server(const struct session *s);
+uint64_t session_id(const struct session *s);
+const struct session_ident *session_ident(const struct session *s);
+struct session_counts *session_counts(struct session *s);
+struct session_pause *session_pause(struct session *s);
+struct session_work *session_work(struct session *s);
+struct session_follow *session_follow(struct session *s);
+/* One frame's unpacked request and replies, reset after each frame (or answer). */
+struct arena *session_arena(struct session *s);
+/* Its lanes (compute stream numbers, in its order); *n their count. */
+const uint32_t *session_lanes(const struct session *s, uint32_t *n);
+/* Still connected: what is sent to it is written. */
+bool session_is_connected(const struct session *s);
+/* Connected, and the client closed its sending side: it closes once its work is done. */
+bool session_is_draining(const struct session *s);
+/* It has said Hello. */
+bool session_has_hello(const struct session *s);
+/* The next session of srv->sessions' list, or NULL. */
+struct session *session_next(const struct session *s);
+/* The oldest descriptor the client sent (SCM_RIGHTS) that no request took yet: now the
+ * caller's; -1 if none. */
+int session_take_fd(struct session *s);
+/* A ref for an object that lives past the connection (an op record, a buffer still in
+ * use): dropped with session_unref. */
+void session_ref(struct session *s);
 
 /* A session for the connection fd (conn_accept): linked into srv's list, polled for
  * input by on_io; NULL without memory. */

@@ -68,27 +68,27 @@ static void staging_uid_trim(struct server *srv)
  * needs staging_uid_reserve first. */
 static void staging_charge(struct session *s, uint64_t size, bool on)
 {
-	struct server_limit_counters *c = &s->srv->limit;
-	struct server_uid_arenas *u = staging_uid(s->srv, s->uid);
+	struct server_limit_counters *c = &session_server(s)->limit;
+	struct server_uid_arenas *u = staging_uid(session_server(s), session_ident(s)->uid);
 
 	if (on) {
 		if (!u) {
 			u = &c->uid_arenas[c->n_uid_arenas++];
-			*u = (struct server_uid_arenas){.uid = s->uid};
+			*u = (struct server_uid_arenas){.uid = session_ident(s)->uid};
 		}
 		u->arenas++;
-		s->stagings++;
-		s->staging_bytes += size;
+		session_counts(s)->stagings++;
+		session_counts(s)->staging_bytes += size;
 		c->arenas++;
 		c->staging_bytes += size;
 	} else {
 		/* The last entry takes the place of one that goes. */
 		if (--u->arenas == 0) {
 			*u = c->uid_arenas[--c->n_uid_arenas];
-			staging_uid_trim(s->srv);
+			staging_uid_trim(session_server(s));
 		}
-		s->stagings--;
-		s->staging_bytes -= size;
+		session_counts(s)->stagings--;
+		session_counts(s)->staging_bytes -= size;
 		c->arenas--;
 		c->staging_bytes -= size;
 	}
@@ -96,7 +96,7 @@ static void staging_charge(struct session *s, uint64_t size, bool on)
 
 int staging_charge_adopted(struct session *s, uint64_t size)
 {
-	if (staging_uid_reserve(s->srv) < 0)
+	if (staging_uid_reserve(session_server(s)) < 0)
 		return -ENOMEM;
 	staging_charge(s, size, true);
 	return 0;
@@ -135,26 +135,26 @@ static uint64_t staging_uid_share(const struct server_limits *lim)
  * registered or not (staging_charge). 0, or -ENOSPC with the limit it reached. */
 static int staging_over_limit(struct session *s, uint64_t size)
 {
-	const struct server_limits *lim = &s->srv->opts.limits;
-	struct server_limit_counters *c = &s->srv->limit;
-	const struct server_uid_arenas *u = staging_uid(s->srv, s->uid);
+	const struct server_limits *lim = &session_server(s)->opts.limits;
+	struct server_limit_counters *c = &session_server(s)->limit;
+	const struct server_uid_arenas *u = staging_uid(session_server(s), session_ident(s)->uid);
 	uint64_t mine = u ? u->arenas : 0, share = staging_uid_share(lim);
 
-	if (size > lim->client_staging_bytes - s->staging_bytes ||
-		s->staging_bytes > lim->client_staging_bytes) {
+	if (size > lim->client_staging_bytes - session_counts(s)->staging_bytes ||
+		session_counts(s)->staging_bytes > lim->client_staging_bytes) {
 		c->staging_refused++;
 		return outcome_error(s, -ENOSPC,
 			"staging arena of %" PRIu64 " bytes refused: this session maps %" PRIu64
 			" of its %" PRIu64 " (--client-staging-limit)",
-			size, s->staging_bytes, lim->client_staging_bytes);
+			size, session_counts(s)->staging_bytes, lim->client_staging_bytes);
 	}
-	if (s->stagings >= lim->client_arenas) {
+	if (session_counts(s)->stagings >= lim->client_arenas) {
 		c->staging_refused++;
 		return outcome_error(s, -ENOSPC,
 			"staging arena refused: this session holds %" PRIu64 " arenas, the most "
 			"allowed (--client-arena-limit; an unregistered arena counts until the "
 			"copies using it complete)",
-			s->stagings);
+			session_counts(s)->stagings);
 	}
 	if (mine >= share) {
 		c->staging_refused++;
@@ -162,7 +162,7 @@ static int staging_over_limit(struct session *s, uint64_t size)
 			"staging arena refused: uid %u holds %" PRIu64 " arenas, the most one "
 			"user may (--arena-limit x --max-clients-per-uid / --max-clients; an "
 			"unregistered arena counts until the copies using it complete)",
-			s->uid, mine);
+			session_ident(s)->uid, mine);
 	}
 	if (c->arenas >= lim->arenas) {
 		c->staging_refused++;
@@ -190,11 +190,9 @@ int staging_req_register(struct session *s, const Sseq__Request *rq)
 	int fd, seals, r;
 	void *addr;
 
-	if (s->nfds == 0)
+	if ((fd = session_take_fd(s)) < 0)
 		return outcome_error(
 			s, -EINVAL, "StagingRegister without a memfd (send it with SCM_RIGHTS)");
-	fd = s->fds[0];
-	memmove(s->fds, s->fds + 1, --s->nfds * sizeof(int));
 	if ((r = session_handle_limit(s))) {
 		close(fd);
 		return r;
@@ -238,7 +236,7 @@ int staging_req_register(struct session *s, const Sseq__Request *rq)
 		return outcome_error(s, -ENOMEM, "cannot map staging arena: %s", strerror(errno));
 	}
 	st = calloc(1, sizeof(*st));
-	if (!st || staging_uid_reserve(s->srv) < 0) {
+	if (!st || staging_uid_reserve(session_server(s)) < 0) {
 		free(st);
 		munmap(addr, sr->size);
 		close(fd);
@@ -246,26 +244,26 @@ int staging_req_register(struct session *s, const Sseq__Request *rq)
 	}
 	*st = (struct staging){.owner = s, .fd = fd, .addr = addr, .size = sr->size, .refs = 1};
 	utf8_copy(st->label, sizeof(st->label), sr->label ? sr->label : "");
-	r = backend_staging_register(&s->srv->backend, addr, sr->size);
+	r = backend_staging_register(&session_server(s)->backend, addr, sr->size);
 	if (r < 0 || handles_new(s, HANDLE_STAGING, st, &st->handle) < 0) {
 		if (r >= 0) {
-			backend_staging_unregister(&s->srv->backend, addr, sr->size);
+			backend_staging_unregister(&session_server(s)->backend, addr, sr->size);
 			r = -ENOMEM; /* the handle table's */
 		}
 		munmap(addr, sr->size);
 		close(fd);
 		free(st);
-		staging_uid_trim(s->srv);
+		staging_uid_trim(session_server(s));
 		/* Pinning refused (hipHostRegister's -EEXIST is no double definition): the
 		 * host memory the daemon may pin ran out, whatever the backend's errno. */
 		return outcome_error(s, -ENOMEM, "cannot register staging arena: %s", strerror(-r));
 	}
 	staging_charge(s, sr->size, true);
-	if (sr->wait_pinned && !backend_staging_ready(&s->srv->backend, addr)) {
+	if (sr->wait_pinned && !backend_staging_ready(&session_server(s)->backend, addr)) {
 		st->waiting = true;
 		st->wait_tag = rq->tag;
-		st->wait_next = s->srv->pin_waits;
-		s->srv->pin_waits = st;
+		st->wait_next = session_server(s)->pin_waits;
+		session_server(s)->pin_waits = st;
 		return 0;
 	}
 	out_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", st->handle, NULL, NULL);
@@ -306,13 +304,13 @@ int staging_req_unregister(struct session *s, const Sseq__Request *rq)
 	/* Its registration still waits for the pin (the client guessed the handle): it is
 	 * answered first, in order. */
 	if (st->waiting) {
-		staging_wait_unlink(s->srv, st);
+		staging_wait_unlink(session_server(s), st);
 		out_reply_full(
 			s, st->wait_tag, SSEQ__STATUS__STATUS_OK, "", st->handle, NULL, NULL);
 	}
 	handles_drop(s, h);
 	/* Copies in flight keep it mapped, and counted, until the last completes. */
-	staging_unref(s->srv, st);
+	staging_unref(session_server(s), st);
 	out_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
 	return 0;
 }
@@ -342,8 +340,8 @@ static bool staging_release_handle(struct session *s, void *obj, unsigned pass)
 	if (pass == 0)
 		return false;
 	if (st->waiting)
-		staging_wait_unlink(s->srv, st);
-	staging_unref(s->srv, obj);
+		staging_wait_unlink(session_server(s), st);
+	staging_unref(session_server(s), obj);
 	return true;
 }
 

@@ -41,8 +41,8 @@ START_TEST(test_blocked_session_waits_on_the_stream_that_blocked_it)
 	tl_connect(t, &c);
 	x = fill_window(t, &c, 3 * WINDOW);
 	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
-	ck_assert(c.s->blocked);
-	ck_assert_uint_eq(c.s->blocked_stream, x);
+	ck_assert(c.s->pause.blocked);
+	ck_assert_uint_eq(c.s->pause.blocked_stream, x);
 	ck_assert_ptr_eq(t->srv.blocked[x], c.s);
 	ck_assert_uint_eq(t->srv.blocked_mask, 1u << x);
 	tl_close(t, &c);
@@ -65,16 +65,16 @@ START_TEST(test_blocked_session_resumes_only_below_half_the_window)
 	tl_complete(t, x, 2);
 	ck_assert_uint_eq(tl_completed(t, x), 2);
 	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
-	ck_assert(c.s->blocked);
+	ck_assert(c.s->pause.blocked);
 	/* 4 of 8: exactly half is not below it. */
 	tl_complete(t, x, 4);
 	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
-	ck_assert(c.s->blocked);
+	ck_assert(c.s->pause.blocked);
 	/* 3 of 8: below half; it runs until the window is full again. */
 	tl_complete(t, x, 5);
 	ck_assert_uint_eq(tl_issued(t, x), 5 + WINDOW);
-	ck_assert(c.s->blocked);
-	ck_assert_uint_eq(c.s->blocked_stream, x);
+	ck_assert(c.s->pause.blocked);
+	ck_assert_uint_eq(c.s->pause.blocked_stream, x);
 	tl_close(t, &c);
 	tl_free(t);
 }
@@ -93,7 +93,7 @@ START_TEST(test_resumed_session_runs_what_it_buffered_and_answers_it)
 	ck_assert_uint_eq(replies, WINDOW);
 	tl_complete(t, x, WINDOW);
 	ck_assert_uint_eq(tl_issued(t, x), 2 * WINDOW);
-	ck_assert(!c.s->blocked);
+	ck_assert(!c.s->pause.blocked);
 	ck_assert_ptr_null(t->srv.blocked[x]);
 	ck_assert_uint_eq(t->srv.blocked_mask, 0);
 	replies += tl_take_replies(&c);
@@ -119,14 +119,14 @@ START_TEST(test_every_session_on_the_stream_resumes)
 	tl_send_d2d(&b, hb, 64);
 	tl_pump(t);
 	x = d2d_stream(t);
-	ck_assert(a.s->blocked && b.s->blocked);
+	ck_assert(a.s->pause.blocked && b.s->pause.blocked);
 	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
 	tl_complete(t, x, WINDOW);
 	/* a's eight more, or b's one and a's seven: both ran, the window is full again. */
 	ck_assert_uint_eq(tl_issued(t, x), 2 * WINDOW);
-	ck_assert(!b.s->blocked || !a.s->blocked);
+	ck_assert(!b.s->pause.blocked || !a.s->pause.blocked);
 	tl_complete(t, x, 2 * WINDOW);
-	ck_assert(!a.s->blocked && !b.s->blocked);
+	ck_assert(!a.s->pause.blocked && !b.s->pause.blocked);
 	ck_assert_uint_eq(tl_issued(t, x), 2 * WINDOW + 1);
 	tl_close(t, &a);
 	tl_close(t, &b);
@@ -168,10 +168,10 @@ START_TEST(test_inflight_cap_resumes_at_half)
 	tl_connect(t, &c);
 	x = fill_window(t, &c, 10);
 	ck_assert_uint_eq(tl_issued(t, x), 4);
-	ck_assert(c.s->inflight_capped);
-	ck_assert(!c.s->blocked);
+	ck_assert(c.s->pause.inflight_capped);
+	ck_assert(!c.s->pause.blocked);
 	tl_complete(t, x, 2);
-	ck_assert(!c.s->resume);
+	ck_assert(!c.s->pause.resume);
 	ck_assert_uint_eq(tl_issued(t, x), 6);
 	tl_close(t, &c);
 	tl_free(t);
@@ -276,12 +276,12 @@ START_TEST(test_a_batch_stops_at_the_inflight_cap_and_resumes_where_it_left_off)
 	tag = tl_send(&c, &outer);
 	tl_pump(t);
 	ck_assert_uint_eq(tl_issued(t, x), 4);
-	ck_assert_uint_eq(c.s->inflight, 4);
-	ck_assert(c.s->inflight_capped);
+	ck_assert_uint_eq(c.s->counts.inflight, 4);
+	ck_assert(c.s->pause.inflight_capped);
 	/* Half completed (here all): the next four, then the last two and the batch. */
 	tl_complete(t, x, 4);
 	ck_assert_uint_eq(tl_issued(t, x), 8);
-	ck_assert_uint_le(c.s->inflight, 4);
+	ck_assert_uint_le(c.s->counts.inflight, 4);
 	tl_complete(t, x, 8);
 	ck_assert_uint_eq(tl_issued(t, x), N);
 	while ((m = tl_next(&c))) {
@@ -300,7 +300,7 @@ START_TEST(test_a_batch_stops_at_the_inflight_cap_and_resumes_where_it_left_off)
 	for (unsigned i = 0; i < N; i++)
 		ck_assert_uint_eq(answered[i], 1);
 	ck_assert_uint_eq(batch_answered, 1);
-	ck_assert_uint_eq(c.s->batch_resume, 0);
+	ck_assert_uint_eq(c.s->pause.batch_resume, 0);
 	tl_complete_all(t);
 	tl_close(t, &c);
 	tl_free(t);
@@ -321,7 +321,7 @@ START_TEST(test_a_session_at_the_inflight_cap_is_not_timed_out)
 	t->srv.opts.limits.frame_timeout_ms = 100;
 	tl_connect(t, &c);
 	x = fill_window(t, &c, 10);
-	ck_assert(c.s->inflight_capped);
+	ck_assert(c.s->pause.inflight_capped);
 	ck_assert_uint_gt(c.s->in_len, 0); /* the copies it holds back */
 	conn_sweep(c.s, server_loop_ns(&t->srv) + 60000000000u);
 	ck_assert(!c.s->closing);
@@ -330,7 +330,7 @@ START_TEST(test_a_session_at_the_inflight_cap_is_not_timed_out)
 	tl_complete(t, x, 8);
 	tl_complete(t, x, 10);
 	ck_assert_uint_eq(tl_issued(t, x), 10);
-	ck_assert(!c.s->inflight_capped && !c.s->closing);
+	ck_assert(!c.s->pause.inflight_capped && !c.s->closing);
 	/* The client's own stall still counts. */
 	tl_write(&c, part, sizeof(part), NULL, 0);
 	tl_pump(t);
@@ -365,7 +365,7 @@ START_TEST(test_op_records_kept_for_reuse_are_bounded_after_a_burst)
 	ck_assert_uint_eq(tl_issued(t, d2d_stream(t)), n);
 	tl_complete_all(t);
 	tl_pump(t);
-	ck_assert_uint_eq(c.s->inflight, 0);
+	ck_assert_uint_eq(c.s->counts.inflight, 0);
 	for (struct op_rec *r = t->srv.op_free; r; r = r->next_free)
 		kept++;
 	ck_assert_uint_gt(kept, 0);

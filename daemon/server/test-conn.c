@@ -239,7 +239,7 @@ START_TEST(test_a_memfd_arrives_with_its_frame)
 	ck_assert_int_eq(tl_reply(&c, 4, &h), SSEQ__STATUS__STATUS_OK);
 	ck_assert_ptr_nonnull(handles_lookup(c.s, h, HANDLE_STAGING));
 	ck_assert_uint_eq(c.s->nfds, 0);
-	ck_assert_uint_eq(c.s->stagings, 3);
+	ck_assert_uint_eq(c.s->counts.stagings, 3);
 	close(fd);
 	close(fds[0]);
 	close(fds[1]);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "handles.h"
-#include "session.h"
+#include "session-private.h"
 
 static int objs[4096];
 

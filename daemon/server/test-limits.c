@@ -166,16 +166,16 @@ START_TEST(test_an_unregistered_arena_counts_until_its_copy_completes)
 	/* Each arena stays mapped under its copy: the fifth is this session's fifth. */
 	ck_assert_uint_eq(churn_arenas(t, &c, src, 100, why, sizeof(why)), 4);
 	ck_assert_msg(strstr(why, "--client-arena-limit"), "refused with: %s", why);
-	ck_assert_uint_eq(c.s->stagings, 4);
-	ck_assert_uint_eq(c.s->staging_bytes, 4u << 20);
+	ck_assert_uint_eq(c.s->counts.stagings, 4);
+	ck_assert_uint_eq(c.s->counts.staging_bytes, 4u << 20);
 	ck_assert_uint_eq(t->srv.limit.arenas, 4);
 	ck_assert_uint_eq(t->srv.limit.staging_bytes, 4u << 20);
 	ck_assert_uint_ge(t->srv.limit.staging_refused, 1);
 	/* The copies complete: their arenas go, and so does their charge. */
 	tl_complete_all(t);
 	tl_take_replies(&c);
-	ck_assert_uint_eq(c.s->stagings, 0);
-	ck_assert_uint_eq(c.s->staging_bytes, 0);
+	ck_assert_uint_eq(c.s->counts.stagings, 0);
+	ck_assert_uint_eq(c.s->counts.staging_bytes, 0);
 	ck_assert_uint_eq(t->srv.limit.arenas, 0);
 	ck_assert_uint_eq(t->srv.limit.staging_bytes, 0);
 	ck_assert_int_eq(staging_register(t, &c, 4096, &st, NULL, 0), SSEQ__STATUS__STATUS_OK);
@@ -204,7 +204,7 @@ START_TEST(test_arenas_of_a_session_gone_count_until_their_copies_complete)
 
 	/* Another user's: the gone session's arenas count against its user's share too. */
 	tl_connect(t, &b);
-	b.s->uid = getuid() + 1;
+	b.s->ident.uid = getuid() + 1;
 	tl_hello(t, &b, "next");
 	src = tl_alloc(t, &b, 4096, "src");
 	ck_assert_uint_eq(churn_arenas(t, &b, src, 100, why, sizeof(why)), 2);
@@ -253,7 +253,7 @@ START_TEST(test_one_user_maps_at_most_its_share_of_the_arena_limit)
 	ck_assert_msg(strstr(why, "--max-clients-per-uid"), "refused with: %s", why);
 	/* Another user gets what one of its sessions may map. */
 	tl_connect(t, &b);
-	b.s->uid = getuid() + 1;
+	b.s->ident.uid = getuid() + 1;
 	tl_hello(t, &b, "other");
 	src = tl_alloc(t, &b, 4096, "src");
 	ck_assert_uint_eq(churn_arenas(t, &b, src, 4, why, sizeof(why)), 4);
@@ -287,10 +287,10 @@ START_TEST(test_the_staging_byte_limit_counts_arenas_in_use)
 	src = tl_alloc(t, &c, 4096, "src");
 	ck_assert_uint_eq(churn_arenas(t, &c, src, 100, why, sizeof(why)), 3);
 	ck_assert_msg(strstr(why, "--client-staging-limit"), "refused with: %s", why);
-	ck_assert_uint_eq(c.s->staging_bytes, 3u << 20);
+	ck_assert_uint_eq(c.s->counts.staging_bytes, 3u << 20);
 	tl_complete_all(t);
 	tl_take_replies(&c);
-	ck_assert_uint_eq(c.s->staging_bytes, 0);
+	ck_assert_uint_eq(c.s->counts.staging_bytes, 0);
 	tl_close(t, &c);
 	tl_free(t);
 }
@@ -311,16 +311,16 @@ START_TEST(test_a_freed_buffer_counts_until_its_memory_goes_back)
 	tl_pump(t);
 	tl_take_replies(&c);
 	buffer_free(t, &c, h);
-	ck_assert_uint_eq(c.s->buffers, 0); /* no handle ... */
-	ck_assert_uint_eq(c.s->bytes, 8192); /* ... but its memory is still taken */
+	ck_assert_uint_eq(c.s->counts.buffers, 0); /* no handle ... */
+	ck_assert_uint_eq(c.s->counts.bytes, 8192); /* ... but its memory is still taken */
 	ck_assert_int_eq(alloc(t, &c, 4096, &other), SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
 	tl_complete_all(t);
 	tl_take_replies(&c);
-	ck_assert_uint_eq(c.s->bytes, 0);
+	ck_assert_uint_eq(c.s->counts.bytes, 0);
 	ck_assert_int_eq(alloc(t, &c, 8192, &h), SSEQ__STATUS__STATUS_OK);
 	/* Idle: its memory goes back, and its charge, as it is freed. */
 	buffer_free(t, &c, h);
-	ck_assert_uint_eq(c.s->bytes, 0);
+	ck_assert_uint_eq(c.s->counts.bytes, 0);
 	ck_assert_int_eq(alloc(t, &c, 8192, &h), SSEQ__STATUS__STATUS_OK);
 	tl_close(t, &c);
 	tl_free(t);
@@ -339,10 +339,10 @@ START_TEST(test_a_freed_base_counts_while_a_slice_holds_it)
 	ck_assert_int_eq(alloc(t, &c, 8192, &h), SSEQ__STATUS__STATUS_OK);
 	sl = tl_slice(t, &c, h, 0, 4096);
 	buffer_free(t, &c, h);
-	ck_assert_uint_eq(c.s->bytes, 8192);
+	ck_assert_uint_eq(c.s->counts.bytes, 8192);
 	ck_assert_int_eq(alloc(t, &c, 4096, &other), SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
 	buffer_free(t, &c, sl);
-	ck_assert_uint_eq(c.s->bytes, 0);
+	ck_assert_uint_eq(c.s->counts.bytes, 0);
 	ck_assert_int_eq(alloc(t, &c, 8192, &h), SSEQ__STATUS__STATUS_OK);
 	tl_close(t, &c);
 	tl_free(t);

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "server.h"
-#include "session.h"
+#include "session-private.h"
 
 struct tl {
 	uv_loop_t loop;

@@ -58,7 +58,7 @@ START_TEST(test_info_reports_the_sessions_identity_and_holdings)
 	tl_alloc(t, &c, 1000, "one");
 	tl_slice(t, &c, tl_alloc(t, &c, 24, "two"), 8, 8);
 	session_info(c.s, &si);
-	ck_assert_uint_eq(si.id, c.s->id);
+	ck_assert_uint_eq(si.id, c.s->ident.id);
 	ck_assert_uint_eq(si.uid, getuid());
 	ck_assert_str_eq(si.name, "inspector");
 	ck_assert_str_eq(si.worker, "gw0");
@@ -138,7 +138,7 @@ START_TEST(test_a_user_sees_its_own_sessions_and_root_sees_all)
 		tl_connect(t, &c[i]);
 		tl_hello(t, &c[i], "user");
 		tl_alloc(t, &c[i], 64, "mine");
-		c[i].s->uid = uids[i];
+		c[i].s->ident.uid = uids[i];
 	}
 	ask(t, c[0].s, SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS, &res, &a);
 	ck_assert_uint_eq(res.n_clients, 2);
@@ -148,15 +148,15 @@ START_TEST(test_a_user_sees_its_own_sessions_and_root_sees_all)
 	ck_assert_uint_eq(res.n_buffers, 2);
 	ask(t, c[2].s, SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS, &res, &a);
 	ck_assert_uint_eq(res.n_clients, 1);
-	ck_assert_uint_eq(res.clients[0]->session, c[2].s->id);
+	ck_assert_uint_eq(res.clients[0]->session, c[2].s->ident.id);
 	ck_assert_str_eq(res.clients[0]->name, "user");
 	ck_assert_uint_eq(res.clients[0]->buffers, 1);
 	ck_assert_uint_eq(res.clients[0]->bytes, 64);
 	ask(t, c[2].s, SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS, &res, &a);
 	ck_assert_uint_eq(res.n_buffers, 1);
-	ck_assert_uint_eq(res.buffers[0]->session, c[2].s->id);
+	ck_assert_uint_eq(res.buffers[0]->session, c[2].s->ident.id);
 	ck_assert_str_eq(res.buffers[0]->label, "mine");
-	c[2].s->uid = 0;
+	c[2].s->ident.uid = 0;
 	ask(t, c[2].s, SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS, &res, &a);
 	ck_assert_uint_eq(res.n_clients, 3);
 	ask(t, c[2].s, SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS, &res, &a);
@@ -299,7 +299,7 @@ START_TEST(test_buffers_come_in_pages_that_each_fit_a_frame)
 		}
 		ck_assert_uint_eq(replies, sent);
 	}
-	ck_assert_uint_eq(c[0].s->buffers, MANY);
+	ck_assert_uint_eq(c[0].s->counts.buffers, MANY);
 	tl_connect(t, &c[1]);
 	tl_hello(t, &c[1], "few");
 	for (int i = 0; i < 3; i++)
@@ -311,8 +311,8 @@ START_TEST(test_buffers_come_in_pages_that_each_fit_a_frame)
 	ck_assert_uint_eq(tl_take_replies(&c[1]), 1);
 	buffer_free(t, &c[1], h);
 	ck_assert_uint_eq(seq_pending_count(t->srv.seq), 1);
-	c[1].s->uid = 0;
-	ck_assert_uint_gt(list_pages(t, c[1].s, 0, c[0].s->id, seen, &others, &freed), 1);
+	c[1].s->ident.uid = 0;
+	ck_assert_uint_gt(list_pages(t, c[1].s, 0, c[0].s->ident.id, seen, &others, &freed), 1);
 	for (unsigned i = 0; i < MANY; i++)
 		ck_assert_uint_eq(seen[i], 1);
 	ck_assert_uint_eq(others, 3);
@@ -320,7 +320,9 @@ START_TEST(test_buffers_come_in_pages_that_each_fit_a_frame)
 	/* One session's alone, asked by its own. */
 	memset(seen, 0, sizeof(seen));
 	others = freed = 0;
-	ck_assert_uint_gt(list_pages(t, c[0].s, c[0].s->id, c[0].s->id, seen, &others, &freed), 1);
+	ck_assert_uint_gt(
+		list_pages(t, c[0].s, c[0].s->ident.id, c[0].s->ident.id, seen, &others, &freed),
+		1);
 	for (unsigned i = 0; i < MANY; i++)
 		ck_assert_uint_eq(seen[i], 1);
 	ck_assert_uint_eq(others + freed, 0);

@@ -102,7 +102,7 @@ static void client_drop(struct tl_client *c)
 static struct session *session_of(struct server *srv, uint64_t id)
 {
 	for (struct session *s = srv->sessions; s; s = s->next)
-		if (s->id == id)
+		if (s->ident.id == id)
 			return s;
 	return NULL;
 }
@@ -130,9 +130,9 @@ START_TEST(test_a_session_not_taken_over_leaves_the_others_taken_over)
 	close(mine);
 	tl_connect(t, &c);
 	tl_hello(t, &c, "last");
-	ida = a.s->id;
-	idb = b.s->id;
-	idc = c.s->id;
+	ida = a.s->ident.id;
+	idb = b.s->ident.id;
+	idc = c.s->ident.id;
 	for (uint32_t i = 0; i < b.s->nslots; i++)
 		if (b.s->slots[i].kind == HANDLE_STAGING)
 			arena_fd = ((struct staging *)b.s->slots[i].obj)->fd;

@@ -14,33 +14,34 @@ void trace_follow(struct session *s)
 	Sseq__QueryResult res = SSEQ__QUERY_RESULT__INIT;
 	Sseq__Query q = SSEQ__QUERY__INIT;
 	Sseq__TraceOptions t = SSEQ__TRACE_OPTIONS__INIT;
-	struct server *srv = s->srv;
+	struct server *srv = session_server(s);
+	struct session_follow *f = session_follow(s);
 	uint64_t newest = trace_last(&srv->trace);
 
-	if (!s->connected || !s->following || newest <= s->follow_since)
+	if (!session_is_connected(s) || !f->following || newest <= f->since)
 		return;
-	if (s->out_len - s->out_off >= SESSION_FOLLOW_HIGH) {
+	if (out_pending(s) >= SESSION_FOLLOW_HIGH) {
 		/* It does not read: its output stays bounded, and it hears what it missed. */
-		s->follow_dropped += newest - s->follow_since;
-		srv->limit.trace_entries_dropped += newest - s->follow_since;
-		s->follow_since = newest;
+		f->dropped += newest - f->since;
+		srv->limit.trace_entries_dropped += newest - f->since;
+		f->since = newest;
 		return;
 	}
 	t.max_entries = 256;
-	t.since_seq = s->follow_since;
+	t.since_seq = f->since;
 	q.kind = SSEQ__QUERY_KIND__QUERY_KIND_TRACE;
 	q.trace = &t;
-	res.tag = s->follow_tag;
-	query_answer(srv, s, &q, &res, &s->arena);
+	res.tag = f->tag;
+	query_answer(srv, s, &q, &res, session_arena(s));
 	srv->limit.trace_entries_dropped += res.trace_dropped;
-	res.trace_dropped += s->follow_dropped;
-	s->follow_dropped = 0;
+	res.trace_dropped += f->dropped;
+	f->dropped = 0;
 	if (res.n_trace)
-		s->follow_since = res.trace[res.n_trace - 1]->seq;
+		f->since = res.trace[res.n_trace - 1]->seq;
 	m.body_case = SSEQ__MESSAGE__BODY_QUERY_RESULT;
 	m.query_result = &res;
 	out_send(s, &m);
-	arena_reset(&s->arena);
+	arena_reset(session_arena(s));
 }
 
 int trace_req_query(struct session *s, const Sseq__Request *rq)
@@ -49,24 +50,25 @@ int trace_req_query(struct session *s, const Sseq__Request *rq)
 	Sseq__QueryResult res = SSEQ__QUERY_RESULT__INIT;
 
 	res.tag = rq->tag;
-	query_answer(s->srv, s, rq->query, &res, &s->arena);
+	query_answer(session_server(s), s, rq->query, &res, session_arena(s));
 	m.body_case = SSEQ__MESSAGE__BODY_QUERY_RESULT;
 	m.query_result = &res;
 	out_send(s, &m);
 	if (rq->query->kind == SSEQ__QUERY_KIND__QUERY_KIND_TRACE && rq->query->trace &&
 		rq->query->trace->follow) {
-		uint64_t newest = trace_last(&s->srv->trace);
+		uint64_t newest = trace_last(&session_server(s)->trace);
+		struct session_follow *f = session_follow(s);
 
-		if (!s->following)
-			s->srv->nfollowing++;
-		s->following = true;
-		s->follow_tag = rq->tag;
-		s->follow_since = res.n_trace
+		if (!f->following)
+			session_server(s)->nfollowing++;
+		f->following = true;
+		f->tag = rq->tag;
+		f->since = res.n_trace
 			? res.trace[res.n_trace - 1]->seq
 			: (rq->query->trace->since_seq > newest ? newest
 								: rq->query->trace->since_seq);
-		if (s->follow_since < newest && !res.n_trace)
-			s->follow_since = newest;
+		if (f->since < newest && !res.n_trace)
+			f->since = newest;
 	}
 	return 0;
 }

@@ -28,7 +28,7 @@
 #include "log.h"
 #include "server.h"
 #include "session-limits.h" /* SESSION_INPUT_BASE, for the budget check */
-#include "session.h"
+#include "session-private.h" /* the budget check reads what each session holds */
 #include "sseq-frame.h"
 #include "staging.h"
 
@@ -501,15 +501,16 @@ static void fz_check_budget(const struct fz *f, bool arenas)
 
 		in += s->in_cap;
 		large += fz_input_large(s->in_cap);
-		n += s->stagings;
-		bytes += s->staging_bytes;
+		n += s->counts.stagings;
+		bytes += s->counts.staging_bytes;
 		if (!arenas)
 			continue;
 		fz_slot_stagings(s, &sn, &sbytes);
-		if (sn != s->stagings || sbytes != s->staging_bytes)
+		if (sn != s->counts.stagings || sbytes != s->counts.staging_bytes)
 			harness_fail("session %" PRIu64 " counts %" PRIu64 " arenas of %" PRIu64
 				     " bytes; its handles hold %" PRIu64 " of %" PRIu64,
-				s->id, s->stagings, s->staging_bytes, sn, sbytes);
+				s->ident.id, s->counts.stagings, s->counts.staging_bytes, sn,
+				sbytes);
 	}
 	if (in != c->input_bytes || large != c->input_large_bytes)
 		harness_fail("input budget: %" PRIu64 " bytes (%" PRIu64
@@ -599,12 +600,12 @@ struct fz_held {
 
 static struct fz_held fz_held_of(const struct session *s)
 {
-	struct fz_held h = {.id = s->id,
+	struct fz_held h = {.id = s->ident.id,
 		.hello = s->hello,
 		.closing = s->closing,
 		.nfds = s->nfds,
 		.nslots = s->nslots,
-		.batch_resume = s->batch_resume,
+		.batch_resume = s->pause.batch_resume,
 		.in_len = s->closing ? 0 : s->in_len,
 		.out_len = s->out_len - s->out_off};
 
@@ -621,44 +622,45 @@ static void fz_check_adopted(const struct fz *f, const struct fz_held *held, uns
 		struct fz_held now = fz_held_of(s);
 
 		for (unsigned i = 0; i < nheld && !o; i++)
-			if (held[i].id == s->id)
+			if (held[i].id == s->ident.id)
 				o = &held[i];
 		if (!o)
 			harness_fail("session %" PRIu64 " adopted, but none such was handed over",
-				s->id);
+				s->ident.id);
 		n++;
 		if (now.hello != o->hello || now.closing != o->closing)
 			harness_fail("session %" PRIu64 ": Hello %d, closing %d after the restart, "
 				     "%d and %d before",
-				s->id, now.hello, now.closing, o->hello, o->closing);
+				s->ident.id, now.hello, now.closing, o->hello, o->closing);
 		if (now.nfds != o->nfds)
 			harness_fail("session %" PRIu64 ": %u memfds ahead of their register "
 				     "after the restart, %u before",
-				s->id, now.nfds, o->nfds);
+				s->ident.id, now.nfds, o->nfds);
 		if (now.nslots != o->nslots || now.stagings != o->stagings ||
 			now.staging_bytes != o->staging_bytes)
 			harness_fail("session %" PRIu64 ": %u handles, %" PRIu64
 				     " arenas of %" PRIu64 " bytes after the restart; %u, %" PRIu64
 				     ", %" PRIu64 " before",
-				s->id, now.nslots, now.stagings, now.staging_bytes, o->nslots,
+				s->ident.id, now.nslots, now.stagings, now.staging_bytes, o->nslots,
 				o->stagings, o->staging_bytes);
 		if (now.batch_resume != o->batch_resume)
 			harness_fail("session %" PRIu64 ": its Batch resumes at request %u after "
 				     "the restart, %u before",
-				s->id, now.batch_resume, o->batch_resume);
+				s->ident.id, now.batch_resume, o->batch_resume);
 		if (now.in_len != o->in_len)
 			harness_fail("session %" PRIu64 ": %zu unread input bytes after the "
 				     "restart, %zu before",
-				s->id, now.in_len, o->in_len);
+				s->ident.id, now.in_len, o->in_len);
 		if (now.out_len != o->out_len)
 			harness_fail("session %" PRIu64 ": %zu unwritten output bytes after the "
 				     "restart, %zu before",
-				s->id, now.out_len, o->out_len);
-		if (s->bytes || s->buffers || s->inflight)
+				s->ident.id, now.out_len, o->out_len);
+		if (s->counts.bytes || s->counts.buffers || s->counts.inflight)
 			harness_fail("session %" PRIu64 ": %" PRIu64 " buffers of %" PRIu64
 				     " bytes and %" PRIu64 " ops counted on a device it has "
 				     "nothing on",
-				s->id, s->buffers, s->bytes, s->inflight);
+				s->ident.id, s->counts.buffers, s->counts.bytes,
+				s->counts.inflight);
 	}
 	if (n != nheld)
 		harness_fail("%u sessions handed over, %u adopted", nheld, n);

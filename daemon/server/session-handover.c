@@ -1,0 +1,345 @@
+/* A session's hand-over across a restart in place (resume.c): the record of who the client
+ * is and whether it has said Hello (a connection that has not keeps its Hello deadline), its
+ * lanes, its unread input with the progress of a Batch held back, the memfds received ahead
+ * of their StagingRegister, the replies and completions not yet written (the new process
+ * writes them first: every tag is answered once), and its handle table, in which staging
+ * arenas survive (their memfds are kept and mapped again) while buffers, slices and modules
+ * become HANDLE_LOST, so that each use says which reset lost it. Per session: a fixed
+ * part, its slots, its unread input bytes and its unwritten output bytes. Written and read
+ * by the same binary. */
+#include "session-handover.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "handles.h"
+#include "log.h"
+#include "out.h"
+#include "pause.h"
+#include "session-private.h"
+#include "staging.h"
+
+struct handover_session {
+	int32_t fd;
+	uint32_t pid, uid;
+	uint64_t id;
+	char name[64], worker[32];
+	uint32_t nlanes, lanes[SESSION_MAX_LANES];
+	uint32_t nslots;
+	uint32_t isolated;
+	uint32_t hello; /* 0: not yet; its deadline counts from hello_age_ns ago */
+	uint32_t closing; /* answered its last: closed once the output is written */
+	uint64_t hello_age_ns;
+	uint32_t batch_resume; /* the first frame is a Batch this many requests in */
+	uint32_t nfds;
+	int32_t fds[SESSION_MAX_FDS]; /* memfds ahead of their StagingRegister, in order */
+	/* A TRACE follow goes on under its tag, from the new process's first entry. */
+	uint32_t following;
+	uint64_t follow_tag, follow_dropped;
+	uint64_t in_len, out_len;
+};
+
+struct handover_slot {
+	uint32_t kind, gen;
+	/* HANDLE_STAGING: */
+	int32_t fd;
+	uint64_t size;
+	char label[48];
+};
+bool session_handover_put(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n) {
+		ssize_t w = write(fd, c, n);
+
+		if (w <= 0)
+			return false;
+		c += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+bool session_handover_get(int fd, void *p, size_t n)
+{
+	char *c = p;
+
+	while (n) {
+		ssize_t r = read(fd, c, n);
+
+		if (r <= 0)
+			return false;
+		c += r;
+		n -= (size_t)r;
+	}
+	return true;
+}
+
+void session_handover_keep(int fd)
+{
+	fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) & ~FD_CLOEXEC);
+}
+
+/* Taken over: a later exec keeps it only if it is handed over again. */
+static void close_on_exec(int fd)
+{
+	fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+}
+bool session_handover_write(int out, struct session *s)
+{
+	const uint64_t now = server_now_ns();
+	struct handover_session rs = {.fd = s->fd,
+		.pid = s->ident.pid,
+		.uid = s->ident.uid,
+		.id = s->ident.id,
+		.nlanes = s->nlanes,
+		.nslots = s->nslots,
+		.isolated = s->work.isolated,
+		.hello = s->hello,
+		.closing = s->closing,
+		.hello_age_ns = now > s->accepted_ns ? now - s->accepted_ns : 0,
+		.batch_resume = s->pause.batch_resume,
+		.nfds = s->nfds,
+		.following = s->follow.following,
+		.follow_tag = s->follow.tag,
+		.follow_dropped = s->follow.dropped,
+		/* A closing session's input is dropped: it will not be read. */
+		.in_len = s->closing ? 0 : s->in_len,
+		.out_len = s->out_len - s->out_off};
+
+	memcpy(rs.name, s->ident.name, sizeof(rs.name));
+	memcpy(rs.worker, s->ident.worker, sizeof(rs.worker));
+	memcpy(rs.lanes, s->lanes, sizeof(rs.lanes));
+	session_handover_keep(s->fd);
+	for (unsigned i = 0; i < s->nfds; i++) {
+		rs.fds[i] = s->fds[i];
+		session_handover_keep(s->fds[i]);
+	}
+	if (!session_handover_put(out, &rs, sizeof(rs)))
+		return false;
+	for (uint32_t i = 0; i < s->nslots; i++) {
+		const struct handle_slot *sl = &s->slots[i];
+		struct handover_slot r = {.kind = HANDLE_LOST, .gen = sl->gen, .fd = -1};
+
+		if (sl->kind == HANDLE_FREE) {
+			r.kind = HANDLE_FREE;
+		} else if (sl->kind == HANDLE_STAGING) {
+			const struct staging *st = sl->obj;
+
+			r.kind = HANDLE_STAGING;
+			r.fd = st->fd;
+			r.size = st->size;
+			memcpy(r.label, st->label, sizeof(r.label));
+			session_handover_keep(st->fd);
+		}
+		if (!session_handover_put(out, &r, sizeof(r)))
+			return false;
+	}
+	/* A session that never answered has no output buffer: NULL + 0 is undefined. */
+	return session_handover_put(out, s->in, rs.in_len) &&
+		(!rs.out_len || session_handover_put(out, s->out + s->out_off, rs.out_len));
+}
+static int adopt_staging(struct session *s, const struct handover_slot *r, struct staging **out)
+{
+	void *addr = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+	struct staging *st;
+
+	if (addr == MAP_FAILED)
+		return -ENOMEM;
+	close_on_exec(r->fd);
+	st = calloc(1, sizeof(*st));
+	if (!st || backend_staging_register(&s->srv->backend, addr, r->size) < 0) {
+		free(st);
+		munmap(addr, r->size);
+		return -ENOMEM;
+	}
+	/* Counted as StagingRegister counts it: the session's, its uid's and the total. */
+	if (staging_charge_adopted(s, r->size) < 0) {
+		backend_staging_unregister(&s->srv->backend, addr, r->size);
+		free(st);
+		munmap(addr, r->size);
+		return -ENOMEM;
+	}
+	*st = (struct staging){.owner = s, .fd = r->fd, .addr = addr, .size = r->size, .refs = 1};
+	memcpy(st->label, r->label, sizeof(st->label));
+	st->label[sizeof(st->label) - 1] = '\0';
+	*out = st;
+	return 0;
+}
+
+/* n bytes of the hand-over read past: false if it ends first. */
+static bool skip(int in, uint64_t n)
+{
+	return n <= INT64_MAX && lseek(in, (off_t)n, SEEK_CUR) >= 0;
+}
+
+/* n slot records read past, their arenas' memfds closed: false if the hand-over ends. */
+static bool skip_slots(int in, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct handover_slot r;
+
+		if (!session_handover_get(in, &r, sizeof(r)))
+			return false;
+		if (r.kind == HANDLE_STAGING)
+			close(r.fd);
+	}
+	return true;
+}
+
+/* One session's slots, as they were: arenas mapped again, everything else lost. -ENOMEM
+ * with the records read past (and their memfds closed), -EIO if the hand-over ends. */
+static int adopt_slots(int in, struct session *s, uint32_t nslots)
+{
+	uint32_t cap = 16;
+
+	while (cap < nslots)
+		cap *= 2;
+	s->slots = calloc(cap, sizeof(*s->slots));
+	if (!s->slots)
+		return skip_slots(in, nslots) ? -ENOMEM : -EIO;
+	s->nslots = nslots;
+	for (uint32_t i = 0; i < nslots; i++) {
+		struct handle_slot *sl = &s->slots[i];
+		struct handover_slot r;
+
+		if (!session_handover_get(in, &r, sizeof(r)))
+			return -EIO;
+		sl->gen = r.gen;
+		sl->kind = (enum handle_kind)r.kind;
+		if (r.kind == HANDLE_STAGING) {
+			struct staging *st;
+
+			if (adopt_staging(s, &r, &st) < 0) {
+				close(r.fd);
+				sl->kind = HANDLE_LOST; /* could not map it again: say so */
+			} else {
+				st->handle = ((uint64_t)r.gen << 32) | (i + 1);
+				sl->obj = st;
+			}
+		}
+		if (sl->kind == HANDLE_FREE) {
+			sl->next_free = s->free_slot;
+			s->free_slot = i + 1;
+		} else {
+			s->nhandles++;
+		}
+	}
+	return 0;
+}
+
+/* A session that could not be taken over: told so under tag 0, then closed once that is
+ * written; its requests fail with the connection (every tag is answered). */
+static void adopt_failed(struct session *s, int err)
+{
+	char msg[160];
+
+	log_about(LOG_LVL_ERR, "reset", SESSION_WHO(s),
+		"client %" PRIu64 " (pid %u) could not be taken over by the restart in place: "
+		"%s; closing it",
+		s->ident.id, s->ident.pid, strerror(-err));
+	snprintf(msg, sizeof(msg),
+		"sseqd restarted in place after a device reset and could not take this "
+		"session over (%s): reconnect",
+		strerror(-err));
+	s->closing = true;
+	out_reply(s, 0, SSEQ__STATUS__STATUS_DEVICE_ERROR, msg);
+	out_mark_dirty(s);
+}
+
+/* One session's record: 0 when it is taken over; -ENOMEM (or another error) when it is
+ * not but its record was read to its end, so the next one can be; -EIO when the
+ * hand-over ends within it. */
+int session_handover_adopt(int in, struct server *srv)
+{
+	const uint64_t now = server_loop_ns(srv);
+	struct handover_session rs;
+	struct session *s;
+	uint8_t *bytes = NULL;
+	int r;
+
+	if (!session_handover_get(in, &rs, sizeof(rs)))
+		return -EIO;
+	close_on_exec(rs.fd);
+	for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++)
+		close_on_exec(rs.fds[i]);
+	s = conn_accept(srv, rs.fd);
+	if (!s) {
+		/* No session to say it in: the connection closes, as do its memfds. */
+		log_err("reset",
+			"client %" PRIu64 " (pid %u) could not be taken over by the restart in "
+			"place: out of memory; closing it",
+			rs.id, rs.pid);
+		close(rs.fd);
+		for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++)
+			close(rs.fds[i]);
+		return skip_slots(in, rs.nslots) && skip(in, rs.in_len) && skip(in, rs.out_len)
+			? -ENOMEM
+			: -EIO;
+	}
+	s->ident.id = rs.id;
+	s->ident.pid = rs.pid;
+	s->ident.uid = rs.uid;
+	s->hello = rs.hello != 0;
+	/* Its Hello deadline runs on from when the first process accepted it. */
+	s->accepted_ns = now > rs.hello_age_ns ? now - rs.hello_age_ns : 0;
+	s->closing = rs.closing != 0;
+	s->work.isolated = rs.isolated != 0;
+	s->pause.batch_resume = rs.batch_resume;
+	memcpy(s->ident.name, rs.name, sizeof(s->ident.name));
+	memcpy(s->ident.worker, rs.worker, sizeof(s->ident.worker));
+	s->nlanes = rs.nlanes <= SESSION_MAX_LANES ? rs.nlanes : SESSION_MAX_LANES;
+	memcpy(s->lanes, rs.lanes, sizeof(s->lanes));
+	if (rs.following && !s->closing) {
+		s->follow.following = true;
+		s->follow.tag = rs.follow_tag;
+		s->follow.dropped = rs.follow_dropped;
+		srv->nfollowing++;
+	}
+	for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++)
+		s->fds[s->nfds++] = rs.fds[i];
+	r = adopt_slots(in, s, rs.nslots);
+	/* Its unread input is taken only with the rest: a session closed runs none of it. */
+	if (r == 0 && rs.in_len) {
+		if (!(bytes = malloc(rs.in_len)))
+			r = skip(in, rs.in_len) ? -ENOMEM : -EIO;
+		else if (!session_handover_get(in, bytes, rs.in_len))
+			r = -EIO;
+	} else if (r == -ENOMEM && !skip(in, rs.in_len)) {
+		r = -EIO;
+	}
+	if (r == 0 && rs.out_len) {
+		/* Before anything the new process answers: the client reads them in order. */
+		if (!(s->out = malloc(rs.out_len))) {
+			r = skip(in, rs.out_len) ? -ENOMEM : -EIO;
+		} else {
+			s->out_cap = rs.out_len;
+			if (!session_handover_get(in, s->out, rs.out_len))
+				r = -EIO;
+			else
+				s->out_len = rs.out_len;
+		}
+	} else if (r == -ENOMEM && !skip(in, rs.out_len)) {
+		r = -EIO;
+	}
+	if (r < 0) {
+		free(bytes);
+		adopt_failed(s, r);
+		return r;
+	}
+	if (bytes) {
+		conn_input_adopt(s, bytes, rs.in_len);
+		pause_resume(srv, s); /* its buffered frames run at the first turn */
+	}
+	if (s->out_len || s->closing)
+		out_mark_dirty(s); /* written, or closed, at the first turn */
+	return 0;
+}
