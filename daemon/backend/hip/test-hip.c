@@ -692,10 +692,10 @@ static unsigned long threads_sleeps(const char *prefix)
 	return total;
 }
 
-/* A lone request after a pause (a test's download, a client's one copy) is enqueued on
- * the thread that submits it, not by waking the stream's sleeping submit thread: that
- * wake-up costs the client more than the enqueue call itself. The ops still run in order
- * and complete (their sum checks it). */
+/* With --submit-idle inline, a lone request after a pause (a test's download, a client's
+ * one copy) is enqueued on the thread that submits it, not by waking the stream's
+ * sleeping submit thread: that wake-up costs the client more than the enqueue call
+ * itself. The ops still run in order and complete (their sum checks it). */
 START_TEST(test_a_lone_launch_does_not_wake_a_sleeping_submit_thread)
 {
 	struct seq_config scfg = {0};
