@@ -586,10 +586,11 @@ START_TEST(test_completion_by_the_watcher)
 }
 END_TEST
 
-/* The CPU time so far of this process's threads whose name starts with `prefix` (the
- * backend names its own: sseq-done, sseq-submit/N), in ns from schedstat, and how many
- * there are. */
-static uint64_t threads_cpu_ns(const char *prefix, unsigned *count)
+/* Opens /proc/self/task/TID/`file` for each of this process's threads whose name starts
+ * with `prefix` (the backend names its own: sseq-done, sseq-submit/N) and sums what
+ * `value` reads from it; *count (may be NULL) gets how many there are. */
+static uint64_t threads_sum(
+	const char *prefix, const char *file, uint64_t (*value)(FILE *f), unsigned *count)
 {
 	char path[300], buf[128];
 	uint64_t total = 0;
@@ -597,10 +598,10 @@ static uint64_t threads_cpu_ns(const char *prefix, unsigned *count)
 	struct dirent *e;
 
 	ck_assert_ptr_nonnull(d);
-	*count = 0;
+	if (count)
+		*count = 0;
 	while ((e = readdir(d))) {
 		FILE *f;
-		unsigned long long ns = 0;
 
 		if (e->d_name[0] == '.')
 			continue;
@@ -612,16 +613,30 @@ static uint64_t threads_cpu_ns(const char *prefix, unsigned *count)
 		fclose(f);
 		if (strncmp(buf, prefix, strlen(prefix)) != 0)
 			continue;
-		(*count)++;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", e->d_name);
+		if (count)
+			(*count)++;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/%s", e->d_name, file);
 		if ((f = fopen(path, "r"))) {
-			if (fscanf(f, "%llu", &ns) == 1)
-				total += ns;
+			total += value(f);
 			fclose(f);
 		}
 	}
 	closedir(d);
 	return total;
+}
+
+/* schedstat's first field: the thread's CPU time so far, in ns. */
+static uint64_t schedstat_cpu_ns(FILE *f)
+{
+	unsigned long long ns = 0;
+
+	return fscanf(f, "%llu", &ns) == 1 ? ns : 0;
+}
+
+/* The CPU time so far of this process's threads named `prefix`, and how many there are. */
+static uint64_t threads_cpu_ns(const char *prefix, unsigned *count)
+{
+	return threads_sum(prefix, "schedstat", schedstat_cpu_ns, count);
 }
 
 /* Waiting holds no core: while one kernel runs for 300 ms, the backend's own threads use
@@ -657,39 +672,23 @@ START_TEST(test_waiting_for_a_long_kernel_holds_no_core)
 }
 END_TEST
 
-/* The voluntary context switches so far of this process's threads named `prefix`: each
- * is a sleep, so each wake-up of a sleeping thread counts one. */
+/* status's voluntary context switches: each is a sleep, so each wake-up of a sleeping
+ * thread counts one. */
+static uint64_t status_sleeps(FILE *f)
+{
+	char buf[256];
+	unsigned long n;
+
+	while (fgets(buf, sizeof(buf), f))
+		if (sscanf(buf, "voluntary_ctxt_switches: %lu", &n) == 1)
+			return n;
+	return 0;
+}
+
+/* The sleeps so far of this process's threads named `prefix`. */
 static unsigned long threads_sleeps(const char *prefix)
 {
-	char path[300], buf[256];
-	unsigned long total = 0, n;
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-
-	ck_assert_ptr_nonnull(d);
-	while ((e = readdir(d))) {
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-		if (!(f = fopen(path, "r")))
-			continue;
-		if (!fgets(buf, sizeof(buf), f))
-			buf[0] = '\0';
-		fclose(f);
-		if (strncmp(buf, prefix, strlen(prefix)) != 0)
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
-		if (!(f = fopen(path, "r")))
-			continue;
-		while (fgets(buf, sizeof(buf), f))
-			if (sscanf(buf, "voluntary_ctxt_switches: %lu", &n) == 1)
-				total += n;
-		fclose(f);
-	}
-	closedir(d);
-	return total;
+	return (unsigned long)threads_sum(prefix, "status", status_sleeps, NULL);
 }
 
 /* With --submit-idle inline, a lone request after a pause (a test's download, a client's
