@@ -282,15 +282,21 @@ static void staging_wait_unlink(struct server *srv, struct staging *st)
 	st->wait_next = NULL;
 }
 
+/* The waiting StagingRegister of st answered, and st off the list. */
+static void staging_wait_answer(struct server *srv, struct staging *st)
+{
+	staging_wait_unlink(srv, st);
+	out_reply_full(
+		st->owner, st->wait_tag, SSEQ__STATUS__STATUS_OK, "", st->handle, NULL, NULL);
+}
+
 void staging_waits_answer(struct server *srv, bool all)
 {
 	for (struct staging *st = srv->pin_waits, *next; st; st = next) {
 		next = st->wait_next;
 		if (!all && !backend_staging_ready(&srv->backend, st->addr))
 			continue;
-		staging_wait_unlink(srv, st);
-		out_reply_full(st->owner, st->wait_tag, SSEQ__STATUS__STATUS_OK, "", st->handle,
-			NULL, NULL);
+		staging_wait_answer(srv, st);
 	}
 }
 
@@ -303,11 +309,8 @@ int staging_req_unregister(struct session *s, const Sseq__Request *rq)
 		return outcome_unknown_handle(s, h, "staging");
 	/* Its registration still waits for the pin (the client guessed the handle): it is
 	 * answered first, in order. */
-	if (st->waiting) {
-		staging_wait_unlink(session_server(s), st);
-		out_reply_full(
-			s, st->wait_tag, SSEQ__STATUS__STATUS_OK, "", st->handle, NULL, NULL);
-	}
+	if (st->waiting)
+		staging_wait_answer(session_server(s), st);
 	handles_drop(s, h);
 	/* Copies in flight keep it mapped, and counted, until the last completes. */
 	staging_unref(session_server(s), st);
