@@ -14,6 +14,7 @@
 #   one       one configuration from LABEL P BIN CPUS DENV CENV OPTS (the daemon's env,
 #             the clients' env, sseqd's options)
 #   stacks    cuda-gdb's backtraces of every daemon thread under 16 clients
+#   profile   the loop thread's stacks, sampled (bench/prof-preload.c), at 1, 8, 16 clients
 #   compare   the build as it is ($LABEL): 1, 8, 16, 64 clients, then 1 and 16 on 4
 #             cores; $ATTRIB adds 16 clients with the old completion threads, and with
 #             spinning whatever the load
@@ -36,6 +37,8 @@ native=$B/bench/bench-roundtrip-native
 preload=$B/bench/sched-preload.so
 [ -x "$native" ] || nvcc -O2 -arch=sm_90 -I"$here" -o "$native" "$here/roundtrip-native.cu"
 [ -f "$preload" ] || cc -O2 -shared -fPIC -o "$preload" "$here/sched-preload.c" -ldl
+prof=$B/bench/prof-preload.so
+[ -f "$prof" ] || cc -O2 -shared -fPIC -o "$prof" "$here/prof-preload.c" -lrt
 cpus_all="0-$(($(nproc) - 1))"
 
 rounds_for() { [ -n "${ROUNDS:-}" ] && { echo "$ROUNDS"; return; }; case $1 in 1) echo 2000 ;; 8) echo 500 ;; 16) echo 300 ;; *) echo 100 ;; esac; }
@@ -226,6 +229,17 @@ for section in $sections; do
 			config "${LABEL:-build}-inline" 64 "$sseqd" "$cpus_all" "SSEQ_HIP_SUBMIT_IDLE=inline" "" --
 			config "${LABEL:-build}-inline" 1 "$sseqd" "$cpus_all" "SSEQ_HIP_SUBMIT_IDLE=inline" "" --
 		fi
+		;;
+	profile)
+		# Where the loop thread's CPU time goes (bench/prof-preload.c samples its
+		# stacks; bench/prof-report.py names them against this build): 1, 8 and 16
+		# clients ($PROF_PS), more rounds than the table for enough samples.
+		for p in ${PROF_PS:-1 8 16}; do
+			ROUNDS=${ROUNDS:-$((10000 / p > 1000 ? 10000 / p : 1000))} config "${LABEL:-build}-prof" "$p" "$sseqd" "$cpus_all" \
+				"LD_PRELOAD=$PWD/$prof SSEQ_PROF_OUT=$O/prof-$p.txt SSEQ_PROF_US=${PROF_US:-50}" "" -- ${OPTS:-}
+			${PYTHON:-python3} "$here/prof-report.py" "$O/prof-$p.txt" "$B" 30 >"$O/prof-report-$p.txt" 2>&1
+			say "clients=$p $(grep -m1 'stacks=' "$O/prof-report-$p.txt") top: $(grep -m4 ' self ' "$O/prof-report-$p.txt" | cut -d' ' -f3- | tr -s ' ' | paste -sd';')"
+		done
 		;;
 	one)
 		# One configuration from the environment: LABEL P BIN CPUS DENV CENV OPTS.

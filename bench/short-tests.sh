@@ -45,6 +45,12 @@ run_pytest() { # label cpus n file [-p plugin]
 		"$(sort -g "$SHORT_DURATIONS" 2>/dev/null | awk '{a[NR]=$1} END {if (NR) printf "%.3f", 1000 * a[int((NR+1)/2)]; else print "nan"}')" \
 		"$(sort -g "$SHORT_DURATIONS" 2>/dev/null | tail -1 | awk '{printf "%.3f", 1000 * $1}')" \
 		"$(awk "BEGIN {print $(date +%s.%N) - $t0}")"
+	# Each worker's first test apart from the rest: a cost paid once per worker (its
+	# connection, its staging arena) shows in the first, a cost of sharing in the rest.
+	awk '$3 == 1 {f += $1; nf++} $3 > 1 {r += $1; nr++}
+		END {printf " first_mean_ms=%s rest_mean_ms=%s\n", nf ? sprintf("%.3f", 1000 * f / nf) : "nan",
+			nr ? sprintf("%.3f", 1000 * r / nr) : "nan"}' "$SHORT_DURATIONS" 2>/dev/null || echo
+	cp "$SHORT_DURATIONS" "$O/durations-$label-$kind-n$n.txt" 2>/dev/null
 }
 
 start_sseqd() { # cpus
