@@ -84,7 +84,8 @@ __attribute__((destructor)) static void prof_stop(void)
 	f = fopen(out, "w");
 	if (!f)
 		return;
-	fprintf(f, "# samples=%u period_us=%s\n", prof_n, getenv("SSEQ_PROF_US") ? getenv("SSEQ_PROF_US") : "50");
+	fprintf(f, "# samples=%u period_us=%s\n", prof_n,
+		getenv("SSEQ_PROF_US") ? getenv("SSEQ_PROF_US") : "50");
 	for (unsigned i = 0; i < prof_n; i++) {
 		/* Frame 0 is the handler, frame 1 the signal trampoline. */
 		for (int k = 2; k < prof_ring[i].n; k++) {
@@ -96,10 +97,11 @@ __attribute__((destructor)) static void prof_stop(void)
 			if (k > 2)
 				off -= 1;
 			if (dladdr((void *)off, &di) && di.dli_fname) {
-				obj = strrchr(di.dli_fname, '/') ? strrchr(di.dli_fname, '/') + 1 : di.dli_fname;
+				obj = strrchr(di.dli_fname, '/') ? strrchr(di.dli_fname, '/') + 1
+								 : di.dli_fname;
 				off -= (unsigned long)di.dli_fbase;
-				fprintf(f, "%s%s+0x%lx%s%s", k > 2 ? " " : "", obj, off, di.dli_sname ? ":" : "",
-					di.dli_sname ? di.dli_sname : "");
+				fprintf(f, "%s%s+0x%lx%s%s", k > 2 ? " " : "", obj, off,
+					di.dli_sname ? ":" : "", di.dli_sname ? di.dli_sname : "");
 			} else
 				fprintf(f, "%s?+0x%lx", k > 2 ? " " : "", off);
 		}

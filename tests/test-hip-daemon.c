@@ -830,7 +830,8 @@ static void *prepare_thread(void *arg)
  * (so the fake only). */
 START_TEST(test_daemon_prepare_staging_answers_once_pinned)
 {
-	const char *argv[] = {"--log-level", "warning", NULL};
+	/* Without the small-copy pool, which would leave the arena unpinned. */
+	const char *argv[] = {"--log-level", "warning", "--small-copy-pool", "0", NULL};
 	struct prepare_arg p = {.result = 1};
 	char gate[64];
 	struct hipd d;
@@ -874,6 +875,68 @@ START_TEST(test_daemon_prepare_staging_answers_once_pinned)
 }
 END_TEST
 
+/* With the small-copy pool (sseqd's default), a worker's arena needs no pin: its
+ * registration is answered at once and its short copies go through the pool, while any
+ * pin would wait for a gate that is shut (and the fake fails a copy from memory not
+ * pinned). Pinning stalls the GPU's other work: a pytest worker's first test paid for it
+ * and held up the others' tests. A copy longer than a slot pins the arena then. Fake only
+ * (its gate). */
+START_TEST(test_daemon_short_copies_need_no_pin)
+{
+	enum { N = 256, LONG = 256 << 10 };
+	const char *argv[] = {"--log-level", "warning", NULL};
+	struct prepare_arg p = {.result = 1};
+	char gate[64];
+	struct hipd d;
+	pthread_t t;
+	uint64_t buf;
+	float back[N];
+	unsigned char *in, *out;
+
+	snprintf(gate, sizeof(gate), "/tmp/sseq-pool-gate.%d", (int)getpid());
+	close(open(gate, O_CREAT | O_WRONLY, 0600)); /* open while sseqd pins its pool */
+	setenv("SSEQ_FAKE_PIN_GATE", gate, 1);
+	hipd_start(&d, argv);
+	unsetenv("SSEQ_FAKE_PIN_GATE");
+	unlink(gate); /* shut: a pin from now on waits */
+	p.s = hipd_connect(&d, 1 << 20);
+	ck_assert_int_eq(pthread_create(&t, NULL, prepare_thread, &p), 0);
+	for (int i = 0; i < 300 && atomic_load(&p.result) == 1; i++)
+		usleep(10000);
+	ck_assert_msg(atomic_load(&p.result) == 0, "sseq_prepare_staging waited for a pin");
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	for (int round = 0; round < 20; round++) {
+		ck_assert_int_eq(sseq_alloc(p.s, N * 4, "short", &buf), 0);
+		ck_assert_int_eq(sseq_execute(p.s, "fill",
+					 (struct sseq_arg[]){SSEQ_OUT(buf), SSEQ_F32((float)round),
+						 SSEQ_U64(N)},
+					 3, NULL, NULL),
+			0);
+		ck_assert_int_eq(sseq_copy_d2h(p.s, buf, 0, back, N * 4, NULL), 0);
+		ck_assert_msg(sseq_sync(p.s) == 0, "%s", sseq_last_error_message(p.s));
+		for (int i = 0; i < N; i++)
+			ck_assert_msg(
+				back[i] == (float)round, "round %d [%d] %g", round, i, back[i]);
+		ck_assert_int_eq(sseq_free(p.s, buf), 0);
+	}
+	/* A long copy through the arena pins it: the gate opens for that. */
+	close(open(gate, O_CREAT | O_WRONLY, 0600));
+	ck_assert_int_eq(sseq_host_alloc(p.s, LONG, (void **)&in), 0);
+	ck_assert_int_eq(sseq_host_alloc(p.s, LONG, (void **)&out), 0);
+	for (int i = 0; i < LONG; i++)
+		in[i] = (unsigned char)(i * 13 + 1);
+	ck_assert_int_eq(sseq_alloc(p.s, LONG, "long", &buf), 0);
+	ck_assert_int_eq(sseq_copy_h2d(p.s, buf, 0, in, LONG, NULL), 0);
+	ck_assert_int_eq(sseq_copy_d2h(p.s, buf, 0, out, LONG, NULL), 0);
+	ck_assert_msg(sseq_sync(p.s) == 0, "%s", sseq_last_error_message(p.s));
+	ck_assert_int_eq(memcmp(in, out, LONG), 0);
+	ck_assert_int_eq(sseq_free(p.s, buf), 0);
+	sseq_close(p.s);
+	unlink(gate);
+	hipd_stop(&d);
+}
+END_TEST
+
 static Suite *hip_daemon_suite(void)
 {
 	Suite *s = suite_create("hip-daemon");
@@ -893,6 +956,8 @@ static Suite *hip_daemon_suite(void)
 		tcase_add_test(daemon, test_daemon_cooperative_and_cluster_launches);
 	if (hip_harness_fake_cuda())
 		tcase_add_test(daemon, test_daemon_prepare_staging_answers_once_pinned);
+	if (hip_harness_fake_cuda())
+		tcase_add_test(daemon, test_daemon_short_copies_need_no_pin);
 	suite_add_tcase(s, daemon);
 	return s;
 }

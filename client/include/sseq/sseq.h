@@ -236,8 +236,9 @@ int sseq_slice(struct sseq *s, uint64_t buf, uint64_t offset, uint64_t length, c
 int sseq_host_alloc(struct sseq *s, uint64_t size, void **ptr);
 
 /* Create and register the first staging arena now if there is none, and return once the
- * daemon pinned it, so that the first copy pays neither (protocol 1.7; an older daemon
- * answers at once). 0 at once when the arena exists. */
+ * daemon has it ready (pinned, where the daemon pins arenas as they register), so that
+ * the first copy pays neither (protocol 1.7; an older daemon answers at once). 0 at once
+ * when the arena exists. */
 int sseq_prepare_staging(struct sseq *s);
 
 /* Give back memory from sseq_host_alloc(). Copies still in flight from or to it keep

@@ -305,9 +305,10 @@ class Session:
         libsseq otherwise makes it inside the session's first upload, download or
         :meth:`host_array`: a memfd of ``connect(staging_size=)`` bytes (4 MiB by
         default) with its pages populated, then a round trip registering it (the daemon
-        maps it and, on a GPU, pins it, about 0.5 ms a MiB). That first call pays this
-        one-time setup. This returns once the daemon has pinned the arena
-        (``sseq_prepare_staging``), so no copy waits for it. The pytest plugin calls
+        maps it). That first call pays this one-time setup. This returns once the
+        daemon has the arena ready (``sseq_prepare_staging``; pinned, where the daemon
+        pins arenas as they register: ``sseqd --small-copy-pool 0``), so no copy waits
+        for it. The pytest plugin calls
         this when a worker connects.
 
         Idempotent and cheap: once the arena exists (after this, :meth:`host_array` or

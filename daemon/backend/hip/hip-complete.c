@@ -69,10 +69,13 @@ static void hip_completer_idle(struct hip_stream *st)
 }
 
 /* With st->mu held, *x reached with `status`: the later events already complete come
- * along (*x becomes the newest of them), and all those taken count as reported. */
-static void hip_completer_take(struct hip_stream *st, struct hip_event_ent *x, int status)
+ * along (*x becomes the newest of them), and all those taken count as reported. Their
+ * small-copy pool slots, one list: the caller finishes them. */
+static int32_t hip_completer_take(struct hip_stream *st, struct hip_event_ent *x, int status)
 {
+	struct hip *h = st->h;
 	size_t taken = 1;
+	int32_t list = 0;
 
 	while (status == 0 && st->nreported + taken < st->nsubmitted) {
 		struct hip_event_ent next = *hip__ring_at(st, st->nreported + taken);
@@ -88,7 +91,20 @@ static void hip_completer_take(struct hip_stream *st, struct hip_event_ent *x, i
 		taken++;
 		pthread_mutex_lock(&st->mu);
 	}
+	for (size_t i = 0; i < taken; i++) {
+		struct hip_event_ent *t = hip__ring_at(st, st->nreported + i);
+		int32_t last = t->pool;
+
+		if (!last)
+			continue;
+		while (h->pool_slots[last - 1].next)
+			last = h->pool_slots[last - 1].next;
+		h->pool_slots[last - 1].next = list;
+		list = t->pool;
+		t->pool = 0;
+	}
 	st->nreported += taken;
+	return list;
 }
 
 /* A device fault: this point and, through the core, all that depends on it fail with it
@@ -112,10 +128,13 @@ static void hip_completer_report(
 	struct hip *h, struct hip_stream *st, struct hip_event_ent x, hipError_t e)
 {
 	const int status = e == hipSuccess ? x.status : hip__errno(e);
+	int32_t pool;
 
 	pthread_mutex_lock(&st->mu);
-	hip_completer_take(st, &x, status);
+	pool = hip_completer_take(st, &x, status);
 	pthread_mutex_unlock(&st->mu);
+	if (pool)
+		hip__pool_finish(h, pool);
 	if (e != hipSuccess)
 		hip_completer_fault(h, st, x.seq, e, status);
 	cq_push(h->cq, (struct seq_point){st->index, x.seq}, status);

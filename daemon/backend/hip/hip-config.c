@@ -9,11 +9,13 @@
 
 #include "hip.h"
 
-/* sseqd's defaults, where they differ from a zero config: 16 submit threads. The
+/* sseqd's defaults, where they differ from a zero config: 16 submit threads, a 16 MiB
+ * small-copy pool (256 copies of up to 64 KiB in flight before one waits for a pin). The
  * timeline stays as the daemon observed it: from the GPU's timestamps it costs two more
  * timing events per launch. */
 static const struct hip_config hip_config_default = {
 	.submit_threads = 16,
+	.small_copy_pool_mib = 16,
 	.device_timeline = false,
 };
 
@@ -36,6 +38,15 @@ static const struct option_row hip_options[] = {
 			"or make the call on the thread that reads requests, which spares a lone "
 			"request the wake-up but costs that thread the call under load (hip; "
 			"default {default})"},
+	{.name = "small-copy-pool",
+		.arg = "MIB",
+		.kind = OPTION_UINT,
+		.offset = offsetof(struct hip_config, small_copy_pool_mib),
+		.max = 4096,
+		.help = "pinned memory of the daemon's own through which copies of up to 64 KiB "
+			"go, so that a staging arena is pinned only at its first larger copy: "
+			"pinning stalls the GPU's other work (hip; default {default}; 0: pin "
+			"every arena when it registers)"},
 	{.name = "audit",
 		.kind = OPTION_FLAG,
 		.offset = offsetof(struct hip_config, audit),

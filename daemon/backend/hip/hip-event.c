@@ -116,7 +116,12 @@ int hip__record(void *ctx, struct seq_point at)
 		st->cap = cap;
 		st->head = 0;
 	}
-	*hip__ring_at(st, st->count) = (struct hip_event_ent){at.seq, ev, ++ev->issued, 0, false};
+	*hip__ring_at(st, st->count) = (struct hip_event_ent){
+		.seq = at.seq,
+		.ev = ev,
+		.serial = ++ev->issued,
+		.pool = hip__pool_cut(h, st, at.seq),
+	};
 	st->count++;
 	st->recorded = at.seq;
 	pthread_mutex_unlock(&st->mu);

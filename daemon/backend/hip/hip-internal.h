@@ -90,6 +90,24 @@ struct hip_event_ent {
 	 * whether the record itself failed (nothing to wait for on the event). */
 	int status;
 	bool unrecorded;
+	/* The small-copy pool's slots used by copies up to this point (after the previous
+	 * record): a list through hip_pool_slot.next, 0 for none. Whoever reports the event
+	 * finishes them (hip__pool_finish) before the core hears of it. */
+	int32_t pool;
+};
+
+/* The small-copy pool (hip-mem.c): pinned memory of the daemon's own in slots of
+ * HIP_POOL_SLOT bytes. A copy of up to a slot goes through one: an H2D's bytes are copied
+ * into it where the copy is enqueued, a D2H's out of it once its event is reported, and
+ * the slot is free again then. So no client arena needs pinning for small copies, and
+ * pinning (hipHostRegister) stalls the device's other work for milliseconds. */
+#define HIP_POOL_SLOT (64u << 10)
+
+struct hip_pool_slot {
+	void *out; /* D2H: where the bytes go once the copy is complete; NULL: an H2D */
+	uint64_t len;
+	uint64_t seq; /* the copy's point on its stream */
+	int32_t next;
 };
 
 /* Audit: the timestamps around one launched point. Its stream's table holds one reference
@@ -180,6 +198,10 @@ struct hip_cmd {
 			const void *src;
 			uint64_t len;
 			uint64_t scratch; /* overlapping D2D: through this block */
+			/* Through a small-copy pool slot (an H2D's src, a D2H's dst); an H2D's
+			 * bytes are copied from pool_in into the slot just before the enqueue. */
+			bool pooled;
+			const void *pool_in;
 		} copy;
 		struct {
 			hipFunction_t f;
@@ -234,6 +256,9 @@ struct hip_stream {
 	uint64_t scratch; /* for overlapping D2D copies (D2D streams) */
 	uint64_t scratch_size;
 	struct hip_deferred *deferred;
+	/* Small-copy pool slots launched since the last record, oldest first (0: none):
+	 * the next record takes those up to its point (hip_pool_slot.next links them). */
+	int32_t pool_head, pool_tail;
 	/* Audit (loop thread only): the launched, unretired points' timestamps, a ring
 	 * [ahead, ahead + acount) whose first entry is point afirst. An entry is NULL when the
 	 * timestamps could not be recorded. */
@@ -304,12 +329,29 @@ struct hip {
 	struct hip_staging {
 		void *addr;
 		size_t size;
-		enum { HIP_PIN_PENDING, HIP_PIN_BUSY, HIP_PIN_DONE, HIP_PIN_FAILED } state;
+		/* LAZY: registered while a small-copy pool serves the small copies; pinned
+		 * (PENDING) when a larger copy first goes through it. */
+		enum {
+			HIP_PIN_LAZY,
+			HIP_PIN_PENDING,
+			HIP_PIN_BUSY,
+			HIP_PIN_DONE,
+			HIP_PIN_FAILED
+		} state;
 	} * staging;
 	size_t nstaging, capstaging;
 	pthread_mutex_t staging_mu;
 	pthread_cond_t staging_cond;
-	_Atomic unsigned pins_pending;
+	_Atomic unsigned pins_pending, pins_lazy;
+	/* The small-copy pool: slots, their records, the free ones (a stack under pool_mu:
+	 * the loop thread takes, whoever reports an event gives back). NULL: no pool. */
+	char *pool;
+	size_t pool_bytes;
+	struct hip_pool_slot *pool_slots; /* [slot - 1] */
+	int32_t *pool_free;
+	unsigned pool_nslots, pool_nfree;
+	pthread_mutex_t pool_mu;
+	_Atomic uint64_t pool_copies; /* copies that went through the pool */
 	pthread_t pinner;
 	bool pinner_started, pin_stop;
 	/* Cached blocks handed back to the device off the loop thread (hipFree syncs). */
@@ -383,6 +425,20 @@ void hip__pinner_stop(struct hip *h);
 /* Before a copy through host memory p: wait until the staging range holding it, if any,
  * is no longer being pinned. On the thread that enqueues the copy. */
 void hip__staging_wait(struct hip *h, const void *p);
+/* The small-copy pool (bring-up, teardown); a slot for a copy of len bytes (slots count
+ * from 1; 0: none: too long, no pool, or every slot busy), given back unused, appended to
+ * st's list for its next record; the slots of a reported event's list finished. */
+int hip__pool_start(struct hip *h);
+void hip__pool_stop(struct hip *h);
+int32_t hip__pool_take(struct hip *h, uint64_t len);
+void hip__pool_put(struct hip *h, int32_t slot);
+void hip__pool_append(struct hip *h, struct hip_stream *st, int32_t slot, uint64_t seq);
+int32_t hip__pool_cut(struct hip *h, struct hip_stream *st, uint64_t through);
+void hip__pool_finish(struct hip *h, int32_t list);
+static inline void *hip__pool_addr(const struct hip *h, int32_t slot)
+{
+	return h->pool + (size_t)(slot - 1) * HIP_POOL_SLOT;
+}
 /* After a reset: every range pinned again, by the pin thread. */
 void hip__staging_repin(struct hip *h);
 void hip__reaper_stop(struct hip *h);

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 
 #include "hip-internal.h"
@@ -304,6 +306,144 @@ void hip__mem_finish(struct hip *h)
 	free(h->hash);
 }
 
+/* ---- the small-copy pool ---- */
+
+/* Pinned at bring-up, before any client: one hipHostRegister for the daemon's life (and
+ * one again after a reset). Without it (no memory, no pin) every copy goes through the
+ * client's arena, pinned as before. */
+int hip__pool_start(struct hip *h)
+{
+	const size_t bytes = (size_t)h->cfg.small_copy_pool_mib << 20;
+	const unsigned n = (unsigned)(bytes / HIP_POOL_SLOT);
+	hipError_t e;
+	void *p;
+
+	if (!n)
+		return 0;
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+		-1, 0);
+	h->pool_slots = calloc(n, sizeof(*h->pool_slots));
+	h->pool_free = calloc(n, sizeof(*h->pool_free));
+	if (p == MAP_FAILED || !h->pool_slots || !h->pool_free) {
+		log_warn("hip",
+			"no small-copy pool (%zu bytes): out of memory; every staging "
+			"arena is pinned as it registers",
+			bytes);
+		goto none;
+	}
+	e = hipHostRegister(p, bytes, hipHostRegisterDefault);
+	if (e != hipSuccess) {
+		log_warn("hip",
+			"no small-copy pool: hipHostRegister(%zu bytes): %s (%s); every staging "
+			"arena is pinned as it registers",
+			bytes, hipGetErrorName(e), hipGetErrorString(e));
+		goto none;
+	}
+	h->pool = p;
+	h->pool_bytes = bytes;
+	h->pool_nslots = h->pool_nfree = n;
+	for (unsigned i = 0; i < n; i++)
+		h->pool_free[i] = (int32_t)(n - i); /* slot 1 on top */
+	return 0;
+none:
+	if (p != MAP_FAILED)
+		munmap(p, bytes);
+	free(h->pool_slots);
+	free(h->pool_free);
+	h->pool_slots = NULL;
+	h->pool_free = NULL;
+	return 0;
+}
+
+/* At teardown, the device idle: whatever the lists still hold is dropped with them. */
+void hip__pool_stop(struct hip *h)
+{
+	if (h->pool) {
+		hipHostUnregister(h->pool); /* fails on a poisoned context: unmapped anyway */
+		munmap(h->pool, h->pool_bytes);
+	}
+	free(h->pool_slots);
+	free(h->pool_free);
+	h->pool = NULL;
+	h->pool_slots = NULL;
+	h->pool_free = NULL;
+	h->pool_nslots = h->pool_nfree = 0;
+}
+
+int32_t hip__pool_take(struct hip *h, uint64_t len)
+{
+	int32_t slot = 0;
+
+	if (!h->pool || !len || len > HIP_POOL_SLOT)
+		return 0;
+	pthread_mutex_lock(&h->pool_mu);
+	if (h->pool_nfree)
+		slot = h->pool_free[--h->pool_nfree];
+	pthread_mutex_unlock(&h->pool_mu);
+	if (slot) {
+		h->pool_slots[slot - 1] = (struct hip_pool_slot){0};
+		atomic_fetch_add_explicit(&h->pool_copies, 1, memory_order_relaxed);
+	}
+	return slot;
+}
+
+void hip__pool_put(struct hip *h, int32_t slot)
+{
+	pthread_mutex_lock(&h->pool_mu);
+	h->pool_free[h->pool_nfree++] = slot;
+	pthread_mutex_unlock(&h->pool_mu);
+}
+
+/* Loop thread: the slot of a copy launched at seq, for st's next record. */
+void hip__pool_append(struct hip *h, struct hip_stream *st, int32_t slot, uint64_t seq)
+{
+	h->pool_slots[slot - 1].seq = seq;
+	h->pool_slots[slot - 1].next = 0;
+	if (st->pool_tail)
+		h->pool_slots[st->pool_tail - 1].next = slot;
+	else
+		st->pool_head = slot;
+	st->pool_tail = slot;
+}
+
+/* Loop thread, at a record at `through`: st's slots of copies up to it, as a list. */
+int32_t hip__pool_cut(struct hip *h, struct hip_stream *st, uint64_t through)
+{
+	int32_t head = st->pool_head, last = 0, x = head;
+
+	while (x && h->pool_slots[x - 1].seq <= through) {
+		last = x;
+		x = h->pool_slots[x - 1].next;
+	}
+	if (!last)
+		return 0;
+	h->pool_slots[last - 1].next = 0;
+	st->pool_head = x;
+	if (!x)
+		st->pool_tail = 0;
+	return head;
+}
+
+/* The copies on the list are complete (their event was reached, or failed): each D2H's
+ * bytes go to the client's range, then the slots are free. Before the completion queue
+ * hears of the event, so a client never sees its copy complete before its bytes. */
+void hip__pool_finish(struct hip *h, int32_t list)
+{
+	int32_t x = list;
+
+	while (x) {
+		const struct hip_pool_slot *s = &h->pool_slots[x - 1];
+
+		if (s->out)
+			memcpy(s->out, hip__pool_addr(h, x), s->len);
+		x = s->next;
+	}
+	pthread_mutex_lock(&h->pool_mu);
+	for (x = list; x; x = h->pool_slots[x - 1].next)
+		h->pool_free[h->pool_nfree++] = x;
+	pthread_mutex_unlock(&h->pool_mu);
+}
+
 /* ---- staging: pinned off the loop ---- */
 
 /* Pinned pages let copies run at DMA speed and keep hipMemcpyAsync asynchronous (from
@@ -406,9 +546,16 @@ int hip__staging_register(void *ctx, void *addr, size_t size)
 		h->staging = v;
 		h->capstaging = cap;
 	}
-	h->staging[h->nstaging++] = (struct hip_staging){addr, size, HIP_PIN_PENDING};
-	atomic_fetch_add(&h->pins_pending, 1);
-	pthread_cond_broadcast(&h->staging_cond);
+	/* With the small-copy pool, nothing needs the pin yet: pinning stalls the device's
+	 * other work, so it waits for a copy too large for the pool. */
+	if (h->pool) {
+		h->staging[h->nstaging++] = (struct hip_staging){addr, size, HIP_PIN_LAZY};
+		atomic_fetch_add(&h->pins_lazy, 1);
+	} else {
+		h->staging[h->nstaging++] = (struct hip_staging){addr, size, HIP_PIN_PENDING};
+		atomic_fetch_add(&h->pins_pending, 1);
+		pthread_cond_broadcast(&h->staging_cond);
+	}
 	pthread_mutex_unlock(&h->staging_mu);
 	return 0;
 }
@@ -432,9 +579,18 @@ void hip__staging_wait(struct hip *h, const void *p)
 {
 	struct hip_staging *x;
 
-	if (!atomic_load_explicit(&h->pins_pending, memory_order_acquire))
+	if (!atomic_load_explicit(&h->pins_pending, memory_order_acquire) &&
+		!atomic_load_explicit(&h->pins_lazy, memory_order_acquire))
 		return;
 	pthread_mutex_lock(&h->staging_mu);
+	x = hip_staging_find(h, p);
+	if (x && x->state == HIP_PIN_LAZY) {
+		/* The range's first copy the pool does not take: pin it now. */
+		x->state = HIP_PIN_PENDING;
+		atomic_fetch_sub(&h->pins_lazy, 1);
+		atomic_fetch_add(&h->pins_pending, 1);
+		pthread_cond_broadcast(&h->staging_cond);
+	}
 	while ((x = hip_staging_find(h, p)) &&
 		(x->state == HIP_PIN_PENDING || x->state == HIP_PIN_BUSY))
 		pthread_cond_wait(&h->staging_cond, &h->staging_mu);
@@ -443,10 +599,17 @@ void hip__staging_wait(struct hip *h, const void *p)
 
 void hip__staging_repin(struct hip *h)
 {
+	unsigned lazy = 0;
+
 	pthread_mutex_lock(&h->staging_mu);
+	/* One never pinned stays so: it waits for its first large copy as before. */
 	for (size_t i = 0; i < h->nstaging; i++)
-		h->staging[i].state = HIP_PIN_PENDING;
-	atomic_store(&h->pins_pending, (unsigned)h->nstaging);
+		if (h->staging[i].state == HIP_PIN_LAZY)
+			lazy++;
+		else
+			h->staging[i].state = HIP_PIN_PENDING;
+	atomic_store(&h->pins_lazy, lazy);
+	atomic_store(&h->pins_pending, (unsigned)h->nstaging - lazy);
 	pthread_cond_broadcast(&h->staging_cond);
 	pthread_mutex_unlock(&h->staging_mu);
 }
@@ -468,6 +631,8 @@ void hip__staging_unregister(void *ctx, void *addr, size_t size)
 	}
 	if (x->state == HIP_PIN_PENDING)
 		atomic_fetch_sub(&h->pins_pending, 1); /* never pinned: nothing to undo */
+	else if (x->state == HIP_PIN_LAZY)
+		atomic_fetch_sub(&h->pins_lazy, 1);
 	pinned = x->state == HIP_PIN_DONE;
 	*x = h->staging[--h->nstaging];
 	pthread_mutex_unlock(&h->staging_mu);

@@ -277,12 +277,14 @@ static int hip_launch_prepare(struct hip *h, struct hip_stream *st, struct seq_p
 		c->copy.dst = (void *)(uintptr_t)(op->access[0].addr + p->dst_offset);
 		c->copy.src = p->host;
 		c->copy.len = p->length;
+		c->copy.pooled = false;
 		c->empty = !p->length;
 		return 0;
 	case SEQ_OP_D2H:
 		c->copy.dst = p->host;
 		c->copy.src = (void *)(uintptr_t)(op->access[0].addr + p->src_offset);
 		c->copy.len = p->length;
+		c->copy.pooled = false;
 		c->empty = !p->length;
 		return 0;
 	case SEQ_OP_D2D:
@@ -302,11 +304,35 @@ static int hip_launch_prepare(struct hip *h, struct hip_stream *st, struct seq_p
 	return -EINVAL;
 }
 
+/* A short H2D or D2H goes through a small-copy pool slot when one is free: the slot
+ * (0: none, the client's arena as it is). */
+static int32_t hip_launch_pool(struct hip *h, struct hip_cmd *c)
+{
+	int32_t slot;
+
+	if ((c->op != SEQ_OP_H2D && c->op != SEQ_OP_D2H) || c->empty)
+		return 0;
+	slot = hip__pool_take(h, c->copy.len);
+	if (!slot)
+		return 0;
+	c->copy.pooled = true;
+	if (c->op == SEQ_OP_H2D) {
+		c->copy.pool_in = c->copy.src;
+		c->copy.src = hip__pool_addr(h, slot);
+	} else {
+		h->pool_slots[slot - 1].out = c->copy.dst;
+		h->pool_slots[slot - 1].len = c->copy.len;
+		c->copy.dst = hip__pool_addr(h, slot);
+	}
+	return slot;
+}
+
 int hip__launch(void *ctx, struct seq_point at, const struct seq_op *op)
 {
 	struct hip *h = ctx;
 	struct hip_stream *st;
 	struct hip_cmd local, *c;
+	int32_t slot;
 	int r;
 
 	r = hip_op_check(h, at, op);
@@ -321,6 +347,7 @@ int hip__launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	r = hip_launch_prepare(h, st, at, op, c);
 	if (r < 0)
 		return r; /* the slot is not published: the next command takes it */
+	slot = hip_launch_pool(h, c);
 	if (hip__stamped(h)) {
 		c->audit = hip__audit_prepare(h, at, op);
 		c->checks = hip__audit_table(h, st, at, op, c->audit);
@@ -330,8 +357,12 @@ int hip__launch(void *ctx, struct seq_point at, const struct seq_op *op)
 		/* Inline only: not launched, the point is not used. */
 		if (hip__stamped(h))
 			hip__audit_unpush(h, st, at);
+		if (slot)
+			hip__pool_put(h, slot);
 		return r;
 	}
+	if (slot)
+		hip__pool_append(h, st, slot, at.seq);
 	st->launched = at.seq;
 	return 0;
 }
@@ -383,12 +414,16 @@ static int hip_submit_copy(struct hip_stream *st, const struct hip_cmd *c)
 
 	switch (c->op) {
 	case SEQ_OP_H2D:
-		hip__staging_wait(st->h, c->copy.src);
+		if (c->copy.pooled)
+			memcpy((void *)c->copy.src, c->copy.pool_in, c->copy.len);
+		else
+			hip__staging_wait(st->h, c->copy.src);
 		e = hipMemcpyAsync(
 			c->copy.dst, c->copy.src, c->copy.len, hipMemcpyHostToDevice, st->stream);
 		break;
 	case SEQ_OP_D2H:
-		hip__staging_wait(st->h, c->copy.dst);
+		if (!c->copy.pooled)
+			hip__staging_wait(st->h, c->copy.dst);
 		e = hipMemcpyAsync(
 			c->copy.dst, c->copy.src, c->copy.len, hipMemcpyDeviceToHost, st->stream);
 		break;

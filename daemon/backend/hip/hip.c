@@ -165,6 +165,8 @@ static void hip_teardown(struct hip *h)
 	hip__timeline_stop(h);
 	for (unsigned i = 0; i < h->nstreams; i++)
 		hip_stream_finish(h, &h->streams[i]);
+	hip__pool_stop(h);
+	pthread_mutex_destroy(&h->pool_mu);
 	for (unsigned i = 0; i < SEQ_MAX_STREAMS; i++) {
 		pthread_cond_destroy(&h->streams[i].cond);
 		pthread_mutex_destroy(&h->streams[i].mu);
@@ -439,6 +441,7 @@ static void hip_locks_init(struct hip *h)
 	pthread_cond_init(&h->watch_cond, NULL);
 	pthread_mutex_init(&h->staging_mu, NULL);
 	pthread_cond_init(&h->staging_cond, NULL);
+	pthread_mutex_init(&h->pool_mu, NULL);
 	for (unsigned i = 0; i < HIP_MAX_SUBMIT_THREADS; i++) {
 		pthread_mutex_init(&h->sub[i].mu, NULL);
 		pthread_cond_init(&h->sub[i].cond, NULL);
@@ -470,15 +473,18 @@ static int hip_streams_create(struct hip *h)
 
 static void hip_log_ready(const struct hip *h)
 {
-	char how[48];
+	char how[48], pool[64] = "";
 
 	if (h->nsubmitters)
 		snprintf(how, sizeof(how), "by %u submit thread%s", h->nsubmitters,
 			h->nsubmitters == 1 ? "" : "s");
 	else
 		snprintf(how, sizeof(how), "inline on the loop thread");
-	log_info("hip", "GPU %d: %s (%s), %u streams, enqueued %s, completion by %s%s%s", h->device,
-		h->name, h->arch, h->nstreams, how,
+	if (h->pool)
+		snprintf(pool, sizeof(pool), ", copies up to %u KiB through a %zu MiB pinned pool",
+			HIP_POOL_SLOT >> 10, h->pool_bytes >> 20);
+	log_info("hip", "GPU %d: %s (%s), %u streams%s, enqueued %s, completion by %s%s%s",
+		h->device, h->name, h->arch, h->nstreams, pool, how,
 		h->cfg.completion == HIP_COMPLETION_WATCH ? "one watcher thread"
 			: h->cfg.completion == HIP_COMPLETION_POLL
 			? "hipEventQuery polling per stream"
@@ -497,6 +503,8 @@ static int hip_bring_up(struct hip *h)
 
 	if (r == 0)
 		r = hip__kernels_load(h);
+	if (r == 0)
+		r = hip__pool_start(h);
 	if (r == 0)
 		r = hip_streams_create(h);
 	if (r == 0)

@@ -47,6 +47,12 @@ struct hip_config {
 	/* A command for a submit thread asleep with nothing queued: false, wake the thread;
 	 * true, make the call on the caller's (the loop's) thread (--submit-idle inline). */
 	bool submit_idle_inline;
+	/* The small-copy pool, in MiB (--small-copy-pool): pinned memory of the daemon's own,
+	 * in HIP_POOL_SLOT slots, through which every copy of up to a slot goes, so that a
+	 * client's staging arena is pinned only when a larger copy first goes through it
+	 * (pinning stalls the device's other work: BENCHMARKS.md). 0: no pool, and every
+	 * arena is pinned as it registers. */
+	unsigned small_copy_pool_mib;
 	/* Events carry timestamps (for profiling); off, they are cheaper to record. */
 	bool timing;
 	/* Audit (sseqd --audit): timing events around every launch, and a check on the GPU's

@@ -29,6 +29,7 @@
 
 #include "backend.h"
 #include "hip-harness.h"
+#include "hip-internal.h" /* the small-copy pool's counters */
 #include "hip.h"
 #include "kernels.h"
 #include "sequencer.h"
@@ -378,6 +379,74 @@ START_TEST(test_staging_pin_runs_off_the_loop)
 	pthread_join(opener, NULL);
 	ck_assert_int_eq(h_sync(), 0);
 	ck_assert_int_eq(memcmp(in, out, LEN), 0);
+	seq_buffer_free(H.seq, b);
+	backend_staging_unregister(&H.be, in, LEN);
+	backend_staging_unregister(&H.be, out, LEN);
+	h_teardown();
+	unsetenv("SSEQ_FAKE_PIN_GATE");
+	unlink(gate);
+	munmap(in, LEN);
+	munmap(out, LEN);
+}
+END_TEST
+
+/* With the small-copy pool, registering an arena pins nothing and short copies through it
+ * go through the pool's pinned slots (the fake fails a copy from memory not registered),
+ * while a pin would wait for a gate that stays shut: pinning stalls the device's other
+ * work, so a pytest worker's first test paid it and held up everyone else's. A copy too
+ * long for a slot pins the arena then, and moves the right bytes. Fake only (its gate). */
+START_TEST(test_small_copies_go_through_the_pool_without_pinning_the_arena)
+{
+	enum { LEN = 1 << 20, SMALL = 1000, LARGE = 256 << 10, N = 40 };
+	struct hip_config cfg = {.submit_threads = 2, .small_copy_pool_mib = 1};
+	struct seq_config scfg = {0};
+	char gate[64];
+	struct seq_buffer *b;
+	uint8_t *in, *out;
+	pthread_t opener;
+	struct hip *h;
+
+	if (!hip_harness_fake_cuda())
+		return;
+	h_setup(&scfg, &cfg); /* pins the pool: the gate is open until here */
+	h = H.be.ctx;
+	ck_assert_ptr_nonnull(h->pool);
+	snprintf(gate, sizeof(gate), "/tmp/sseq-pool-gate.%d", (int)getpid());
+	unlink(gate);
+	setenv("SSEQ_FAKE_PIN_GATE", gate, 1);
+	atomic_store(&gate_go, false);
+	atomic_store(&gate_opened, false);
+	ck_assert_int_eq(pthread_create(&opener, NULL, gate_opener, gate), 0);
+	in = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	out = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(in != MAP_FAILED && out != MAP_FAILED);
+	for (size_t i = 0; i < LEN; i++)
+		in[i] = (uint8_t)(i * 7 + 3);
+	ck_assert_int_eq(backend_staging_register(&H.be, in, LEN), 0);
+	ck_assert_int_eq(backend_staging_register(&H.be, out, LEN), 0);
+	ck_assert(backend_staging_ready(&H.be, in)); /* nothing to wait for */
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, LEN, &b), 0);
+	/* Round trips at different offsets, more than the pool's 16 slots in all: each
+	 * slot comes back once its copy is reported. */
+	for (int i = 0; i < N; i++) {
+		const size_t off = (size_t)i * (SMALL + 24);
+
+		ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, in + off, SMALL), 0);
+		ck_assert_int_eq(h_copy(SEQ_OP_D2H, b, out + off, SMALL), 0);
+		ck_assert_int_eq(h_sync(), 0);
+		ck_assert_msg(memcmp(in + off, out + off, SMALL) == 0, "round trip %d", i);
+	}
+	ck_assert_msg(!atomic_load(&gate_opened), "a short copy waited for a pin");
+	ck_assert_uint_eq(atomic_load(&h->pool_copies), 2 * N);
+	ck_assert_uint_eq(h->pool_nfree, h->pool_nslots);
+	/* A long copy: the arena is pinned now (the gate opens for it), then it moves. */
+	atomic_store(&gate_go, true);
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, in, LARGE), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, b, out + LARGE, LARGE), 0);
+	ck_assert_int_eq(h_sync(), 0);
+	pthread_join(opener, NULL);
+	ck_assert_int_eq(memcmp(in, out + LARGE, LARGE), 0);
+	ck_assert_uint_eq(atomic_load(&h->pool_copies), 2 * N);
 	seq_buffer_free(H.seq, b);
 	backend_staging_unregister(&H.be, in, LEN);
 	backend_staging_unregister(&H.be, out, LEN);
@@ -1315,6 +1384,7 @@ static Suite *hip_suite(void)
 
 	tcase_add_test(pool, test_pool_reuses_released_blocks_by_size_class);
 	tcase_add_test(pool, test_staging_pin_runs_off_the_loop);
+	tcase_add_test(pool, test_small_copies_go_through_the_pool_without_pinning_the_arena);
 	suite_add_tcase(s, pool);
 
 	tcase_add_test(errors, test_missing_kernel_image_fails_create_clearly);
