@@ -859,6 +859,9 @@ START_TEST(test_daemon_prepare_staging_answers_once_pinned)
 	close(open(gate, O_CREAT | O_WRONLY, 0600));
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
 	ck_assert_int_eq(atomic_load(&p.result), 0);
+	hipd_stats(p.s, &st);
+	ck_assert_uint_eq(st.arenas_pinned, 1); /* without the pool, pinned as it registered */
+	ck_assert_uint_eq(st.small_copies, 0);
 	/* The arena is there: a second call and a host allocation register none (the
 	 * daemon gets no frame from them; the second stats query is the one frame). */
 	hipd_stats(p.s, &st);
@@ -892,6 +895,7 @@ START_TEST(test_daemon_short_copies_need_no_pin)
 	uint64_t buf;
 	float back[N];
 	unsigned char *in, *out;
+	struct sseq_stats st;
 
 	snprintf(gate, sizeof(gate), "/tmp/sseq-pool-gate.%d", (int)getpid());
 	close(open(gate, O_CREAT | O_WRONLY, 0600)); /* open while sseqd pins its pool */
@@ -919,6 +923,11 @@ START_TEST(test_daemon_short_copies_need_no_pin)
 				back[i] == (float)round, "round %d [%d] %g", round, i, back[i]);
 		ck_assert_int_eq(sseq_free(p.s, buf), 0);
 	}
+	/* sseqctl stats says so: every download through the pool, no arena pinned. */
+	hipd_stats(p.s, &st);
+	ck_assert_uint_eq(st.small_copies, 20);
+	ck_assert_uint_eq(st.small_copies_unpooled, 0);
+	ck_assert_uint_eq(st.arenas_pinned, 0);
 	/* A long copy through the arena pins it: the gate opens for that. */
 	close(open(gate, O_CREAT | O_WRONLY, 0600));
 	ck_assert_int_eq(sseq_host_alloc(p.s, LONG, (void **)&in), 0);
@@ -930,6 +939,9 @@ START_TEST(test_daemon_short_copies_need_no_pin)
 	ck_assert_int_eq(sseq_copy_d2h(p.s, buf, 0, out, LONG, NULL), 0);
 	ck_assert_msg(sseq_sync(p.s) == 0, "%s", sseq_last_error_message(p.s));
 	ck_assert_int_eq(memcmp(in, out, LONG), 0);
+	hipd_stats(p.s, &st);
+	ck_assert_uint_eq(st.small_copies, 20);
+	ck_assert_uint_eq(st.arenas_pinned, 1);
 	ck_assert_int_eq(sseq_free(p.s, buf), 0);
 	sseq_close(p.s);
 	unlink(gate);

@@ -112,6 +112,15 @@ struct backend_env {
 	void *finding_arg;
 };
 
+/* Copies and pinned memory (hip): copies through the small-copy pool, copies short enough
+ * for it that found every slot busy (they went through their arena, pinning it), and
+ * staging arenas pinned. */
+struct backend_copy_counters {
+	uint64_t small_copies;
+	uint64_t small_copies_unpooled;
+	uint64_t arenas_pinned;
+};
+
 struct backend_ops {
 	/* The core's device commands (seq_create gets them straight); ctx is the backend's. */
 	struct seq_device dev;
@@ -126,6 +135,8 @@ struct backend_ops {
 	uint64_t (*findings)(void *ctx);
 	/* Of those, the GPU-timestamp audit's (hip --audit); NULL where there is none. */
 	uint64_t (*audit_findings)(void *ctx);
+	/* How copies met host memory so far; NULL: all zero (nothing is pinned). */
+	void (*copy_counters)(void *ctx, struct backend_copy_counters *out);
 	/* User code objects (LoadModule); NULL where the backend cannot run them (sim).
 	 * module_load reads the file at `path` (already checked against --module-dir);
 	 * module_function looks up a kernel by name (-ENOENT when there is none);
@@ -225,6 +236,13 @@ static inline uint64_t backend_findings(const struct backend *b)
 static inline bool backend_has_audit(const struct backend *b)
 {
 	return b->ops->audit_findings != NULL;
+}
+
+static inline void backend_copy_counters(const struct backend *b, struct backend_copy_counters *out)
+{
+	*out = (struct backend_copy_counters){0};
+	if (b->ops->copy_counters)
+		b->ops->copy_counters(b->ctx, out);
 }
 
 static inline uint64_t backend_audit_findings(const struct backend *b)

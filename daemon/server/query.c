@@ -165,6 +165,7 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 {
 	Sseq__Counters *c = arena_alloc(a, sizeof(*c));
 	const struct seq_counters *sc = seq_counters(srv->seq);
+	struct backend_copy_counters copies;
 
 	sseq__counters__init(c);
 	c->waits_enqueued = sc->waits_enqueued;
@@ -199,6 +200,10 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 	c->handles_refused = srv->limit.handles_refused;
 	c->inflight_capped = srv->limit.inflight_capped;
 	c->loop_busy_us = srv->busy_ns / 1000u;
+	backend_copy_counters(&srv->backend, &copies);
+	c->small_copies = copies.small_copies;
+	c->small_copies_unpooled = copies.small_copies_unpooled;
+	c->arenas_pinned = copies.arenas_pinned;
 	c->device_resets = srv->resets.count;
 	c->buffers_lost = srv->resets.buffers_lost;
 	c->input_bytes = srv->limit.input_bytes;

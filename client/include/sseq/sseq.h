@@ -588,6 +588,11 @@ struct sseq_stats {
 	uint64_t frames_in;
 	uint64_t frames_bad;
 	uint64_t placed_by_affinity; /* copies put on the D2H/D2D stream they depend on */
+	/* Protocol 1.8 (0 from an older daemon): copies through the hip small-copy pool,
+	 * short copies that found it full, staging arenas pinned. */
+	uint64_t small_copies;
+	uint64_t small_copies_unpooled;
+	uint64_t arenas_pinned;
 };
 
 /* Ask the daemon for its counters (one round trip; queued requests are sent first) and

@@ -98,6 +98,9 @@ STATS_FIELDS = (
     "frames_in",
     "frames_bad",
     "placed_by_affinity",
+    "small_copies",
+    "small_copies_unpooled",
+    "arenas_pinned",
 )
 
 
@@ -142,6 +145,12 @@ class Stats:
     frames_bad: int = 0
     #: Copies placed on the pool stream they depend on.
     placed_by_affinity: int = 0
+    #: Copies through the small-copy pool (hip).
+    small_copies: int = 0
+    #: Short copies that found the small-copy pool full (hip).
+    small_copies_unpooled: int = 0
+    #: Staging arenas pinned (hip).
+    arenas_pinned: int = 0
 
     def __sub__(self, other: "Stats") -> "Stats":
         if not isinstance(other, Stats):

@@ -352,6 +352,8 @@ struct hip {
 	unsigned pool_nslots, pool_nfree;
 	pthread_mutex_t pool_mu;
 	_Atomic uint64_t pool_copies; /* copies that went through the pool */
+	_Atomic uint64_t pool_misses; /* short enough for it, every slot busy */
+	_Atomic uint64_t pins_done; /* staging ranges pinned (not counting again after a reset) */
 	pthread_t pinner;
 	bool pinner_started, pin_stop;
 	/* Cached blocks handed back to the device off the loop thread (hipFree syncs). */
@@ -428,6 +430,7 @@ void hip__staging_wait(struct hip *h, const void *p);
 /* The small-copy pool (bring-up, teardown); a slot for a copy of len bytes (slots count
  * from 1; 0: none: too long, no pool, or every slot busy), given back unused, appended to
  * st's list for its next record; the slots of a reported event's list finished. */
+void hip__copy_counters(void *ctx, struct backend_copy_counters *out);
 int hip__pool_start(struct hip *h);
 void hip__pool_stop(struct hip *h);
 int32_t hip__pool_take(struct hip *h, uint64_t len);

@@ -383,6 +383,8 @@ int32_t hip__pool_take(struct hip *h, uint64_t len)
 	if (slot) {
 		h->pool_slots[slot - 1] = (struct hip_pool_slot){0};
 		atomic_fetch_add_explicit(&h->pool_copies, 1, memory_order_relaxed);
+	} else {
+		atomic_fetch_add_explicit(&h->pool_misses, 1, memory_order_relaxed);
 	}
 	return slot;
 }
@@ -444,6 +446,15 @@ void hip__pool_finish(struct hip *h, int32_t list)
 	pthread_mutex_unlock(&h->pool_mu);
 }
 
+void hip__copy_counters(void *ctx, struct backend_copy_counters *out)
+{
+	struct hip *h = ctx;
+
+	out->small_copies = atomic_load_explicit(&h->pool_copies, memory_order_relaxed);
+	out->small_copies_unpooled = atomic_load_explicit(&h->pool_misses, memory_order_relaxed);
+	out->arenas_pinned = atomic_load_explicit(&h->pins_done, memory_order_relaxed);
+}
+
 /* ---- staging: pinned off the loop ---- */
 
 /* Pinned pages let copies run at DMA speed and keep hipMemcpyAsync asynchronous (from
@@ -498,6 +509,8 @@ static void *hip_pinner(void *arg)
 		/* Still there: an unregister waits for a busy pin. */
 		x = hip_staging_find(h, addr);
 		x->state = e == hipSuccess ? HIP_PIN_DONE : HIP_PIN_FAILED;
+		if (e == hipSuccess)
+			atomic_fetch_add_explicit(&h->pins_done, 1, memory_order_relaxed);
 		atomic_fetch_sub(&h->pins_pending, 1);
 		pthread_cond_broadcast(&h->staging_cond);
 		/* A registration may be waiting for its answer (staging_ready). */

@@ -232,6 +232,9 @@ static int hip_reset(void *ctx)
 	atomic_store(&h->findings, atomic_load(&keep->findings));
 	atomic_store(&h->audit_findings, atomic_load(&keep->audit_findings));
 	atomic_store(&h->audit_checks, atomic_load(&keep->audit_checks));
+	atomic_store(&h->pool_copies, atomic_load(&keep->pool_copies));
+	atomic_store(&h->pool_misses, atomic_load(&keep->pool_misses));
+	atomic_store(&h->pins_done, atomic_load(&keep->pins_done));
 	h->staging = keep->staging;
 	h->nstaging = keep->nstaging;
 	h->capstaging = keep->capstaging;
@@ -270,6 +273,7 @@ static const struct backend_ops hip_ops = {
 	.staging_ready = hip__staging_ready,
 	.findings = hip_findings,
 	.audit_findings = hip__audit_findings,
+	.copy_counters = hip__copy_counters,
 	.module_load = hip__module_load,
 	.module_function = hip__module_function,
 	.module_unload = hip__module_unload,
