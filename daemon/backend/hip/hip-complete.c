@@ -75,7 +75,7 @@ static int32_t hip_completer_take(struct hip_stream *st, struct hip_event_ent *x
 {
 	struct hip *h = st->h;
 	size_t taken = 1;
-	int32_t list = 0;
+	int32_t list = 0, tail = 0;
 
 	while (status == 0 && st->nreported + taken < st->nsubmitted) {
 		struct hip_event_ent next = *hip__ring_at(st, st->nreported + taken);
@@ -91,16 +91,18 @@ static int32_t hip_completer_take(struct hip_stream *st, struct hip_event_ent *x
 		taken++;
 		pthread_mutex_lock(&st->mu);
 	}
+	/* In launch order: two downloads into one range finish as the stream ran them. */
 	for (size_t i = 0; i < taken; i++) {
 		struct hip_event_ent *t = hip__ring_at(st, st->nreported + i);
-		int32_t last = t->pool;
 
-		if (!last)
+		if (!t->pool)
 			continue;
-		while (h->pool_slots[last - 1].next)
-			last = h->pool_slots[last - 1].next;
-		h->pool_slots[last - 1].next = list;
-		list = t->pool;
+		if (tail)
+			h->pool_slots[tail - 1].next = t->pool;
+		else
+			list = t->pool;
+		for (tail = t->pool; h->pool_slots[tail - 1].next;)
+			tail = h->pool_slots[tail - 1].next;
 		t->pool = 0;
 	}
 	st->nreported += taken;

@@ -458,6 +458,90 @@ START_TEST(test_small_copies_go_through_the_pool_without_pinning_the_arena)
 }
 END_TEST
 
+static void tl_spin(struct seq_point at, uint64_t us);
+static void tl_h2d(struct seq_point at, uint64_t addr, void *host, uint64_t len);
+
+/* Until a completion of stream s reaches n: every one taken is a success. */
+static void pool_wait(uint32_t s, uint64_t n)
+{
+	for (bool done = false; !done;) {
+		struct cq_batch b = harness_cq_take(&H.cq, true, 20);
+
+		ck_assert_uint_gt(b.n, 0);
+		for (size_t i = 0; i < b.n; i++) {
+			ck_assert_int_eq(b.ents[i].status, 0);
+			done |= b.ents[i].p.stream == s && b.ents[i].p.seq >= n;
+		}
+		cq_done(&H.cq.q, b);
+	}
+}
+
+static void pool_d2h(struct seq_point at, uint64_t addr, void *host, uint64_t len)
+{
+	struct op_payload p = {.host = host, .length = len};
+	struct seq_op op = {.kind = SEQ_OP_D2H, .naccess = 1, .payload = &p};
+
+	op.access[0] = (struct seq_access){NULL, SEQ_READ, addr, len};
+	ck_assert_int_eq(H.be.ops->dev.launch(H.be.ctx, at, &op), 0);
+}
+
+/* Two downloads through the pool into one host range land in the order their stream ran
+ * them, also when one report takes both events along: behind a 30 ms kernel the watcher
+ * naps, and wakes to find both complete. The later one's bytes must be what stays. */
+START_TEST(test_pooled_downloads_land_in_stream_order)
+{
+	enum { N = 256, LEN = N * 4, ROUNDS = 4 };
+	struct hip_config cfg = {.submit_threads = 2, .small_copy_pool_mib = 1};
+	struct seq_config scfg = {0};
+	uint32_t comp = UINT32_MAX, up = UINT32_MAX, down = UINT32_MAX;
+	float a[N], b[N], out[N];
+	uint64_t r1, r2;
+	struct hip *h;
+
+	h_setup(&scfg, &cfg);
+	h = H.be.ctx;
+	for (uint32_t i = h->nstreams; i-- > 0;) {
+		if (h->streams[i].kind == SEQ_STREAM_COMPUTE)
+			comp = i;
+		else if (h->streams[i].kind == SEQ_STREAM_H2D)
+			up = i;
+		else if (h->streams[i].kind == SEQ_STREAM_D2H)
+			down = i;
+	}
+	ck_assert(comp != UINT32_MAX && up != UINT32_MAX && down != UINT32_MAX);
+	fill_pattern(a, N, 1);
+	fill_pattern(b, N, 2);
+	r1 = be_alloc(LEN);
+	r2 = be_alloc(LEN);
+	tl_h2d((struct seq_point){up, 1}, r1, a, LEN);
+	tl_h2d((struct seq_point){up, 2}, r2, b, LEN);
+	ck_assert_int_eq(harness_record_wait(&H.be, &H.cq, up, 2), 0);
+	for (uint64_t k = 0; k < ROUNDS; k++) {
+		const struct seq_point spun = {comp, k + 1};
+
+		memset(out, 0, sizeof(out));
+		tl_spin(spun, 30000);
+		ck_assert_int_eq(H.be.ops->dev.record(H.be.ctx, spun), 0);
+		ck_assert_int_eq(H.be.ops->dev.wait(H.be.ctx, down, spun), 0);
+		pool_d2h((struct seq_point){down, 2 * k + 1}, r1, out, LEN);
+		ck_assert_int_eq(
+			H.be.ops->dev.record(H.be.ctx, (struct seq_point){down, 2 * k + 1}), 0);
+		pool_d2h((struct seq_point){down, 2 * k + 2}, r2, out, LEN);
+		ck_assert_int_eq(
+			H.be.ops->dev.record(H.be.ctx, (struct seq_point){down, 2 * k + 2}), 0);
+		pool_wait(down, 2 * k + 2);
+		ck_assert_msg(memcmp(out, b, LEN) == 0,
+			"round %" PRIu64 ": the earlier download's bytes stayed", k);
+		H.be.ops->dev.retire(H.be.ctx, (struct seq_point){down, 2 * k + 2});
+		H.be.ops->dev.retire(H.be.ctx, spun);
+	}
+	ck_assert_uint_eq(h->pool_nfree, h->pool_nslots);
+	H.be.ops->dev.mem_release(H.be.ctx, r1, LEN);
+	H.be.ops->dev.mem_release(H.be.ctx, r2, LEN);
+	h_teardown();
+}
+END_TEST
+
 START_TEST(test_pool_reuses_released_blocks_by_size_class)
 {
 	/* Beyond test-backend's LIFO reuse within a 1024-byte class: hip's classes above
@@ -1388,6 +1472,7 @@ static Suite *hip_suite(void)
 	tcase_add_test(pool, test_pool_reuses_released_blocks_by_size_class);
 	tcase_add_test(pool, test_staging_pin_runs_off_the_loop);
 	tcase_add_test(pool, test_small_copies_go_through_the_pool_without_pinning_the_arena);
+	tcase_add_test(pool, test_pooled_downloads_land_in_stream_order);
 	suite_add_tcase(s, pool);
 
 	tcase_add_test(errors, test_missing_kernel_image_fails_create_clearly);
