@@ -1,4 +1,4 @@
-"""The short tests users have, for bench/short-tests.sh: 48 tests, each of the shape
+"""The short tests users have, for bench/short-tests.sh: 48 tests ($SHORT_TESTS), each of the shape
 SHORT_KIND names, through the worker's sseq session:
 
   spin      alloc 1 KiB, five one-block SHORT_SPIN_US spin kernels, fill, download, free
@@ -18,7 +18,7 @@ SPIN_US = int(os.environ.get("SHORT_SPIN_US", "2000"))
 N = 256  # 1 KiB of float32
 
 
-@pytest.mark.parametrize("case", range(48))
+@pytest.mark.parametrize("case", range(int(os.environ.get("SHORT_TESTS", "48"))))
 def test_short(sseq_session: sseq.Session, case: int) -> None:
     s = sseq_session
     if KIND == "sync":

@@ -19,7 +19,7 @@ def cuda() -> torch.device:
     return d
 
 
-@pytest.mark.parametrize("case", range(48))
+@pytest.mark.parametrize("case", range(int(os.environ.get("SHORT_TESTS", "48"))))
 def test_short(cuda: torch.device, case: int) -> None:
     if KIND == "sync":
         for _ in range(5):
