@@ -1368,9 +1368,10 @@ START_TEST(test_device_timeline_stays_in_order_across_re_anchors)
 		ck_assert_msg(s >= prev_end, "0:%" PRIu64 " started before 0:%" PRIu64 " ended", n,
 			n - 1);
 		/* The anchor's error bound holds at the anchor; until the next one the
-		 * clocks may drift apart by what the rate, learnt slowly, has not caught up
-		 * with: allow 5 ppm of the second between anchors. */
-		ck_assert_msg(s + err + 5000 >= issue && e <= complete + err + 5000,
+		 * clocks drift apart by what the rate has not learnt yet (all of it before
+		 * the second anchor: sseqd(8) says so), which H100s showed at up to 12 ppm:
+		 * allow 50 ppm of the second between anchors. */
+		ck_assert_msg(s + err + 50000 >= issue && e <= complete + err + 50000,
 			"0:%" PRIu64 " at [%" PRIu64 ", %" PRIu64 "] outside [%" PRIu64 ", %" PRIu64
 			"] (anchor error %" PRIu64 " ns)",
 			n, s, e, issue, complete, err);
