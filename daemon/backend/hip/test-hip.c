@@ -344,49 +344,70 @@ static void *gate_opener(void *arg)
 	return NULL;
 }
 
+/* Two registered staging ranges of len bytes (in holds a pattern) and the fake's pin gate,
+ * shut, with its opener started: for the tests of pinning. */
+struct gate_rig {
+	char gate[64];
+	pthread_t opener;
+	uint8_t *in, *out;
+	size_t len;
+};
+
+static void gate_rig_start(struct gate_rig *g, const char *what, size_t len)
+{
+	snprintf(g->gate, sizeof(g->gate), "/tmp/sseq-%s-gate.%d", what, (int)getpid());
+	unlink(g->gate);
+	setenv("SSEQ_FAKE_PIN_GATE", g->gate, 1);
+	atomic_store(&gate_go, false);
+	atomic_store(&gate_opened, false);
+	ck_assert_int_eq(pthread_create(&g->opener, NULL, gate_opener, g->gate), 0);
+	g->len = len;
+	g->in = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	g->out = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(g->in != MAP_FAILED && g->out != MAP_FAILED);
+	for (size_t i = 0; i < len; i++)
+		g->in[i] = (uint8_t)(i * 7 + 3);
+	ck_assert_int_eq(backend_staging_register(&H.be, g->in, len), 0);
+	ck_assert_int_eq(backend_staging_register(&H.be, g->out, len), 0);
+}
+
+/* After the opener was joined: the ranges unregistered, the backend gone, the gate. */
+static void gate_rig_finish(struct gate_rig *g)
+{
+	backend_staging_unregister(&H.be, g->in, g->len);
+	backend_staging_unregister(&H.be, g->out, g->len);
+	h_teardown();
+	unsetenv("SSEQ_FAKE_PIN_GATE");
+	unlink(g->gate);
+	munmap(g->in, g->len);
+	munmap(g->out, g->len);
+}
+
 START_TEST(test_staging_pin_runs_off_the_loop)
 {
 	enum { LEN = 1 << 20 };
 	/* Submit threads enqueue the copies, so this thread, the loop's stand-in, goes on. */
 	struct hip_config cfg = {.submit_threads = 2};
 	struct seq_config scfg = {0};
-	char gate[64];
+	struct gate_rig g;
 	struct seq_buffer *b;
-	uint8_t *in, *out;
-	pthread_t opener;
 
 	if (!hip_harness_fake_cuda())
 		return;
-	snprintf(gate, sizeof(gate), "/tmp/sseq-pin-gate.%d", (int)getpid());
-	unlink(gate);
-	setenv("SSEQ_FAKE_PIN_GATE", gate, 1);
 	h_setup(&scfg, &cfg);
-	ck_assert_int_eq(pthread_create(&opener, NULL, gate_opener, gate), 0);
-	in = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	out = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ck_assert(in != MAP_FAILED && out != MAP_FAILED);
-	for (size_t i = 0; i < LEN; i++)
-		in[i] = (uint8_t)(i * 7 + 3);
-	/* With the pin held back, both return: nothing waits for it here. */
-	ck_assert_int_eq(backend_staging_register(&H.be, in, LEN), 0);
-	ck_assert_int_eq(backend_staging_register(&H.be, out, LEN), 0);
+	/* With the pin held back, both registrations return: nothing waits for it here. */
+	gate_rig_start(&g, "pin", LEN);
 	ck_assert_msg(!atomic_load(&gate_opened), "staging_register waited for the pin");
 	ck_assert_int_eq(seq_buffer_alloc(H.seq, LEN, &b), 0);
-	ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, in, LEN), 0);
-	ck_assert_int_eq(h_copy(SEQ_OP_D2H, b, out, LEN), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, g.in, LEN), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, b, g.out, LEN), 0);
 	seq_flush(H.seq);
 	atomic_store(&gate_go, true); /* the pins may go on now */
-	pthread_join(opener, NULL);
+	pthread_join(g.opener, NULL);
 	ck_assert_int_eq(h_sync(), 0);
-	ck_assert_int_eq(memcmp(in, out, LEN), 0);
+	ck_assert_int_eq(memcmp(g.in, g.out, LEN), 0);
 	seq_buffer_free(H.seq, b);
-	backend_staging_unregister(&H.be, in, LEN);
-	backend_staging_unregister(&H.be, out, LEN);
-	h_teardown();
-	unsetenv("SSEQ_FAKE_PIN_GATE");
-	unlink(gate);
-	munmap(in, LEN);
-	munmap(out, LEN);
+	gate_rig_finish(&g);
 }
 END_TEST
 
@@ -400,10 +421,9 @@ START_TEST(test_small_copies_go_through_the_pool_without_pinning_the_arena)
 	enum { LEN = 1 << 20, SMALL = 1000, LARGE = 256 << 10, N = 40 };
 	struct hip_config cfg = {.submit_threads = 2, .small_copy_pool_mib = 1};
 	struct seq_config scfg = {0};
-	char gate[64];
+	struct gate_rig g;
 	struct seq_buffer *b;
 	uint8_t *in, *out;
-	pthread_t opener;
 	struct hip *h;
 
 	if (!hip_harness_fake_cuda())
@@ -411,19 +431,9 @@ START_TEST(test_small_copies_go_through_the_pool_without_pinning_the_arena)
 	h_setup(&scfg, &cfg); /* pins the pool: the gate is open until here */
 	h = H.be.ctx;
 	ck_assert_ptr_nonnull(h->pool);
-	snprintf(gate, sizeof(gate), "/tmp/sseq-pool-gate.%d", (int)getpid());
-	unlink(gate);
-	setenv("SSEQ_FAKE_PIN_GATE", gate, 1);
-	atomic_store(&gate_go, false);
-	atomic_store(&gate_opened, false);
-	ck_assert_int_eq(pthread_create(&opener, NULL, gate_opener, gate), 0);
-	in = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	out = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ck_assert(in != MAP_FAILED && out != MAP_FAILED);
-	for (size_t i = 0; i < LEN; i++)
-		in[i] = (uint8_t)(i * 7 + 3);
-	ck_assert_int_eq(backend_staging_register(&H.be, in, LEN), 0);
-	ck_assert_int_eq(backend_staging_register(&H.be, out, LEN), 0);
+	gate_rig_start(&g, "pool", LEN);
+	in = g.in;
+	out = g.out;
 	ck_assert(backend_staging_ready(&H.be, in)); /* nothing to wait for */
 	ck_assert_int_eq(seq_buffer_alloc(H.seq, LEN, &b), 0);
 	/* Round trips at different offsets, more than the pool's 16 slots in all: each
@@ -444,17 +454,11 @@ START_TEST(test_small_copies_go_through_the_pool_without_pinning_the_arena)
 	ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, in, LARGE), 0);
 	ck_assert_int_eq(h_copy(SEQ_OP_D2H, b, out + LARGE, LARGE), 0);
 	ck_assert_int_eq(h_sync(), 0);
-	pthread_join(opener, NULL);
+	pthread_join(g.opener, NULL);
 	ck_assert_int_eq(memcmp(in, out + LARGE, LARGE), 0);
 	ck_assert_uint_eq(atomic_load(&h->pool_copies), 2 * N);
 	seq_buffer_free(H.seq, b);
-	backend_staging_unregister(&H.be, in, LEN);
-	backend_staging_unregister(&H.be, out, LEN);
-	h_teardown();
-	unsetenv("SSEQ_FAKE_PIN_GATE");
-	unlink(gate);
-	munmap(in, LEN);
-	munmap(out, LEN);
+	gate_rig_finish(&g);
 }
 END_TEST
 
