@@ -136,7 +136,7 @@ static void hip_completer_report(
 	pool = hip_completer_take(st, &x, status);
 	pthread_mutex_unlock(&st->mu);
 	if (pool)
-		hip__pool_finish(h, pool);
+		hip__pool_finish(h, pool, status);
 	if (e != hipSuccess)
 		hip_completer_fault(h, st, x.seq, e, status);
 	cq_push(h->cq, (struct seq_point){st->index, x.seq}, status);

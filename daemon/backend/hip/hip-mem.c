@@ -428,15 +428,16 @@ int32_t hip__pool_cut(struct hip *h, struct hip_stream *st, uint64_t through)
 
 /* The copies on the list are complete (their event was reached, or failed): each D2H's
  * bytes go to the client's range, then the slots are free. Before the completion queue
- * hears of the event, so a client never sees its copy complete before its bytes. */
-void hip__pool_finish(struct hip *h, int32_t list)
+ * hears of the event, so a client never sees its copy complete before its bytes. After a
+ * failure (status < 0: the core fails them all) the client's range is left as it was. */
+void hip__pool_finish(struct hip *h, int32_t list, int status)
 {
 	int32_t x = list;
 
 	while (x) {
 		const struct hip_pool_slot *s = &h->pool_slots[x - 1];
 
-		if (s->out)
+		if (s->out && status == 0)
 			memcpy(s->out, hip__pool_addr(h, x), s->len);
 		x = s->next;
 	}
