@@ -623,8 +623,8 @@ struct hip_cmd *hip__submit_begin(struct hip *h, uint32_t stream, struct hip_cmd
  * of the launches. Hence off by default. Everything queued before c on its streams has
  * run (the queue is empty), and the thread stays asleep while nothing is published, so c
  * keeps its order. Not here: a wait whose record has not run yet (on another thread), and
- * a copy while an arena's pin is pending (it may have to wait for the pin); both would
- * hold the loop. */
+ * a copy outside the small-copy pool while an arena is not pinned yet (it may have to
+ * wait for, or start, the pin); both would hold the loop. */
 static bool hip_submit_here(struct hip *h, const struct hip_submitter *sub, const struct hip_cmd *c)
 {
 	if (!h->cfg.submit_idle_inline || !atomic_load(&sub->sleeping))
@@ -636,8 +636,9 @@ static bool hip_submit_here(struct hip *h, const struct hip_submitter *sub, cons
 	case HIP_CMD_WAIT:
 		return atomic_load_explicit(&c->ev->recorded, memory_order_acquire) >= c->serial;
 	case HIP_CMD_LAUNCH:
-		return c->op == SEQ_OP_EXEC || c->op == SEQ_OP_D2D ||
-			!atomic_load_explicit(&h->pins_pending, memory_order_acquire);
+		return c->op == SEQ_OP_EXEC || c->op == SEQ_OP_D2D || c->copy.pooled ||
+			(!atomic_load_explicit(&h->pins_pending, memory_order_acquire) &&
+				!atomic_load_explicit(&h->pins_lazy, memory_order_acquire));
 	default:
 		return true;
 	}

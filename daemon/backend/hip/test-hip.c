@@ -462,6 +462,42 @@ START_TEST(test_small_copies_go_through_the_pool_without_pinning_the_arena)
 }
 END_TEST
 
+/* --submit-idle inline with the pool: a copy too long for it, through an arena not pinned
+ * yet, must not be run on the loop's thread, which would wait there for the pin (about
+ * 0.5 ms a MiB, every session held). The launch returns while the gate is shut; the copy
+ * moves once it opens. Fake only (its gate). */
+START_TEST(test_inline_submission_leaves_a_lazy_pin_to_the_thread)
+{
+	enum { LEN = 1 << 20 };
+	struct hip_config cfg = {
+		.submit_threads = 2, .submit_idle_inline = true, .small_copy_pool_mib = 1};
+	struct seq_config scfg = {0};
+	struct gate_rig g;
+	struct seq_buffer *b;
+
+	if (!hip_harness_fake_cuda())
+		return;
+	h_setup(&scfg, &cfg);
+	if (!((struct hip *)H.be.ctx)->nsubmitters) {
+		h_teardown(); /* SSEQ_HIP_SUBMIT=inline: every call is the loop's, by choice */
+		return;
+	}
+	gate_rig_start(&g, "inline", LEN);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, LEN, &b), 0);
+	usleep(50000); /* the submit threads are asleep: inline would take the copy */
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, g.in, LEN), 0);
+	seq_flush(H.seq);
+	ck_assert_msg(!atomic_load(&gate_opened), "the launch waited for the arena's pin");
+	atomic_store(&gate_go, true);
+	pthread_join(g.opener, NULL);
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, b, g.out, LEN), 0);
+	ck_assert_int_eq(h_sync(), 0);
+	ck_assert_int_eq(memcmp(g.in, g.out, LEN), 0);
+	seq_buffer_free(H.seq, b);
+	gate_rig_finish(&g);
+}
+END_TEST
+
 static void tl_spin(struct seq_point at, uint64_t us);
 static void tl_h2d(struct seq_point at, uint64_t addr, void *host, uint64_t len);
 
@@ -1478,6 +1514,7 @@ static Suite *hip_suite(void)
 	tcase_add_test(pool, test_staging_pin_runs_off_the_loop);
 	tcase_add_test(pool, test_small_copies_go_through_the_pool_without_pinning_the_arena);
 	tcase_add_test(pool, test_pooled_downloads_land_in_stream_order);
+	tcase_add_test(pool, test_inline_submission_leaves_a_lazy_pin_to_the_thread);
 	suite_add_tcase(s, pool);
 
 	tcase_add_test(errors, test_missing_kernel_image_fails_create_clearly);
