@@ -65,8 +65,7 @@ void conn_flush(struct session *s)
 		s->out_off = s->out_len = 0;
 		/* After EOF: once what was read has run and its work completed. */
 		if (s->closing ||
-			(s->eof && !s->pause.blocked && !s->pause.inflight_capped &&
-				!s->pause.resume && !s->counts.inflight)) {
+			(s->eof && !session_pause_held(&s->pause) && !s->counts.inflight)) {
 			conn_close(s);
 			return;
 		}
@@ -75,8 +74,7 @@ void conn_flush(struct session *s)
 	int events = 0;
 	if (s->out_off < s->out_len)
 		events |= UV_WRITABLE;
-	if (!s->pause.blocked && !s->closing && !s->eof && !s->input_wait &&
-		!s->pause.inflight_capped && !s->pause.resume &&
+	if (!session_pause_held(&s->pause) && !s->closing && !s->eof && !s->input_wait &&
 		s->out_len - s->out_off < SESSION_OUT_HIGH)
 		events |= UV_READABLE;
 	else if (!s->closing && !s->eof) {
@@ -289,8 +287,8 @@ static void conn_input_ended(struct session *s)
 static void conn_read(struct session *s)
 {
 	/* Bounded per turn so one busy client cannot starve the others. */
-	for (int rounds = 0; rounds < 4 && s->connected && !s->pause.blocked && !s->closing &&
-		!s->eof && !s->pause.inflight_capped && !s->pause.resume;
+	for (int rounds = 0; rounds < 4 && s->connected && !session_pause_held(&s->pause) &&
+		!s->closing && !s->eof;
 		rounds++) {
 		union {
 			struct cmsghdr align;
@@ -374,8 +372,7 @@ void conn_sweep(struct session *s, uint64_t now)
 	 * used up) is not the client stalling: the deadline starts again when it ends
 	 * (server.c). A pause at --max-input-memory counts: the partial frame holds memory
 	 * others wait for, and only the client can finish it. */
-	if (s->frame_started_ns && !s->pause.blocked && !s->pause.inflight_capped &&
-		!s->pause.resume && lim->frame_timeout_ms &&
+	if (s->frame_started_ns && !session_pause_held(&s->pause) && lim->frame_timeout_ms &&
 		now - s->frame_started_ns > (uint64_t)lim->frame_timeout_ms * 1000000u) {
 		s->srv->limit.frame_timeouts++;
 		snprintf(why, sizeof(why),

@@ -48,6 +48,13 @@ struct session_pause {
 	uint32_t batch_resume; /* inner requests of the held batch already done */
 };
 
+/* Paused by the daemon (a full window, --client-inflight-limit, its turn's frames used
+ * up), not by the client: its input waits, and its frame deadline does not run. */
+static inline bool session_pause_held(const struct session_pause *p)
+{
+	return p->blocked || p->inflight_capped || p->resume;
+}
+
 /* What its ops need of it: whether its kernels run alone, its last op per stream. */
 struct session_work {
 	bool isolated; /* a suspect of a device reset: its kernels run alone (--isolate-faults) */
