@@ -1,7 +1,10 @@
 /* An LD_PRELOAD sampling profiler of one thread, for machines without perf: where a
  * process's main thread (sseqd's loop) spends its CPU time. A timer on the thread's own
  * CPU clock sends SIGPROF every $SSEQ_PROF_US microseconds of its CPU time (default 50);
- * the handler keeps the interrupted call stack. Time in a system call shows as the libc
+ * the handler keeps the interrupted call stack. The kernel checks CPU-clock timers at its
+ * tick (250 or 1000 a second), which caps the samples; $SSEQ_PROF_CLOCK=wall samples on
+ * the monotonic clock instead, at the period asked, idle time included (the thread's
+ * waits then show as samples in epoll_wait and the like). Time in a system call shows as the libc
  * wrapper it sits in, with its callers above it. At exit the stacks go to $SSEQ_PROF_OUT,
  * one sample a line, each frame as OBJECT+0xOFFSET[:SYMBOL] (SYMBOL only where dladdr
  * knows it: bench/prof-report.py names the rest with addr2line against the same build).
@@ -62,7 +65,10 @@ __attribute__((constructor)) static void prof_start(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGPROF, &sa, NULL);
 	ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
-	pthread_getcpuclockid(pthread_self(), &clock);
+	if (getenv("SSEQ_PROF_CLOCK") && strcmp(getenv("SSEQ_PROF_CLOCK"), "wall") == 0)
+		clock = CLOCK_MONOTONIC;
+	else
+		pthread_getcpuclockid(pthread_self(), &clock);
 	if (timer_create(clock, &ev, &prof_timer) < 0) {
 		perror("prof-preload: timer_create");
 		return;
@@ -84,8 +90,9 @@ __attribute__((destructor)) static void prof_stop(void)
 	f = fopen(out, "w");
 	if (!f)
 		return;
-	fprintf(f, "# samples=%u period_us=%s\n", prof_n,
-		getenv("SSEQ_PROF_US") ? getenv("SSEQ_PROF_US") : "50");
+	fprintf(f, "# samples=%u period_us=%s clock=%s\n", prof_n,
+		getenv("SSEQ_PROF_US") ? getenv("SSEQ_PROF_US") : "50",
+		getenv("SSEQ_PROF_CLOCK") ? getenv("SSEQ_PROF_CLOCK") : "cpu");
 	for (unsigned i = 0; i < prof_n; i++) {
 		/* Frame 0 is the handler, frame 1 the signal trampoline. */
 		for (int k = 2; k < prof_ring[i].n; k++) {

@@ -15,6 +15,7 @@
 #             the clients' env, sseqd's options)
 #   stacks    cuda-gdb's backtraces of every daemon thread under 16 clients
 #   profile   the loop thread's stacks, sampled (bench/prof-preload.c), at 1, 8, 16 clients
+#             ($PROF_CLOCK=wall: on the monotonic clock, idle included, more samples)
 #   compare   the build as it is ($LABEL): 1, 8, 16, 64 clients, then 1 and 16 on 4
 #             cores; $ATTRIB adds 16 clients with the old completion threads, and with
 #             spinning whatever the load
@@ -236,7 +237,7 @@ for section in $sections; do
 		# clients ($PROF_PS), more rounds than the table for enough samples.
 		for p in ${PROF_PS:-1 8 16}; do
 			ROUNDS=${ROUNDS:-$((10000 / p > 1000 ? 10000 / p : 1000))} config "${LABEL:-build}-prof" "$p" "$sseqd" "$cpus_all" \
-				"LD_PRELOAD=$PWD/$prof SSEQ_PROF_OUT=$O/prof-$p.txt SSEQ_PROF_US=${PROF_US:-50}" "" -- ${OPTS:-}
+				"LD_PRELOAD=$PWD/$prof SSEQ_PROF_OUT=$O/prof-$p.txt SSEQ_PROF_US=${PROF_US:-50} SSEQ_PROF_CLOCK=${PROF_CLOCK:-cpu}" "" -- ${OPTS:-}
 			${PYTHON:-python3} "$here/prof-report.py" "$O/prof-$p.txt" "$B" 30 >"$O/prof-report-$p.txt" 2>&1
 			say "clients=$p $(grep -m1 'stacks=' "$O/prof-report-$p.txt") top: $(grep -m4 ' self ' "$O/prof-report-$p.txt" | cut -d' ' -f3- | tr -s ' ' | paste -sd';')"
 		done
