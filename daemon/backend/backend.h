@@ -128,8 +128,10 @@ struct backend_ops {
 	int (*staging_register)(void *ctx, void *addr, size_t size);
 	void (*staging_unregister)(void *ctx, void *addr, size_t size);
 	/* Whether the registered arena at addr is ready for copies at full speed (its pin
-	 * done, or failed: copies then run from pageable memory). NULL: always. A backend
-	 * that pins later kicks the completion queue (cq_kick) when a pin is done. */
+	 * done, or failed: copies then run from pageable memory; or no pin asked for yet,
+	 * where small copies go through pinned memory of the backend's own and the first
+	 * larger one pins the arena). NULL: always. A backend that pins later kicks the
+	 * completion queue (cq_kick) when a pin is done. */
 	bool (*staging_ready)(void *ctx, void *addr);
 	/* Race-detector / audit findings so far (every finding the backend reported). */
 	uint64_t (*findings)(void *ctx);
