@@ -16,6 +16,8 @@
 #   stacks    cuda-gdb's backtraces of every daemon thread under 16 clients
 #   profile   the loop thread's stacks, sampled (bench/prof-preload.c), at 1, 8, 16 clients
 #             ($PROF_CLOCK=wall: on the monotonic clock, idle included, more samples)
+#   loops     1, 8, 16, 64 clients (and 1, 16 on 4 cores) with --loops 1, 2, 4, 8
+#             ($LOOPS_LIST, $LOOPS_PS)
 #   compare   the build as it is ($LABEL): 1, 8, 16, 64 clients, then 1 and 16 on 4
 #             cores; $ATTRIB adds 16 clients with the old completion threads, and with
 #             spinning whatever the load
@@ -240,6 +242,19 @@ for section in $sections; do
 				"LD_PRELOAD=$PWD/$prof SSEQ_PROF_OUT=$O/prof-$p.txt SSEQ_PROF_US=${PROF_US:-50} SSEQ_PROF_CLOCK=${PROF_CLOCK:-cpu}" "" -- ${OPTS:-}
 			${PYTHON:-python3} "$here/prof-report.py" "$O/prof-$p.txt" "$B" 30 >"$O/prof-report-$p.txt" 2>&1
 			say "clients=$p $(grep -m1 'stacks=' "$O/prof-report-$p.txt") top: $(grep -m4 ' self ' "$O/prof-report-$p.txt" | cut -d' ' -f3- | tr -s ' ' | paste -sd';')"
+		done
+		;;
+	loops)
+		# The same build on $LOOPS_LIST loops (--loops; default 1 2 4 8): 1, 8, 16, 64
+		# clients on all cores, then 1 and 16 with daemon and clients on 4 cores.
+		for l in ${LOOPS_LIST:-1 2 4 8}; do
+			for p in ${LOOPS_PS:-1 8 16 64}; do
+				config "loops$l" "$p" "$sseqd" "$cpus_all" "" "" -- --loops "$l"
+			done
+		done
+		for l in ${LOOPS_LIST:-1 2 4 8}; do
+			ROUNDS=${ROUNDS:-1000} config "loops$l-4cores" 1 "$sseqd" 0-3 "" "" -- --loops "$l"
+			ROUNDS=${ROUNDS:-150} config "loops$l-4cores" 16 "$sseqd" 0-3 "" "" -- --loops "$l"
 		done
 		;;
 	one)

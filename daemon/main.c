@@ -201,6 +201,15 @@ static const struct option_row daemon_options_tail[] = {
 		SRV(module_dir),
 		.help = "where LoadModule may load code objects from (a backend that loads "
 			"modules)"},
+	{.name = "loops",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		SRV(nloops),
+		.min = 1,
+		.max = LOOPS_MAX,
+		.help = "serve the sessions on N loops, each a thread with its own share of the "
+			"streams, submit threads and small-copy pool; a device fault then stops "
+			"the daemon instead of resetting in place (default {default})"},
 	{.name = "spin-us",
 		.arg = "N",
 		.kind = OPTION_UINT,
@@ -328,6 +337,7 @@ static const struct option_row daemon_options_tail[] = {
 static int parse_args(struct daemon_opts *o, int argc, char **argv)
 {
 	daemon_defaults = (struct server_options){.listen_fd = -1,
+		.nloops = 1,
 		.spin_us = SERVER_DEFAULT_SPIN_US,
 		.seq = SERVER_STREAMS_DEFAULT,
 		.limits = SERVER_LIMITS_DEFAULT,
@@ -389,14 +399,33 @@ static void raise_fd_limit(const struct server_limits *lim)
 			lim->arenas, (unsigned long long)want);
 }
 
-struct daemon_state {
+struct daemon_state;
+
+/* One loop (--loops): its thread (loop 0 runs on main's), completion queue, backend
+ * instance and server, and its drain. */
+struct daemon_loop {
+	struct daemon_state *d;
+	unsigned index;
+	uv_loop_t own, *loop;
 	struct cq cq;
 	struct backend be;
 	struct server srv;
-	uv_signal_t sigint, sigterm, sighup;
-	uv_timer_t drain, watchdog, status;
+	uv_timer_t drain;
+	uv_async_t stop; /* main asks the loop to drain */
 	uint64_t drain_started;
 	bool cancelled; /* the drain timed out: what the device had not started was cancelled */
+	bool made; /* its backend and server were made (and are to be finished) */
+	bool threaded;
+	pthread_t thread;
+};
+
+struct daemon_state {
+	struct loops loops;
+	unsigned n;
+	struct daemon_loop l[LOOPS_MAX];
+	uv_signal_t sigint, sigterm, sighup;
+	uv_timer_t watchdog, status;
+	bool stopping;
 	char last_status[640];
 };
 
@@ -414,51 +443,89 @@ static uint64_t daemon_ops_running(const struct server *srv)
 	return n;
 }
 
-/* Wait for the work in flight; at DRAIN_TIMEOUT_MS cancel what the device has not
+/* Wait for the loop's work in flight; at DRAIN_TIMEOUT_MS cancel what the device has not
  * started (its requests fail with SHUTTING_DOWN); DRAIN_CANCEL_MS later, leave whatever
  * still runs on the device: its memory is never released under it, but left allocated
  * until the process is gone. */
 static void on_drain_tick(uv_timer_t *t)
 {
-	struct daemon_state *d = t->data;
-	const uint64_t waited = uv_now(t->loop) - d->drain_started;
+	struct daemon_loop *dl = t->data;
+	const uint64_t waited = uv_now(t->loop) - dl->drain_started;
 
-	if (server_idle(&d->srv)) {
-		log_notice("main", "drained: %s",
-			d->cancelled ? "the work the device had not started was cancelled"
-				     : "all work in flight completed");
-	} else if (!d->cancelled && waited > DRAIN_TIMEOUT_MS) {
+	if (server_idle(&dl->srv)) {
+		char which[24] = "";
+
+		if (dl->d->n > 1)
+			snprintf(which, sizeof(which), " loop %u", dl->index);
+		log_notice("main", "drained%s: %s", which,
+			dl->cancelled ? "the work the device had not started was cancelled"
+				      : "all work in flight completed");
+	} else if (!dl->cancelled && waited > DRAIN_TIMEOUT_MS) {
 		log_warn("main",
 			"%" PRIu64 " operations still in flight after %u ms: cancelling those "
 			"the device has not started (their requests fail with SHUTTING_DOWN)",
-			daemon_ops_running(&d->srv), DRAIN_TIMEOUT_MS);
-		d->cancelled = true;
-		backend_cancel(&d->be);
+			daemon_ops_running(&dl->srv), DRAIN_TIMEOUT_MS);
+		dl->cancelled = true;
+		backend_cancel(&dl->be);
 		return;
-	} else if (d->cancelled && waited > DRAIN_TIMEOUT_MS + DRAIN_CANCEL_MS) {
+	} else if (dl->cancelled && waited > DRAIN_TIMEOUT_MS + DRAIN_CANCEL_MS) {
 		log_warn("main",
 			"%" PRIu64 " operations still in flight %u ms after the cancel: exiting "
 			"without them; the memory they may touch is left allocated, not released",
-			daemon_ops_running(&d->srv), DRAIN_CANCEL_MS);
-		server_abandon(&d->srv);
+			daemon_ops_running(&dl->srv), DRAIN_CANCEL_MS);
+		server_abandon(&dl->srv);
 	} else {
 		return;
 	}
-	server_drop_clients(&d->srv);
+	server_drop_clients(&dl->srv);
 	uv_stop(t->loop);
 }
 
-/* Stop taking work, let what is in flight drain, then leave the loop. */
+/* On the loop's own thread. */
+static void loop_begin_drain(struct daemon_loop *dl)
+{
+	if (dl->drain_started)
+		return;
+	server_stop(&dl->srv);
+	dl->drain_started = uv_now(dl->loop);
+	uv_timer_start(&dl->drain, on_drain_tick, 0, 5);
+}
+
+static void on_loop_stop(uv_async_t *h)
+{
+	loop_begin_drain(h->data);
+}
+
+/* Stop taking work, let what is in flight drain, then leave the loops. */
 static void daemon_begin_stop(struct daemon_state *d, const char *why)
 {
-	if (d->drain_started || uv_is_active((uv_handle_t *)&d->drain))
+	if (d->stopping)
 		return;
+	d->stopping = true;
 	log_notice("main", "%s: stopping; draining work in flight (at most %u ms)", why,
 		DRAIN_TIMEOUT_MS);
 	sd_notify(0, "STOPPING=1");
-	server_stop(&d->srv);
-	d->drain_started = uv_now(d->drain.loop);
-	uv_timer_start(&d->drain, on_drain_tick, 0, 5);
+	loop_begin_drain(&d->l[0]);
+	for (unsigned i = 1; i < d->n; i++)
+		uv_async_send(&d->l[i].stop);
+}
+
+/* Where things stand over every loop, and whether one of them met a fault it cannot
+ * recover from (the others parked meanwhile). */
+static int daemon_summary(struct daemon_state *d, char *buf, size_t size)
+{
+	int fatal = 0;
+
+	server_stop_world(&d->l[0].srv);
+	server_summary(&d->l[0].srv, buf, size);
+	for (unsigned i = 0; i < d->n; i++) {
+		const struct server *srv = loops_server(&d->loops, i);
+
+		if (srv && srv->fatal)
+			fatal = srv->fatal;
+	}
+	server_resume_world(&d->l[0].srv);
+	return fatal;
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -469,7 +536,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	if (signum == SIGHUP) {
 		/* Nothing is read from disk after start-up; SIGHUP reports where things stand
 		 * (the journal keeps stderr, so there is no log file to reopen). */
-		server_summary(&d->srv, summary, sizeof(summary));
+		daemon_summary(d, summary, sizeof(summary));
 		log_notice("main", "SIGHUP: %s", summary);
 		return;
 	}
@@ -489,9 +556,8 @@ static void on_status(uv_timer_t *t)
 
 	/* A device that could not be reset: exit with a failure, so that the service
 	 * manager restarts sseqd (Restart=on-failure). */
-	if (d->srv.fatal)
+	if (daemon_summary(d, status, sizeof(status)))
 		daemon_begin_stop(d, "the device could not be reset");
-	server_summary(&d->srv, status, sizeof(status));
 	if (strcmp(status, d->last_status) == 0)
 		return;
 	memcpy(d->last_status, status, sizeof(status));
@@ -545,16 +611,18 @@ static int socket_prepare(struct daemon_opts *o, int resume)
 	return 0;
 }
 
-static void log_serving(const struct daemon_opts *o, const struct backend *be)
+static void log_serving(const struct daemon_opts *o, const struct backend *be, unsigned loops)
 {
 	struct backend_info info = {0};
-	char backend_on[128];
+	char backend_on[128], loops_on[32] = "";
 
 	backend_info(be, &info);
 	registry_describe(&o->reg, be, backend_on, sizeof(backend_on));
-	log_notice("main", "sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s%s%s",
+	if (loops > 1)
+		snprintf(loops_on, sizeof(loops_on), "; %u loops", loops);
+	log_notice("main", "sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s%s%s%s",
 		SSEQ_VERSION, o->srv.device, info.name, info.backend, o->srv.socket_path,
-		o->srv.seq.window ? o->srv.seq.window : SEQ_DEFAULT_WINDOW, backend_on,
+		o->srv.seq.window ? o->srv.seq.window : SEQ_DEFAULT_WINDOW, loops_on, backend_on,
 		o->srv.verify ? "; schedule checker on" : "",
 		o->srv.seq.legacy_sync_window ? "; INJECTED legacy-sync-window" : "",
 		o->srv.seq.drop_wait ? "; INJECTED drop-wait" : "",
@@ -563,7 +631,7 @@ static void log_serving(const struct daemon_opts *o, const struct backend *be)
 								: "");
 }
 
-/* Signals (then unblocked: see main), the drain, watchdog and status timers. */
+/* Signals (then unblocked: see main), the watchdog and status timers, on loop 0. */
 static void loop_start(struct daemon_state *d, uv_loop_t *loop, const sigset_t *stop_signals)
 {
 	uint64_t usec = 0;
@@ -576,10 +644,9 @@ static void loop_start(struct daemon_state *d, uv_loop_t *loop, const sigset_t *
 	uv_signal_start(&d->sigterm, on_signal, SIGTERM);
 	uv_signal_start(&d->sighup, on_signal, SIGHUP);
 	pthread_sigmask(SIG_UNBLOCK, stop_signals, NULL);
-	uv_timer_init(loop, &d->drain);
 	uv_timer_init(loop, &d->watchdog);
 	uv_timer_init(loop, &d->status);
-	d->drain.data = d->watchdog.data = d->status.data = d;
+	d->watchdog.data = d->status.data = d;
 	signal(SIGPIPE, SIG_IGN);
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000) {
 		uv_timer_start(&d->watchdog, on_watchdog, 0, usec / 2000);
@@ -588,54 +655,185 @@ static void loop_start(struct daemon_state *d, uv_loop_t *loop, const sigset_t *
 	uv_timer_start(&d->status, on_status, 0, 1000);
 }
 
-static void loop_finish(struct daemon_state *d, uv_loop_t *loop)
+/* After its loop ran: the server, then the backend that pushes to the queue, then the
+ * queue, then the loop's handles. */
+static void loop_finish(struct daemon_loop *dl)
 {
-	const bool abandoned = d->srv.abandoned;
+	const bool abandoned = dl->srv.abandoned;
 
-	server_close_handles(&d->srv);
-	uv_close((uv_handle_t *)&d->sigint, on_close);
-	uv_close((uv_handle_t *)&d->sigterm, on_close);
-	uv_close((uv_handle_t *)&d->sighup, on_close);
-	uv_close((uv_handle_t *)&d->drain, on_close);
-	uv_close((uv_handle_t *)&d->watchdog, on_close);
-	uv_close((uv_handle_t *)&d->status, on_close);
-	uv_run(loop, UV_RUN_DEFAULT);
+	server_finish(&dl->srv);
+	/* Abandoned: the backend's threads still run ops on memory it holds, and push their
+	 * completions to the queue. Both stay, reachable from d (no leak, no use after
+	 * free); the exit ends the threads. */
+	if (!abandoned) {
+		backend_destroy(&dl->be);
+		cq_finish(&dl->cq);
+	}
+	server_close_handles(&dl->srv);
+	uv_close((uv_handle_t *)&dl->drain, on_close);
+	uv_close((uv_handle_t *)&dl->stop, on_close);
+	if (dl->index == 0) {
+		struct daemon_state *d = dl->d;
+
+		uv_close((uv_handle_t *)&d->sigint, on_close);
+		uv_close((uv_handle_t *)&d->sigterm, on_close);
+		uv_close((uv_handle_t *)&d->sighup, on_close);
+		uv_close((uv_handle_t *)&d->watchdog, on_close);
+		uv_close((uv_handle_t *)&d->status, on_close);
+	}
+	uv_run(dl->loop, UV_RUN_DEFAULT);
 	/* Abandoned ops' completions may still be pushed, and wake the loop's eventfd: it
 	 * stays open until the process is gone. */
 	if (!abandoned)
-		uv_loop_close(loop);
+		uv_loop_close(dl->loop);
 }
 
-/* The completion queue first, then the backend that pushes to it, then the server that
- * drains it; the backend builds the streams the core will number. */
-static int daemon_start(
-	struct daemon_state *d, struct daemon_opts *o, bool resumed, uv_loop_t *loop)
+/* Loop i's share of a daemon-wide amount, rounded up: streams of each kind. */
+static unsigned share_up(unsigned total, unsigned n)
 {
-	const struct backend_args args = {.device = o->srv.device, .resumed = resumed};
+	return (total + n - 1) / n;
+}
+
+/* What loop i serves with: its share of the streams and of the daemon-wide limits that
+ * are held against memory the loop's own sessions take (input, staging bytes, arenas;
+ * the connection limits are counted across the loops). */
+static int loop_options(const struct daemon_opts *o, struct daemon_state *d, unsigned i,
+	struct server_options *out)
+{
+	const unsigned n = d->n;
+
+	*out = o->srv;
+	out->loops = &d->loops;
+	out->loop_index = i;
+	if (n == 1)
+		return 0;
+	out->seq.n_compute = share_up(o->srv.seq.n_compute, n);
+	out->seq.n_h2d = share_up(o->srv.seq.n_h2d, n);
+	out->seq.n_d2h = share_up(o->srv.seq.n_d2h, n);
+	out->seq.n_d2d = share_up(o->srv.seq.n_d2d, n);
+	out->limits.max_input_bytes = o->srv.limits.max_input_bytes / n;
+	out->limits.staging_bytes = o->srv.limits.staging_bytes / n;
+	out->limits.arenas = o->srv.limits.arenas / n ? o->srv.limits.arenas / n : 1;
+	if (out->limits.max_input_bytes < 4u * FRAME_MAX) {
+		log_err("main",
+			"--max-input-memory %" PRIu64 " is shared by --loops %u: each loop needs "
+			"at least 4M",
+			o->srv.limits.max_input_bytes, n);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Loop i: the completion queue first, then the backend that pushes to it, then the
+ * server that drains it; the backend builds the streams the core will number. */
+static int loop_make(struct daemon_state *d, struct daemon_opts *o, unsigned i, bool resumed)
+{
+	struct daemon_loop *dl = &d->l[i];
+	const struct backend_args args = {
+		.device = o->srv.device, .resumed = resumed, .loops = d->n, .loop = i};
+	struct server_options so;
 	struct seq_layout layout;
 	/* The server is not made yet, but its findings queue is ready before any op runs. */
 	const struct backend_env env = {.layout = &layout,
-		.cq = &d->cq,
+		.cq = &dl->cq,
 		.finding = server_finding,
 		.finding_op = server_finding_op,
-		.finding_arg = &d->srv};
-	int r = seq_layout_init(&layout, &o->srv.seq);
+		.finding_arg = &dl->srv};
+	int r = loop_options(o, d, i, &so);
 
+	if (r < 0)
+		return r;
+	r = seq_layout_init(&layout, &so.seq);
 	if (r < 0) {
 		log_err("main", "the --*-streams options: at most %u streams in all",
 			SEQ_MAX_STREAMS);
 		return r;
 	}
-	cq_init(&d->cq);
-	r = registry_start(&o->reg, &args, &env, &d->be); /* it said why not */
+	dl->d = d;
+	dl->index = i;
+	dl->loop = i == 0 ? uv_default_loop() : &dl->own;
+	if (i > 0 && uv_loop_init(dl->loop) < 0)
+		return -ENOMEM;
+	uv_timer_init(dl->loop, &dl->drain);
+	dl->drain.data = dl;
+	uv_async_init(dl->loop, &dl->stop, on_loop_stop);
+	dl->stop.data = dl;
+	cq_init(&dl->cq);
+	/* it said why not */
+	r = i == 0 ? registry_start(&o->reg, &args, &env, &dl->be)
+		   : registry_start_another(&o->reg, &args, &env, &dl->be);
 	if (r < 0)
 		return r;
-	r = server_init(&d->srv, loop, &o->srv, &d->be, &d->cq);
-	if (r < 0) {
-		server_finish(&d->srv);
-		backend_destroy(&d->be);
+	dl->made = true;
+	return server_init(&dl->srv, dl->loop, &so, &dl->be, &dl->cq);
+}
+
+static void *loop_thread(void *arg)
+{
+	struct daemon_loop *dl = arg;
+
+	uv_run(dl->loop, UV_RUN_DEFAULT);
+	/* No longer parks for a query, nor takes connections: the others go on without. */
+	loops_detach(&dl->d->loops, dl->index);
+	return NULL;
+}
+
+static int daemon_start(struct daemon_state *d, struct daemon_opts *o, bool resumed)
+{
+	sigset_t all, old;
+	int r;
+
+	d->n = o->srv.nloops;
+	if (d->n > 1 && o->srv.reset_exec) {
+		log_err("main",
+			"--device-reset exec restarts in place with the sessions of one loop: it "
+			"needs --loops 1");
+		return -EINVAL;
 	}
+	r = loops_init(&d->loops, d->n);
+	for (unsigned i = 0; i < d->n && r == 0; i++)
+		r = loop_make(d, o, i, resumed);
+	/* The loops' threads take no signal: loop 0's handlers do. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	for (unsigned i = 1; i < d->n && r == 0; i++) {
+		r = -pthread_create(&d->l[i].thread, NULL, loop_thread, &d->l[i]);
+		d->l[i].threaded = r == 0;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return r;
+}
+
+/* Every loop's thread joined, then each loop finished; loop 0's ran on main's. */
+static void daemon_finish(struct daemon_state *d)
+{
+	loops_detach(&d->loops, 0);
+	for (unsigned i = 1; i < d->n; i++) {
+		if (!d->l[i].threaded)
+			continue;
+		pthread_join(d->l[i].thread, NULL);
+	}
+	for (unsigned i = 0; i < d->n; i++)
+		if (d->l[i].made)
+			loop_finish(&d->l[i]);
+}
+
+/* A start that failed: the loops already running drain (they have no clients yet) and
+ * stop; what was made is released. */
+static void daemon_abort(struct daemon_state *d)
+{
+	for (unsigned i = 1; i < d->n; i++) {
+		if (!d->l[i].threaded)
+			continue;
+		uv_async_send(&d->l[i].stop);
+		pthread_join(d->l[i].thread, NULL);
+	}
+	for (unsigned i = 0; i < d->n; i++) {
+		if (!d->l[i].made)
+			continue;
+		server_finish(&d->l[i].srv);
+		backend_destroy(&d->l[i].be);
+	}
 }
 
 int main(int argc, char **argv)
@@ -643,9 +841,9 @@ int main(int argc, char **argv)
 	static struct daemon_state d;
 	/* Static, as d: what the options point to stays reachable until the exit. */
 	static struct daemon_opts o;
-	uv_loop_t *loop = uv_default_loop();
 	sigset_t stop_signals;
-	int resume;
+	bool abandoned = false;
+	int resume, fatal = 0;
 
 	if (parse_args(&o, argc, argv) < 0)
 		return 2;
@@ -661,27 +859,30 @@ int main(int argc, char **argv)
 	resume = resume_handover_fd();
 	if (socket_prepare(&o, resume) < 0)
 		return 1;
-	if (daemon_start(&d, &o, resume >= 0, loop) < 0)
+	if (daemon_start(&d, &o, resume >= 0) < 0) {
+		daemon_abort(&d);
 		return 1;
-	log_serving(&o, &d.be);
+	}
+	log_serving(&o, &d.l[0].be, d.n);
 	if (resume >= 0)
-		resume_adopt(&d.srv, resume);
-	loop_start(&d, loop, &stop_signals);
+		resume_adopt(&d.l[0].srv, resume);
+	loop_start(&d, d.l[0].loop, &stop_signals);
 	/* The device is initialised and the socket listens: clients can be served. */
 	sd_notify(0, "READY=1");
-	uv_run(loop, UV_RUN_DEFAULT);
+	uv_run(d.l[0].loop, UV_RUN_DEFAULT);
 
-	server_finish(&d.srv);
-	/* Abandoned: the backend's threads still run ops on memory it holds, and push their
-	 * completions to the queue. Both stay, reachable from d (no leak, no use after
-	 * free); the exit ends the threads. */
-	if (!d.srv.abandoned) {
-		backend_destroy(&d.be);
-		cq_finish(&d.cq);
+	for (unsigned i = 0; i < d.n; i++) {
+		abandoned |= d.l[i].srv.abandoned;
+		if (d.l[i].srv.fatal)
+			fatal = d.l[i].srv.fatal;
 	}
-	loop_finish(&d, loop);
-	if (!d.srv.abandoned)
+	daemon_finish(&d);
+	/* Abandoned: the backend's threads still run (see loop_finish); what they use of
+	 * the options stays. */
+	if (!abandoned) {
 		registry_finish(&o.reg);
+		loops_finish(&d.loops);
+	}
 	log_notice("main", "stopped");
-	return d.srv.fatal ? 1 : 0;
+	return fatal ? 1 : 0;
 }

@@ -342,6 +342,10 @@ struct backend_args {
 	/* Restarted in place: what counts from the process's start (the sim's injected
 	 * faults, numbered by launch) is not done again, as a different experiment. */
 	bool resumed;
+	/* The daemon's loops (--loops), each with an instance of the backend of its own on
+	 * the one device, and this instance's loop: what the backend's options size for the
+	 * daemon (threads, pinned memory) is shared out between them. */
+	unsigned loops, loop;
 };
 
 /* A backend as sseqd knows it (seatd's impls[], XLA's platform registration): exported

@@ -228,6 +228,23 @@ int registry_start(struct registry *reg, const struct backend_args *args,
 	return r;
 }
 
+int registry_start_another(struct registry *reg, const struct backend_args *args,
+	const struct backend_env *env, struct backend *out)
+{
+	size_t i = 0;
+	int r;
+
+	while (i < NBACKENDS && backends[i] != reg->running)
+		i++;
+	if (i == NBACKENDS)
+		return -ENODEV;
+	r = backends[i]->create(out, reg->config[i], args, env);
+	if (r < 0)
+		log_err("main", "cannot start the %s backend for loop %u: %s", backends[i]->name,
+			args->loop, strerror(-r));
+	return r;
+}
+
 void registry_describe(const struct registry *reg, const struct backend *be, char *buf, size_t size)
 {
 	buf[0] = '\0';

@@ -33,6 +33,11 @@ void registry_finish(struct registry *reg);
 int registry_start(struct registry *reg, const struct backend_args *args,
 	const struct backend_env *env, struct backend *out);
 
+/* One more instance of the running backend, for another loop (--loops): 0, or a negative
+ * errno once the reason was logged. */
+int registry_start_another(struct registry *reg, const struct backend_args *args,
+	const struct backend_env *env, struct backend *out);
+
 /* What the running backend's options turned on, for the start-up line ("; audit on"). */
 void registry_describe(
 	const struct registry *reg, const struct backend *be, char *buf, size_t size);

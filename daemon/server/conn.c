@@ -26,8 +26,9 @@
 
 static void conn_on_io(uv_poll_t *poll, int status, int events);
 
-/* Decoding storage for the loop thread (the only thread that touches sessions). */
-static struct wire_request conn_wire;
+/* Decoding storage for the loop thread (the only thread that touches its sessions): one
+ * per thread, as each of --loops reads its own connections. */
+static _Thread_local struct wire_request conn_wire;
 
 /* Whether the client is still there: 0 connected, 1 it shut down its sending side (what
  * it sent is still read, once the session reads again), -1 gone (closed, killed). */

@@ -116,6 +116,25 @@ static void reload_modules(struct server *srv)
 		smodule_foreach(s, reload_module, s);
 }
 
+/* With several loops (--loops), every loop's streams are on the one context: none can
+ * build it again under the others, nor restart in place with their sessions. Each loop
+ * fails its work in flight, and the daemon stops with a failure, for the service manager
+ * to restart it. */
+static void reset_stop(struct server *srv)
+{
+	srv->resetting = true;
+	srv->resets.buffers_lost += seq_reset(srv->seq, -EIO);
+	srv->resetting = false;
+	if (srv->verify)
+		verify_reset(srv->verify);
+	if (!srv->fatal)
+		log_err("reset",
+			"with --loops %u the context is not built again in this process: "
+			"stopping so that the service manager restarts sseqd",
+			srv->loops->n);
+	srv->fatal = -EIO;
+}
+
 void reset_device(struct server *srv, uint32_t first_failed)
 {
 	struct timespec t0, t1;
@@ -125,6 +144,10 @@ void reset_device(struct server *srv, uint32_t first_failed)
 	struct session *culprit;
 	int r;
 
+	if (srv->loops->n > 1 && srv->fatal) {
+		reset_stop(srv); /* the context's later failures, while the daemon stops */
+		return;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	srv->resets.fault_ns = (uint64_t)t0.tv_sec * 1000000000u + (uint64_t)t0.tv_nsec;
 	srv->resets.count++;
@@ -134,8 +157,13 @@ void reset_device(struct server *srv, uint32_t first_failed)
 	/* The journal's fields name the likely culprit's session and worker. */
 	log_about(LOG_LVL_ERR, "reset", culprit ? SESSION_WHO(culprit) : NULL,
 		"device reset %" PRIu64 ": a fault poisoned the GPU context, caused by %s; "
-		"failing the work in flight and building the context again",
-		srv->resets.count, srv->resets.cause);
+		"failing the work in flight%s",
+		srv->resets.count, srv->resets.cause,
+		srv->loops->n > 1 ? "" : " and building the context again");
+	if (srv->loops->n > 1) {
+		reset_stop(srv);
+		return;
+	}
 	r = srv->opts.reset_exec ? -ENOTRECOVERABLE : backend_reset(&srv->backend);
 	/* What the old context's threads reported while they stopped is moot: seq_reset
 	 * fails all of it. */

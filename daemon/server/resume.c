@@ -51,7 +51,7 @@ static void flush_all(struct server *srv)
 void resume_restart(struct server *srv)
 {
 	struct resume_header h = {.magic = RESUME_MAGIC,
-		.next_session = srv->next_session,
+		.next_session = atomic_load(&srv->loops->next_session),
 		.sessions_total = srv->sessions_total,
 		.resets = srv->resets.count,
 		.buffers_lost = srv->resets.buffers_lost,
@@ -155,7 +155,7 @@ int resume_adopt(struct server *srv, int in)
 	/* The first turn writes what the old process could not and runs the frames it
 	 * left, whether or not a client sends anything. */
 	uv_async_send(&srv->wake);
-	srv->next_session = h.next_session;
+	atomic_store(&srv->loops->next_session, h.next_session);
 	srv->sessions_total = h.sessions_total;
 	if (h.owns_socket)
 		server_own_socket(srv); /* server_finish unlinks it, as the first one would */

@@ -448,30 +448,6 @@ static void server_refused_hold(struct server *srv, int fd)
 		uv_timer_start(&srv->refused_timer, server_on_refused_timer, 20, 20);
 }
 
-/* Why a new connection from uid may not be served, or NULL. */
-static const char *server_admit(struct server *srv, uint32_t uid, char *why, size_t size)
-{
-	const struct server_limits *lim = &srv->opts.limits;
-	unsigned same = 0;
-
-	if (srv->nsessions >= lim->max_clients) {
-		snprintf(why, size,
-			"sseqd serves at most %u connections (--max-clients): try again later",
-			lim->max_clients);
-		return why;
-	}
-	for (const struct session *s = srv->sessions; s; s = session_next(s))
-		same += session_ident(s)->uid == uid;
-	if (same >= lim->max_clients_per_uid) {
-		snprintf(why, size,
-			"uid %u already holds %u connections, the most one user may "
-			"(--max-clients-per-uid)",
-			uid, same);
-		return why;
-	}
-	return NULL;
-}
-
 /* A refused connection, in the log: the first at once, then one line a second at most
  * with how many more were refused (a client reconnecting in a loop would otherwise fill
  * the journal and push out what matters). The sweep reports the rest. */
@@ -539,9 +515,25 @@ static void server_accept_failed(struct server *srv, int err)
 	uv_timer_start(&srv->accept_rest, server_on_accept_rest, 100, 0);
 }
 
+static void server_handoff_wake(struct server *srv);
+
+/* An admitted connection, served on this loop. */
+static void server_serve(struct server *srv, int fd, uint32_t uid)
+{
+	struct session *s = conn_accept(srv, fd);
+
+	if (s) {
+		session_admitted(s);
+	} else {
+		close(fd);
+		loops_leave(srv->loops, srv->loop_index, uid);
+	}
+}
+
 static void server_on_accept(uv_poll_t *h, int status, int events)
 {
 	struct server *srv = h->data;
+	unsigned target;
 
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -562,16 +554,62 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 			continue;
 		}
 		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
-		if (server_admit(srv, cred.uid, why, sizeof(why))) {
+		if (loops_admit(srv->loops, &srv->opts.limits, cred.uid, why, sizeof(why))) {
 			srv->limit.connections_refused++;
 			server_refused_log(srv, (int)cred.pid, cred.uid, why);
 			server_refuse(fd, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, why);
 			server_refused_hold(srv, fd);
 			continue;
 		}
-		if (!conn_accept(srv, fd))
-			close(fd);
+		target = loops_place(srv->loops);
+		if (target == srv->loop_index)
+			server_serve(srv, fd, cred.uid);
+		else
+			loops_post(srv->loops, target, fd, cred.uid, server_handoff_wake);
 	}
+}
+
+static void server_handoff_wake(struct server *srv)
+{
+	uv_async_send(&srv->handoff);
+}
+
+static void server_park_wake(struct server *srv)
+{
+	uv_async_send(&srv->park);
+}
+
+/* Connections loop 0 accepted for this loop. */
+static void server_on_handoff(uv_async_t *h)
+{
+	struct server *srv = h->data;
+	struct loops_conn c;
+
+	while (loops_take(srv->loops, srv->loop_index, &c)) {
+		if (srv->stopping) {
+			close(c.fd);
+			loops_leave(srv->loops, srv->loop_index, c.uid);
+		} else {
+			server_serve(srv, c.fd, c.uid);
+		}
+	}
+}
+
+static void server_on_park(uv_async_t *h)
+{
+	struct server *srv = h->data;
+
+	loops_park(srv->loops, srv->loop_index);
+}
+
+void server_stop_world(struct server *srv)
+{
+	loops_stop_world(srv->loops, srv->loop_index, server_park_wake);
+}
+
+void server_resume_world(struct server *srv)
+{
+	loops_resume_world(srv->loops);
 }
 
 static void server_on_sweep(uv_timer_t *t)
@@ -701,6 +739,13 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	memset(srv, 0, sizeof(*srv));
 	srv->loop = loop;
 	srv->opts = *opts;
+	if (opts->loops) {
+		srv->loops = opts->loops;
+		srv->loop_index = opts->loop_index;
+	} else {
+		loops_init(&srv->own_loops, 1);
+		srv->loops = &srv->own_loops;
+	}
 	srv->backend = *backend;
 	srv->cq = cq;
 	srv->listen_fd = -1;
@@ -751,7 +796,9 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	if (r < 0)
 		return r;
 
-	if (opts->listen_fd >= 0) {
+	if (srv->loop_index > 0) {
+		/* Loop 0 accepts for every loop. */
+	} else if (opts->listen_fd >= 0) {
 		srv->listen_fd = opts->listen_fd;
 	} else {
 		r = server_listen(srv);
@@ -785,14 +832,25 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	srv->accept_rest.data = srv;
 	uv_timer_init(loop, &srv->refused_timer);
 	srv->refused_timer.data = srv;
-	uv_poll_init(loop, &srv->listen_poll, srv->listen_fd);
-	srv->listen_poll.data = srv;
-	uv_poll_start(&srv->listen_poll, UV_READABLE, server_on_accept);
+	uv_async_init(loop, &srv->handoff, server_on_handoff);
+	srv->handoff.data = srv;
+	uv_async_init(loop, &srv->park, server_on_park);
+	srv->park.data = srv;
+	loops_attach(srv->loops, srv->loop_index, srv);
+	if (srv->listen_fd >= 0) {
+		uv_poll_init(loop, &srv->listen_poll, srv->listen_fd);
+		srv->listen_poll.data = srv;
+		uv_poll_start(&srv->listen_poll, UV_READABLE, server_on_accept);
+		srv->listening = true;
+	}
 	return 0;
 }
 
 void server_finish(struct server *srv)
 {
+	/* The other loops no longer read this one's state, nor hand it connections. */
+	if (srv->loops)
+		loops_detach(srv->loops, srv->loop_index);
 	/* Backend threads may still report until the backend is destroyed: from now on
 	 * they log directly (the lock is never destroyed for that reason). */
 	pthread_mutex_lock(&srv->found_lock);
@@ -826,6 +884,9 @@ void server_finish(struct server *srv)
 		close(srv->listen_fd);
 		server_unlink_socket(srv);
 	}
+	if (srv->loops == &srv->own_loops)
+		loops_finish(&srv->own_loops);
+	srv->loops = NULL;
 }
 
 bool server_idle(const struct server *srv)
@@ -844,7 +905,8 @@ void server_stop(struct server *srv)
 	if (srv->stopping)
 		return;
 	srv->stopping = true;
-	uv_poll_stop(&srv->listen_poll);
+	if (srv->listening)
+		uv_poll_stop(&srv->listen_poll);
 	uv_timer_stop(&srv->accept_rest);
 	/* Clients hear it now; their work in flight still completes and is reported, and
 	 * new requests are refused with SHUTTING_DOWN until the drain ends. */
@@ -897,7 +959,10 @@ void server_close_handles(struct server *srv)
 	uv_close((uv_handle_t *)&srv->turn_end, server_close_cb);
 	uv_close((uv_handle_t *)&srv->spin, server_close_cb);
 	uv_close((uv_handle_t *)&srv->backlog, server_close_cb);
-	uv_close((uv_handle_t *)&srv->listen_poll, server_close_cb);
+	uv_close((uv_handle_t *)&srv->handoff, server_close_cb);
+	uv_close((uv_handle_t *)&srv->park, server_close_cb);
+	if (srv->listening)
+		uv_close((uv_handle_t *)&srv->listen_poll, server_close_cb);
 	uv_close((uv_handle_t *)&srv->sweep, server_close_cb);
 	uv_close((uv_handle_t *)&srv->accept_rest, server_close_cb);
 	uv_close((uv_handle_t *)&srv->refused_timer, server_close_cb);

@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "cq.h"
+#include "loops.h"
 #include "sequencer.h"
 #include "sseq.pb-c.h"
 #include "timeline.h"
@@ -112,6 +113,11 @@ struct server_options {
 	/* Put the schedule checker (verify.h) between the core and the backend. */
 	bool verify;
 	char *const *argv;
+	/* The daemon's loops (--loops: nloops) and this server's among them; NULL: a daemon
+	 * of one loop, this one. Only loop 0 listens: it hands connections to the others. */
+	unsigned nloops;
+	struct loops *loops;
+	unsigned loop_index;
 };
 
 /* Staging arenas one uid has mapped (its share of --arena-limit). */
@@ -137,7 +143,14 @@ struct server_limit_counters {
 struct server {
 	uv_loop_t *loop;
 	struct server_options opts;
-	int listen_fd;
+	struct loops *loops; /* opts.loops, or own_loops */
+	struct loops own_loops;
+	unsigned loop_index;
+	/* Connections loop 0 handed over (loops_post), and a stop of the world to park for
+	 * (loops_stop_world). */
+	uv_async_t handoff, park;
+	int listen_fd; /* loop 0's; -1 on the others */
+	bool listening; /* listen_poll was made */
 	/* The socket file sseqd made (0: none): unlinked at exit only while still that one. */
 	uint64_t socket_dev, socket_ino;
 	uv_poll_t listen_poll;
@@ -192,7 +205,6 @@ struct server {
 	struct staging *pin_waits;
 	unsigned nsessions;
 	unsigned nfollowing; /* sessions following the trace: the turn's loop skips them at 0 */
-	uint64_t next_session;
 	struct op_rec *op_free; /* for reuse: at most OP_FREE_MAX */
 	unsigned nop_free;
 
@@ -270,6 +282,10 @@ static inline uint64_t server_loop_ns(const struct server *srv)
 	return uv_now(srv->loop) * 1000000u;
 }
 
+/* Between these two the loop reads every loop's state (loops.h): the others are parked.
+ * Nothing to do in a daemon of one loop. */
+void server_stop_world(struct server *srv);
+void server_resume_world(struct server *srv);
 /* Stop accepting, tell every client, refuse new work; in-flight work still completes. */
 void server_stop(struct server *srv);
 /* Write what is pending and close every connection (the end of a drain). */

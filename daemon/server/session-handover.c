@@ -288,6 +288,8 @@ int session_handover_adopt(int in, struct server *srv)
 	s->ident.id = rs.id;
 	s->ident.pid = rs.pid;
 	s->ident.uid = rs.uid;
+	loops_join(srv->loops, srv->loop_index, rs.uid);
+	session_admitted(s);
 	s->hello = rs.hello != 0;
 	/* Its Hello deadline runs on from when the first process accepted it. */
 	s->accepted_ns = now > rs.hello_age_ns ? now - rs.hello_age_ns : 0;

@@ -24,6 +24,7 @@ struct session {
 	bool eof;
 	bool input_wait; /* paused until input memory frees (--max-input-memory) */
 	bool hello;
+	bool admitted; /* counted in the loops' admission (loops_admit, loops_join) */
 	struct session_pause pause;
 	struct session_work work;
 

@@ -162,7 +162,7 @@ struct session *session_new(struct server *srv, int fd, uv_poll_cb on_io)
 		return NULL;
 	s->srv = srv;
 	s->fd = fd;
-	s->ident.id = ++srv->next_session;
+	s->ident.id = loops_session_id(srv->loops);
 	s->refs = 1;
 	s->connected = true;
 	s->accepted_ns = server_loop_ns(srv);
@@ -210,4 +210,12 @@ void session_end(struct session *s)
 		s->next->prev = s->prev;
 	s->prev = s->next = NULL;
 	srv->nsessions--;
+	if (s->admitted)
+		loops_leave(srv->loops, srv->loop_index, s->ident.uid);
+	s->admitted = false;
+}
+
+void session_admitted(struct session *s)
+{
+	s->admitted = true;
 }

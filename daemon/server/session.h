@@ -100,6 +100,8 @@ struct session *session_new(struct server *srv, int fd, uv_poll_cb on_io);
 /* The connection closed (conn_close): release everything the client owned, each handle by
  * its kind's release (deferred as the sequencer requires), and leave srv's list. */
 void session_end(struct session *s);
+/* It holds a place in the loops' admission (loops.h), given back when it ends. */
+void session_admitted(struct session *s);
 /* Hello: the session's name, worker and lanes, answered with Welcome. */
 int session_req_hello(struct session *s, const Sseq__Request *rq);
 /* 0, or the -ENOSPC refusal (outcome_error) of a session at --client-handle-limit. */

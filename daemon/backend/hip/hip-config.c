@@ -92,6 +92,12 @@ static int hip_start(struct backend *out, const void *config, const struct backe
 	struct hip_config cfg = *(const struct hip_config *)config;
 
 	cfg.device = args->device;
+	if (args->loops > 1) {
+		/* Each loop's instance gets its share, rounded up. */
+		cfg.submit_threads = (cfg.submit_threads + args->loops - 1) / args->loops;
+		cfg.small_copy_pool_mib =
+			(cfg.small_copy_pool_mib + args->loops - 1) / args->loops;
+	}
 	return hip_create(out, &cfg, env);
 }
 #endif
