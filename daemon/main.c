@@ -208,8 +208,8 @@ static const struct option_row daemon_options_tail[] = {
 		.min = 1,
 		.max = LOOPS_MAX,
 		.help = "serve the sessions on N loops, each a thread with its own share of the "
-			"streams, submit threads and small-copy pool; a device fault then stops "
-			"the daemon instead of resetting in place (default {default})"},
+			"streams, submit threads and small-copy pool (default {default}; with "
+			"more than one, a device fault restarts sseqd in place)"},
 	{.name = "spin-us",
 		.arg = "N",
 		.kind = OPTION_UINT,
@@ -620,7 +620,8 @@ static void log_serving(const struct daemon_opts *o, const struct backend *be, u
 	registry_describe(&o->reg, be, backend_on, sizeof(backend_on));
 	if (loops > 1)
 		snprintf(loops_on, sizeof(loops_on), "; %u loops", loops);
-	log_notice("main", "sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s%s%s%s",
+	log_notice("main",
+		"sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s%s%s%s",
 		SSEQ_VERSION, o->srv.device, info.name, info.backend, o->srv.socket_path,
 		o->srv.seq.window ? o->srv.seq.window : SEQ_DEFAULT_WINDOW, loops_on, backend_on,
 		o->srv.verify ? "; schedule checker on" : "",
@@ -697,8 +698,8 @@ static unsigned share_up(unsigned total, unsigned n)
 /* What loop i serves with: its share of the streams and of the daemon-wide limits that
  * are held against memory the loop's own sessions take (input, staging bytes, arenas;
  * the connection limits are counted across the loops). */
-static int loop_options(const struct daemon_opts *o, struct daemon_state *d, unsigned i,
-	struct server_options *out)
+static int loop_options(
+	const struct daemon_opts *o, struct daemon_state *d, unsigned i, struct server_options *out)
 {
 	const unsigned n = d->n;
 
@@ -780,19 +781,22 @@ static void *loop_thread(void *arg)
 
 static int daemon_start(struct daemon_state *d, struct daemon_opts *o, bool resumed)
 {
-	sigset_t all, old;
 	int r;
 
 	d->n = o->srv.nloops;
-	if (d->n > 1 && o->srv.reset_exec) {
-		log_err("main",
-			"--device-reset exec restarts in place with the sessions of one loop: it "
-			"needs --loops 1");
-		return -EINVAL;
-	}
 	r = loops_init(&d->loops, d->n);
 	for (unsigned i = 0; i < d->n && r == 0; i++)
 		r = loop_make(d, o, i, resumed);
+	return r;
+}
+
+/* Loops 1.. on threads of their own, once the sessions a restart in place handed over
+ * are theirs. */
+static int daemon_threads(struct daemon_state *d)
+{
+	sigset_t all, old;
+	int r = 0;
+
 	/* The loops' threads take no signal: loop 0's handlers do. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -866,6 +870,11 @@ int main(int argc, char **argv)
 	log_serving(&o, &d.l[0].be, d.n);
 	if (resume >= 0)
 		resume_adopt(&d.l[0].srv, resume);
+	if (daemon_threads(&d) < 0) {
+		log_err("main", "cannot start the loops' threads");
+		daemon_abort(&d);
+		return 1;
+	}
 	loop_start(&d, d.l[0].loop, &stop_signals);
 	/* The device is initialised and the socket listens: clients can be served. */
 	sd_notify(0, "READY=1");

@@ -117,6 +117,65 @@ START_TEST(test_a_poisoned_context_restarts_the_daemon_in_place)
 }
 END_TEST
 
+/* With several loops the context is every loop's: the loop that sees the fault parks the
+ * others, fails every loop's work in flight and restarts the daemon in place with every
+ * loop's sessions. The culprit (on loop 0) hears what it caused, the bystander (on loop
+ * 1) finds its buffer lost and works again, and the PID stays. */
+START_TEST(test_a_poisoned_context_restarts_every_loop_in_place)
+{
+	const char *const args[] = {"--loops", "2", "--inject", "device-lost-op=2", NULL};
+	struct staging sb;
+	Sseq__QueryResult *q;
+	char msg[1024];
+	uint64_t ya, yb, k;
+	int a, b, c;
+
+	SIM_ONLY();
+	daemon_start(args);
+	/* Connections go to the loop with the fewest sessions: a to loop 0, b to loop 1.
+	 * Each loop's sim counts its own launches; b launches nothing before the fault. */
+	a = conn_worker("gw6");
+	b = conn_worker("gw7");
+	ck_assert_int_eq(staging_register(b, &sb, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(a, 1024, &ya), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(a, send_exec(a, "fill", "ofu", &ya, (double[]){1, 256})),
+		SSEQ__STATUS__STATUS_OK);
+	sync_all(a);
+	k = send_exec(a, "spin", "u", NULL, (double[]){0});
+	ck_assert_int_eq(reply_status(a, k), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		expect_completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_has(msg, "device reset 1");
+	ck_has(msg, "gw6");
+
+	/* The bystander's buffer, on the other loop, went with the context. */
+	k = send_d2h(b, yb, 0, sb.handle, 0, 1024);
+	ck_assert_int_eq(
+		expect_reply(b, k, NULL, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_has(msg, "lost in a device reset");
+	ck_assert_int_eq(do_free(b, yb), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(b, send_exec(b, "fill", "ofu", &yb, (double[]){5, 256})),
+		SSEQ__STATUS__STATUS_OK);
+	ASSERT_OK_AND_COMPLETED(b, send_d2h(b, yb, 0, sb.handle, 0, 1024));
+	ck_assert_float_eq(sb.map[255], 5.0f);
+	fill_and_check(a, 6.0f);
+	c = conn_worker("gw8");
+	fill_and_check(c, 3.0f);
+	q = query(a, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
+	ck_assert_uint_eq(q->device->resets, 1);
+	ck_has(q->device->last_reset_cause, "gw6");
+	sseq__query_result__free_unpacked(q, NULL);
+	munmap(sb.map, sb.size);
+	close(a);
+	close(b);
+	close(c);
+	ck_assert_int_eq(kill(D.pid, 0), 0);
+	daemon_stop();
+}
+END_TEST
+
 /* A restart in place hands over what a session sent but the daemon has not run yet: here
  * half a frame, whose second half comes after the exec, and the request then runs. */
 START_TEST(test_a_restart_in_place_keeps_a_half_sent_frame)
@@ -717,6 +776,7 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_a_poisoned_context_is_reset_and_the_daemon_serves_again);
 	tcase_add_test(tc, test_a_poisoned_context_restarts_the_daemon_in_place);
 	tcase_add_test(tc, test_isolate_faults_attributes_the_next_fault_exactly);
+	tcase_add_test(tc, test_a_poisoned_context_restarts_every_loop_in_place);
 	tcase_add_test(tc, test_a_restart_in_place_keeps_a_half_sent_frame);
 	tcase_add_test(tc, test_a_restart_in_place_hands_over_unwritten_replies);
 	tcase_add_test(tc, test_a_restart_in_place_keeps_the_input_budget_exact);

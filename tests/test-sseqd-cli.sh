@@ -79,6 +79,14 @@ done
 refused --inject bogus
 [[ $err == *"unknown fault (known: fail-op=N,"* ]] || fail "--inject bogus: $err"
 
+# --loops: its range; a limit that cannot be shared out between the loops, said so.
+refused --loops 17
+[[ $err == *"--loops: must be 1..16"* ]] || fail "--loops 17: $err"
+refused --backend sim --socket "$dir/loops.sock" --loops 4 --max-input-memory 8M
+[[ $err == *"is shared by --loops 4: each loop needs at least 4M"* ]] ||
+	fail "--loops 4 --max-input-memory 8M: $err"
+[[ ! -e $dir/loops.sock ]] || fail "a refused --loops left its socket behind"
+
 # --backend hip where this sseqd has no HIP backend: one line that says so and which
 # backends it has (in a HIP build without a GPU the refusal names the GPU instead).
 refused --backend hip --socket "$dir/hip.sock"

@@ -178,8 +178,7 @@ unsigned loops_place(struct loops *l)
 	return best;
 }
 
-void loops_post(
-	struct loops *l, unsigned i, int fd, uint32_t uid, void (*wake)(struct server *))
+void loops_post(struct loops *l, unsigned i, int fd, uint32_t uid, void (*wake)(struct server *))
 {
 	struct loops_member *m = &l->m[i];
 	bool first = false, kept = false;

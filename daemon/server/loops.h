@@ -75,8 +75,7 @@ uint64_t loops_session_id(struct loops *l);
 unsigned loops_place(struct loops *l);
 /* Give loop i an admitted connection, waking it (wake: a libuv handle of its server's)
  * when its inbox was empty; a loop that no longer serves closes it. */
-void loops_post(
-	struct loops *l, unsigned i, int fd, uint32_t uid, void (*wake)(struct server *));
+void loops_post(struct loops *l, unsigned i, int fd, uint32_t uid, void (*wake)(struct server *));
 /* Loop i's next posted connection: false when none is left. */
 bool loops_take(struct loops *l, unsigned i, struct loops_conn *out);
 

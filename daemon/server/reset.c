@@ -3,7 +3,8 @@
  * tear the context down and build it again, fails what was in flight with DEVICE_ERROR
  * (seq_reset), loads the sessions' modules again and keeps serving: new sessions work at
  * once, and a buffer that lived on the old context answers every later use with the
- * reset that lost it instead of wrong data. */
+ * reset that lost it instead of wrong data. With several loops (--loops) the loop that
+ * saw the fault does it for all of them, the others parked meanwhile. */
 #include "server.h"
 
 #include <errno.h>
@@ -92,6 +93,26 @@ static struct session *name_culprit(struct server *srv, uint32_t first, char *ou
 			n += (size_t)describe_point(srv, p, out + n, size - n);
 		isolate(srv, point_session(srv, p));
 	}
+	/* The other loops' ops ran on the same context (parked now: see reset_device). */
+	for (unsigned i = 0; i < srv->loops->n && n < size; i++) {
+		struct server *o = loops_server(srv->loops, i);
+
+		if (!o || o == srv)
+			continue;
+		for (uint32_t x = 0; x < seq_stream_count(o->seq) && n < size; x++) {
+			seq_stream_info(o->seq, x, &si);
+			if (si.completed >= si.issued)
+				continue;
+			p = (struct seq_point){x, si.completed + 1};
+			n += (size_t)snprintf(
+				out + n, size - n, "%s", others++ ? "; " : "; also running then: ");
+			if (n < size)
+				n += (size_t)snprintf(out + n, size - n, "(loop %u) ", i);
+			if (n < size)
+				n += (size_t)describe_point(o, p, out + n, size - n);
+			isolate(o, point_session(o, p));
+		}
+	}
 	if (others)
 		isolate(srv, culprit);
 	return culprit;
@@ -116,25 +137,6 @@ static void reload_modules(struct server *srv)
 		smodule_foreach(s, reload_module, s);
 }
 
-/* With several loops (--loops), every loop's streams are on the one context: none can
- * build it again under the others, nor restart in place with their sessions. Each loop
- * fails its work in flight, and the daemon stops with a failure, for the service manager
- * to restart it. */
-static void reset_stop(struct server *srv)
-{
-	srv->resetting = true;
-	srv->resets.buffers_lost += seq_reset(srv->seq, -EIO);
-	srv->resetting = false;
-	if (srv->verify)
-		verify_reset(srv->verify);
-	if (!srv->fatal)
-		log_err("reset",
-			"with --loops %u the context is not built again in this process: "
-			"stopping so that the service manager restarts sseqd",
-			srv->loops->n);
-	srv->fatal = -EIO;
-}
-
 void reset_device(struct server *srv, uint32_t first_failed)
 {
 	struct timespec t0, t1;
@@ -142,12 +144,11 @@ void reset_device(struct server *srv, uint32_t first_failed)
 	time_t now = time(NULL);
 	struct tm tm;
 	struct session *culprit;
+	const bool several = srv->loops->n > 1;
 	int r;
 
-	if (srv->loops->n > 1 && srv->fatal) {
-		reset_stop(srv); /* the context's later failures, while the daemon stops */
-		return;
-	}
+	/* The other loops wait, parked, until the daemon serves again (or it execs). */
+	server_stop_world(srv);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	srv->resets.fault_ns = (uint64_t)t0.tv_sec * 1000000000u + (uint64_t)t0.tv_nsec;
 	srv->resets.count++;
@@ -157,18 +158,21 @@ void reset_device(struct server *srv, uint32_t first_failed)
 	/* The journal's fields name the likely culprit's session and worker. */
 	log_about(LOG_LVL_ERR, "reset", culprit ? SESSION_WHO(culprit) : NULL,
 		"device reset %" PRIu64 ": a fault poisoned the GPU context, caused by %s; "
-		"failing the work in flight%s",
-		srv->resets.count, srv->resets.cause,
-		srv->loops->n > 1 ? "" : " and building the context again");
-	if (srv->loops->n > 1) {
-		reset_stop(srv);
-		return;
-	}
-	r = srv->opts.reset_exec ? -ENOTRECOVERABLE : backend_reset(&srv->backend);
+		"failing the work in flight and building the context again",
+		srv->resets.count, srv->resets.cause);
+	/* The context is every loop's: none may build it again under the others, so with
+	 * several loops it is a restart in place, for all of them. */
+	r = srv->opts.reset_exec || several ? -ENOTRECOVERABLE : backend_reset(&srv->backend);
 	/* What the old context's threads reported while they stopped is moot: seq_reset
 	 * fails all of it. */
-	b = cq_take(srv->cq);
-	cq_done(srv->cq, b);
+	for (unsigned i = 0; i < srv->loops->n; i++) {
+		struct server *o = loops_server(srv->loops, i);
+
+		if (o) {
+			b = cq_take(o->cq);
+			cq_done(o->cq, b);
+		}
+	}
 	if (r < 0 && r != -ENOTRECOVERABLE)
 		log_warn("reset",
 			"the device cannot be built again in this process (%s): "
@@ -176,11 +180,17 @@ void reset_device(struct server *srv, uint32_t first_failed)
 			strerror(-r));
 	else if (r == 0)
 		reload_modules(srv);
-	srv->resetting = true;
-	srv->resets.buffers_lost += seq_reset(srv->seq, -EIO);
-	srv->resetting = false;
-	if (srv->verify)
-		verify_reset(srv->verify);
+	for (unsigned i = 0; i < srv->loops->n; i++) {
+		struct server *o = loops_server(srv->loops, i);
+
+		if (!o)
+			continue;
+		o->resetting = true;
+		srv->resets.buffers_lost += seq_reset(o->seq, -EIO);
+		o->resetting = false;
+		if (o->verify)
+			verify_reset(o->verify);
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	srv->resets.last_ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
 		(uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000000;
@@ -189,8 +199,10 @@ void reset_device(struct server *srv, uint32_t first_failed)
 			"device reset %" PRIu64 " done in %" PRIu64
 			" ms: serving again (buffers lost so far: %" PRIu64 ")",
 			srv->resets.count, srv->resets.last_ms, srv->resets.buffers_lost);
+		server_resume_world(srv);
 		return;
 	}
 	/* Only a new process can: exec, keeping the PID, the socket and the sessions. */
 	resume_restart(srv); /* returns only if the exec failed: fatal is set */
+	server_resume_world(srv);
 }

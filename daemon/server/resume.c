@@ -50,34 +50,48 @@ static void flush_all(struct server *srv)
 
 void resume_restart(struct server *srv)
 {
+	/* Every loop's sessions go (the others are parked: see reset_device); loop 0 holds
+	 * the listening socket. */
+	struct loops *l = srv->loops;
+	const struct server *first = loops_server(l, 0) ? loops_server(l, 0) : srv;
 	struct resume_header h = {.magic = RESUME_MAGIC,
-		.next_session = atomic_load(&srv->loops->next_session),
-		.sessions_total = srv->sessions_total,
+		.next_session = atomic_load(&l->next_session),
 		.resets = srv->resets.count,
 		.buffers_lost = srv->resets.buffers_lost,
 		.last_ms = srv->resets.last_ms,
 		.fault_ns = srv->resets.fault_ns,
-		.listen_fd = srv->listen_fd,
-		.owns_socket = srv->opts.listen_fd < 0};
+		.listen_fd = first->listen_fd,
+		.owns_socket = first->opts.listen_fd < 0};
 	char env[32];
 	int out;
 
-	staging_waits_answer(srv, true);
-	flush_all(srv);
+	for (unsigned i = 0; i < l->n; i++) {
+		struct server *o = loops_server(l, i);
+
+		if (!o)
+			continue;
+		staging_waits_answer(o, true);
+		flush_all(o);
+		h.sessions_total += o->sessions_total;
+		for (struct session *s = o->sessions; s; s = session_next(s))
+			h.nsessions += session_is_connected(s);
+	}
 	memcpy(h.at, srv->resets.at, sizeof(h.at));
 	memcpy(h.cause, srv->resets.cause, sizeof(h.cause));
-	for (struct session *s = srv->sessions; s; s = session_next(s))
-		h.nsessions += session_is_connected(s);
 	out = memfd_create("sseqd-resume", 0);
 	if (out < 0 || !session_handover_put(out, &h, sizeof(h)))
 		goto fail;
-	for (struct session *s = srv->sessions; s; s = session_next(s))
-		if (session_is_connected(s) && !session_handover_write(out, s))
-			goto fail;
+	for (unsigned i = 0; i < l->n; i++) {
+		struct server *o = loops_server(l, i);
+
+		for (struct session *s = o ? o->sessions : NULL; s; s = session_next(s))
+			if (session_is_connected(s) && !session_handover_write(out, s))
+				goto fail;
+	}
 	if (lseek(out, 0, SEEK_SET) < 0)
 		goto fail;
-	if (srv->listen_fd >= 0)
-		session_handover_keep(srv->listen_fd);
+	if (first->listen_fd >= 0)
+		session_handover_keep(first->listen_fd);
 	snprintf(env, sizeof(env), "%d", out);
 	setenv(RESUME_ENV, env, 1);
 	log_notice("reset",
@@ -141,7 +155,9 @@ int resume_adopt(struct server *srv, int in)
 	/* One session that cannot be taken over is closed; the others still are, unless the
 	 * hand-over itself ends early (then what it named next is not known). */
 	for (uint32_t i = 0; i < h.nsessions; i++) {
-		int e = session_handover_adopt(in, srv);
+		/* Spread over the loops (--loops), as new connections are. */
+		struct server *to = loops_server(srv->loops, i % srv->loops->n);
+		int e = session_handover_adopt(in, to ? to : srv);
 
 		if (e < 0) {
 			failed++;
@@ -154,7 +170,9 @@ int resume_adopt(struct server *srv, int in)
 	}
 	/* The first turn writes what the old process could not and runs the frames it
 	 * left, whether or not a client sends anything. */
-	uv_async_send(&srv->wake);
+	for (unsigned i = 0; i < srv->loops->n; i++)
+		if (loops_server(srv->loops, i))
+			uv_async_send(&loops_server(srv->loops, i)->wake);
 	atomic_store(&srv->loops->next_session, h.next_session);
 	srv->sessions_total = h.sessions_total;
 	if (h.owns_socket)
