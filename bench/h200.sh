@@ -2,7 +2,7 @@
 # The daemon against native HIP, side by side in one run on a GPU machine. Run from the
 # repository root with a HIP build (default build-hipnv); prints one key=value line per
 # measurement and writes everything under $OUT (default /tmp/sseq-bench).
-# Usage: bench/h200.sh [BUILD_DIR]
+# Usage: bench/h200.sh [BUILD_DIR]   ($SSEQD_OPTS: more options for sseqd, e.g. --loops 4)
 set -uo pipefail
 B=${1:-build-hipnv}
 O=${OUT:-/tmp/sseq-bench}
@@ -17,7 +17,7 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 gpu_mem() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
 time_ms() { local t0 t1; t0=$(date +%s%N); "$@" >/dev/null 2>&1 || echo "FAILED: $*" >&2; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 )); }
 
-say "date=$(date -u +%FT%TZ) host=$(hostname) gpu=\"$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)\" image=$img"
+say "date=$(date -u +%FT%TZ) host=$(hostname) sseqd_opts=\"${SSEQD_OPTS:-}\" gpu=\"$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)\" image=$img"
 
 # ---- native, one process ----
 say "$("$native" copy $((256 << 20)))"
@@ -37,7 +37,8 @@ wait
 sock=/tmp/sseq-bench.sock
 export SSEQ_SOCKET=$sock
 rm -f "$sock"
-"$B/daemon/sseqd" --backend hip --kernels "$img" --socket "$sock" --log-level notice 2>"$O/sseqd.log" &
+# shellcheck disable=SC2086 # options, one word each
+"$B/daemon/sseqd" --backend hip --kernels "$img" --socket "$sock" --log-level notice ${SSEQD_OPTS:-} 2>"$O/sseqd.log" &
 dpid=$!
 for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
 say "$("$client" copy $((256 << 20)))"

@@ -6,6 +6,7 @@
 # and a failed device assert, each reset in place; the recovery time each time (fault to
 # a new client's first kernel completing). Logs under $OUT.
 # Usage: tests/gpu/fault.sh RELEASE_BUILD MODULE_DIR   (MODULE_DIR holds gpu-faults.fatbin)
+# $SSEQD_OPTS: more options for sseqd (--loops 4: the restart in place of every loop).
 set -uo pipefail
 R=${1:?usage: fault.sh RELEASE_BUILD MODULE_DIR} M=$(realpath "${2:?}")
 O=${OUT:-/tmp/sseq-gpu}
@@ -17,8 +18,9 @@ img=$PWD/$R/daemon/backend/hip/sseq-kernels.fatbin
 sock=/tmp/sseq-fault.sock
 export SSEQ_SOCKET=$sock
 rm -f "$sock"
+# shellcheck disable=SC2086 # options, one word each
 "$R/daemon/sseqd" --backend hip --kernels "$img" --socket "$sock" --module-dir "$M" \
-	--log-level notice 2>"$O/fault-sseqd.log" &
+	--log-level notice ${SSEQD_OPTS:-} 2>"$O/fault-sseqd.log" &
 pid=$!
 for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.05; done
 
