@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -205,11 +206,11 @@ static const struct option_row daemon_options_tail[] = {
 		.arg = "N",
 		.kind = OPTION_UINT,
 		SRV(nloops),
-		.min = 1,
 		.max = LOOPS_MAX,
 		.help = "serve the sessions on N loops, each a thread with its own share of the "
-			"streams, submit threads and small-copy pool (default {default}; with "
-			"more than one, a device fault restarts sseqd in place)"},
+			"streams and submit threads (default {default}: the backend's choice, "
+			"on hip one per 4 CPUs, at most 4; with more than one, a device fault "
+			"restarts sseqd in place)"},
 	{.name = "spin-us",
 		.arg = "N",
 		.kind = OPTION_UINT,
@@ -337,7 +338,6 @@ static const struct option_row daemon_options_tail[] = {
 static int parse_args(struct daemon_opts *o, int argc, char **argv)
 {
 	daemon_defaults = (struct server_options){.listen_fd = -1,
-		.nloops = 1,
 		.spin_us = SERVER_DEFAULT_SPIN_US,
 		.seq = SERVER_STREAMS_DEFAULT,
 		.limits = SERVER_LIMITS_DEFAULT,
@@ -779,11 +779,21 @@ static void *loop_thread(void *arg)
 	return NULL;
 }
 
+/* --loops 0: as many as the backend that will run asks for the CPUs sseqd may use. */
+static unsigned daemon_loops(const struct daemon_opts *o)
+{
+	cpu_set_t set;
+	unsigned cpus =
+		sched_getaffinity(0, sizeof(set), &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
+
+	return o->srv.nloops ? o->srv.nloops : registry_auto_loops(&o->reg, o->srv.device, cpus);
+}
+
 static int daemon_start(struct daemon_state *d, struct daemon_opts *o, bool resumed)
 {
 	int r;
 
-	d->n = o->srv.nloops;
+	d->n = daemon_loops(o);
 	r = loops_init(&d->loops, d->n);
 	for (unsigned i = 0; i < d->n && r == 0; i++)
 		r = loop_make(d, o, i, resumed);

@@ -81,7 +81,7 @@ refused --inject bogus
 
 # --loops: its range; a limit that cannot be shared out between the loops, said so.
 refused --loops 17
-[[ $err == *"--loops: must be 1..16"* ]] || fail "--loops 17: $err"
+[[ $err == *"--loops: must be 0..16"* ]] || fail "--loops 17: $err"
 refused --backend sim --socket "$dir/loops.sock" --loops 4 --max-input-memory 8M
 [[ $err == *"is shared by --loops 4: each loop needs at least 4M"* ]] ||
 	fail "--loops 4 --max-input-memory 8M: $err"

@@ -369,6 +369,10 @@ struct backend_desc {
 	const struct option_row *options; /* ending with a row named NULL */
 	/* What its options turned on, for the start-up line ("; audit on"); may be NULL. */
 	void (*describe)(const void *config, const struct backend *be, char *buf, size_t size);
+	/* --loops 0 (auto) gives it one loop per this many CPUs sseqd may use, at most
+	 * loops_max; 0: one loop (a backend for tests, whose behaviour should not depend
+	 * on the machine). */
+	unsigned cpus_per_loop, loops_max;
 };
 
 /* The checks every backend makes before launching op at `at` on a stream of kind

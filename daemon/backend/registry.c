@@ -228,6 +228,25 @@ int registry_start(struct registry *reg, const struct backend_args *args,
 	return r;
 }
 
+unsigned registry_auto_loops(const struct registry *reg, unsigned device, unsigned cpus)
+{
+	for (size_t i = 0; i < NBACKENDS; i++) {
+		const struct backend_desc *b = backends[i];
+		char why[160];
+		unsigned n;
+
+		if (reg->name && strcmp(reg->name, "auto") && strcmp(reg->name, b->name))
+			continue;
+		if (!registry_built(b) || b->probe(reg->config[i], device, why, sizeof(why)) < 0)
+			continue;
+		if (!b->cpus_per_loop)
+			return 1;
+		n = cpus / b->cpus_per_loop;
+		return n < 1 ? 1 : n > b->loops_max ? b->loops_max : n;
+	}
+	return 1; /* none starts: registry_start says why */
+}
+
 int registry_start_another(struct registry *reg, const struct backend_args *args,
 	const struct backend_env *env, struct backend *out)
 {

@@ -33,6 +33,10 @@ void registry_finish(struct registry *reg);
 int registry_start(struct registry *reg, const struct backend_args *args,
 	const struct backend_env *env, struct backend *out);
 
+/* --loops 0 (auto): the loops for the backend that registry_start would start on this
+ * machine, whose sseqd may use cpus CPUs (the backend's cpus_per_loop and loops_max). */
+unsigned registry_auto_loops(const struct registry *reg, unsigned device, unsigned cpus);
+
 /* One more instance of the running backend, for another loop (--loops): 0, or a negative
  * errno once the reason was logged. */
 int registry_start_another(struct registry *reg, const struct backend_args *args,

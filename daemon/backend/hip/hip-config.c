@@ -92,12 +92,11 @@ static int hip_start(struct backend *out, const void *config, const struct backe
 	struct hip_config cfg = *(const struct hip_config *)config;
 
 	cfg.device = args->device;
-	if (args->loops > 1) {
-		/* Each loop's instance gets its share, rounded up. */
+	/* Each loop's instance gets its share of the submit threads, rounded up, and a
+	 * small-copy pool of its own: a share of it would run out sooner under a loop's
+	 * burst, and a copy that finds it full pins its arena, which stalls everyone. */
+	if (args->loops > 1)
 		cfg.submit_threads = (cfg.submit_threads + args->loops - 1) / args->loops;
-		cfg.small_copy_pool_mib =
-			(cfg.small_copy_pool_mib + args->loops - 1) / args->loops;
-	}
 	return hip_create(out, &cfg, env);
 }
 #endif
@@ -122,4 +121,8 @@ const struct backend_desc hip_backend = {
 	.config_default = &hip_config_default,
 	.options = hip_options,
 	.describe = hip_describe,
+	/* Sixteen pytest workers on a 16-CPU GPU host spread over four loops
+	 * (BENCHMARKS.md, "More loops"). */
+	.cpus_per_loop = 4,
+	.loops_max = 4,
 };
