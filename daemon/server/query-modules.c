@@ -10,6 +10,7 @@
 #include "arena.h"
 #include "module.h"
 #include "query.h"
+#include "server.h"
 #include "session.h"
 
 /* Names packed in one answer past which further modules' functions are left out (their
@@ -17,7 +18,7 @@
 #define MODULES_NAME_BUDGET (512u << 10)
 
 struct query_mods {
-	struct server *srv;
+	struct server *srv; /* the walked sessions' loop */
 	struct session_info asker;
 	uint64_t only_session, only_module; /* 0: all */
 	uint64_t session; /* the session being walked */
@@ -181,7 +182,12 @@ void query_modules(struct server *srv, const struct session *asker, const Sseq__
 	} else {
 		w.only_session = q->session;
 	}
-	session_foreach(srv, query_session_modules, &w);
+	/* Every loop's sessions, each module read through its own loop's backend. */
+	for (unsigned k = 0; k < srv->loops->n; k++) {
+		w.srv = query_loop(srv, k);
+		if (w.srv)
+			session_foreach(w.srv, query_session_modules, &w);
+	}
 	if (q->module && res->n_modules == 0 && res->status == SSEQ__STATUS__STATUS_OK) {
 		res->status = SSEQ__STATUS__STATUS_UNKNOWN_HANDLE;
 		res->message = arena_strdup(a, "no such module handle in that session");

@@ -19,8 +19,10 @@ static uint64_t since_start(const struct server *srv, uint64_t ns)
 	return ns > srv->started_ns ? ns - srv->started_ns : 0;
 }
 
-static Sseq__TimelineEntry *timeline_entry(
-	struct server *srv, const struct timeline_ent *e, struct arena *a)
+/* e of loop srv (its streams from base on in the answer), numbered seq, its times from
+ * s0's start (loop 0's: one time base for every loop). */
+static Sseq__TimelineEntry *timeline_entry(struct server *srv, const struct server *s0,
+	unsigned base, uint64_t seq, const struct timeline_ent *e, struct arena *a)
 {
 	const struct seq_layout *layout = seq_layout(srv->seq);
 	Sseq__TimelineEntry *te = arena_alloc(a, sizeof(*te));
@@ -28,9 +30,9 @@ static Sseq__TimelineEntry *timeline_entry(
 
 	sseq__timeline_entry__init(te);
 	sseq__point__init(at);
-	at->stream = e->at.stream;
+	at->stream = base + e->at.stream;
 	at->seq = e->at.seq;
-	te->seq = e->seq;
+	te->seq = seq;
 	te->at = at;
 	te->op = (char *)seq_op_kind_name((enum seq_op_kind)e->kind);
 	te->stream_kind = (char *)(e->at.stream < layout->nstreams
@@ -42,10 +44,10 @@ static Sseq__TimelineEntry *timeline_entry(
 	te->pid = e->pid;
 	te->kernel = arena_strdup(a, e->kernel);
 	te->tag = e->tag;
-	te->issue_ns = since_start(srv, e->issue_ns);
-	te->start_ns = since_start(srv, e->start_ns);
-	te->end_ns = since_start(srv, e->end_ns);
-	te->complete_ns = since_start(srv, e->complete_ns);
+	te->issue_ns = since_start(s0, e->issue_ns);
+	te->start_ns = since_start(s0, e->start_ns);
+	te->end_ns = since_start(s0, e->end_ns);
+	te->complete_ns = since_start(s0, e->complete_ns);
 	te->timing = e->timing == TIMELINE_DEVICE ? SSEQ__TIMELINE_TIMING__TIMELINE_TIMING_DEVICE
 						  : SSEQ__TIMELINE_TIMING__TIMELINE_TIMING_OBSERVED;
 	te->status = outcome_status(e->status);
@@ -58,7 +60,7 @@ static Sseq__TimelineEntry *timeline_entry(
 
 		sseq__timeline_wait__init(w);
 		sseq__point__init(p);
-		p->stream = e->deps[i].producer.stream;
+		p->stream = base + e->deps[i].producer.stream;
 		p->seq = e->deps[i].producer.seq;
 		w->producer = p;
 		w->how = (char *)timeline_dep_how_name((enum timeline_dep_how)e->deps[i].how);
@@ -67,33 +69,57 @@ static Sseq__TimelineEntry *timeline_entry(
 	return te;
 }
 
+/* With several loops (--loops) the pages go through loop 0's ring, then loop 1's, and so
+ * on: an entry's seq is (its loop's number for it * loops + loop), which since_seq and
+ * timeline_next take, so a cursor names the loop and the entry in it (with one loop,
+ * the ring's own numbers). sseqctl trace --chrome orders the entries by time. */
 void query_timeline(struct server *srv, const struct session *asker, const Sseq__Query *q,
 	Sseq__QueryResult *res, struct arena *a)
 {
-	const struct timeline *t = &srv->timeline;
+	const unsigned n = srv->loops->n;
+	const struct server *s0 = query_loop(srv, 0) ? query_loop(srv, 0) : srv;
 	uint64_t max = q->trace && q->trace->max_entries ? q->trace->max_entries : TIMELINE_PAGE;
 	uint64_t since = q->trace ? q->trace->since_seq : 0;
-	uint64_t first = timeline_first(t), seqno;
+	uint64_t scanned = 0, last_scanned = 0;
+	unsigned k0 = (unsigned)(since % n), base = query_stream_base(srv, k0);
 	struct session_info me;
 
 	session_info(asker, &me);
 	if (max > TIMELINE_PAGE)
 		max = TIMELINE_PAGE;
-	if (since >= first)
-		first = since + 1;
-	else if (since)
-		res->timeline_dropped = first - since - 1;
 	res->timeline = arena_alloc(a, (max + 1) * sizeof(*res->timeline));
-	/* Scanned, not just returned, entries bound an answer: one that skips others'
-	 * entries still ends, and timeline_next says where to go on. */
-	for (seqno = first; seqno <= t->last && seqno - first < max; seqno++) {
-		const struct timeline_ent *e = timeline_get(t, seqno);
+	for (unsigned k = k0; k < n; k++) {
+		struct server *s = query_loop(srv, k);
+		const struct timeline *t = s ? &s->timeline : NULL;
+		uint64_t first = t ? timeline_first(t) : 1, after = since / n;
 
-		/* Root and the same user see every session's entries; others their own. */
-		if (!e || (q->session && e->session != q->session) ||
-			(me.uid != 0 && e->session != me.id && e->uid != me.uid))
+		if (!t)
 			continue;
-		res->timeline[res->n_timeline++] = timeline_entry(srv, e, a);
+		if (k == k0 && since) {
+			if (after >= first)
+				first = after + 1;
+			else
+				res->timeline_dropped = first - after - 1;
+		}
+		/* Scanned, not just returned, entries bound an answer: one that skips others'
+		 * entries still ends, and timeline_next says where to go on. */
+		for (uint64_t seqno = first; seqno <= t->last; seqno++) {
+			const struct timeline_ent *e;
+
+			if (scanned == max) {
+				res->timeline_next = last_scanned;
+				return;
+			}
+			scanned++;
+			last_scanned = seqno * n + k;
+			e = timeline_get(t, seqno);
+			/* Root and the same user see every session's entries; others their own. */
+			if (!e || (q->session && e->session != q->session) ||
+				(me.uid != 0 && e->session != me.id && e->uid != me.uid))
+				continue;
+			res->timeline[res->n_timeline++] =
+				timeline_entry(s, s0, base, seqno * n + k, e, a);
+		}
+		base += seq_stream_count(s->seq);
 	}
-	res->timeline_next = seqno <= t->last ? seqno - 1 : 0;
 }

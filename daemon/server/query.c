@@ -1,6 +1,7 @@
-/* Inspection: answers sseqctl's queries from the loop's own state — device, streams,
- * clients, buffers, counters, the trace ring and a Prometheus text form. Sessions are read
- * through their accessors (session_foreach, session_info, session_foreach_buffer). */
+/* Inspection: answers sseqctl's queries from the daemon's state — device, streams,
+ * clients, buffers, counters, the trace ring and a Prometheus text form — over every loop
+ * (--loops), the others parked meanwhile. Sessions are read through their accessors
+ * (session_foreach, session_info, session_foreach_buffer). */
 #include "query.h"
 #include "verify.h"
 
@@ -29,10 +30,43 @@ static const char *const decision_names[] = {
 	[SEQ_TRACE_RELEASE] = "memory released",
 };
 
+struct server *query_loop(struct server *srv, unsigned i)
+{
+	return srv->loops->n == 1 ? (i == 0 ? srv : NULL) : loops_server(srv->loops, i);
+}
+
+unsigned query_stream_base(struct server *srv, unsigned k)
+{
+	unsigned base = 0;
+
+	for (unsigned i = 0; i < k; i++) {
+		struct server *s = query_loop(srv, i);
+
+		base += s ? seq_stream_count(s->seq) : 0;
+	}
+	return base;
+}
+
+/* The loop that has seen the most device resets (each loop counts the fault it met on
+ * the one device), or srv. */
+static struct server *query_reset_loop(struct server *srv)
+{
+	struct server *best = srv;
+
+	for (unsigned i = 0; i < srv->loops->n; i++) {
+		struct server *s = query_loop(srv, i);
+
+		if (s && s->resets.count > best->resets.count)
+			best = s;
+	}
+	return best;
+}
+
 static Sseq__DeviceInfo *query_device(struct server *srv, struct arena *a)
 {
 	Sseq__DeviceInfo *d = arena_alloc(a, sizeof(*d));
 	struct backend_info info = {0};
+	const struct server *r = query_reset_loop(srv);
 
 	sseq__device_info__init(d);
 	backend_info(&srv->backend, &info);
@@ -41,11 +75,24 @@ static Sseq__DeviceInfo *query_device(struct server *srv, struct arena *a)
 	d->backend = arena_strdup(a, info.backend ? info.backend : "");
 	d->arch = arena_strdup(a, info.arch);
 	d->memory_total = info.memory_total;
-	d->memory_used = info.memory_used;
-	d->resets = srv->resets.count;
-	d->last_reset_at = arena_strdup(a, srv->resets.at);
-	d->last_reset_cause = arena_strdup(a, srv->resets.cause);
-	d->last_reset_ms = srv->resets.last_ms;
+	/* Each loop's backend instance holds its own buffers on the one device. */
+	for (unsigned i = 0; i < srv->loops->n; i++) {
+		struct server *s = query_loop(srv, i);
+		struct backend_info other = {0};
+
+		if (!s)
+			continue;
+		if (s == srv) {
+			d->memory_used += info.memory_used;
+			continue;
+		}
+		backend_info(&s->backend, &other);
+		d->memory_used += other.memory_used;
+	}
+	d->resets = r->resets.count;
+	d->last_reset_at = arena_strdup(a, r->resets.at);
+	d->last_reset_cause = arena_strdup(a, r->resets.cause);
+	d->last_reset_ms = r->resets.last_ms;
 	d->max_threads_per_block = info.max_threads_per_block;
 	if (info.max_grid[0]) {
 		d->n_max_block = d->n_max_grid = 3;
@@ -60,10 +107,12 @@ static Sseq__DeviceInfo *query_device(struct server *srv, struct arena *a)
 }
 
 /* The daemon as `systemctl status` shows a service: its release, pid, start and
- * socket. A socket from systemd has no path of ours: ask the socket itself (one we
- * bound was bound under a temporary name and renamed, so only then). */
-static Sseq__DaemonInfo *query_daemon(struct server *srv, struct arena *a)
+ * socket, loop 0's (which listens). A socket from systemd has no path of ours: ask the
+ * socket itself (one we bound was bound under a temporary name and renamed, so only
+ * then). */
+static Sseq__DaemonInfo *query_daemon(struct server *asking, struct arena *a)
 {
+	struct server *srv = query_loop(asking, 0) ? query_loop(asking, 0) : asking;
 	Sseq__DaemonInfo *d = arena_alloc(a, sizeof(*d));
 	struct sockaddr_un addr = {0};
 	socklen_t len = sizeof(addr);
@@ -86,7 +135,8 @@ static Sseq__DaemonInfo *query_daemon(struct server *srv, struct arena *a)
 
 /* Which sessions' lanes map to each stream: counted in one walk, filled in a second. */
 struct query_lanes {
-	const struct seq_layout *layout;
+	const struct seq_layout *layout; /* the walked loop's */
+	unsigned base; /* where its streams start in the answer */
 	struct session_info asker;
 	Sseq__StreamInfo **streams;
 	bool fill;
@@ -102,7 +152,8 @@ static void query_lanes_of(const struct session *s, void *arg)
 		return;
 	for (unsigned k = 0; k < SEQ_STREAM_KINDS; k++) {
 		for (uint32_t i = 0; i < si.nlanes; i++) {
-			unsigned x = q->layout->first[k] + si.lanes[i] % q->layout->count[k];
+			unsigned x =
+				q->base + q->layout->first[k] + si.lanes[i] % q->layout->count[k];
 			Sseq__StreamInfo *st = q->streams[x];
 			/* A session's lanes are walked together: one entry per stream. */
 			bool dup = false;
@@ -118,13 +169,28 @@ static void query_lanes_of(const struct session *s, void *arg)
 	}
 }
 
+/* Every loop's sessions onto its own streams. */
+static void query_lanes_walk(struct server *srv, struct query_lanes *q)
+{
+	for (unsigned k = 0, base = 0; k < srv->loops->n; k++) {
+		struct server *s = query_loop(srv, k);
+
+		if (!s)
+			continue;
+		q->layout = seq_layout(s->seq);
+		q->base = base;
+		session_foreach(s, query_lanes_of, q);
+		base += seq_stream_count(s->seq);
+	}
+}
+
 static void query_stream_sessions(
 	struct server *srv, const struct session *asker, Sseq__QueryResult *res, struct arena *a)
 {
-	struct query_lanes q = {.layout = seq_layout(srv->seq), .streams = res->streams};
+	struct query_lanes q = {.streams = res->streams};
 
 	session_info(asker, &q.asker);
-	session_foreach(srv, query_lanes_of, &q);
+	query_lanes_walk(srv, &q);
 	for (size_t i = 0; i < res->n_streams; i++) {
 		Sseq__StreamInfo *st = res->streams[i];
 		st->sessions = st->n_sessions
@@ -133,37 +199,42 @@ static void query_stream_sessions(
 		st->n_sessions = 0;
 	}
 	q.fill = true;
-	session_foreach(srv, query_lanes_of, &q);
+	query_lanes_walk(srv, &q);
 }
 
+/* Every loop's streams, one after another (query_stream_base). */
 static void query_streams(
 	struct server *srv, const struct session *asker, Sseq__QueryResult *res, struct arena *a)
 {
-	unsigned n = seq_stream_count(srv->seq);
+	unsigned n = query_stream_base(srv, srv->loops->n);
 
-	res->streams = arena_alloc(a, n * sizeof(*res->streams));
-	res->n_streams = n;
-	for (unsigned i = 0; i < n; i++) {
-		Sseq__StreamInfo *si = arena_alloc(a, sizeof(*si));
-		struct seq_stream_info info;
+	res->streams = arena_alloc(a, (n + 1) * sizeof(*res->streams));
+	res->n_streams = 0;
+	for (unsigned k = 0; k < srv->loops->n; k++) {
+		struct server *s = query_loop(srv, k);
 
-		sseq__stream_info__init(si);
-		seq_stream_info(srv->seq, i, &info);
-		si->id = i;
-		si->kind = (Sseq__StreamKind)(info.kind + 1);
-		si->index = info.index;
-		si->last_issued = info.issued;
-		si->last_completed = info.completed;
-		si->window_used = info.window_used;
-		si->window_capacity = info.window_capacity;
-		res->streams[i] = si;
+		for (unsigned i = 0; s && i < seq_stream_count(s->seq); i++) {
+			Sseq__StreamInfo *si = arena_alloc(a, sizeof(*si));
+			struct seq_stream_info info;
+
+			sseq__stream_info__init(si);
+			seq_stream_info(s->seq, i, &info);
+			si->id = (uint32_t)res->n_streams;
+			si->kind = (Sseq__StreamKind)(info.kind + 1);
+			si->index = info.index;
+			si->last_issued = info.issued;
+			si->last_completed = info.completed;
+			si->window_used = info.window_used;
+			si->window_capacity = info.window_capacity;
+			res->streams[res->n_streams++] = si;
+		}
 	}
 	query_stream_sessions(srv, asker, res, a);
 }
 
-static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
+/* One loop's counters into c. */
+static void query_counters_of(struct server *srv, Sseq__Counters *c)
 {
-	Sseq__Counters *c = arena_alloc(a, sizeof(*c));
 	const struct seq_counters *sc = seq_counters(srv->seq);
 	struct backend_copy_counters copies;
 
@@ -208,6 +279,37 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 	c->buffers_lost = srv->resets.buffers_lost;
 	c->input_bytes = srv->limit.input_bytes;
 	c->staging_bytes = srv->limit.staging_bytes;
+}
+
+/* Every loop's counters summed, field by field over the schema (all are uint64), but
+ * device_resets: each loop counts the one device's faults, so the most any loop saw. */
+static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
+{
+	const ProtobufCMessageDescriptor *d = &sseq__counters__descriptor;
+	Sseq__Counters *c = arena_alloc(a, sizeof(*c));
+	Sseq__Counters one;
+
+	query_counters_of(srv, c);
+	for (unsigned k = 0; k < srv->loops->n; k++) {
+		struct server *s = query_loop(srv, k);
+
+		if (!s || s == srv)
+			continue;
+		query_counters_of(s, &one);
+		for (unsigned i = 0; i < d->n_fields; i++) {
+			const ProtobufCFieldDescriptor *f = &d->fields[i];
+			uint64_t sum, v;
+
+			if (f->type != PROTOBUF_C_TYPE_UINT64 ||
+				f->label == PROTOBUF_C_LABEL_REPEATED)
+				continue;
+			memcpy(&sum, (const char *)c + f->offset, sizeof(sum));
+			memcpy(&v, (const char *)&one + f->offset, sizeof(v));
+			sum += v;
+			memcpy((char *)c + f->offset, &sum, sizeof(sum));
+		}
+	}
+	c->device_resets = query_reset_loop(srv)->resets.count;
 	return c;
 }
 
@@ -252,33 +354,53 @@ static void query_client(const struct session *s, void *arg)
 	w->res->clients[w->res->n_clients++] = ci;
 }
 
+/* Every loop's sessions. */
+static unsigned query_nsessions(struct server *srv)
+{
+	unsigned n = 0;
+
+	for (unsigned k = 0; k < srv->loops->n; k++) {
+		struct server *s = query_loop(srv, k);
+
+		n += s ? s->nsessions : 0;
+	}
+	return n;
+}
+
 static void query_clients(struct server *srv, const struct session *asker, uint64_t only,
 	Sseq__QueryResult *res, struct arena *a)
 {
 	struct query_walk w = {.srv = srv, .only = only, .res = res, .a = a};
 
 	session_info(asker, &w.asker);
-	res->clients = arena_alloc(a, (srv->nsessions + 1) * sizeof(*res->clients));
-	session_foreach(srv, query_client, &w);
+	res->clients = arena_alloc(a, (query_nsessions(srv) + 1) * sizeof(*res->clients));
+	for (unsigned k = 0; k < srv->loops->n; k++) {
+		struct server *s = query_loop(srv, k);
+
+		if (s)
+			session_foreach(s, query_client, &w);
+	}
 }
 
-static Sseq__Point *query_point(struct arena *a, struct seq_point p)
+/* p of a loop whose streams start at base in the answer. */
+static Sseq__Point *query_point(struct arena *a, struct seq_point p, unsigned base)
 {
 	Sseq__Point *pt = arena_alloc(a, sizeof(*pt));
 	sseq__point__init(pt);
-	pt->stream = p.stream;
+	pt->stream = base + p.stream;
 	pt->seq = p.seq;
 	return pt;
 }
 
-/* What the sequencer knows of a base: its producer, pending readers, failure (I1, I4, I9). */
-static void query_buffer_state(
-	struct server *srv, struct arena *a, const struct seq_buffer *base, Sseq__BufferInfo *bi)
+/* What the sequencer knows of a base: its producer, pending readers, failure (I1, I4, I9).
+ * srv is the loop that holds it, whose streams start at `streams` in the answer. */
+static void query_buffer_state(struct server *srv, unsigned streams, struct arena *a,
+	const struct seq_buffer *base, Sseq__BufferInfo *bi)
 {
 	unsigned nstreams = seq_stream_count(srv->seq);
 	struct seq_stream_info si;
 
-	bi->producer = query_point(a, base->def);
+	bi->producer = query_point(a, base->def, streams);
 	seq_stream_info(srv->seq, base->def.stream, &si);
 	bi->producer_complete = base->def.seq <= si.completed;
 	bi->readers = arena_alloc(a, nstreams * sizeof(*bi->readers));
@@ -286,7 +408,7 @@ static void query_buffer_state(
 		seq_stream_info(srv->seq, x, &si);
 		if (base->readers[x] > si.completed)
 			bi->readers[bi->n_readers++] =
-				query_point(a, (struct seq_point){x, base->readers[x]});
+				query_point(a, (struct seq_point){x, base->readers[x]}, streams);
 	}
 	bi->pending_free = base->pending;
 	bi->producer_status = outcome_status(seq_buffer_error(srv->seq, base));
@@ -299,7 +421,8 @@ static void query_buffer_state(
 /* One page of the BUFFERS listing: sessions by id, each one's handles by slot, then the
  * freed bases. */
 struct query_bufs {
-	struct server *srv;
+	struct server *srv; /* the walked session's loop */
+	unsigned streams; /* where that loop's streams start in the answer */
 	Sseq__QueryResult *res;
 	struct arena *a;
 	size_t cap, bytes;
@@ -356,7 +479,7 @@ static void query_buffer(const struct session_buffer *sb, void *arg)
 	bi->base_handle = sb->base_handle;
 	bi->offset = b->offset;
 	bi->slices = base->refs - (base->freed ? 0 : 1);
-	query_buffer_state(w->srv, w->a, base, bi);
+	query_buffer_state(w->srv, w->streams, w->a, base, bi);
 	query_bufs_add(w, bi, w->session, sb->handle, 0);
 }
 
@@ -398,54 +521,107 @@ static void query_buffers(struct server *srv, const struct session *asker, const
 	const Sseq__BufferCursor *from = q->buffers_from;
 	struct query_bufs w = {.srv = srv, .res = res, .a = a};
 	struct query_bufs_sessions l = {.only = q->session, .from = from ? from->session : 0};
-	size_t np;
+	size_t np, at = 0;
+	unsigned streams = 0;
 
 	session_info(asker, &l.asker);
 	res->buffers = NULL;
 	res->n_buffers = 0; /* the page grows from empty, with w.cap */
-	l.cap = srv->nsessions;
+	l.cap = query_nsessions(srv);
 	l.v = arena_alloc(a, (l.cap + 1) * sizeof(*l.v));
 	/* Session 0 in a cursor: the sessions are done (ids start at 1). */
-	if (!from || from->session)
-		session_foreach(srv, query_bufs_session, &l);
-	/* By id, so that where a page ends is a place the next page can start from. */
+	for (unsigned k = 0; k < srv->loops->n && (!from || from->session); k++)
+		if (query_loop(srv, k))
+			session_foreach(query_loop(srv, k), query_bufs_session, &l);
+	/* By id (unique across loops), so that where a page ends is a place the next page
+	 * can start from. */
 	qsort(l.v, l.n, sizeof(*l.v), query_bufs_session_cmp);
 	for (size_t i = 0; i < l.n && !w.full; i++) {
+		w.srv = session_server(l.v[i].s);
+		w.streams = query_stream_base(srv, w.srv->loop_index);
 		w.session = l.v[i].id;
 		w.from_slot = from && l.v[i].id == from->session ? (uint32_t)from->handle : 0;
 		session_foreach_buffer(l.v[i].s, query_buffer, &w);
 	}
 	/* Freed bases whose memory waits for their last use (I5) have no handle any more:
-	 * root sees them too. */
-	np = l.asker.uid == 0 && !q->session ? seq_pending_count(srv->seq) : 0;
-	for (size_t i = from && !from->session ? from->freed : 0; i < np && !w.full; i++) {
-		const struct seq_buffer *b = seq_pending_get(srv->seq, i);
-		Sseq__BufferInfo *bi = arena_alloc(a, sizeof(*bi));
+	 * root sees them too. Numbered over the loops one after another, for the cursor. */
+	for (unsigned k = 0; k < srv->loops->n && l.asker.uid == 0 && !q->session; k++) {
+		struct server *s = query_loop(srv, k);
+		size_t skip = from && !from->session ? from->freed : 0;
 
-		sseq__buffer_info__init(bi);
-		bi->session = b->owner;
-		bi->label = (char *)"(freed)";
-		bi->size = b->size;
-		query_buffer_state(srv, a, b, bi);
-		query_bufs_add(&w, bi, 0, 0, i);
+		if (!s)
+			continue;
+		np = seq_pending_count(s->seq);
+		for (size_t i = skip > at ? skip - at : 0; i < np && !w.full; i++) {
+			const struct seq_buffer *b = seq_pending_get(s->seq, i);
+			Sseq__BufferInfo *bi = arena_alloc(a, sizeof(*bi));
+
+			sseq__buffer_info__init(bi);
+			bi->session = b->owner;
+			bi->label = (char *)"(freed)";
+			bi->size = b->size;
+			query_buffer_state(s, streams, a, b, bi);
+			query_bufs_add(&w, bi, 0, 0, at + i);
+		}
+		at += np;
+		streams += seq_stream_count(s->seq);
 	}
 	if (!res->buffers)
 		res->buffers = arena_alloc(a, sizeof(*res->buffers));
 	res->buffers_next = w.next;
 }
 
-static char *query_point_text(struct arena *a, struct seq_point p)
+static char *query_point_text(struct arena *a, struct seq_point p, unsigned base)
 {
-	return p.seq ? arena_printf(a, "%u:%" PRIu64, p.stream, p.seq) : arena_strdup(a, "-");
+	return p.seq ? arena_printf(a, "%u:%" PRIu64, base + p.stream, p.seq)
+		     : arena_strdup(a, "-");
 }
 
-static void query_trace(struct server *srv, const struct session *asker, const Sseq__Query *q,
+/* Root and the same user see every session's entries; others their own. */
+static bool query_trace_visible(
+	const Sseq__Query *q, const struct session_info *me, const struct trace_ent *e)
+{
+	return !(q->session && e->session != q->session) &&
+		!(me->uid != 0 && e->session != me->id && e->uid != me->uid);
+}
+
+/* e of a loop whose streams start at base, numbered seq, at time_ns. */
+static Sseq__TraceEntry *query_trace_entry(
+	struct arena *a, const struct trace_ent *e, unsigned base, uint64_t seq, uint64_t time_ns)
+{
+	Sseq__TraceEntry *te = arena_alloc(a, sizeof(*te));
+
+	sseq__trace_entry__init(te);
+	te->seq = seq;
+	te->time_ns = time_ns;
+	te->op = arena_strdup(a,
+		e->decision == SEQ_TRACE_RELEASE || e->decision == SEQ_TRACE_DEFER_FREE
+			? "free"
+			: seq_op_kind_name((enum seq_op_kind)e->op));
+	te->stream = arena_printf(a, "%u", base + e->at.stream);
+	te->point = query_point_text(a, e->at, base);
+	te->decision = arena_strdup(
+		a, e->decision <= SEQ_TRACE_RELEASE ? decision_names[e->decision] : "?");
+	/* Decimal, as handles are everywhere else (sseqctl, libsseq, Python). */
+	te->buffer = e->buffer ? arena_printf(a, "%" PRIu64, e->buffer) : arena_strdup(a, "-");
+	te->producer = query_point_text(a, e->producer, base);
+	te->session = e->session;
+	return te;
+}
+
+/* One loop's ring, numbered as that loop numbers it: a daemon of one loop, and a trace
+ * follower (TraceOptions.follow), whose new entries its own loop sends each turn
+ * (trace.c) by that loop's numbers. */
+static void query_trace_loop(struct server *srv, const struct session *asker, const Sseq__Query *q,
 	Sseq__QueryResult *res, struct arena *a)
 {
 	struct session_info me;
 	uint64_t max = q->trace && q->trace->max_entries ? q->trace->max_entries : 100;
 	uint64_t since = q->trace ? q->trace->since_seq : 0;
 	uint64_t first, last;
+	/* As query_stream_base numbers them, without reading the other loops (a follower's
+	 * answer runs with them running): every loop has the same share of streams. */
+	unsigned base = srv->loop_index * seq_stream_count(srv->seq);
 
 	session_info(asker, &me);
 	/* Following (since): none skipped, the overwritten counted; else a snapshot. */
@@ -454,31 +630,85 @@ static void query_trace(struct server *srv, const struct session *asker, const S
 		arena_alloc(a, ((last >= first ? last - first + 1 : 0) + 1) * sizeof(*res->trace));
 	for (uint64_t seqno = first; seqno <= last; seqno++) {
 		const struct trace_ent *e = trace_entry(&srv->trace, seqno);
-		Sseq__TraceEntry *te;
 
-		/* Root and the same user see every session's entries; others their own. */
-		if ((q->session && e->session != q->session) ||
-			(me.uid != 0 && e->session != me.id && e->uid != me.uid))
-			continue;
-		te = arena_alloc(a, sizeof(*te));
-		sseq__trace_entry__init(te);
-		te->seq = e->seq;
-		te->time_ns = e->time_ns;
-		te->op = arena_strdup(a,
-			e->decision == SEQ_TRACE_RELEASE || e->decision == SEQ_TRACE_DEFER_FREE
-				? "free"
-				: seq_op_kind_name((enum seq_op_kind)e->op));
-		te->stream = arena_printf(a, "%u", e->at.stream);
-		te->point = query_point_text(a, e->at);
-		te->decision = arena_strdup(
-			a, e->decision <= SEQ_TRACE_RELEASE ? decision_names[e->decision] : "?");
-		/* Decimal, as handles are everywhere else (sseqctl, libsseq, Python). */
-		te->buffer =
-			e->buffer ? arena_printf(a, "%" PRIu64, e->buffer) : arena_strdup(a, "-");
-		te->producer = query_point_text(a, e->producer);
-		te->session = e->session;
-		res->trace[res->n_trace++] = te;
+		if (query_trace_visible(q, &me, e))
+			res->trace[res->n_trace++] =
+				query_trace_entry(a, e, base, e->seq, e->time_ns);
 	}
+}
+
+/* A visible entry of some loop's ring, for the merge by time. */
+struct query_trace_pick {
+	uint64_t key; /* the answer's seq: its time and loop (query_trace_loops) */
+	const struct trace_ent *e;
+	unsigned base;
+};
+
+static int query_trace_pick_cmp(const void *x, const void *y)
+{
+	const struct query_trace_pick *a = x, *b = y;
+
+	return a->key < b->key ? -1 : a->key > b->key;
+}
+
+/* Every loop's ring, merged by time. An entry's time is rebased on loop 0's start and its
+ * seq is (time * loops + loop + 1): unique, and rising with time across loops, since a
+ * query reads every ring with the others parked, so an entry pushed later has a later
+ * time. A poll with since_seq (sseqctl trace --follow) gets the oldest entries after it;
+ * how many a ring overwrote before the poll is not known across loops: each loop that
+ * shows none at or before since_seq, while its ring has wrapped, counts one dropped (at
+ * least one went by unseen). */
+static void query_trace_loops(struct server *srv, const struct session *asker, const Sseq__Query *q,
+	Sseq__QueryResult *res, struct arena *a)
+{
+	struct session_info me;
+	uint64_t max = q->trace && q->trace->max_entries ? q->trace->max_entries : 100;
+	uint64_t since = q->trace ? q->trace->since_seq : 0;
+	unsigned n = srv->loops->n;
+	struct server *s0 = query_loop(srv, 0) ? query_loop(srv, 0) : srv;
+	struct query_trace_pick *v = arena_alloc(a, (n * TRACE_RING + 1) * sizeof(*v));
+	size_t nv = 0, from = 0;
+
+	session_info(asker, &me);
+	if (max > TRACE_RING)
+		max = TRACE_RING;
+	for (unsigned k = 0, base = 0; k < n; k++) {
+		struct server *s = query_loop(srv, k);
+		uint64_t first, last, seqno;
+		bool reached = false;
+
+		if (!s)
+			continue;
+		trace_since(&s->trace, 0, TRACE_RING, &first, &last);
+		/* Newest first, down to since. */
+		for (seqno = last; seqno >= first && seqno > 0; seqno--) {
+			const struct trace_ent *e = trace_entry(&s->trace, seqno);
+			uint64_t at = e->time_ns + s->started_ns;
+			uint64_t t = at > s0->started_ns ? at - s0->started_ns : 0;
+			uint64_t key = t * n + k + 1;
+
+			if (since && key <= since) {
+				reached = true;
+				break;
+			}
+			if (query_trace_visible(q, &me, e))
+				v[nv++] = (struct query_trace_pick){key, e, base};
+		}
+		if (since && !reached && trace_last(&s->trace) > TRACE_RING)
+			res->trace_dropped++;
+		base += seq_stream_count(s->seq);
+	}
+	qsort(v, nv, sizeof(*v), query_trace_pick_cmp);
+	/* A snapshot: the newest max; a poll: the oldest max after since, so none skipped. */
+	if (nv > max) {
+		if (!since)
+			from = nv - max;
+		nv = from + max;
+	}
+	res->trace = arena_alloc(a, (nv - from + 1) * sizeof(*res->trace));
+	for (size_t i = from; i < nv; i++)
+		res->trace[res->n_trace++] =
+			query_trace_entry(a, v[i].e, v[i].base, v[i].key, (v[i].key - 1) / n);
 }
 
 struct metrics_buf {
@@ -613,7 +843,8 @@ static char *query_metrics(struct server *srv, const struct session *asker, stru
 	char dev[128];
 	char labels[256];
 	char started[40];
-	unsigned n = seq_stream_count(srv->seq);
+	struct server *s0 = query_loop(srv, 0) ? query_loop(srv, 0) : srv;
+	unsigned nsessions = query_nsessions(srv);
 
 	/* gpu beside device, as DCGM's exporter labels its samples, so the two join on it. */
 	snprintf(dev, sizeof(dev), "device=\"%u\",gpu=\"%u\",backend=\"%s\"", srv->opts.device,
@@ -623,26 +854,33 @@ static char *query_metrics(struct server *srv, const struct session *asker, stru
 		labels, 1);
 	/* In seconds since the epoch, fraction and all, as process_start_time_seconds is. */
 	snprintf(started, sizeof(started), "%" PRIu64 ".%09" PRIu64,
-		srv->started_unix_ns / 1000000000u, srv->started_unix_ns % 1000000000u);
+		s0->started_unix_ns / 1000000000u, s0->started_unix_ns % 1000000000u);
 	metric_text(&m, "start_time_seconds", "gauge",
 		"When the daemon started serving, in seconds since the Unix epoch.", dev, started);
 	metric(&m, "clients", "gauge", "Connected client sessions, the one asking not counted.",
-		dev, srv->nsessions - (asker && srv->nsessions ? 1 : 0));
+		dev, nsessions - (asker && nsessions ? 1 : 0));
 	metric(&m, "memory_total_bytes", "gauge", "Device memory in total.", dev, d->memory_total);
 	metric(&m, "memory_used_bytes", "gauge", "Device memory held by buffers.", dev,
 		d->memory_used);
 	metric_counters(&m, c, dev);
 	/* Family by family, every stream's sample together under its HELP and TYPE: the
-	 * text format wants a family's lines in one group. */
+	 * text format wants a family's lines in one group. Every loop's streams, numbered
+	 * as STREAMS numbers them (query_stream_base). */
 	for (size_t f = 0; f < sizeof(stream_families) / sizeof(stream_families[0]); f++) {
-		for (unsigned i = 0; i < n; i++) {
-			struct seq_stream_info si;
-			seq_stream_info(srv->seq, i, &si);
-			snprintf(labels, sizeof(labels), "%s,stream=\"%u\",kind=\"%s\"", dev, i,
-				seq_stream_kind_name(si.kind));
-			metric(&m, stream_families[f].name, "gauge",
-				i == 0 ? stream_families[f].help : NULL, labels,
-				stream_families[f].value(&si));
+		unsigned id = 0;
+
+		for (unsigned k = 0; k < srv->loops->n; k++) {
+			struct server *s = query_loop(srv, k);
+
+			for (unsigned i = 0; s && i < seq_stream_count(s->seq); i++, id++) {
+				struct seq_stream_info si;
+				seq_stream_info(s->seq, i, &si);
+				snprintf(labels, sizeof(labels), "%s,stream=\"%u\",kind=\"%s\"",
+					dev, id, seq_stream_kind_name(si.kind));
+				metric(&m, stream_families[f].name, "gauge",
+					id == 0 ? stream_families[f].help : NULL, labels,
+					stream_families[f].value(&si));
+			}
 		}
 	}
 	return m.text ? m.text : arena_strdup(a, "");
@@ -652,7 +890,15 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 	Sseq__QueryResult *res, struct arena *a)
 {
 	uint64_t only = q->session;
+	/* A follower's entries are its own loop's (query_trace_loop): no other loop is read,
+	 * and it is asked each turn that brought new entries. */
+	bool follower = q->kind == SSEQ__QUERY_KIND__QUERY_KIND_TRACE &&
+		((q->trace && q->trace->follow) ||
+			(asker && session_follow((struct session *)asker)->following));
+	bool world = !follower && srv->loops->n > 1;
 
+	if (world)
+		server_stop_world(srv);
 	res->status = SSEQ__STATUS__STATUS_OK;
 	res->message = (char *)"";
 	switch (q->kind) {
@@ -676,7 +922,10 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 		res->counters = query_counters(srv, a);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_TRACE:
-		query_trace(srv, asker, q, res, a);
+		if (world)
+			query_trace_loops(srv, asker, q, res, a);
+		else
+			query_trace_loop(srv, asker, q, res, a);
 		break;
 	case SSEQ__QUERY_KIND__QUERY_KIND_METRICS:
 		res->metrics_text = query_metrics(srv, asker, a);
@@ -692,4 +941,6 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 		res->message = (char *)"unknown query kind";
 		break;
 	}
+	if (world)
+		server_resume_world(srv);
 }

@@ -931,22 +931,37 @@ void server_drop_clients(struct server *srv)
 		conn_close(srv->sessions);
 }
 
+/* Over every loop (main asks with the world stopped); with one loop, srv's own. */
 void server_summary(const struct server *srv, char *buf, size_t size)
 {
-	uint64_t inflight = 0;
-	const struct seq_counters *c = seq_counters(srv->seq);
+	uint64_t inflight = 0, done = 0, waits = 0;
+	unsigned clients = 0;
+	const struct server *r = srv; /* the most device resets any loop saw */
 
-	for (struct session *s = srv->sessions; s; s = session_next(s))
-		inflight += session_counts(s)->inflight;
+	for (unsigned i = 0; i < srv->loops->n; i++) {
+		const struct server *l = srv->loops->n == 1 ? srv : loops_server(srv->loops, i);
+		const struct seq_counters *c;
+
+		if (!l)
+			continue;
+		c = seq_counters(l->seq);
+		for (struct session *s = l->sessions; s; s = session_next(s))
+			inflight += session_counts(s)->inflight;
+		clients += l->nsessions;
+		done += c->ops_completed;
+		waits += c->waits_enqueued;
+		if (l->resets.count > r->resets.count)
+			r = l;
+	}
 	int n = snprintf(buf, size,
 		"%u clients, %" PRIu64 " ops in flight, %" PRIu64 " ops done, %" PRIu64
 		" waits enqueued",
-		srv->nsessions, inflight, c->ops_completed, c->waits_enqueued);
+		clients, inflight, done, waits);
 
-	if (srv->resets.count && n >= 0 && (size_t)n < size)
+	if (r->resets.count && n >= 0 && (size_t)n < size)
 		snprintf(buf + n, size - (size_t)n,
 			"; device resets: %" PRIu64 ", the last at %s caused by %s",
-			srv->resets.count, srv->resets.at, srv->resets.cause);
+			r->resets.count, r->resets.at, r->resets.cause);
 }
 
 static void server_close_cb(uv_handle_t *h)
