@@ -127,7 +127,7 @@ START_TEST(test_a_poisoned_context_restarts_every_loop_in_place)
 	struct staging sb;
 	Sseq__QueryResult *q;
 	char msg[1024];
-	uint64_t ya, yb, k;
+	uint64_t ya, yb, k, kb;
 	int a, b, c;
 
 	SIM_ONLY();
@@ -138,6 +138,10 @@ START_TEST(test_a_poisoned_context_restarts_every_loop_in_place)
 	b = conn_worker("gw7");
 	ck_assert_int_eq(staging_register(b, &sb, 4096, true), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
+	/* The bystander's kernel, its loop's first launch, still runs when the fault comes:
+	 * a suspect on the other loop. */
+	kb = send_exec(b, "spin", "u", NULL, (double[]){2000000});
+	ck_assert_int_eq(reply_status(b, kb), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(a, 1024, &ya), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(reply_status(a, send_exec(a, "fill", "ofu", &ya, (double[]){1, 256})),
 		SSEQ__STATUS__STATUS_OK);
@@ -148,12 +152,18 @@ START_TEST(test_a_poisoned_context_restarts_every_loop_in_place)
 		expect_completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
 	ck_has(msg, "device reset 1");
 	ck_has(msg, "gw6");
+	ck_has(msg, "also running then: (loop 1) session 2 (gw7");
+	ck_assert_int_eq(
+		expect_completion_msg(b, kb, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_has(msg, "device reset 1");
 
-	/* The bystander's buffer, on the other loop, went with the context. */
+	/* The bystander's buffer, on the other loop, went with the context; that loop
+	 * names the reset as the one that saw it did. */
 	k = send_d2h(b, yb, 0, sb.handle, 0, 1024);
 	ck_assert_int_eq(
 		expect_reply(b, k, NULL, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
-	ck_has(msg, "lost in a device reset");
+	ck_has(msg, "lost in a device reset (the last, reset 1 at ");
+	ck_has(msg, "gw6");
 	ck_assert_int_eq(do_free(b, yb), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(reply_status(b, send_exec(b, "fill", "ofu", &yb, (double[]){5, 256})),
@@ -166,6 +176,8 @@ START_TEST(test_a_poisoned_context_restarts_every_loop_in_place)
 	q = query(a, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
 	ck_assert_uint_eq(q->device->resets, 1);
 	ck_has(q->device->last_reset_cause, "gw6");
+	ck_assert_uint_eq(q->counters->device_resets, 1);
+	ck_assert_uint_eq(q->counters->buffers_lost, 2);
 	sseq__query_result__free_unpacked(q, NULL);
 	munmap(sb.map, sb.size);
 	close(a);

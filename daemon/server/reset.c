@@ -59,6 +59,31 @@ static void isolate(struct server *srv, struct session *s)
 		session_id(s), session_ident(s)->worker, session_ident(s)->pid);
 }
 
+/* Every op running on o's streams but `skip`, as suspects after the n bytes of out
+ * written so far (with its loop's number when loop >= 0): they may have caused the fault
+ * as well. Returns the new length. */
+static size_t name_suspects(struct server *o, uint32_t skip, int loop, char *out, size_t n,
+	size_t size, unsigned *others)
+{
+	for (uint32_t x = 0; x < seq_stream_count(o->seq) && n < size; x++) {
+		struct seq_stream_info si;
+		struct seq_point p;
+
+		seq_stream_info(o->seq, x, &si);
+		if (x == skip || si.completed >= si.issued)
+			continue;
+		p = (struct seq_point){x, si.completed + 1};
+		n += (size_t)snprintf(
+			out + n, size - n, "%s", (*others)++ ? "; " : "; also running then: ");
+		if (n < size && loop >= 0)
+			n += (size_t)snprintf(out + n, size - n, "(loop %d) ", loop);
+		if (n < size)
+			n += (size_t)describe_point(o, p, out + n, size - n);
+		isolate(o, point_session(o, p));
+	}
+	return n;
+}
+
 /* The culprit: the op that stream `first` (whose event failed first) was running, and
  * beside it every other op then running (the first incomplete point of each other
  * stream), as suspects: a poisoned context fails every stream's events at once, so the
@@ -80,38 +105,13 @@ static struct session *name_culprit(struct server *srv, uint32_t first, char *ou
 		snprintf(out + n, size - n, " (it ran alone: exact)");
 		return culprit;
 	}
-	for (uint32_t x = 0; x < seq_stream_count(srv->seq) && n < size; x++) {
-		if (x == first)
-			continue;
-		seq_stream_info(srv->seq, x, &si);
-		if (si.completed >= si.issued)
-			continue;
-		p = (struct seq_point){x, si.completed + 1};
-		n += (size_t)snprintf(
-			out + n, size - n, "%s", others++ ? "; " : "; also running then: ");
-		if (n < size)
-			n += (size_t)describe_point(srv, p, out + n, size - n);
-		isolate(srv, point_session(srv, p));
-	}
+	n = name_suspects(srv, first, -1, out, n, size, &others);
 	/* The other loops' ops ran on the same context (parked now: see reset_device). */
 	for (unsigned i = 0; i < srv->loops->n && n < size; i++) {
 		struct server *o = loops_server(srv->loops, i);
 
-		if (!o || o == srv)
-			continue;
-		for (uint32_t x = 0; x < seq_stream_count(o->seq) && n < size; x++) {
-			seq_stream_info(o->seq, x, &si);
-			if (si.completed >= si.issued)
-				continue;
-			p = (struct seq_point){x, si.completed + 1};
-			n += (size_t)snprintf(
-				out + n, size - n, "%s", others++ ? "; " : "; also running then: ");
-			if (n < size)
-				n += (size_t)snprintf(out + n, size - n, "(loop %u) ", i);
-			if (n < size)
-				n += (size_t)describe_point(o, p, out + n, size - n);
-			isolate(o, point_session(o, p));
-		}
+		if (o && o != srv)
+			n = name_suspects(o, UINT32_MAX, (int)i, out, n, size, &others);
 	}
 	if (others)
 		isolate(srv, culprit);
@@ -137,6 +137,22 @@ static void reload_modules(struct server *srv)
 		smodule_foreach(s, reload_module, s);
 }
 
+/* The reset's history (how many, when, caused by whom, how long) is every loop's: each
+ * names it to its own sessions. What was lost is counted where it was counted. */
+static void reset_share(struct server *srv)
+{
+	for (unsigned i = 0; i < srv->loops->n; i++) {
+		struct server *o = loops_server(srv->loops, i);
+		uint64_t lost;
+
+		if (!o || o == srv)
+			continue;
+		lost = o->resets.buffers_lost;
+		o->resets = srv->resets;
+		o->resets.buffers_lost = lost;
+	}
+}
+
 void reset_device(struct server *srv, uint32_t first_failed)
 {
 	struct timespec t0, t1;
@@ -160,6 +176,7 @@ void reset_device(struct server *srv, uint32_t first_failed)
 		"device reset %" PRIu64 ": a fault poisoned the GPU context, caused by %s; "
 		"failing the work in flight and building the context again",
 		srv->resets.count, srv->resets.cause);
+	reset_share(srv);
 	/* The context is every loop's: none may build it again under the others, so with
 	 * several loops it is a restart in place, for all of them. */
 	r = srv->opts.reset_exec || several ? -ENOTRECOVERABLE : backend_reset(&srv->backend);

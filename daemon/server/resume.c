@@ -57,7 +57,6 @@ void resume_restart(struct server *srv)
 	struct resume_header h = {.magic = RESUME_MAGIC,
 		.next_session = atomic_load(&l->next_session),
 		.resets = srv->resets.count,
-		.buffers_lost = srv->resets.buffers_lost,
 		.last_ms = srv->resets.last_ms,
 		.fault_ns = srv->resets.fault_ns,
 		.listen_fd = first->listen_fd,
@@ -73,6 +72,7 @@ void resume_restart(struct server *srv)
 		staging_waits_answer(o, true);
 		flush_all(o);
 		h.sessions_total += o->sessions_total;
+		h.buffers_lost += o->resets.buffers_lost; /* each counts what it lost */
 		for (struct session *s = o->sessions; s; s = session_next(s))
 			h.nsessions += session_is_connected(s);
 	}
@@ -186,6 +186,16 @@ int resume_adopt(struct server *srv, int in)
 		srv->resets.last_ms =
 			((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec - h.fault_ns) /
 			1000000u;
+	}
+	/* Every loop names the reset to its own sessions (what was lost stays counted on
+	 * loop 0). */
+	for (unsigned i = 1; i < srv->loops->n; i++) {
+		struct server *o = loops_server(srv->loops, i);
+
+		if (o) {
+			o->resets = srv->resets;
+			o->resets.buffers_lost = 0;
+		}
 	}
 	log_notice("reset",
 		"device reset %" PRIu64 " done in %" PRIu64 " ms: restarted in place, %u sessions "
