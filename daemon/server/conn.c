@@ -26,10 +26,6 @@
 
 static void conn_on_io(uv_poll_t *poll, int status, int events);
 
-/* Decoding storage for the loop thread (the only thread that touches its sessions): one
- * per thread, as each of --loops reads its own connections. */
-static _Thread_local struct wire_request conn_wire;
-
 /* Whether the client is still there: 0 connected, 1 it shut down its sending side (what
  * it sent is still read, once the session reads again), -1 gone (closed, killed). */
 static int conn_peer(const struct session *s)
@@ -183,8 +179,8 @@ void conn_process(struct session *s)
 			break;
 		/* The hot requests decode by hand; protobuf-c has the last word on the rest,
 		 * after a look at the bytes that it cannot take safely itself. */
-		if (wire_decode_request(p + 4, len, &conn_wire))
-			rq = &conn_wire.rq;
+		if (wire_decode_request(p + 4, len, &s->srv->wire))
+			rq = &s->srv->wire.rq;
 		else if (pbcheck_request(p + 4, len, why, sizeof(why)) == 0 &&
 			!(rq = sseq__request__unpack(&s->arena.pb, len, p + 4)))
 			snprintf(why, sizeof(why), "frame does not decode as a Request");

@@ -279,9 +279,15 @@ static void server_resume_streams(struct server *srv)
 
 static void server_drain(struct server *srv);
 
+static void server_on_mail(struct server *srv);
+
 static void server_on_wake(uv_async_t *h)
 {
-	server_drain(h->data);
+	struct server *srv = h->data;
+
+	if (atomic_load_explicit(&srv->mail, memory_order_relaxed))
+		server_on_mail(srv);
+	server_drain(srv);
 }
 
 /* For a short while after it sent something (--spin-us), poll the socket and the
@@ -569,23 +575,32 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 	}
 }
 
+static void server_mail(struct server *srv, unsigned what)
+{
+	atomic_fetch_or(&srv->mail, what);
+	uv_async_send(&srv->wake);
+}
+
 static void server_handoff_wake(struct server *srv)
 {
-	uv_async_send(&srv->handoff);
+	server_mail(srv, SERVER_MAIL_HANDOFF);
 }
 
 static void server_park_wake(struct server *srv)
 {
-	uv_async_send(&srv->park);
+	server_mail(srv, SERVER_MAIL_PARK);
 }
 
-/* Connections loop 0 accepted for this loop. */
-static void server_on_handoff(uv_async_t *h)
+/* Another loop stopped the world: park until it resumes. Then the connections loop 0
+ * accepted for this loop. */
+static void server_on_mail(struct server *srv)
 {
-	struct server *srv = h->data;
+	const unsigned mail = atomic_exchange(&srv->mail, 0);
 	struct loops_conn c;
 
-	while (loops_take(srv->loops, srv->loop_index, &c)) {
+	if (mail & SERVER_MAIL_PARK)
+		loops_park(srv->loops, srv->loop_index);
+	while ((mail & SERVER_MAIL_HANDOFF) && loops_take(srv->loops, srv->loop_index, &c)) {
 		if (srv->stopping) {
 			close(c.fd);
 			loops_leave(srv->loops, srv->loop_index, c.uid);
@@ -593,13 +608,6 @@ static void server_on_handoff(uv_async_t *h)
 			server_serve(srv, c.fd, c.uid);
 		}
 	}
-}
-
-static void server_on_park(uv_async_t *h)
-{
-	struct server *srv = h->data;
-
-	loops_park(srv->loops, srv->loop_index);
 }
 
 void server_stop_world(struct server *srv)
@@ -832,10 +840,6 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	srv->accept_rest.data = srv;
 	uv_timer_init(loop, &srv->refused_timer);
 	srv->refused_timer.data = srv;
-	uv_async_init(loop, &srv->handoff, server_on_handoff);
-	srv->handoff.data = srv;
-	uv_async_init(loop, &srv->park, server_on_park);
-	srv->park.data = srv;
 	loops_attach(srv->loops, srv->loop_index, srv);
 	if (srv->listen_fd >= 0) {
 		uv_poll_init(loop, &srv->listen_poll, srv->listen_fd);
@@ -974,8 +978,6 @@ void server_close_handles(struct server *srv)
 	uv_close((uv_handle_t *)&srv->turn_end, server_close_cb);
 	uv_close((uv_handle_t *)&srv->spin, server_close_cb);
 	uv_close((uv_handle_t *)&srv->backlog, server_close_cb);
-	uv_close((uv_handle_t *)&srv->handoff, server_close_cb);
-	uv_close((uv_handle_t *)&srv->park, server_close_cb);
 	if (srv->listening)
 		uv_close((uv_handle_t *)&srv->listen_poll, server_close_cb);
 	uv_close((uv_handle_t *)&srv->sweep, server_close_cb);

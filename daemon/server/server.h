@@ -17,11 +17,15 @@
 #include "sseq.pb-c.h"
 #include "timeline.h"
 #include "trace.h"
+#include "wire.h"
 
 #define SESSION_MAX_FDS 8
 #define OP_FREE_MAX 4096 /* op records kept for reuse once done; the rest are freed */
 
 struct session;
+
+#define SERVER_MAIL_HANDOFF 1u
+#define SERVER_MAIL_PARK 2u
 
 static inline uint64_t server_now_ns(void)
 {
@@ -146,9 +150,10 @@ struct server {
 	struct loops *loops; /* opts.loops, or own_loops */
 	struct loops own_loops;
 	unsigned loop_index;
-	/* Connections loop 0 handed over (loops_post), and a stop of the world to park for
-	 * (loops_stop_world). */
-	uv_async_t handoff, park;
+	/* What other threads ask of the loop besides completions, on the same wake-up
+	 * (SERVER_MAIL_*): connections loop 0 handed over (loops_post), a stop of the world
+	 * to park for (loops_stop_world). One handle, so that each wake-up checks one word. */
+	atomic_uint mail;
 	int listen_fd; /* loop 0's; -1 on the others */
 	bool listening; /* listen_poll was made */
 	/* The socket file sseqd made (0: none): unlinked at exit only while still that one. */
@@ -209,6 +214,9 @@ struct server {
 	unsigned nop_free;
 
 	struct trace_ring trace; /* trace.h's: the sequencer's recent decisions */
+	/* conn.c's decoding storage for the hot-path requests: each loop decodes its own
+	 * connections (a thread-local one cost ~100 instructions per request). */
+	struct wire_request wire;
 
 	/* Completed ops (sseqctl trace --chrome). While seq_submit runs for an op, its
 	 * record is `submitting`, so that the trace hook adds the waits decided for it; a
