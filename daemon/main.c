@@ -516,7 +516,7 @@ static int daemon_summary(struct daemon_state *d, char *buf, size_t size)
 {
 	int fatal = 0;
 
-	server_stop_world(&d->l[0].srv);
+	loops_stop_world(&d->loops, 0);
 	server_summary(&d->l[0].srv, buf, size);
 	for (unsigned i = 0; i < d->n; i++) {
 		const struct server *srv = loops_server(&d->loops, i);
@@ -524,7 +524,7 @@ static int daemon_summary(struct daemon_state *d, char *buf, size_t size)
 		if (srv && srv->fatal)
 			fatal = srv->fatal;
 	}
-	server_resume_world(&d->l[0].srv);
+	loops_resume_world(&d->loops);
 	return fatal;
 }
 

@@ -50,10 +50,13 @@ static void loops_park_locked(struct loops *l)
 		pthread_cond_wait(&l->cond, &l->lock);
 }
 
-void loops_attach(struct loops *l, unsigned i, struct server *srv)
+void loops_attach(struct loops *l, unsigned i, struct server *srv,
+	void (*wake_handoff)(struct server *), void (*wake_park)(struct server *))
 {
 	pthread_mutex_lock(&l->lock);
 	l->m[i].srv = srv;
+	l->m[i].wake_handoff = wake_handoff;
+	l->m[i].wake_park = wake_park;
 	pthread_mutex_unlock(&l->lock);
 }
 
@@ -178,7 +181,7 @@ unsigned loops_place(struct loops *l)
 	return best;
 }
 
-void loops_post(struct loops *l, unsigned i, int fd, uint32_t uid, void (*wake)(struct server *))
+void loops_post(struct loops *l, unsigned i, int fd, uint32_t uid)
 {
 	struct loops_member *m = &l->m[i];
 	bool first = false, kept = false;
@@ -202,7 +205,7 @@ void loops_post(struct loops *l, unsigned i, int fd, uint32_t uid, void (*wake)(
 	}
 	pthread_mutex_unlock(&m->inbox_lock);
 	if (first)
-		wake(m->srv);
+		m->wake_handoff(m->srv);
 	pthread_mutex_unlock(&l->lock);
 	if (!kept) {
 		close(fd);
@@ -235,7 +238,7 @@ static unsigned loops_others(const struct loops *l, unsigned me)
 	return n;
 }
 
-void loops_stop_world(struct loops *l, unsigned me, void (*wake)(struct server *))
+void loops_stop_world(struct loops *l, unsigned me)
 {
 	if (l->n == 1)
 		return;
@@ -247,7 +250,7 @@ void loops_stop_world(struct loops *l, unsigned me, void (*wake)(struct server *
 	l->parked = 0;
 	for (unsigned i = 0; i < l->n; i++)
 		if (i != me && l->m[i].srv)
-			wake(l->m[i].srv);
+			l->m[i].wake_park(l->m[i].srv);
 	while (l->parked < loops_others(l, me))
 		pthread_cond_wait(&l->cond, &l->lock);
 	pthread_mutex_unlock(&l->lock);
@@ -275,4 +278,13 @@ void loops_park(struct loops *l, unsigned me)
 struct server *loops_server(struct loops *l, unsigned i)
 {
 	return i < l->n ? l->m[i].srv : NULL;
+}
+
+unsigned loops_stream_base(struct loops *l, unsigned k)
+{
+	unsigned base = 0;
+
+	for (unsigned i = 0; i < k && i < l->n; i++)
+		base += l->m[i].srv ? seq_stream_count(l->m[i].srv->seq) : 0;
+	return base;
 }

@@ -32,6 +32,10 @@ struct loops_uid {
 
 struct loops_member {
 	struct server *srv; /* NULL once its loop no longer serves */
+	/* Wake the loop (libuv handles of its server's, thread-safe): for a posted
+	 * connection, and to park for a stopped world. */
+	void (*wake_handoff)(struct server *);
+	void (*wake_park)(struct server *);
 	atomic_uint sessions; /* placed on it and not yet gone */
 	pthread_mutex_t inbox_lock;
 	struct loops_conn *inbox;
@@ -55,9 +59,10 @@ struct loops {
 int loops_init(struct loops *l, unsigned n);
 void loops_finish(struct loops *l);
 
-/* Loop i serves with srv from now on; detach: no more (it parks first if the world is
- * stopped, and closes what its inbox still holds). */
-void loops_attach(struct loops *l, unsigned i, struct server *srv);
+/* Loop i serves with srv from now on, woken by the two functions given; detach: no more
+ * (it parks first if the world is stopped, and closes what its inbox still holds). */
+void loops_attach(struct loops *l, unsigned i, struct server *srv,
+	void (*wake_handoff)(struct server *), void (*wake_park)(struct server *));
 void loops_detach(struct loops *l, unsigned i);
 
 /* A new connection from uid: NULL and counted, or why not (--max-clients,
@@ -73,21 +78,24 @@ uint64_t loops_session_id(struct loops *l);
 /* The loop a new connection goes to (the serving one with the fewest sessions), counted
  * on it. */
 unsigned loops_place(struct loops *l);
-/* Give loop i an admitted connection, waking it (wake: a libuv handle of its server's)
- * when its inbox was empty; a loop that no longer serves closes it. */
-void loops_post(struct loops *l, unsigned i, int fd, uint32_t uid, void (*wake)(struct server *));
+/* Give loop i an admitted connection, waking it when its inbox was empty; a loop that
+ * no longer serves closes it. */
+void loops_post(struct loops *l, unsigned i, int fd, uint32_t uid);
 /* Loop i's next posted connection: false when none is left. */
 bool loops_take(struct loops *l, unsigned i, struct loops_conn *out);
 
 /* Loop `me` reads every loop's state between these two: the others are parked at a
- * turn's end (the caller wakes each with loops_park_wake, given as a callback, since the
- * wake-up is a libuv handle of the server's) until loops_resume_world. Nothing to do
+ * turn's end (each woken with its wake_park) until loops_resume_world. Nothing to do
  * with one loop. */
-void loops_stop_world(struct loops *l, unsigned me, void (*wake)(struct server *));
+void loops_stop_world(struct loops *l, unsigned me);
 void loops_resume_world(struct loops *l);
 /* From loop me's turn, when woken: park while another loop has stopped the world. */
 void loops_park(struct loops *l, unsigned me);
 /* Loop i's server while its loop serves, else NULL (read with the world stopped). */
 struct server *loops_server(struct loops *l, unsigned i);
+/* Where loop k's streams start when every loop's are numbered one after another (loop k's
+ * stream x is this + x), so that ids stay unique across loops (read with the world
+ * stopped). */
+unsigned loops_stream_base(struct loops *l, unsigned k);
 
 #endif

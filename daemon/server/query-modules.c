@@ -184,7 +184,7 @@ void query_modules(struct server *srv, const struct session *asker, const Sseq__
 	}
 	/* Every loop's sessions, each module read through its own loop's backend. */
 	for (unsigned k = 0; k < srv->loops->n; k++) {
-		w.srv = query_loop(srv, k);
+		w.srv = loops_server(srv->loops, k);
 		if (w.srv)
 			session_foreach(w.srv, query_session_modules, &w);
 	}

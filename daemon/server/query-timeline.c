@@ -77,11 +77,11 @@ void query_timeline(struct server *srv, const struct session *asker, const Sseq_
 	Sseq__QueryResult *res, struct arena *a)
 {
 	const unsigned n = srv->loops->n;
-	const struct server *s0 = query_loop(srv, 0) ? query_loop(srv, 0) : srv;
+	const struct server *s0 = loops_server(srv->loops, 0) ? loops_server(srv->loops, 0) : srv;
 	uint64_t max = q->trace && q->trace->max_entries ? q->trace->max_entries : TIMELINE_PAGE;
 	uint64_t since = q->trace ? q->trace->since_seq : 0;
 	uint64_t scanned = 0, last_scanned = 0;
-	unsigned k0 = (unsigned)(since % n), base = query_stream_base(srv, k0);
+	unsigned k0 = (unsigned)(since % n), base = loops_stream_base(srv->loops, k0);
 	struct session_info me;
 
 	session_info(asker, &me);
@@ -89,7 +89,7 @@ void query_timeline(struct server *srv, const struct session *asker, const Sseq_
 		max = TIMELINE_PAGE;
 	res->timeline = arena_alloc(a, (max + 1) * sizeof(*res->timeline));
 	for (unsigned k = k0; k < n; k++) {
-		struct server *s = query_loop(srv, k);
+		struct server *s = loops_server(srv->loops, k);
 		const struct timeline *t = s ? &s->timeline : NULL;
 		uint64_t first = t ? timeline_first(t) : 1, after = since / n;
 

@@ -30,23 +30,6 @@ static const char *const decision_names[] = {
 	[SEQ_TRACE_RELEASE] = "memory released",
 };
 
-struct server *query_loop(struct server *srv, unsigned i)
-{
-	return srv->loops->n == 1 ? (i == 0 ? srv : NULL) : loops_server(srv->loops, i);
-}
-
-unsigned query_stream_base(struct server *srv, unsigned k)
-{
-	unsigned base = 0;
-
-	for (unsigned i = 0; i < k; i++) {
-		struct server *s = query_loop(srv, i);
-
-		base += s ? seq_stream_count(s->seq) : 0;
-	}
-	return base;
-}
-
 /* The loop that has seen the most device resets (each loop counts the fault it met on
  * the one device), or srv. */
 static struct server *query_reset_loop(struct server *srv)
@@ -54,7 +37,7 @@ static struct server *query_reset_loop(struct server *srv)
 	struct server *best = srv;
 
 	for (unsigned i = 0; i < srv->loops->n; i++) {
-		struct server *s = query_loop(srv, i);
+		struct server *s = loops_server(srv->loops, i);
 
 		if (s && s->resets.count > best->resets.count)
 			best = s;
@@ -77,7 +60,7 @@ static Sseq__DeviceInfo *query_device(struct server *srv, struct arena *a)
 	d->memory_total = info.memory_total;
 	/* Each loop's backend instance holds its own buffers on the one device. */
 	for (unsigned i = 0; i < srv->loops->n; i++) {
-		struct server *s = query_loop(srv, i);
+		struct server *s = loops_server(srv->loops, i);
 		struct backend_info other = {0};
 
 		if (!s)
@@ -112,7 +95,8 @@ static Sseq__DeviceInfo *query_device(struct server *srv, struct arena *a)
  * then). */
 static Sseq__DaemonInfo *query_daemon(struct server *asking, struct arena *a)
 {
-	struct server *srv = query_loop(asking, 0) ? query_loop(asking, 0) : asking;
+	struct server *srv =
+		loops_server(asking->loops, 0) ? loops_server(asking->loops, 0) : asking;
 	Sseq__DaemonInfo *d = arena_alloc(a, sizeof(*d));
 	struct sockaddr_un addr = {0};
 	socklen_t len = sizeof(addr);
@@ -173,7 +157,7 @@ static void query_lanes_of(const struct session *s, void *arg)
 static void query_lanes_walk(struct server *srv, struct query_lanes *q)
 {
 	for (unsigned k = 0, base = 0; k < srv->loops->n; k++) {
-		struct server *s = query_loop(srv, k);
+		struct server *s = loops_server(srv->loops, k);
 
 		if (!s)
 			continue;
@@ -202,16 +186,16 @@ static void query_stream_sessions(
 	query_lanes_walk(srv, &q);
 }
 
-/* Every loop's streams, one after another (query_stream_base). */
+/* Every loop's streams, one after another (loops_stream_base). */
 static void query_streams(
 	struct server *srv, const struct session *asker, Sseq__QueryResult *res, struct arena *a)
 {
-	unsigned n = query_stream_base(srv, srv->loops->n);
+	unsigned n = loops_stream_base(srv->loops, srv->loops->n);
 
 	res->streams = arena_alloc(a, (n + 1) * sizeof(*res->streams));
 	res->n_streams = 0;
 	for (unsigned k = 0; k < srv->loops->n; k++) {
-		struct server *s = query_loop(srv, k);
+		struct server *s = loops_server(srv->loops, k);
 
 		for (unsigned i = 0; s && i < seq_stream_count(s->seq); i++) {
 			Sseq__StreamInfo *si = arena_alloc(a, sizeof(*si));
@@ -291,7 +275,7 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 
 	query_counters_of(srv, c);
 	for (unsigned k = 0; k < srv->loops->n; k++) {
-		struct server *s = query_loop(srv, k);
+		struct server *s = loops_server(srv->loops, k);
 
 		if (!s || s == srv)
 			continue;
@@ -360,7 +344,7 @@ static unsigned query_nsessions(struct server *srv)
 	unsigned n = 0;
 
 	for (unsigned k = 0; k < srv->loops->n; k++) {
-		struct server *s = query_loop(srv, k);
+		struct server *s = loops_server(srv->loops, k);
 
 		n += s ? s->nsessions : 0;
 	}
@@ -375,7 +359,7 @@ static void query_clients(struct server *srv, const struct session *asker, uint6
 	session_info(asker, &w.asker);
 	res->clients = arena_alloc(a, (query_nsessions(srv) + 1) * sizeof(*res->clients));
 	for (unsigned k = 0; k < srv->loops->n; k++) {
-		struct server *s = query_loop(srv, k);
+		struct server *s = loops_server(srv->loops, k);
 
 		if (s)
 			session_foreach(s, query_client, &w);
@@ -531,14 +515,14 @@ static void query_buffers(struct server *srv, const struct session *asker, const
 	l.v = arena_alloc(a, (l.cap + 1) * sizeof(*l.v));
 	/* Session 0 in a cursor: the sessions are done (ids start at 1). */
 	for (unsigned k = 0; k < srv->loops->n && (!from || from->session); k++)
-		if (query_loop(srv, k))
-			session_foreach(query_loop(srv, k), query_bufs_session, &l);
+		if (loops_server(srv->loops, k))
+			session_foreach(loops_server(srv->loops, k), query_bufs_session, &l);
 	/* By id (unique across loops), so that where a page ends is a place the next page
 	 * can start from. */
 	qsort(l.v, l.n, sizeof(*l.v), query_bufs_session_cmp);
 	for (size_t i = 0; i < l.n && !w.full; i++) {
 		w.srv = session_server(l.v[i].s);
-		w.streams = query_stream_base(srv, w.srv->loop_index);
+		w.streams = loops_stream_base(srv->loops, w.srv->loop_index);
 		w.session = l.v[i].id;
 		w.from_slot = from && l.v[i].id == from->session ? (uint32_t)from->handle : 0;
 		session_foreach_buffer(l.v[i].s, query_buffer, &w);
@@ -546,7 +530,7 @@ static void query_buffers(struct server *srv, const struct session *asker, const
 	/* Freed bases whose memory waits for their last use (I5) have no handle any more:
 	 * root sees them too. Numbered over the loops one after another, for the cursor. */
 	for (unsigned k = 0; k < srv->loops->n && l.asker.uid == 0 && !q->session; k++) {
-		struct server *s = query_loop(srv, k);
+		struct server *s = loops_server(srv->loops, k);
 		size_t skip = from && !from->session ? from->freed : 0;
 
 		if (!s)
@@ -665,7 +649,7 @@ static void query_trace_loops(struct server *srv, const struct session *asker, c
 	uint64_t max = q->trace && q->trace->max_entries ? q->trace->max_entries : 100;
 	uint64_t since = q->trace ? q->trace->since_seq : 0;
 	unsigned n = srv->loops->n;
-	struct server *s0 = query_loop(srv, 0) ? query_loop(srv, 0) : srv;
+	struct server *s0 = loops_server(srv->loops, 0) ? loops_server(srv->loops, 0) : srv;
 	struct query_trace_pick *v = arena_alloc(a, (n * TRACE_RING + 1) * sizeof(*v));
 	size_t nv = 0, from = 0;
 
@@ -673,7 +657,7 @@ static void query_trace_loops(struct server *srv, const struct session *asker, c
 	if (max > TRACE_RING)
 		max = TRACE_RING;
 	for (unsigned k = 0, base = 0; k < n; k++) {
-		struct server *s = query_loop(srv, k);
+		struct server *s = loops_server(srv->loops, k);
 		uint64_t first, last, seqno;
 		bool reached = false;
 
@@ -843,7 +827,7 @@ static char *query_metrics(struct server *srv, const struct session *asker, stru
 	char dev[128];
 	char labels[256];
 	char started[40];
-	struct server *s0 = query_loop(srv, 0) ? query_loop(srv, 0) : srv;
+	struct server *s0 = loops_server(srv->loops, 0) ? loops_server(srv->loops, 0) : srv;
 	unsigned nsessions = query_nsessions(srv);
 
 	/* gpu beside device, as DCGM's exporter labels its samples, so the two join on it. */
@@ -865,12 +849,12 @@ static char *query_metrics(struct server *srv, const struct session *asker, stru
 	metric_counters(&m, c, dev);
 	/* Family by family, every stream's sample together under its HELP and TYPE: the
 	 * text format wants a family's lines in one group. Every loop's streams, numbered
-	 * as STREAMS numbers them (query_stream_base). */
+	 * as STREAMS numbers them (loops_stream_base). */
 	for (size_t f = 0; f < sizeof(stream_families) / sizeof(stream_families[0]); f++) {
 		unsigned id = 0;
 
 		for (unsigned k = 0; k < srv->loops->n; k++) {
-			struct server *s = query_loop(srv, k);
+			struct server *s = loops_server(srv->loops, k);
 
 			for (unsigned i = 0; s && i < seq_stream_count(s->seq); i++, id++) {
 				struct seq_stream_info si;
@@ -898,7 +882,7 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 	bool world = !follower && srv->loops->n > 1;
 
 	if (world)
-		server_stop_world(srv);
+		loops_stop_world(srv->loops, srv->loop_index);
 	res->status = SSEQ__STATUS__STATUS_OK;
 	res->message = (char *)"";
 	switch (q->kind) {
@@ -942,5 +926,5 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 		break;
 	}
 	if (world)
-		server_resume_world(srv);
+		loops_resume_world(srv->loops);
 }

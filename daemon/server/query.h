@@ -13,16 +13,9 @@ struct session;
 
 /* Fill result for q's kind as `asker` may see it; allocations come from `a`. With
  * several loops (--loops) the answer covers every loop: the others are parked meanwhile
- * (server_stop_world), except for a trace follower's own loop's entries (trace.c). */
+ * (loops_stop_world), except for a trace follower's own loop's entries (trace.c). */
 void query_answer(struct server *srv, const struct session *asker, const Sseq__Query *q,
 	Sseq__QueryResult *result, struct arena *a);
-/* Loop i's server while the world is stopped (NULL: that loop no longer serves); with
- * one loop, srv itself. */
-struct server *query_loop(struct server *srv, unsigned i);
-/* Where loop k's streams start in an answer: the loops' streams are numbered one after
- * another (loop k's stream x is this + x), so that ids stay unique across loops. */
-unsigned query_stream_base(struct server *srv, unsigned k);
-
 /* TIMELINE (query-timeline.c): one page of completed operations. */
 void query_timeline(struct server *srv, const struct session *asker, const Sseq__Query *q,
 	Sseq__QueryResult *result, struct arena *a);

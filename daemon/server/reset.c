@@ -164,7 +164,7 @@ void reset_device(struct server *srv, uint32_t first_failed)
 	int r;
 
 	/* The other loops wait, parked, until the daemon serves again (or it execs). */
-	server_stop_world(srv);
+	loops_stop_world(srv->loops, srv->loop_index);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	srv->resets.fault_ns = (uint64_t)t0.tv_sec * 1000000000u + (uint64_t)t0.tv_nsec;
 	srv->resets.count++;
@@ -216,10 +216,10 @@ void reset_device(struct server *srv, uint32_t first_failed)
 			"device reset %" PRIu64 " done in %" PRIu64
 			" ms: serving again (buffers lost so far: %" PRIu64 ")",
 			srv->resets.count, srv->resets.last_ms, srv->resets.buffers_lost);
-		server_resume_world(srv);
+		loops_resume_world(srv->loops);
 		return;
 	}
 	/* Only a new process can: exec, keeping the PID, the socket and the sessions. */
 	resume_restart(srv); /* returns only if the exec failed: fatal is set */
-	server_resume_world(srv);
+	loops_resume_world(srv->loops);
 }

@@ -571,7 +571,7 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 		if (target == srv->loop_index)
 			server_serve(srv, fd, cred.uid);
 		else
-			loops_post(srv->loops, target, fd, cred.uid, server_handoff_wake);
+			loops_post(srv->loops, target, fd, cred.uid);
 	}
 }
 
@@ -608,16 +608,6 @@ static void server_on_mail(struct server *srv)
 			server_serve(srv, c.fd, c.uid);
 		}
 	}
-}
-
-void server_stop_world(struct server *srv)
-{
-	loops_stop_world(srv->loops, srv->loop_index, server_park_wake);
-}
-
-void server_resume_world(struct server *srv)
-{
-	loops_resume_world(srv->loops);
 }
 
 static void server_on_sweep(uv_timer_t *t)
@@ -840,7 +830,7 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	srv->accept_rest.data = srv;
 	uv_timer_init(loop, &srv->refused_timer);
 	srv->refused_timer.data = srv;
-	loops_attach(srv->loops, srv->loop_index, srv);
+	loops_attach(srv->loops, srv->loop_index, srv, server_handoff_wake, server_park_wake);
 	if (srv->listen_fd >= 0) {
 		uv_poll_init(loop, &srv->listen_poll, srv->listen_fd);
 		srv->listen_poll.data = srv;

@@ -290,10 +290,6 @@ static inline uint64_t server_loop_ns(const struct server *srv)
 	return uv_now(srv->loop) * 1000000u;
 }
 
-/* Between these two the loop reads every loop's state (loops.h): the others are parked.
- * Nothing to do in a daemon of one loop. */
-void server_stop_world(struct server *srv);
-void server_resume_world(struct server *srv);
 /* Stop accepting, tell every client, refuse new work; in-flight work still completes. */
 void server_stop(struct server *srv);
 /* Write what is pending and close every connection (the end of a drain). */

@@ -16,10 +16,17 @@
 /* Stand-ins: loops.c only stores and compares the servers' addresses. */
 static struct server fake[LOOPS_MAX];
 
+static void no_wake(struct server *srv)
+{
+	(void)srv;
+}
+
+static void (*park_wake)(struct server *) = no_wake;
+
 static void attach_all(struct loops *l)
 {
 	for (unsigned i = 0; i < l->n; i++)
-		loops_attach(l, i, &fake[i]);
+		loops_attach(l, i, &fake[i], no_wake, park_wake);
 }
 
 START_TEST(test_admission_counts_connections_across_loops)
@@ -71,11 +78,6 @@ START_TEST(test_a_new_connection_goes_to_the_loop_with_fewest_sessions)
 }
 END_TEST
 
-static void no_wake(struct server *srv)
-{
-	(void)srv;
-}
-
 START_TEST(test_a_hand_off_to_a_loop_gone_closes_the_connection)
 {
 	const struct server_limits lim = {.max_clients = 1, .max_clients_per_uid = 1};
@@ -90,13 +92,13 @@ START_TEST(test_a_hand_off_to_a_loop_gone_closes_the_connection)
 	ck_assert_ptr_null(loops_admit(&l, &lim, 5, why, sizeof(why)));
 	ck_assert_uint_eq(loops_place(&l), 0);
 	/* Served: loop 1 takes what was posted, in order. */
-	loops_post(&l, 1, p[0], 5, no_wake);
+	loops_post(&l, 1, p[0], 5);
 	ck_assert(loops_take(&l, 1, &c));
 	ck_assert_int_eq(c.fd, p[0]);
 	ck_assert(!loops_take(&l, 1, &c));
 	/* Gone: the connection is closed and its place given back. */
 	loops_detach(&l, 1);
-	loops_post(&l, 1, p[0], 5, no_wake);
+	loops_post(&l, 1, p[0], 5);
 	ck_assert_int_eq(fcntl(p[0], F_GETFD), -1);
 	ck_assert_int_eq(errno, EBADF);
 	ck_assert_ptr_null(loops_admit(&l, &lim, 5, why, sizeof(why)));
@@ -140,13 +142,14 @@ START_TEST(test_the_stopped_world_holds_every_other_loop)
 	unsigned long at[4];
 
 	ck_assert_int_eq(loops_init(&W.l, 4), 0);
+	park_wake = wake_loop;
 	attach_all(&W.l);
 	for (unsigned i = 1; i < 4; i++)
 		ck_assert_int_eq(
 			pthread_create(&t[i - 1], NULL, loop_run, (void *)(uintptr_t)i), 0);
 	usleep(5000);
 	for (int round = 0; round < 20; round++) {
-		loops_stop_world(&W.l, 0, wake_loop);
+		loops_stop_world(&W.l, 0);
 		for (unsigned i = 1; i < 4; i++)
 			at[i] = atomic_load(&W.turns[i]);
 		usleep(2000);
@@ -177,7 +180,7 @@ static void *stopper(void *arg)
 	for (int i = 0; i < 200; i++) {
 		if (atomic_exchange(&W.woken[me], false))
 			loops_park(&W.l, me);
-		loops_stop_world(&W.l, me, wake_loop);
+		loops_stop_world(&W.l, me);
 		atomic_fetch_add(&W.turns[me], 1);
 		loops_resume_world(&W.l);
 	}
@@ -192,6 +195,7 @@ START_TEST(test_two_loops_stopping_the_world_take_turns)
 
 	memset(&W, 0, sizeof(W));
 	ck_assert_int_eq(loops_init(&W.l, 2), 0);
+	park_wake = wake_loop;
 	attach_all(&W.l);
 	for (unsigned i = 0; i < 2; i++)
 		ck_assert_int_eq(pthread_create(&t[i], NULL, stopper, (void *)(uintptr_t)i), 0);
