@@ -154,6 +154,8 @@ static void conn_protocol_error(struct session *s, Sseq__Status status, const ch
 
 void conn_process(struct session *s)
 {
+	/* The loop's decoding storage (each loop decodes its own connections). */
+	struct wire_request *wire = &s->srv->wire;
 	size_t off = 0;
 	unsigned frames = 0;
 
@@ -179,8 +181,8 @@ void conn_process(struct session *s)
 			break;
 		/* The hot requests decode by hand; protobuf-c has the last word on the rest,
 		 * after a look at the bytes that it cannot take safely itself. */
-		if (wire_decode_request(p + 4, len, &s->srv->wire))
-			rq = &s->srv->wire.rq;
+		if (wire_decode_request(p + 4, len, wire))
+			rq = &wire->rq;
 		else if (pbcheck_request(p + 4, len, why, sizeof(why)) == 0 &&
 			!(rq = sseq__request__unpack(&s->arena.pb, len, p + 4)))
 			snprintf(why, sizeof(why), "frame does not decode as a Request");
