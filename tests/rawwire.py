@@ -49,3 +49,13 @@ def frame(msg):
 def read_frame(c):
     n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
     return c.recv(n, socket.MSG_WAITALL)
+
+
+def call(c, tag, body_field, body):
+    """Send a Request (tag, body in field body_field); return the Reply under that tag,
+    as {field number: value}, skipping any other message before it."""
+    c.sendall(frame(field(1, tag) + field(body_field, body)))
+    while True:
+        m = decode_last(read_frame(c))
+        if 1 in m and decode_last(m[1]).get(1) == tag:
+            return decode_last(m[1])

@@ -30,15 +30,7 @@ after=$(date +%s.%N)
 # twice, so that streams have issued and completed points; they stay connected.
 python3 -c '
 import socket, struct, sys, time
-from rawwire import decode_last, field
-def call(c, tag, body_field, body):  # the Reply under this tag
-    msg = field(1, tag) + field(body_field, body)
-    c.sendall(struct.pack("<I", len(msg)) + msg)
-    while True:
-        n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
-        m = decode_last(c.recv(n, socket.MSG_WAITALL))
-        if 1 in m and decode_last(m[1]).get(1) == tag:
-            return decode_last(m[1])
+from rawwire import call, decode_last, field
 conns = []
 for k in range(3):
     c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])

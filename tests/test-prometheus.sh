@@ -48,15 +48,7 @@ py=$(python3 -c 'import sys; print(sys.executable)') # once through any shim
 # One client on GPU 1 holding a 4096-byte buffer, so the daemons' numbers differ.
 "$py" -c '
 import socket, struct, sys, time
-from rawwire import decode_last, field
-def call(c, tag, body_field, body):
-    msg = field(1, tag) + field(body_field, body)
-    c.sendall(struct.pack("<I", len(msg)) + msg)
-    while True:
-        n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
-        m = decode_last(c.recv(n, socket.MSG_WAITALL))
-        if 1 in m and decode_last(m[1]).get(1) == tag:
-            return decode_last(m[1])
+from rawwire import call, decode_last, field
 c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
 call(c, 1, 10, field(1, 1) + field(3, b"prometheus") + field(5, b"gw0"))
 call(c, 2, 13, field(1, 4096) + field(2, b"a"))
