@@ -162,6 +162,47 @@ assert len(seqs) > 1000 and len(set(seqs)) == len(seqs) and seqs == sorted(seqs)
 assert {int(e["stream"]) // 5 for e in t} == {0, 1, 2, 3}, t[:5]
 EOF
 
+# A libsseq-style follow subscription (TraceOptions.follow) hears every loop's new
+# entries too, in the merged numbering, none twice (wherever its own session is).
+rm -f "$dir/follow-ready" "$dir/follow-stop"
+python3 - "$sock" "$dir" >"$dir/subscribed.json" <<'EOF' &
+import json, os, select, socket, sys
+from rawwire import call, decode, decode_last, field, frame, read_frame
+c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
+call(c, 1, 10, field(1, 1) + field(3, b"loops") + field(5, b"follower"))
+c.sendall(frame(field(1, 2) + field(24, field(1, 6) + field(2, field(1, 1) + field(2, 1)))))
+open(os.path.join(sys.argv[2], "follow-ready"), "w").close()
+out, stop = [], None
+while stop is None or os.times().elapsed < stop:
+    if stop is None and os.path.exists(os.path.join(sys.argv[2], "follow-stop")):
+        stop = os.times().elapsed + 0.5
+    if not select.select([c], [], [], 0.05)[0]:
+        continue
+    m = decode_last(read_frame(c))
+    if 3 not in m:
+        continue
+    r = decode(m[3])
+    if r.get(1, [0])[-1] != 2:
+        continue
+    for e in r.get(9, []):
+        e = decode_last(e)
+        out.append({"seq": e.get(1, 0), "stream": e.get(4, b"").decode()})
+print(json.dumps(out))
+EOF
+sub_pid=$!
+for _ in $(seq 100); do [ -e "$dir/follow-ready" ] && break; sleep 0.05; done
+"$stress" --socket "$sock" --ops 2000 --clients 8 --seed 8 >/dev/null ||
+	fail "sseq-stress during the follow subscription"
+touch "$dir/follow-stop"
+wait "$sub_pid" || fail "the follow subscription's client exited $?"
+python3 - "$dir/subscribed.json" <<'EOF' || fail "a follow subscription over four loops"
+import json, sys
+t = json.load(open(sys.argv[1]))
+seqs = [e["seq"] for e in t]
+assert len(seqs) > 1000 and len(set(seqs)) == len(seqs) and seqs == sorted(seqs), (len(seqs), seqs[:20])
+assert {int(e["stream"]) // 5 for e in t if e["stream"].isdigit()} == {0, 1, 2, 3}, t[:5]
+EOF
+
 # sseq_clients: the ten, the scraper not counted.
 "$sseqctl" --socket "$sock" metrics >"$dir/metrics.txt"
 grep -q '^sseq_clients{.*} 10$' "$dir/metrics.txt" ||

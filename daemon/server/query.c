@@ -593,9 +593,7 @@ static Sseq__TraceEntry *query_trace_entry(
 	return te;
 }
 
-/* One loop's ring, numbered as that loop numbers it: a daemon of one loop, and a trace
- * follower (TraceOptions.follow), whose new entries its own loop sends each turn
- * (trace.c) by that loop's numbers. */
+/* The ring of a daemon of one loop, numbered as it numbers them. */
 static void query_trace_loop(struct server *srv, const struct session *asker, const Sseq__Query *q,
 	Sseq__QueryResult *res, struct arena *a)
 {
@@ -603,9 +601,7 @@ static void query_trace_loop(struct server *srv, const struct session *asker, co
 	uint64_t max = q->trace && q->trace->max_entries ? q->trace->max_entries : 100;
 	uint64_t since = q->trace ? q->trace->since_seq : 0;
 	uint64_t first, last;
-	/* As query_stream_base numbers them, without reading the other loops (a follower's
-	 * answer runs with them running): every loop has the same share of streams. */
-	unsigned base = srv->loop_index * seq_stream_count(srv->seq);
+	const unsigned base = 0;
 
 	session_info(asker, &me);
 	/* Following (since): none skipped, the overwritten counted; else a snapshot. */
@@ -874,12 +870,9 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 	Sseq__QueryResult *res, struct arena *a)
 {
 	uint64_t only = q->session;
-	/* A follower's entries are its own loop's (query_trace_loop): no other loop is read,
-	 * and it is asked each turn that brought new entries. */
-	bool follower = q->kind == SSEQ__QUERY_KIND__QUERY_KIND_TRACE &&
-		((q->trace && q->trace->follow) ||
-			(asker && session_follow((struct session *)asker)->following));
-	bool world = !follower && srv->loops->n > 1;
+	/* Several loops: every loop's state, read with the others parked (a trace follower's
+	 * too, in the merged numbering: trace.c asks for it on a timer, not each turn). */
+	bool world = srv->loops->n > 1;
 
 	if (world)
 		loops_stop_world(srv->loops, srv->loop_index);

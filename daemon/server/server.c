@@ -281,6 +281,25 @@ static void server_drain(struct server *srv);
 
 static void server_on_mail(struct server *srv);
 
+/* Each follower its new trace entries. */
+static void server_follow_all(struct server *srv)
+{
+	for (struct session *s = srv->nfollowing ? srv->sessions : NULL; s; s = session_next(s))
+		trace_follow(s); /* only a follower's */
+}
+
+/* Several loops: every 10 ms while a session follows (the turn's end writes them). */
+static void server_on_follow(uv_timer_t *t)
+{
+	struct server *srv = t->data;
+
+	if (!srv->nfollowing) {
+		uv_timer_stop(&srv->follow);
+		return;
+	}
+	server_follow_all(srv);
+}
+
 static void server_on_wake(uv_async_t *h)
 {
 	struct server *srv = h->data;
@@ -383,8 +402,10 @@ static void server_on_turn_end(uv_check_t *h)
 			uv_idle_start(&srv->spin, server_on_spin);
 		}
 	}
-	for (struct session *s = srv->nfollowing ? srv->sessions : NULL; s; s = session_next(s))
-		trace_follow(s); /* only a follower's */
+	if (srv->loops->n == 1)
+		server_follow_all(srv);
+	else if (srv->nfollowing && !uv_is_active((uv_handle_t *)&srv->follow))
+		uv_timer_start(&srv->follow, server_on_follow, 10, 10);
 	for (struct session *s; (s = out_next_dirty(srv));)
 		conn_flush(s);
 	/* Frames left for the next turn: that turn comes without a sleep in poll. */
@@ -825,6 +846,8 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	uv_check_start(&srv->turn_end, server_on_turn_end);
 	uv_timer_init(loop, &srv->sweep);
 	srv->sweep.data = srv;
+	uv_timer_init(loop, &srv->follow);
+	srv->follow.data = srv;
 	uv_timer_start(&srv->sweep, server_on_sweep, 1000, 1000);
 	uv_timer_init(loop, &srv->accept_rest);
 	srv->accept_rest.data = srv;
@@ -971,6 +994,7 @@ void server_close_handles(struct server *srv)
 	if (srv->listening)
 		uv_close((uv_handle_t *)&srv->listen_poll, server_close_cb);
 	uv_close((uv_handle_t *)&srv->sweep, server_close_cb);
+	uv_close((uv_handle_t *)&srv->follow, server_close_cb);
 	uv_close((uv_handle_t *)&srv->accept_rest, server_close_cb);
 	uv_close((uv_handle_t *)&srv->refused_timer, server_close_cb);
 }

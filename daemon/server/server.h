@@ -161,6 +161,9 @@ struct server {
 	uv_poll_t listen_poll;
 	/* Once a second: Hello and partial-frame deadlines, idle input buffers. */
 	uv_timer_t sweep;
+	/* Several loops: trace followers get every loop's new entries on this timer, not
+	 * each turn, as each answer parks the other loops. */
+	uv_timer_t follow;
 	/* accept() failed for want of descriptors: the listener rests, then retries. */
 	uv_timer_t accept_rest;
 	uint64_t accept_logged_ns, accept_unlogged;

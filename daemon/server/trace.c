@@ -5,8 +5,19 @@
 
 #include "out.h"
 #include "query.h"
+#include "server.h"
 #include "session-limits.h"
 #include "session.h"
+
+/* Several loops: the merged numbering's cursor for now (query.c numbers an entry
+ * (time since loop 0 started) * loops + loop + 1): what comes after it is new. */
+static uint64_t trace_merged_now(struct server *srv)
+{
+	const struct server *s0 = loops_server(srv->loops, 0) ? loops_server(srv->loops, 0) : srv;
+	const uint64_t now = server_now_ns();
+
+	return (now > s0->started_ns ? now - s0->started_ns : 0) * srv->loops->n;
+}
 
 void trace_follow(struct session *s)
 {
@@ -16,9 +27,15 @@ void trace_follow(struct session *s)
 	Sseq__TraceOptions t = SSEQ__TRACE_OPTIONS__INIT;
 	struct server *srv = session_server(s);
 	struct session_follow *f = session_follow(s);
+	const bool merged = srv->loops->n > 1;
 	uint64_t newest = trace_last(&srv->trace);
 
-	if (!session_is_connected(s) || !f->following || newest <= f->since)
+	if (!session_is_connected(s) || !f->following || (!merged && newest <= f->since))
+		return;
+	/* Several loops: since is a cursor in every loop's merged numbering (query.c); a
+	 * follower that does not read gets nothing now, and the next answer counts what the
+	 * rings overwrote meanwhile. */
+	if (merged && out_pending(s) >= SESSION_FOLLOW_HIGH)
 		return;
 	if (out_pending(s) >= SESSION_FOLLOW_HIGH) {
 		/* It does not read: its output stays bounded, and it hears what it missed. */
@@ -33,6 +50,10 @@ void trace_follow(struct session *s)
 	q.trace = &t;
 	res.tag = f->tag;
 	query_answer(srv, s, &q, &res, session_arena(s));
+	if (merged && !res.n_trace && !res.trace_dropped) {
+		arena_reset(session_arena(s));
+		return;
+	}
 	srv->limit.trace_entries_dropped += res.trace_dropped;
 	res.trace_dropped += f->dropped;
 	f->dropped = 0;
@@ -69,6 +90,10 @@ int trace_req_query(struct session *s, const Sseq__Request *rq)
 								: rq->query->trace->since_seq);
 		if (f->since < newest && !res.n_trace)
 			f->since = newest;
+		if (session_server(s)->loops->n > 1 && !res.n_trace)
+			f->since = rq->query->trace->since_seq
+				? rq->query->trace->since_seq
+				: trace_merged_now(session_server(s));
 	}
 	return 0;
 }
