@@ -601,7 +601,6 @@ static void query_trace_loop(struct server *srv, const struct session *asker, co
 	uint64_t max = q->trace && q->trace->max_entries ? q->trace->max_entries : 100;
 	uint64_t since = q->trace ? q->trace->since_seq : 0;
 	uint64_t first, last;
-	const unsigned base = 0;
 
 	session_info(asker, &me);
 	/* Following (since): none skipped, the overwritten counted; else a snapshot. */
@@ -612,8 +611,7 @@ static void query_trace_loop(struct server *srv, const struct session *asker, co
 		const struct trace_ent *e = trace_entry(&srv->trace, seqno);
 
 		if (query_trace_visible(q, &me, e))
-			res->trace[res->n_trace++] =
-				query_trace_entry(a, e, base, e->seq, e->time_ns);
+			res->trace[res->n_trace++] = query_trace_entry(a, e, 0, e->seq, e->time_ns);
 	}
 }
 

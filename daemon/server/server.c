@@ -542,8 +542,6 @@ static void server_accept_failed(struct server *srv, int err)
 	uv_timer_start(&srv->accept_rest, server_on_accept_rest, 100, 0);
 }
 
-static void server_handoff_wake(struct server *srv);
-
 /* An admitted connection, served on this loop. */
 static void server_serve(struct server *srv, int fd, uint32_t uid)
 {
