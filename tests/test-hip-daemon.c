@@ -949,6 +949,76 @@ START_TEST(test_daemon_short_copies_need_no_pin)
 }
 END_TEST
 
+/* Read-backs from several clients at once through several loops (--loops 3): each loop
+ * enqueues a lone request itself while its submit thread sleeps (--submit-idle auto) and,
+ * spinning, asks after its events itself beside the watcher; every client gets its own
+ * bytes back, every time. */
+struct readback_arg {
+	const struct hipd *d;
+	int id, rounds;
+	char err[160];
+};
+
+static void *readback_client(void *arg)
+{
+	enum { N = 256 };
+	struct readback_arg *a = arg;
+	struct sseq *s = hipd_connect(a->d, 1 << 20);
+	float back[N];
+	uint64_t buf;
+
+	for (int round = 0; round < a->rounds && !a->err[0]; round++) {
+		const float want = (float)(a->id * 1000 + round);
+
+		if (sseq_alloc(s, N * 4, "rb", &buf) ||
+			sseq_execute(s, "fill",
+				(struct sseq_arg[]){SSEQ_OUT(buf), SSEQ_F32(want), SSEQ_U64(N)}, 3,
+				NULL, NULL) ||
+			sseq_copy_d2h(s, buf, 0, back, N * 4, NULL) || sseq_sync(s) ||
+			sseq_free(s, buf)) {
+			snprintf(a->err, sizeof(a->err), "client %d round %d: %s", a->id, round,
+				sseq_last_error_message(s));
+			break;
+		}
+		for (int i = 0; i < N; i++)
+			if (back[i] != want) {
+				snprintf(a->err, sizeof(a->err),
+					"client %d round %d [%d]: %g, not %g", a->id, round, i,
+					back[i], want);
+				break;
+			}
+	}
+	sseq_close(s);
+	return NULL;
+}
+
+START_TEST(test_daemon_read_backs_through_several_loops)
+{
+	enum { CLIENTS = 6 };
+	const char *argv[] = {"--log-level", "warning", "--loops", "3", NULL};
+	struct readback_arg a[CLIENTS];
+	pthread_t t[CLIENTS];
+	struct sseq_stats st;
+	struct sseq *s;
+	struct hipd d;
+
+	hipd_start(&d, argv);
+	for (int i = 0; i < CLIENTS; i++) {
+		a[i] = (struct readback_arg){.d = &d, .id = i, .rounds = 60};
+		ck_assert_int_eq(pthread_create(&t[i], NULL, readback_client, &a[i]), 0);
+	}
+	for (int i = 0; i < CLIENTS; i++) {
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+		ck_assert_msg(!a[i].err[0], "%s", a[i].err);
+	}
+	s = hipd_connect(&d, 1 << 20);
+	hipd_stats(s, &st);
+	ck_assert_uint_eq(st.small_copies, CLIENTS * 60);
+	sseq_close(s);
+	hipd_stop(&d);
+}
+END_TEST
+
 static Suite *hip_daemon_suite(void)
 {
 	Suite *s = suite_create("hip-daemon");
@@ -970,6 +1040,7 @@ static Suite *hip_daemon_suite(void)
 		tcase_add_test(daemon, test_daemon_prepare_staging_answers_once_pinned);
 	if (hip_harness_fake_cuda())
 		tcase_add_test(daemon, test_daemon_short_copies_need_no_pin);
+	tcase_add_test(daemon, test_daemon_read_backs_through_several_loops);
 	suite_add_tcase(s, daemon);
 	return s;
 }
