@@ -42,6 +42,17 @@ struct loops_member {
 	unsigned ninbox, capinbox;
 };
 
+/* The device's reset history (reset.c): one device, so one history for every loop.
+ * Written by the loop that resets while the others are parked, and by a restart in place
+ * before the loops' threads start; read by any loop. */
+struct loops_resets {
+	uint64_t count;
+	uint64_t last_ms; /* how long the last one took, fault seen to serving again */
+	char at[32]; /* when the last one happened (UTC) */
+	char cause[512]; /* who caused it, as far as can be known */
+	uint64_t fault_ns; /* CLOCK_MONOTONIC when the last fault was seen */
+};
+
 struct loops {
 	unsigned n;
 	struct loops_member m[LOOPS_MAX];
@@ -54,6 +65,7 @@ struct loops {
 	int owner; /* the loop that stopped the others, or -1 */
 	unsigned parked; /* loops parked for it */
 	uint64_t epoch; /* one more each time the world resumes */
+	struct loops_resets resets;
 };
 
 int loops_init(struct loops *l, unsigned n);

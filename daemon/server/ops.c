@@ -159,8 +159,9 @@ void ops_done(struct op_rec *rec, int status)
 				" at %s failed it; the reset "
 				"was caused by %s",
 				rec->at.seq ? "the operation was" : "what it waited for was",
-				session_server(s)->resets.count, session_server(s)->resets.at,
-				session_server(s)->resets.cause);
+				session_server(s)->loops->resets.count,
+				session_server(s)->loops->resets.at,
+				session_server(s)->loops->resets.cause);
 		else if (status < 0 && rec->at.seq)
 			snprintf(msg, sizeof(msg), "operation at %u:%" PRIu64 " failed: %s",
 				rec->at.stream, rec->at.seq, outcome_text(status));

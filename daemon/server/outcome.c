@@ -132,5 +132,5 @@ int outcome_lost(struct server *srv, int outcome, const char *what)
 	return outcome_error(NULL, outcome,
 		"%s was lost in a device reset (the last, reset %" PRIu64 " at %s, was caused "
 		"by %s): free it and allocate again",
-		what, srv->resets.count, srv->resets.at, srv->resets.cause);
+		what, srv->loops->resets.count, srv->loops->resets.at, srv->loops->resets.cause);
 }

@@ -30,26 +30,11 @@ static const char *const decision_names[] = {
 	[SEQ_TRACE_RELEASE] = "memory released",
 };
 
-/* The loop that has seen the most device resets (each loop counts the fault it met on
- * the one device), or srv. */
-static struct server *query_reset_loop(struct server *srv)
-{
-	struct server *best = srv;
-
-	for (unsigned i = 0; i < srv->loops->n; i++) {
-		struct server *s = loops_server(srv->loops, i);
-
-		if (s && s->resets.count > best->resets.count)
-			best = s;
-	}
-	return best;
-}
-
 static Sseq__DeviceInfo *query_device(struct server *srv, struct arena *a)
 {
 	Sseq__DeviceInfo *d = arena_alloc(a, sizeof(*d));
 	struct backend_info info = {0};
-	const struct server *r = query_reset_loop(srv);
+	const struct loops_resets *r = &srv->loops->resets;
 
 	sseq__device_info__init(d);
 	backend_info(&srv->backend, &info);
@@ -72,10 +57,10 @@ static Sseq__DeviceInfo *query_device(struct server *srv, struct arena *a)
 		backend_info(&s->backend, &other);
 		d->memory_used += other.memory_used;
 	}
-	d->resets = r->resets.count;
-	d->last_reset_at = arena_strdup(a, r->resets.at);
-	d->last_reset_cause = arena_strdup(a, r->resets.cause);
-	d->last_reset_ms = r->resets.last_ms;
+	d->resets = r->count;
+	d->last_reset_at = arena_strdup(a, r->at);
+	d->last_reset_cause = arena_strdup(a, r->cause);
+	d->last_reset_ms = r->last_ms;
 	d->max_threads_per_block = info.max_threads_per_block;
 	if (info.max_grid[0]) {
 		d->n_max_block = d->n_max_grid = 3;
@@ -259,14 +244,13 @@ static void query_counters_of(struct server *srv, Sseq__Counters *c)
 	c->small_copies = copies.small_copies;
 	c->small_copies_unpooled = copies.small_copies_unpooled;
 	c->arenas_pinned = copies.arenas_pinned;
-	c->device_resets = srv->resets.count;
-	c->buffers_lost = srv->resets.buffers_lost;
+	c->buffers_lost = srv->buffers_lost;
 	c->input_bytes = srv->limit.input_bytes;
 	c->staging_bytes = srv->limit.staging_bytes;
 }
 
 /* Every loop's counters summed, field by field over the schema (all are uint64), but
- * device_resets: each loop counts the one device's faults, so the most any loop saw. */
+ * device_resets: the one device's. */
 static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 {
 	const ProtobufCMessageDescriptor *d = &sseq__counters__descriptor;
@@ -293,7 +277,7 @@ static Sseq__Counters *query_counters(struct server *srv, struct arena *a)
 			memcpy((char *)c + f->offset, &sum, sizeof(sum));
 		}
 	}
-	c->device_resets = query_reset_loop(srv)->resets.count;
+	c->device_resets = srv->loops->resets.count;
 	return c;
 }
 

@@ -137,22 +137,6 @@ static void reload_modules(struct server *srv)
 		smodule_foreach(s, reload_module, s);
 }
 
-/* The reset's history (how many, when, caused by whom, how long) is every loop's: each
- * names it to its own sessions. What was lost is counted where it was counted. */
-static void reset_share(struct server *srv)
-{
-	for (unsigned i = 0; i < srv->loops->n; i++) {
-		struct server *o = loops_server(srv->loops, i);
-		uint64_t lost;
-
-		if (!o || o == srv)
-			continue;
-		lost = o->resets.buffers_lost;
-		o->resets = srv->resets;
-		o->resets.buffers_lost = lost;
-	}
-}
-
 void reset_device(struct server *srv, uint32_t first_failed)
 {
 	struct timespec t0, t1;
@@ -160,23 +144,23 @@ void reset_device(struct server *srv, uint32_t first_failed)
 	time_t now = time(NULL);
 	struct tm tm;
 	struct session *culprit;
+	struct loops_resets *h = &srv->loops->resets;
 	const bool several = srv->loops->n > 1;
 	int r;
 
 	/* The other loops wait, parked, until the daemon serves again (or it execs). */
 	loops_stop_world(srv->loops, srv->loop_index);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	srv->resets.fault_ns = (uint64_t)t0.tv_sec * 1000000000u + (uint64_t)t0.tv_nsec;
-	srv->resets.count++;
+	h->fault_ns = (uint64_t)t0.tv_sec * 1000000000u + (uint64_t)t0.tv_nsec;
+	h->count++;
 	gmtime_r(&now, &tm);
-	strftime(srv->resets.at, sizeof(srv->resets.at), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	culprit = name_culprit(srv, first_failed, srv->resets.cause, sizeof(srv->resets.cause));
+	strftime(h->at, sizeof(h->at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	culprit = name_culprit(srv, first_failed, h->cause, sizeof(h->cause));
 	/* The journal's fields name the likely culprit's session and worker. */
 	log_about(LOG_LVL_ERR, "reset", culprit ? SESSION_WHO(culprit) : NULL,
 		"device reset %" PRIu64 ": a fault poisoned the GPU context, caused by %s; "
 		"failing the work in flight and building the context again",
-		srv->resets.count, srv->resets.cause);
-	reset_share(srv);
+		h->count, h->cause);
 	/* The context is every loop's: none may build it again under the others, so with
 	 * several loops it is a restart in place, for all of them. */
 	r = srv->opts.reset_exec || several ? -ENOTRECOVERABLE : backend_reset(&srv->backend);
@@ -203,19 +187,24 @@ void reset_device(struct server *srv, uint32_t first_failed)
 		if (!o)
 			continue;
 		o->resetting = true;
-		srv->resets.buffers_lost += seq_reset(o->seq, -EIO);
+		o->buffers_lost += seq_reset(o->seq, -EIO);
 		o->resetting = false;
 		if (o->verify)
 			verify_reset(o->verify);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	srv->resets.last_ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
+	h->last_ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
 		(uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000000;
 	if (r == 0) {
+		uint64_t lost = 0;
+
+		for (unsigned i = 0; i < srv->loops->n; i++)
+			if (loops_server(srv->loops, i))
+				lost += loops_server(srv->loops, i)->buffers_lost;
 		log_notice("reset",
 			"device reset %" PRIu64 " done in %" PRIu64
 			" ms: serving again (buffers lost so far: %" PRIu64 ")",
-			srv->resets.count, srv->resets.last_ms, srv->resets.buffers_lost);
+			h->count, h->last_ms, lost);
 		loops_resume_world(srv->loops);
 		return;
 	}

@@ -56,9 +56,9 @@ void resume_restart(struct server *srv)
 	const struct server *first = loops_server(l, 0) ? loops_server(l, 0) : srv;
 	struct resume_header h = {.magic = RESUME_MAGIC,
 		.next_session = atomic_load(&l->next_session),
-		.resets = srv->resets.count,
-		.last_ms = srv->resets.last_ms,
-		.fault_ns = srv->resets.fault_ns,
+		.resets = l->resets.count,
+		.last_ms = l->resets.last_ms,
+		.fault_ns = l->resets.fault_ns,
 		.listen_fd = first->listen_fd,
 		.owns_socket = first->opts.listen_fd < 0};
 	char env[32];
@@ -72,12 +72,12 @@ void resume_restart(struct server *srv)
 		staging_waits_answer(o, true);
 		flush_all(o);
 		h.sessions_total += o->sessions_total;
-		h.buffers_lost += o->resets.buffers_lost; /* each counts what it lost */
+		h.buffers_lost += o->buffers_lost; /* each counts what it lost */
 		for (struct session *s = o->sessions; s; s = session_next(s))
 			h.nsessions += session_is_connected(s);
 	}
-	memcpy(h.at, srv->resets.at, sizeof(h.at));
-	memcpy(h.cause, srv->resets.cause, sizeof(h.cause));
+	memcpy(h.at, l->resets.at, sizeof(h.at));
+	memcpy(h.cause, l->resets.cause, sizeof(h.cause));
 	out = memfd_create("sseqd-resume", 0);
 	if (out < 0 || !session_handover_put(out, &h, sizeof(h)))
 		goto fail;
@@ -137,6 +137,7 @@ int resume_listen_fd(int in)
 
 int resume_adopt(struct server *srv, int in)
 {
+	struct loops_resets *res = &srv->loops->resets;
 	struct resume_header h;
 	unsigned failed = 0;
 	int r = 0;
@@ -145,12 +146,12 @@ int resume_adopt(struct server *srv, int in)
 		close(in);
 		return -EINVAL;
 	}
-	srv->resets.count = h.resets;
-	srv->resets.buffers_lost = h.buffers_lost;
-	srv->resets.last_ms = h.last_ms;
-	memcpy(srv->resets.at, h.at, sizeof(h.at));
-	memcpy(srv->resets.cause, h.cause, sizeof(h.cause));
-	srv->resets.at[sizeof(h.at) - 1] = srv->resets.cause[sizeof(h.cause) - 1] = '\0';
+	res->count = h.resets;
+	res->last_ms = h.last_ms;
+	memcpy(res->at, h.at, sizeof(h.at));
+	memcpy(res->cause, h.cause, sizeof(h.cause));
+	res->at[sizeof(h.at) - 1] = res->cause[sizeof(h.cause) - 1] = '\0';
+	srv->buffers_lost = h.buffers_lost; /* counted on loop 0 from now on */
 	uv_update_time(srv->loop); /* the deadlines handed over count from now */
 	/* One session that cannot be taken over is closed; the others still are, unless the
 	 * hand-over itself ends early (then what it named next is not known). */
@@ -182,25 +183,15 @@ int resume_adopt(struct server *srv, int in)
 		struct timespec now;
 
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		srv->resets.fault_ns = h.fault_ns;
-		srv->resets.last_ms =
+		res->fault_ns = h.fault_ns;
+		res->last_ms =
 			((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec - h.fault_ns) /
 			1000000u;
-	}
-	/* Every loop names the reset to its own sessions (what was lost stays counted on
-	 * loop 0). */
-	for (unsigned i = 1; i < srv->loops->n; i++) {
-		struct server *o = loops_server(srv->loops, i);
-
-		if (o) {
-			o->resets = srv->resets;
-			o->resets.buffers_lost = 0;
-		}
 	}
 	log_notice("reset",
 		"device reset %" PRIu64 " done in %" PRIu64 " ms: restarted in place, %u sessions "
 		"kept (their buffers and modules lost, their staging arenas kept)",
-		h.resets, srv->resets.last_ms, h.nsessions - failed);
+		h.resets, res->last_ms, h.nsessions - failed);
 	if (failed)
 		log_err("reset", "%u sessions could not be taken over by the restart in place%s",
 			failed,

@@ -953,7 +953,7 @@ void server_summary(const struct server *srv, char *buf, size_t size)
 {
 	uint64_t inflight = 0, done = 0, waits = 0;
 	unsigned clients = 0;
-	const struct server *r = srv; /* the most device resets any loop saw */
+	const struct loops_resets *r = &srv->loops->resets;
 
 	for (unsigned i = 0; i < srv->loops->n; i++) {
 		const struct server *l = srv->loops->n == 1 ? srv : loops_server(srv->loops, i);
@@ -967,18 +967,16 @@ void server_summary(const struct server *srv, char *buf, size_t size)
 		clients += l->nsessions;
 		done += c->ops_completed;
 		waits += c->waits_enqueued;
-		if (l->resets.count > r->resets.count)
-			r = l;
 	}
 	int n = snprintf(buf, size,
 		"%u clients, %" PRIu64 " ops in flight, %" PRIu64 " ops done, %" PRIu64
 		" waits enqueued",
 		clients, inflight, done, waits);
 
-	if (r->resets.count && n >= 0 && (size_t)n < size)
+	if (r->count && n >= 0 && (size_t)n < size)
 		snprintf(buf + n, size - (size_t)n,
-			"; device resets: %" PRIu64 ", the last at %s caused by %s",
-			r->resets.count, r->resets.at, r->resets.cause);
+			"; device resets: %" PRIu64 ", the last at %s caused by %s", r->count,
+			r->at, r->cause);
 }
 
 static void server_close_cb(uv_handle_t *h)

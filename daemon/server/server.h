@@ -249,16 +249,11 @@ struct server {
 
 	/* The op at each point in flight (ops.c: stream x, point n at
 	 * points[x * point_window + n % point_window]), to name a fault's culprit (reset.c)
-	 * or a finding's op. Device resets (reset.c): */
+	 * or a finding's op. Device resets (reset.c; their history is the device's, in
+	 * loops->resets): */
 	struct op_rec **points;
 	unsigned point_window;
-	struct server_resets {
-		uint64_t count, buffers_lost;
-		uint64_t last_ms; /* how long the last one took, fault seen to serving again */
-		char at[32]; /* when the last one happened (UTC) */
-		char cause[512]; /* who caused it, as far as can be known */
-		uint64_t fault_ns; /* CLOCK_MONOTONIC when the last fault was seen */
-	} resets;
+	uint64_t buffers_lost; /* this loop's, failed by device resets */
 	bool resetting; /* inside seq_reset: failed ops name the reset */
 	int fatal; /* a reset failed: the daemon stops, and exits with a failure */
 };
