@@ -949,10 +949,10 @@ START_TEST(test_daemon_short_copies_need_no_pin)
 }
 END_TEST
 
-/* Read-backs from several clients at once through several loops (--loops 3): each loop
- * enqueues a lone request itself while its submit thread sleeps (--submit-idle auto) and,
- * spinning, asks after its events itself beside the watcher; every client gets its own
- * bytes back, every time. */
+/* Read-backs from several clients at once through several loops (--loops 3), each loop
+ * with its own backend instance, submit threads and watcher on the one context: every
+ * client gets its own bytes back, every time, and the small-copy counters are every
+ * loop's. */
 struct readback_arg {
 	const struct hipd *d;
 	int id, rounds;

@@ -186,10 +186,6 @@ struct backend_ops {
 	 * registered staging ranges are registered again. 0, or a negative errno when the
 	 * device cannot be brought back (it stays lost). NULL: no recovery. */
 	int (*reset)(void *ctx);
-	/* On the loop thread while it spins for its clients (server.c): report what
-	 * completed to the completion queue now (cq_push_here), instead of through another
-	 * thread's push and wake-up. Must not block. NULL: the backend's threads report. */
-	void (*poll)(void *ctx);
 	/* Shutting down: fail every op the device has not started (hip: not yet enqueued on
 	 * a HIP stream, i.e. still in a submit thread's queue; the sim: not yet begun by its
 	 * stream's worker) without running it. Its stream's events then report -ESHUTDOWN,
@@ -225,12 +221,6 @@ static inline bool backend_device_lost(const struct backend *b)
 static inline int backend_reset(const struct backend *b)
 {
 	return b->ops->reset ? b->ops->reset(b->ctx) : -ENOTSUP;
-}
-
-static inline void backend_poll(const struct backend *b)
-{
-	if (b->ops->poll)
-		b->ops->poll(b->ctx);
 }
 
 static inline void backend_cancel(const struct backend *b)

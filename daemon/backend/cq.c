@@ -106,8 +106,7 @@ static void cq_starve(struct cq *q)
 		;
 }
 
-/* The entry queued; whether the queue was empty before. */
-static bool cq_append(struct cq *q, struct seq_point p, int status)
+bool cq_push(struct cq *q, struct seq_point p, int status)
 {
 	bool first;
 
@@ -117,21 +116,9 @@ static bool cq_append(struct cq *q, struct seq_point p, int status)
 	q->ents[q->len++] = (struct completion_ent){p, status};
 	first = q->len == 1;
 	pthread_mutex_unlock(&q->lock);
-	return first;
-}
-
-bool cq_push(struct cq *q, struct seq_point p, int status)
-{
-	bool first = cq_append(q, p, status);
-
 	if (first && q->wake)
 		q->wake(q->wake_arg);
 	return first;
-}
-
-void cq_push_here(struct cq *q, struct seq_point p, int status)
-{
-	cq_append(q, p, status);
 }
 
 void cq_kick(struct cq *q)

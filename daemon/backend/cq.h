@@ -51,9 +51,6 @@ void cq_set_wake(struct cq *q, void (*wake)(void *arg), void *arg);
  * a completion (that would stall its stream forever) and never fails: a push past the
  * room reserved that cannot grow the queue waits for the loop to take what is queued. */
 bool cq_push(struct cq *q, struct seq_point p, int status);
-/* On the loop thread, which takes the queue before it next sleeps: as cq_push, without
- * the wake-up (the loop would only wake itself). */
-void cq_push_here(struct cq *q, struct seq_point p, int status);
 /* From any thread: wake the loop as a push would, with no completion: something else it
  * looks at on each wake changed (a staging arena's pin finished). */
 void cq_kick(struct cq *q);

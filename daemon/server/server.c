@@ -313,14 +313,12 @@ static void server_on_wake(uv_async_t *h)
  * completion queue on each loop turn instead of sleeping: a waiting client then hears of
  * its completion, and its next request is read, without a sleep and wake-up in between
  * (latency-bound clients pay for every microsecond). The loop still never waits on the
- * GPU: it asks the backend what completed (hip: an event query a stream) and looks at the
- * queue. Only while a core is free (spin.h): on a machine with none the spin would hold
- * back the clients and the backend's threads. */
+ * GPU: it only looks at the queue. Only while a core is free (spin.h): on a machine
+ * with none the spin would hold back the clients and the backend's threads. */
 static void server_on_spin(uv_idle_t *h)
 {
 	struct server *srv = h->data;
 
-	backend_poll(&srv->backend);
 	server_drain(srv);
 	/* Not stopped when the device goes idle: the client that sent the last request is
 	 * likely to send the next one within the window, and then no wake-up is paid. */

@@ -106,7 +106,6 @@ static int32_t hip_completer_take(struct hip_stream *st, struct hip_event_ent *x
 		t->pool = 0;
 	}
 	st->nreported += taken;
-	atomic_fetch_sub_explicit(&h->unreported, taken, memory_order_relaxed);
 	return list;
 }
 
@@ -126,10 +125,9 @@ static void hip_completer_fault(
 
 /* x, st's oldest unreported event, reached with e: it and the later events already
  * complete count as reported, a fault is logged, and the newest of them goes to the
- * completion queue (`here`: from the loop thread, which takes the queue next, so with no
- * wake-up). */
+ * completion queue. */
 static void hip_completer_report(
-	struct hip *h, struct hip_stream *st, struct hip_event_ent x, hipError_t e, bool here)
+	struct hip *h, struct hip_stream *st, struct hip_event_ent x, hipError_t e)
 {
 	const int status = e == hipSuccess ? x.status : hip__errno(e);
 	int32_t pool;
@@ -141,10 +139,7 @@ static void hip_completer_report(
 		hip__pool_finish(h, pool, status);
 	if (e != hipSuccess)
 		hip_completer_fault(h, st, x.seq, e, status);
-	if (here)
-		cq_push_here(h->cq, (struct seq_point){st->index, x.seq}, status);
-	else
-		cq_push(h->cq, (struct seq_point){st->index, x.seq}, status);
+	cq_push(h->cq, (struct seq_point){st->index, x.seq}, status);
 }
 
 /* Waits for the oldest unreported event, then takes every later one already complete
@@ -178,7 +173,7 @@ static void *hip_completer(void *arg)
 			e = hipStreamSynchronize(st->stream);
 		else
 			e = poll ? hip__event_poll(x.ev->ev) : hipEventSynchronize(x.ev->ev);
-		hip_completer_report(h, st, x, e, false);
+		hip_completer_report(h, st, x, e);
 		pthread_mutex_lock(&st->mu);
 	}
 	pthread_mutex_unlock(&st->mu);
@@ -188,21 +183,15 @@ static void *hip_completer(void *arg)
 /* ---- the watcher: one thread for every stream ---- */
 
 /* Report st's oldest unreported event if it completed (with the later ones already
- * complete): whether it did. *pending is set when st has one outstanding, or when the
- * other of the watcher and the loop is looking at it (`here`: the loop). */
-static bool hip_watch_stream(struct hip *h, struct hip_stream *st, bool *pending, bool here)
+ * complete): whether it did. *pending is set when st has one outstanding. */
+static bool hip_watch_stream(struct hip *h, struct hip_stream *st, bool *pending)
 {
 	struct hip_event_ent x;
 	hipError_t e;
 
-	if (atomic_exchange_explicit(&st->looking, true, memory_order_acquire)) {
-		*pending = true;
-		return false;
-	}
 	pthread_mutex_lock(&st->mu);
 	if (st->nreported == st->nsubmitted) {
 		pthread_mutex_unlock(&st->mu);
-		atomic_store_explicit(&st->looking, false, memory_order_release);
 		return false;
 	}
 	x = *hip__ring_at(st, st->nreported);
@@ -211,27 +200,10 @@ static bool hip_watch_stream(struct hip *h, struct hip_stream *st, bool *pending
 	/* An event whose record failed marks nothing: the stream's own state says when
 	 * what ran before is done, so the core hears of the failure after it. */
 	e = x.unrecorded ? hipStreamQuery(st->stream) : hipEventQuery(x.ev->ev);
-	if (e != hipErrorNotReady)
-		hip_completer_report(h, st, x, e, here);
-	atomic_store_explicit(&st->looking, false, memory_order_release);
-	return e != hipErrorNotReady;
-}
-
-/* The loop thread, spinning while its clients wait (server.c), asks after the events
- * itself: it hears of a completion a query after the device's end, without the watcher's
- * push and wake-up in between (a few microseconds of a short copy's round trip). The
- * watcher keeps watching: for the loop that sleeps, and for the streams the loop finds it
- * looking at. */
-void hip__complete_poll(void *ctx)
-{
-	struct hip *h = ctx;
-	bool pending = false;
-
-	if (h->cfg.completion != HIP_COMPLETION_WATCH ||
-		!atomic_load_explicit(&h->unreported, memory_order_relaxed))
-		return;
-	for (unsigned i = 0; i < h->nstreams; i++)
-		hip_watch_stream(h, &h->streams[i], &pending, true);
+	if (e == hipErrorNotReady)
+		return false;
+	hip_completer_report(h, st, x, e);
+	return true;
 }
 
 /* Nothing outstanding: sleep until a record runs (watch_gen moves from gen) or the
@@ -288,7 +260,7 @@ static void *hip_watcher(void *arg)
 		bool pending = false, progress = false;
 
 		for (unsigned i = 0; i < h->nstreams; i++)
-			progress |= hip_watch_stream(h, &h->streams[i], &pending, false);
+			progress |= hip_watch_stream(h, &h->streams[i], &pending);
 		if (progress || gen != seen) {
 			/* A completion, or a record since the last round: more is likely soon. */
 			seen = gen;

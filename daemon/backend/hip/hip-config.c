@@ -19,20 +19,6 @@ static const struct hip_config hip_config_default = {
 	.device_timeline = false,
 };
 
-static int hip_parse_submit_idle(void *config, const char *arg, const char **why)
-{
-	static const char *const words[] = {"auto", "wake", "inline"};
-	struct hip_config *cfg = config;
-
-	for (unsigned i = 0; i < sizeof(words) / sizeof(words[0]); i++)
-		if (strcmp(arg, words[i]) == 0) {
-			cfg->submit_idle = (enum hip_submit_idle)i;
-			return 0;
-		}
-	*why = NULL;
-	return -EINVAL;
-}
-
 static const struct option_row hip_options[] = {
 	{.name = "submit-threads",
 		.arg = "N",
@@ -42,14 +28,16 @@ static const struct option_row hip_options[] = {
 		.help = "threads that make the GPU enqueue calls, each for its own streams (hip; "
 			"default {default}, at most {max}; 0: on the thread that reads requests)"},
 	{.name = "submit-idle",
-		.arg = "auto|wake|inline",
-		.kind = OPTION_CUSTOM,
-		.parse = hip_parse_submit_idle,
-		.hint = " (auto, wake or inline)",
+		.arg = "wake|inline",
+		.kind = OPTION_WORDS,
+		.offset = offsetof(struct hip_config, submit_idle_inline),
+		.words = {"wake", "inline"},
+		.hint = " (wake or inline)",
 		.help = "a command for a submit thread asleep with nothing queued: wake the "
-			"thread, or make the call on the loop that reads requests, which spares a "
-			"lone request the wake-up but costs that loop the call under load; auto: "
-			"inline when there is more than one loop (hip; default auto)"},
+			"thread, "
+			"or make the call on the thread that reads requests, which spares a lone "
+			"request the wake-up but costs that thread the call under load (hip; "
+			"default {default})"},
 	{.name = "small-copy-pool",
 		.arg = "MIB",
 		.kind = OPTION_UINT,
@@ -109,11 +97,6 @@ static int hip_start(struct backend *out, const void *config, const struct backe
 	 * burst, and a copy that finds it full pins its arena, which stalls everyone. */
 	if (args->loops > 1)
 		cfg.submit_threads = (cfg.submit_threads + args->loops - 1) / args->loops;
-	/* With one loop, its enqueue calls under load cost every client round trips
-	 * (BENCHMARKS.md, "Three H100 visits"); spread over several they cost less than the
-	 * wake-ups they spare. */
-	cfg.submit_idle_inline = cfg.submit_idle == HIP_SUBMIT_IDLE_INLINE ||
-		(cfg.submit_idle == HIP_SUBMIT_IDLE_AUTO && args->loops > 1);
 	return hip_create(out, &cfg, env);
 }
 #endif

@@ -279,9 +279,6 @@ struct hip_stream {
 	int failed;
 	bool sleeping;
 	bool stop;
-	/* The watcher or the loop (hip__complete_poll) is asking after the oldest unreported
-	 * event: the other passes the stream by, so each event is reported once. */
-	atomic_bool looking;
 };
 
 struct hip {
@@ -391,9 +388,6 @@ struct hip {
 	_Atomic uint64_t watch_gen;
 	atomic_bool watch_sleeping;
 	bool watch_stop;
-	/* Events recorded and not yet reported, over every stream: the loop's poll looks at
-	 * the streams only while some are. */
-	_Atomic uint64_t unreported;
 	/* The submit threads (see hip-submit.c); none: the commands run inline. */
 	unsigned nsubmitters;
 	struct hip_submitter sub[HIP_MAX_SUBMIT_THREADS];
@@ -486,8 +480,6 @@ void hip__complete_stop(struct hip *h);
 /* After a record ran on st (its entry counted in nsubmitted, st->mu released): wake
  * whoever reports st's events. */
 void hip__complete_kick(struct hip *h, struct hip_stream *st);
-/* backend_ops.poll: on the loop thread, report what completed, as the watcher would. */
-void hip__complete_poll(void *ctx);
 
 /* hip-audit.c: timestamps around every launch, checked on the audit thread. */
 void hip__audit_op_put(struct hip *h, struct hip_audit_op *a);

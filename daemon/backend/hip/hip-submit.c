@@ -555,7 +555,6 @@ static void hip_submit_record(struct hip *h, const struct hip_cmd *c)
 	x->status = r;
 	x->unrecorded = e != hipSuccess;
 	st->nsubmitted++;
-	atomic_fetch_add_explicit(&h->unreported, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&st->mu);
 	hip__complete_kick(h, st);
 }

@@ -287,7 +287,6 @@ static const struct backend_ops hip_ops = {
 	.op_times = hip__op_times,
 	.device_lost = hip_device_lost,
 	.reset = hip_reset,
-	.poll = hip__complete_poll,
 	.cancel = hip__cancel,
 	.destroy = hip_destroy,
 };
@@ -478,12 +477,11 @@ static int hip_streams_create(struct hip *h)
 
 static void hip_log_ready(const struct hip *h)
 {
-	char how[80], pool[64] = "";
+	char how[48], pool[64] = "";
 
 	if (h->nsubmitters)
-		snprintf(how, sizeof(how), "by %u submit thread%s%s", h->nsubmitters,
-			h->nsubmitters == 1 ? "" : "s",
-			h->cfg.submit_idle_inline ? " (inline while they sleep)" : "");
+		snprintf(how, sizeof(how), "by %u submit thread%s", h->nsubmitters,
+			h->nsubmitters == 1 ? "" : "s");
 	else
 		snprintf(how, sizeof(how), "inline on the loop thread");
 	if (h->pool)

@@ -45,16 +45,8 @@ struct hip_config {
 	 * threads (at most one per stream: more are not started). */
 	unsigned submit_threads;
 	/* A command for a submit thread asleep with nothing queued: false, wake the thread;
-	 * true, make the call on the caller's (the loop's) thread. sseqd sets it from
-	 * submit_idle. */
+	 * true, make the call on the caller's (the loop's) thread (--submit-idle inline). */
 	bool submit_idle_inline;
-	/* --submit-idle: auto (inline when the daemon runs more than one loop, so that the
-	 * calls spread over the loops), wake or inline. */
-	enum hip_submit_idle {
-		HIP_SUBMIT_IDLE_AUTO,
-		HIP_SUBMIT_IDLE_WAKE,
-		HIP_SUBMIT_IDLE_INLINE,
-	} submit_idle;
 	/* The small-copy pool, in MiB (--small-copy-pool): pinned memory of the daemon's own,
 	 * in HIP_POOL_SLOT slots, through which every copy of up to a slot goes, so that a
 	 * client's staging arena is pinned only when a larger copy first goes through it

@@ -267,70 +267,6 @@ START_TEST(test_pipelined_launches_inline_run_in_order)
 }
 END_TEST
 
-/* The loop asks after completions itself while it spins (backend_ops.poll) as the watcher
- * goes on asking: an event reported by both would be counted twice, and the stream's next
- * event, not yet reached, reported with it, completing a point early. Chains of adds on
- * four lanes, the loop polling after every launch: each event reported once (none left
- * unreported at the end, none twice: the count would wrap), every result right. */
-START_TEST(test_the_loops_poll_and_the_watcher_report_each_event_once)
-{
-	struct seq_config scfg = {.n_compute = 4};
-	struct hip_config cfg = {.submit_threads = 2};
-	enum { N = 256, LANES = 4 };
-	const unsigned launches = hip_harness_scaled(40000, 10);
-	struct seq_buffer *one, *acc[LANES];
-	float *out;
-	struct hip *h;
-
-	unsetenv("SSEQ_HIP_SUBMIT");
-	unsetenv("SSEQ_HIP_COMPLETION");
-	h_setup(&scfg, &cfg);
-	h = H.be.ctx;
-	ck_assert(H.be.ops->poll != NULL);
-	out = h_stage(N * sizeof(float));
-	h_alloc(N * sizeof(float), (struct seq_buffer * *[]){&one}, 1);
-	for (unsigned l = 0; l < LANES; l++)
-		h_alloc(N * sizeof(float), (struct seq_buffer * *[]){&acc[l]}, 1);
-	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(N)}, 3,
-				 (struct seq_buffer *[]){one}),
-		0);
-	for (unsigned l = 0; l < LANES; l++)
-		ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(0.0f), U64(N)}, 3,
-					 (struct seq_buffer *[]){acc[l]}),
-			0);
-	for (unsigned i = 0; i < launches; i++) {
-		struct seq_buffer *a = acc[i % LANES];
-		int r;
-
-		while ((r = h_exec_on(SEQ_LANE(i % LANES), "add",
-				(struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
-				(struct seq_buffer *[]){a, one, a})) == -EAGAIN) {
-			seq_flush(H.seq);
-			backend_poll(&H.be);
-			h_drain(false);
-		}
-		ck_assert_int_eq(r, 0);
-		seq_flush(H.seq);
-		backend_poll(&H.be);
-		h_drain(false);
-	}
-	for (unsigned l = 0; l < LANES; l++) {
-		ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc[l], out, N * sizeof(float)), 0);
-		ck_assert_int_eq(h_sync(), 0);
-		for (unsigned i = 0; i < N; i++)
-			if (out[i] != (float)(launches / LANES + (l < launches % LANES)))
-				ck_abort_msg("lane %u [%u] %g after %u launches", l, i, out[i],
-					launches);
-	}
-	ck_assert_uint_eq(atomic_load(&h->unreported), 0);
-	ck_assert_uint_eq(seq_counters(H.seq)->ops_failed, 0);
-	h_free((struct seq_buffer *[]){one}, 1);
-	h_free(acc, LANES);
-	h_unstage(out, N * sizeof(float));
-	h_teardown();
-}
-END_TEST
-
 static unsigned seed_trials(unsigned legacy_window, unsigned trials)
 {
 	struct seq_config scfg = {.legacy_sync_window = legacy_window};
@@ -1567,7 +1503,6 @@ static Suite *hip_suite(void)
 	tcase_add_test(data, test_fill_iota_reduce_and_spin_run_on_the_device);
 	tcase_add_test(data, test_pipelined_launches_by_the_submit_thread_run_in_order);
 	tcase_add_test(data, test_pipelined_launches_inline_run_in_order);
-	tcase_add_test(data, test_the_loops_poll_and_the_watcher_report_each_event_once);
 	tcase_add_test(data, test_launches_across_four_lanes_by_four_submit_threads_run_in_order);
 	tcase_add_test(data, test_launches_across_four_lanes_by_three_submit_threads_run_in_order);
 	suite_add_tcase(s, data);
