@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "account.h"
 #include "handles.h"
 #include "out.h"
 #include "outcome.h"
@@ -16,7 +17,8 @@
 #include "session.h"
 #include "sseq-utf8.h"
 
-int buffer_new(struct session *s, struct seq_buffer *b, const char *label, uint64_t *handle)
+int buffer_new(struct session *s, struct seq_buffer *b, const char *label, uint64_t memory,
+	uint64_t *handle)
 {
 	struct sbuf *sb = calloc(1, sizeof(*sb));
 
@@ -33,6 +35,7 @@ int buffer_new(struct session *s, struct seq_buffer *b, const char *label, uint6
 	b->user = (uint64_t)(uintptr_t)sb;
 	b->owner = session_id(s);
 	*handle = sb->handle;
+	account_take(s, &(struct account_rec){.amount = {[ACCOUNT_MEMORY] = memory}}, &sb->held);
 	return 0;
 }
 
@@ -43,7 +46,7 @@ static void buffer_gone(void *arg)
 	struct sbuf *sb = arg;
 	struct session *s = sb->owner;
 
-	session_counts(s)->bytes -= sb->size;
+	account_release(s, &sb->held);
 	free(sb);
 	session_unref(s);
 }
@@ -60,15 +63,15 @@ void buffer_release(struct session *s, struct sbuf *sb)
 			/* A freed base still holds its device memory while work uses it or
 			 * slices name it: it counts until the core hands that memory back (at
 			 * once when idle). */
-			sb->size = b->size;
 			sb->buf = NULL;
 			session_ref(s);
 			seq_buffer_on_gone(b, buffer_gone, sb);
 			seq_buffer_free(session_server(s)->seq, b);
 			return;
 		}
-		session_counts(s)->bytes -= b->size; /* a module's global is the module's memory */
 	}
+	/* A slice holds none; a module's global is the module's memory, held until now. */
+	account_release(s, &sb->held);
 	seq_buffer_free(session_server(s)->seq, b);
 	free(sb);
 }
@@ -96,7 +99,6 @@ int buffer_range(struct session *s, uint64_t handle, uint64_t off, uint64_t len,
 int buffer_req_alloc(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__Alloc *a = rq->alloc;
-	const uint64_t quota = session_server(s)->opts.limits.client_memory_bytes;
 	struct seq_buffer *b;
 	uint64_t handle;
 	int r;
@@ -106,27 +108,22 @@ int buffer_req_alloc(struct session *s, const Sseq__Request *rq)
 			s, -EINVAL, "alloc size %" PRIu64 " out of range (1 .. 2^40)", a->size);
 	if ((r = outcome_check_text(s, "Alloc.label", a->label)))
 		return r;
-	if ((r = session_handle_limit(s)))
+	if ((r = account_check(s,
+		     &(struct account_rec){
+			     .amount = {[ACCOUNT_HANDLES] = 1, [ACCOUNT_MEMORY] = a->size}},
+		     "alloc of %" PRIu64 " bytes", a->size)))
 		return r;
-	if (quota && (a->size > quota || session_counts(s)->bytes > quota - a->size)) {
-		session_server(s)->limit.quota_refused++;
-		return outcome_error(s, -ENOSPC,
-			"cannot allocate %" PRIu64 " bytes: this session holds %" PRIu64
-			" of its device memory quota of %" PRIu64 " (--client-memory-limit)",
-			a->size, session_counts(s)->bytes, quota);
-	}
 	r = seq_buffer_alloc(session_server(s)->seq, a->size, &b);
 	/* The backend's own errno: out of memory, or an error it reported (the size was
 	 * checked above). */
 	if (r < 0)
 		return outcome_error(
 			s, r, "cannot allocate %" PRIu64 " bytes: %s", a->size, strerror(-r));
-	if (buffer_new(s, b, a->label, &handle) < 0) {
+	if (buffer_new(s, b, a->label, a->size, &handle) < 0) {
 		seq_buffer_free(session_server(s)->seq, b);
 		return outcome_error(s, -ENOMEM, "out of memory");
 	}
 	session_counts(s)->buffers++;
-	session_counts(s)->bytes += a->size;
 	out_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", handle, NULL, NULL);
 	return 0;
 }
@@ -166,7 +163,7 @@ int buffer_req_slice(struct session *s, const Sseq__Request *rq)
 		return outcome_error(s, -ERANGE,
 			"slice [%" PRIu64 ", +%" PRIu64 ") outside buffer of %" PRIu64 " bytes",
 			sl->offset, sl->length, sb->buf->size);
-	if ((r = session_handle_limit(s)))
+	if ((r = account_check(s, ACCOUNT_ONE_HANDLE, "slice")))
 		return r;
 	/* The range was checked above: only memory can fail, or the base was lost in a
 	 * device reset this process recovered from (its handle still names it). */
@@ -175,7 +172,7 @@ int buffer_req_slice(struct session *s, const Sseq__Request *rq)
 		return outcome_lost(session_server(s), r, "the buffer");
 	if (r < 0)
 		return outcome_error(s, -ENOMEM, "out of memory");
-	if (buffer_new(s, b, sl->label, &handle) < 0) {
+	if (buffer_new(s, b, sl->label, 0, &handle) < 0) {
 		seq_buffer_free(session_server(s)->seq, b);
 		return outcome_error(s, -ENOMEM, "out of memory");
 	}

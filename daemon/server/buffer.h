@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "account.h"
 #include "sseq.pb-c.h"
 
 struct seq_buffer;
@@ -15,12 +16,14 @@ struct sbuf {
 	struct seq_buffer *buf;
 	uint64_t handle;
 	struct session *owner;
-	uint64_t size; /* a freed base's, counted until its memory goes back */
+	struct account_rec held; /* a base's memory, held until it goes back */
 	char label[48];
 };
 
-/* A handle of s for b (a base or a slice) labelled `label`: 0 with *handle, or -ENOMEM. */
-int buffer_new(struct session *s, struct seq_buffer *b, const char *label, uint64_t *handle);
+/* A handle of s for b (a base or a slice) labelled `label`, holding `memory` bytes of
+ * device memory (account.h) until they go back: 0 with *handle, or -ENOMEM. */
+int buffer_new(struct session *s, struct seq_buffer *b, const char *label, uint64_t memory,
+	uint64_t *handle);
 /* sb's handle is gone: the core frees b once idle; a base's memory counts until then. */
 void buffer_release(struct session *s, struct sbuf *sb);
 /* The buffer `handle` names, with [off, off + len) inside it: 0 with *out, or the

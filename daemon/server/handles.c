@@ -54,6 +54,11 @@ void handles_drop(struct session *s, uint64_t handle)
 	s->nhandles--;
 }
 
+uint64_t handles_count(const struct session *s)
+{
+	return s->nhandles;
+}
+
 void *handles_lookup(const struct session *s, uint64_t handle, enum handle_kind kind)
 {
 	uint32_t low = (uint32_t)(handle & 0xffffffffu);

@@ -31,6 +31,8 @@ struct handle_slot {
 int handles_new(struct session *s, enum handle_kind kind, void *obj, uint64_t *handle);
 /* The handle names nothing from now on; its slot goes to a later handles_new(). */
 void handles_drop(struct session *s, uint64_t handle);
+/* Live handles: each holds one against --client-handle-limit (account.c checks). */
+uint64_t handles_count(const struct session *s);
 /* The object `handle` of s names if it is of `kind`, or NULL. */
 void *handles_lookup(const struct session *s, uint64_t handle, enum handle_kind kind);
 /* Whether `handle` names a HANDLE_LOST slot of s. */

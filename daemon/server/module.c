@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "account.h"
 #include "buffer.h"
 #include "handles.h"
 #include "log.h"
@@ -220,7 +221,7 @@ int smodule_req_global(struct session *s, const Sseq__Request *rq)
 				"global '%s' of module %s is already open (or its last use is "
 				"not complete yet)",
 				shown, m->path);
-	if ((r = session_handle_limit(s)))
+	if ((r = account_check(s, ACCOUNT_ONE_HANDLE, "global '%s' of module %s", shown, m->path)))
 		return r;
 	r = backend_module_global(&session_server(s)->backend, m->module, mg->name, &addr, &size);
 	if (r == -ENOENT)
@@ -245,14 +246,13 @@ int smodule_req_global(struct session *s, const Sseq__Request *rq)
 	g->next = m->globals;
 	m->globals = g;
 	snprintf(label, sizeof(label), "global %.40s", shown);
-	if (buffer_new(s, g->buf, label, &handle) < 0) {
+	if (buffer_new(s, g->buf, label, size, &handle) < 0) {
 		seq_buffer_free(
 			session_server(s)->seq, g->buf); /* idle: released now, and g with it */
 		return outcome_error(s, -ENOMEM, "out of memory");
 	}
-	/* As any base (buffer_release takes them off again). */
+	/* As any base (buffer_release takes it off again). */
 	session_counts(s)->buffers++;
-	session_counts(s)->bytes += size;
 	log_about(LOG_LVL_DEBUG, "session", SESSION_WHO(s),
 		"global %s of module %s (%" PRIu64 " bytes%s) opened as %" PRIu64, shown, m->path,
 		size, g->writable ? ", writable" : "", handle);
@@ -287,7 +287,7 @@ int smodule_req_load(struct session *s, const Sseq__Request *rq)
 		return outcome_error(s, REQ_PERMISSION_DENIED, "module '%s': %s", shown, why);
 	if (r < 0)
 		return outcome_error(s, -EINVAL, "module '%s': %s", shown, why);
-	if ((r = session_handle_limit(s)))
+	if ((r = account_check(s, ACCOUNT_ONE_HANDLE, "module '%s'", shown)))
 		return r;
 	if (session_counts(s)->modules >= SESSION_MAX_MODULES)
 		return outcome_error(

@@ -161,14 +161,14 @@ static int adopt_staging(struct session *s, const struct handover_slot *r, struc
 		munmap(addr, r->size);
 		return -ENOMEM;
 	}
+	*st = (struct staging){.owner = s, .fd = r->fd, .addr = addr, .size = r->size, .refs = 1};
 	/* Counted as StagingRegister counts it: the session's, its uid's and the total. */
-	if (staging_charge_adopted(s, r->size) < 0) {
+	if (staging_charge_adopted(s, st) < 0) {
 		backend_staging_unregister(&s->srv->backend, addr, r->size);
 		free(st);
 		munmap(addr, r->size);
 		return -ENOMEM;
 	}
-	*st = (struct staging){.owner = s, .fd = r->fd, .addr = addr, .size = r->size, .refs = 1};
 	memcpy(st->label, r->label, sizeof(st->label));
 	st->label[sizeof(st->label) - 1] = '\0';
 	*out = st;

@@ -1,5 +1,5 @@
 /* struct session, private to the session module: session.c (lifetime, accessors),
- * session-req.c (Hello, the handle limit), session-handover.c (its record across a restart
+ * session-req.c (Hello, lanes), session-handover.c (its record across a restart
  * in place), the connection it wraps, conn.c (input) and out.c (output), and its handle
  * table, handles.c. Every other file reads a session through session.h's accessors. */
 #ifndef SSEQ_SESSION_PRIVATE_H
@@ -29,6 +29,7 @@ struct session {
 	struct session_work work;
 
 	struct session_ident ident;
+	uint32_t nhandles; /* live ones (handles.c), for --client-handle-limit */
 
 	uint8_t *in;
 	size_t in_len, in_cap;
@@ -45,7 +46,6 @@ struct session {
 
 	struct handle_slot *slots;
 	uint32_t nslots, free_slot; /* free_slot: index + 1, 0 = none */
-	uint32_t nhandles; /* live ones, for --client-handle-limit */
 
 	struct session_counts counts;
 	/* Its lanes from Hello: a request's lane index k runs on compute stream lanes[k] (and

@@ -55,19 +55,6 @@ static void session_lanes_take(struct session *s, unsigned n)
 	s->nlanes = n;
 }
 
-int session_handle_limit(struct session *s)
-{
-	const unsigned limit = s->srv->opts.limits.client_handles;
-
-	if (s->nhandles < limit)
-		return 0;
-	s->srv->limit.handles_refused++;
-	return outcome_error(s, -ENOSPC,
-		"this session holds %u handles (buffers, slices, arenas, modules), the most "
-		"allowed (--client-handle-limit): free some",
-		limit);
-}
-
 int session_req_hello(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__Hello *h = rq->hello;

@@ -33,6 +33,7 @@ struct session_ident {
 };
 
 /* What it holds, against the per-session limits. */
+/* What it holds (bytes, stagings and staging_bytes changed by account.c alone). */
 struct session_counts {
 	uint64_t buffers, bytes, inflight, stagings, staging_bytes, modules;
 };
@@ -104,8 +105,6 @@ void session_end(struct session *s);
 void session_admitted(struct session *s);
 /* Hello: the session's name, worker and lanes, answered with Welcome. */
 int session_req_hello(struct session *s, const Sseq__Request *rq);
-/* 0, or the -ENOSPC refusal (outcome_error) of a session at --client-handle-limit. */
-int session_handle_limit(struct session *s);
 /* Drop a ref (the connection's, or an op record's): freed at the last. */
 void session_unref(struct session *s);
 

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "account.h"
 #include "handles.h"
 #include "out.h"
 #include "outcome.h"
@@ -20,85 +21,25 @@
 #include "session.h"
 #include "sseq-utf8.h"
 
-/* s's uid's entry in the per-uid arena counts, or NULL if it has none. */
-static struct server_uid_arenas *staging_uid(struct server *srv, uint32_t uid)
-{
-	struct server_limit_counters *c = &srv->limit;
-
-	for (unsigned i = 0; i < c->n_uid_arenas; i++)
-		if (c->uid_arenas[i].uid == uid)
-			return &c->uid_arenas[i];
-	return NULL;
-}
-
-/* Room for one more uid's entry, so that the charge that follows cannot fail: 0 or
- * -ENOMEM. Entries are few: one per user with an arena mapped. */
-static int staging_uid_reserve(struct server *srv)
-{
-	struct server_limit_counters *c = &srv->limit;
-	struct server_uid_arenas *grown;
-	unsigned cap;
-
-	if (c->n_uid_arenas < c->cap_uid_arenas)
-		return 0;
-	cap = c->cap_uid_arenas ? 2 * c->cap_uid_arenas : 8;
-	grown = realloc(c->uid_arenas, cap * sizeof(*grown));
-	if (!grown)
-		return -ENOMEM;
-	c->uid_arenas = grown;
-	c->cap_uid_arenas = cap;
-	return 0;
-}
-
-/* The table goes with its last entry, so that a server with no arena mapped holds none. */
-static void staging_uid_trim(struct server *srv)
-{
-	struct server_limit_counters *c = &srv->limit;
-
-	if (c->n_uid_arenas == 0) {
-		free(c->uid_arenas);
-		c->uid_arenas = NULL;
-		c->cap_uid_arenas = 0;
-	}
-}
-
 /* What an arena holds against the limits, from its register until its mapping goes: an
  * arena unregistered (or whose session left) while a copy still uses it stays mapped and
- * pinned, so it stays counted, against its session, its uid and in total. Taking a charge
- * needs staging_uid_reserve first. */
-static void staging_charge(struct session *s, uint64_t size, bool on)
+ * pinned, so it stays counted, against its session, its uid and in total. */
+static struct account_rec staging_want(uint64_t size)
 {
-	struct server_limit_counters *c = &session_server(s)->limit;
-	struct server_uid_arenas *u = staging_uid(session_server(s), session_ident(s)->uid);
-
-	if (on) {
-		if (!u) {
-			u = &c->uid_arenas[c->n_uid_arenas++];
-			*u = (struct server_uid_arenas){.uid = session_ident(s)->uid};
-		}
-		u->arenas++;
-		session_counts(s)->stagings++;
-		session_counts(s)->staging_bytes += size;
-		c->arenas++;
-		c->staging_bytes += size;
-	} else {
-		/* The last entry takes the place of one that goes. */
-		if (--u->arenas == 0) {
-			*u = c->uid_arenas[--c->n_uid_arenas];
-			staging_uid_trim(session_server(s));
-		}
-		session_counts(s)->stagings--;
-		session_counts(s)->staging_bytes -= size;
-		c->arenas--;
-		c->staging_bytes -= size;
-	}
+	return (struct account_rec){.amount = {[ACCOUNT_STAGING] = size,
+					    [ACCOUNT_ARENAS] = 1,
+					    [ACCOUNT_USER_ARENAS] = 1,
+					    [ACCOUNT_ALL_ARENAS] = 1,
+					    [ACCOUNT_ALL_STAGING] = size}};
 }
 
-int staging_charge_adopted(struct session *s, uint64_t size)
+int staging_charge_adopted(struct session *s, struct staging *st)
 {
-	if (staging_uid_reserve(session_server(s)) < 0)
+	const struct account_rec want = staging_want(st->size);
+
+	if (account_reserve(s) < 0)
 		return -ENOMEM;
-	staging_charge(s, size, true);
+	account_take(s, &want, &st->held);
 	return 0;
 }
 
@@ -108,84 +49,18 @@ void staging_unref(struct server *srv, struct staging *st)
 		return;
 	/* The owner outlives its arenas: its handle table holds them, and each copy in
 	 * flight holds both its session and its arena, letting go of the arena first. */
-	staging_charge(st->owner, st->size, false);
+	account_release(st->owner, &st->held);
 	backend_staging_unregister(&srv->backend, st->addr, st->size);
 	munmap(st->addr, st->size);
 	close(st->fd);
 	free(st);
 }
 
-/* One user's share of --arena-limit: the share of the connections it may hold
- * (--max-clients-per-uid of --max-clients), and at least what one of its sessions may map
- * (--client-arena-limit), so that one user with many sessions, or sessions gone whose
- * arenas copies still use, leaves the others theirs. */
-static uint64_t staging_uid_share(const struct server_limits *lim)
-{
-	uint64_t share = lim->max_clients
-		? (uint64_t)lim->arenas * lim->max_clients_per_uid / lim->max_clients
-		: lim->arenas;
-
-	if (share < lim->client_arenas)
-		share = lim->client_arenas;
-	return share < lim->arenas ? share : lim->arenas;
-}
-
-/* Each arena is mapped into the daemon and pinned: a few hundred sparse ones would take
- * its address space, and the host's memory, from everyone. An arena counts while mapped,
- * registered or not (staging_charge). 0, or -ENOSPC with the limit it reached. */
-static int staging_over_limit(struct session *s, uint64_t size)
-{
-	const struct server_limits *lim = &session_server(s)->opts.limits;
-	struct server_limit_counters *c = &session_server(s)->limit;
-	const struct server_uid_arenas *u = staging_uid(session_server(s), session_ident(s)->uid);
-	uint64_t mine = u ? u->arenas : 0, share = staging_uid_share(lim);
-
-	if (size > lim->client_staging_bytes - session_counts(s)->staging_bytes ||
-		session_counts(s)->staging_bytes > lim->client_staging_bytes) {
-		c->staging_refused++;
-		return outcome_error(s, -ENOSPC,
-			"staging arena of %" PRIu64 " bytes refused: this session maps %" PRIu64
-			" of its %" PRIu64 " (--client-staging-limit)",
-			size, session_counts(s)->staging_bytes, lim->client_staging_bytes);
-	}
-	if (session_counts(s)->stagings >= lim->client_arenas) {
-		c->staging_refused++;
-		return outcome_error(s, -ENOSPC,
-			"staging arena refused: this session holds %" PRIu64 " arenas, the most "
-			"allowed (--client-arena-limit; an unregistered arena counts until the "
-			"copies using it complete)",
-			session_counts(s)->stagings);
-	}
-	if (mine >= share) {
-		c->staging_refused++;
-		return outcome_error(s, -ENOSPC,
-			"staging arena refused: uid %u holds %" PRIu64 " arenas, the most one "
-			"user may (--arena-limit x --max-clients-per-uid / --max-clients; an "
-			"unregistered arena counts until the copies using it complete)",
-			session_ident(s)->uid, mine);
-	}
-	if (c->arenas >= lim->arenas) {
-		c->staging_refused++;
-		return outcome_error(s, -ENOSPC,
-			"staging arena refused: all sessions hold %" PRIu64 " arenas, the most "
-			"allowed (--arena-limit; an unregistered arena counts until the copies "
-			"using it complete)",
-			c->arenas);
-	}
-	if (size > lim->staging_bytes - c->staging_bytes || c->staging_bytes > lim->staging_bytes) {
-		c->staging_refused++;
-		return outcome_error(s, -ENOSPC,
-			"staging arena of %" PRIu64 " bytes refused: all sessions map %" PRIu64
-			" of the daemon's %" PRIu64 " (--staging-limit)",
-			size, c->staging_bytes, lim->staging_bytes);
-	}
-	return 0;
-}
-
 int staging_req_register(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__StagingRegister *sr = rq->staging_register;
 	struct staging *st = NULL;
+	struct account_rec want;
 	struct stat sb;
 	int fd, seals, r;
 	void *addr;
@@ -193,7 +68,7 @@ int staging_req_register(struct session *s, const Sseq__Request *rq)
 	if ((fd = session_take_fd(s)) < 0)
 		return outcome_error(
 			s, -EINVAL, "StagingRegister without a memfd (send it with SCM_RIGHTS)");
-	if ((r = session_handle_limit(s))) {
+	if ((r = account_check(s, ACCOUNT_ONE_HANDLE, "staging arena"))) {
 		close(fd);
 		return r;
 	}
@@ -219,7 +94,8 @@ int staging_req_register(struct session *s, const Sseq__Request *rq)
 			"arena, so it must stay writable",
 			seals & F_SEAL_WRITE ? "F_SEAL_WRITE" : "F_SEAL_FUTURE_WRITE");
 	}
-	if ((r = staging_over_limit(s, sr->size))) {
+	want = staging_want(sr->size);
+	if ((r = account_check(s, &want, "staging arena of %" PRIu64 " bytes", sr->size))) {
 		close(fd);
 		return r;
 	}
@@ -236,7 +112,7 @@ int staging_req_register(struct session *s, const Sseq__Request *rq)
 		return outcome_error(s, -ENOMEM, "cannot map staging arena: %s", strerror(errno));
 	}
 	st = calloc(1, sizeof(*st));
-	if (!st || staging_uid_reserve(session_server(s)) < 0) {
+	if (!st || account_reserve(s) < 0) {
 		free(st);
 		munmap(addr, sr->size);
 		close(fd);
@@ -253,12 +129,11 @@ int staging_req_register(struct session *s, const Sseq__Request *rq)
 		munmap(addr, sr->size);
 		close(fd);
 		free(st);
-		staging_uid_trim(session_server(s));
 		/* Pinning refused (hipHostRegister's -EEXIST is no double definition): the
 		 * host memory the daemon may pin ran out, whatever the backend's errno. */
 		return outcome_error(s, -ENOMEM, "cannot register staging arena: %s", strerror(-r));
 	}
-	staging_charge(s, sr->size, true);
+	account_take(s, &want, &st->held);
 	if (sr->wait_pinned && !backend_staging_ready(&session_server(s)->backend, addr)) {
 		st->waiting = true;
 		st->wait_tag = rq->tag;

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "account.h"
 #include "sseq.pb-c.h"
 
 struct server;
@@ -19,6 +20,7 @@ struct staging {
 	uint64_t size;
 	uint64_t handle;
 	unsigned refs; /* the handle's + one per copy in flight */
+	struct account_rec held; /* against the limits, until its mapping goes */
 	char label[48];
 	/* A StagingRegister with wait_pinned, unanswered until the backend says the arena
 	 * is ready: its tag, and the next such arena (the server's pin_waits list). */
@@ -28,9 +30,9 @@ struct staging {
 };
 
 void staging_unref(struct server *srv, struct staging *st);
-/* An arena of `size` bytes mapped for s without a StagingRegister (a restart in place
- * adopting it), counted as one registered: 0, or -ENOMEM. */
-int staging_charge_adopted(struct session *s, uint64_t size);
+/* st (its size set), mapped for s without a StagingRegister (a restart in place adopting
+ * it), counted as one registered: 0, or -ENOMEM. */
+int staging_charge_adopted(struct session *s, struct staging *st);
 /* StagingRegister and StagingUnregister. */
 int staging_req_register(struct session *s, const Sseq__Request *rq);
 int staging_req_unregister(struct session *s, const Sseq__Request *rq);

@@ -372,6 +372,77 @@ START_TEST(test_a_session_gone_with_a_freed_buffer_in_use_is_released_later)
 }
 END_TEST
 
+/* Every limit refuses in one format, "<what> refused: <holder> holds <used> of <limit>
+ * <unit> (<option>)", counts its refusal where sseqctl stats shows it, and takes nothing:
+ * handles, device memory and arenas in turn. */
+static Sseq__Status alloc_why(
+	struct tl *t, struct tl_client *c, uint64_t size, uint64_t *h, char *why, size_t n)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Alloc a = SSEQ__ALLOC__INIT;
+	uint64_t tag;
+
+	a.size = size;
+	a.label = (char *)"buf";
+	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	rq.alloc = &a;
+	tag = tl_send(c, &rq);
+	tl_pump(t);
+	return reply_of(c, tag, h, why, n);
+}
+
+START_TEST(test_every_limit_refuses_in_one_format_and_counts_it)
+{
+	struct tl *t = limits_new(8);
+	struct tl_client c;
+	char why[512] = "";
+	uint64_t h[3], st;
+
+	t->srv.opts.limits.client_handles = 3;
+	t->srv.opts.limits.client_memory_bytes = 8192;
+	t->srv.opts.limits.client_arenas = 1;
+	tl_connect(t, &c);
+	tl_hello(t, &c, "format");
+	ck_assert_int_eq(alloc(t, &c, 4096, &h[0]), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(alloc_why(t, &c, 8192, &h[1], why, sizeof(why)),
+		SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	ck_assert_str_eq(why,
+		"alloc of 8192 bytes refused: this session holds 4096 of 8192 bytes of device "
+		"memory (--client-memory-limit)");
+	ck_assert_uint_eq(t->srv.limit.quota_refused, 1);
+	ck_assert_uint_eq(c.s->counts.bytes, 4096);
+	ck_assert_int_eq(
+		staging_register(t, &c, 1 << 20, &st, why, sizeof(why)), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(staging_register(t, &c, 1 << 20, NULL, why, sizeof(why)),
+		SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	ck_assert_str_eq(why,
+		"staging arena of 1048576 bytes refused: this session holds 1 of 1 staging "
+		"arenas (--client-arena-limit; an unregistered arena counts until the copies "
+		"using it complete)");
+	ck_assert_uint_eq(t->srv.limit.staging_refused, 1);
+	ck_assert_uint_eq(t->srv.limit.arenas, 1);
+	ck_assert_int_eq(alloc(t, &c, 4096, &h[2]), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(alloc_why(t, &c, 16, NULL, why, sizeof(why)),
+		SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	ck_assert_str_eq(why,
+		"alloc of 16 bytes refused: this session holds 3 of 3 handles (buffers, slices, "
+		"arenas, modules) (--client-handle-limit): free some");
+	ck_assert_uint_eq(t->srv.limit.handles_refused, 1);
+	/* What each held goes back with it. */
+	buffer_free(t, &c, h[0]);
+	buffer_free(t, &c, h[2]);
+	staging_unregister(t, &c, st);
+	ck_assert_uint_eq(c.s->counts.bytes, 0);
+	ck_assert_uint_eq(c.s->counts.stagings, 0);
+	ck_assert_uint_eq(c.s->counts.staging_bytes, 0);
+	ck_assert_uint_eq(t->srv.limit.arenas, 0);
+	ck_assert_uint_eq(t->srv.limit.staging_bytes, 0);
+	ck_assert_uint_eq(t->srv.limit.n_uid_arenas, 0);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("limits");
@@ -386,6 +457,7 @@ int main(void)
 	tcase_add_test(tc, test_a_freed_buffer_counts_until_its_memory_goes_back);
 	tcase_add_test(tc, test_a_freed_base_counts_while_a_slice_holds_it);
 	tcase_add_test(tc, test_a_session_gone_with_a_freed_buffer_in_use_is_released_later);
+	tcase_add_test(tc, test_every_limit_refuses_in_one_format_and_counts_it);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

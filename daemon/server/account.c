@@ -1,0 +1,253 @@
+/* Accounting and admission: each limit a slot, checked in one place with one message,
+ * taken and given back by records on the objects (account.h). */
+#include "account.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "handles.h"
+#include "outcome.h"
+#include "server.h"
+#include "session.h"
+
+enum account_scope { ACCOUNT_SESSION, ACCOUNT_USER, ACCOUNT_DAEMON };
+
+static const struct account_slot_desc {
+	enum account_scope scope;
+	const char *unit; /* after "holds N of M" */
+	const char *option; /* the limit's */
+	const char *after; /* after the option's parenthesis */
+	size_t refused; /* its refusals' counter in struct server_limit_counters */
+} account_slots[ACCOUNT_SLOTS] = {
+	[ACCOUNT_HANDLES] = {ACCOUNT_SESSION, "handles (buffers, slices, arenas, modules)",
+		"--client-handle-limit", ": free some",
+		offsetof(struct server_limit_counters, handles_refused)},
+	[ACCOUNT_MEMORY] = {ACCOUNT_SESSION, "bytes of device memory", "--client-memory-limit", "",
+		offsetof(struct server_limit_counters, quota_refused)},
+	[ACCOUNT_STAGING] = {ACCOUNT_SESSION, "staging bytes", "--client-staging-limit", "",
+		offsetof(struct server_limit_counters, staging_refused)},
+	[ACCOUNT_ARENAS] = {ACCOUNT_SESSION, "staging arenas",
+		"--client-arena-limit; an unregistered arena counts until the copies using it "
+		"complete",
+		"", offsetof(struct server_limit_counters, staging_refused)},
+	[ACCOUNT_USER_ARENAS] = {ACCOUNT_USER, "staging arenas",
+		"--arena-limit x --max-clients-per-uid / --max-clients; an unregistered arena "
+		"counts until the copies using it complete",
+		"", offsetof(struct server_limit_counters, staging_refused)},
+	[ACCOUNT_ALL_ARENAS] = {ACCOUNT_DAEMON, "staging arenas",
+		"--arena-limit; an unregistered arena counts until the copies using it complete",
+		"", offsetof(struct server_limit_counters, staging_refused)},
+	[ACCOUNT_ALL_STAGING] = {ACCOUNT_DAEMON, "staging bytes", "--staging-limit", "",
+		offsetof(struct server_limit_counters, staging_refused)},
+};
+
+/* One user's share of --arena-limit: the share of the connections it may hold
+ * (--max-clients-per-uid of --max-clients), and at least what one of its sessions may map
+ * (--client-arena-limit), so that one user with many sessions, or sessions gone whose
+ * arenas copies still use, leaves the others theirs. */
+static uint64_t account_user_share(const struct server_limits *lim)
+{
+	uint64_t share = lim->max_clients
+		? (uint64_t)lim->arenas * lim->max_clients_per_uid / lim->max_clients
+		: lim->arenas;
+
+	if (share < lim->client_arenas)
+		share = lim->client_arenas;
+	return share < lim->arenas ? share : lim->arenas;
+}
+
+/* The slot's limit; UINT64_MAX: none. */
+static uint64_t account_limit(const struct server_limits *lim, enum account_slot slot)
+{
+	switch (slot) {
+	case ACCOUNT_HANDLES:
+		return lim->client_handles;
+	case ACCOUNT_MEMORY:
+		return lim->client_memory_bytes ? lim->client_memory_bytes : UINT64_MAX;
+	case ACCOUNT_STAGING:
+		return lim->client_staging_bytes;
+	case ACCOUNT_ARENAS:
+		return lim->client_arenas;
+	case ACCOUNT_USER_ARENAS:
+		return account_user_share(lim);
+	case ACCOUNT_ALL_ARENAS:
+		return lim->arenas;
+	case ACCOUNT_ALL_STAGING:
+		return lim->staging_bytes;
+	case ACCOUNT_SLOTS:
+		break;
+	}
+	return 0;
+}
+
+/* s's user's entry, or NULL if it has none. */
+static struct server_uid_arenas *account_user(struct server *srv, uint32_t uid)
+{
+	struct server_limit_counters *c = &srv->limit;
+
+	for (unsigned i = 0; i < c->n_uid_arenas; i++)
+		if (c->uid_arenas[i].uid == uid)
+			return &c->uid_arenas[i];
+	return NULL;
+}
+
+int account_reserve(struct session *s)
+{
+	struct server_limit_counters *c = &session_server(s)->limit;
+	struct server_uid_arenas *grown;
+	unsigned cap;
+
+	if (c->n_uid_arenas < c->cap_uid_arenas)
+		return 0;
+	cap = c->cap_uid_arenas ? 2 * c->cap_uid_arenas : 8;
+	grown = realloc(c->uid_arenas, cap * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	c->uid_arenas = grown;
+	c->cap_uid_arenas = cap;
+	return 0;
+}
+
+/* The table goes with its last entry, so that a server with no arena mapped holds none. */
+static void account_user_trim(struct server *srv)
+{
+	struct server_limit_counters *c = &srv->limit;
+
+	if (c->n_uid_arenas == 0) {
+		free(c->uid_arenas);
+		c->uid_arenas = NULL;
+		c->cap_uid_arenas = 0;
+	}
+}
+
+uint64_t account_used(struct session *s, enum account_slot slot)
+{
+	const struct session_counts *n = session_counts(s);
+	const struct server_uid_arenas *u;
+
+	switch (slot) {
+	case ACCOUNT_HANDLES:
+		return handles_count(s);
+	case ACCOUNT_MEMORY:
+		return n->bytes;
+	case ACCOUNT_STAGING:
+		return n->staging_bytes;
+	case ACCOUNT_ARENAS:
+		return n->stagings;
+	case ACCOUNT_USER_ARENAS:
+		u = account_user(session_server(s), session_ident(s)->uid);
+		return u ? u->arenas : 0;
+	case ACCOUNT_ALL_ARENAS:
+		return session_server(s)->limit.arenas;
+	case ACCOUNT_ALL_STAGING:
+		return session_server(s)->limit.staging_bytes;
+	case ACCOUNT_SLOTS:
+		break;
+	}
+	return 0;
+}
+
+int account_check(struct session *s, const struct account_rec *want, const char *what, ...)
+{
+	struct server *srv = session_server(s);
+
+	for (unsigned i = 0; i < ACCOUNT_SLOTS; i++) {
+		const struct account_slot_desc *d = &account_slots[i];
+		const uint64_t limit = account_limit(&srv->opts.limits, (enum account_slot)i);
+		uint64_t used;
+		char holder[48], text[96];
+		va_list ap;
+
+		if (!want->amount[i] || limit == UINT64_MAX)
+			continue;
+		used = account_used(s, (enum account_slot)i);
+		if (used <= limit && want->amount[i] <= limit - used)
+			continue;
+		*(uint64_t *)((char *)&srv->limit + d->refused) += 1;
+		if (d->scope == ACCOUNT_SESSION)
+			snprintf(holder, sizeof(holder), "this session holds");
+		else if (d->scope == ACCOUNT_USER)
+			snprintf(holder, sizeof(holder), "uid %" PRIu32 " holds",
+				session_ident(s)->uid);
+		else
+			snprintf(holder, sizeof(holder), "all sessions hold");
+		va_start(ap, what);
+		vsnprintf(text, sizeof(text), what, ap);
+		va_end(ap);
+		return outcome_error(s, -ENOSPC,
+			"%s refused: %s %" PRIu64 " of %" PRIu64 " %s (%s)%s", text, holder, used,
+			limit, d->unit, d->option, d->after);
+	}
+	return 0;
+}
+
+/* Add (sign 1) or take away (-1) amount in slot i. */
+static void account_move(struct session *s, unsigned i, uint64_t amount, int sign)
+{
+	struct session_counts *n = session_counts(s);
+	struct server_limit_counters *c;
+	struct server_uid_arenas *u;
+	uint64_t *at = NULL;
+
+	switch ((enum account_slot)i) {
+	case ACCOUNT_HANDLES:
+		return; /* the handle table counts its live slots */
+	case ACCOUNT_MEMORY:
+		at = &n->bytes;
+		break;
+	case ACCOUNT_STAGING:
+		at = &n->staging_bytes;
+		break;
+	case ACCOUNT_ARENAS:
+		at = &n->stagings;
+		break;
+	case ACCOUNT_USER_ARENAS:
+		c = &session_server(s)->limit;
+		u = account_user(session_server(s), session_ident(s)->uid);
+		if (sign > 0 && !u) {
+			/* account_reserve made the room. */
+			u = &c->uid_arenas[c->n_uid_arenas++];
+			*u = (struct server_uid_arenas){.uid = session_ident(s)->uid};
+		}
+		if (!u)
+			return;
+		u->arenas = sign > 0 ? u->arenas + (uint32_t)amount : u->arenas - (uint32_t)amount;
+		if (u->arenas == 0) {
+			/* The last entry takes the place of one that goes. */
+			*u = c->uid_arenas[--c->n_uid_arenas];
+			account_user_trim(session_server(s));
+		}
+		return;
+	case ACCOUNT_ALL_ARENAS:
+		at = &session_server(s)->limit.arenas;
+		break;
+	case ACCOUNT_ALL_STAGING:
+		at = &session_server(s)->limit.staging_bytes;
+		break;
+	case ACCOUNT_SLOTS:
+		return;
+	}
+	*at = sign > 0 ? *at + amount : *at - amount;
+}
+
+void account_take(struct session *s, const struct account_rec *want, struct account_rec *rec)
+{
+	for (unsigned i = 0; i < ACCOUNT_SLOTS; i++)
+		if (want->amount[i]) {
+			account_move(s, i, want->amount[i], 1);
+			rec->amount[i] += want->amount[i];
+		}
+}
+
+void account_release(struct session *s, struct account_rec *rec)
+{
+	for (unsigned i = 0; i < ACCOUNT_SLOTS; i++)
+		if (rec->amount[i]) {
+			account_move(s, i, rec->amount[i], -1);
+			rec->amount[i] = 0;
+		}
+}

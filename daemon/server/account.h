@@ -1,0 +1,56 @@
+/* Accounting and admission (after dbus-broker's user.c): what each session, each user and
+ * the daemon hold against the limits (--client-handle-limit, --client-memory-limit,
+ * --client-staging-limit, --client-arena-limit, --arena-limit and its per-user share,
+ * --staging-limit), one slot per limit. A request checks what it wants in one call, which
+ * refuses with one message format naming the limit and counts the refusal; what it then
+ * takes is recorded on the object it was taken for (a buffer, an arena, a handle), and
+ * the object's release gives back exactly that record. The amounts held are kept where
+ * they are shown: a session's in its session_counts, the daemon's and each user's in the
+ * server's limit counters; this module alone changes them. So a new per-session limit
+ * is a slot here, its option, its test and its display. */
+#ifndef SSEQ_ACCOUNT_H
+#define SSEQ_ACCOUNT_H
+
+#include <stdint.h>
+
+struct server;
+struct session;
+
+/* In the order a request's wants are checked: the first refused is the one named. */
+enum account_slot {
+	ACCOUNT_HANDLES, /* a session's handles (buffers, slices, arenas, modules): checked
+			  * here, held by the handle table (each live slot one) */
+	ACCOUNT_MEMORY, /* its device bytes: buffers and modules' globals */
+	ACCOUNT_STAGING, /* its staging bytes mapped */
+	ACCOUNT_ARENAS, /* its staging arenas mapped */
+	ACCOUNT_USER_ARENAS, /* its user's staging arenas, sessions gone included */
+	ACCOUNT_ALL_ARENAS, /* every session's staging arenas */
+	ACCOUNT_ALL_STAGING, /* every session's staging bytes */
+	ACCOUNT_SLOTS,
+};
+
+/* An amount per slot: what a request wants, and what an object holds. */
+struct account_rec {
+	uint64_t amount[ACCOUNT_SLOTS];
+};
+
+/* One more handle: what every request that makes one wants. */
+#define ACCOUNT_ONE_HANDLE (&(const struct account_rec){.amount = {[ACCOUNT_HANDLES] = 1}})
+
+/* Whether s may take every amount `want` names: 0, or the first refusal (-ENOSPC), said
+ * to s as "<what> refused: <holder> holds <used> of <limit> <unit> (<option>)" and
+ * counted (sseqctl stats). Takes nothing. `what` is a format, formatted only to refuse. */
+int account_check(struct session *s, const struct account_rec *want, const char *what, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Room for s's user's entry, so that a take that follows cannot fail: 0 or -ENOMEM. */
+int account_reserve(struct session *s);
+/* Take want's amounts for s, added to *rec (the object's record); unchecked (a restart in
+ * place takes again what the old process had). account_reserve first when want names
+ * ACCOUNT_USER_ARENAS. */
+void account_take(struct session *s, const struct account_rec *want, struct account_rec *rec);
+/* Give back all *rec holds for s, and clear it. s is the session it was taken for. */
+void account_release(struct session *s, struct account_rec *rec);
+/* What s (its session, its user, the daemon) holds in a slot now. */
+uint64_t account_used(struct session *s, enum account_slot slot);
+
+#endif
