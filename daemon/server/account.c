@@ -234,6 +234,31 @@ static void account_move(struct session *s, unsigned i, uint64_t amount, int sig
 	*at = sign > 0 ? *at + amount : *at - amount;
 }
 
+void account_inflight_take(struct session *s)
+{
+	struct server *srv = session_server(s);
+	struct session_pause *p;
+
+	if (++session_counts(s)->inflight >= srv->opts.limits.client_inflight &&
+		!(p = session_pause(s))->inflight_capped) {
+		p->inflight_capped = true;
+		srv->limit.inflight_capped++;
+	}
+}
+
+bool account_inflight_give(struct session *s)
+{
+	struct session_pause *p = session_pause(s);
+
+	session_counts(s)->inflight--;
+	if (!p->inflight_capped ||
+		session_counts(s)->inflight > session_server(s)->opts.limits.client_inflight / 2 ||
+		!session_is_connected(s))
+		return false;
+	p->inflight_capped = false;
+	return true;
+}
+
 void account_take(struct session *s, const struct account_rec *want, struct account_rec *rec)
 {
 	for (unsigned i = 0; i < ACCOUNT_SLOTS; i++)

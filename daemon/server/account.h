@@ -11,6 +11,7 @@
 #ifndef SSEQ_ACCOUNT_H
 #define SSEQ_ACCOUNT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct server;
@@ -50,6 +51,12 @@ int account_reserve(struct session *s);
 void account_take(struct session *s, const struct account_rec *want, struct account_rec *rec);
 /* Give back all *rec holds for s, and clear it. s is the session it was taken for. */
 void account_release(struct session *s, struct account_rec *rec);
+/* Ops and watches in flight (--client-inflight-limit): a pause, never a refusal. Each
+ * op record holds one (ops.c; the sequencer's windows bound ops, not watches); at the
+ * limit the session takes no more requests (session_pause: inflight_capped, counted)
+ * until half have completed. _give: whether s was let go just now (pause_resume it). */
+void account_inflight_take(struct session *s);
+bool account_inflight_give(struct session *s);
 /* What s (its session, its user, the daemon) holds in a slot now. */
 uint64_t account_used(struct session *s, enum account_slot slot);
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "account.h"
 #include "buffer.h"
 #include "handles.h"
 #include "module.h"
@@ -86,8 +87,6 @@ static void ops_timeline_done(struct server *srv, const struct op_rec *rec, int 
 struct op_rec *ops_rec_new(struct session *s, uint64_t tag, bool notify)
 {
 	struct server *srv = session_server(s);
-	struct session_counts *n = session_counts(s);
-	struct session_pause *p;
 	struct op_rec *rec = srv->op_free;
 
 	if (rec) {
@@ -102,13 +101,7 @@ struct op_rec *ops_rec_new(struct session *s, uint64_t tag, bool notify)
 	rec->tag = tag;
 	rec->notify = notify;
 	session_ref(s);
-	/* Ops and watches in flight each hold a record: at the cap, stop taking requests
-	 * until half have completed (the sequencer's windows bound ops, not watches). */
-	if (++n->inflight >= srv->opts.limits.client_inflight &&
-		!(p = session_pause(s))->inflight_capped) {
-		p->inflight_capped = true;
-		srv->limit.inflight_capped++;
-	}
+	account_inflight_take(s);
 	return rec;
 }
 
@@ -116,7 +109,6 @@ void ops_rec_free(struct op_rec *rec)
 {
 	struct session *s = rec->session;
 	struct server *srv = session_server(s);
-	struct session_pause *p = session_pause(s);
 
 	if (rec->at.seq)
 		ops_point_done(srv, rec);
@@ -124,11 +116,7 @@ void ops_rec_free(struct op_rec *rec)
 		staging_unref(srv, rec->staging);
 	if (rec->module)
 		smodule_unref(srv, rec->module);
-	session_counts(s)->inflight--;
-	if (p->inflight_capped &&
-		session_counts(s)->inflight <= srv->opts.limits.client_inflight / 2 &&
-		session_is_connected(s)) {
-		p->inflight_capped = false;
+	if (account_inflight_give(s)) {
 		out_mark_dirty(s); /* its flush polls for input again */
 		pause_resume(srv, s);
 	}
