@@ -122,7 +122,9 @@ static void buffer_free(struct tl *t, struct tl_client *c, uint64_t h)
 	ck_assert_int_eq(reply_of(c, tag, NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
 }
 
-static Sseq__Status alloc(struct tl *t, struct tl_client *c, uint64_t size, uint64_t *h)
+/* Alloc: the Reply's status, handle and (into why, if given) message. */
+static Sseq__Status alloc_why(
+	struct tl *t, struct tl_client *c, uint64_t size, uint64_t *h, char *why, size_t n)
 {
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
 	Sseq__Alloc a = SSEQ__ALLOC__INIT;
@@ -134,7 +136,12 @@ static Sseq__Status alloc(struct tl *t, struct tl_client *c, uint64_t size, uint
 	rq.alloc = &a;
 	tag = tl_send(c, &rq);
 	tl_pump(t);
-	return reply_of(c, tag, h, NULL, 0);
+	return reply_of(c, tag, h, why, n);
+}
+
+static Sseq__Status alloc(struct tl *t, struct tl_client *c, uint64_t size, uint64_t *h)
+{
+	return alloc_why(t, c, size, h, NULL, 0);
 }
 
 /* Register an arena, queue a copy into it, unregister it: as often as the daemon lets. How
@@ -375,22 +382,6 @@ END_TEST
 /* Every limit refuses in one format, "<what> refused: <holder> holds <used> of <limit>
  * <unit> (<option>)", counts its refusal where sseqctl stats shows it, and takes nothing:
  * handles, device memory and arenas in turn. */
-static Sseq__Status alloc_why(
-	struct tl *t, struct tl_client *c, uint64_t size, uint64_t *h, char *why, size_t n)
-{
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Alloc a = SSEQ__ALLOC__INIT;
-	uint64_t tag;
-
-	a.size = size;
-	a.label = (char *)"buf";
-	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
-	rq.alloc = &a;
-	tag = tl_send(c, &rq);
-	tl_pump(t);
-	return reply_of(c, tag, h, why, n);
-}
-
 START_TEST(test_every_limit_refuses_in_one_format_and_counts_it)
 {
 	struct tl *t = limits_new(8);
