@@ -5,6 +5,8 @@
  * bystander's buffers answer with the reset that lost them instead of wrong data and
  * work again once allocated anew, a new session is served at once, the status and the
  * counters record the reset, and the daemon never exits for it. */
+#include <inttypes.h>
+
 #include "daemon-harness.h"
 
 static int conn_worker(const char *worker)
@@ -24,7 +26,8 @@ static void poisoned_context_scenario(const char *const *args)
 	struct staging sb;
 	Sseq__QueryResult *q;
 	char msg[1024];
-	uint64_t ya, yb, k;
+	uint64_t ya, yb, k, up0, t0, t1;
+	struct timespec ts;
 	int a, b, c;
 
 	SIM_ONLY();
@@ -38,6 +41,12 @@ static void poisoned_context_scenario(const char *const *args)
 		SSEQ__STATUS__STATUS_OK);
 	ASSERT_OK_AND_COMPLETED(b, send_d2h(b, yb, 0, sb.handle, 0, 1024));
 	ck_assert_float_eq(sb.map[0], 2.0f);
+	/* The daemon's uptime, to compare after the reset. */
+	q = query(b, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
+	up0 = q->daemon->uptime_ns;
+	sseq__query_result__free_unpacked(q, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	t0 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	/* The culprit: launch 3 (fill) is fine, launch 4 (spin) poisons the context (the
 	 * bystander's fill and download were 1 and 2). */
 	ck_assert_int_eq(do_alloc(a, 1024, &ya), SSEQ__STATUS__STATUS_OK);
@@ -82,7 +91,14 @@ static void poisoned_context_scenario(const char *const *args)
 	c = conn_worker("gw5");
 	fill_and_check(c, 3.0f);
 
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	t1 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	q = query(c, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
+	/* The same daemon all along, a restart in place too: its uptime counts from its
+	 * start, not from the exec. */
+	ck_assert_msg(q->daemon->uptime_ns >= up0 + (t1 - t0),
+		"uptime %" PRIu64 " ns, less than %" PRIu64 " + %" PRIu64 " ns",
+		q->daemon->uptime_ns, up0, t1 - t0);
 	ck_assert_uint_eq(q->device->resets, 1);
 	ck_has(q->device->last_reset_cause, "gw3");
 	ck_assert_uint_eq(q->counters->device_resets, 1);

@@ -29,6 +29,9 @@ struct resume_header {
 	uint64_t magic;
 	uint64_t next_session, sessions_total;
 	uint64_t resets, buffers_lost, last_ms, fault_ns;
+	/* When the first process started (CLOCK_MONOTONIC, the realtime clock): the daemon's
+	 * uptime counts from there across restarts in place. */
+	uint64_t started_ns, started_unix_ns;
 	char at[32];
 	char cause[512];
 	int32_t listen_fd;
@@ -59,6 +62,8 @@ void resume_restart(struct server *srv)
 		.resets = l->resets.count,
 		.last_ms = l->resets.last_ms,
 		.fault_ns = l->resets.fault_ns,
+		.started_ns = srv->started_ns,
+		.started_unix_ns = srv->started_unix_ns,
 		.listen_fd = first->listen_fd,
 		.owns_socket = first->opts.listen_fd < 0};
 	char env[32];
@@ -145,6 +150,13 @@ int resume_adopt(struct server *srv, int in)
 	if (!session_handover_get(in, &h, sizeof(h)) || h.magic != RESUME_MAGIC) {
 		close(in);
 		return -EINVAL;
+	}
+	/* Before any session is adopted: the timeline's times count from started_ns. */
+	for (unsigned i = 0; i < srv->loops->n; i++) {
+		struct server *o = loops_server(srv->loops, i) ? loops_server(srv->loops, i) : srv;
+
+		o->started_ns = h.started_ns;
+		o->started_unix_ns = h.started_unix_ns;
 	}
 	res->count = h.resets;
 	res->last_ms = h.last_ms;
