@@ -124,6 +124,11 @@ static void account_user_trim(struct server *srv)
 	}
 }
 
+void account_unreserve(struct session *s)
+{
+	account_user_trim(session_server(s));
+}
+
 uint64_t account_used(struct session *s, enum account_slot slot)
 {
 	const struct session_counts *n = session_counts(s);

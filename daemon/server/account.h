@@ -43,8 +43,10 @@ struct account_rec {
  * counted (sseqctl stats). Takes nothing. `what` is a format, formatted only to refuse. */
 int account_check(struct session *s, const struct account_rec *want, const char *what, ...)
 	__attribute__((format(printf, 3, 4)));
-/* Room for s's user's entry, so that a take that follows cannot fail: 0 or -ENOMEM. */
+/* Room for s's user's entry, so that a take that follows cannot fail: 0 or -ENOMEM.
+ * account_unreserve: no take followed (the table goes if it holds no one). */
 int account_reserve(struct session *s);
+void account_unreserve(struct session *s);
 /* Take want's amounts for s, added to *rec (the object's record); unchecked (a restart in
  * place takes again what the old process had). account_reserve first when want names
  * ACCOUNT_USER_ARENAS. */

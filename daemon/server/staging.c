@@ -129,6 +129,7 @@ int staging_req_register(struct session *s, const Sseq__Request *rq)
 		munmap(addr, sr->size);
 		close(fd);
 		free(st);
+		account_unreserve(s);
 		/* Pinning refused (hipHostRegister's -EEXIST is no double definition): the
 		 * host memory the daemon may pin ran out, whatever the backend's errno. */
 		return outcome_error(s, -ENOMEM, "cannot register staging arena: %s", strerror(-r));
