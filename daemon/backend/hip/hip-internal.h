@@ -388,8 +388,11 @@ struct hip {
 	_Atomic uint64_t watch_gen;
 	atomic_bool watch_sleeping;
 	bool watch_stop;
-	/* The submit threads (see hip-submit.c); none: the commands run inline. */
+	/* The submit threads (see hip-submit.c); none: the commands run inline. How long an
+	 * idle one looks for its next command before it sleeps (HIP_SUBMIT_SPIN_NS, or
+	 * $SSEQ_HIP_SUBMIT_SPIN_US for comparisons). */
 	unsigned nsubmitters;
+	uint64_t submit_spin_ns;
 	struct hip_submitter sub[HIP_MAX_SUBMIT_THREADS];
 	pthread_mutex_t event_lock[HIP_EVENT_LOCKS];
 };

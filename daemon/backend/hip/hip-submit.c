@@ -685,7 +685,7 @@ static bool hip_submitter_spin(struct hip_submitter *sub, size_t head)
 			hip__cpu_relax();
 			continue;
 		}
-		if (spin_now_ns() - t0 >= (uint64_t)HIP_SUBMIT_SPIN_NS || !spin_core_free())
+		if (spin_now_ns() - t0 >= sub->h->submit_spin_ns || !spin_core_free())
 			return false;
 	}
 }
