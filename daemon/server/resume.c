@@ -143,6 +143,7 @@ int resume_listen_fd(int in)
 int resume_adopt(struct server *srv, int in)
 {
 	struct loops_resets *res = &srv->loops->resets;
+	const unsigned nloops = srv->loops->n > 1 ? srv->loops->n : 1;
 	struct resume_header h;
 	unsigned failed = 0;
 	int r = 0;
@@ -152,7 +153,7 @@ int resume_adopt(struct server *srv, int in)
 		return -EINVAL;
 	}
 	/* Before any session is adopted: the timeline's times count from started_ns. */
-	for (unsigned i = 0; i < srv->loops->n; i++) {
+	for (unsigned i = 0; i < nloops; i++) {
 		struct server *o = loops_server(srv->loops, i) ? loops_server(srv->loops, i) : srv;
 
 		o->started_ns = h.started_ns;
@@ -169,7 +170,7 @@ int resume_adopt(struct server *srv, int in)
 	 * hand-over itself ends early (then what it named next is not known). */
 	for (uint32_t i = 0; i < h.nsessions; i++) {
 		/* Spread over the loops (--loops), as new connections are. */
-		struct server *to = loops_server(srv->loops, i % srv->loops->n);
+		struct server *to = loops_server(srv->loops, i % nloops);
 		int e = session_handover_adopt(in, to ? to : srv);
 
 		if (e < 0) {
