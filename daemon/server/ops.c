@@ -281,55 +281,78 @@ static int ops_watch(struct session *s, const Sseq__Request *rq, const struct se
 	return 0;
 }
 
-int ops_req_copy_h2d(struct session *s, const Sseq__Request *rq)
+/* A copy between a client's staging range and a device buffer (H2D into it, D2H out of
+ * it): each range checked (the side read first, so the refusal names what the client
+ * would look at first), the op built with the buffer's access, and submitted. */
+struct ops_host_copy {
+	bool to_device;
+	uint64_t buffer, buffer_offset, staging, staging_offset, length;
+	uint32_t lane;
+	bool want_completion;
+};
+
+static int ops_copy_host(struct session *s, const Sseq__Request *rq, const struct ops_host_copy *c)
 {
-	const Sseq__CopyH2D *c = rq->copy_h2d;
 	struct op_payload pl;
 	struct seq_op op;
 	struct staging *st = NULL;
-	struct sbuf *dst = NULL;
+	struct sbuf *sb = NULL;
+	const char *side = c->to_device ? "destination" : "source";
 	int r;
 
 	if (c->length == 0)
 		return outcome_error(s, -EINVAL, "copy of 0 bytes");
-	if ((r = staging_range(s, c->staging, c->staging_offset, c->length, &st)) ||
-		(r = buffer_range(s, c->dst, c->dst_offset, c->length, "destination", &dst)))
+	if (c->to_device) {
+		if ((r = staging_range(s, c->staging, c->staging_offset, c->length, &st)) ||
+			(r = buffer_range(s, c->buffer, c->buffer_offset, c->length, side, &sb)))
+			return r;
+	} else if ((r = buffer_range(s, c->buffer, c->buffer_offset, c->length, side, &sb)) ||
+		(r = staging_range(s, c->staging, c->staging_offset, c->length, &st))) {
 		return r;
-	ops_init(&op, &pl, SEQ_OP_H2D);
+	}
+	ops_init(&op, &pl, c->to_device ? SEQ_OP_H2D : SEQ_OP_D2H);
 	if ((r = ops_lane(s, c->lane, &op)))
 		return r;
 	op.naccess = 1;
-	op.access[0] =
-		(struct seq_access){dst->buf, ops_write_mode(dst->buf, c->dst_offset, c->length)};
+	op.access[0] = (struct seq_access){sb->buf,
+		c->to_device ? ops_write_mode(sb->buf, c->buffer_offset, c->length) : SEQ_READ};
 	pl.host = (char *)st->addr + c->staging_offset;
-	pl.dst_offset = c->dst_offset;
+	if (c->to_device)
+		pl.dst_offset = c->buffer_offset;
+	else
+		pl.src_offset = c->buffer_offset;
 	pl.length = c->length;
-	return ops_submit(s, rq, &op, st, NULL, rq->want_completion);
+	return ops_submit(s, rq, &op, st, NULL, c->want_completion);
+}
+
+int ops_req_copy_h2d(struct session *s, const Sseq__Request *rq)
+{
+	const Sseq__CopyH2D *c = rq->copy_h2d;
+
+	return ops_copy_host(s, rq,
+		&(struct ops_host_copy){.to_device = true,
+			.buffer = c->dst,
+			.buffer_offset = c->dst_offset,
+			.staging = c->staging,
+			.staging_offset = c->staging_offset,
+			.length = c->length,
+			.lane = c->lane,
+			.want_completion = rq->want_completion});
 }
 
 int ops_req_copy_d2h(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__CopyD2H *c = rq->copy_d2h;
-	struct op_payload pl;
-	struct seq_op op;
-	struct staging *st = NULL;
-	struct sbuf *src = NULL;
-	int r;
 
-	if (c->length == 0)
-		return outcome_error(s, -EINVAL, "copy of 0 bytes");
-	if ((r = buffer_range(s, c->src, c->src_offset, c->length, "source", &src)) ||
-		(r = staging_range(s, c->staging, c->staging_offset, c->length, &st)))
-		return r;
-	ops_init(&op, &pl, SEQ_OP_D2H);
-	if ((r = ops_lane(s, c->lane, &op)))
-		return r;
-	op.naccess = 1;
-	op.access[0] = (struct seq_access){src->buf, SEQ_READ};
-	pl.host = (char *)st->addr + c->staging_offset;
-	pl.src_offset = c->src_offset;
-	pl.length = c->length;
-	return ops_submit(s, rq, &op, st, NULL, true);
+	return ops_copy_host(s, rq,
+		&(struct ops_host_copy){.to_device = false,
+			.buffer = c->src,
+			.buffer_offset = c->src_offset,
+			.staging = c->staging,
+			.staging_offset = c->staging_offset,
+			.length = c->length,
+			.lane = c->lane,
+			.want_completion = true});
 }
 
 int ops_req_copy_d2d(struct session *s, const Sseq__Request *rq)
