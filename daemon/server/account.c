@@ -19,8 +19,8 @@ enum account_scope { ACCOUNT_SESSION, ACCOUNT_USER, ACCOUNT_DAEMON };
 static const struct account_slot_desc {
 	enum account_scope scope;
 	const char *unit; /* after "holds N of M" */
-	const char *option; /* the limit's */
-	const char *after; /* after the option's parenthesis */
+	const char *option; /* in parentheses: the limit's option, and what to know of it */
+	const char *after; /* after them: what to do */
 	size_t refused; /* its refusals' counter in struct server_limit_counters */
 } account_slots[ACCOUNT_SLOTS] = {
 	[ACCOUNT_HANDLES] = {ACCOUNT_SESSION, "handles (buffers, slices, arenas, modules)",
