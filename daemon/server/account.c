@@ -129,31 +129,41 @@ void account_unreserve(struct session *s)
 	account_user_trim(session_server(s));
 }
 
-uint64_t account_used(struct session *s, enum account_slot slot)
+/* Where the amount of a slot counted as a plain number is kept for s: its session's
+ * counts or the server's; NULL for the two kept otherwise (handles: the handle table's
+ * live slots; a user's arenas: its entry in the server's table). */
+static uint64_t *account_at(struct session *s, enum account_slot slot)
 {
-	const struct session_counts *n = session_counts(s);
-	const struct server_uid_arenas *u;
-
 	switch (slot) {
-	case ACCOUNT_HANDLES:
-		return handles_count(s);
 	case ACCOUNT_MEMORY:
-		return n->bytes;
+		return &session_counts(s)->bytes;
 	case ACCOUNT_STAGING:
-		return n->staging_bytes;
+		return &session_counts(s)->staging_bytes;
 	case ACCOUNT_ARENAS:
-		return n->stagings;
-	case ACCOUNT_USER_ARENAS:
-		u = account_user(session_server(s), session_ident(s)->uid);
-		return u ? u->arenas : 0;
+		return &session_counts(s)->stagings;
 	case ACCOUNT_ALL_ARENAS:
-		return session_server(s)->limit.arenas;
+		return &session_server(s)->limit.arenas;
 	case ACCOUNT_ALL_STAGING:
-		return session_server(s)->limit.staging_bytes;
+		return &session_server(s)->limit.staging_bytes;
+	case ACCOUNT_HANDLES:
+	case ACCOUNT_USER_ARENAS:
 	case ACCOUNT_SLOTS:
 		break;
 	}
-	return 0;
+	return NULL;
+}
+
+uint64_t account_used(struct session *s, enum account_slot slot)
+{
+	const struct server_uid_arenas *u;
+	const uint64_t *at = account_at(s, slot);
+
+	if (at)
+		return *at;
+	if (slot == ACCOUNT_HANDLES)
+		return handles_count(s);
+	u = account_user(session_server(s), session_ident(s)->uid);
+	return u ? u->arenas : 0;
 }
 
 int account_check(struct session *s, const struct account_rec *want, const char *what, ...)
@@ -193,50 +203,31 @@ int account_check(struct session *s, const struct account_rec *want, const char 
 /* Add (sign 1) or take away (-1) amount in slot i. */
 static void account_move(struct session *s, unsigned i, uint64_t amount, int sign)
 {
-	struct session_counts *n = session_counts(s);
-	struct server_limit_counters *c;
+	struct server_limit_counters *c = NULL;
 	struct server_uid_arenas *u;
-	uint64_t *at = NULL;
+	uint64_t *at = account_at(s, (enum account_slot)i);
 
-	switch ((enum account_slot)i) {
-	case ACCOUNT_HANDLES:
-		return; /* the handle table counts its live slots */
-	case ACCOUNT_MEMORY:
-		at = &n->bytes;
-		break;
-	case ACCOUNT_STAGING:
-		at = &n->staging_bytes;
-		break;
-	case ACCOUNT_ARENAS:
-		at = &n->stagings;
-		break;
-	case ACCOUNT_USER_ARENAS:
-		c = &session_server(s)->limit;
-		u = account_user(session_server(s), session_ident(s)->uid);
-		if (sign > 0 && !u) {
-			/* account_reserve made the room. */
-			u = &c->uid_arenas[c->n_uid_arenas++];
-			*u = (struct server_uid_arenas){.uid = session_ident(s)->uid};
-		}
-		if (!u)
-			return;
-		u->arenas = sign > 0 ? u->arenas + (uint32_t)amount : u->arenas - (uint32_t)amount;
-		if (u->arenas == 0) {
-			/* The last entry takes the place of one that goes. */
-			*u = c->uid_arenas[--c->n_uid_arenas];
-			account_user_trim(session_server(s));
-		}
-		return;
-	case ACCOUNT_ALL_ARENAS:
-		at = &session_server(s)->limit.arenas;
-		break;
-	case ACCOUNT_ALL_STAGING:
-		at = &session_server(s)->limit.staging_bytes;
-		break;
-	case ACCOUNT_SLOTS:
+	if (at) {
+		*at = sign > 0 ? *at + amount : *at - amount;
 		return;
 	}
-	*at = sign > 0 ? *at + amount : *at - amount;
+	if (i != ACCOUNT_USER_ARENAS)
+		return; /* handles: the handle table counts its live slots */
+	c = &session_server(s)->limit;
+	u = account_user(session_server(s), session_ident(s)->uid);
+	if (sign > 0 && !u) {
+		/* account_reserve made the room. */
+		u = &c->uid_arenas[c->n_uid_arenas++];
+		*u = (struct server_uid_arenas){.uid = session_ident(s)->uid};
+	}
+	if (!u)
+		return;
+	u->arenas = sign > 0 ? u->arenas + (uint32_t)amount : u->arenas - (uint32_t)amount;
+	if (u->arenas == 0) {
+		/* The last entry takes the place of one that goes. */
+		*u = c->uid_arenas[--c->n_uid_arenas];
+		account_user_trim(session_server(s));
+	}
 }
 
 void account_inflight_take(struct session *s)
