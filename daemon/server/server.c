@@ -68,11 +68,17 @@ static void srv_trace(void *ctx, const struct seq_trace *t)
 
 /* ---- completion from backend threads -------------------------------------------------- */
 
-/* The completion queue's wake hook: a push found it empty (any thread). */
+/* The completion queue's wake hook: a push found it empty (any thread). A spinning loop
+ * takes the queue on its next turn anyway: waking it would cost the pusher a write and the
+ * loop a read of the wake-up's eventfd and an empty drain, per completion. Sequentially
+ * consistent against server_on_spin's store and take: either the loop's last take sees
+ * the entry or this load sees it stopped. */
 static void server_wake(void *arg)
 {
 	struct server *srv = arg;
 
+	if (atomic_load(&srv->spinning))
+		return;
 	uv_async_send(&srv->wake);
 }
 
@@ -323,8 +329,16 @@ static void server_on_spin(uv_idle_t *h)
 	/* Not stopped when the device goes idle: the client that sent the last request is
 	 * likely to send the next one within the window, and then no wake-up is paid. */
 	if (server_now_ns() > srv->spin_until_ns || !spin_core_free()) {
+		/* From here a push wakes the loop; what came before is taken now, and if that
+		 * left answers to write or sessions to resume the loop turns once more before
+		 * it sleeps: the turn's end, after the poll, does both. */
+		atomic_store(&srv->spinning, false);
+		server_drain(srv);
+		if (srv->dirty || srv->resume) {
+			atomic_store(&srv->spinning, true);
+			return;
+		}
 		uv_idle_stop(&srv->spin);
-		srv->spinning = false;
 	}
 }
 
@@ -397,8 +411,8 @@ static void server_on_turn_end(uv_check_t *h)
 	seq_flush(srv->seq);
 	if (srv->dirty && srv->opts.spin_us) {
 		srv->spin_until_ns = server_now_ns() + (uint64_t)srv->opts.spin_us * 1000u;
-		if (!srv->spinning) {
-			srv->spinning = true;
+		if (!atomic_load(&srv->spinning)) {
+			atomic_store(&srv->spinning, true);
 			uv_idle_start(&srv->spin, server_on_spin);
 		}
 	}

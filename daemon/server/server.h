@@ -182,7 +182,9 @@ struct server {
 	/* Busy-polls the completion queue for a moment after work was issued, instead of
 	 * sleeping until uv_async wakes the loop: see server_on_turn_end. */
 	uv_idle_t spin;
-	bool spinning;
+	/* Set while it does; read by the completion queue's pushers (server_wake), since a
+	 * loop that looks at the queue on every turn needs no wake-up. */
+	atomic_bool spinning;
 	/* Active while sessions have frames left for the next turn: the loop does not sleep
 	 * in poll while work is buffered. */
 	uv_idle_t backlog;
