@@ -80,6 +80,8 @@ static int read_input(struct sseq *s)
 			client_break(s, r == -ECONNRESET && s->fatal ? s->fatal : r, NULL);
 			return s->broken;
 		}
+		if (s->r.drained)
+			break;
 	}
 	return handled;
 }
@@ -138,6 +140,16 @@ static long client_spin_ns(void)
 	return *end || us < 0 ? CLIENT_DEFAULT_SPIN_US * 1000L : us * 1000L;
 }
 
+/* The next wait spins for twice what this answer took, or not at all after one slower
+ * than the limit. */
+static void client_spin_learn(struct sseq *s, uint64_t t0, long most)
+{
+	const long took = (long)(client_now_ns() - t0);
+
+	if (most > 0)
+		s->spin_ns = took > most ? 0 : 2 * took;
+}
+
 int client_pump(struct sseq *s, int timeout_ms)
 {
 	if (s->broken)
@@ -160,8 +172,21 @@ int client_pump(struct sseq *s, int timeout_ms)
 	const uint64_t t0 = client_now_ns();
 	if (spin_ns > 0 && spin_core_free()) {
 		for (unsigned i = 1;; i++) {
-			n = poll(&pfd, 1, 0);
-			if (n != 0 || (long)(client_now_ns() - t0) >= spin_ns)
+			/* With nothing to send, the look is the read itself: an answer that is
+			 * there is taken by the call that finds it, where a poll() first would
+			 * cost a second system call per answer. */
+			if (!(pfd.events & POLLOUT)) {
+				int got = read_input(s);
+				if (got != 0) {
+					client_spin_learn(s, t0, most);
+					return got;
+				}
+			} else {
+				n = poll(&pfd, 1, 0);
+				if (n != 0)
+					break;
+			}
+			if ((long)(client_now_ns() - t0) >= spin_ns)
 				break;
 			/* The machine may have filled up meanwhile (spin.h). */
 			if (i % 64 == 0 && !spin_core_free())
@@ -173,10 +198,8 @@ int client_pump(struct sseq *s, int timeout_ms)
 			n = poll(&pfd, 1, timeout_ms);
 		while (n < 0 && errno == EINTR);
 	}
-	if (most > 0 && n > 0) {
-		const long took = (long)(client_now_ns() - t0);
-		s->spin_ns = took > most ? 0 : 2 * took;
-	}
+	if (n > 0)
+		client_spin_learn(s, t0, most);
 	if (n < 0)
 		return -errno;
 	if (n == 0)

@@ -160,10 +160,12 @@ int frame_reader_fill(struct frame_reader *r, int sock)
 		if (g < 0)
 			return g;
 	}
+	const size_t room = r->cap - r->len;
 	ssize_t n;
 	do
-		n = recv(sock, r->data + r->len, r->cap - r->len, MSG_DONTWAIT);
+		n = recv(sock, r->data + r->len, room, MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
+	r->drained = n > 0 && (size_t)n < room;
 	if (n == 0)
 		return -ECONNRESET;
 	if (n < 0)

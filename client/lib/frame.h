@@ -32,6 +32,9 @@ struct frame_reader {
 	size_t start; /* first unconsumed byte */
 	size_t len; /* bytes held, from data[0] */
 	size_t cap;
+	/* The last fill read less than it had room for: the socket had nothing more then,
+	 * and reading again at once would only be told so. */
+	bool drained;
 };
 
 void frame_writer_init(struct frame_writer *w);
@@ -48,7 +51,8 @@ int frame_writer_send(struct frame_writer *w, int sock);
 void frame_reader_init(struct frame_reader *r);
 void frame_reader_finish(struct frame_reader *r);
 /* Read what the socket has without blocking. Returns bytes read (> 0), -EAGAIN when
- * nothing is there, -ECONNRESET at end of stream, or a negative errno. */
+ * nothing is there, -ECONNRESET at end of stream, or a negative errno; r->drained tells
+ * whether a read of > 0 bytes emptied the socket. */
 int frame_reader_fill(struct frame_reader *r, int sock);
 /* Take the next complete frame: 1 with *frame / *len set (valid until the next reader
  * call), 0 when more bytes are needed, -EMSGSIZE for a length over FRAME_MAX. */
