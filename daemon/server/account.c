@@ -11,6 +11,7 @@
 
 #include "handles.h"
 #include "outcome.h"
+#include "pause.h"
 #include "server.h"
 #include "session.h"
 
@@ -233,25 +234,22 @@ static void account_move(struct session *s, unsigned i, uint64_t amount, int sig
 void account_inflight_take(struct session *s)
 {
 	struct server *srv = session_server(s);
-	struct session_pause *p;
 
 	if (++session_counts(s)->inflight >= srv->opts.limits.client_inflight &&
-		!(p = session_pause(s))->inflight_capped) {
-		p->inflight_capped = true;
+		!pause_has(session_pause(s), PAUSE_INFLIGHT)) {
+		pause_set(s, PAUSE_INFLIGHT);
 		srv->limit.inflight_capped++;
 	}
 }
 
 bool account_inflight_give(struct session *s)
 {
-	struct session_pause *p = session_pause(s);
-
 	session_counts(s)->inflight--;
-	if (!p->inflight_capped ||
+	if (!pause_has(session_pause(s), PAUSE_INFLIGHT) ||
 		session_counts(s)->inflight > session_server(s)->opts.limits.client_inflight / 2 ||
 		!session_is_connected(s))
 		return false;
-	p->inflight_capped = false;
+	pause_clear(s, PAUSE_INFLIGHT); /* its frames run at the next turn */
 	return true;
 }
 

@@ -55,8 +55,8 @@ void account_take(struct session *s, const struct account_rec *want, struct acco
 void account_release(struct session *s, struct account_rec *rec);
 /* Ops and watches in flight (--client-inflight-limit): a pause, never a refusal. Each
  * op record holds one (ops.c; the sequencer's windows bound ops, not watches); at the
- * limit the session takes no more requests (session_pause: inflight_capped, counted)
- * until half have completed. _give: whether s was let go just now (pause_resume it). */
+ * limit the session takes no more requests (PAUSE_INFLIGHT, counted) until half have
+ * completed. _give: whether s was let go just now (its frames run at the next turn). */
 void account_inflight_take(struct session *s);
 bool account_inflight_give(struct session *s);
 /* What s (its session, its user, the daemon) holds in a slot now. */

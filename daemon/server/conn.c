@@ -61,8 +61,7 @@ void conn_flush(struct session *s)
 	if (s->out_off == s->out_len) {
 		s->out_off = s->out_len = 0;
 		/* After EOF: once what was read has run and its work completed. */
-		if (s->closing ||
-			(s->eof && !session_pause_held(&s->pause) && !s->counts.inflight)) {
+		if (s->closing || (s->eof && !pause_held(&s->pause) && !s->counts.inflight)) {
 			conn_close(s);
 			return;
 		}
@@ -71,8 +70,14 @@ void conn_flush(struct session *s)
 	int events = 0;
 	if (s->out_off < s->out_len)
 		events |= UV_WRITABLE;
-	if (!session_pause_held(&s->pause) && !s->closing && !s->eof && !s->input_wait &&
-		s->out_len - s->out_off < SESSION_OUT_HIGH)
+	/* A client that does not read its replies is not read either. */
+	if (s->out_len - s->out_off >= SESSION_OUT_HIGH) {
+		if (!pause_has(&s->pause, PAUSE_OUTPUT))
+			pause_set(s, PAUSE_OUTPUT);
+	} else if (pause_has(&s->pause, PAUSE_OUTPUT)) {
+		pause_clear(s, PAUSE_OUTPUT);
+	}
+	if (!pause_any(&s->pause) && !s->closing && !s->eof)
 		events |= UV_READABLE;
 	else if (!s->closing && !s->eof) {
 		/* Paused, still watched for a hang-up: a dead client's session would otherwise
@@ -159,18 +164,15 @@ void conn_process(struct session *s)
 	size_t off = 0;
 	unsigned frames = 0;
 
-	while (s->connected && !s->closing && !s->pause.inflight_capped && s->in_len - off >= 4) {
+	while (s->connected && !s->closing && !pause_gated(&s->pause) && s->in_len - off >= 4) {
 		const uint8_t *p = s->in + off;
 		uint32_t len = frame_get_len(p);
 		Sseq__Request *rq = NULL;
 		char why[128];
 		int r;
 
-		if (frames++ == SESSION_TURN_FRAMES) {
-			/* Its turn is up: the rest next turn, after the others. */
-			pause_resume(s->srv, s);
-			break;
-		}
+		if (!pause_turn_frame(s, &frames))
+			break; /* its turn is up: the rest next turn, after the others */
 		if (len > FRAME_MAX) {
 			snprintf(why, sizeof(why), "frame of %u bytes exceeds the limit of %u", len,
 				FRAME_MAX);
@@ -195,7 +197,7 @@ void conn_process(struct session *s)
 		arena_reset(&s->arena);
 		if (r == -EAGAIN) {
 			/* The frame stays: it runs again once its stream has room (I3). */
-			pause_block(s->srv, s);
+			pause_set(s, PAUSE_WINDOW);
 			break;
 		}
 		if (r == -EBUSY) /* the frame stays, for when half its work completed */
@@ -230,9 +232,7 @@ static int conn_input_reserve(struct session *s)
 		cap *= 2;
 	grow = input_large(cap) - input_large(s->in_cap);
 	if (grow && srv->limit.input_large_bytes + grow > srv->opts.limits.max_input_bytes) {
-		if (!s->input_wait) {
-			s->input_wait = true;
-			srv->input_waiting++;
+		if (pause_set(s, PAUSE_INPUT)) {
 			srv->limit.input_paused++;
 			log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
 				"client %" PRIu64 " (pid %u): input paused: %" PRIu64
@@ -253,14 +253,11 @@ static int conn_input_reserve(struct session *s)
 
 void conn_input_resume(struct session *s)
 {
-	if (!s->input_wait)
-		return;
-	s->input_wait = false;
-	s->srv->input_waiting--;
-	/* Its partial frame's deadline keeps running: while it waited it held input memory
-	 * that others wait for, and a deadline that started again at every resume would let
-	 * a client that gives some back now and then hold the rest for good. */
-	out_mark_dirty(s); /* its flush polls for input again */
+	/* Its partial frame's deadline keeps running (the pause was the client's): while it
+	 * waited it held input memory that others wait for, and a deadline that started again
+	 * at every resume would let a client that gives some back now and then hold the rest
+	 * for good. */
+	pause_clear(s, PAUSE_INPUT);
 }
 
 /* The client will send nothing more (EOF). If it only shut down its sending side, what
@@ -286,8 +283,8 @@ static void conn_input_ended(struct session *s)
 static void conn_read(struct session *s)
 {
 	/* Bounded per turn so one busy client cannot starve the others. */
-	for (int rounds = 0; rounds < 4 && s->connected && !session_pause_held(&s->pause) &&
-		!s->closing && !s->eof;
+	for (int rounds = 0;
+		rounds < 4 && s->connected && !pause_any(&s->pause) && !s->closing && !s->eof;
 		rounds++) {
 		union {
 			struct cmsghdr align;
@@ -367,11 +364,11 @@ void conn_sweep(struct session *s, uint64_t now)
 		conn_close_with(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, why);
 		return;
 	}
-	/* A pause of the daemon's (a full window, --client-inflight-limit, the turn's frames
-	 * used up) is not the client stalling: the deadline starts again when it ends
-	 * (server.c). A pause at --max-input-memory counts: the partial frame holds memory
-	 * others wait for, and only the client can finish it. */
-	if (s->frame_started_ns && !session_pause_held(&s->pause) && lim->frame_timeout_ms &&
+	/* A pause of the daemon's (PAUSE_HELD: a full window, --client-inflight-limit, the
+	 * turn's frames used up) is not the client stalling: the deadline starts again when
+	 * it ends (server.c). A pause at --max-input-memory counts: the partial frame holds
+	 * memory others wait for, and only the client can finish it. */
+	if (s->frame_started_ns && !pause_held(&s->pause) && lim->frame_timeout_ms &&
 		now - s->frame_started_ns > (uint64_t)lim->frame_timeout_ms * 1000000u) {
 		s->srv->limit.frame_timeouts++;
 		snprintf(why, sizeof(why),
@@ -448,7 +445,7 @@ void conn_close(struct session *s)
 	if (s->follow.following)
 		srv->nfollowing--;
 	s->follow.following = false;
-	pause_forget(srv, s);
+	pause_forget(s);
 	log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
 		"client %" PRIu64 " (pid %u, %s%s%s) disconnected: %" PRIu64 " buffers, %" PRIu64
 		" ops in flight",
@@ -459,9 +456,6 @@ void conn_close(struct session *s)
 	 * accept() hand its number to a new client whose registration the late close of
 	 * this handle then removes from epoll (the new client would never be read). */
 	uv_close((uv_handle_t *)&s->poll, conn_poll_closed);
-	if (s->input_wait)
-		s->srv->input_waiting--;
-	s->input_wait = false;
 	conn_input_free(s);
 	for (unsigned i = 0; i < s->nfds; i++)
 		close(s->fds[i]);

@@ -116,10 +116,7 @@ void ops_rec_free(struct op_rec *rec)
 		staging_unref(srv, rec->staging);
 	if (rec->module)
 		smodule_unref(srv, rec->module);
-	if (account_inflight_give(s)) {
-		out_mark_dirty(s); /* its flush polls for input again */
-		pause_resume(srv, s);
-	}
+	account_inflight_give(s); /* at half the cap, its frames run again at the next turn */
 	if (session_is_draining(s))
 		out_mark_dirty(s); /* its flush closes it once the last op is done */
 	/* Kept for reuse up to a bound: kept all, the list held as many records as were ever
@@ -205,7 +202,7 @@ int ops_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op, st
 	if (r == -EAGAIN) {
 		/* The stream's window is full of incomplete points: pause this client until
 		 * that stream has room (I3); the core named it in at, and
-		 * pause_block() puts s on that stream's list. */
+		 * pause_set(PAUSE_WINDOW) puts s on that stream's list. */
 		ops_rec_free(rec);
 		session_pause(s)->blocked_stream =
 			at.stream < SEQ_MAX_STREAMS ? at.stream : SEQ_MAX_STREAMS;

@@ -18,6 +18,7 @@
 #include "ops.h"
 #include "out.h"
 #include "outcome.h"
+#include "pause.h"
 #include "session.h"
 #include "sseq-utf8.h"
 #include "staging.h"
@@ -58,9 +59,9 @@ static int req_batch(struct session *s, const Sseq__Request *rq)
 	for (size_t i = p->batch_resume; i < b->n_requests; i++) {
 		int r;
 
-		/* --client-inflight-limit holds within a batch as between frames: the rest
-		 * waits until half of what is in flight completed (ops_rec_free resumes it). */
-		if (p->inflight_capped) {
+		/* A gate (pause.h: --client-inflight-limit) holds within a batch as between
+		 * frames: the rest runs at the turn after it ended, from here. */
+		if (pause_gated(p)) {
 			p->batch_resume = (uint32_t)i;
 			return REQ_CAPPED;
 		}

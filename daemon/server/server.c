@@ -1,7 +1,8 @@
 /* The sseqd server loop: accepts clients, observes the core (its done and trace hooks; the
  * core issues to the backend itself), drains backend completions (pushed from other
- * threads, woken with uv_async_send), resumes the sessions that backpressure paused and, at
- * the end of every loop turn, records the events it needs and writes coalesced replies. */
+ * threads, woken with uv_async_send), runs again the sessions whose pause ended (pause.c:
+ * after completions and at the turn's end) and, at the end of every loop turn, records the
+ * events it needs and writes coalesced replies. */
 #include "server.h"
 #include "sseq-frame.h"
 
@@ -227,60 +228,26 @@ static void server_verify_finding(void *arg, const char *what)
 
 /* ---- backpressure: who is paused, and when they resume -------------------------------- */
 
-static void server_resume_one(struct server *srv, struct session *s)
+/* A paused session runs again (pause.c says which, and in what order). */
+static void server_resume_one(struct session *s)
 {
-	pause_forget(srv, s);
 	/* The pause was the daemon's, not the client's: a frame it held back, or one the
 	 * client could not send meanwhile, gets its whole --frame-timeout from now. */
 	conn_frame_restart(s);
-	conn_process(s); /* may block it again, on a list of its own */
+	conn_process(s); /* may pause it again, on a list of its own */
 	conn_flush(s);
 }
 
-/* Resume every session on *list, detached first: one that blocks again goes on the live
- * list, not this one. */
-static void server_resume_list(struct server *srv, struct session **list)
-{
-	struct session *detached = *list;
-
-	*list = NULL;
-	if (detached)
-		session_pause(detached)->blocked_pprev = &detached;
-	while (detached)
-		server_resume_one(srv, detached);
-}
-
-/* The sessions paused for another cause (pause_resume), detached first: one that
- * used up its turn's frames again (SESSION_TURN_FRAMES) goes on the live list, for the next
- * turn, so that the others' sockets are read in between. */
+/* At the turn's end: the sessions on the resume list (PAUSE_TURN). */
 static void server_resume_pending(struct server *srv)
 {
-	struct session *detached = srv->resume;
-
-	srv->resume = NULL;
-	if (detached)
-		session_pause(detached)->resume_pprev = &detached;
-	while (detached)
-		server_resume_one(srv, detached);
+	pause_run_turn(srv, server_resume_one);
 }
 
-/* After completions: each blocked stream that has drained below half its window resumes
- * its sessions; one still above half keeps them, so a session is not woken to submit one
- * op and block again on every completion. */
+/* After completions: the sessions of the streams that drained, then the resume list. */
 static void server_resume_streams(struct server *srv)
 {
-	for (uint64_t mask = srv->blocked_mask; mask; mask &= mask - 1) {
-		uint32_t x = (uint32_t)__builtin_ctzll(mask);
-		struct seq_stream_info si;
-
-		seq_stream_info(srv->seq, x, &si);
-		if (2 * (si.issued - si.completed) >= si.window_capacity)
-			continue;
-		srv->blocked_mask &= ~(1ull << x);
-		server_resume_list(srv, &srv->blocked[x]);
-	}
-	server_resume_list(srv, &srv->blocked[SEQ_MAX_STREAMS]);
-	server_resume_pending(srv);
+	pause_run_streams(srv, server_resume_one);
 }
 
 static void server_drain(struct server *srv);

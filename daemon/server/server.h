@@ -239,15 +239,16 @@ struct server {
 	/* Server-level counters. */
 	uint64_t frames_in, frames_bad, sessions_total;
 	struct server_limit_counters limit;
-	unsigned input_waiting; /* sessions paused until input memory frees */
+	unsigned input_waiting; /* sessions paused until input memory frees (PAUSE_INPUT) */
 
-	/* Backpressure with hysteresis (knot-resolver's worker.c): a session stopped by a full
-	 * stream window waits on that stream's list and is resumed only once the stream has
-	 * drained below half its window, not on every completion. blocked[SEQ_MAX_STREAMS]
-	 * holds those whose stream the core did not name (resumed on any completion). */
+	/* The paused sessions' lists (pause.c). Backpressure with hysteresis (knot-resolver's
+	 * worker.c): a session stopped by a full stream window (PAUSE_WINDOW) waits on that
+	 * stream's list and is resumed only once the stream has drained below half its
+	 * window, not on every completion. blocked[SEQ_MAX_STREAMS] holds those whose stream
+	 * the core did not name (resumed on any completion). */
 	struct session *blocked[SEQ_MAX_STREAMS + 1];
 	uint64_t blocked_mask; /* bit x: blocked[x] is not empty */
-	struct session *resume; /* sessions to process again at the next chance */
+	struct session *resume; /* to run again at the next chance (PAUSE_TURN) */
 
 	/* The op at each point in flight (ops.c: stream x, point n at
 	 * points[x * point_window + n % point_window]), to name a fault's culprit (reset.c)

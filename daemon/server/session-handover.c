@@ -339,7 +339,7 @@ int session_handover_adopt(int in, struct server *srv)
 	}
 	if (bytes) {
 		conn_input_adopt(s, bytes, rs.in_len);
-		pause_resume(srv, s); /* its buffered frames run at the first turn */
+		pause_set(s, PAUSE_TURN); /* its buffered frames run at the first turn */
 	}
 	if (s->out_len || s->closing)
 		out_mark_dirty(s); /* written, or closed, at the first turn */

@@ -5,6 +5,7 @@
 #ifndef SSEQ_SESSION_PRIVATE_H
 #define SSEQ_SESSION_PRIVATE_H
 
+#include "pause.h"
 #include "session.h"
 
 struct session {
@@ -22,10 +23,9 @@ struct session {
 	 * work in flight completed and its output is written (a half-close keeps its
 	 * Completions). */
 	bool eof;
-	bool input_wait; /* paused until input memory frees (--max-input-memory) */
 	bool hello;
 	bool admitted; /* counted in the loops' admission (loops_admit, loops_join) */
-	struct session_pause pause;
+	struct session_pause pause; /* why its input is paused (pause.h) */
 	struct session_work work;
 
 	struct session_ident ident;

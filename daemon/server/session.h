@@ -38,23 +38,8 @@ struct session_counts {
 	uint64_t buffers, bytes, inflight, stagings, staging_bytes, modules;
 };
 
-/* Why its input is paused, and the lists that hold it until it resumes (pause.c). */
-struct session_pause {
-	bool inflight_capped; /* at --client-inflight-limit: paused until half completed */
-	bool resume; /* on srv->resume: process its buffered input again */
-	bool blocked; /* a stream's window is full: input paused (I3) */
-	uint32_t blocked_stream; /* ... that one (SEQ_MAX_STREAMS: not named) */
-	struct session *blocked_next, **blocked_pprev; /* on srv->blocked[blocked_stream] */
-	struct session *resume_next, **resume_pprev; /* on srv->resume */
-	uint32_t batch_resume; /* inner requests of the held batch already done */
-};
-
-/* Paused by the daemon (a full window, --client-inflight-limit, its turn's frames used
- * up), not by the client: its input waits, and its frame deadline does not run. */
-static inline bool session_pause_held(const struct session_pause *p)
-{
-	return p->blocked || p->inflight_capped || p->resume;
-}
+/* Why its input is paused, and the lists that hold it until it runs again: pause.h. */
+struct session_pause;
 
 /* What its ops need of it: whether its kernels run alone, its last op per stream. */
 struct session_work {

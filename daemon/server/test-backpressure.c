@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "conn.h"
+#include "pause.h"
 #include "session-limits.h"
 #include "session.h"
 #include "sseq-frame.h"
@@ -41,7 +42,7 @@ START_TEST(test_blocked_session_waits_on_the_stream_that_blocked_it)
 	tl_connect(t, &c);
 	x = fill_window(t, &c, 3 * WINDOW);
 	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
-	ck_assert(c.s->pause.blocked);
+	ck_assert(pause_has(&c.s->pause, PAUSE_WINDOW));
 	ck_assert_uint_eq(c.s->pause.blocked_stream, x);
 	ck_assert_ptr_eq(t->srv.blocked[x], c.s);
 	ck_assert_uint_eq(t->srv.blocked_mask, 1u << x);
@@ -65,15 +66,15 @@ START_TEST(test_blocked_session_resumes_only_below_half_the_window)
 	tl_complete(t, x, 2);
 	ck_assert_uint_eq(tl_completed(t, x), 2);
 	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
-	ck_assert(c.s->pause.blocked);
+	ck_assert(pause_has(&c.s->pause, PAUSE_WINDOW));
 	/* 4 of 8: exactly half is not below it. */
 	tl_complete(t, x, 4);
 	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
-	ck_assert(c.s->pause.blocked);
+	ck_assert(pause_has(&c.s->pause, PAUSE_WINDOW));
 	/* 3 of 8: below half; it runs until the window is full again. */
 	tl_complete(t, x, 5);
 	ck_assert_uint_eq(tl_issued(t, x), 5 + WINDOW);
-	ck_assert(c.s->pause.blocked);
+	ck_assert(pause_has(&c.s->pause, PAUSE_WINDOW));
 	ck_assert_uint_eq(c.s->pause.blocked_stream, x);
 	tl_close(t, &c);
 	tl_free(t);
@@ -93,7 +94,7 @@ START_TEST(test_resumed_session_runs_what_it_buffered_and_answers_it)
 	ck_assert_uint_eq(replies, WINDOW);
 	tl_complete(t, x, WINDOW);
 	ck_assert_uint_eq(tl_issued(t, x), 2 * WINDOW);
-	ck_assert(!c.s->pause.blocked);
+	ck_assert(!pause_has(&c.s->pause, PAUSE_WINDOW));
 	ck_assert_ptr_null(t->srv.blocked[x]);
 	ck_assert_uint_eq(t->srv.blocked_mask, 0);
 	replies += tl_take_replies(&c);
@@ -119,14 +120,14 @@ START_TEST(test_every_session_on_the_stream_resumes)
 	tl_send_d2d(&b, hb, 64);
 	tl_pump(t);
 	x = d2d_stream(t);
-	ck_assert(a.s->pause.blocked && b.s->pause.blocked);
+	ck_assert(pause_has(&a.s->pause, PAUSE_WINDOW) && pause_has(&b.s->pause, PAUSE_WINDOW));
 	ck_assert_uint_eq(tl_issued(t, x), WINDOW);
 	tl_complete(t, x, WINDOW);
 	/* a's eight more, or b's one and a's seven: both ran, the window is full again. */
 	ck_assert_uint_eq(tl_issued(t, x), 2 * WINDOW);
-	ck_assert(!b.s->pause.blocked || !a.s->pause.blocked);
+	ck_assert(!pause_has(&b.s->pause, PAUSE_WINDOW) || !pause_has(&a.s->pause, PAUSE_WINDOW));
 	tl_complete(t, x, 2 * WINDOW);
-	ck_assert(!a.s->pause.blocked && !b.s->pause.blocked);
+	ck_assert(!pause_has(&a.s->pause, PAUSE_WINDOW) && !pause_has(&b.s->pause, PAUSE_WINDOW));
 	ck_assert_uint_eq(tl_issued(t, x), 2 * WINDOW + 1);
 	tl_close(t, &a);
 	tl_close(t, &b);
@@ -157,7 +158,7 @@ START_TEST(test_blocked_session_that_goes_away_leaves_the_list)
 }
 END_TEST
 
-/* The in-flight cap's resume (pause_resume) still works beside the window's. */
+/* The in-flight cap's resume (pause_clear) still works beside the window's. */
 START_TEST(test_inflight_cap_resumes_at_half)
 {
 	struct tl *t = tl_new(0);
@@ -168,10 +169,10 @@ START_TEST(test_inflight_cap_resumes_at_half)
 	tl_connect(t, &c);
 	x = fill_window(t, &c, 10);
 	ck_assert_uint_eq(tl_issued(t, x), 4);
-	ck_assert(c.s->pause.inflight_capped);
-	ck_assert(!c.s->pause.blocked);
+	ck_assert(pause_has(&c.s->pause, PAUSE_INFLIGHT));
+	ck_assert(!pause_has(&c.s->pause, PAUSE_WINDOW));
 	tl_complete(t, x, 2);
-	ck_assert(!c.s->pause.resume);
+	ck_assert(!pause_has(&c.s->pause, PAUSE_TURN));
 	ck_assert_uint_eq(tl_issued(t, x), 6);
 	tl_close(t, &c);
 	tl_free(t);
@@ -277,7 +278,7 @@ START_TEST(test_a_batch_stops_at_the_inflight_cap_and_resumes_where_it_left_off)
 	tl_pump(t);
 	ck_assert_uint_eq(tl_issued(t, x), 4);
 	ck_assert_uint_eq(c.s->counts.inflight, 4);
-	ck_assert(c.s->pause.inflight_capped);
+	ck_assert(pause_has(&c.s->pause, PAUSE_INFLIGHT));
 	/* Half completed (here all): the next four, then the last two and the batch. */
 	tl_complete(t, x, 4);
 	ck_assert_uint_eq(tl_issued(t, x), 8);
@@ -321,7 +322,7 @@ START_TEST(test_a_session_at_the_inflight_cap_is_not_timed_out)
 	t->srv.opts.limits.frame_timeout_ms = 100;
 	tl_connect(t, &c);
 	x = fill_window(t, &c, 10);
-	ck_assert(c.s->pause.inflight_capped);
+	ck_assert(pause_has(&c.s->pause, PAUSE_INFLIGHT));
 	ck_assert_uint_gt(c.s->in_len, 0); /* the copies it holds back */
 	conn_sweep(c.s, server_loop_ns(&t->srv) + 60000000000u);
 	ck_assert(!c.s->closing);
@@ -330,7 +331,7 @@ START_TEST(test_a_session_at_the_inflight_cap_is_not_timed_out)
 	tl_complete(t, x, 8);
 	tl_complete(t, x, 10);
 	ck_assert_uint_eq(tl_issued(t, x), 10);
-	ck_assert(!c.s->pause.inflight_capped && !c.s->closing);
+	ck_assert(!pause_has(&c.s->pause, PAUSE_INFLIGHT) && !c.s->closing);
 	/* The client's own stall still counts. */
 	tl_write(&c, part, sizeof(part), NULL, 0);
 	tl_pump(t);

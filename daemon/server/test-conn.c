@@ -1,7 +1,8 @@
 /* A connection (conn.c) over a real socketpair: frames split across writes or several in
  * one, the 1 MiB limit (FRAME_MAX) exactly and one byte over, memfds arriving with their
- * frame (SCM_RIGHTS), EOF in the middle of a frame, and a connection paused for input
- * memory: its hang-up is still seen and its partial frame still times out. */
+ * frame (SCM_RIGHTS), EOF in the middle of a frame, a connection paused for input
+ * memory: its hang-up is still seen and its partial frame still times out, and one paused
+ * while it does not read its replies. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -11,6 +12,9 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "out.h"
+#include "pause.h"
+#include "session-limits.h"
 #include "sseq-frame.h"
 #include "test-loop.h"
 
@@ -296,12 +300,12 @@ static void conn_pause_for_input(struct tl *t, struct tl_client *c)
 	t->srv.opts.limits.max_input_bytes = 256u << 10;
 	conn_open(t, c);
 	frame_put_len(part, FRAME_MAX);
-	for (int i = 0; i < 16 && !c->s->input_wait; i++) {
+	for (int i = 0; i < 16 && !pause_has(&c->s->pause, PAUSE_INPUT); i++) {
 		tl_write(c, part, 65536, NULL, 0);
 		tl_pump(t);
 	}
 	free(part);
-	ck_assert(c->s->input_wait);
+	ck_assert(pause_has(&c->s->pause, PAUSE_INPUT));
 	ck_assert_uint_gt(t->srv.limit.input_large_bytes, 0);
 }
 
@@ -338,7 +342,7 @@ START_TEST(test_a_half_close_while_paused_keeps_the_session)
 	shutdown(c.fd, SHUT_WR);
 	tl_pump(t);
 	ck_assert_uint_eq(t->srv.nsessions, 1);
-	ck_assert(c.s->input_wait && !c.s->closing);
+	ck_assert(pause_has(&c.s->pause, PAUSE_INPUT) && !c.s->closing);
 	ck_assert_int_eq(c.s->poll_events, 0); /* not woken again and again by the half-close */
 	conn_sweep(c.s, server_loop_ns(&t->srv) + 1000000000u);
 	tl_close(t, &c);
@@ -376,6 +380,57 @@ START_TEST(test_a_partial_frame_paused_for_input_memory_still_times_out)
 }
 END_TEST
 
+/* A client that does not read its replies is not read either: past SESSION_OUT_HIGH of
+ * output waiting, what it sends stays in its socket (a pause of the client's); once it has
+ * read enough, it is read again and answered in order. */
+START_TEST(test_a_client_that_does_not_read_its_replies_is_not_read)
+{
+	struct tl *t = tl_new(0);
+	struct tl_client c;
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Alloc a = SSEQ__ALLOC__INIT;
+	char *text = malloc(65536);
+	uint64_t frames, tag;
+	Sseq__Message *m;
+	bool answered = false;
+
+	ck_assert_ptr_nonnull(text);
+	memset(text, 'x', 65535);
+	text[65535] = 0;
+	conn_open(t, &c);
+	while (out_pending(c.s) < SESSION_OUT_HIGH + (1u << 20))
+		out_notice(c.s, SSEQ__STATUS__STATUS_OK, text);
+	free(text);
+	tl_pump(t);
+	ck_assert_uint_ge(out_pending(c.s), SESSION_OUT_HIGH);
+	ck_assert(pause_has(&c.s->pause, PAUSE_OUTPUT));
+	ck_assert(!(c.s->poll_events & UV_READABLE));
+	frames = t->srv.frames_in;
+	a.size = 4096;
+	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	rq.alloc = &a;
+	tag = tl_send(&c, &rq);
+	tl_pump(t);
+	ck_assert_uint_eq(t->srv.frames_in, frames); /* not read */
+	/* It reads its replies: below the mark it is read again, and answered after them. */
+	for (int i = 0; i < 10000 && !answered; i++) {
+		while ((m = tl_next(&c))) {
+			ck_assert_int_eq(m->body_case, SSEQ__MESSAGE__BODY_REPLY);
+			answered = m->reply->tag == tag;
+			sseq__message__free_unpacked(m, NULL);
+			ck_assert(!answered || out_pending(c.s) == 0);
+		}
+		tl_pump(t);
+	}
+	ck_assert(answered);
+	ck_assert_uint_eq(t->srv.frames_in, frames + 1);
+	ck_assert(!pause_any(&c.s->pause));
+	ck_assert(c.s->poll_events & UV_READABLE);
+	tl_close(t, &c);
+	tl_free(t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("conn");
@@ -393,6 +448,7 @@ int main(void)
 	tcase_add_test(tc, test_a_client_gone_while_paused_for_input_memory_is_dropped);
 	tcase_add_test(tc, test_a_half_close_while_paused_keeps_the_session);
 	tcase_add_test(tc, test_a_partial_frame_paused_for_input_memory_still_times_out);
+	tcase_add_test(tc, test_a_client_that_does_not_read_its_replies_is_not_read);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
