@@ -18,6 +18,9 @@
 #             ($PROF_CLOCK=wall: on the monotonic clock, idle included, more samples)
 #   loops     1, 8, 16, 64 clients (and 1, 16 on 4 cores) with --loops 1, 2, 4, 8
 #             ($LOOPS_LIST, $LOOPS_PS)
+#   ceiling   what one CUDA context does of the same round trip with no daemon: 1 to 16
+#             threads of one process, a stream each, spinning on the event (bench/
+#             roundtrip-threads.cu), 16 and 64 waiting in cudaEventSynchronize, 16 on 4 cores
 #   compare   the build as it is ($LABEL): 1, 8, 16, 64 clients, then 1 and 16 on 4
 #             cores; $ATTRIB adds 16 clients with the old completion threads, and with
 #             spinning whatever the load
@@ -39,6 +42,8 @@ client=$B/bench/bench-roundtrip
 native=$B/bench/bench-roundtrip-native
 preload=$B/bench/sched-preload.so
 [ -x "$native" ] || nvcc -O2 -arch=sm_90 -I"$here" -o "$native" "$here/roundtrip-native.cu"
+threads=$B/bench/bench-roundtrip-threads
+[ -x "$threads" ] || nvcc -O2 -arch=sm_90 -o "$threads" "$here/roundtrip-threads.cu" -lpthread
 [ -f "$preload" ] || cc -O2 -shared -fPIC -o "$preload" "$here/sched-preload.c" -ldl
 prof=$B/bench/prof-preload.so
 [ -f "$prof" ] || cc -O2 -shared -fPIC -o "$prof" "$here/prof-preload.c" -lrt
@@ -256,6 +261,11 @@ for section in $sections; do
 			ROUNDS=${ROUNDS:-1000} config "loops$l-4cores" 1 "$sseqd" 0-3 "" "" -- --loops "$l"
 			ROUNDS=${ROUNDS:-150} config "loops$l-4cores" 16 "$sseqd" 0-3 "" "" -- --loops "$l"
 		done
+		;;
+	ceiling)
+		for t in 1 4 8 16; do say "$("$threads" "$t" "$(rounds_for 1)")"; done
+		for t in 16 64; do say "$("$threads" "$t" 500 1024 sync)"; done
+		say "$(taskset -c 0-3 "$threads" 16 300 1024 sync) cpus=0-3"
 		;;
 	one)
 		# One configuration from the environment: LABEL P BIN CPUS DENV CENV OPTS.
