@@ -12,25 +12,11 @@
 
 #include <cuda_runtime.h>
 
+#define BENCH_NAME "bench-roundtrip-native"
+#include "roundtrip-cuda.h"
+
 extern "C" {
 #include "common.h"
-}
-
-#define CHECK(call)                                                                                \
-	do {                                                                                       \
-		cudaError_t err_ = (call);                                                         \
-		if (err_ != cudaSuccess) {                                                         \
-			fprintf(stderr, "bench-roundtrip-native: %s: %s\n", #call,                  \
-				cudaGetErrorString(err_));                                         \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
-
-__global__ void fill(float *p, float v, unsigned long long n)
-{
-	unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-	if (i < n)
-		p[i] = v;
 }
 
 static void round_trip(cudaStream_t st, size_t bytes, float *host, float value, double *t)

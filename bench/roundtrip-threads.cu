@@ -22,22 +22,8 @@
 
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                                                \
-	do {                                                                                       \
-		cudaError_t err_ = (call);                                                         \
-		if (err_ != cudaSuccess) {                                                         \
-			fprintf(stderr, "bench-roundtrip-threads: %s: %s\n", #call,                 \
-				cudaGetErrorString(err_));                                         \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
-
-__global__ void fill(float *p, float v, unsigned long long n)
-{
-	unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-	if (i < n)
-		p[i] = v;
-}
+#define BENCH_NAME "bench-roundtrip-threads"
+#include "roundtrip-cuda.h"
 
 static double now_s(void)
 {
