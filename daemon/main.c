@@ -427,6 +427,9 @@ struct daemon_state {
 	uv_timer_t watchdog, status;
 	bool stopping;
 	char last_status[640];
+	/* How long the loops took to make (each its backend: streams, threads, pinned
+	 * memory, the kernel image), while clients that connected waited. */
+	double made_ms;
 };
 
 /* The ops issued and not yet observed complete, on every stream. */
@@ -611,15 +614,16 @@ static int socket_prepare(struct daemon_opts *o, int resume)
 	return 0;
 }
 
-static void log_serving(const struct daemon_opts *o, const struct backend *be, unsigned loops)
+static void log_serving(
+	const struct daemon_opts *o, const struct backend *be, unsigned loops, double made_ms)
 {
 	struct backend_info info = {0};
-	char backend_on[128], loops_on[32] = "";
+	char backend_on[128], loops_on[64] = "";
 
 	backend_info(be, &info);
 	registry_describe(&o->reg, be, backend_on, sizeof(backend_on));
 	if (loops > 1)
-		snprintf(loops_on, sizeof(loops_on), "; %u loops", loops);
+		snprintf(loops_on, sizeof(loops_on), "; %u loops, made in %.0f ms", loops, made_ms);
 	log_notice("main",
 		"sseqd %s serving device %u (%s, backend %s) on %s; window %u%s%s%s%s%s%s",
 		SSEQ_VERSION, o->srv.device, info.name, info.backend, o->srv.socket_path,
@@ -791,12 +795,17 @@ static unsigned daemon_loops(const struct daemon_opts *o)
 
 static int daemon_start(struct daemon_state *d, struct daemon_opts *o, bool resumed)
 {
+	struct timespec t0, t1;
 	int r;
 
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	d->n = daemon_loops(o);
 	r = loops_init(&d->loops, d->n);
 	for (unsigned i = 0; i < d->n && r == 0; i++)
 		r = loop_make(d, o, i, resumed);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	d->made_ms =
+		(double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
 	return r;
 }
 
@@ -877,7 +886,7 @@ int main(int argc, char **argv)
 		daemon_abort(&d);
 		return 1;
 	}
-	log_serving(&o, &d.l[0].be, d.n);
+	log_serving(&o, &d.l[0].be, d.n, d.made_ms);
 	if (resume >= 0)
 		resume_adopt(&d.l[0].srv, resume);
 	if (daemon_threads(&d) < 0) {
