@@ -33,7 +33,7 @@ static void usage(FILE *to)
 		"early.\n"
 		"\n"
 		"  SOCKET      the daemon's socket (default: $SSEQ_SOCKET, else\n"
-		"              /run/sseq/gpu0.sock)\n"
+		"              " SSEQ_DEFAULT_SOCKET ")\n"
 		"  -h, --help  this text\n"
 		"\n"
 		"Exit status: 0 when every value is right, 1 when a request failed, 2 for bad\n"

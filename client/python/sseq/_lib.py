@@ -16,11 +16,11 @@ from typing import Optional
 
 from ._schema import ARG_TYPES, STATS_FIELDS
 
-__all__ = ["lib", "library_path", "default_socket", "MAX_LANES", "SseqConnectOptions", "SseqInfo",
-           "SseqArg", "SseqLaunch", "SseqStats", "ARG_BUFFER", "ARG_I32", "ARG_U32", "ARG_I64",
-           "ARG_U64", "ARG_F32", "ARG_F64", "ARG_I8", "ARG_U8", "ARG_I16", "ARG_U16", "ARG_F16",
-           "ARG_BF16", "ARG_BYTES", "ACCESS_IN", "ACCESS_OUT", "ACCESS_INOUT",
-           "LibraryNotFoundError"]
+__all__ = ["lib", "library_path", "default_socket", "default_socket_dir", "MAX_LANES",
+           "SseqConnectOptions", "SseqInfo", "SseqArg", "SseqLaunch", "SseqStats",
+           "ARG_BUFFER", "ARG_I32", "ARG_U32", "ARG_I64", "ARG_U64", "ARG_F32", "ARG_F64",
+           "ARG_I8", "ARG_U8", "ARG_I16", "ARG_U16", "ARG_F16", "ARG_BF16", "ARG_BYTES",
+           "ACCESS_IN", "ACCESS_OUT", "ACCESS_INOUT", "LibraryNotFoundError"]
 
 # enum sseq_arg_type, numbered by kernels/karg.h's table (generated), and enum sseq_access
 (ARG_BUFFER, ARG_I32, ARG_U32, ARG_I64, ARG_U64, ARG_F32, ARG_F64, ARG_I8, ARG_U8, ARG_I16,
@@ -261,6 +261,14 @@ def default_socket() -> str:
         return "libsseq's default socket"
     fn.restype, fn.argtypes = ctypes.c_char_p, []
     return fn().decode()
+
+
+def default_socket_dir() -> Optional[str]:
+    """The directory of the daemons' sockets, gpuN.sock for GPU N, as sseqd@N.socket
+    listens (SSEQ_SOCKET_DIR): that of libsseq's default socket, its gpu0.sock. None
+    without a libsseq that says."""
+    path = default_socket()
+    return os.path.dirname(path) if os.path.isabs(path) else None
 
 
 def library_path() -> Optional[str]:

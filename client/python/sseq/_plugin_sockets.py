@@ -17,11 +17,20 @@ from typing import Optional
 import pytest
 
 import sseq
+from sseq import _lib
 from sseq.errors import Status
 from sseq.session import Session
 
-#: Where sseq-enable-gpus's socket units listen (sseqd@N.socket: gpuN.sock).
-DEFAULT_SOCKET_DIR = "/run/sseq"
+
+def __getattr__(name: str) -> str:
+    # DEFAULT_SOCKET_DIR: where sseq-enable-gpus's socket units listen (sseqd@N.socket:
+    # gpuN.sock), libsseq's SSEQ_SOCKET_DIR, asked of libsseq when first named, so that
+    # importing this module does not load it (a description without a libsseq).
+    if name == "DEFAULT_SOCKET_DIR":
+        return _lib.default_socket_dir() or "libsseq's socket directory"
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 #: The group sseqd@.socket gives its sockets (SocketGroup=), when the socket's own
 #: group cannot be read.
 SOCKET_GROUP = "sseq"
@@ -54,8 +63,11 @@ def _worker_number(worker_id: Optional[str]) -> int:
 
 def discover_sockets(directory: Optional[str] = None) -> list[str]:
     """The sockets ``gpuN.sock`` in ``directory`` (default ``$SSEQ_SOCKET_DIR``, else
-    ``/run/sseq``), in GPU order; those sseq-enable-gpus's units listen on."""
-    d = directory or os.environ.get("SSEQ_SOCKET_DIR") or DEFAULT_SOCKET_DIR
+    libsseq's directory, ``/run/sseq``), in GPU order; those sseq-enable-gpus's units
+    listen on; none without a libsseq to say where."""
+    d = directory or os.environ.get("SSEQ_SOCKET_DIR") or _lib.default_socket_dir()
+    if not d:
+        return []
     found = []
     for path in glob.glob(os.path.join(glob.escape(d), "gpu*.sock")):
         m = re.fullmatch(r"gpu(\d+)\.sock", os.path.basename(path))
@@ -84,8 +96,8 @@ def _socket_spec(config: pytest.Config) -> tuple[list[str], str]:
     for name in ("SSEQ_SOCKETS", "SSEQ_SOCKET"):
         if os.environ.get(name):
             return split_sockets(os.environ[name]), f"${name}"
-    d = os.environ.get("SSEQ_SOCKET_DIR") or DEFAULT_SOCKET_DIR
-    found = discover_sockets(d)
+    d = os.environ.get("SSEQ_SOCKET_DIR") or _lib.default_socket_dir()
+    found = discover_sockets(d) if d else []
     if found:
         return found, f"found in {d}"
     return [], "libsseq's default"

@@ -28,6 +28,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from . import _lib
+from ._schema import ARG_INFO
 from .buffer import Buffer, _check_owner
 
 __all__ = ["In", "Out", "InOut", "Scalar", "i32", "u32", "i64", "u64", "f32", "f64", "i8",
@@ -81,6 +82,7 @@ class Scalar:
 
     type_code: int = 0
     type_name: str = ""
+    field: str = ""  # the member of struct sseq_arg's value that carries it
     __slots__ = ("value",)
 
     def __init__(self, value: Union[int, float, np.number]) -> None:
@@ -97,6 +99,19 @@ class Scalar:
 
     def __hash__(self) -> int:
         return hash((self.type_name, self.value))
+
+
+# Each type's code, name, carrying member and range: kernels/karg.h's table, through
+# _schema.ARG_INFO.
+def _int_type(t: str) -> tuple[int, str, str, int, int]:
+    a = ARG_INFO[t]
+    assert a.lo is not None and a.hi is not None, t
+    return a.code, a.name, a.wide, a.lo, a.hi
+
+
+def _float_type(t: str) -> tuple[int, str, str]:
+    a = ARG_INFO[t]
+    return a.code, a.name, a.wide
 
 
 class _Int(Scalar):
@@ -128,35 +143,35 @@ class _Float(Scalar):
 class i32(_Int):
     """A signed 32-bit integer argument."""
 
-    type_code, type_name, lo, hi = _lib.ARG_I32, "i32", -(1 << 31), (1 << 31) - 1
+    type_code, type_name, field, lo, hi = _int_type("I32")
     __slots__ = ()
 
 
 class u32(_Int):
     """An unsigned 32-bit integer argument."""
 
-    type_code, type_name, lo, hi = _lib.ARG_U32, "u32", 0, (1 << 32) - 1
+    type_code, type_name, field, lo, hi = _int_type("U32")
     __slots__ = ()
 
 
 class i64(_Int):
     """A signed 64-bit integer argument."""
 
-    type_code, type_name, lo, hi = _lib.ARG_I64, "i64", -(1 << 63), (1 << 63) - 1
+    type_code, type_name, field, lo, hi = _int_type("I64")
     __slots__ = ()
 
 
 class u64(_Int):
     """An unsigned 64-bit integer argument."""
 
-    type_code, type_name, lo, hi = _lib.ARG_U64, "u64", 0, (1 << 64) - 1
+    type_code, type_name, field, lo, hi = _int_type("U64")
     __slots__ = ()
 
 
 class f32(_Float):
     """A 32-bit float argument (rounded to float32 when packed)."""
 
-    type_code, type_name = _lib.ARG_F32, "f32"
+    type_code, type_name, field = _float_type("F32")
     __slots__ = ()
 
     def _convert(self, value: Any) -> float:
@@ -169,7 +184,7 @@ class f32(_Float):
 class f64(_Float):
     """A 64-bit float argument."""
 
-    type_code, type_name = _lib.ARG_F64, "f64"
+    type_code, type_name, field = _float_type("F64")
     __slots__ = ()
 
 
@@ -178,32 +193,28 @@ class f64(_Float):
 class i8(_Int):
     """A signed 8-bit integer argument."""
 
-    type_code, type_name, lo, hi = _lib.ARG_I8, "i8", -(1 << 7), (1 << 7) - 1
-    field = "i32"
+    type_code, type_name, field, lo, hi = _int_type("I8")
     __slots__ = ()
 
 
 class u8(_Int):
     """An unsigned 8-bit integer argument."""
 
-    type_code, type_name, lo, hi = _lib.ARG_U8, "u8", 0, (1 << 8) - 1
-    field = "u32"
+    type_code, type_name, field, lo, hi = _int_type("U8")
     __slots__ = ()
 
 
 class i16(_Int):
     """A signed 16-bit integer argument."""
 
-    type_code, type_name, lo, hi = _lib.ARG_I16, "i16", -(1 << 15), (1 << 15) - 1
-    field = "i32"
+    type_code, type_name, field, lo, hi = _int_type("I16")
     __slots__ = ()
 
 
 class u16(_Int):
     """An unsigned 16-bit integer argument."""
 
-    type_code, type_name, lo, hi = _lib.ARG_U16, "u16", 0, (1 << 16) - 1
-    field = "u32"
+    type_code, type_name, field, lo, hi = _int_type("U16")
     __slots__ = ()
 
 
@@ -224,7 +235,6 @@ def bf16_bits(value: float) -> int:
 class _Half(_Float):
     """A 16-bit float; ``value`` is the Python float, ``bits`` what is passed."""
 
-    field = "u32"
     max = 0.0
     __slots__ = ("bits",)
 
@@ -245,8 +255,9 @@ class _Half(_Float):
     @classmethod
     def from_bits(cls, bits: int) -> "_Half":
         """The value whose 16 bits are ``bits``."""
+        bits_range = ARG_INFO[cls.type_name.upper()]
         if isinstance(bits, bool) or not isinstance(bits, numbers.Integral) or \
-                not 0 <= bits <= 0xffff:
+                not bits_range.lo <= bits <= bits_range.hi:
             raise ValueError(f"sseq.{cls.type_name}.from_bits({bits!r}): not 16 bits")
         if cls is f16:
             v = float(np.array(bits, dtype=np.uint16).view(np.float16))
@@ -260,7 +271,7 @@ class _Half(_Float):
 class f16(_Half):
     """An IEEE half-precision (binary16) argument, from a Python float via numpy."""
 
-    type_code, type_name = _lib.ARG_F16, "f16"
+    type_code, type_name, field = _float_type("F16")
     max = float(np.finfo(np.float16).max)
     __slots__ = ()
     _bits = staticmethod(f16_bits)
@@ -269,7 +280,7 @@ class f16(_Half):
 class bf16(_Half):
     """A bfloat16 argument: the float32 value rounded to nearest even to its upper half."""
 
-    type_code, type_name = _lib.ARG_BF16, "bf16"
+    type_code, type_name, field = _float_type("BF16")
     max = float(np.finfo(np.float32).max)
     __slots__ = ()
     _bits = staticmethod(bf16_bits)
@@ -445,8 +456,5 @@ def pack_args(kernel: str, args: Sequence[Any], *, builtin: bool = True,
                             f"{type(a).__name__} {a!r} to a kernel")
         out.type = a.type_code
         out.access = 0
-        if isinstance(a, _Half):
-            out.v.u32 = a.bits
-        else:
-            setattr(out.v, getattr(a, "field", a.type_name), a.value)
+        setattr(out.v, a.field, a.bits if isinstance(a, _Half) else a.value)
     return packed
