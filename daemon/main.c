@@ -20,6 +20,7 @@
 #include "log.h"
 #include "option.h"
 #include "registry.h"
+#include "resume.h"
 #include "server.h"
 #include "sseq-frame.h"
 #include <sseq/sseq-socket.h>
@@ -887,8 +888,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_serving(&o, &d.l[0].be, d.n, d.made_ms);
-	if (resume >= 0)
-		resume_adopt(&d.l[0].srv, resume);
+	if (resume >= 0) {
+		bool owns_socket;
+
+		resume_adopt(&d.l[0].srv, resume, &owns_socket);
+		/* The first process made the socket file: server_finish unlinks it, as
+		 * that process would have. */
+		if (owns_socket)
+			server_own_socket(&d.l[0].srv);
+	}
 	if (daemon_threads(&d) < 0) {
 		log_err("main", "cannot start the loops' threads");
 		daemon_abort(&d);

@@ -5,7 +5,7 @@
  * once, and a buffer that lived on the old context answers every later use with the
  * reset that lost it instead of wrong data. With several loops (--loops) the loop that
  * saw the fault does it for all of them, the others parked meanwhile. */
-#include "server.h"
+#include "reset.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -18,6 +18,8 @@
 #include "log.h"
 #include "module.h"
 #include "ops.h"
+#include "resume.h"
+#include "server.h"
 #include "session.h"
 #include "verify.h"
 

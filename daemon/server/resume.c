@@ -5,7 +5,7 @@
  * client's connection kept open across the exec, and the sessions handed over in a
  * memfd: a header (the server's reset history, the listening socket), then each
  * session's record (session-handover.c). Written and read by the same binary. */
-#include "server.h"
+#include "resume.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +18,7 @@
 
 #include "conn.h"
 #include "log.h"
+#include "server.h"
 #include "session-handover.h"
 #include "session.h"
 #include "staging.h"
@@ -140,7 +141,7 @@ int resume_listen_fd(int in)
 	return h.listen_fd;
 }
 
-int resume_adopt(struct server *srv, int in)
+int resume_adopt(struct server *srv, int in, bool *owns_socket)
 {
 	struct loops_resets *res = &srv->loops->resets;
 	const unsigned nloops = srv->loops->n > 1 ? srv->loops->n : 1;
@@ -148,6 +149,7 @@ int resume_adopt(struct server *srv, int in)
 	unsigned failed = 0;
 	int r = 0;
 
+	*owns_socket = false;
 	if (!session_handover_get(in, &h, sizeof(h)) || h.magic != RESUME_MAGIC) {
 		close(in);
 		return -EINVAL;
@@ -189,8 +191,9 @@ int resume_adopt(struct server *srv, int in)
 			uv_async_send(&loops_server(srv->loops, i)->wake);
 	atomic_store(&srv->loops->next_session, h.next_session);
 	srv->sessions_total = h.sessions_total;
-	if (h.owns_socket)
-		server_own_socket(srv); /* server_finish unlinks it, as the first one would */
+	/* The caller takes the socket over (server_own_socket): the server is below this
+	 * file, not called back from it. */
+	*owns_socket = h.owns_socket != 0;
 	close(in);
 	{
 		struct timespec now;

@@ -25,6 +25,7 @@
 #include "ops.h"
 #include "out.h"
 #include "pause.h"
+#include "reset.h"
 #include "session.h"
 #include "spin.h"
 #include "staging.h"

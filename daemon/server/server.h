@@ -306,19 +306,9 @@ void server_finish(struct server *srv);
  * waiting for them, so nothing they may touch is to be released. */
 void server_abandon(struct server *srv);
 void server_close_handles(struct server *srv);
-/* reset.c: the reset (after a completion found the device lost; first_failed is the
- * stream whose event failed first). */
-void reset_device(struct server *srv, uint32_t first_failed);
-/* resume.c: the restart in place (exec, same PID, sessions handed over) when this
- * process cannot build a device context again; and the new process's side: the hand-over
- * memfd named in the environment (-1 if none), the listening socket in it, the sessions
- * taken over (after server_init; it then says how long the reset took in all). */
-void resume_restart(struct server *srv);
-int resume_handover_fd(void);
-int resume_listen_fd(int in);
-int resume_adopt(struct server *srv, int in);
 /* The socket at opts.socket_path is this daemon's own (it made it, or the process it
- * restarted in place did): server_finish unlinks it, if it is still that socket. */
+ * restarted in place did: resume_adopt says so): server_finish unlinks it, if it is still
+ * that socket. */
 void server_own_socket(struct server *srv);
 /* The backend's finding hooks (arg: the server for server_finding_op): log the finding;
  * server_finding_op names the op's session, worker, kernel and buffer. */

@@ -16,6 +16,7 @@
 #include "conn.h"
 #include "handles.h"
 #include "out.h"
+#include "resume.h"
 #include "session.h"
 #include "staging.h"
 #include "test-loop.h"
@@ -117,6 +118,7 @@ START_TEST(test_a_session_not_taken_over_leaves_the_others_taken_over)
 	struct session *s, *next;
 	uint64_t ida, idb, idc, h;
 	int mine, arena_fd = -1;
+	bool owns_socket;
 	char byte;
 
 	for (int fd = 0; fd < FD_MAX; fd++)
@@ -155,7 +157,9 @@ START_TEST(test_a_session_not_taken_over_leaves_the_others_taken_over)
 		}
 
 	t2 = tl_new(0);
-	ck_assert_int_lt(resume_adopt(&t2->srv, handover), 0);
+	ck_assert_int_lt(resume_adopt(&t2->srv, handover, &owns_socket), 0);
+	/* The first server was handed its socket (opts.listen_fd): not its own to unlink. */
+	ck_assert(!owns_socket);
 	ck_assert_uint_eq(t2->srv.nsessions, 2);
 	ck_assert_ptr_null(session_of(&t2->srv, idb));
 	ck_assert_ptr_nonnull(a.s = session_of(&t2->srv, ida));

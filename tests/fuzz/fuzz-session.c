@@ -26,6 +26,8 @@
 #include "check-backend.h"
 #include "conn.h"
 #include "log.h"
+#include "reset.h"
+#include "resume.h"
 #include "server.h"
 #include "session-limits.h" /* SESSION_INPUT_BASE, for the budget check */
 #include "session-private.h" /* the budget check reads what each session holds */
@@ -671,6 +673,7 @@ static void fz_reset(struct fz *f)
 {
 	struct fz_held held[16];
 	unsigned nheld = 0;
+	bool owns_socket;
 
 	if (f->reset_done)
 		return;
@@ -713,8 +716,10 @@ static void fz_reset(struct fz *f)
 	/* A new device that refuses an arena makes its handle lost, as documented; what is
 	 * checked here is that nothing else goes missing. */
 	check_backend_set_faults(f->cb, false);
-	if (resume_adopt(&f->srv, exec_record) < 0)
+	if (resume_adopt(&f->srv, exec_record, &owns_socket) < 0)
 		harness_fail("the new server could not adopt every session");
+	if (owns_socket)
+		server_own_socket(&f->srv);
 	for (struct session *s = f->srv.sessions; s; s = s->next) {
 		if (inject_drop_output)
 			s->out_off = s->out_len = 0;
