@@ -89,7 +89,7 @@ static inline void daemon_start(const char *const *extra)
 }
 
 /* Stop the daemon and check it exited cleanly (the sanitizers make leaks fail it). */
-static inline void daemon_stop(void)
+static inline void daemon_stop_exited(void)
 {
 	int status = 0;
 
@@ -97,7 +97,20 @@ static inline void daemon_stop(void)
 	ck_assert_int_eq(waitpid(D.pid, &status, 0), D.pid);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sseqd exited with status %#x",
 		status);
+}
+
+static inline void daemon_stop(void)
+{
+	daemon_stop_exited();
 	unlink(D.sock);
+}
+
+/* daemon_stop, and the socket file went with the daemon: it made the file (or the process
+ * it restarted in place did), so it removed it at its exit. */
+static inline void daemon_stop_owned(void)
+{
+	daemon_stop_exited();
+	ck_assert_msg(access(D.sock, F_OK) != 0, "sseqd left its socket file %s", D.sock);
 }
 
 static inline int conn_open(void)
