@@ -295,9 +295,13 @@ static int exec_function_target(
 	char why[220];
 	int r;
 
-	if (!backend_has_modules(&session_server(s)->backend))
-		return outcome_error(s, REQ_UNKNOWN_KERNEL,
-			"module functions need the hip backend and LoadModule");
+	if (!backend_has_modules(&session_server(s)->backend)) {
+		char text[128];
+
+		return outcome_error(s, REQ_UNKNOWN_KERNEL, "%s",
+			outcome_needs_modules(session_server(s),
+				"module functions need LoadModule and", text, sizeof(text)));
+	}
 	if (!mf)
 		return outcome_error(s, -EINVAL, "Execute without a module function");
 	*m = handles_lookup(s, mf->module, HANDLE_MODULE);

@@ -115,8 +115,10 @@ int smodule_function(struct server *srv, struct smodule *m, const char *name,
 	int r;
 
 	if (!m->module) {
+		char lost[256];
+
 		/* Lost in a device reset and not loaded again. */
-		snprintf(why, size, "was lost in a device reset");
+		snprintf(why, size, "was %s", outcome_lost_text(srv, lost, sizeof(lost)));
 		return -ENXIO;
 	}
 	for (f = m->fns; f; f = f->next) {
@@ -210,8 +212,12 @@ int smodule_req_global(struct session *s, const Sseq__Request *rq)
 		return r;
 	snprintf(shown, sizeof(shown), "%s", mg->name ? mg->name : "");
 	outcome_printable(shown);
-	if (!m->module)
-		return outcome_error(s, -ENXIO, "module %s was lost in a device reset", m->path);
+	if (!m->module) {
+		char what[sizeof(m->path) + 8];
+
+		snprintf(what, sizeof(what), "module %s", m->path);
+		return outcome_lost(session_server(s), -ENXIO, what);
+	}
 	if (!mg->name || !*mg->name || strlen(mg->name) >= sizeof(g->name))
 		return outcome_error(
 			s, -EINVAL, "ModuleGlobal: the global's name is empty or too long");
@@ -270,12 +276,11 @@ int smodule_req_load(struct session *s, const Sseq__Request *rq)
 	int r;
 
 	if (!backend_has_modules(&session_server(s)->backend)) {
-		struct backend_info info = {0};
+		char text[128];
 
-		backend_info(&session_server(s)->backend, &info);
-		return outcome_error(s, -EINVAL,
-			"LoadModule needs the hip backend (this daemon runs the %s backend)",
-			info.backend ? info.backend : "?");
+		return outcome_error(s, -EINVAL, "%s",
+			outcome_needs_modules(
+				session_server(s), "LoadModule needs", text, sizeof(text)));
 	}
 	if (!session_server(s)->opts.module_dir)
 		return outcome_error(s, REQ_PERMISSION_DENIED, "no --module-dir configured");

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "arena.h"
 #include "backend.h"
 #include "session.h"
 #include "sseq-utf8.h"
@@ -129,8 +130,50 @@ int outcome_unknown_handle(struct session *s, uint64_t handle, const char *what)
 
 int outcome_lost(struct server *srv, int outcome, const char *what)
 {
-	return outcome_error(NULL, outcome,
-		"%s was lost in a device reset (the last, reset %" PRIu64 " at %s, was caused "
-		"by %s): free it and allocate again",
-		what, srv->loops->resets.count, srv->loops->resets.at, srv->loops->resets.cause);
+	char text[sizeof(outcome_msg)];
+
+	return outcome_error(NULL, outcome, "%s was %s: free it and allocate again", what,
+		outcome_lost_text(srv, text, sizeof(text)));
+}
+
+const char *outcome_lost_text(struct server *srv, char *text, size_t size)
+{
+	snprintf(text, size,
+		"lost in a device reset (the last, reset %" PRIu64 " at %s, was caused by %s)",
+		srv->loops->resets.count, srv->loops->resets.at, srv->loops->resets.cause);
+	return text;
+}
+
+const char *outcome_needs_modules(struct server *srv, const char *what, char *text, size_t size)
+{
+	struct backend_info info = {0};
+
+	backend_info(&srv->backend, &info);
+	snprintf(text, size, "%s the hip backend (this daemon runs the %s backend)", what,
+		info.backend ? info.backend : "?");
+	return text;
+}
+
+int outcome_query_function(int r)
+{
+	return r == -ENOMEM ? r : r == -ENXIO ? REQ_UNKNOWN_HANDLE : REQ_UNKNOWN_KERNEL;
+}
+
+void outcome_query(Sseq__QueryResult *res, struct arena *a, int outcome, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	res->status = outcome_status(outcome);
+	res->message = n < 0 ? NULL : arena_alloc(a, (size_t)n + 1);
+	if (!res->message) {
+		res->message = (char *)""; /* out of memory: the status alone */
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(res->message, (size_t)n + 1, fmt, ap);
+	va_end(ap);
 }

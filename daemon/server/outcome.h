@@ -4,10 +4,12 @@
 #ifndef SSEQ_OUTCOME_H
 #define SSEQ_OUTCOME_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sseq.pb-c.h"
 
+struct arena;
 struct server;
 struct session;
 
@@ -57,5 +59,22 @@ void outcome_printable(char *text);
 int outcome_unknown_handle(struct session *s, uint64_t handle, const char *what);
 /* outcome_error() for a use of something lost in a reset (`what`: "a buffer it names"). */
 int outcome_lost(struct server *srv, int outcome, const char *what);
+/* Into text, which it returns: "lost in a device reset (the last, reset N at T, was caused
+ * by C)", what outcome_lost() says, for a message that is no refusal of its own (why a
+ * module's function is not there, why its functions are not listed). */
+const char *outcome_lost_text(struct server *srv, char *text, size_t size);
+/* Into text, which it returns: "`what` the hip backend (this daemon runs the sim
+ * backend)", the refusal of something only a backend that loads modules does, on one that
+ * does not (`what`: "LoadModule needs"); the backend named in this one place. */
+const char *outcome_needs_modules(struct server *srv, const char *what, char *text, size_t size);
+/* The outcome a MODULES query answers for smodule_function()'s refusal r: -ENOMEM as is;
+ * -ENXIO, a module lost in a reset, an unknown handle (it has no functions to describe;
+ * an Execute of it is refused DEVICE_ERROR, outcome_lost()); any other, the function not
+ * there, an unknown kernel. */
+int outcome_query_function(int r);
+/* A query's refusal: res's status the one table's for `outcome`, its message formatted into
+ * the answer's arena (at any length: it may quote a module's functions). */
+void outcome_query(Sseq__QueryResult *res, struct arena *a, int outcome, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 #endif

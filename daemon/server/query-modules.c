@@ -9,6 +9,7 @@
 
 #include "arena.h"
 #include "module.h"
+#include "outcome.h"
 #include "query.h"
 #include "server.h"
 #include "session.h"
@@ -56,13 +57,19 @@ static void query_module_functions(struct query_mods *w, struct smodule *m, Sseq
 {
 	int r = w->bytes > MODULES_NAME_BUDGET ? -E2BIG : smodule_list(w->srv, m);
 
+	if (r == -ENXIO) {
+		char lost[256];
+
+		mi->functions_error =
+			arena_strdup(w->a, outcome_lost_text(w->srv, lost, sizeof(lost)));
+		return;
+	}
 	if (r < 0) {
 		mi->functions_error = (char *)(r == -ENOTSUP
 				? "listing functions is not supported on this platform"
 				: r == -E2BIG
 				? "not listed: the answer is full (ask for this module alone)"
-				: r == -ENXIO ? "lost in a device reset"
-					      : strerror(-r));
+				: strerror(-r));
 		return;
 	}
 	mi->functions = arena_alloc(w->a, (m->nnames + 1) * sizeof(*mi->functions));
@@ -85,13 +92,8 @@ static void query_module_function(struct query_mods *w, struct smodule *m, Sseq_
 	int r = smodule_function(w->srv, m, w->function, &f, why, sizeof(why));
 
 	if (r < 0) {
-		char msg[sizeof(why) + sizeof(m->path) + 16];
-
-		snprintf(msg, sizeof(msg), "module %s %s", m->path, why);
-		w->res->status = r == -ENOMEM ? SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED
-			: r == -ENXIO	      ? SSEQ__STATUS__STATUS_UNKNOWN_HANDLE
-					      : SSEQ__STATUS__STATUS_UNKNOWN_KERNEL;
-		w->res->message = arena_strdup(w->a, msg);
+		outcome_query(
+			w->res, w->a, outcome_query_function(r), "module %s %s", m->path, why);
 		return;
 	}
 	/* Its symbol and demangled name, where the module's functions can be listed. */
@@ -158,20 +160,14 @@ void query_modules(struct server *srv, const struct session *asker, const Sseq__
 	session_info(asker, &w.asker);
 	res->modules = arena_alloc(a, w.cap * sizeof(*res->modules));
 	if (q->function && *q->function && !q->module) {
-		res->status = SSEQ__STATUS__STATUS_INVALID_ARGUMENT;
-		res->message = (char *)"Query.function needs Query.module";
+		outcome_query(res, a, -EINVAL, "Query.function needs Query.module");
 		return;
 	}
 	if (q->module && !backend_has_modules(&srv->backend)) {
-		struct backend_info info = {0};
 		char msg[96];
 
-		backend_info(&srv->backend, &info);
-		snprintf(msg, sizeof(msg),
-			"modules need the hip backend (this daemon runs the %s backend)",
-			info.backend ? info.backend : "?");
-		res->status = SSEQ__STATUS__STATUS_INVALID_ARGUMENT;
-		res->message = arena_strdup(a, msg);
+		outcome_query(res, a, -EINVAL, "%s",
+			outcome_needs_modules(srv, "modules need", msg, sizeof(msg)));
 		return;
 	}
 	if (q->module) {
@@ -188,8 +184,6 @@ void query_modules(struct server *srv, const struct session *asker, const Sseq__
 		if (w.srv)
 			session_foreach(w.srv, query_session_modules, &w);
 	}
-	if (q->module && res->n_modules == 0 && res->status == SSEQ__STATUS__STATUS_OK) {
-		res->status = SSEQ__STATUS__STATUS_UNKNOWN_HANDLE;
-		res->message = arena_strdup(a, "no such module handle in that session");
-	}
+	if (q->module && res->n_modules == 0 && res->status == SSEQ__STATUS__STATUS_OK)
+		outcome_query(res, a, REQ_UNKNOWN_HANDLE, "no such module handle in that session");
 }

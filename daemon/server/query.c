@@ -5,6 +5,7 @@
 #include "query.h"
 #include "verify.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -896,8 +897,7 @@ void query_answer(struct server *srv, const struct session *asker, const Sseq__Q
 		query_modules(srv, asker, q, res, a);
 		break;
 	default:
-		res->status = SSEQ__STATUS__STATUS_INVALID_ARGUMENT;
-		res->message = (char *)"unknown query kind";
+		outcome_query(res, a, -EINVAL, "unknown query kind");
 		break;
 	}
 	if (world)
