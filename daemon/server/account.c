@@ -13,6 +13,7 @@
 #include "outcome.h"
 #include "pause.h"
 #include "server.h"
+#include "session-limits.h"
 #include "session.h"
 
 enum account_scope { ACCOUNT_SESSION, ACCOUNT_USER, ACCOUNT_DAEMON };
@@ -20,12 +21,20 @@ enum account_scope { ACCOUNT_SESSION, ACCOUNT_USER, ACCOUNT_DAEMON };
 static const struct account_slot_desc {
 	enum account_scope scope;
 	const char *unit; /* after "holds N of M" */
-	const char *option; /* in parentheses: the limit's option, and what to know of it */
+	const char *option; /* in parentheses: the limit's option (or that it has none), and
+			     * what to know of it */
 	const char *after; /* after them: what to do */
 	size_t refused; /* its refusals' counter in struct server_limit_counters */
 } account_slots[ACCOUNT_SLOTS] = {
 	[ACCOUNT_HANDLES] = {ACCOUNT_SESSION, "handles (buffers, slices, arenas, modules)",
 		"--client-handle-limit", ": free some",
+		offsetof(struct server_limit_counters, handles_refused)},
+	/* Counted as handles refused: a module is a handle, and sseqctl stats shows no
+	 * other counter for it. */
+	[ACCOUNT_MODULES] = {ACCOUNT_SESSION, "modules",
+		"a fixed limit; a module stays loaded while its session lasts", "",
+		offsetof(struct server_limit_counters, handles_refused)},
+	[ACCOUNT_BUFFERS] = {ACCOUNT_SESSION, "buffers", "no limit", "",
 		offsetof(struct server_limit_counters, handles_refused)},
 	[ACCOUNT_MEMORY] = {ACCOUNT_SESSION, "bytes of device memory", "--client-memory-limit", "",
 		offsetof(struct server_limit_counters, quota_refused)},
@@ -67,6 +76,10 @@ static uint64_t account_limit(const struct server_limits *lim, enum account_slot
 	switch (slot) {
 	case ACCOUNT_HANDLES:
 		return lim->client_handles;
+	case ACCOUNT_MODULES:
+		return SESSION_MAX_MODULES;
+	case ACCOUNT_BUFFERS:
+		return UINT64_MAX;
 	case ACCOUNT_MEMORY:
 		return lim->client_memory_bytes ? lim->client_memory_bytes : UINT64_MAX;
 	case ACCOUNT_STAGING:
@@ -136,6 +149,10 @@ void account_unreserve(struct session *s)
 static uint64_t *account_at(struct session *s, enum account_slot slot)
 {
 	switch (slot) {
+	case ACCOUNT_MODULES:
+		return &session_counts(s)->modules;
+	case ACCOUNT_BUFFERS:
+		return &session_counts(s)->buffers;
 	case ACCOUNT_MEMORY:
 		return &session_counts(s)->bytes;
 	case ACCOUNT_STAGING:
@@ -231,7 +248,7 @@ static void account_move(struct session *s, unsigned i, uint64_t amount, int sig
 	}
 }
 
-void account_inflight_take(struct session *s)
+void account_op_begin(struct session *s)
 {
 	struct server *srv = session_server(s);
 
@@ -242,7 +259,7 @@ void account_inflight_take(struct session *s)
 	}
 }
 
-bool account_inflight_give(struct session *s)
+bool account_op_end(struct session *s)
 {
 	session_counts(s)->inflight--;
 	if (!pause_has(session_pause(s), PAUSE_INFLIGHT) ||
@@ -262,11 +279,16 @@ void account_take(struct session *s, const struct account_rec *want, struct acco
 		}
 }
 
+void account_release_slot(struct session *s, struct account_rec *rec, enum account_slot slot)
+{
+	if (rec->amount[slot]) {
+		account_move(s, slot, rec->amount[slot], -1);
+		rec->amount[slot] = 0;
+	}
+}
+
 void account_release(struct session *s, struct account_rec *rec)
 {
 	for (unsigned i = 0; i < ACCOUNT_SLOTS; i++)
-		if (rec->amount[i]) {
-			account_move(s, i, rec->amount[i], -1);
-			rec->amount[i] = 0;
-		}
+		account_release_slot(s, rec, (enum account_slot)i);
 }

@@ -7,7 +7,8 @@
  * the object's release gives back exactly that record. The amounts held are kept where
  * they are shown: a session's in its session_counts, the daemon's and each user's in the
  * server's limit counters; this module alone changes them. So a new per-session limit
- * is a slot here, its option, its test and its display. */
+ * is a slot here, its option, its test and its display; a new per-session policy on ops
+ * (a pause, as the in-flight cap) lives in account_op_begin and account_op_end. */
 #ifndef SSEQ_ACCOUNT_H
 #define SSEQ_ACCOUNT_H
 
@@ -21,6 +22,9 @@ struct session;
 enum account_slot {
 	ACCOUNT_HANDLES, /* a session's handles (buffers, slices, arenas, modules): checked
 			  * here, held by the handle table (each live slot one) */
+	ACCOUNT_MODULES, /* its modules loaded (SESSION_MAX_MODULES, fixed) */
+	ACCOUNT_BUFFERS, /* its bases' handles (allocations, modules' globals): counted for
+			  * sseqctl clients, never refused */
 	ACCOUNT_MEMORY, /* its device bytes: buffers and modules' globals */
 	ACCOUNT_STAGING, /* its staging bytes mapped */
 	ACCOUNT_ARENAS, /* its staging arenas mapped */
@@ -53,12 +57,16 @@ void account_unreserve(struct session *s);
 void account_take(struct session *s, const struct account_rec *want, struct account_rec *rec);
 /* Give back all *rec holds for s, and clear it. s is the session it was taken for. */
 void account_release(struct session *s, struct account_rec *rec);
-/* Ops and watches in flight (--client-inflight-limit): a pause, never a refusal. Each
- * op record holds one (ops.c; the sequencer's windows bound ops, not watches); at the
- * limit the session takes no more requests (PAUSE_INFLIGHT, counted) until half have
- * completed. _give: whether s was let go just now (its frames run at the next turn). */
-void account_inflight_take(struct session *s);
-bool account_inflight_give(struct session *s);
+/* Give back what *rec holds in one slot only, ahead of the rest (a freed base's handle
+ * goes at once, its memory when it goes back). */
+void account_release_slot(struct session *s, struct account_rec *rec, enum account_slot slot);
+/* An op (or watch) of s begins and ends: each op record holds one (ops.c; the
+ * sequencer's windows bound ops, not watches). Every per-session policy on ops lives
+ * here; now --client-inflight-limit, a pause, never a refusal: at the limit the session
+ * takes no more requests (PAUSE_INFLIGHT, counted) until half have completed.
+ * _end: whether s was let go just now (its frames run at the next turn). */
+void account_op_begin(struct session *s);
+bool account_op_end(struct session *s);
 /* What s (its session, its user, the daemon) holds in a slot now. */
 uint64_t account_used(struct session *s, enum account_slot slot);
 

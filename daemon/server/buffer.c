@@ -35,7 +35,12 @@ int buffer_new(struct session *s, struct seq_buffer *b, const char *label, uint6
 	b->user = (uint64_t)(uintptr_t)sb;
 	b->owner = session_id(s);
 	*handle = sb->handle;
-	account_take(s, &(struct account_rec){.amount = {[ACCOUNT_MEMORY] = memory}}, &sb->held);
+	/* A base (an allocation, a module's global) is one of the session's buffers while its
+	 * handle lasts; a slice is none. */
+	account_take(s,
+		&(struct account_rec){
+			.amount = {[ACCOUNT_MEMORY] = memory, [ACCOUNT_BUFFERS] = !b->base}},
+		&sb->held);
 	return 0;
 }
 
@@ -57,8 +62,8 @@ void buffer_release(struct session *s, struct sbuf *sb)
 
 	b->user = 0;
 	if (!b->base) {
-		session_counts(s)->buffers--; /* a handle: its bytes are memory, counted as long as
-						 it is held */
+		/* a handle: its bytes are memory, counted as long as it is held */
+		account_release_slot(s, &sb->held, ACCOUNT_BUFFERS);
 		if (!b->adopted) {
 			/* A freed base still holds its device memory while work uses it or
 			 * slices name it: it counts until the core hands that memory back (at
@@ -123,7 +128,6 @@ int buffer_req_alloc(struct session *s, const Sseq__Request *rq)
 		seq_buffer_free(session_server(s)->seq, b);
 		return outcome_error(s, -ENOMEM, "out of memory");
 	}
-	session_counts(s)->buffers++;
 	out_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", handle, NULL, NULL);
 	return 0;
 }

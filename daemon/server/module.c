@@ -257,14 +257,16 @@ int smodule_req_global(struct session *s, const Sseq__Request *rq)
 			session_server(s)->seq, g->buf); /* idle: released now, and g with it */
 		return outcome_error(s, -ENOMEM, "out of memory");
 	}
-	/* As any base (buffer_release takes it off again). */
-	session_counts(s)->buffers++;
 	log_about(LOG_LVL_DEBUG, "session", SESSION_WHO(s),
 		"global %s of module %s (%" PRIu64 " bytes%s) opened as %" PRIu64, shown, m->path,
 		size, g->writable ? ", writable" : "", handle);
 	out_reply_sized(s, rq->tag, handle, size);
 	return 0;
 }
+
+/* What a module wants: a handle, and one of the session's modules. */
+#define SMODULE_WANT                                                                               \
+	(&(const struct account_rec){.amount = {[ACCOUNT_HANDLES] = 1, [ACCOUNT_MODULES] = 1}})
 
 int smodule_req_load(struct session *s, const Sseq__Request *rq)
 {
@@ -292,11 +294,8 @@ int smodule_req_load(struct session *s, const Sseq__Request *rq)
 		return outcome_error(s, REQ_PERMISSION_DENIED, "module '%s': %s", shown, why);
 	if (r < 0)
 		return outcome_error(s, -EINVAL, "module '%s': %s", shown, why);
-	if ((r = account_check(s, ACCOUNT_ONE_HANDLE, "module '%s'", shown)))
+	if ((r = account_check(s, SMODULE_WANT, "module '%s'", shown)))
 		return r;
-	if (session_counts(s)->modules >= SESSION_MAX_MODULES)
-		return outcome_error(
-			s, -ENOSPC, "this session already holds %u modules", SESSION_MAX_MODULES);
 	r = backend_module_load(&session_server(s)->backend, real, &mod);
 	if (r == -ENOMEM)
 		return outcome_error(s, r, "cannot load module '%s': out of memory", shown);
@@ -321,7 +320,7 @@ int smodule_req_load(struct session *s, const Sseq__Request *rq)
 	m->module = mod;
 	m->refs = 1;
 	memcpy(m->path, shown, sizeof(m->path));
-	session_counts(s)->modules++;
+	account_take(s, &(const struct account_rec){.amount = {[ACCOUNT_MODULES] = 1}}, &m->held);
 	log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
 		"client %" PRIu64 " (pid %u) loaded module %s as %" PRIu64, session_id(s),
 		session_ident(s)->pid, m->path, m->handle);
@@ -333,10 +332,12 @@ int smodule_req_load(struct session *s, const Sseq__Request *rq)
  * until they complete. */
 static bool smodule_release_handle(struct session *s, void *obj, unsigned pass)
 {
+	struct smodule *m = obj;
+
 	if (pass == 0)
 		return false;
-	session_counts(s)->modules--;
-	smodule_unref(session_server(s), obj);
+	account_release(s, &m->held);
+	smodule_unref(session_server(s), m);
 	return true;
 }
 

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "account.h"
 #include "kernels.h"
 #include "sequencer.h"
 #include "sseq.pb-c.h"
@@ -40,6 +41,7 @@ struct smodule {
 	void *module; /* the backend's */
 	uint64_t handle;
 	unsigned refs; /* the handle's + one per launch in flight */
+	struct account_rec held; /* its session's module, until the handle goes */
 	unsigned nfns;
 	struct smodule_fn *fns;
 	char path[96]; /* as the client named it, for the log */

@@ -101,7 +101,7 @@ struct op_rec *ops_rec_new(struct session *s, uint64_t tag, bool notify)
 	rec->tag = tag;
 	rec->notify = notify;
 	session_ref(s);
-	account_inflight_take(s);
+	account_op_begin(s);
 	return rec;
 }
 
@@ -116,7 +116,7 @@ void ops_rec_free(struct op_rec *rec)
 		staging_unref(srv, rec->staging);
 	if (rec->module)
 		smodule_unref(srv, rec->module);
-	account_inflight_give(s); /* at half the cap, its frames run again at the next turn */
+	account_op_end(s); /* at half the cap, its frames run again at the next turn */
 	if (session_is_draining(s))
 		out_mark_dirty(s); /* its flush closes it once the last op is done */
 	/* Kept for reuse up to a bound: kept all, the list held as many records as were ever

@@ -32,8 +32,7 @@ struct session_ident {
 	char worker[32];
 };
 
-/* What it holds, against the per-session limits. */
-/* What it holds (bytes, stagings and staging_bytes changed by account.c alone). */
+/* What it holds, against the per-session limits: changed by account.c alone. */
 struct session_counts {
 	uint64_t buffers, bytes, inflight, stagings, staging_bytes, modules;
 };

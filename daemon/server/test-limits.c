@@ -3,7 +3,9 @@
  * freed buffer's memory stays taken while work uses it (buffer.c), so both stay counted,
  * against the session and, once it has gone, against the daemon. */
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -434,6 +436,102 @@ START_TEST(test_every_limit_refuses_in_one_format_and_counts_it)
 }
 END_TEST
 
+/* Modules on the test device: any file loads (each a malloc, so that LeakSanitizer sees
+ * one never unloaded), and every module has one global of 256 bytes. */
+static int fake_module_load(void *ctx, const char *path, void **module)
+{
+	*module = malloc(1);
+	return *module ? 0 : -ENOMEM;
+}
+
+static void fake_module_unload(void *ctx, void *module)
+{
+	free(module);
+}
+
+static int fake_module_global(
+	void *ctx, void *module, const char *name, uint64_t *addr, uint64_t *size)
+{
+	*addr = 1ull << 40;
+	*size = 256;
+	return 0;
+}
+
+static Sseq__Status load_module(
+	struct tl *t, struct tl_client *c, const char *path, uint64_t *h, char *why, size_t n)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__LoadModule lm = SSEQ__LOAD_MODULE__INIT;
+	uint64_t tag;
+
+	lm.path = (char *)path;
+	rq.body_case = SSEQ__REQUEST__BODY_LOAD_MODULE;
+	rq.load_module = &lm;
+	tag = tl_send(c, &rq);
+	tl_pump(t);
+	return reply_of(c, tag, h, why, n);
+}
+
+static Sseq__Status module_global(struct tl *t, struct tl_client *c, uint64_t module, uint64_t *h)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__ModuleGlobal mg = SSEQ__MODULE_GLOBAL__INIT;
+	uint64_t tag;
+
+	mg.module = module;
+	mg.name = (char *)"table";
+	rq.body_case = SSEQ__REQUEST__BODY_MODULE_GLOBAL;
+	rq.module_global = &mg;
+	tag = tl_send(c, &rq);
+	tl_pump(t);
+	return reply_of(c, tag, h, NULL, 0);
+}
+
+/* A session holds at most SESSION_MAX_MODULES (64) modules: the next is refused in the
+ * one format and counted (as a handle refused), takes nothing, and the modules go back
+ * with the session; a module's global counts as one of its buffers while open. */
+START_TEST(test_the_module_limit_refuses_in_one_format_and_counts_it)
+{
+	struct tl *t = tl_new(0);
+	struct backend_ops ops = *t->srv.backend.ops;
+	struct tl_client c;
+	char dir[] = "/tmp/test-limits-XXXXXX", file[64], why[512] = "";
+	uint64_t h = 0, g = 0;
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/m.co", dir);
+	ck_assert_ptr_nonnull(f = fopen(file, "w"));
+	fclose(f);
+	ops.module_load = fake_module_load;
+	ops.module_unload = fake_module_unload;
+	ops.module_global = fake_module_global;
+	t->srv.backend.ops = &ops;
+	t->srv.opts.module_dir = dir;
+	tl_connect(t, &c);
+	tl_hello(t, &c, "modules");
+	for (unsigned i = 0; i < 64; i++)
+		ck_assert_int_eq(
+			load_module(t, &c, "m.co", &h, why, sizeof(why)), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(c.s->counts.modules, 64);
+	ck_assert_int_eq(load_module(t, &c, "m.co", NULL, why, sizeof(why)),
+		SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	ck_assert_str_eq(why,
+		"module 'm.co' refused: this session holds 64 of 64 modules (a fixed limit; a "
+		"module stays loaded while its session lasts)");
+	ck_assert_uint_eq(t->srv.limit.handles_refused, 1);
+	ck_assert_uint_eq(c.s->counts.modules, 64);
+	ck_assert_uint_eq(module_global(t, &c, h, &g), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(c.s->counts.buffers, 1);
+	buffer_free(t, &c, g);
+	ck_assert_uint_eq(c.s->counts.buffers, 0);
+	tl_close(t, &c);
+	tl_free(t);
+	ck_assert_int_eq(unlink(file), 0);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("limits");
@@ -449,6 +547,7 @@ int main(void)
 	tcase_add_test(tc, test_a_freed_base_counts_while_a_slice_holds_it);
 	tcase_add_test(tc, test_a_session_gone_with_a_freed_buffer_in_use_is_released_later);
 	tcase_add_test(tc, test_every_limit_refuses_in_one_format_and_counts_it);
+	tcase_add_test(tc, test_the_module_limit_refuses_in_one_format_and_counts_it);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
