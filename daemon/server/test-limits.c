@@ -51,6 +51,16 @@ static Sseq__Status reply_of(
 	return SSEQ__STATUS__STATUS_OK;
 }
 
+/* Send rq, let the daemon turn, and take its Reply (reply_of). */
+static Sseq__Status request_reply(struct tl *t, struct tl_client *c, Sseq__Request *rq,
+	uint64_t *handle, char *why, size_t size)
+{
+	uint64_t tag = tl_send(c, rq);
+
+	tl_pump(t);
+	return reply_of(c, tag, handle, why, size);
+}
+
 /* Register a sealed memfd of `size` bytes: the Reply's status, handle and message. */
 static Sseq__Status staging_register(
 	struct tl *t, struct tl_client *c, uint64_t size, uint64_t *handle, char *why, size_t n)
@@ -130,15 +140,12 @@ static Sseq__Status alloc_why(
 {
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
 	Sseq__Alloc a = SSEQ__ALLOC__INIT;
-	uint64_t tag;
 
 	a.size = size;
 	a.label = (char *)"buf";
 	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
 	rq.alloc = &a;
-	tag = tl_send(c, &rq);
-	tl_pump(t);
-	return reply_of(c, tag, h, why, n);
+	return request_reply(t, c, &rq, h, why, n);
 }
 
 static Sseq__Status alloc(struct tl *t, struct tl_client *c, uint64_t size, uint64_t *h)
@@ -462,29 +469,23 @@ static Sseq__Status load_module(
 {
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
 	Sseq__LoadModule lm = SSEQ__LOAD_MODULE__INIT;
-	uint64_t tag;
 
 	lm.path = (char *)path;
 	rq.body_case = SSEQ__REQUEST__BODY_LOAD_MODULE;
 	rq.load_module = &lm;
-	tag = tl_send(c, &rq);
-	tl_pump(t);
-	return reply_of(c, tag, h, why, n);
+	return request_reply(t, c, &rq, h, why, n);
 }
 
 static Sseq__Status module_global(struct tl *t, struct tl_client *c, uint64_t module, uint64_t *h)
 {
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
 	Sseq__ModuleGlobal mg = SSEQ__MODULE_GLOBAL__INIT;
-	uint64_t tag;
 
 	mg.module = module;
 	mg.name = (char *)"table";
 	rq.body_case = SSEQ__REQUEST__BODY_MODULE_GLOBAL;
 	rq.module_global = &mg;
-	tag = tl_send(c, &rq);
-	tl_pump(t);
-	return reply_of(c, tag, h, NULL, 0);
+	return request_reply(t, c, &rq, h, NULL, 0);
 }
 
 /* A session holds at most SESSION_MAX_MODULES (64) modules: the next is refused in the
