@@ -76,12 +76,6 @@ static int sim_parse_duration(const char *s, const char *end, uint64_t bare_unit
 
 int sim_parse_delay(struct sim_config *cfg, const char *spec, const char **why)
 {
-	static const char *const kinds[] = {
-		[SEQ_STREAM_COMPUTE] = "compute",
-		[SEQ_STREAM_H2D] = "h2d",
-		[SEQ_STREAM_D2H] = "d2h",
-		[SEQ_STREAM_D2D] = "d2d",
-	};
 	const char *eq = strchr(spec, '='), *v, *end;
 	struct sim_delay d = {0};
 	size_t klen;
@@ -95,9 +89,12 @@ int sim_parse_delay(struct sim_config *cfg, const char *spec, const char **why)
 		return -EINVAL;
 	}
 	klen = (size_t)(eq - spec);
-	for (int k = 0; k <= SEQ_STREAM_D2D; k++)
-		if (strlen(kinds[k]) == klen && strncmp(spec, kinds[k], klen) == 0)
+	for (int k = 0; k < SEQ_STREAM_KINDS; k++) {
+		const char *name = seq_stream_kind_name((enum seq_stream_kind)k);
+
+		if (strlen(name) == klen && strncmp(spec, name, klen) == 0)
 			kind = k;
+	}
 	all = klen == 3 && strncmp(spec, "all", 3) == 0;
 	if (kind < 0 && !all) {
 		*why = "unknown stream kind: use compute, h2d, d2h, d2d or all";
