@@ -210,8 +210,8 @@ static const struct option_row daemon_options_tail[] = {
 		.max = LOOPS_MAX,
 		.help = "serve the sessions on N loops, each a thread with its own share of the "
 			"streams and submit threads (default {default}: the backend's choice, "
-			"on hip one per 4 CPUs, at most 4; with more than one, a device fault "
-			"restarts sseqd in place)"},
+			"which sseqd(8) gives; with more than one, a device fault restarts sseqd "
+			"in place)"},
 	{.name = "spin-us",
 		.arg = "N",
 		.kind = OPTION_UINT,
