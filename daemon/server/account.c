@@ -259,15 +259,13 @@ void account_op_begin(struct session *s)
 	}
 }
 
-bool account_op_end(struct session *s)
+void account_op_end(struct session *s)
 {
 	session_counts(s)->inflight--;
-	if (!pause_has(session_pause(s), PAUSE_INFLIGHT) ||
-		session_counts(s)->inflight > session_server(s)->opts.limits.client_inflight / 2 ||
-		!session_is_connected(s))
-		return false;
-	pause_clear(s, PAUSE_INFLIGHT); /* its frames run at the next turn */
-	return true;
+	if (pause_has(session_pause(s), PAUSE_INFLIGHT) &&
+		session_counts(s)->inflight <= session_server(s)->opts.limits.client_inflight / 2 &&
+		session_is_connected(s))
+		pause_clear(s, PAUSE_INFLIGHT); /* its frames run at the next turn */
 }
 
 void account_take(struct session *s, const struct account_rec *want, struct account_rec *rec)

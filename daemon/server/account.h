@@ -63,10 +63,10 @@ void account_release_slot(struct session *s, struct account_rec *rec, enum accou
 /* An op (or watch) of s begins and ends: each op record holds one (ops.c; the
  * sequencer's windows bound ops, not watches). Every per-session policy on ops lives
  * here; now --client-inflight-limit, a pause, never a refusal: at the limit the session
- * takes no more requests (PAUSE_INFLIGHT, counted) until half have completed.
- * _end: whether s was let go just now (its frames run at the next turn). */
+ * takes no more requests (PAUSE_INFLIGHT, counted) until half have completed, and its
+ * frames run again at the next turn. */
 void account_op_begin(struct session *s);
-bool account_op_end(struct session *s);
+void account_op_end(struct session *s);
 /* What s (its session, its user, the daemon) holds in a slot now. */
 uint64_t account_used(struct session *s, enum account_slot slot);
 
