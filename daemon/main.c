@@ -794,16 +794,52 @@ static unsigned daemon_loops(const struct daemon_opts *o)
 	return o->srv.nloops ? o->srv.nloops : registry_auto_loops(&o->reg, o->srv.device, cpus);
 }
 
+/* One loop made on a thread of its own (see daemon_start). */
+struct loop_maker {
+	struct daemon_state *d;
+	struct daemon_opts *o;
+	unsigned index;
+	bool resumed, threaded;
+	int r;
+	pthread_t thread;
+};
+
+static void *loop_maker_run(void *arg)
+{
+	struct loop_maker *m = arg;
+
+	m->r = loop_make(m->d, m->o, m->index, m->resumed);
+	return NULL;
+}
+
+/* Loop 0 first (it opens the device), then the others side by side: each makes its own
+ * streams, threads, pinned pool and kernel image, so n loops take about as long as two
+ * rather than n times one while the clients that already connected wait. */
 static int daemon_start(struct daemon_state *d, struct daemon_opts *o, bool resumed)
 {
+	struct loop_maker makers[LOOPS_MAX];
 	struct timespec t0, t1;
 	int r;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	d->n = daemon_loops(o);
 	r = loops_init(&d->loops, d->n);
-	for (unsigned i = 0; i < d->n && r == 0; i++)
-		r = loop_make(d, o, i, resumed);
+	if (r == 0)
+		r = loop_make(d, o, 0, resumed);
+	for (unsigned i = 1; i < d->n && r == 0; i++) {
+		struct loop_maker *m = &makers[i];
+
+		*m = (struct loop_maker){.d = d, .o = o, .index = i, .resumed = resumed};
+		m->threaded = pthread_create(&m->thread, NULL, loop_maker_run, m) == 0;
+		if (!m->threaded)
+			loop_maker_run(m);
+	}
+	for (unsigned i = 1; i < d->n && r == 0; i++) {
+		if (makers[i].threaded)
+			pthread_join(makers[i].thread, NULL);
+	}
+	for (unsigned i = 1; i < d->n && r == 0; i++)
+		r = makers[i].r;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	d->made_ms =
 		(double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;

@@ -729,6 +729,15 @@ static int server_listen(struct server *srv)
 	return 0;
 }
 
+static pthread_once_t kinds_once = PTHREAD_ONCE_INIT;
+
+static void server_register_kinds(void)
+{
+	buffer_register_kind();
+	staging_register_kind();
+	smodule_register_kind();
+}
+
 int server_init(struct server *srv, uv_loop_t *loop, const struct server_options *opts,
 	const struct backend *backend, struct cq *cq)
 {
@@ -750,10 +759,9 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	srv->listen_fd = -1;
 	srv->started_ns = server_now_ns();
 	pthread_mutex_init(&srv->found_lock, NULL);
-	/* What each kind of handle releases when its session goes. */
-	buffer_register_kind();
-	staging_register_kind();
-	smodule_register_kind();
+	/* What each kind of handle releases when its session goes: once, as the loops
+	 * are made side by side. */
+	pthread_once(&kinds_once, server_register_kinds);
 	{
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hip-internal.h"
 #include "log.h"
@@ -512,33 +513,56 @@ static void hip_log_ready(const struct hip *h)
 		h->cfg.device_timeline ? "; device timeline on" : "");
 }
 
+static double hip_ms_between(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) / 1e6;
+}
+
 /* The device, its kernels, streams (their kinds set), events and threads: what create and
- * reset build. On failure what was made is left for teardown. */
+ * reset build, each step timed for the debug log (a daemon of many loops makes this many
+ * times while its first clients wait). On failure what was made is left for teardown. */
 static int hip_bring_up(struct hip *h)
 {
-	int r = hip_device_open(h);
+	const struct {
+		const char *name;
+		int (*run)(struct hip *h);
+		bool on;
+	} steps[] = {
+		{"device", hip_device_open, true},
+		{"kernels", hip__kernels_load, true},
+		{"pool", hip__pool_start, true},
+		{"streams", hip_streams_create, true},
+		{"events", hip__event_pool_fill, true},
+		{"timeline", hip__timeline_start, h->cfg.device_timeline},
+		{"completion", hip__complete_start, true},
+		{"reaper", hip__reaper_start, true},
+		{"pinner", hip__pinner_start, true},
+		{"audit", hip__audit_start, h->cfg.audit},
+		{"submit", hip__submit_start, h->cfg.submit_threads != 0},
+	};
+	char took[256];
+	size_t used = 0;
+	struct timespec t0, a, b;
 
-	if (r == 0)
-		r = hip__kernels_load(h);
-	if (r == 0)
-		r = hip__pool_start(h);
-	if (r == 0)
-		r = hip_streams_create(h);
-	if (r == 0)
-		r = hip__event_pool_fill(h);
-	if (r == 0 && h->cfg.device_timeline)
-		r = hip__timeline_start(h);
-	if (r == 0)
-		r = hip__complete_start(h);
-	if (r == 0)
-		r = hip__reaper_start(h);
-	if (r == 0)
-		r = hip__pinner_start(h);
-	if (r == 0 && h->cfg.audit)
-		r = hip__audit_start(h);
-	if (r == 0 && h->cfg.submit_threads)
-		r = hip__submit_start(h);
-	return r;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	a = t0;
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		int r;
+
+		if (!steps[i].on)
+			continue;
+		r = steps[i].run(h);
+		if (r < 0)
+			return r;
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		if (used < sizeof(took))
+			used += (size_t)snprintf(took + used, sizeof(took) - used, "%s%s %.1f",
+				used ? ", " : "", steps[i].name, hip_ms_between(&a, &b));
+		a = b;
+	}
+	log_debug("hip", "GPU %d brought up in %.1f ms (%s)", h->device, hip_ms_between(&t0, &a),
+		used ? took : "nothing");
+	return 0;
 }
 
 int hip_create(struct backend *out, const struct hip_config *cfg, const struct backend_env *env)
