@@ -977,6 +977,381 @@ START_TEST(test_builtin_kernel_refuses_launch_attributes)
 }
 END_TEST
 
+/* ---- client-named handles (protocol 1.9) ------------------------------------------- */
+
+/* A client's name for a handle: index in bits 0..30 with bit 31 set, generation in bits
+ * 32..46. */
+static uint64_t named(uint32_t index, uint32_t gen)
+{
+	return ((uint64_t)gen << 32) | 0x80000000u | index;
+}
+
+/* Requests packed one after another, to go in one write. */
+struct frames {
+	uint8_t buf[4096];
+	size_t len;
+};
+
+static uint64_t frames_add(struct frames *f, Sseq__Request *rq)
+{
+	size_t n;
+
+	rq->tag = ++next_tag;
+	n = sseq__request__get_packed_size(rq);
+	ck_assert_uint_le(f->len + 4 + n, sizeof(f->buf));
+	frame_put_len(f->buf + f->len, (uint32_t)n);
+	sseq__request__pack(rq, f->buf + f->len + 4);
+	f->len += 4 + n;
+	return rq->tag;
+}
+
+static uint64_t frames_alloc(struct frames *f, uint64_t size, uint64_t name)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Alloc a = SSEQ__ALLOC__INIT;
+
+	a.size = size;
+	a.label = (char *)"named";
+	a.handle = name;
+	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	rq.alloc = &a;
+	return frames_add(f, &rq);
+}
+
+static uint64_t frames_slice(
+	struct frames *f, uint64_t of, uint64_t off, uint64_t len, uint64_t name)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Slice sl = SSEQ__SLICE__INIT;
+
+	sl.buffer = of;
+	sl.offset = off;
+	sl.length = len;
+	sl.handle = name;
+	rq.body_case = SSEQ__REQUEST__BODY_SLICE;
+	rq.slice = &sl;
+	return frames_add(f, &rq);
+}
+
+static uint64_t frames_fill(struct frames *f, uint64_t buf, float v, uint64_t n)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Execute e = SSEQ__EXECUTE__INIT;
+	Sseq__Arg a[3], *ap[3] = {&a[0], &a[1], &a[2]};
+	Sseq__BufferArg b = SSEQ__BUFFER_ARG__INIT;
+
+	for (int i = 0; i < 3; i++)
+		sseq__arg__init(&a[i]);
+	b.handle = buf;
+	b.access = SSEQ__ACCESS__ACCESS_OUT;
+	a[0].value_case = SSEQ__ARG__VALUE_BUFFER;
+	a[0].buffer = &b;
+	a[1].value_case = SSEQ__ARG__VALUE_F32;
+	a[1].f32 = v;
+	a[2].value_case = SSEQ__ARG__VALUE_U64;
+	a[2].u64 = n;
+	e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
+	e.kernel = (char *)"fill";
+	e.n_args = 3;
+	e.args = ap;
+	rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
+	rq.execute = &e;
+	return frames_add(f, &rq);
+}
+
+static uint64_t frames_d2d(struct frames *f, uint64_t src, uint64_t dst, uint64_t len)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__CopyD2D c = SSEQ__COPY_D2_D__INIT;
+
+	c.src = src;
+	c.dst = dst;
+	c.length = len;
+	rq.body_case = SSEQ__REQUEST__BODY_COPY_D2D;
+	rq.copy_d2d = &c;
+	return frames_add(f, &rq);
+}
+
+static uint64_t frames_d2h(struct frames *f, uint64_t src, uint64_t staging, uint64_t len)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__CopyD2H c = SSEQ__COPY_D2_H__INIT;
+
+	c.src = src;
+	c.staging = staging;
+	c.length = len;
+	rq.body_case = SSEQ__REQUEST__BODY_COPY_D2H;
+	rq.copy_d2h = &c;
+	return frames_add(f, &rq);
+}
+
+static uint64_t frames_await(struct frames *f, uint64_t buf)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Await aw = SSEQ__AWAIT__INIT;
+
+	aw.buffer = buf;
+	rq.body_case = SSEQ__REQUEST__BODY_AWAIT;
+	rq.await = &aw;
+	return frames_add(f, &rq);
+}
+
+static uint64_t frames_free(struct frames *f, uint64_t buf)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Free fr = SSEQ__FREE__INIT;
+
+	fr.buffer = buf;
+	rq.body_case = SSEQ__REQUEST__BODY_FREE;
+	rq.free = &fr;
+	return frames_add(f, &rq);
+}
+
+/* The frames sent in one write, and f emptied for the next. */
+static void frames_send(int fd, struct frames *f)
+{
+	send_raw(fd, f->buf, f->len, -1);
+	f->len = 0;
+}
+
+/* One request alone: its Reply's status, and its message in msg. */
+static Sseq__Status named_alloc(int fd, uint64_t size, uint64_t name, uint64_t *handle, char *msg)
+{
+	struct frames f = {.len = 0};
+	uint64_t tag = frames_alloc(&f, size, name);
+
+	frames_send(fd, &f);
+	return expect_reply(fd, tag, handle, msg, msg ? 256 : 0);
+}
+
+/* A buffer the client names is used in the same write as its Alloc, beside one the daemon
+ * named: filled, copied to the other, read back and freed, all before any Reply came. */
+START_TEST(test_named_alloc_is_used_in_the_same_write)
+{
+	struct staging st;
+	struct frames f = {.len = 0};
+	uint64_t a, h, n = named(1, 3), t_alloc, t_fill, t_d2d, t_d2h, t_free, t_fill2;
+	int fd;
+
+	daemon_start(NULL);
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 1024, &a), SSEQ__STATUS__STATUS_OK);
+	t_alloc = frames_alloc(&f, 1024, n);
+	t_fill = frames_fill(&f, n, 5.0f, 256);
+	t_d2d = frames_d2d(&f, n, a, 1024);
+	t_d2h = frames_d2h(&f, n, st.handle, 1024);
+	t_free = frames_free(&f, n);
+	t_fill2 = frames_fill(&f, a, 2.0f, 128); /* the daemon's own handle, after */
+	frames_send(fd, &f);
+	ck_assert_int_eq(expect_reply(fd, t_alloc, &h, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(h, n); /* the Reply repeats the name */
+	ck_assert_int_eq(reply_status(fd, t_fill), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(fd, t_d2d), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(fd, t_d2h), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(fd, t_free), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(fd, t_fill2), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_completion(fd, t_d2h), SSEQ__STATUS__STATUS_OK);
+	ck_assert_float_eq(st.map[0], 5.0f);
+	ck_assert_float_eq(st.map[255], 5.0f);
+	/* a holds the copy, then the fill's first 128 floats. */
+	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, a, 0, st.handle, 2048, 1024));
+	ck_assert_float_eq(st.map[512], 2.0f);
+	ck_assert_float_eq(st.map[512 + 127], 2.0f);
+	ck_assert_float_eq(st.map[512 + 128], 5.0f);
+	ck_assert_float_eq(st.map[512 + 255], 5.0f);
+	/* Freed: the name is unknown, and its index may be named again. */
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &n, (double[]){1, 4})),
+		SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
+	ck_assert_int_eq(named_alloc(fd, 64, named(1, 4), &h, NULL), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(h, named(1, 4));
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
+/* A name of another form, an index in use or above --client-handle-limit: refused as an
+ * invalid argument, and the name not taken; a stale generation names nothing. */
+START_TEST(test_named_handle_of_bad_form_or_in_use_is_refused)
+{
+	uint64_t h = 0, n = named(2, 1), s1;
+	struct frames f = {.len = 0};
+	char msg[256];
+	int fd;
+
+	daemon_start((const char *const[]){"--client-handle-limit", "8", NULL});
+	fd = conn_hello();
+	ck_assert_int_eq(named_alloc(fd, 64, 5, &h, msg), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_ptr_nonnull(strstr(msg, "bit 31"));
+	ck_assert_uint_eq(h, 0);
+	ck_assert_int_eq(
+		named_alloc(fd, 64, named(0, 1), NULL, msg), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_int_eq(named_alloc(fd, 64, named(1, 1) | (1ull << 47), NULL, msg),
+		SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_int_eq(
+		named_alloc(fd, 64, named(9, 1), NULL, msg), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_ptr_nonnull(strstr(msg, "1 to 8"));
+	/* None of those was taken as refused: using it is unknown, not a failed dependency. */
+	ck_assert_int_eq(
+		reply_status(fd,
+			send_exec(fd, "fill", "ofu", (uint64_t[]){named(9, 1)}, (double[]){1, 4})),
+		SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
+	ck_assert_int_eq(named_alloc(fd, 64, named(8, 1), &h, NULL), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(h, named(8, 1));
+	ck_assert_int_eq(named_alloc(fd, 64, n, NULL, NULL), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		named_alloc(fd, 64, named(2, 7), NULL, msg), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_ptr_nonnull(strstr(msg, "0x780000002 is in use"));
+	/* A slice can be named too, not with a name in use. */
+	frames_slice(&f, n, 0, 32, n);
+	frames_send(fd, &f);
+	ck_assert_int_eq(expect_reply(fd, next_tag, NULL, msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	frames_slice(&f, n, 32, 32, named(3, 1));
+	frames_send(fd, &f);
+	ck_assert_int_eq(expect_reply(fd, next_tag, &s1, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(s1, named(3, 1));
+	/* The first is still n's, and a stale generation of it names nothing. */
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &n, (double[]){1, 16})),
+		SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &s1, (double[]){1, 8})),
+		SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		reply_status(fd,
+			send_exec(fd, "fill", "ofu", (uint64_t[]){named(2, 2)}, (double[]){1, 16})),
+		SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
+	sync_all(fd);
+	close(fd);
+	daemon_stop();
+}
+END_TEST
+
+/* An Alloc refused (over --client-memory-limit) whose name the next requests of the same
+ * write use: each fails as a failed dependency quoting the refusal; Free drops the name,
+ * and its index can be named again. Refused names count against no limit. */
+START_TEST(test_refused_named_alloc_fails_its_uses_with_the_refusal)
+{
+	struct staging st;
+	struct frames f = {.len = 0};
+	uint64_t n = named(1, 2), m = named(2, 1), h, t_alloc, t_fill, t_d2h, t_await, t_slice,
+		 t_use_slice, t_free, t_after;
+	char msg[256];
+	int fd;
+
+	daemon_start((const char *const[]){
+		"--client-memory-limit", "65536", "--client-handle-limit", "5", NULL});
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
+	t_alloc = frames_alloc(&f, 1 << 20, n);
+	t_fill = frames_fill(&f, n, 5.0f, 256);
+	t_d2h = frames_d2h(&f, n, st.handle, 1024);
+	t_await = frames_await(&f, n);
+	t_slice = frames_slice(&f, n, 0, 64, m);
+	t_use_slice = frames_fill(&f, m, 1.0f, 16);
+	t_free = frames_free(&f, n);
+	t_after = frames_fill(&f, n, 5.0f, 256);
+	frames_send(fd, &f);
+	ck_assert_int_eq(expect_reply(fd, t_alloc, NULL, msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	ck_assert_ptr_nonnull(strstr(msg, "--client-memory-limit"));
+	ck_assert_int_eq(expect_reply(fd, t_fill, NULL, msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
+	ck_assert_ptr_nonnull(strstr(msg, "buffer handle 0x280000001: its Alloc was refused: "));
+	ck_assert_ptr_nonnull(strstr(msg, "--client-memory-limit"));
+	ck_assert_int_eq(expect_reply(fd, t_d2h, NULL, msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
+	ck_assert_ptr_nonnull(strstr(msg, "its Alloc was refused"));
+	ck_assert_int_eq(reply_status(fd, t_await), SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
+	ck_assert_int_eq(expect_reply(fd, t_slice, NULL, msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
+	/* The slice's name is refused in turn, quoting why. */
+	ck_assert_int_eq(expect_reply(fd, t_use_slice, NULL, msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
+	ck_assert_ptr_nonnull(strstr(msg, "0x180000002: its Slice was refused: "));
+	ck_assert_int_eq(reply_status(fd, t_free), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(fd, t_after), SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
+	/* Refused for its size: the same, quoting that. */
+	ck_assert_int_eq(
+		named_alloc(fd, 0, named(3, 1), NULL, msg), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_int_eq(
+		expect_reply(fd,
+			send_exec(fd, "fill", "ofu", (uint64_t[]){named(3, 1)}, (double[]){1, 4}),
+			NULL, msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
+	ck_assert_ptr_nonnull(strstr(msg, "its Alloc was refused: alloc size 0 out of range"));
+	/* Two names refused (m, 3) count against no limit: with the arena, 5 handles still
+	 * fit, 2 of them named again over refused names. */
+	ck_assert_int_eq(named_alloc(fd, 1024, n, &h, NULL), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(h, n);
+	ck_assert_int_eq(named_alloc(fd, 1024, named(3, 5), NULL, NULL), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 1024, &h), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(named_alloc(fd, 1024, named(4, 1), NULL, NULL), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(fd, 1024, &h), SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
+	/* m is still refused. */
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &m, (double[]){1, 4})),
+		SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &n, (double[]){7, 256})),
+		SSEQ__STATUS__STATUS_OK);
+	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, n, 0, st.handle, 0, 1024));
+	ck_assert_float_eq(st.map[255], 7.0f);
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
+/* A session that ends holding named buffers (and a refused name) gives their memory back
+ * like any other; the daemon exits clean (no refusal's message left, under LSan). */
+START_TEST(test_session_end_releases_named_buffers)
+{
+	Sseq__QueryResult *r;
+	struct frames f = {.len = 0};
+	uint64_t last = 0;
+	int fd, watcher;
+
+	daemon_start((const char *const[]){"--client-memory-limit", "65536", NULL});
+	fd = conn_hello();
+	watcher = conn_hello();
+	for (uint32_t i = 1; i <= 4; i++) {
+		frames_alloc(&f, 4096, named(i, i));
+		frames_fill(&f, named(i, i), 1.0f, 1024);
+	}
+	frames_alloc(&f, 1 << 20, named(5, 1)); /* refused */
+	last = frames_slice(&f, named(1, 1), 0, 64, named(6, 1));
+	frames_send(fd, &f);
+	ck_assert_int_eq(reply_status(fd, last), SSEQ__STATUS__STATUS_OK);
+	r = query(watcher, SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS);
+	ck_assert_uint_eq(r->n_buffers, 5);
+	ck_assert_uint_eq(r->buffers[4]->handle, named(6, 1));
+	ck_assert_uint_eq(r->buffers[4]->base_handle, named(1, 1));
+	sseq__query_result__free_unpacked(r, NULL);
+	r = query(watcher, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
+	ck_assert_uint_eq(r->device->memory_used, 4 * 4096);
+	sseq__query_result__free_unpacked(r, NULL);
+	close(fd);
+	for (int i = 0; i < 500; i++) {
+		bool clean;
+
+		r = query(watcher, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
+		clean = r->n_clients == 1 && r->device->memory_used == 0;
+		sseq__query_result__free_unpacked(r, NULL);
+		if (clean)
+			break;
+		usleep(10000);
+	}
+	r = query(watcher, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
+	ck_assert_uint_eq(r->n_clients, 1);
+	ck_assert_uint_eq(r->device->memory_used, 0);
+	sseq__query_result__free_unpacked(r, NULL);
+	r = query(watcher, SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS);
+	ck_assert_uint_eq(r->n_buffers, 0);
+	sseq__query_result__free_unpacked(r, NULL);
+	close(watcher);
+	daemon_stop();
+}
+END_TEST
+
 static void add_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_hello_welcomes_with_device);
@@ -999,6 +1374,10 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_lane_out_of_range_refused);
 	tcase_add_test(tc, test_order_holds_across_lanes);
 	tcase_add_test(tc, test_builtin_kernel_refuses_launch_attributes);
+	tcase_add_test(tc, test_named_alloc_is_used_in_the_same_write);
+	tcase_add_test(tc, test_named_handle_of_bad_form_or_in_use_is_refused);
+	tcase_add_test(tc, test_refused_named_alloc_fails_its_uses_with_the_refusal);
+	tcase_add_test(tc, test_session_end_releases_named_buffers);
 }
 
 int main(int argc, char **argv)

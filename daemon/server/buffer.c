@@ -17,10 +17,17 @@
 #include "session.h"
 #include "sseq-utf8.h"
 
+/* The highest index the client may name: its session's handle limit. */
+static uint32_t buffer_max_name(struct session *s)
+{
+	return handles_name_max(session_server(s)->opts.limits.client_handles);
+}
+
 int buffer_new(struct session *s, struct seq_buffer *b, const char *label, uint64_t memory,
-	uint64_t *handle)
+	uint64_t name, uint64_t *handle)
 {
 	struct sbuf *sb = calloc(1, sizeof(*sb));
+	int r;
 
 	if (!sb)
 		return -ENOMEM;
@@ -28,9 +35,15 @@ int buffer_new(struct session *s, struct seq_buffer *b, const char *label, uint6
 	sb->owner = s;
 	/* Cut at a character: half of one would make the label invalid UTF-8 again. */
 	utf8_copy(sb->label, sizeof(sb->label), label ? label : "");
-	if (handles_new(s, HANDLE_BUFFER, sb, &sb->handle) < 0) {
+	if (name) {
+		sb->handle = name;
+		r = handles_claim(s, HANDLE_BUFFER, sb, name, buffer_max_name(s));
+	} else {
+		r = handles_new(s, HANDLE_BUFFER, sb, &sb->handle);
+	}
+	if (r < 0) {
 		free(sb);
-		return -ENOMEM;
+		return r;
 	}
 	b->user = (uint64_t)(uintptr_t)sb;
 	b->owner = session_id(s);
@@ -101,7 +114,42 @@ int buffer_range(struct session *s, uint64_t handle, uint64_t off, uint64_t len,
 	return 0;
 }
 
-int buffer_req_alloc(struct session *s, const Sseq__Request *rq)
+/* A client's name for a new buffer or slice (0: none), checked before anything else: one
+ * it cannot be is refused, and not taken. */
+static int buffer_check_name(struct session *s, uint64_t name)
+{
+	const uint32_t max = buffer_max_name(s);
+
+	switch (name ? handles_check_name(s, name, max) : 0) {
+	case 0:
+		return 0;
+	case -EEXIST:
+		return outcome_error(s, -EINVAL, "handle %#" PRIx64 " is in use", name);
+	default:
+		return outcome_error(s, -EINVAL,
+			"handle %#" PRIx64 " cannot be named by a client: it must have bit 31 "
+			"set, an index from 1 to %" PRIu32 " (--client-handle-limit) in bits "
+			"0..30, a generation in bits 32..46 and bits 47..63 zero",
+			name, max);
+	}
+}
+
+/* A request that named `name` (checked, 0: none) was refused with `outcome`: the name is
+ * held as refused, so that the requests the client sent using it before this Reply came
+ * fail for the same reason (outcome_unknown_handle). Returns outcome. */
+static int buffer_refuse_name(struct session *s, uint64_t name, const char *req, int outcome)
+{
+	char text[HANDLES_REFUSED_MAX];
+
+	if (!name || outcome == 0)
+		return outcome;
+	snprintf(text, sizeof(text), "its %s was refused: %s", req, outcome_message(outcome));
+	/* Out of memory for it: the name stays unknown, which its uses say instead. */
+	(void)handles_refuse(s, name, buffer_max_name(s), text);
+	return outcome;
+}
+
+static int buffer_alloc(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__Alloc *a = rq->alloc;
 	struct seq_buffer *b;
@@ -124,7 +172,7 @@ int buffer_req_alloc(struct session *s, const Sseq__Request *rq)
 	if (r < 0)
 		return outcome_error(
 			s, r, "cannot allocate %" PRIu64 " bytes: %s", a->size, strerror(-r));
-	if (buffer_new(s, b, a->label, a->size, &handle) < 0) {
+	if (buffer_new(s, b, a->label, a->size, a->handle, &handle) < 0) {
 		seq_buffer_free(session_server(s)->seq, b);
 		return outcome_error(s, -ENOMEM, "out of memory");
 	}
@@ -132,13 +180,23 @@ int buffer_req_alloc(struct session *s, const Sseq__Request *rq)
 	return 0;
 }
 
+int buffer_req_alloc(struct session *s, const Sseq__Request *rq)
+{
+	int r = buffer_check_name(s, rq->alloc->handle);
+
+	if (r)
+		return r;
+	return buffer_refuse_name(s, rq->alloc->handle, "Alloc", buffer_alloc(s, rq));
+}
+
 int buffer_req_free(struct session *s, const Sseq__Request *rq)
 {
 	uint64_t h = rq->free->buffer;
 	struct sbuf *sb = handles_lookup(s, h, HANDLE_BUFFER);
 
-	if (!sb && handles_lost(s, h)) {
-		handles_drop(s, h); /* nothing behind it any more */
+	/* Lost in a device reset, or a name whose Alloc was refused: nothing behind it. */
+	if (!sb && (handles_lost(s, h) || handles_lookup(s, h, HANDLE_REFUSED))) {
+		handles_drop(s, h);
 		out_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
 		return 0;
 	}
@@ -150,7 +208,7 @@ int buffer_req_free(struct session *s, const Sseq__Request *rq)
 	return 0;
 }
 
-int buffer_req_slice(struct session *s, const Sseq__Request *rq)
+static int buffer_slice(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__Slice *sl = rq->slice;
 	struct sbuf *sb = handles_lookup(s, sl->buffer, HANDLE_BUFFER);
@@ -176,12 +234,21 @@ int buffer_req_slice(struct session *s, const Sseq__Request *rq)
 		return outcome_lost(session_server(s), r, "the buffer");
 	if (r < 0)
 		return outcome_error(s, -ENOMEM, "out of memory");
-	if (buffer_new(s, b, sl->label, 0, &handle) < 0) {
+	if (buffer_new(s, b, sl->label, 0, sl->handle, &handle) < 0) {
 		seq_buffer_free(session_server(s)->seq, b);
 		return outcome_error(s, -ENOMEM, "out of memory");
 	}
 	out_reply_full(s, rq->tag, SSEQ__STATUS__STATUS_OK, "", handle, NULL, NULL);
 	return 0;
+}
+
+int buffer_req_slice(struct session *s, const Sseq__Request *rq)
+{
+	int r = buffer_check_name(s, rq->slice->handle);
+
+	if (r)
+		return r;
+	return buffer_refuse_name(s, rq->slice->handle, "Slice", buffer_slice(s, rq));
 }
 
 /* A session's buffer handle as it goes: slices on the first pass, bases on the second. */

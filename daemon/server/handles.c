@@ -1,11 +1,14 @@
 /* A session's handle table: slots with a generation, reused through a free list; a handle
  * is the slot's index + 1 in its low 32 bits and the slot's generation in the high ones.
- * Releasing what a session held goes through each kind's registered release, so that the
- * table knows no kind's object. */
+ * Handles a client names (bit 31 set) have their own array, indexed by the name's index
+ * and holding the name's generation; the client picks a free index. Releasing what a
+ * session held goes through each kind's registered release, so that the table knows no
+ * kind's object. */
 #include "handles.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "session-private.h"
 
@@ -17,6 +20,27 @@ static uint64_t slot_handle(uint32_t index, uint32_t gen)
 	return ((uint64_t)gen << 32) | (index + 1);
 }
 
+static uint64_t named_handle(uint32_t index, uint32_t gen)
+{
+	return ((uint64_t)gen << 32) | HANDLES_NAMED_BIT | (index + 1);
+}
+
+/* The slot `handle` falls in (of either array), whatever it holds, or NULL. */
+static inline struct handle_slot *slot_of(const struct session *s, uint64_t handle)
+{
+	uint32_t low = (uint32_t)handle;
+
+	/* Unsigned: 0 wraps past every bound. A daemon-picked index is below 2^31
+	 * (handles_new), so a name never falls in the first array, nor a daemon-picked
+	 * handle (bit 31 clear, wrapping past 2^31) in the second. */
+	if (low - 1 < s->nslots)
+		return &s->slots[low - 1];
+	low -= HANDLES_NAMED_BIT;
+	if (low - 1 < s->nnamed)
+		return &s->named[low - 1];
+	return NULL;
+}
+
 int handles_new(struct session *s, enum handle_kind kind, void *obj, uint64_t *handle)
 {
 	uint32_t i;
@@ -25,6 +49,10 @@ int handles_new(struct session *s, enum handle_kind kind, void *obj, uint64_t *h
 		i = s->free_slot - 1;
 		s->free_slot = s->slots[i].next_free;
 	} else {
+		/* Bit 31 marks the handles clients name: the daemon's stay below it (no
+		 * handle limit comes near). */
+		if (s->nslots >= HANDLES_NAMED_BIT - 1)
+			return -ENOMEM;
 		if ((s->nslots & (s->nslots - 1)) == 0) {
 			uint32_t cap = s->nslots ? s->nslots * 2 : 16;
 			struct handle_slot *n = realloc(s->slots, cap * sizeof(*n));
@@ -42,10 +70,92 @@ int handles_new(struct session *s, enum handle_kind kind, void *obj, uint64_t *h
 	return 0;
 }
 
+int handles_check_name(const struct session *s, uint64_t name, uint32_t max_index)
+{
+	uint32_t low = (uint32_t)name, index = low & ~HANDLES_NAMED_BIT;
+
+	if (!(low & HANDLES_NAMED_BIT) || (name >> 47) != 0 || index == 0 || index > max_index)
+		return -EINVAL;
+	if (index <= s->nnamed) {
+		enum handle_kind kind = s->named[index - 1].kind;
+
+		if (kind != HANDLE_FREE && kind != HANDLE_REFUSED)
+			return -EEXIST;
+	}
+	return 0;
+}
+
+/* Room for index i in the named array: grown by doubling, never past max_index. */
+static int named_grow(struct session *s, uint32_t i, uint32_t max_index)
+{
+	uint32_t cap = s->nnamed ? s->nnamed : 16;
+	struct handle_slot *n;
+
+	if (i < s->nnamed)
+		return 0;
+	while (cap <= i)
+		cap *= 2; /* i < 2^31: no overflow */
+	if (cap > max_index)
+		cap = max_index; /* i < max_index (handles_check_name) */
+	n = realloc(s->named, (size_t)cap * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	memset(n + s->nnamed, 0, (size_t)(cap - s->nnamed) * sizeof(*n)); /* HANDLE_FREE */
+	s->named = n;
+	s->nnamed = cap;
+	return 0;
+}
+
+int handles_claim(
+	struct session *s, enum handle_kind kind, void *obj, uint64_t name, uint32_t max_index)
+{
+	uint32_t i = ((uint32_t)name & ~HANDLES_NAMED_BIT) - 1;
+	struct handle_slot *slot;
+	int r;
+
+	if ((r = handles_check_name(s, name, max_index)) < 0 ||
+		(r = named_grow(s, i, max_index)) < 0)
+		return r;
+	slot = &s->named[i];
+	if (slot->kind == HANDLE_REFUSED)
+		free(slot->obj); /* named again: the refusal is forgotten */
+	*slot = (struct handle_slot){.kind = kind, .gen = (uint32_t)(name >> 32), .obj = obj};
+	if (kind != HANDLE_REFUSED)
+		s->nhandles++;
+	return 0;
+}
+
+int handles_refuse(struct session *s, uint64_t name, uint32_t max_index, const char *message)
+{
+	size_t n = strnlen(message, HANDLES_REFUSED_MAX - 1);
+	char *copy = malloc(n + 1);
+	int r;
+
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, message, n);
+	copy[n] = '\0';
+	if ((r = handles_claim(s, HANDLE_REFUSED, copy, name, max_index)) < 0)
+		free(copy);
+	return r;
+}
+
 void handles_drop(struct session *s, uint64_t handle)
 {
 	uint32_t i = (uint32_t)(handle & 0xffffffffu) - 1;
 
+	if (i & HANDLES_NAMED_BIT) {
+		struct handle_slot *slot = &s->named[i & ~HANDLES_NAMED_BIT];
+
+		/* The generation stays: the client picks the next one. */
+		if (slot->kind == HANDLE_REFUSED)
+			free(slot->obj);
+		else
+			s->nhandles--;
+		slot->kind = HANDLE_FREE;
+		slot->obj = NULL;
+		return;
+	}
 	s->slots[i].kind = HANDLE_FREE;
 	s->slots[i].obj = NULL;
 	s->slots[i].gen++;
@@ -61,23 +171,18 @@ uint64_t handles_count(const struct session *s)
 
 void *handles_lookup(const struct session *s, uint64_t handle, enum handle_kind kind)
 {
-	uint32_t low = (uint32_t)(handle & 0xffffffffu);
-	const struct handle_slot *slot;
+	const struct handle_slot *slot = slot_of(s, handle);
 
-	if (low == 0 || low > s->nslots)
-		return NULL;
-	slot = &s->slots[low - 1];
-	if (slot->kind != kind || slot->gen != (uint32_t)(handle >> 32))
+	if (!slot || slot->kind != kind || slot->gen != (uint32_t)(handle >> 32))
 		return NULL;
 	return slot->obj;
 }
 
 bool handles_lost(const struct session *s, uint64_t handle)
 {
-	uint32_t low = (uint32_t)(handle & 0xffffffffu);
+	const struct handle_slot *slot = slot_of(s, handle);
 
-	return low && low <= s->nslots && s->slots[low - 1].kind == HANDLE_LOST &&
-		s->slots[low - 1].gen == (uint32_t)(handle >> 32);
+	return slot && slot->kind == HANDLE_LOST && slot->gen == (uint32_t)(handle >> 32);
 }
 
 void handles_on_release(enum handle_kind kind, handles_release_fn *release)
@@ -91,6 +196,9 @@ void handles_foreach(
 	for (uint32_t i = 0; i < s->nslots; i++)
 		if (s->slots[i].kind == kind)
 			fn(s->slots[i].obj, arg);
+	for (uint32_t i = 0; i < s->nnamed; i++)
+		if (s->named[i].kind == kind)
+			fn(s->named[i].obj, arg);
 }
 
 void handles_release_all(struct session *s)
@@ -103,5 +211,25 @@ void handles_release_all(struct session *s)
 			if (release && release(s, slot->obj, pass))
 				handles_drop(s, slot_handle(i, slot->gen));
 		}
+		/* A slice and its base may be in either array: each pass covers both. */
+		for (uint32_t i = 0; i < s->nnamed; i++) {
+			struct handle_slot *slot = &s->named[i];
+			handles_release_fn *release = handles_release[slot->kind];
+
+			if (slot->kind == HANDLE_REFUSED ||
+				(release && release(s, slot->obj, pass)))
+				handles_drop(s, named_handle(i, slot->gen));
+		}
 	}
+}
+
+void handles_finish(struct session *s)
+{
+	for (uint32_t i = 0; i < s->nnamed; i++)
+		if (s->named[i].kind == HANDLE_REFUSED)
+			free(s->named[i].obj);
+	free(s->named);
+	free(s->slots);
+	s->named = s->slots = NULL;
+	s->nnamed = s->nslots = 0;
 }

@@ -1,6 +1,8 @@
 /* A session's handle table: per-session numbers with a generation, so that another
  * session's handle, or a stale one, is simply unknown (I10). Each kind of object registers
- * what releases it when its session goes. */
+ * what releases it when its session goes. Two arrays: the slots the daemon picks, and the
+ * ones a client names itself (sseq.proto's Alloc.handle), so that it can use a new buffer
+ * in the same send as its Alloc. */
 #ifndef SSEQ_HANDLES_H
 #define SSEQ_HANDLES_H
 
@@ -17,8 +19,26 @@ enum handle_kind {
 	/* A buffer, slice or module that lived on a device context that is gone (a device
 	 * reset restarted the daemon in place): using it says so; freeing it just drops it. */
 	HANDLE_LOST,
+	/* A client-named handle whose Alloc or Slice was refused: its object is the refusal's
+	 * message (at most HANDLES_REFUSED_MAX bytes, the slot's own copy), which every use
+	 * quotes; freeing it, or naming it again, drops it. Not a live handle: it counts
+	 * against no limit. */
+	HANDLE_REFUSED,
 	HANDLE_KINDS
 };
+
+/* Bit 31 of a handle's low word marks a client-named one: bits 0..30 are its index
+ * (1..the session's handle limit), bits 32..46 a generation of the client's choosing, bits
+ * 47..63 zero. A daemon-picked handle never has bit 31 set. */
+#define HANDLES_NAMED_BIT 0x80000000u
+#define HANDLES_NAMED_GEN_MAX 0x7fffu
+/* The highest index a client may name under a handle limit of `limit` (31 bits). */
+static inline uint32_t handles_name_max(unsigned limit)
+{
+	return limit < HANDLES_NAMED_BIT - 1 ? (uint32_t)limit : HANDLES_NAMED_BIT - 1;
+}
+/* The most of a refusal's message a refused name keeps (with its NUL). */
+#define HANDLES_REFUSED_MAX 200u
 
 struct handle_slot {
 	enum handle_kind kind;
@@ -29,11 +49,25 @@ struct handle_slot {
 
 /* A new handle of s for obj: 0 with *handle, or -ENOMEM. */
 int handles_new(struct session *s, enum handle_kind kind, void *obj, uint64_t *handle);
-/* The handle names nothing from now on; its slot goes to a later handles_new(). */
+/* Whether `name` may name a new object of s: 0; -EINVAL if it is not of a client-named
+ * handle's form or its index is above max_index; -EEXIST if its index names a live
+ * handle (a lost one included; a refused name may be named again). */
+int handles_check_name(const struct session *s, uint64_t name, uint32_t max_index);
+/* The client-named handle `name` of s for obj (handles_check_name's refusals, or -ENOMEM):
+ * a refused name it replaces is dropped. */
+int handles_claim(
+	struct session *s, enum handle_kind kind, void *obj, uint64_t name, uint32_t max_index);
+/* `name` (of a client-named handle's form, its index free) is held as refused, with a
+ * copy of `message` cut to HANDLES_REFUSED_MAX: 0, or as handles_claim. */
+int handles_refuse(struct session *s, uint64_t name, uint32_t max_index, const char *message);
+/* The handle names nothing from now on; its slot goes to a later handles_new(), or its
+ * index may be named again. */
 void handles_drop(struct session *s, uint64_t handle);
-/* Live handles: each holds one against --client-handle-limit (account.c checks). */
+/* Live handles: each holds one against --client-handle-limit (account.c checks). Refused
+ * names are none. */
 uint64_t handles_count(const struct session *s);
-/* The object `handle` of s names if it is of `kind`, or NULL. */
+/* The object `handle` of s names if it is of `kind`, or NULL (HANDLE_REFUSED: the
+ * refusal's message). */
 void *handles_lookup(const struct session *s, uint64_t handle, enum handle_kind kind);
 /* Whether `handle` names a HANDLE_LOST slot of s. */
 bool handles_lost(const struct session *s, uint64_t handle);
@@ -44,9 +78,12 @@ bool handles_lost(const struct session *s, uint64_t handle);
 typedef bool handles_release_fn(struct session *s, void *obj, unsigned pass);
 void handles_on_release(enum handle_kind kind, handles_release_fn *release);
 /* Release every object s holds a handle of, each by its kind's release (lost handles
- * only stay unknown). */
+ * only stay unknown; refused names are dropped). */
 void handles_release_all(struct session *s);
-/* fn(obj, arg) for every handle of `kind` that s holds, in handle order. */
+/* The table's memory freed (the session's last reference went). */
+void handles_finish(struct session *s);
+/* fn(obj, arg) for every handle of `kind` that s holds, in handle order (daemon-picked
+ * ones first). */
 void handles_foreach(const struct session *s, enum handle_kind kind,
 	void (*fn)(void *obj, void *arg), void *arg);
 

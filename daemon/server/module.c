@@ -252,7 +252,7 @@ int smodule_req_global(struct session *s, const Sseq__Request *rq)
 	g->next = m->globals;
 	m->globals = g;
 	snprintf(label, sizeof(label), "global %.40s", shown);
-	if (buffer_new(s, g->buf, label, size, &handle) < 0) {
+	if (buffer_new(s, g->buf, label, size, 0, &handle) < 0) {
 		seq_buffer_free(
 			session_server(s)->seq, g->buf); /* idle: released now, and g with it */
 		return outcome_error(s, -ENOMEM, "out of memory");

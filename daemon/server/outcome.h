@@ -54,8 +54,9 @@ int outcome_check_text(struct session *s, const char *field, const char *text);
 /* Client-supplied text goes into log lines and tables: control characters become '?'. */
 void outcome_printable(char *text);
 /* The refusal for a handle that names nothing of the kind asked for: an unknown handle,
- * or one lost in a device reset (which says so). `what`: "buffer", "argument 2: buffer",
- * "module", "staging". */
+ * one lost in a device reset (which says so), or a client's name for a buffer whose Alloc
+ * or Slice was refused (DEPENDENCY_FAILED, quoting that refusal). `what`: "buffer", "argument 2:
+ * buffer", "module", "staging". */
 int outcome_unknown_handle(struct session *s, uint64_t handle, const char *what);
 /* outcome_error() for a use of something lost in a reset (`what`: "a buffer it names"). */
 int outcome_lost(struct server *srv, int outcome, const char *what);

@@ -46,6 +46,10 @@ struct session {
 
 	struct handle_slot *slots;
 	uint32_t nslots, free_slot; /* free_slot: index + 1, 0 = none */
+	/* The handles the client named (handles.h), by index - 1: grown to the highest index
+	 * named so far, never past the session's handle limit. */
+	struct handle_slot *named;
+	uint32_t nnamed;
 
 	struct session_counts counts;
 	/* Its lanes from Hello: a request's lane index k runs on compute stream lanes[k] (and

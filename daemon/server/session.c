@@ -128,28 +128,34 @@ void session_foreach(struct server *srv, void (*fn)(const struct session *s, voi
 		fn(s, arg);
 }
 
+struct session_each_buffer {
+	void (*fn)(const struct session_buffer *b, void *arg);
+	void *arg;
+};
+
+static void session_each_buffer_one(void *obj, void *arg)
+{
+	const struct session_each_buffer *e = arg;
+	const struct sbuf *sb = obj;
+	const struct seq_buffer *base = sb->buf->base;
+	struct session_buffer b = {
+		.handle = sb->handle,
+		.label = sb->label,
+		.buf = sb->buf,
+		.base_handle = base && base->user
+			? ((const struct sbuf *)(uintptr_t)base->user)->handle
+			: 0,
+	};
+
+	e->fn(&b, e->arg);
+}
+
 void session_foreach_buffer(
 	const struct session *s, void (*fn)(const struct session_buffer *b, void *arg), void *arg)
 {
-	for (uint32_t i = 0; i < s->nslots; i++) {
-		const struct sbuf *sb;
-		const struct seq_buffer *base;
-		struct session_buffer b;
-
-		if (s->slots[i].kind != HANDLE_BUFFER)
-			continue;
-		sb = s->slots[i].obj;
-		base = sb->buf->base;
-		b = (struct session_buffer){
-			.handle = sb->handle,
-			.label = sb->label,
-			.buf = sb->buf,
-			.base_handle = base && base->user
-				? ((const struct sbuf *)(uintptr_t)base->user)->handle
-				: 0,
-		};
-		fn(&b, arg);
-	}
+	/* Both arrays: the handles the daemon picked and those the client named. */
+	handles_foreach(s, HANDLE_BUFFER, session_each_buffer_one,
+		&(struct session_each_buffer){.fn = fn, .arg = arg});
 }
 
 struct session *session_new(struct server *srv, int fd, uv_poll_cb on_io)
@@ -193,7 +199,7 @@ void session_unref(struct session *s)
 		return;
 	arena_finish(&s->arena);
 	free(s->out);
-	free(s->slots);
+	handles_finish(s);
 	free(s);
 }
 

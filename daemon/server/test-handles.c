@@ -2,7 +2,9 @@
  * inside one big file: per-session numbers with a generation, so a handle of another
  * session, of another kind, or of an object already gone is simply unknown (I10). */
 #include <check.h>
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "handles.h"
 #include "session-private.h"
@@ -19,8 +21,14 @@ static struct session *table_new(void)
 
 static void table_free(struct session *s)
 {
-	free(s->slots);
+	handles_finish(s);
 	free(s);
+}
+
+/* A client's name: index in bits 0..30 with bit 31 set, generation in bits 32..46. */
+static uint64_t name_of(uint32_t index, uint32_t gen)
+{
+	return ((uint64_t)gen << 32) | 0x80000000u | index;
 }
 
 static uint64_t add(struct session *s, enum handle_kind kind, void *obj)
@@ -120,6 +128,175 @@ START_TEST(test_table_grows_and_reuses)
 }
 END_TEST
 
+/* A name the client gave finds its object, as that kind and under that generation only,
+ * beside daemon-picked handles of the same low index. */
+START_TEST(test_named_handle_finds_its_object_beside_daemon_picked_ones)
+{
+	struct session *s = table_new();
+	uint64_t picked = add(s, HANDLE_BUFFER, &objs[0]), named = name_of(1, 5);
+
+	ck_assert_int_eq(handles_claim(s, HANDLE_BUFFER, &objs[1], named, 100), 0);
+	ck_assert_ptr_eq(handles_lookup(s, named, HANDLE_BUFFER), &objs[1]);
+	ck_assert_ptr_eq(handles_lookup(s, picked, HANDLE_BUFFER), &objs[0]);
+	ck_assert_ptr_null(handles_lookup(s, named, HANDLE_STAGING));
+	ck_assert_ptr_null(handles_lookup(s, name_of(1, 4), HANDLE_BUFFER)); /* other gen */
+	ck_assert_ptr_null(handles_lookup(s, named | (1ull << 47), HANDLE_BUFFER));
+	ck_assert_ptr_null(handles_lookup(s, name_of(2, 5), HANDLE_BUFFER)); /* unnamed index */
+	ck_assert_ptr_null(handles_lookup(s, name_of(0, 0), HANDLE_FREE));
+	/* A generation of 0 is the client's to choose too. */
+	ck_assert_int_eq(handles_claim(s, HANDLE_BUFFER, &objs[2], name_of(7, 0), 100), 0);
+	ck_assert_ptr_eq(handles_lookup(s, name_of(7, 0), HANDLE_BUFFER), &objs[2]);
+	ck_assert_ptr_null(handles_lookup(s, 7, HANDLE_BUFFER));
+	ck_assert_uint_eq(handles_count(s), 3);
+	handles_drop(s, named);
+	ck_assert_ptr_null(handles_lookup(s, named, HANDLE_BUFFER));
+	ck_assert_uint_eq(handles_count(s), 2);
+	/* Its index may be named again, under any generation. */
+	ck_assert_int_eq(handles_claim(s, HANDLE_BUFFER, &objs[3], name_of(1, 6), 100), 0);
+	ck_assert_ptr_eq(handles_lookup(s, name_of(1, 6), HANDLE_BUFFER), &objs[3]);
+	ck_assert_ptr_null(handles_lookup(s, named, HANDLE_BUFFER));
+	table_free(s);
+}
+END_TEST
+
+/* Only the form sseq.proto gives is a name; an index in use is not taken again. */
+START_TEST(test_names_of_another_form_or_in_use_are_refused)
+{
+	struct session *s = table_new();
+
+	ck_assert_int_eq(handles_check_name(s, 5, 100), -EINVAL); /* bit 31 clear */
+	ck_assert_int_eq(handles_check_name(s, name_of(0, 1), 100), -EINVAL); /* index 0 */
+	ck_assert_int_eq(handles_check_name(s, name_of(101, 1), 100), -EINVAL); /* > limit */
+	ck_assert_int_eq(handles_check_name(s, name_of(1, 1) | (1ull << 47), 100), -EINVAL);
+	ck_assert_int_eq(handles_check_name(s, name_of(1, 1) | (1ull << 63), 100), -EINVAL);
+	ck_assert_int_eq(handles_claim(s, HANDLE_BUFFER, &objs[0], name_of(101, 1), 100), -EINVAL);
+	ck_assert_int_eq(handles_check_name(s, name_of(100, 0x7fff), 100), 0);
+	ck_assert_int_eq(handles_claim(s, HANDLE_BUFFER, &objs[0], name_of(3, 1), 100), 0);
+	ck_assert_int_eq(handles_check_name(s, name_of(3, 2), 100), -EEXIST);
+	ck_assert_int_eq(handles_claim(s, HANDLE_BUFFER, &objs[1], name_of(3, 2), 100), -EEXIST);
+	ck_assert_ptr_eq(handles_lookup(s, name_of(3, 1), HANDLE_BUFFER), &objs[0]);
+	/* A lost name is in use until freed. */
+	ck_assert_int_eq(handles_claim(s, HANDLE_LOST, NULL, name_of(4, 1), 100), 0);
+	ck_assert(handles_lost(s, name_of(4, 1)));
+	ck_assert(!handles_lost(s, name_of(4, 2)));
+	ck_assert_int_eq(handles_check_name(s, name_of(4, 2), 100), -EEXIST);
+	ck_assert_uint_eq(handles_count(s), 2);
+	table_free(s);
+}
+END_TEST
+
+/* A refused name keeps its own copy of the refusal (cut short), counts as no live handle,
+ * and is replaced when named again or dropped when freed, its copy freed (LSan). */
+START_TEST(test_refused_name_keeps_its_message_until_named_again_or_dropped)
+{
+	struct session *s = table_new();
+	char msg[512];
+	const char *kept;
+
+	memset(msg, 'x', sizeof(msg) - 1);
+	msg[sizeof(msg) - 1] = '\0';
+	memcpy(msg, "its Alloc was refused", 21);
+	ck_assert_int_eq(handles_refuse(s, name_of(2, 9), 100, msg), 0);
+	ck_assert_ptr_nonnull(kept = handles_lookup(s, name_of(2, 9), HANDLE_REFUSED));
+	ck_assert_ptr_ne(kept, msg);
+	ck_assert_uint_eq(strlen(kept), HANDLES_REFUSED_MAX - 1);
+	ck_assert_int_eq(strncmp(kept, "its Alloc was refused", 21), 0);
+	ck_assert_ptr_null(handles_lookup(s, name_of(2, 8), HANDLE_REFUSED));
+	ck_assert_ptr_null(handles_lookup(s, name_of(2, 9), HANDLE_BUFFER));
+	ck_assert_uint_eq(handles_count(s), 0);
+	/* Refused again, then named again: the old copies go. */
+	ck_assert_int_eq(handles_check_name(s, name_of(2, 9), 100), 0);
+	ck_assert_int_eq(handles_refuse(s, name_of(2, 9), 100, "second"), 0);
+	ck_assert_str_eq(handles_lookup(s, name_of(2, 9), HANDLE_REFUSED), "second");
+	ck_assert_int_eq(handles_claim(s, HANDLE_BUFFER, &objs[0], name_of(2, 10), 100), 0);
+	ck_assert_ptr_null(handles_lookup(s, name_of(2, 9), HANDLE_REFUSED));
+	ck_assert_ptr_eq(handles_lookup(s, name_of(2, 10), HANDLE_BUFFER), &objs[0]);
+	ck_assert_uint_eq(handles_count(s), 1);
+	/* Dropped (a Free of it). */
+	ck_assert_int_eq(handles_refuse(s, name_of(5, 1), 100, "third"), 0);
+	handles_drop(s, name_of(5, 1));
+	ck_assert_ptr_null(handles_lookup(s, name_of(5, 1), HANDLE_REFUSED));
+	ck_assert_uint_eq(handles_count(s), 1);
+	/* Held when the table goes: freed with it. */
+	ck_assert_int_eq(handles_refuse(s, name_of(6, 1), 100, "fourth"), 0);
+	table_free(s);
+}
+END_TEST
+
+/* The named array grows to the index asked for (doubling), never past the limit. */
+START_TEST(test_named_array_grows_only_as_far_as_asked_and_the_limit)
+{
+	struct session *s = table_new();
+
+	ck_assert_int_eq(handles_claim(s, HANDLE_BUFFER, &objs[0], name_of(5, 1), 1000), 0);
+	ck_assert_uint_le(s->nnamed, 16);
+	ck_assert_uint_ge(s->nnamed, 5);
+	ck_assert_int_eq(handles_claim(s, HANDLE_BUFFER, &objs[1], name_of(40, 1), 1000), 0);
+	ck_assert_uint_le(s->nnamed, 80);
+	ck_assert_int_eq(handles_claim(s, HANDLE_BUFFER, &objs[2], name_of(999, 1), 1000), 0);
+	ck_assert_uint_eq(s->nnamed, 1000);
+	ck_assert_ptr_eq(handles_lookup(s, name_of(5, 1), HANDLE_BUFFER), &objs[0]);
+	ck_assert_ptr_eq(handles_lookup(s, name_of(40, 1), HANDLE_BUFFER), &objs[1]);
+	ck_assert_ptr_eq(handles_lookup(s, name_of(999, 1), HANDLE_BUFFER), &objs[2]);
+	ck_assert_ptr_null(handles_lookup(s, name_of(1000, 1), HANDLE_BUFFER));
+	table_free(s);
+}
+END_TEST
+
+/* Bit 31 is the clients': the daemon gives out no index that would set it. */
+START_TEST(test_daemon_picked_handles_stay_below_bit_31)
+{
+	struct session *s = table_new();
+	uint64_t h = 0;
+
+	s->nslots = 0x7fffffffu; /* as if that many were given out (no array behind it) */
+	ck_assert_int_eq(handles_new(s, HANDLE_BUFFER, &objs[0], &h), -ENOMEM);
+	ck_assert_uint_eq(h, 0);
+	s->nslots = 0;
+	table_free(s);
+}
+END_TEST
+
+static unsigned released[2];
+
+static bool release_counting(struct session *s, void *obj, unsigned pass)
+{
+	(void)s;
+	(void)obj;
+	released[pass]++;
+	return true;
+}
+
+/* A session's end releases what either array holds and drops its refused names; the
+ * walks over a kind see both arrays. */
+static void count_one(void *obj, void *arg)
+{
+	(void)obj;
+	(*(unsigned *)arg)++;
+}
+
+START_TEST(test_release_and_walks_cover_named_handles)
+{
+	struct session *s = table_new();
+	unsigned seen = 0;
+
+	handles_on_release(HANDLE_MODULE, release_counting);
+	add(s, HANDLE_MODULE, &objs[0]);
+	ck_assert_int_eq(handles_claim(s, HANDLE_MODULE, &objs[1], name_of(3, 1), 100), 0);
+	ck_assert_int_eq(handles_claim(s, HANDLE_MODULE, &objs[2], name_of(9, 2), 100), 0);
+	ck_assert_int_eq(handles_refuse(s, name_of(4, 1), 100, "refused"), 0);
+	handles_foreach(s, HANDLE_MODULE, count_one, &seen);
+	ck_assert_uint_eq(seen, 3);
+	handles_release_all(s);
+	handles_on_release(HANDLE_MODULE, NULL);
+	ck_assert_uint_eq(released[0], 3);
+	ck_assert_uint_eq(handles_count(s), 0);
+	ck_assert_ptr_null(handles_lookup(s, name_of(3, 1), HANDLE_MODULE));
+	ck_assert_ptr_null(handles_lookup(s, name_of(4, 1), HANDLE_REFUSED));
+	table_free(s);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *suite = suite_create("handles");
@@ -132,6 +309,12 @@ int main(void)
 	tcase_add_test(tc, test_dropped_handle_stays_unknown_after_its_slot_is_reused);
 	tcase_add_test(tc, test_handles_are_per_session);
 	tcase_add_test(tc, test_table_grows_and_reuses);
+	tcase_add_test(tc, test_named_handle_finds_its_object_beside_daemon_picked_ones);
+	tcase_add_test(tc, test_names_of_another_form_or_in_use_are_refused);
+	tcase_add_test(tc, test_refused_name_keeps_its_message_until_named_again_or_dropped);
+	tcase_add_test(tc, test_named_array_grows_only_as_far_as_asked_and_the_limit);
+	tcase_add_test(tc, test_daemon_picked_handles_stay_below_bit_31);
+	tcase_add_test(tc, test_release_and_walks_cover_named_handles);
 	suite_add_tcase(suite, tc);
 	sr = srunner_create(suite);
 	srunner_run_all(sr, CK_ENV);
