@@ -4,9 +4,10 @@
  * of their StagingRegister, the replies and completions not yet written (the new process
  * writes them first: every tag is answered once), and its handle table, in which staging
  * arenas survive (their memfds are kept and mapped again) while buffers, slices and modules
- * become HANDLE_LOST, so that each use says which reset lost it. Per session: a fixed
- * part, its slots, its unread input bytes and its unwritten output bytes. Written and read
- * by the same binary. */
+ * become HANDLE_LOST, so that each use says which reset lost it; the handles the client
+ * named likewise (a refused name stays refused, with its message). Per session: a fixed
+ * part, its slots, its named handles in use, its unread input bytes and its unwritten
+ * output bytes. Written and read by the same binary. */
 #include "session-handover.h"
 
 #include <errno.h>
@@ -33,6 +34,7 @@ struct handover_session {
 	char name[64], worker[32];
 	uint32_t nlanes, lanes[SESSION_MAX_LANES];
 	uint32_t nslots;
+	uint32_t nnamed; /* records of client-named handles in use */
 	uint32_t isolated;
 	uint32_t hello; /* 0: not yet; its deadline counts from hello_age_ns ago */
 	uint32_t closing; /* answered its last: closed once the output is written */
@@ -52,6 +54,13 @@ struct handover_slot {
 	int32_t fd;
 	uint64_t size;
 	char label[48];
+};
+
+/* A client-named handle in use: lost (a buffer or slice), or refused with its message. */
+struct handover_named {
+	uint32_t index; /* the name's index - 1 */
+	uint32_t kind, gen;
+	char message[HANDLES_REFUSED_MAX];
 };
 bool session_handover_put(int fd, const void *p, size_t n)
 {
@@ -123,6 +132,8 @@ bool session_handover_write(int out, struct session *s)
 		rs.fds[i] = s->fds[i];
 		session_handover_keep(s->fds[i]);
 	}
+	for (uint32_t i = 0; i < s->nnamed; i++)
+		rs.nnamed += s->named[i].kind != HANDLE_FREE;
 	if (!session_handover_put(out, &rs, sizeof(rs)))
 		return false;
 	for (uint32_t i = 0; i < s->nslots; i++) {
@@ -139,6 +150,19 @@ bool session_handover_write(int out, struct session *s)
 			r.size = st->size;
 			memcpy(r.label, st->label, sizeof(r.label));
 			session_handover_keep(st->fd);
+		}
+		if (!session_handover_put(out, &r, sizeof(r)))
+			return false;
+	}
+	for (uint32_t i = 0; i < s->nnamed; i++) {
+		const struct handle_slot *sl = &s->named[i];
+		struct handover_named r = {.index = i, .kind = HANDLE_LOST, .gen = sl->gen};
+
+		if (sl->kind == HANDLE_FREE)
+			continue;
+		if (sl->kind == HANDLE_REFUSED) {
+			r.kind = HANDLE_REFUSED;
+			snprintf(r.message, sizeof(r.message), "%s", (const char *)sl->obj);
 		}
 		if (!session_handover_put(out, &r, sizeof(r)))
 			return false;
@@ -193,6 +217,42 @@ static bool skip_slots(int in, uint32_t n)
 			close(r.fd);
 	}
 	return true;
+}
+
+/* n named records read past: false if the hand-over ends. */
+static bool skip_named(int in, uint32_t n)
+{
+	return skip(in, (uint64_t)n * sizeof(struct handover_named));
+}
+
+/* One session's client-named handles: lost ones lost again, refused ones refused again (a
+ * record that could not have been written is left out). -ENOMEM with the records read
+ * past, -EIO if the hand-over ends. */
+static int adopt_named(int in, struct session *s, uint32_t n)
+{
+	const uint32_t max = handles_name_max(s->srv->opts.limits.client_handles);
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct handover_named r;
+		uint64_t name;
+		int err;
+
+		if (!session_handover_get(in, &r, sizeof(r)))
+			return -EIO;
+		if (r.index >= max || r.gen > HANDLES_NAMED_GEN_MAX)
+			continue;
+		name = ((uint64_t)r.gen << 32) | HANDLES_NAMED_BIT | (r.index + 1);
+		r.message[sizeof(r.message) - 1] = '\0';
+		if (r.kind == HANDLE_LOST)
+			err = handles_claim(s, HANDLE_LOST, NULL, name, max);
+		else if (r.kind == HANDLE_REFUSED)
+			err = handles_refuse(s, name, max, r.message);
+		else
+			continue;
+		if (err == -ENOMEM)
+			return skip_named(in, n - i - 1) ? -ENOMEM : -EIO;
+	}
+	return 0;
 }
 
 /* One session's slots, as they were: arenas mapped again, everything else lost. -ENOMEM
@@ -281,7 +341,8 @@ int session_handover_adopt(int in, struct server *srv)
 		close(rs.fd);
 		for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++)
 			close(rs.fds[i]);
-		return skip_slots(in, rs.nslots) && skip(in, rs.in_len) && skip(in, rs.out_len)
+		return skip_slots(in, rs.nslots) && skip_named(in, rs.nnamed) &&
+				skip(in, rs.in_len) && skip(in, rs.out_len)
 			? -ENOMEM
 			: -EIO;
 	}
@@ -309,6 +370,10 @@ int session_handover_adopt(int in, struct server *srv)
 	for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++)
 		s->fds[s->nfds++] = rs.fds[i];
 	r = adopt_slots(in, s, rs.nslots);
+	if (r == 0)
+		r = adopt_named(in, s, rs.nnamed);
+	else if (r == -ENOMEM && !skip_named(in, rs.nnamed))
+		r = -EIO;
 	/* Its unread input is taken only with the rest: a session closed runs none of it. */
 	if (r == 0 && rs.in_len) {
 		if (!(bytes = malloc(rs.in_len)))

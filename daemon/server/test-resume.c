@@ -216,6 +216,108 @@ START_TEST(test_a_session_ended_by_the_last_flush_leaves_the_others_flushed)
 }
 END_TEST
 
+/* An Alloc of c's (named `name`, 0: none), answered at once: its status and handle. */
+static Sseq__Status named_alloc(
+	struct tl *t, struct tl_client *c, uint64_t size, uint64_t name, uint64_t *handle)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Alloc a = SSEQ__ALLOC__INIT;
+	uint64_t tag;
+
+	a.size = size;
+	a.handle = name;
+	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	rq.alloc = &a;
+	tag = tl_send(c, &rq);
+	tl_pump(t);
+	return tl_reply(c, tag, handle);
+}
+
+/* An Await (or a Free) of buffer h, answered at once: its status. */
+static Sseq__Status await_or_free(struct tl *t, struct tl_client *c, uint64_t h, bool free_it)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Await aw = SSEQ__AWAIT__INIT;
+	Sseq__Free fr = SSEQ__FREE__INIT;
+	uint64_t tag;
+
+	aw.buffer = fr.buffer = h;
+	rq.body_case = free_it ? SSEQ__REQUEST__BODY_FREE : SSEQ__REQUEST__BODY_AWAIT;
+	rq.await = &aw;
+	if (free_it)
+		rq.free = &fr;
+	tag = tl_send(c, &rq);
+	tl_pump(t);
+	return tl_reply(c, tag, NULL);
+}
+
+/* The handles a client named cross the restart as the daemon's own do: a buffer's name is
+ * lost (and stays in use until freed), a refused name stays refused with its message. */
+START_TEST(test_named_handles_cross_the_restart_lost_or_refused)
+{
+	const uint64_t named = ((uint64_t)2 << 32) | 0x80000003u,
+		       refused = ((uint64_t)1 << 32) | 0x80000005u;
+	struct tl *t, *t2;
+	struct tl_client a;
+	struct session *s, *next;
+	uint64_t id, h = 0, picked;
+	bool owns_socket;
+	const char *why;
+
+	for (int fd = 0; fd < FD_MAX; fd++)
+		inherited[fd] = fd_kept(fd);
+	t = tl_new(0);
+	tl_connect(t, &a);
+	tl_hello(t, &a, "named");
+	ck_assert_int_eq(named_alloc(t, &a, 64, named, &h), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(h, named);
+	picked = tl_alloc(t, &a, 64, "picked");
+	ck_assert_int_eq(
+		named_alloc(t, &a, 0, refused, NULL), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	id = a.s->ident.id;
+
+	t->srv.opts.argv = exec_argv;
+	resume_restart(&t->srv);
+	ck_assert_int_ge(handover, 0);
+	for (s = t->srv.sessions; s; s = next) {
+		next = s->next;
+		conn_close(s);
+	}
+	tl_free(t);
+	for (int fd = 3; fd < FD_MAX; fd++)
+		if (aside[fd] >= 0) {
+			ck_assert_int_eq(dup2(aside[fd], fd), fd);
+			close(aside[fd]);
+		}
+
+	t2 = tl_new(0);
+	resume_adopt(&t2->srv, handover, &owns_socket);
+	ck_assert_ptr_nonnull(a.s = session_of(&t2->srv, id));
+	ck_assert(handles_lost(a.s, named));
+	ck_assert(handles_lost(a.s, picked));
+	ck_assert_uint_eq(handles_count(a.s), 2);
+	ck_assert_ptr_nonnull(why = handles_lookup(a.s, refused, HANDLE_REFUSED));
+	ck_assert_ptr_nonnull(strstr(why, "its Alloc was refused: alloc size 0"));
+	tl_pump(t2);
+	/* Used: lost says so (a device error), refused a failed dependency. */
+	ck_assert_int_eq(await_or_free(t2, &a, named, false), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_assert_int_eq(
+		await_or_free(t2, &a, refused, false), SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
+	/* The lost name holds its index until freed. */
+	ck_assert_int_eq(named_alloc(t2, &a, 64, named + (1ull << 32), NULL),
+		SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_int_eq(await_or_free(t2, &a, named, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(await_or_free(t2, &a, refused, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		named_alloc(t2, &a, 64, named + (1ull << 32), &h), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(h, named + (1ull << 32));
+	ck_assert_int_eq(named_alloc(t2, &a, 64, refused, &h), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(handles_count(a.s), 3); /* and picked, still lost */
+	tl_close(t2, &a);
+	tl_free(t2);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("resume");
@@ -225,6 +327,7 @@ int main(void)
 
 	tcase_add_test(tc, test_a_session_not_taken_over_leaves_the_others_taken_over);
 	tcase_add_test(tc, test_a_session_ended_by_the_last_flush_leaves_the_others_flushed);
+	tcase_add_test(tc, test_named_handles_cross_the_restart_lost_or_refused);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
