@@ -4,8 +4,11 @@
  * fill and the D2H), checks the value read back, and reports the client's own CPU time.
  * Many copies start together (bench_wait_go); bench/roundtrip.sh aggregates them.
  * Usage: SSEQ_SOCKET=... bench-roundtrip [ROUNDS [BYTES]]
+ * With $SSEQ_BENCH_ASYNC=1 the same ops as a client of protocol 1.9 writes them:
+ * sseq_alloc_async and sseq_free_async (the library names the buffer; one wait a round).
  * With $SSEQ_BENCH_RAW set, every round's total (us) goes to $SSEQ_BENCH_RAW.<pid>. */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 #include "common.h"
 
 static struct sseq *s;
+static bool async_names;
 
 static void check(int r, const char *what)
 {
@@ -34,7 +38,9 @@ static void round_trip(uint64_t bytes, float *dst, float value, double *t)
 	uint64_t buf, tag;
 	double t0 = now_s(), t1, t2, t3, t4;
 
-	check(sseq_alloc(s, bytes, "rt", &buf), "alloc");
+	check(async_names ? sseq_alloc_async(s, bytes, "rt", &buf)
+			  : sseq_alloc(s, bytes, "rt", &buf),
+		"alloc");
 	t1 = now_s();
 	check(sseq_execute(s, "fill",
 		      (struct sseq_arg[]){SSEQ_OUT(buf), SSEQ_F32(value), SSEQ_U64(n)}, 3, NULL,
@@ -44,7 +50,7 @@ static void round_trip(uint64_t bytes, float *dst, float value, double *t)
 	t2 = now_s();
 	check(sseq_wait(s, tag), "wait");
 	t3 = now_s();
-	check(sseq_free(s, buf), "free");
+	check(async_names ? sseq_free_async(s, buf) : sseq_free(s, buf), "free");
 	t4 = now_s();
 	if (dst[0] != value || dst[n - 1] != value) {
 		fprintf(stderr, "bench-roundtrip: read back %g, %g for %g\n", dst[0], dst[n - 1],
@@ -69,7 +75,7 @@ int main(int argc, char **argv)
 	const int rounds = argc > 1 ? atoi(argv[1]) : 1000;
 	const uint64_t bytes = argc > 2 ? strtoull(argv[2], NULL, 0) : 1024;
 	struct sseq_connect_options o = {.size = sizeof(o), .client_name = "bench-roundtrip"};
-	const char *raw = getenv("SSEQ_BENCH_RAW");
+	const char *raw = getenv("SSEQ_BENCH_RAW"), *async = getenv("SSEQ_BENCH_ASYNC");
 	double *t[5], start, end, cpu;
 	struct rusage ru;
 	float *dst;
@@ -80,6 +86,7 @@ int main(int argc, char **argv)
 	}
 	for (int k = 0; k < 5; k++)
 		t[k] = calloc((size_t)rounds, sizeof(double));
+	async_names = async && strcmp(async, "1") == 0;
 	check(sseq_connect(NULL, &o, &s), "connect");
 	check(sseq_host_alloc(s, bytes, (void **)&dst), "host_alloc");
 	for (int r = 0; r < 20; r++) { /* warm-up: the daemon's pool, the lane, the arena */
@@ -94,6 +101,8 @@ int main(int argc, char **argv)
 		for (int k = 0; k < 5; k++)
 			t[k][r] = w[k];
 	}
+	/* Nothing refused on the way (a refusal not waited for is kept for this). */
+	check(sseq_sync(s), "sync");
 	end = wall_s();
 	getrusage(RUSAGE_SELF, &ru);
 	cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +

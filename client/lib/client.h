@@ -70,6 +70,13 @@ struct client_error {
 	bool reported; /* sync, next_error or the callback already saw it */
 };
 
+/* A handle name of the connection's own (handles.c). */
+struct client_name {
+	uint32_t next_free;
+	uint16_t gen;
+	bool live;
+};
+
 struct sseq {
 	int sock;
 	struct frame_writer w;
@@ -119,6 +126,10 @@ struct sseq {
 	bool handle_wide; /* the daemon gave a handle with its top 16 bits set */
 	bool handle_registered;
 	struct sseq *handle_next;
+	/* handles.c: the names this connection gives new buffers (sseq_alloc_async), by
+	 * index - 1; name_free: a freed one's index, 0 = none. */
+	struct client_name *names;
+	uint32_t nnames, names_cap, name_free;
 };
 
 /* ---- ops.c: requests in flight, the daemon's messages about them, errors ---- */
@@ -195,6 +206,12 @@ uint64_t client_handle_out(struct sseq *s, uint64_t wire);
 /* The daemon's number for an application's handle into *wire; -EINVAL, with a message
  * naming both sessions for function `fn`, for a handle of another live connection. */
 int client_handle_in(struct sseq *s, uint64_t handle, const char *fn, uint64_t *wire);
+/* A fresh client-named handle (the wire's form) for a new buffer or slice; -ENOMEM. */
+int client_name_take(struct sseq *s, uint64_t *wire);
+/* The wire handle was freed: if it is a live name of the connection, its index may be
+ * named again (with the next generation). Any other handle: nothing. */
+void client_name_put(struct sseq *s, uint64_t wire);
+void client_names_free(struct sseq *s);
 
 /* ---- args.c: Execute packing, kept separate so tests can check it without a daemon ---- */
 

@@ -364,6 +364,7 @@ static void connect_error(const char *fmt, ...)
 static void client_free(struct sseq *s)
 {
 	handles_unregister(s);
+	client_names_free(s);
 	client_ops_free_all(s);
 	staging_set_destroy(&s->staging);
 	frame_writer_finish(&s->w);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "client.h"
 
@@ -97,4 +98,62 @@ int client_handle_in(struct sseq *s, uint64_t handle, const char *fn, uint64_t *
 	}
 	*wire = handle == 0 ? 0 : handle ^ ((uint64_t)s->handle_tag << TAG_SHIFT);
 	return 0;
+}
+
+/* ---- names this connection gives new buffers itself (protocol 1.9) ----
+ * A client-named handle on the wire: bit 31 set, the index (1 ..) in bits 0..30, a
+ * generation in bits 32..46. The last index freed is named first, so indexes stay within
+ * the most buffers held at once (the daemon refuses one past its handle limit); each
+ * reuse bumps the index's generation, so a handle kept after its free names nothing. */
+
+#define NAME_BIT 0x80000000u
+#define NAME_GEN_MASK 0x7fffu
+
+int client_name_take(struct sseq *s, uint64_t *wire)
+{
+	uint32_t i;
+
+	if (s->name_free) {
+		i = s->name_free - 1;
+		s->name_free = s->names[i].next_free;
+	} else {
+		if (s->nnames == s->names_cap) {
+			uint32_t cap = s->names_cap ? s->names_cap * 2 : 64;
+			struct client_name *n = realloc(s->names, cap * sizeof(*n));
+			if (!n)
+				return client_fail(s, -ENOMEM, "out of memory naming a handle");
+			s->names = n;
+			s->names_cap = cap;
+		}
+		if (s->nnames >= NAME_BIT - 1)
+			return client_fail(s, -ENOSPC, "every handle name is in use");
+		i = s->nnames++;
+		s->names[i].gen = 0;
+	}
+	s->names[i].gen = (uint16_t)((s->names[i].gen + 1) & NAME_GEN_MASK);
+	s->names[i].live = true;
+	*wire = ((uint64_t)s->names[i].gen << 32) | NAME_BIT | (i + 1);
+	return 0;
+}
+
+void client_name_put(struct sseq *s, uint64_t wire)
+{
+	const uint32_t low = (uint32_t)wire;
+	const uint32_t i = (low & ~NAME_BIT) - 1;
+
+	/* Only a live name of this connection, once: a second free of the same handle must
+	 * not put its index on the free list twice. */
+	if (!(low & NAME_BIT) || (wire >> 47) || i >= s->nnames || !s->names[i].live ||
+		s->names[i].gen != (uint16_t)(wire >> 32))
+		return;
+	s->names[i].live = false;
+	s->names[i].next_free = s->name_free;
+	s->name_free = i + 1;
+}
+
+void client_names_free(struct sseq *s)
+{
+	free(s->names);
+	s->names = NULL;
+	s->nnames = s->names_cap = s->name_free = 0;
 }

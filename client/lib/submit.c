@@ -28,23 +28,87 @@ int sseq_alloc(struct sseq *s, uint64_t size, const char *label, uint64_t *buf)
 	return r;
 }
 
-int sseq_free(struct sseq *s, uint64_t buf)
+/* Whether the daemon takes handles the client names (protocol 1.9). */
+static bool names_taken(const struct sseq *s)
+{
+	return s->info.major == SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR && s->info.minor >= 9;
+}
+
+/* Queue req (an Alloc or Slice whose handle field is *wire, a fresh name) without
+ * waiting: its refusal reaches the next sseq_sync(). */
+static int submit_named(struct sseq *s, Sseq__Request *req, uint64_t wire, uint64_t *out)
+{
+	struct op *op = client_op_new();
+	if (!op) {
+		client_name_put(s, wire);
+		return client_fail(s, -ENOMEM, "out of memory");
+	}
+	int r = client_submit(s, req, -1, op, NULL);
+	if (r < 0) {
+		client_name_put(s, wire);
+		return r;
+	}
+	*out = client_handle_out(s, wire);
+	return 0;
+}
+
+int sseq_alloc_async(struct sseq *s, uint64_t size, const char *label, uint64_t *buf)
+{
+	if (s->broken)
+		return client_broken(s);
+	if (!names_taken(s))
+		return sseq_alloc(s, size, label, buf);
+	Sseq__Alloc al = SSEQ__ALLOC__INIT;
+	al.size = size;
+	al.label = (char *)(label ? label : "");
+	int r = client_name_take(s, &al.handle);
+	if (r < 0)
+		return r;
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	req.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	req.alloc = &al;
+	return submit_named(s, &req, al.handle, buf);
+}
+
+/* A Free of buf, waited for or not. */
+static int free_submit(struct sseq *s, uint64_t buf, const char *fn, bool wait)
 {
 	Sseq__Free fr = SSEQ__FREE__INIT;
-	int r = client_handle_in(s, buf, "sseq_free", &fr.buffer);
+	int r = client_handle_in(s, buf, fn, &fr.buffer);
 	if (r < 0)
 		return r;
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_FREE;
 	req.free = &fr;
-	return client_request_wait(s, &req, NULL);
+	if (wait) {
+		r = client_request_wait(s, &req, NULL);
+	} else {
+		struct op *op = client_op_new();
+		r = op ? client_submit(s, &req, -1, op, NULL)
+		       : client_fail(s, -ENOMEM, "out of memory");
+	}
+	/* The handle is gone either way (a refusal means it named nothing); the daemon
+	 * handles requests in order, so an Alloc naming it again comes after this Free. */
+	client_name_put(s, fr.buffer);
+	return r;
 }
 
-int sseq_slice(struct sseq *s, uint64_t buf, uint64_t offset, uint64_t length, const char *label,
-	uint64_t *slice)
+int sseq_free(struct sseq *s, uint64_t buf)
+{
+	return free_submit(s, buf, "sseq_free", true);
+}
+
+int sseq_free_async(struct sseq *s, uint64_t buf)
+{
+	return free_submit(s, buf, "sseq_free_async", false);
+}
+
+/* A Slice of buf: waited for (*slice from the Reply), or named here and queued. */
+static int slice_submit(struct sseq *s, uint64_t buf, uint64_t offset, uint64_t length,
+	const char *label, uint64_t *slice, const char *fn, bool wait)
 {
 	Sseq__Slice sl = SSEQ__SLICE__INIT;
-	int r = client_handle_in(s, buf, "sseq_slice", &sl.buffer);
+	int r = client_handle_in(s, buf, fn, &sl.buffer);
 	if (r < 0)
 		return r;
 	sl.offset = offset;
@@ -53,10 +117,29 @@ int sseq_slice(struct sseq *s, uint64_t buf, uint64_t offset, uint64_t length, c
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_SLICE;
 	req.slice = &sl;
+	if (!wait) {
+		r = client_name_take(s, &sl.handle);
+		return r < 0 ? r : submit_named(s, &req, sl.handle, slice);
+	}
 	r = client_request_wait(s, &req, slice);
 	if (r == 0)
 		*slice = client_handle_out(s, *slice);
 	return r;
+}
+
+int sseq_slice(struct sseq *s, uint64_t buf, uint64_t offset, uint64_t length, const char *label,
+	uint64_t *slice)
+{
+	return slice_submit(s, buf, offset, length, label, slice, "sseq_slice", true);
+}
+
+int sseq_slice_async(struct sseq *s, uint64_t buf, uint64_t offset, uint64_t length,
+	const char *label, uint64_t *slice)
+{
+	if (s->broken)
+		return client_broken(s);
+	return slice_submit(
+		s, buf, offset, length, label, slice, "sseq_slice_async", !names_taken(s));
 }
 
 int sseq_load_module(struct sseq *s, const char *path, uint64_t *module)

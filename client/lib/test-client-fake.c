@@ -77,6 +77,13 @@ static void fake_maybe_complete(struct fake *f, uint64_t tag, int status)
 
 static uint8_t *fake_buf(struct fake *f, uint64_t h)
 {
+	if (h & 0x80000000u) {
+		/* A client-named handle: the latest buffer of that name. */
+		for (unsigned i = f->nhandles; i-- > 0;)
+			if (f->name[i] == h)
+				return f->buf[i];
+		ck_abort_msg("no buffer named %#llx", (unsigned long long)h);
+	}
 	ck_assert_uint_eq(h >> 32, f->handle_gen);
 	h &= 0xffffffffu;
 	ck_assert(h >= 1 && h <= f->nhandles);
@@ -102,6 +109,7 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 		d.memory_total = 1 << 30;
 		Sseq__Welcome w = SSEQ__WELCOME__INIT;
 		w.protocol_major = f->major;
+		w.protocol_minor = f->minor;
 		w.session = f->session ? f->session : 42;
 		w.device = &d;
 		w.daemon_version = "test";
@@ -134,9 +142,21 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 		return;
 	}
 	case SSEQ__REQUEST__BODY_ALLOC:
+		ck_assert_uint_lt(f->nhandles, FAKE_MAX_HANDLES);
+		/* Only a daemon that said it takes them is sent names. */
+		ck_assert(q->alloc->handle == 0 || f->minor >= 9);
 		f->buf[f->nhandles] = calloc(1, q->alloc->size);
+		f->name[f->nhandles] = q->alloc->handle;
+		f->named_allocs += q->alloc->handle != 0;
 		f->size[f->nhandles++] = q->alloc->size;
-		fake_reply(f, q->tag, 0, (uint64_t)f->handle_gen << 32 | f->nhandles, NULL);
+		fake_reply(f, q->tag, 0,
+			q->alloc->handle ? q->alloc->handle
+					 : (uint64_t)f->handle_gen << 32 | f->nhandles,
+			NULL);
+		return;
+	case SSEQ__REQUEST__BODY_FREE:
+		f->frees++;
+		fake_reply(f, q->tag, 0, 0, NULL);
 		return;
 	case SSEQ__REQUEST__BODY_COPY_H2D: {
 		const Sseq__CopyH2D *c = q->copy_h2d;

@@ -23,6 +23,7 @@ struct fake {
 	uint64_t fail_alloc_size; /* an Alloc of this size gets a Reply with UNKNOWN_HANDLE */
 	uint64_t session; /* the Welcome's (0: 42) */
 	uint32_t handle_gen; /* the generation in the upper 32 bits of the handles it gives */
+	uint32_t minor; /* the Welcome's protocol minor (0 before client-named handles) */
 	/* Set (atomically) to hold back the Replies to executes until a byte is written to
 	 * release[1]; release is a pipe when a test holds replies, else {-1, -1}. */
 	bool hold_replies;
@@ -32,7 +33,9 @@ struct fake {
 	int64_t copy_lane, exec_lane; /* the last copy's and kernel's lane, -1 before one */
 	uint8_t *buf[FAKE_MAX_HANDLES];
 	uint64_t size[FAKE_MAX_HANDLES];
+	uint64_t name[FAKE_MAX_HANDLES]; /* the client's name for the buffer, 0: none */
 	unsigned nhandles;
+	unsigned named_allocs, frees; /* Allocs that named their handle; Frees */
 	uint8_t *staging[8];
 	uint64_t staging_size[8];
 	unsigned nstaging;

@@ -101,6 +101,61 @@ START_TEST(test_client_handle_with_high_generation_round_trips)
 }
 END_TEST
 
+/* A daemon of protocol 1.9 is sent names the library chose: an Alloc's handle is back at
+ * once, used in the same burst, and after a free its index is named again with another
+ * generation; freeing a handle twice does not give two buffers one name. */
+START_TEST(test_client_alloc_async_names_handles)
+{
+	struct fake *f = fake_start();
+	f->minor = 9;
+	struct sseq *s = fake_connect(f, 0);
+	uint64_t a, b, c, d, e, t;
+	float x[4] = {1, 2, 3, 4}, y[4] = {0};
+
+	ck_assert_int_eq(sseq_alloc_async(s, sizeof(x), "a", &a), 0);
+	ck_assert_int_eq(sseq_alloc_async(s, sizeof(x), "b", &b), 0);
+	ck_assert_uint_ne(a, b);
+	ck_assert(a & 0x80000000u);
+	ck_assert_int_eq(sseq_copy_h2d(s, a, 0, x, sizeof(x), &t), 0);
+	ck_assert_int_eq(sseq_copy_d2h(s, a, 0, y, sizeof(y), &t), 0);
+	ck_assert_int_eq(sseq_wait(s, t), 0);
+	ck_assert(y[3] == 4);
+	ck_assert_uint_eq(f->named_allocs, 2);
+	ck_assert_int_eq(sseq_free_async(s, a), 0);
+	ck_assert_int_eq(sseq_alloc_async(s, sizeof(x), "c", &c), 0);
+	/* a's index again, under a new generation: a itself names nothing now. */
+	ck_assert_uint_eq(c & 0x7fffffffu, a & 0x7fffffffu);
+	ck_assert_uint_ne(c, a);
+	ck_assert_int_eq(sseq_free_async(s, c), 0);
+	ck_assert_int_eq(sseq_free_async(s, c), 0);
+	ck_assert_int_eq(sseq_alloc_async(s, sizeof(x), "d", &d), 0);
+	ck_assert_int_eq(sseq_alloc_async(s, sizeof(x), "e", &e), 0);
+	ck_assert_uint_ne(d & 0x7fffffffu, e & 0x7fffffffu);
+	ck_assert_uint_ne(d & 0x7fffffffu, b & 0x7fffffffu);
+	ck_assert_uint_ne(e & 0x7fffffffu, b & 0x7fffffffu);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	ck_assert_uint_eq(f->frees, 3);
+	fake_stop(f, s);
+}
+END_TEST
+
+/* A daemon older than 1.9 ignores a name: the library waits for its handle instead, and a
+ * refusal is returned at once, as sseq_alloc's. */
+START_TEST(test_client_alloc_async_waits_on_older_daemon)
+{
+	struct fake *f = fake_start();
+	f->fail_alloc_size = 12;
+	struct sseq *s = fake_connect(f, 0);
+	uint64_t h;
+
+	ck_assert_int_eq(sseq_alloc_async(s, 16, "h", &h), 0);
+	ck_assert_uint_eq(h & 0xffffffffffffu, 1);
+	ck_assert_int_eq(sseq_alloc_async(s, 12, "refused", &h), -SSEQ_ERR_UNKNOWN_HANDLE);
+	ck_assert_uint_eq(f->named_allocs, 0);
+	fake_stop(f, s);
+}
+END_TEST
+
 static Suite *handles_suite(void)
 {
 	Suite *s = suite_create("client-handles");
@@ -108,6 +163,8 @@ static Suite *handles_suite(void)
 
 	tcase_add_test(tc, test_client_handle_of_other_connection_refused);
 	tcase_add_test(tc, test_client_handle_with_high_generation_round_trips);
+	tcase_add_test(tc, test_client_alloc_async_names_handles);
+	tcase_add_test(tc, test_client_alloc_async_waits_on_older_daemon);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -463,7 +463,7 @@ def test_execute_reaches_the_daemon_without_a_wait(start_daemon) -> None:  # typ
     d = start_daemon()
     with sseq.connect(d.socket, name="prompt") as s, \
             sseq.connect(d.socket, name="watcher") as w:
-        b = s.alloc(16, np.float32, label="prompt")  # waits: nothing in flight after
+        b = s.alloc(16, np.float32, label="prompt", wait=True)  # nothing in flight after
         before = w.stats().ops_submitted
         s.execute("fill", sseq.Out(b), 1.0, 16)
         deadline = time.monotonic() + 5
@@ -605,3 +605,42 @@ def test_prepare_staging_with_a_libsseq_before_1_7(sseq_session: sseq.Session,
         with s.alloc(16, np.float32, label="after-prepare") as b:
             b.upload(np.arange(16, dtype=np.float32))
             assert np.array_equal(b.download(), np.arange(16, dtype=np.float32))
+
+
+def test_alloc_does_not_wait_and_its_refusal_reaches_what_uses_it(start_daemon) -> None:  # type: ignore[no-untyped-def]
+    """alloc returns before the daemon answers (protocol 1.9): the kernel and download
+    that follow leave with it, and the download is the one wait. An alloc the daemon
+    refuses (here past --client-memory-limit) fails whatever uses the buffer with
+    DEPENDENCY_FAILED quoting the refusal; the refusal itself comes from the next sync;
+    the refused buffer frees cleanly; wait=True raises the refusal at the alloc."""
+    d = start_daemon("--client-memory-limit", "64k")
+    with sseq.connect(d.socket) as s:
+        ok = s.alloc(16, np.float32, label="ok")
+        assert s.outstanding() == 1  # its answer not yet waited for
+        s.execute("fill", sseq.Out(ok), 3.0, 16)
+        np.testing.assert_array_equal(ok.download(), np.full(16, 3.0, np.float32))
+        big = s.alloc(128 << 10, label="too big")
+        s.execute("fill", sseq.Out(big), 1.0, 16)
+        with pytest.raises(sseq.Error) as e:
+            big.download(shape=(16,), dtype=np.float32)
+        assert e.value.status == sseq.Status.DEPENDENCY_FAILED
+        assert "refused" in str(e.value) and "131072" in str(e.value), str(e.value)
+        errors = []
+        for _ in range(5):
+            try:
+                s.sync()
+                break
+            except sseq.Error as err:
+                errors.append(err)
+        assert [x.status for x in errors] == [sseq.Status.RESOURCE_EXHAUSTED,
+                                             sseq.Status.DEPENDENCY_FAILED], errors
+        big.free()
+        s.sync()
+        with pytest.raises(sseq.Error) as e:
+            s.alloc(128 << 10, wait=True)
+        assert e.value.status == sseq.Status.RESOURCE_EXHAUSTED
+        again = s.alloc(16, np.float32)
+        s.execute("fill", sseq.Out(again), 5.0, 16)
+        np.testing.assert_array_equal(again.download(), np.full(16, 5.0, np.float32))
+        for b in (ok, again):
+            b.free()

@@ -222,6 +222,21 @@ int sseq_free(struct sseq *s, uint64_t buf);
 int sseq_slice(struct sseq *s, uint64_t buf, uint64_t offset, uint64_t length, const char *label,
 	uint64_t *slice);
 
+/* The same without waiting (protocol 1.9): the library names the new handle itself and
+ * returns it at once, so that the requests using it leave in the same send as the Alloc
+ * (alloc, kernel, download, free: one wait instead of three). The daemon's verdict comes
+ * as for an asynchronous operation: a refusal (out of memory, a limit) is returned by
+ * the next sseq_sync() or sseq_next_error(), and every request that uses the handle
+ * fails with -SSEQ_ERR_DEPENDENCY_FAILED, its message quoting the refusal; the handle
+ * is still to be freed. They return a negative code only for what is found before
+ * sending. With a daemon older than 1.9 they wait, as sseq_alloc and sseq_slice. */
+int sseq_alloc_async(struct sseq *s, uint64_t size, const char *label, uint64_t *buf);
+int sseq_slice_async(struct sseq *s, uint64_t buf, uint64_t offset, uint64_t length,
+	const char *label, uint64_t *slice);
+/* sseq_free without waiting for the Reply: a refusal (an unknown handle) is returned by
+ * the next sseq_sync(). */
+int sseq_free_async(struct sseq *s, uint64_t buf);
+
 /*
  * Host memory
  * -----------

@@ -164,6 +164,7 @@ _PROTOTYPES = {
     "sseq_alloc": (ctypes.c_int, [_P, _U64, ctypes.c_char_p, _PU64]),
     "sseq_free": (ctypes.c_int, [_P, _U64]),
     "sseq_slice": (ctypes.c_int, [_P, _U64, _U64, _U64, ctypes.c_char_p, _PU64]),
+    "sseq_alloc_async": (ctypes.c_int, [_P, _U64, ctypes.c_char_p, _PU64]),
     "sseq_host_alloc": (ctypes.c_int, [_P, _U64, ctypes.POINTER(_P)]),
     "sseq_host_free": (ctypes.c_int, [_P, _P]),
     "sseq_copy_h2d": (ctypes.c_int, [_P, _U64, _U64, _P, _U64, _PU64]),

@@ -3,8 +3,10 @@ requests are :mod:`sseq.buffer`'s Buffer and Op; host arrays live here).
 
 A Session is one connection to sseqd (one libsseq ``struct sseq``). Copies and kernel
 launches are queued and return an :class:`Op` at once; errors surface from
-``Op.wait()``, ``Session.sync()`` or any later waiting call, never lost. Calls that
-return a handle (alloc, slice) or data (download) wait for the daemon.
+``Op.wait()``, ``Session.sync()`` or any later waiting call, never lost. ``alloc``
+returns its Buffer at once (libsseq names the handle; a refusal surfaces where the
+buffer is used and at the next sync); calls that return a slice or data (download)
+wait for the daemon.
 
 Every Buffer a session makes, slices included, stays registered with it until freed,
 whether or not Python still references it: a buffer dropped without ``free()`` is a
@@ -242,13 +244,20 @@ class Session:
     # -- buffers --
 
     def alloc(self, size: Shape, dtype: DTypeLike = None, *,
-              label: Optional[str] = None) -> Buffer:
+              label: Optional[str] = None, wait: bool = False) -> Buffer:
         """Allocate device memory: ``alloc(nbytes)``, or ``alloc(shape, dtype)`` for a
         typed buffer of ``prod(shape) * itemsize`` bytes (``dtype`` fixed-size numeric
         or bool: numpy kinds b, i, u, f, c; anything else is a TypeError). Sizes are
         refused as numpy refuses them: one that is not an integer (``2.5``) is a
         TypeError, a negative one a ValueError. Contents are undefined until written.
-        ``label`` names it in ``sseqctl buffers`` and in leak reports."""
+        ``label`` names it in ``sseqctl buffers`` and in leak reports.
+
+        It returns without waiting for the daemon (with a daemon of protocol 1.9 or
+        later): the uploads, kernels and download that follow leave with it. If the
+        daemon refuses it (out of device memory, a limit), whatever uses the buffer
+        raises ``DEPENDENCY_FAILED`` quoting the refusal, and the refusal itself is
+        raised by the next ``sync()``. ``wait=True`` waits for the daemon's answer, so
+        that a refusal raises here."""
         self._check_open()
         if dtype is None:
             if isinstance(size, (tuple, list)):
@@ -264,7 +273,8 @@ class Session:
         label = label or ""
         out = ctypes.c_uint64()
         with self._lock:
-            r = _lib.lib().sseq_alloc(self._ptr, nbytes, label.encode(), ctypes.byref(out))
+            fn = _lib.lib().sseq_alloc if wait else _lib.lib().sseq_alloc_async
+            r = fn(self._ptr, nbytes, label.encode(), ctypes.byref(out))
             if r < 0:
                 raise self._error(r, f"alloc {nbytes} bytes" + (f" {label!r}" if label else ""))
             buf = Buffer(self, out.value, nbytes, label, shp, dt)
