@@ -45,7 +45,9 @@ tag=audit-clean; start --audit
 out=$("$R/client/stress/sseq-stress" --socket "$sock" --ops 100000 --clients 8 --seed 3 | tail -1)
 "$R/client/ctl/sseqctl" --socket "$sock" --json stats >"$O/stats-$tag.json"; stop
 step "audit clean: $out audit_findings=$(python3 -c "import json;print(json.load(open('$O/stats-$tag.json'))['counters']['audit_findings'])") ($(el))"
-tag=audit-legacy; start --audit --inject legacy-sync-window=4
+# Four loops, as when this step was written: on a loop per CPU each of the 4 clients has
+# streams of its own and the legacy race shows by timing far less often.
+tag=audit-legacy; start --audit --inject legacy-sync-window=4 --loops 4
 out=$("$R/client/stress/sseq-stress" --socket "$sock" --ops 20000 --clients 4 --seed 7 | tail -1)
 "$R/client/ctl/sseqctl" --socket "$sock" --json stats >"$O/stats-$tag.json"; stop
 step "audit legacy-sync-window=4: $out audit_findings=$(python3 -c "import json;print(json.load(open('$O/stats-$tag.json'))['counters']['audit_findings'])") first: $(grep -m1 'audit:' "$O/sseqd-$tag.log")"
