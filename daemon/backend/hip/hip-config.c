@@ -122,8 +122,9 @@ const struct backend_desc hip_backend = {
 	.options = hip_options,
 	.describe = hip_describe,
 	/* A loop per CPU, at most 16: sixteen clients on a 16-CPU GPU host each on a
-	 * loop of its own make 15% more round trips than on four loops, and 1.8x on a
-	 * 4-CPU slice, at the same launch rate (BENCHMARKS.md, "A loop per CPU"). */
+	 * loop of its own make 31-42% more round trips than on four loops, for a point or
+	 * two of a lone client's launch rate (BENCHMARKS.md, "Client-named handles, and a
+	 * loop per CPU"). */
 	.cpus_per_loop = 1,
 	.loops_max = 16,
 };
