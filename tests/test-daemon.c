@@ -595,32 +595,49 @@ static Sseq__Status hello_lanes(int fd, uint32_t lanes, uint32_t *ids, size_t *n
 	return st;
 }
 
-/* A fill of buf (n floats with v) on the session's lane `lane`; returns the tag. */
+/* A fill of buf (n floats with v) on the session's lane `lane`, packed into m (which holds
+ * every part of the message); returns m's Request. */
+struct fill_msg {
+	Sseq__Request rq;
+	Sseq__Execute e;
+	Sseq__Arg a[3], *ap[3];
+	Sseq__BufferArg b;
+};
+
+static Sseq__Request *fill_pack(
+	struct fill_msg *m, uint32_t lane, uint64_t buf, float v, uint64_t n)
+{
+	sseq__request__init(&m->rq);
+	sseq__execute__init(&m->e);
+	sseq__buffer_arg__init(&m->b);
+	for (int i = 0; i < 3; i++) {
+		sseq__arg__init(&m->a[i]);
+		m->ap[i] = &m->a[i];
+	}
+	m->b.handle = buf;
+	m->b.access = SSEQ__ACCESS__ACCESS_OUT;
+	m->a[0].value_case = SSEQ__ARG__VALUE_BUFFER;
+	m->a[0].buffer = &m->b;
+	m->a[1].value_case = SSEQ__ARG__VALUE_F32;
+	m->a[1].f32 = v;
+	m->a[2].value_case = SSEQ__ARG__VALUE_U64;
+	m->a[2].u64 = n;
+	m->e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
+	m->e.kernel = (char *)"fill";
+	m->e.n_args = 3;
+	m->e.args = m->ap;
+	m->e.lane = lane;
+	m->rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
+	m->rq.execute = &m->e;
+	return &m->rq;
+}
+
+/* A fill of buf on the session's lane `lane`; returns the tag. */
 static uint64_t send_fill_on(int fd, uint32_t lane, uint64_t buf, float v, uint64_t n)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Execute e = SSEQ__EXECUTE__INIT;
-	Sseq__Arg a[3], *ap[3] = {&a[0], &a[1], &a[2]};
-	Sseq__BufferArg b = SSEQ__BUFFER_ARG__INIT;
+	struct fill_msg m;
 
-	for (int i = 0; i < 3; i++)
-		sseq__arg__init(&a[i]);
-	b.handle = buf;
-	b.access = SSEQ__ACCESS__ACCESS_OUT;
-	a[0].value_case = SSEQ__ARG__VALUE_BUFFER;
-	a[0].buffer = &b;
-	a[1].value_case = SSEQ__ARG__VALUE_F32;
-	a[1].f32 = v;
-	a[2].value_case = SSEQ__ARG__VALUE_U64;
-	a[2].u64 = n;
-	e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
-	e.kernel = (char *)"fill";
-	e.n_args = 3;
-	e.args = ap;
-	e.lane = lane;
-	rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
-	rq.execute = &e;
-	return send_tagged(fd, &rq);
+	return send_tagged(fd, fill_pack(&m, lane, buf, v, n));
 }
 
 /* The compute stream a fill on `lane` of this session was sequenced on. */
@@ -1035,28 +1052,9 @@ static uint64_t frames_slice(
 
 static uint64_t frames_fill(struct frames *f, uint64_t buf, float v, uint64_t n)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Execute e = SSEQ__EXECUTE__INIT;
-	Sseq__Arg a[3], *ap[3] = {&a[0], &a[1], &a[2]};
-	Sseq__BufferArg b = SSEQ__BUFFER_ARG__INIT;
+	struct fill_msg m;
 
-	for (int i = 0; i < 3; i++)
-		sseq__arg__init(&a[i]);
-	b.handle = buf;
-	b.access = SSEQ__ACCESS__ACCESS_OUT;
-	a[0].value_case = SSEQ__ARG__VALUE_BUFFER;
-	a[0].buffer = &b;
-	a[1].value_case = SSEQ__ARG__VALUE_F32;
-	a[1].f32 = v;
-	a[2].value_case = SSEQ__ARG__VALUE_U64;
-	a[2].u64 = n;
-	e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
-	e.kernel = (char *)"fill";
-	e.n_args = 3;
-	e.args = ap;
-	rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
-	rq.execute = &e;
-	return frames_add(f, &rq);
+	return frames_add(f, fill_pack(&m, 0, buf, v, n));
 }
 
 static uint64_t frames_d2d(struct frames *f, uint64_t src, uint64_t dst, uint64_t len)

@@ -111,11 +111,33 @@ static struct session *session_of(struct server *srv, uint64_t id)
 /* Sessions a, b, c; b's cannot be made again after the exec (its record comes between
  * c's and a's, newest first): b is closed, its arena's memfd with it, and a and c are
  * still taken over and served. */
+/* The old process's part of a restart in place, and the new one's start: resume_restart
+ * (which execs nothing here, see the hooks above), the old sessions and loop gone, the
+ * descriptors the exec keeps back at their numbers; the new process's loop. */
+static struct tl *restart_in_place(struct tl *t)
+{
+	struct session *s, *next;
+
+	t->srv.opts.argv = exec_argv;
+	resume_restart(&t->srv);
+	ck_assert_int_ge(handover, 0);
+	for (s = t->srv.sessions; s; s = next) {
+		next = s->next;
+		conn_close(s);
+	}
+	tl_free(t);
+	for (int fd = 3; fd < FD_MAX; fd++)
+		if (aside[fd] >= 0) {
+			ck_assert_int_eq(dup2(aside[fd], fd), fd);
+			close(aside[fd]);
+		}
+	return tl_new(0);
+}
+
 START_TEST(test_a_session_not_taken_over_leaves_the_others_taken_over)
 {
 	struct tl *t, *t2;
 	struct tl_client a, b, c;
-	struct session *s, *next;
 	uint64_t ida, idb, idc, h;
 	int mine, arena_fd = -1;
 	bool owns_socket;
@@ -141,22 +163,8 @@ START_TEST(test_a_session_not_taken_over_leaves_the_others_taken_over)
 	ck_assert_int_ge(arena_fd, 0);
 	fail_poll_fd = b.s->fd;
 
-	t->srv.opts.argv = exec_argv;
-	resume_restart(&t->srv);
-	ck_assert_int_ge(handover, 0);
 	/* The old process goes; what the exec kept comes back at the same numbers. */
-	for (s = t->srv.sessions; s; s = next) {
-		next = s->next;
-		conn_close(s);
-	}
-	tl_free(t);
-	for (int fd = 3; fd < FD_MAX; fd++)
-		if (aside[fd] >= 0) {
-			ck_assert_int_eq(dup2(aside[fd], fd), fd);
-			close(aside[fd]);
-		}
-
-	t2 = tl_new(0);
+	t2 = restart_in_place(t);
 	ck_assert_int_lt(resume_adopt(&t2->srv, handover, &owns_socket), 0);
 	/* The first server was handed its socket (opts.listen_fd): not its own to unlink. */
 	ck_assert(!owns_socket);
@@ -259,7 +267,6 @@ START_TEST(test_named_handles_cross_the_restart_lost_or_refused)
 		       refused = ((uint64_t)1 << 32) | 0x80000005u;
 	struct tl *t, *t2;
 	struct tl_client a;
-	struct session *s, *next;
 	uint64_t id, h = 0, picked;
 	bool owns_socket;
 	const char *why;
@@ -276,21 +283,7 @@ START_TEST(test_named_handles_cross_the_restart_lost_or_refused)
 		named_alloc(t, &a, 0, refused, NULL), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
 	id = a.s->ident.id;
 
-	t->srv.opts.argv = exec_argv;
-	resume_restart(&t->srv);
-	ck_assert_int_ge(handover, 0);
-	for (s = t->srv.sessions; s; s = next) {
-		next = s->next;
-		conn_close(s);
-	}
-	tl_free(t);
-	for (int fd = 3; fd < FD_MAX; fd++)
-		if (aside[fd] >= 0) {
-			ck_assert_int_eq(dup2(aside[fd], fd), fd);
-			close(aside[fd]);
-		}
-
-	t2 = tl_new(0);
+	t2 = restart_in_place(t);
 	resume_adopt(&t2->srv, handover, &owns_socket);
 	ck_assert_ptr_nonnull(a.s = session_of(&t2->srv, id));
 	ck_assert(handles_lost(a.s, named));

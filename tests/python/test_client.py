@@ -247,6 +247,18 @@ def test_context_managers_free_and_close(sseq_session: sseq.Session) -> None:
     s.close()  # twice is fine
 
 
+def _sync_errors(s: sseq.Session, most: int = 5) -> list[sseq.Error]:
+    """What sync() raises, one error a call, until it returns (at most `most`)."""
+    errors = []
+    for _ in range(most):
+        try:
+            s.sync()
+            break
+        except sseq.Error as err:
+            errors.append(err)
+    return errors
+
+
 def test_await_and_failures_flow_forward(start_daemon) -> None:  # type: ignore[no-untyped-def]
     """I9 through the Python API: an injected failure reaches await_ and sync, and an
     operation depending on its output fails with DEPENDENCY_FAILED."""
@@ -265,13 +277,7 @@ def test_await_and_failures_flow_forward(start_daemon) -> None:  # type: ignore[
         assert e.value.status == sseq.Status.DEPENDENCY_FAILED
         # The failed launch was never waited on: sync reports it (and a Sync over a
         # failed point fails too), one error per call, until none is left.
-        errors = []
-        for _ in range(5):
-            try:
-                s.sync()
-                break
-            except sseq.Error as err:
-                errors.append(err)
+        errors = _sync_errors(s)
         assert errors and all(e.status == sseq.Status.INJECTED_FAULT for e in errors)
         assert len(errors) < 5
         for b in (x, y, z):
@@ -625,13 +631,7 @@ def test_alloc_does_not_wait_and_its_refusal_reaches_what_uses_it(start_daemon) 
             big.download(shape=(16,), dtype=np.float32)
         assert e.value.status == sseq.Status.DEPENDENCY_FAILED
         assert "refused" in str(e.value) and "131072" in str(e.value), str(e.value)
-        errors = []
-        for _ in range(5):
-            try:
-                s.sync()
-                break
-            except sseq.Error as err:
-                errors.append(err)
+        errors = _sync_errors(s)
         assert [x.status for x in errors] == [sseq.Status.RESOURCE_EXHAUSTED,
                                              sseq.Status.DEPENDENCY_FAILED], errors
         big.free()
