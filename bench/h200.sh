@@ -46,7 +46,11 @@ say "$(SSEQ_BENCH_BURST=32 "$client" copy $((256 << 20)))"
 "$B/client/ctl/sseqctl" --socket "$sock" stats >"$O/stats-after-copy.txt" 2>&1
 say "$("$client" latency 2000)"
 # Launch rates move by +-20% between runs on this machine (clocks): native and daemon
-# runs alternate, five of each, and the medians are compared.
+# runs alternate, five of each, and the medians are compared. This run's five only: a
+# second run into the same $OUT used to add its own to the first's and mix them.
+: >"$O/launch-native.txt"
+: >"$O/launch-daemon.txt"
+: >"$O/launch-multi.txt"
 for r in 1 2 3 4 5; do
 	"$native" launch "$img" 200000 | tee -a "$O/launch-native.txt" >>"$log"
 	"$client" launch 200000 | tee -a "$O/launch-daemon.txt" >>"$log"
