@@ -12,17 +12,18 @@
 
 #include "session-private.h"
 
-/* Set once when the server starts (server_init), on the loop thread. */
-static handles_release_fn *handles_release[HANDLE_KINDS];
+/* A refused name holds only its message, which handles_drop frees. */
+static bool refused_release(struct session *s, void *obj, unsigned pass)
+{
+	return true;
+}
+
+/* The other kinds' are set once when the server starts (server_init). */
+static handles_release_fn *handles_release[HANDLE_KINDS] = {[HANDLE_REFUSED] = refused_release};
 
 static uint64_t slot_handle(uint32_t index, uint32_t gen)
 {
 	return ((uint64_t)gen << 32) | (index + 1);
-}
-
-static uint64_t named_handle(uint32_t index, uint32_t gen)
-{
-	return ((uint64_t)gen << 32) | HANDLES_NAMED_BIT | (index + 1);
 }
 
 /* The slot `handle` falls in (of either array), whatever it holds, or NULL. */
@@ -201,25 +202,24 @@ void handles_foreach(
 			fn(s->named[i].obj, arg);
 }
 
+/* One pass of handles_release_all over one array; handle() makes a slot's handle. */
+static void release_pass(struct session *s, struct handle_slot *slots, uint32_t n,
+	uint64_t (*handle)(uint32_t index, uint32_t gen), unsigned pass)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		handles_release_fn *release = handles_release[slots[i].kind];
+
+		if (release && release(s, slots[i].obj, pass))
+			handles_drop(s, handle(i, slots[i].gen));
+	}
+}
+
 void handles_release_all(struct session *s)
 {
+	/* A slice and its base may be in either array: each pass covers both. */
 	for (unsigned pass = 0; pass < 2; pass++) {
-		for (uint32_t i = 0; i < s->nslots; i++) {
-			struct handle_slot *slot = &s->slots[i];
-			handles_release_fn *release = handles_release[slot->kind];
-
-			if (release && release(s, slot->obj, pass))
-				handles_drop(s, slot_handle(i, slot->gen));
-		}
-		/* A slice and its base may be in either array: each pass covers both. */
-		for (uint32_t i = 0; i < s->nnamed; i++) {
-			struct handle_slot *slot = &s->named[i];
-			handles_release_fn *release = handles_release[slot->kind];
-
-			if (slot->kind == HANDLE_REFUSED ||
-				(release && release(s, slot->obj, pass)))
-				handles_drop(s, named_handle(i, slot->gen));
-		}
+		release_pass(s, s->slots, s->nslots, slot_handle, pass);
+		release_pass(s, s->named, s->nnamed, handles_name, pass);
 	}
 }
 

@@ -33,6 +33,11 @@ enum handle_kind {
 #define HANDLES_NAMED_BIT 0x80000000u
 #define HANDLES_NAMED_GEN_MAX 0x7fffu
 /* The highest index a client may name under a handle limit of `limit` (31 bits). */
+/* The client-named handle of index (0 ..) and generation gen. */
+static inline uint64_t handles_name(uint32_t index, uint32_t gen)
+{
+	return ((uint64_t)gen << 32) | HANDLES_NAMED_BIT | (index + 1);
+}
 static inline uint32_t handles_name_max(unsigned limit)
 {
 	return limit < HANDLES_NAMED_BIT - 1 ? (uint32_t)limit : HANDLES_NAMED_BIT - 1;

@@ -241,7 +241,7 @@ static int adopt_named(int in, struct session *s, uint32_t n)
 			return -EIO;
 		if (r.index >= max || r.gen > HANDLES_NAMED_GEN_MAX)
 			continue;
-		name = ((uint64_t)r.gen << 32) | HANDLES_NAMED_BIT | (r.index + 1);
+		name = handles_name(r.index, r.gen);
 		r.message[sizeof(r.message) - 1] = '\0';
 		if (r.kind == HANDLE_LOST)
 			err = handles_claim(s, HANDLE_LOST, NULL, name, max);
