@@ -826,20 +826,22 @@ static int daemon_start(struct daemon_state *d, struct daemon_opts *o, bool resu
 	r = loops_init(&d->loops, d->n);
 	if (r == 0)
 		r = loop_make(d, o, 0, resumed);
-	for (unsigned i = 1; i < d->n && r == 0; i++) {
-		struct loop_maker *m = &makers[i];
+	if (r == 0) {
+		for (unsigned i = 1; i < d->n; i++) {
+			struct loop_maker *m = &makers[i];
 
-		*m = (struct loop_maker){.d = d, .o = o, .index = i, .resumed = resumed};
-		m->threaded = pthread_create(&m->thread, NULL, loop_maker_run, m) == 0;
-		if (!m->threaded)
-			loop_maker_run(m);
+			*m = (struct loop_maker){.d = d, .o = o, .index = i, .resumed = resumed};
+			m->threaded = pthread_create(&m->thread, NULL, loop_maker_run, m) == 0;
+			if (!m->threaded)
+				loop_maker_run(m);
+		}
+		for (unsigned i = 1; i < d->n; i++) {
+			if (makers[i].threaded)
+				pthread_join(makers[i].thread, NULL);
+			if (r == 0)
+				r = makers[i].r;
+		}
 	}
-	for (unsigned i = 1; i < d->n && r == 0; i++) {
-		if (makers[i].threaded)
-			pthread_join(makers[i].thread, NULL);
-	}
-	for (unsigned i = 1; i < d->n && r == 0; i++)
-		r = makers[i].r;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	d->made_ms =
 		(double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;

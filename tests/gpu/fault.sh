@@ -32,15 +32,17 @@ ppid=$!
 # connects at its first test and the first to finish leave before the last connect, so all
 # 16 are rarely there at once: with a loop per CPU the suite runs faster and they were not,
 # and this wait used to run out while the suite ended).
+clients() {
+	"$R/client/ctl/sseqctl" --socket "$sock" --json clients 2>/dev/null |
+		python3 -c "import json,sys; print(len(json.load(sys.stdin)['clients']))" 2>/dev/null
+}
 for _ in $(seq 100); do
-	n=$("$R/client/ctl/sseqctl" --socket "$sock" --json clients 2>/dev/null |
-		python3 -c "import json,sys; print(len(json.load(sys.stdin)['clients']))" 2>/dev/null)
+	n=$(clients)
 	[ "${n:-0}" -ge "${FAULT_CLIENTS:-8}" ] && break
 	sleep 0.1
 done
 sleep "${FAULT_AFTER_S:-0.2}"
-n=$("$R/client/ctl/sseqctl" --socket "$sock" --json clients 2>/dev/null |
-	python3 -c "import json,sys; print(len(json.load(sys.stdin)['clients']))" 2>/dev/null)
+n=$(clients)
 echo "clients connected when the fault came: ${n:-0}"
 python3 tests/gpu/fault_client.py oob_write 2>&1 | tee "$O/fault-oob.txt"
 wait "$ppid"
