@@ -22,6 +22,7 @@ PY=${PYTHON:-python3}
 KINDS=${KINDS:-spin2000 spin20000 download sync2000}
 NS=${NS:-0 8 16}
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+cpu_s() { awk -v t="$1" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", t / hz}'; } # ticks
 export PYTHONPATH=$PWD/client/python PYTHONDONTWRITEBYTECODE=1
 export SSEQ_LIBRARY=$PWD/$B/client/lib/libsseq.so.0
 
@@ -73,7 +74,8 @@ for section in $sections; do
 		start_sseqd "$all"
 		for kind in $KINDS; do
 			for n in $NS; do
-				say "$(run_pytest sseq "$all" "$n" test_short.py "$kind" -p sseq.pytest_plugin) opts=\"${SSEQD_OPTS:-}\" env=\"${SSEQD_ENV:-}\""
+				d0=$(ticks "$dpid")
+				say "$(run_pytest sseq "$all" "$n" test_short.py "$kind" -p sseq.pytest_plugin) daemon_cpu_s=$(cpu_s $(($(ticks "$dpid") - d0))) opts=\"${SSEQD_OPTS:-}\" env=\"${SSEQD_ENV:-}\""
 			done
 		done
 		stop_sseqd
@@ -100,7 +102,7 @@ for section in $sections; do
 			start_sseqd 0-3
 			say "$(run_pytest sseq-4cores 0-3 0 test_short.py "$kind" -p sseq.pytest_plugin)"
 			d0=$(ticks "$dpid")
-			say "$(run_pytest sseq-4cores 0-3 16 test_short.py "$kind" -p sseq.pytest_plugin) daemon_cpu_s=$(awk -v t=$(($(ticks "$dpid") - d0)) -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", t / hz}') opts=\"${SSEQD_OPTS:-}\""
+			say "$(run_pytest sseq-4cores 0-3 16 test_short.py "$kind" -p sseq.pytest_plugin) daemon_cpu_s=$(cpu_s $(($(ticks "$dpid") - d0))) opts=\"${SSEQD_OPTS:-}\""
 			stop_sseqd
 		done
 		;;
