@@ -6,8 +6,8 @@
 # Then 16 workers with the daemon pinned onto 4 cores (taskset), with the daemon's CPU
 # seconds. Prints key=value lines, writes under $OUT (default /tmp/sseq-bench).
 # Usage: bench/short-tests.sh BUILD_DIR [SECTION...]   sections: sseq torch cores (default all)
-# $KINDS: the shapes (default "spin2000 spin20000 download sync2000"); $NS: the -n values
-# (default "0 8 16"); $SSEQD_OPTS / $SSEQD_ENV: the daemon's options and environment;
+# $KINDS: the shapes (default "spin2000 spin20000 download sync2000"; "none", an empty test,
+# is pytest's own floor); $NS: the -n values (default "0 8 16"); $SSEQD_OPTS / $SSEQD_ENV: the daemon's options and environment;
 # $PYTHON: the interpreter with pytest, xdist and numpy (torch for the torch section).
 # $SHORT_TESTS: tests per run instead of 48 (a variant beside the headline: with 48 tests
 # and 16 workers each worker runs 3, while the others are still starting up).
