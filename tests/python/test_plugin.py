@@ -338,6 +338,51 @@ def test_tests_without_work_cost_no_round_trip(
     assert frames >= 2 * 50, frames
 
 
+def test_an_answered_free_costs_no_teardown_wait(
+        pytester: pytest.Pytester, start_daemon, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    # Buffer.free does not wait for the daemon's answer; the teardown's check reads the
+    # answers already here before it decides to wait, so a test that ends by freeing its
+    # buffer pays no round trip for it (the old check waited for the free's answer).
+    d = start_daemon()
+    monkeypatch.setenv("SSEQ_SOCKET", d.socket)
+    monkeypatch.delenv("SSEQ_SOCKETS", raising=False)
+    count = pytester.path / "syncs.txt"
+    monkeypatch.setenv("SYNC_COUNT", str(count))
+    pytester.makeconftest("""
+        import os, sseq
+
+        calls = []
+        _sync = sseq.Session.sync
+
+        def counting_sync(self):
+            calls.append(1)
+            return _sync(self)
+
+        sseq.Session.sync = counting_sync
+
+        def pytest_sessionfinish(session):
+            with open(os.environ["SYNC_COUNT"], "w") as f:
+                f.write(str(len(calls)))
+    """)
+    pytester.makepyfile(test_inner="""
+        import select
+        import numpy as np, pytest, sseq
+
+        @pytest.mark.parametrize("i", range(10))
+        def test_download_then_free(sseq_session, i):
+            with sseq_session.alloc(16, np.float32, label="t") as b:
+                sseq_session.execute("fill", sseq.Out(b), float(i), 16)
+                assert b.download()[0] == i
+            assert sseq_session.outstanding() == 1  # the free's answer, not waited for
+            p = select.poll()
+            p.register(sseq_session.fileno(), select.POLLIN)
+            assert p.poll(10000), "no answer to the free"
+    """)
+    r = run_inner(pytester)
+    r.assert_outcomes(passed=10)
+    assert count.read_text() == "0"
+
+
 def test_worker_has_its_staging_arena_before_its_first_test(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # The staging arena (a memfd the daemon maps and pins) is made while the worker's

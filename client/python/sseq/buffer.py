@@ -182,9 +182,15 @@ class Buffer:
             raise ValueError(f"{self!r} was already freed")
         self.session._check_open()
 
-    def free(self) -> None:
+    def free(self, *, wait: bool = False) -> None:
         """Release the handle. The daemon defers the actual free until work already
         submitted on the buffer is done, so this is safe right after a launch.
+
+        It returns without waiting for the daemon's answer (as a native asynchronous
+        free does): the answer is read with whatever waits next. A refusal (the daemon
+        lost the buffer in a device reset) is raised by the next ``sync()``; the pytest
+        plugin reports it as an error nobody collected. ``wait=True`` waits for the
+        answer, so that a refusal raises here.
 
         A no-op once the buffer is gone with its session: after the session was closed,
         or when its daemon went away (the daemon's buffers went with it), so that a
@@ -195,7 +201,8 @@ class Buffer:
             return
         self._check_live()
         with s._lock:
-            r = _lib.lib().sseq_free(s._ptr, self.handle)
+            fn = _lib.lib().sseq_free if wait else _lib.lib().sseq_free_async
+            r = fn(s._ptr, self.handle)
             # The handle is gone either way: a refusal means it was never valid.
             self.freed = True
             s._live.pop(self.handle, None)

@@ -435,11 +435,14 @@ def _next_error(session: Session) -> Optional[sseq.Error]:
 
 def _uncollected_errors(session: Session) -> list[str]:
     """Errors of this test's requests that nobody collected. Syncs (a round trip) only
-    when requests are still in flight or an error is already known. Raises the error
-    when the daemon went away."""
+    when requests are still in flight once the answers already here are read (a freed
+    buffer's answer usually is: Buffer.free does not wait for it), or an error is
+    already known. Raises the error when the daemon went away."""
     errors: list[str] = []
     if _peer_closed(session):
         session.sync()  # raises what the connection broke with, at once
+    if session.outstanding() != 0:
+        session._read_arrived()
     first = _next_error(session)
     if first is not None:
         if _gone(first):

@@ -519,6 +519,13 @@ class Session:
         self._check_open()
         return _lib.lib().sseq_outstanding(self._ptr)
 
+    def _read_arrived(self) -> None:
+        """Send what is buffered and process the answers already here, without waiting
+        (a refusal among them is then known to ``sseq_next_error``); a broken
+        connection is left for the next waiting call to raise."""
+        with self._lock:
+            _lib.lib().sseq_poll(self._ptr, 0)
+
     def module_functions(self, module: int) -> list[FunctionInfo]:
         """The functions of a loaded module with their demangled names and attributes
         (one round trip). Raises :class:`Error` (INVALID_ARGUMENT) where the platform
