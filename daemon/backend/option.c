@@ -134,6 +134,14 @@ static int option_apply(const struct option_row *row, void *cfg, const char *arg
 		b = strcmp(arg, row->words[1]) == 0;
 		memcpy(field, &b, sizeof(b));
 		return 0;
+	case OPTION_CHOICE:
+		for (u = 0; u < OPTION_MAX_WORDS && row->words[u]; u++)
+			if (strcmp(arg, row->words[u]) == 0)
+				break;
+		if (u == OPTION_MAX_WORDS || !row->words[u])
+			goto bad;
+		memcpy(field, &u, sizeof(u));
+		return 0;
 	case OPTION_CUSTOM:
 		r = row->parse(cfg, arg, &why);
 		if (r >= 0 || r == -ENOENT)
@@ -287,6 +295,11 @@ static void option_default(
 			row->kind == OPTION_WORDS ? row->words[b]
 				: b		  ? "on"
 						  : "off");
+		return;
+	case OPTION_CHOICE:
+		memcpy(&u, field, sizeof(u));
+		snprintf(buf, size, "%s",
+			u < OPTION_MAX_WORDS && row->words[u] ? row->words[u] : "?");
 		return;
 	case OPTION_CUSTOM:
 		snprintf(buf, size, "?");

@@ -13,6 +13,7 @@
 #define OPTION_MAX_GROUPS 8
 #define OPTION_MAX_ROWS 64 /* of one group: its rows given are bits of a word */
 #define OPTION_MAX_NAMES 96 /* in a set */
+#define OPTION_MAX_WORDS 4 /* of an OPTION_CHOICE row */
 
 enum option_kind {
 	OPTION_UINT, /* unsigned, min .. max */
@@ -22,6 +23,7 @@ enum option_kind {
 	OPTION_STRING, /* const char *: the argument as given */
 	OPTION_FLAG, /* bool, no argument: --NAME sets it (and --no-NAME clears it: negatable) */
 	OPTION_WORDS, /* bool: words[0] clears it, words[1] sets it */
+	OPTION_CHOICE, /* unsigned: the index of the word given among words[] (NULL ends) */
 	OPTION_CUSTOM, /* parse() */
 };
 
@@ -32,7 +34,7 @@ struct option_row {
 	enum option_kind kind;
 	size_t offset; /* of the field it sets, in its group's config */
 	uint64_t min, max;
-	const char *words[2]; /* OPTION_WORDS */
+	const char *words[OPTION_MAX_WORDS + 1]; /* OPTION_WORDS (2), OPTION_CHOICE */
 	bool negatable; /* OPTION_FLAG */
 	/* OPTION_CUSTOM: 0; -EINVAL, refused as "invalid value 'ARG' for --NAME" and the
 	 * hint (*why NULL) or as "--NAME ARG: why"; or -ENOENT when the value is none of

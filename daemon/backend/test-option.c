@@ -15,6 +15,7 @@ struct cfg {
 	uint64_t size;
 	const char *path;
 	bool flag, word;
+	unsigned choice;
 	unsigned a, b; /* set by the shared rows */
 };
 
@@ -92,6 +93,13 @@ static const struct option_row rows_one[] = {
 		.words = {"off", "on"},
 		.hint = " (on or off)",
 		.help = "words (default {default})"},
+	{.name = "pick",
+		.arg = "x|y|z",
+		.kind = OPTION_CHOICE,
+		F(choice),
+		.words = {"x", "y", "z"},
+		.hint = " (x, y or z)",
+		.help = "one of three (default {default})"},
 	{.name = "inject",
 		.arg = "SPEC",
 		.kind = OPTION_CUSTOM,
@@ -120,7 +128,7 @@ static const struct option_row rows_two[] = {
 };
 
 static const struct cfg defaults = {
-	.n = 4, .ms = 5000, .mode = 0660, .size = 64ull << 20, .flag = true};
+	.n = 4, .ms = 5000, .mode = 0660, .size = 64ull << 20, .flag = true, .choice = 1};
 
 static struct option_set set;
 static struct cfg one, two;
@@ -177,6 +185,10 @@ START_TEST(test_each_kind_parses_into_its_field)
 	ck_assert_int_eq(parse((const char *[]){"--check", "--time", "250", NULL}), 0);
 	ck_assert(one.flag);
 	ck_assert_uint_eq(one.ms, 250);
+	ck_assert_int_eq(parse((const char *[]){"--pick", "z", NULL}), 0);
+	ck_assert_uint_eq(one.choice, 2);
+	ck_assert_int_eq(parse((const char *[]){"--pick", "x", NULL}), 0);
+	ck_assert_uint_eq(one.choice, 0);
 }
 END_TEST
 
@@ -192,6 +204,9 @@ START_TEST(test_refusals_name_the_range_or_form)
 	ck_assert_str_eq(err, "sseqd: invalid value '0800' for --mode (octal)\n");
 	ck_assert_int_eq(parse((const char *[]){"--tl", "yes", NULL}), -EINVAL);
 	ck_assert_str_eq(err, "sseqd: invalid value 'yes' for --tl (on or off)\n");
+	ck_assert_int_eq(parse((const char *[]){"--pick", "w", NULL}), -EINVAL);
+	ck_assert_str_eq(err, "sseqd: invalid value 'w' for --pick (x, y or z)\n");
+	ck_assert_int_eq(parse((const char *[]){"--pick", "", NULL}), -EINVAL);
 	ck_assert_int_eq(parse((const char *[]){"--inject", "a=", NULL}), -EINVAL);
 	ck_assert_str_eq(err, "sseqd: --inject a=: expected a=N\n");
 	ck_assert_int_eq(parse((const char *[]){"stray", NULL}), -EINVAL);
@@ -211,7 +226,7 @@ START_TEST(test_shared_name_tries_its_rows_in_order)
 		0);
 	ck_assert_uint_eq(one.a, 3);
 	ck_assert_uint_eq(two.b, 2);
-	ck_assert_uint_eq(set.group[0].given, 1u << 7);
+	ck_assert_uint_eq(set.group[0].given, 1u << 8); /* the inject row */
 	ck_assert_uint_eq(set.group[1].given, 1u << 0);
 	ck_assert_int_eq(parse((const char *[]){"--inject", "c", NULL}), -EINVAL);
 	ck_assert_str_eq(err, "sseqd: --inject c: unknown fault (known: a=N, b)\n");
@@ -237,6 +252,7 @@ START_TEST(test_help_shows_each_name_once_within_80_columns)
 	ck_assert_ptr_nonnull(strstr(text, "\nMore:\n      --path PATH"));
 	ck_assert_ptr_nonnull(strstr(text, "      --check, --no-check  a switch (default: on)"));
 	ck_assert_ptr_nonnull(strstr(text, "      --tl on|off          words (default off)"));
+	ck_assert_ptr_nonnull(strstr(text, "      --pick x|y|z         one of three (default y)"));
 	ck_assert_ptr_nonnull(strstr(text, "faults (repeatable): a=N, b\n"));
 	ck_assert_ptr_null(strstr(text, "not shown"));
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {

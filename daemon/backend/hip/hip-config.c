@@ -13,6 +13,9 @@
  * small-copy pool (256 copies of up to 64 KiB in flight before one waits for a pin). The
  * timeline stays as the daemon observed it: from the GPU's timestamps it costs two more
  * timing events per launch. */
+/* --submit-idle's OPTION_CHOICE writes the index of its word as an unsigned. */
+_Static_assert(sizeof(enum hip_submit_idle) == sizeof(unsigned), "submit_idle's size");
+
 static const struct hip_config hip_config_default = {
 	.submit_threads = 16,
 	.small_copy_pool_mib = 16,
@@ -28,16 +31,16 @@ static const struct option_row hip_options[] = {
 		.help = "threads that make the GPU enqueue calls, each for its own streams (hip; "
 			"default {default}, at most {max}; 0: on the thread that reads requests)"},
 	{.name = "submit-idle",
-		.arg = "wake|inline",
-		.kind = OPTION_WORDS,
-		.offset = offsetof(struct hip_config, submit_idle_inline),
-		.words = {"wake", "inline"},
-		.hint = " (wake or inline)",
+		.arg = "wake|copies|inline",
+		.kind = OPTION_CHOICE,
+		.offset = offsetof(struct hip_config, submit_idle),
+		.words = {"wake", "copies", "inline"},
+		.hint = " (wake, copies or inline)",
 		.help = "a command for a submit thread asleep with nothing queued: wake the "
-			"thread, "
-			"or make the call on the thread that reads requests, which spares a lone "
-			"request the wake-up but costs that thread the call under load (hip; "
-			"default {default})"},
+			"thread; make a small copy's call (through the small-copy pool) on the "
+			"thread that reads requests and wake it for the rest; or make every call "
+			"there, which spares a lone request the wake-up but costs that thread the "
+			"calls under load (hip; default {default})"},
 	{.name = "small-copy-pool",
 		.arg = "MIB",
 		.kind = OPTION_UINT,

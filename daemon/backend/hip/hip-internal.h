@@ -253,6 +253,8 @@ struct hip_stream {
 	/* The loop thread's. */
 	uint64_t launched;
 	uint64_t recorded;
+	/* Its last launch ran on the loop (--submit-idle copies): its record does too. */
+	bool launched_here;
 	uint64_t scratch; /* for overlapping D2D copies (D2D streams) */
 	uint64_t scratch_size;
 	struct hip_deferred *deferred;

@@ -613,21 +613,27 @@ struct hip_cmd *hip__submit_begin(struct hip *h, uint32_t stream, struct hip_cmd
 	return &sub->q[tail % HIP_SUBMIT_QUEUE];
 }
 
-/* Whether c, built in its thread's free slot, runs here instead (--submit-idle inline):
- * when that thread sleeps with nothing queued, waking it costs the loop a futex call and c
- * a wake-up (tens of microseconds on a busy host), more than the enqueue call itself, and
- * a client waiting for one copy or kernel pays all of it. Measured on an H100, one
- * client's read-back round trip 53 -> 47 us and a 4 KiB H2D + await 27 -> 21 us, but the
- * loop, the one thread that serves every client, then spends about 6 us of enqueue calls
- * a round trip: at 16 clients 22% fewer round trips/s, and 16 launching clients a third
- * of the launches. Hence off by default. Everything queued before c on its streams has
- * run (the queue is empty), and the thread stays asleep while nothing is published, so c
- * keeps its order. Not here: a wait whose record has not run yet (on another thread), and
- * a copy outside the small-copy pool while an arena is not pinned yet (it may have to
- * wait for, or start, the pin); both would hold the loop. */
+/* Whether c, built in its thread's free slot, runs here instead (--submit-idle copies or
+ * inline): when that thread sleeps with nothing queued, waking it costs the loop a futex
+ * call and c a wake-up (tens of microseconds on a busy host), more than the enqueue call
+ * itself, and a client waiting for one copy or kernel pays all of it. Measured on an
+ * H100, one client's read-back round trip 53 -> 47 us and a 4 KiB H2D + await 27 -> 21
+ * us, but the loop, the one thread that serves every client, then spends about 6 us of
+ * enqueue calls a round trip: at 16 clients 22% fewer round trips/s, and 16 launching
+ * clients a third of the launches. Hence not by default. With copies only a copy through
+ * the small-copy pool runs here (an enqueue call of about a microsecond, never waiting
+ * for a pin), with the stream waits before it and its record after it (launched_here):
+ * the read-back and upload a latency-bound client waits for skip the wake-up, a flood of
+ * launches keeps its thread. Everything queued before c on its streams has run (the
+ * queue is empty), and the thread stays asleep while nothing is published, so c keeps
+ * its order. Not here: a wait whose record has not run yet (on another thread), and a
+ * copy outside the small-copy pool while an arena is not pinned yet (it may have to wait
+ * for, or start, the pin); both would hold the loop. */
 static bool hip_submit_here(struct hip *h, const struct hip_submitter *sub, const struct hip_cmd *c)
 {
-	if (!h->cfg.submit_idle_inline || !atomic_load(&sub->sleeping))
+	const enum hip_submit_idle mode = h->cfg.submit_idle;
+
+	if (mode == HIP_SUBMIT_IDLE_WAKE || !atomic_load(&sub->sleeping))
 		return false;
 	if (atomic_load_explicit(&sub->head, memory_order_acquire) !=
 		atomic_load_explicit(&sub->tail, memory_order_relaxed))
@@ -636,11 +642,14 @@ static bool hip_submit_here(struct hip *h, const struct hip_submitter *sub, cons
 	case HIP_CMD_WAIT:
 		return atomic_load_explicit(&c->ev->recorded, memory_order_acquire) >= c->serial;
 	case HIP_CMD_LAUNCH:
+		if (mode == HIP_SUBMIT_IDLE_COPIES)
+			return (c->op == SEQ_OP_H2D || c->op == SEQ_OP_D2H) && c->copy.pooled;
 		return c->op == SEQ_OP_EXEC || c->op == SEQ_OP_D2D || c->copy.pooled ||
 			(!atomic_load_explicit(&h->pins_pending, memory_order_acquire) &&
 				!atomic_load_explicit(&h->pins_lazy, memory_order_acquire));
 	default:
-		return true;
+		/* With copies: the record of a copy that ran here, not of a kernel's. */
+		return mode == HIP_SUBMIT_IDLE_INLINE || h->streams[c->stream].launched_here;
 	}
 }
 
@@ -654,11 +663,15 @@ int hip__submit_end(struct hip *h, struct hip_cmd *c)
 	if (!sub)
 		return hip_submit_run(h, c);
 	if (hip_submit_here(h, sub, c)) {
+		if (c->kind == HIP_CMD_LAUNCH)
+			h->streams[c->stream].launched_here = true;
 		r = hip_submit_run(h, c);
 		if (r < 0)
 			hip_submit_fail(&h->streams[c->stream], c, r);
 		return 0;
 	}
+	if (c->kind == HIP_CMD_LAUNCH)
+		h->streams[c->stream].launched_here = false;
 	/* Sequentially consistent, with the load of sleeping after it, against the submit
 	 * thread's store of sleeping and load of tail: one of the two sees the other. */
 	atomic_fetch_add(&sub->tail, 1);

@@ -411,11 +411,14 @@ static void hip_configure(struct hip *h, const struct hip_config *cfg)
 	}
 	idle = getenv("SSEQ_HIP_SUBMIT_IDLE");
 	if (idle && strcmp(idle, "wake") == 0)
-		h->cfg.submit_idle_inline = false;
+		h->cfg.submit_idle = HIP_SUBMIT_IDLE_WAKE;
+	else if (idle && strcmp(idle, "copies") == 0)
+		h->cfg.submit_idle = HIP_SUBMIT_IDLE_COPIES;
 	else if (idle && strcmp(idle, "inline") == 0)
-		h->cfg.submit_idle_inline = true;
+		h->cfg.submit_idle = HIP_SUBMIT_IDLE_INLINE;
 	else if (idle && *idle)
-		log_warn("hip", "SSEQ_HIP_SUBMIT_IDLE=%s is not inline or wake: ignored", idle);
+		log_warn("hip", "SSEQ_HIP_SUBMIT_IDLE=%s is not wake, copies or inline: ignored",
+			idle);
 	completion = getenv("SSEQ_HIP_COMPLETION");
 	if (completion && strcmp(completion, "watch") == 0)
 		h->cfg.completion = HIP_COMPLETION_WATCH;

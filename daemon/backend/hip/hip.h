@@ -36,6 +36,16 @@ enum hip_completion {
 /* All zero is valid: device 0 (its streams come from the core's layout, backend_env),
  * the kernel image found where the build put it or where it was installed, the watcher,
  * untimed events, no audit, submission inline on the caller's thread. */
+/* What the loop does with a command for a submit thread that sleeps with nothing
+ * queued (--submit-idle; the order is the option's words'). */
+enum hip_submit_idle {
+	HIP_SUBMIT_IDLE_WAKE, /* wake the thread */
+	/* make a copy through the small-copy pool (and the stream waits and records that go
+	 * with it) here, on the loop; wake the thread for kernels and other copies */
+	HIP_SUBMIT_IDLE_COPIES,
+	HIP_SUBMIT_IDLE_INLINE, /* make every call here */
+};
+
 struct hip_config {
 	unsigned device;
 	/* The built-in kernels' code object (.hsaco / .fatbin); NULL: hip_kernels_path(). */
@@ -44,9 +54,8 @@ struct hip_config {
 	/* 0: the enqueue calls inline; 1..HIP_MAX_SUBMIT_THREADS: that many submit
 	 * threads (at most one per stream: more are not started). */
 	unsigned submit_threads;
-	/* A command for a submit thread asleep with nothing queued: false, wake the thread;
-	 * true, make the call on the caller's (the loop's) thread (--submit-idle inline). */
-	bool submit_idle_inline;
+	/* A command for a submit thread asleep with nothing queued (--submit-idle). */
+	enum hip_submit_idle submit_idle;
 	/* The small-copy pool, in MiB (--small-copy-pool): pinned memory of the daemon's own,
 	 * in HIP_POOL_SLOT slots, through which every copy of up to a slot goes, so that a
 	 * client's staging arena is pinned only when a larger copy first goes through it

@@ -469,8 +469,9 @@ END_TEST
 START_TEST(test_inline_submission_leaves_a_lazy_pin_to_the_thread)
 {
 	enum { LEN = 1 << 20 };
-	struct hip_config cfg = {
-		.submit_threads = 2, .submit_idle_inline = true, .small_copy_pool_mib = 1};
+	struct hip_config cfg = {.submit_threads = 2,
+		.submit_idle = HIP_SUBMIT_IDLE_INLINE,
+		.small_copy_pool_mib = 1};
 	struct seq_config scfg = {0};
 	struct gate_rig g;
 	struct seq_buffer *b;
@@ -891,7 +892,7 @@ static unsigned long threads_sleeps(const char *prefix)
 START_TEST(test_a_lone_launch_does_not_wake_a_sleeping_submit_thread)
 {
 	struct seq_config scfg = {0};
-	struct hip_config cfg = {.submit_threads = 1, .submit_idle_inline = true};
+	struct hip_config cfg = {.submit_threads = 1, .submit_idle = HIP_SUBMIT_IDLE_INLINE};
 	enum { N = 256, ROUNDS = 40 };
 	struct seq_buffer *one, *acc;
 	unsigned long sleeps0, sleeps;
@@ -927,6 +928,73 @@ START_TEST(test_a_lone_launch_does_not_wake_a_sleeping_submit_thread)
 	ck_assert_msg(sleeps < ROUNDS / 4, "%lu wake-ups of the submit thread for %u launches",
 		sleeps, ROUNDS);
 	h_free((struct seq_buffer *[]){one, acc}, 2);
+	h_unstage(out, N * sizeof(float));
+	h_teardown();
+}
+END_TEST
+
+/* With --submit-idle copies, a lone small copy (through the small-copy pool: a test's
+ * upload or download) is enqueued on the thread that submits it, with its record, while
+ * the stream's submit thread sleeps; a lone kernel still wakes the thread. The copies'
+ * bytes and the kernels' sum arrive in order. */
+START_TEST(test_a_lone_small_copy_does_not_wake_a_sleeping_submit_thread)
+{
+	struct seq_config scfg = {0};
+	struct hip_config cfg = {.submit_threads = 1,
+		.submit_idle = HIP_SUBMIT_IDLE_COPIES,
+		.small_copy_pool_mib = 1};
+	enum { N = 256, ROUNDS = 40 };
+	struct seq_buffer *one, *acc;
+	unsigned long sleeps0, copy_sleeps, launch_sleeps;
+	float *in, *out;
+
+	unsetenv("SSEQ_HIP_SUBMIT");
+	unsetenv("SSEQ_HIP_SUBMIT_IDLE");
+	h_setup(&scfg, &cfg);
+	in = h_stage(N * sizeof(float));
+	out = h_stage(N * sizeof(float));
+	h_alloc(N * sizeof(float), (struct seq_buffer * *[]){&one, &acc}, 2);
+	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(N)}, 3,
+				 (struct seq_buffer *[]){one}),
+		0);
+	ck_assert_int_eq(h_sync(), 0);
+	usleep(5000);
+	sleeps0 = threads_sleeps("sseq-submit");
+	for (unsigned i = 0; i < ROUNDS; i++) {
+		for (unsigned k = 0; k < N; k++)
+			in[k] = (float)(i + k);
+		ck_assert_int_eq(h_copy(SEQ_OP_H2D, acc, in, N * sizeof(float)), 0);
+		ck_assert_int_eq(h_sync(), 0);
+		ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
+		ck_assert_int_eq(h_sync(), 0);
+		for (unsigned k = 0; k < N; k++)
+			ck_assert_msg(out[k] == (float)(i + k), "round %u [%u] %g", i, k, out[k]);
+		usleep(2000); /* the thread's spin is over: it sleeps */
+	}
+	copy_sleeps = threads_sleeps("sseq-submit") - sleeps0;
+	sleeps0 = threads_sleeps("sseq-submit");
+	for (unsigned i = 0; i < ROUNDS; i++) {
+		ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
+					 (struct seq_buffer *[]){acc, one, acc}),
+			0);
+		ck_assert_int_eq(h_sync(), 0);
+		usleep(2000);
+	}
+	launch_sleeps = threads_sleeps("sseq-submit") - sleeps0;
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
+	ck_assert_int_eq(h_sync(), 0);
+	for (unsigned k = 0; k < N; k++)
+		ck_assert_msg(out[k] == (float)(ROUNDS - 1 + k + ROUNDS), "[%u] %g", k, out[k]);
+	printf("hip: %u lone copy pairs woke the sleeping submit thread %lu times, %u lone "
+	       "launches %lu times\n",
+		ROUNDS, copy_sleeps, ROUNDS, launch_sleeps);
+	ck_assert_msg(copy_sleeps < ROUNDS / 4,
+		"%lu wake-ups of the submit thread for %u copy pairs", copy_sleeps, ROUNDS);
+	ck_assert_msg(launch_sleeps >= ROUNDS / 2,
+		"%lu wake-ups of the submit thread for %u launches: kernels must stay its",
+		launch_sleeps, ROUNDS);
+	h_free((struct seq_buffer *[]){one, acc}, 2);
+	h_unstage(in, N * sizeof(float));
 	h_unstage(out, N * sizeof(float));
 	h_teardown();
 }
@@ -1527,6 +1595,7 @@ static Suite *hip_suite(void)
 	tcase_add_test(speed, test_completion_by_the_watcher);
 	tcase_add_test(speed, test_waiting_for_a_long_kernel_holds_no_core);
 	tcase_add_test(speed, test_a_lone_launch_does_not_wake_a_sleeping_submit_thread);
+	tcase_add_test(speed, test_a_lone_small_copy_does_not_wake_a_sleeping_submit_thread);
 	suite_add_tcase(s, speed);
 
 	tcase_add_test(audit, test_audit_catches_a_launch_made_without_its_wait);
