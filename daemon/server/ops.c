@@ -217,7 +217,7 @@ int ops_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op, st
 				op->failed_producer.stream, op->failed_producer.seq,
 				outcome_text(r));
 		case SEQ_FAIL_STREAM:
-			return outcome_error(s, REQ_STREAM_FAILED,
+			return outcome_error(s, REQ_DEVICE_ERROR,
 				"not launched: stream %u failed: %s", op->failed_producer.stream,
 				outcome_text(r));
 		case SEQ_FAIL_LOST:

@@ -15,8 +15,8 @@
 #include "sseq-utf8.h"
 
 /* The one table: what every Reply and Completion says for an outcome. A negative errno
- * from the core or a backend, or a handler's own refusal; a positive code for the
- * protocol's statuses that no errno names. */
+ * from the core or a backend, or a handler's own refusal; REQ_<STATUS>, the status's own
+ * number, for the protocol's statuses that no errno names. */
 Sseq__Status outcome_status(int outcome)
 {
 	switch (outcome) {
@@ -37,32 +37,16 @@ Sseq__Status outcome_status(int outcome)
 		return SSEQ__STATUS__STATUS_DOUBLE_DEFINITION;
 	case -EAGAIN:
 		return SSEQ__STATUS__STATUS_BUSY;
-	case REQ_UNKNOWN_HANDLE:
-		return SSEQ__STATUS__STATUS_UNKNOWN_HANDLE;
-	case REQ_UNKNOWN_KERNEL:
-		return SSEQ__STATUS__STATUS_UNKNOWN_KERNEL;
-	case REQ_BAD_ARGUMENT_TYPE:
-		return SSEQ__STATUS__STATUS_BAD_ARGUMENT_TYPE;
-	case REQ_PERMISSION_DENIED:
-		return SSEQ__STATUS__STATUS_PERMISSION_DENIED;
-	case REQ_STAGING_UNSEALED:
-		return SSEQ__STATUS__STATUS_STAGING_UNSEALED;
-	case REQ_DEPENDENCY_FAILED:
-		return SSEQ__STATUS__STATUS_DEPENDENCY_FAILED;
-	case REQ_STREAM_FAILED:
-		return SSEQ__STATUS__STATUS_DEVICE_ERROR;
-	case REQ_UNSUPPORTED_VERSION:
-		return SSEQ__STATUS__STATUS_UNSUPPORTED_VERSION;
-	case REQ_PROTOCOL_ERROR:
-		return SSEQ__STATUS__STATUS_PROTOCOL_ERROR;
-	case REQ_SHUTTING_DOWN:
 	case -ESHUTDOWN: /* cancelled, not run: the drain at a stop timed out */
 		return SSEQ__STATUS__STATUS_SHUTTING_DOWN;
 	default:
-		/* REQ_BLOCKED, REQ_CAPPED and REQ_CLOSE are never answered: seeing one here
-		 * is a bug. */
-		return outcome > 0 ? SSEQ__STATUS__STATUS_INTERNAL
-				   : SSEQ__STATUS__STATUS_DEVICE_ERROR;
+		/* A handler's REQ_<STATUS> is that status's number (outcome.h). REQ_BLOCKED,
+		 * REQ_CAPPED and REQ_CLOSE, past them, are never answered: seeing one here is
+		 * a bug. */
+		if (outcome > 0)
+			return outcome < SSEQ_STATUS_COUNT ? (Sseq__Status)outcome
+							   : SSEQ__STATUS__STATUS_INTERNAL;
+		return SSEQ__STATUS__STATUS_DEVICE_ERROR;
 	}
 }
 

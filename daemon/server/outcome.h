@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sseq-tables.h"
 #include "sseq.pb-c.h"
 
 struct arena;
@@ -15,22 +16,18 @@ struct session;
 
 /* What a request handler returns. 0: answered (success is the handler's own Reply, which
  * carries a handle or a point). A refusal is returned, not sent: a negative errno
- * (-EINVAL, -ERANGE, -ENOMEM; -ENOSPC for a limit) or one of these codes for the
- * protocol's statuses no errno names, its message set by outcome_error();
- * request_run() answers it with the status outcome_status() maps it to. */
+ * (-EINVAL, -ERANGE, -ENOMEM; -ENOSPC for a limit) or, for a status of the protocol's
+ * that no errno names, REQ_<STATUS>, its message set by outcome_error(); request_run()
+ * answers it with the status outcome_status() maps it to. REQ_<STATUS> is the number of
+ * STATUS_<STATUS>, for each of the schema's statuses but OK (sseq-tables.h, generated
+ * from sseq.proto): REQ_UNKNOWN_HANDLE, REQ_DEVICE_ERROR (an op whose stream failed on
+ * the device), ... */
 enum req_code {
-	REQ_UNKNOWN_HANDLE = 1,
-	REQ_UNKNOWN_KERNEL,
-	REQ_BAD_ARGUMENT_TYPE,
-	REQ_PERMISSION_DENIED,
-	REQ_STAGING_UNSEALED,
-	REQ_DEPENDENCY_FAILED, /* an input's producer failed (I9) */
-	REQ_STREAM_FAILED, /* the op's stream failed on the device: DEVICE_ERROR */
-	REQ_UNSUPPORTED_VERSION,
-	REQ_PROTOCOL_ERROR,
-	REQ_SHUTTING_DOWN,
-	/* Not answered: */
-	REQ_BLOCKED, /* its stream's window is full; the request runs again later (I3) */
+#define REQ_STATUS(name, number, text) REQ_##name = SSEQ__STATUS__STATUS_##name,
+	SSEQ_STATUS_ERRORS(REQ_STATUS)
+#undef REQ_STATUS
+	/* Not answered, so numbered past the statuses: */
+	REQ_BLOCKED = SSEQ_STATUS_COUNT, /* its stream's window is full; runs again later (I3) */
 	REQ_CAPPED, /* a batch at --client-inflight-limit: the rest runs once resumed */
 	REQ_CLOSE, /* already answered; close the connection */
 };
