@@ -13,13 +13,20 @@
 
 #include "ctl-json.h"
 #include "ctl.h"
+#include "sseq-tables.h"
 
 /* Pages of at most 1024 entries; the daemon's ring holds 4096 (a daemon that completes
  * work faster than we page would keep us going: stop after this many). */
 #define CHROME_MAX_PAGES 64
 #define CHROME_TID_BASE 100 /* tids are 100 + stream: none is its process's pid */
 
-static const char *const kind_names[] = {"compute", "h2d", "d2h", "d2d"};
+/* A process per stream kind, numbered as the wire's StreamKind (1 compute .. 4 d2d), each
+ * kind spelt as the daemon spells it in a timeline entry (sseq-tables.h, from the schema);
+ * one more for a kind this sseqctl does not know. */
+#define CHROME_PID_OTHER (SSEQ_STREAM_KIND_COUNT + 1)
+#define CHROME_KIND_NAME(NAME, number, name) [number] = name,
+static const char *const kind_names[CHROME_PID_OTHER] = {SSEQ_STREAM_KINDS(CHROME_KIND_NAME)};
+#undef CHROME_KIND_NAME
 
 struct chrome {
 	Sseq__Message **pages;
@@ -56,10 +63,10 @@ static void chrome_event_begin(struct chrome *ch, const char *ph, const char *na
 
 static unsigned chrome_pid(const Sseq__TimelineEntry *e)
 {
-	for (unsigned i = 0; i < sizeof(kind_names) / sizeof(kind_names[0]); i++)
-		if (e->stream_kind && strcmp(e->stream_kind, kind_names[i]) == 0)
-			return i + 1;
-	return 5;
+	for (unsigned pid = 1; pid < CHROME_PID_OTHER; pid++)
+		if (e->stream_kind && strcmp(e->stream_kind, kind_names[pid]) == 0)
+			return pid;
+	return CHROME_PID_OTHER;
 }
 
 static uint64_t chrome_tid(const Sseq__TimelineEntry *e)
@@ -84,9 +91,7 @@ static void chrome_where(struct chrome *ch, const Sseq__TimelineEntry *e)
 
 static void chrome_metadata(struct chrome *ch)
 {
-	static const char *const process_names[] = {
-		"", "compute (lanes)", "h2d copies", "d2h copies", "d2d copies", "other"};
-	bool pid_named[6] = {false};
+	bool pid_named[CHROME_PID_OTHER + 1] = {false};
 	uint64_t stream_named = 0; /* bit x: stream x has its track (the daemon has 64) */
 
 	for (size_t i = 0; i < ch->n; i++) {
@@ -97,9 +102,16 @@ static void chrome_metadata(struct chrome *ch)
 
 		if (!pid_named[pid]) {
 			pid_named[pid] = true;
+			/* "compute (lanes)", "h2d copies", ..., "other" */
+			if (pid == CHROME_PID_OTHER)
+				snprintf(name, sizeof(name), "other");
+			else
+				snprintf(name, sizeof(name), "%s %s", kind_names[pid],
+					pid == SSEQ__STREAM_KIND__STREAM_KIND_COMPUTE ? "(lanes)"
+										      : "copies");
 			chrome_event_begin(ch, "M", "process_name");
 			fprintf(ch->f, ",\"pid\":%u,\"args\":{\"name\":", pid);
-			json_write_string(ch->f, process_names[pid]);
+			json_write_string(ch->f, name);
 			fputs("}}", ch->f);
 			chrome_event_begin(ch, "M", "process_sort_index");
 			fprintf(ch->f, ",\"pid\":%u,\"args\":{\"sort_index\":%u}}", pid, pid);

@@ -2,6 +2,7 @@
  * really produced (I1, I2, I4), learns completion only from reported events (I3), defers
  * frees (I5), treats slices as views (I6) and carries failures forward (I7, I9). */
 #include "sequencer.h"
+#include "sseq-tables.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -102,19 +103,22 @@ const char *seq_op_kind_name(enum seq_op_kind kind)
 	return (unsigned)kind <= SEQ_OP_EXEC ? names[kind] : "?";
 }
 
+/* The kinds are the wire's StreamKind less its UNSPECIFIED, one down (the server sends
+ * kind + 1), and spelt as the schema spells them (sseq-tables.h, from sseq.proto). */
+#define SEQ_STREAM_KIND_MATCHES(NAME, number, name)                                                \
+	_Static_assert(SEQ_STREAM_##NAME == (number)-1,                                            \
+		"SEQ_STREAM_" #NAME " is not STREAM_KIND_" #NAME " - 1");
+SSEQ_STREAM_KINDS(SEQ_STREAM_KIND_MATCHES)
+_Static_assert(SSEQ_STREAM_KIND_COUNT == SEQ_STREAM_KINDS, "a stream kind is not the core's");
+
 const char *seq_stream_kind_name(enum seq_stream_kind kind)
 {
-	switch (kind) {
-	case SEQ_STREAM_COMPUTE:
-		return "compute";
-	case SEQ_STREAM_H2D:
-		return "h2d";
-	case SEQ_STREAM_D2H:
-		return "d2h";
-	case SEQ_STREAM_D2D:
-		return "d2d";
-	}
-	return "?";
+#define SEQ_STREAM_KIND_NAME(NAME, number, name) [SEQ_STREAM_##NAME] = name,
+	static const char *const names[SEQ_STREAM_KINDS] = {
+		SSEQ_STREAM_KINDS(SEQ_STREAM_KIND_NAME)};
+#undef SEQ_STREAM_KIND_NAME
+
+	return (unsigned)kind < SEQ_STREAM_KINDS ? names[kind] : "?";
 }
 
 int seq_layout_init(struct seq_layout *l, const struct seq_config *cfg)
