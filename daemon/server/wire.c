@@ -99,10 +99,40 @@ static int decode_buffer_arg(struct rd *r, Sseq__BufferArg *b)
 	return 0;
 }
 
+/* A scalar argument of wire type `want` into out, `size` bytes: a varint's low bytes (the
+ * int32 and uint32 fields keep its low 32 bits, as protobuf-c does) or a fixed field's. */
+static inline int rd_scalar(struct rd *r, uint32_t wt, uint32_t want, void *out, size_t size)
+{
+	uint64_t v;
+
+	if (wt != want)
+		return -1;
+	if (want != WT_VARINT)
+		return rd_fixed(r, out, size);
+	if (rd_varint(r, &v) < 0)
+		return -1;
+	memcpy(out, &v, size); /* little-endian, as rd_fixed assumes */
+	return 0;
+}
+
+/* The wire type of a scalar argument carried as ctype: floats are fixed, integers varints. */
+#define WIRE_ARG_TYPE(ctype)                                                                       \
+	_Generic((ctype)0, float : WT_I32, double : WT_I64, default : WT_VARINT)
+
+/* One case per scalar of karg.h's table: its field of Arg is its name, SSEQ__ARG__VALUE_T
+ * the field's number. The narrow types travel widened (sint32 or uint32, a range to check:
+ * min != max) and only for module functions, which this decoder leaves to protobuf-c. */
+#define WIRE_ARG_CASE(T, name, ctype, size, wide, min, max)                                        \
+	case SSEQ__ARG__VALUE_##T:                                                                 \
+		if ((min) != (max) ||                                                              \
+			rd_scalar(r, wt, WIRE_ARG_TYPE(ctype), &a->name, sizeof(a->name)) < 0)     \
+			return -1;                                                                 \
+		a->value_case = SSEQ__ARG__VALUE_##T;                                              \
+		break;
+
 static int decode_arg(struct rd *r, Sseq__Arg *a, Sseq__BufferArg *b)
 {
 	uint32_t f, wt;
-	uint64_t v;
 	struct rd sub;
 
 	sseq__arg__init(a);
@@ -110,7 +140,7 @@ static int decode_arg(struct rd *r, Sseq__Arg *a, Sseq__BufferArg *b)
 		if (rd_key(r, &f, &wt) < 0)
 			return -1;
 		switch (f) {
-		case 1:
+		case SSEQ__ARG__VALUE_BUFFER:
 			/* A second buffer merges by the spec but replaces in protobuf-c 1.4.1:
 			 * leave it to protobuf-c. */
 			if (wt != WT_LEN || a->value_case == SSEQ__ARG__VALUE_BUFFER ||
@@ -119,38 +149,9 @@ static int decode_arg(struct rd *r, Sseq__Arg *a, Sseq__BufferArg *b)
 			a->value_case = SSEQ__ARG__VALUE_BUFFER;
 			a->buffer = b;
 			break;
-		case 2:
-		case 3:
-		case 6:
-		case 7:
-			if (wt != WT_VARINT || rd_varint(r, &v) < 0)
-				return -1;
-			if (f == 2) {
-				a->value_case = SSEQ__ARG__VALUE_I64;
-				a->i64 = (int64_t)v;
-			} else if (f == 3) {
-				a->value_case = SSEQ__ARG__VALUE_U64;
-				a->u64 = v;
-			} else if (f == 6) {
-				a->value_case = SSEQ__ARG__VALUE_I32;
-				a->i32 = (int32_t)(uint32_t)v;
-			} else {
-				a->value_case = SSEQ__ARG__VALUE_U32;
-				a->u32 = (uint32_t)v;
-			}
-			break;
-		case 4:
-			if (wt != WT_I64 || rd_fixed(r, &a->f64, 8) < 0)
-				return -1;
-			a->value_case = SSEQ__ARG__VALUE_F64;
-			break;
-		case 5:
-			if (wt != WT_I32 || rd_fixed(r, &a->f32, 4) < 0)
-				return -1;
-			a->value_case = SSEQ__ARG__VALUE_F32;
-			break;
+			KARG_SCALAR_TYPES(WIRE_ARG_CASE)
 		default:
-			return -1;
+			return -1; /* bytes: protobuf-c */
 		}
 	}
 	return 0;
