@@ -179,7 +179,7 @@ uint64_t account_used(struct session *s, enum account_slot slot)
 	if (at)
 		return *at;
 	if (slot == ACCOUNT_HANDLES)
-		return handles_count(s);
+		return handles_count(session_handles(s));
 	u = account_user(session_server(s), session_ident(s)->uid);
 	return u ? u->arenas : 0;
 }

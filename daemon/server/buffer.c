@@ -37,9 +37,9 @@ int buffer_new(struct session *s, struct seq_buffer *b, const char *label, uint6
 	utf8_copy(sb->label, sizeof(sb->label), label ? label : "");
 	if (name) {
 		sb->handle = name;
-		r = handles_claim(s, HANDLE_BUFFER, sb, name, buffer_max_name(s));
+		r = handles_claim(session_handles(s), HANDLE_BUFFER, sb, name, buffer_max_name(s));
 	} else {
-		r = handles_new(s, HANDLE_BUFFER, sb, &sb->handle);
+		r = handles_new(session_handles(s), HANDLE_BUFFER, sb, &sb->handle);
 	}
 	if (r < 0) {
 		free(sb);
@@ -98,7 +98,7 @@ void buffer_release(struct session *s, struct sbuf *sb)
 int buffer_range(struct session *s, uint64_t handle, uint64_t off, uint64_t len, const char *what,
 	struct sbuf **out)
 {
-	struct sbuf *sb = handles_lookup(s, handle, HANDLE_BUFFER);
+	struct sbuf *sb = handles_lookup(session_handles(s), handle, HANDLE_BUFFER);
 
 	if (!sb) {
 		char kind[32];
@@ -120,7 +120,7 @@ static int buffer_check_name(struct session *s, uint64_t name)
 {
 	const uint32_t max = buffer_max_name(s);
 
-	switch (name ? handles_check_name(s, name, max) : 0) {
+	switch (name ? handles_check_name(session_handles(s), name, max) : 0) {
 	case 0:
 		return 0;
 	case -EEXIST:
@@ -145,7 +145,7 @@ static int buffer_refuse_name(struct session *s, uint64_t name, const char *req,
 		return outcome;
 	snprintf(text, sizeof(text), "its %s was refused: %s", req, outcome_message(outcome));
 	/* Out of memory for it: the name stays unknown, which its uses say instead. */
-	(void)handles_refuse(s, name, buffer_max_name(s), text);
+	(void)handles_refuse(session_handles(s), name, buffer_max_name(s), text);
 	return outcome;
 }
 
@@ -191,18 +191,19 @@ int buffer_req_alloc(struct session *s, const Sseq__Request *rq)
 
 int buffer_req_free(struct session *s, const Sseq__Request *rq)
 {
+	struct handle_table *t = session_handles(s);
 	uint64_t h = rq->free->buffer;
-	struct sbuf *sb = handles_lookup(s, h, HANDLE_BUFFER);
+	struct sbuf *sb = handles_lookup(t, h, HANDLE_BUFFER);
 
 	/* Lost in a device reset, or a name whose Alloc was refused: nothing behind it. */
-	if (!sb && (handles_lost(s, h) || handles_lookup(s, h, HANDLE_REFUSED))) {
-		handles_drop(s, h);
+	if (!sb && (handles_lost(t, h) || handles_lookup(t, h, HANDLE_REFUSED))) {
+		handles_drop(t, h);
 		out_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
 		return 0;
 	}
 	if (!sb)
 		return outcome_unknown_handle(s, h, "buffer");
-	handles_drop(s, h);
+	handles_drop(t, h);
 	buffer_release(s, sb); /* the sequencer defers the memory until it is idle (I5) */
 	out_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
 	return 0;
@@ -211,7 +212,7 @@ int buffer_req_free(struct session *s, const Sseq__Request *rq)
 static int buffer_slice(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__Slice *sl = rq->slice;
-	struct sbuf *sb = handles_lookup(s, sl->buffer, HANDLE_BUFFER);
+	struct sbuf *sb = handles_lookup(session_handles(s), sl->buffer, HANDLE_BUFFER);
 	struct seq_buffer *b;
 	uint64_t handle;
 	int r;

@@ -58,8 +58,7 @@ void conn_flush(struct session *s)
 	}
 	if (!s->connected)
 		return;
-	if (s->out_off == s->out_len) {
-		s->out_off = s->out_len = 0;
+	if (!out_pending(s)) {
 		/* After EOF: once what was read has run and its work completed. */
 		if (s->closing || (s->eof && !pause_held(&s->pause) && !s->counts.inflight)) {
 			conn_close(s);
@@ -68,10 +67,10 @@ void conn_flush(struct session *s)
 	}
 	/* Poll for writability only while output is stuck; read unless paused. */
 	int events = 0;
-	if (s->out_off < s->out_len)
+	if (out_pending(s))
 		events |= UV_WRITABLE;
 	/* A client that does not read its replies is not read either. */
-	if (s->out_len - s->out_off >= SESSION_OUT_HIGH) {
+	if (out_pending(s) >= SESSION_OUT_HIGH) {
 		if (!pause_has(&s->pause, PAUSE_OUTPUT))
 			pause_set(s, PAUSE_OUTPUT);
 	} else if (pause_has(&s->pause, PAUSE_OUTPUT)) {

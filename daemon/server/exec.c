@@ -304,7 +304,7 @@ static int exec_function_target(
 	}
 	if (!mf)
 		return outcome_error(s, -EINVAL, "Execute without a module function");
-	*m = handles_lookup(s, mf->module, HANDLE_MODULE);
+	*m = handles_lookup(session_handles(s), mf->module, HANDLE_MODULE);
 	if (!*m)
 		return outcome_unknown_handle(s, mf->module, "module");
 	if (!mf->name || !*mf->name || strlen(mf->name) > SESSION_MAX_FN_NAME)
@@ -358,7 +358,7 @@ static int exec_function_args(
 				return r;
 			continue;
 		}
-		sb = handles_lookup(s, a->buffer->handle, HANDLE_BUFFER);
+		sb = handles_lookup(session_handles(s), a->buffer->handle, HANDLE_BUFFER);
 		if (!sb) {
 			char what[32];
 
@@ -504,7 +504,8 @@ int exec_req_execute(struct session *s, const Sseq__Request *rq)
 		*ka = (struct karg){.type = t};
 		switch (t) {
 		case KARG_BUFFER: {
-			struct sbuf *sb = handles_lookup(s, a->buffer->handle, HANDLE_BUFFER);
+			struct sbuf *sb = handles_lookup(
+				session_handles(s), a->buffer->handle, HANDLE_BUFFER);
 			if (!sb) {
 				char what[64];
 

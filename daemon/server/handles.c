@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "session-private.h"
-
 /* A refused name holds only its message, which handles_drop frees. */
 static bool refused_release(struct session *s, void *obj, unsigned pass)
 {
@@ -27,58 +25,59 @@ static uint64_t slot_handle(uint32_t index, uint32_t gen)
 }
 
 /* The slot `handle` falls in (of either array), whatever it holds, or NULL. */
-static inline struct handle_slot *slot_of(const struct session *s, uint64_t handle)
+static inline struct handle_slot *slot_of(const struct handle_table *t, uint64_t handle)
 {
 	uint32_t low = (uint32_t)handle;
 
 	/* Unsigned: 0 wraps past every bound. A daemon-picked index is below 2^31
 	 * (handles_new), so a name never falls in the first array, nor a daemon-picked
 	 * handle (bit 31 clear, wrapping past 2^31) in the second. */
-	if (low - 1 < s->nslots)
-		return &s->slots[low - 1];
+	if (low - 1 < t->nslots)
+		return &t->slots[low - 1];
 	low -= HANDLES_NAMED_BIT;
-	if (low - 1 < s->nnamed)
-		return &s->named[low - 1];
+	if (low - 1 < t->nnamed)
+		return &t->named[low - 1];
 	return NULL;
 }
 
-int handles_new(struct session *s, enum handle_kind kind, void *obj, uint64_t *handle)
+int handles_new(struct handle_table *t, enum handle_kind kind, void *obj, uint64_t *handle)
 {
 	uint32_t i;
 
-	if (s->free_slot) {
-		i = s->free_slot - 1;
-		s->free_slot = s->slots[i].next_free;
+	if (t->free_slot) {
+		i = t->free_slot - 1;
+		t->free_slot = t->slots[i].next_free;
 	} else {
 		/* Bit 31 marks the handles clients name: the daemon's stay below it (no
 		 * handle limit comes near). */
-		if (s->nslots >= HANDLES_NAMED_BIT - 1)
+		if (t->nslots >= HANDLES_NAMED_BIT - 1)
 			return -ENOMEM;
-		if ((s->nslots & (s->nslots - 1)) == 0) {
-			uint32_t cap = s->nslots ? s->nslots * 2 : 16;
-			struct handle_slot *n = realloc(s->slots, cap * sizeof(*n));
+		/* The capacity is the next power of two from 16 (handles_adopt keeps it so). */
+		if ((t->nslots & (t->nslots - 1)) == 0) {
+			uint32_t cap = t->nslots ? t->nslots * 2 : 16;
+			struct handle_slot *n = realloc(t->slots, cap * sizeof(*n));
 			if (!n)
 				return -ENOMEM;
-			s->slots = n;
+			t->slots = n;
 		}
-		i = s->nslots++;
-		s->slots[i].gen = 1;
+		i = t->nslots++;
+		t->slots[i].gen = 1;
 	}
-	s->slots[i].kind = kind;
-	s->slots[i].obj = obj;
-	s->nhandles++;
-	*handle = slot_handle(i, s->slots[i].gen);
+	t->slots[i].kind = kind;
+	t->slots[i].obj = obj;
+	t->nhandles++;
+	*handle = slot_handle(i, t->slots[i].gen);
 	return 0;
 }
 
-int handles_check_name(const struct session *s, uint64_t name, uint32_t max_index)
+int handles_check_name(const struct handle_table *t, uint64_t name, uint32_t max_index)
 {
 	uint32_t low = (uint32_t)name, index = low & ~HANDLES_NAMED_BIT;
 
 	if (!(low & HANDLES_NAMED_BIT) || (name >> 47) != 0 || index == 0 || index > max_index)
 		return -EINVAL;
-	if (index <= s->nnamed) {
-		enum handle_kind kind = s->named[index - 1].kind;
+	if (index <= t->nnamed) {
+		enum handle_kind kind = t->named[index - 1].kind;
 
 		if (kind != HANDLE_FREE && kind != HANDLE_REFUSED)
 			return -EEXIST;
@@ -87,46 +86,46 @@ int handles_check_name(const struct session *s, uint64_t name, uint32_t max_inde
 }
 
 /* Room for index i in the named array: grown by doubling, never past max_index. */
-static int named_grow(struct session *s, uint32_t i, uint32_t max_index)
+static int named_grow(struct handle_table *t, uint32_t i, uint32_t max_index)
 {
-	uint32_t cap = s->nnamed ? s->nnamed : 16;
+	uint32_t cap = t->nnamed ? t->nnamed : 16;
 	struct handle_slot *n;
 
-	if (i < s->nnamed)
+	if (i < t->nnamed)
 		return 0;
 	while (cap <= i)
 		cap *= 2; /* i < 2^31: no overflow */
 	if (cap > max_index)
 		cap = max_index; /* i < max_index (handles_check_name) */
-	n = realloc(s->named, (size_t)cap * sizeof(*n));
+	n = realloc(t->named, (size_t)cap * sizeof(*n));
 	if (!n)
 		return -ENOMEM;
-	memset(n + s->nnamed, 0, (size_t)(cap - s->nnamed) * sizeof(*n)); /* HANDLE_FREE */
-	s->named = n;
-	s->nnamed = cap;
+	memset(n + t->nnamed, 0, (size_t)(cap - t->nnamed) * sizeof(*n)); /* HANDLE_FREE */
+	t->named = n;
+	t->nnamed = cap;
 	return 0;
 }
 
 int handles_claim(
-	struct session *s, enum handle_kind kind, void *obj, uint64_t name, uint32_t max_index)
+	struct handle_table *t, enum handle_kind kind, void *obj, uint64_t name, uint32_t max_index)
 {
 	uint32_t i = ((uint32_t)name & ~HANDLES_NAMED_BIT) - 1;
 	struct handle_slot *slot;
 	int r;
 
-	if ((r = handles_check_name(s, name, max_index)) < 0 ||
-		(r = named_grow(s, i, max_index)) < 0)
+	if ((r = handles_check_name(t, name, max_index)) < 0 ||
+		(r = named_grow(t, i, max_index)) < 0)
 		return r;
-	slot = &s->named[i];
+	slot = &t->named[i];
 	if (slot->kind == HANDLE_REFUSED)
 		free(slot->obj); /* named again: the refusal is forgotten */
 	*slot = (struct handle_slot){.kind = kind, .gen = (uint32_t)(name >> 32), .obj = obj};
 	if (kind != HANDLE_REFUSED)
-		s->nhandles++;
+		t->nhandles++;
 	return 0;
 }
 
-int handles_refuse(struct session *s, uint64_t name, uint32_t max_index, const char *message)
+int handles_refuse(struct handle_table *t, uint64_t name, uint32_t max_index, const char *message)
 {
 	size_t n = strnlen(message, HANDLES_REFUSED_MAX - 1);
 	char *copy = malloc(n + 1);
@@ -136,52 +135,52 @@ int handles_refuse(struct session *s, uint64_t name, uint32_t max_index, const c
 		return -ENOMEM;
 	memcpy(copy, message, n);
 	copy[n] = '\0';
-	if ((r = handles_claim(s, HANDLE_REFUSED, copy, name, max_index)) < 0)
+	if ((r = handles_claim(t, HANDLE_REFUSED, copy, name, max_index)) < 0)
 		free(copy);
 	return r;
 }
 
-void handles_drop(struct session *s, uint64_t handle)
+void handles_drop(struct handle_table *t, uint64_t handle)
 {
 	uint32_t i = (uint32_t)(handle & 0xffffffffu) - 1;
 
 	if (i & HANDLES_NAMED_BIT) {
-		struct handle_slot *slot = &s->named[i & ~HANDLES_NAMED_BIT];
+		struct handle_slot *slot = &t->named[i & ~HANDLES_NAMED_BIT];
 
 		/* The generation stays: the client picks the next one. */
 		if (slot->kind == HANDLE_REFUSED)
 			free(slot->obj);
 		else
-			s->nhandles--;
+			t->nhandles--;
 		slot->kind = HANDLE_FREE;
 		slot->obj = NULL;
 		return;
 	}
-	s->slots[i].kind = HANDLE_FREE;
-	s->slots[i].obj = NULL;
-	s->slots[i].gen++;
-	s->slots[i].next_free = s->free_slot;
-	s->free_slot = i + 1;
-	s->nhandles--;
+	t->slots[i].kind = HANDLE_FREE;
+	t->slots[i].obj = NULL;
+	t->slots[i].gen++;
+	t->slots[i].next_free = t->free_slot;
+	t->free_slot = i + 1;
+	t->nhandles--;
 }
 
-uint64_t handles_count(const struct session *s)
+uint64_t handles_count(const struct handle_table *t)
 {
-	return s->nhandles;
+	return t->nhandles;
 }
 
-void *handles_lookup(const struct session *s, uint64_t handle, enum handle_kind kind)
+void *handles_lookup(const struct handle_table *t, uint64_t handle, enum handle_kind kind)
 {
-	const struct handle_slot *slot = slot_of(s, handle);
+	const struct handle_slot *slot = slot_of(t, handle);
 
 	if (!slot || slot->kind != kind || slot->gen != (uint32_t)(handle >> 32))
 		return NULL;
 	return slot->obj;
 }
 
-bool handles_lost(const struct session *s, uint64_t handle)
+bool handles_lost(const struct handle_table *t, uint64_t handle)
 {
-	const struct handle_slot *slot = slot_of(s, handle);
+	const struct handle_slot *slot = slot_of(t, handle);
 
 	return slot && slot->kind == HANDLE_LOST && slot->gen == (uint32_t)(handle >> 32);
 }
@@ -191,45 +190,88 @@ void handles_on_release(enum handle_kind kind, handles_release_fn *release)
 	handles_release[kind] = release;
 }
 
-void handles_foreach(
-	const struct session *s, enum handle_kind kind, void (*fn)(void *obj, void *arg), void *arg)
+void handles_foreach(const struct handle_table *t, enum handle_kind kind,
+	void (*fn)(void *obj, void *arg), void *arg)
 {
-	for (uint32_t i = 0; i < s->nslots; i++)
-		if (s->slots[i].kind == kind)
-			fn(s->slots[i].obj, arg);
-	for (uint32_t i = 0; i < s->nnamed; i++)
-		if (s->named[i].kind == kind)
-			fn(s->named[i].obj, arg);
+	for (uint32_t i = 0; i < t->nslots; i++)
+		if (t->slots[i].kind == kind)
+			fn(t->slots[i].obj, arg);
+	for (uint32_t i = 0; i < t->nnamed; i++)
+		if (t->named[i].kind == kind)
+			fn(t->named[i].obj, arg);
 }
 
-/* One pass of handles_release_all over one array; handle() makes a slot's handle. */
-static void release_pass(struct session *s, struct handle_slot *slots, uint32_t n,
-	uint64_t (*handle)(uint32_t index, uint32_t gen), unsigned pass)
+/* One pass of handles_release_all over one array of t; handle() makes a slot's handle. */
+static void release_pass(struct handle_table *t, struct session *s, struct handle_slot *slots,
+	uint32_t n, uint64_t (*handle)(uint32_t index, uint32_t gen), unsigned pass)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		handles_release_fn *release = handles_release[slots[i].kind];
 
 		if (release && release(s, slots[i].obj, pass))
-			handles_drop(s, handle(i, slots[i].gen));
+			handles_drop(t, handle(i, slots[i].gen));
 	}
 }
 
-void handles_release_all(struct session *s)
+void handles_release_all(struct handle_table *t, struct session *s)
 {
 	/* A slice and its base may be in either array: each pass covers both. */
 	for (unsigned pass = 0; pass < 2; pass++) {
-		release_pass(s, s->slots, s->nslots, slot_handle, pass);
-		release_pass(s, s->named, s->nnamed, handles_name, pass);
+		release_pass(t, s, t->slots, t->nslots, slot_handle, pass);
+		release_pass(t, s, t->named, t->nnamed, handles_name, pass);
 	}
 }
 
-void handles_finish(struct session *s)
+void handles_finish(struct handle_table *t)
 {
-	for (uint32_t i = 0; i < s->nnamed; i++)
-		if (s->named[i].kind == HANDLE_REFUSED)
-			free(s->named[i].obj);
-	free(s->named);
-	free(s->slots);
-	s->named = s->slots = NULL;
-	s->nnamed = s->nslots = 0;
+	for (uint32_t i = 0; i < t->nnamed; i++)
+		if (t->named[i].kind == HANDLE_REFUSED)
+			free(t->named[i].obj);
+	free(t->named);
+	free(t->slots);
+	t->named = t->slots = NULL;
+	t->nnamed = t->nslots = 0;
+}
+
+const struct handle_slot *handles_picked(const struct handle_table *t, uint32_t *n)
+{
+	*n = t->nslots;
+	return t->slots;
+}
+
+const struct handle_slot *handles_named(const struct handle_table *t, uint32_t *n)
+{
+	*n = t->nnamed;
+	return t->named;
+}
+
+int handles_adopt(struct handle_table *t, uint32_t n)
+{
+	uint32_t cap = 16;
+
+	/* As handles_new grows it: the next power of two from 16. */
+	while (cap < n)
+		cap *= 2;
+	t->slots = calloc(cap, sizeof(*t->slots));
+	if (!t->slots)
+		return -ENOMEM;
+	t->nslots = n;
+	return 0;
+}
+
+uint64_t handles_adopt_slot(
+	struct handle_table *t, uint32_t i, enum handle_kind kind, uint32_t gen, void *obj)
+{
+	struct handle_slot *sl = &t->slots[i];
+
+	sl->gen = gen;
+	sl->kind = kind;
+	sl->obj = obj;
+	if (kind == HANDLE_FREE) {
+		sl->next_free = t->free_slot;
+		t->free_slot = i + 1;
+	} else {
+		t->nhandles++;
+	}
+	return slot_handle(i, gen);
 }

@@ -67,7 +67,7 @@ void smodule_foreach(const struct session *s, void (*fn)(struct smodule *m, void
 {
 	struct smodule_each e = {fn, arg};
 
-	handles_foreach(s, HANDLE_MODULE, smodule_each_one, &e);
+	handles_foreach(session_handles_const(s), HANDLE_MODULE, smodule_each_one, &e);
 }
 
 /* What a launch of f is checked against: the device's limits, narrowed by the function's
@@ -200,7 +200,7 @@ int smodule_global_accesses(struct session *s, struct smodule *m, struct seq_op 
 int smodule_req_global(struct session *s, const Sseq__Request *rq)
 {
 	const Sseq__ModuleGlobal *mg = rq->module_global;
-	struct smodule *m = handles_lookup(s, mg->module, HANDLE_MODULE);
+	struct smodule *m = handles_lookup(session_handles(s), mg->module, HANDLE_MODULE);
 	char shown[64], label[48];
 	uint64_t addr = 0, size = 0, handle = 0;
 	struct sglobal *g;
@@ -310,7 +310,7 @@ int smodule_req_load(struct session *s, const Sseq__Request *rq)
 		free(m);
 		m = NULL;
 	}
-	if (!m || handles_new(s, HANDLE_MODULE, m, &m->handle) < 0) {
+	if (!m || handles_new(session_handles(s), HANDLE_MODULE, m, &m->handle) < 0) {
 		if (m)
 			free(m->real);
 		free(m);

@@ -391,7 +391,7 @@ int ops_req_copy_d2d(struct session *s, const Sseq__Request *rq)
 
 int ops_req_await(struct session *s, const Sseq__Request *rq)
 {
-	struct sbuf *sb = handles_lookup(s, rq->await->buffer, HANDLE_BUFFER);
+	struct sbuf *sb = handles_lookup(session_handles(s), rq->await->buffer, HANDLE_BUFFER);
 
 	if (!sb)
 		return outcome_unknown_handle(s, rq->await->buffer, "buffer");

@@ -11,65 +11,72 @@
 #include <sys/socket.h>
 
 #include "log.h"
-#include "session-private.h"
+#include "server.h"
+#include "session.h"
 #include "wire.h"
 
 void out_mark_dirty(struct session *s)
 {
-	if (s->dirty)
+	struct session_out *o = session_out(s);
+	struct server *srv;
+
+	if (o->dirty)
 		return;
-	s->dirty = true;
-	s->next_dirty = s->srv->dirty;
-	s->srv->dirty = s;
+	srv = session_server(s);
+	o->dirty = true;
+	o->next_dirty = srv->dirty;
+	srv->dirty = s;
 }
 
 /* Room for n more bytes of output, or NULL (the session is then closing). */
 static uint8_t *out_reserve(struct session *s, size_t n)
 {
-	size_t need = s->out_len + n;
+	struct session_out *o = session_out(s);
+	size_t need = o->len + n;
 
-	if (need > s->out_cap) {
-		size_t cap = s->out_cap ? s->out_cap : 4096;
+	if (need > o->cap) {
+		size_t cap = o->cap ? o->cap : 4096;
 		uint8_t *b;
 		/* Reclaim what was written before growing. */
-		if (s->out_off) {
-			memmove(s->out, s->out + s->out_off, s->out_len - s->out_off);
-			s->out_len -= s->out_off;
-			s->out_off = 0;
-			need = s->out_len + n;
+		if (o->off) {
+			memmove(o->buf, o->buf + o->off, o->len - o->off);
+			o->len -= o->off;
+			o->off = 0;
+			need = o->len + n;
 		}
 		while (cap < need)
 			cap *= 2;
-		if (cap > s->out_cap) {
-			b = realloc(s->out, cap);
+		if (cap > o->cap) {
+			b = realloc(o->buf, cap);
 			if (!b) {
 				log_about(LOG_LVL_ERR, "session", SESSION_WHO(s),
 					"client %" PRIu64 ": out of memory for replies",
-					s->ident.id);
-				s->closing = true;
+					session_id(s));
+				session_close_after_output(s);
 				return NULL;
 			}
-			s->out = b;
-			s->out_cap = cap;
+			o->buf = b;
+			o->cap = cap;
 		}
 	}
 	out_mark_dirty(s);
-	return s->out + s->out_len;
+	return o->buf + o->len;
 }
 
 void out_send(struct session *s, const Sseq__Message *m)
 {
+	struct session_out *o = session_out(s);
 	size_t len;
-	uint8_t *o;
+	uint8_t *p;
 
-	if (!s->connected)
+	if (!session_is_connected(s))
 		return;
 	len = sseq__message__get_packed_size(m);
-	if (!(o = out_reserve(s, 4 + len)))
+	if (!(p = out_reserve(s, 4 + len)))
 		return;
-	frame_put_len(o, (uint32_t)len);
-	sseq__message__pack(m, o + 4);
-	s->out_len += 4 + len;
+	frame_put_len(p, (uint32_t)len);
+	sseq__message__pack(m, p + 4);
+	o->len += 4 + len;
 }
 
 void out_reply_full(struct session *s, uint64_t tag, Sseq__Status status, const char *message,
@@ -81,11 +88,12 @@ void out_reply_full(struct session *s, uint64_t tag, Sseq__Status status, const 
 
 	if (!welcome) {
 		/* The common reply, encoded by hand: see wire.c for why. */
-		uint8_t *o;
-		if (!s->connected ||
-			!(o = out_reserve(s, WIRE_REPLY_MAX + (message ? strlen(message) : 0))))
+		struct session_out *o = session_out(s);
+		uint8_t *b;
+		if (!session_is_connected(s) ||
+			!(b = out_reserve(s, WIRE_REPLY_MAX + (message ? strlen(message) : 0))))
 			return;
-		s->out_len += wire_encode_reply(o, tag, (int)status, message, handle, at);
+		o->len += wire_encode_reply(b, tag, (int)status, message, handle, at);
 		return;
 	}
 	r.tag = tag;
@@ -150,7 +158,32 @@ void out_complete(struct session *s, uint64_t tag, Sseq__Status status, const ch
 
 size_t out_pending(const struct session *s)
 {
-	return s->out_len - s->out_off;
+	const struct session_out *o = session_out_const(s);
+
+	return o->len - o->off;
+}
+
+const uint8_t *out_unwritten(const struct session *s)
+{
+	const struct session_out *o = session_out_const(s);
+
+	/* A session that never answered has no buffer: NULL + 0 is undefined. */
+	return o->len > o->off ? o->buf + o->off : NULL;
+}
+
+uint8_t *out_adopt(struct session *s, size_t n)
+{
+	struct session_out *o = session_out(s);
+
+	if (!(o->buf = malloc(n)))
+		return NULL;
+	o->cap = n;
+	return o->buf;
+}
+
+void out_adopted(struct session *s, size_t n)
+{
+	session_out(s)->len = n;
 }
 
 struct session *out_next_dirty(struct server *srv)
@@ -158,17 +191,23 @@ struct session *out_next_dirty(struct server *srv)
 	struct session *s = srv->dirty;
 
 	if (s) {
-		srv->dirty = s->next_dirty;
-		s->dirty = false;
+		struct session_out *o = session_out(s);
+
+		srv->dirty = o->next_dirty;
+		o->dirty = false;
 	}
 	return s;
 }
 
 int out_write(struct session *s)
 {
-	while (s->connected && s->out_off < s->out_len) {
-		ssize_t n = send(s->fd, s->out + s->out_off, s->out_len - s->out_off,
-			MSG_NOSIGNAL | MSG_DONTWAIT);
+	struct session_out *o = session_out(s);
+	int fd = session_fd(s);
+
+	if (!session_is_connected(s))
+		return 0;
+	while (o->off < o->len) {
+		ssize_t n = send(fd, o->buf + o->off, o->len - o->off, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -176,7 +215,10 @@ int out_write(struct session *s)
 				break;
 			return -errno;
 		}
-		s->out_off += (size_t)n;
+		o->off += (size_t)n;
 	}
+	/* All written: the buffer starts over at its front. */
+	if (o->off == o->len)
+		o->off = o->len = 0;
 	return 0;
 }

@@ -103,7 +103,7 @@ void outcome_printable(char *text)
 
 int outcome_unknown_handle(struct session *s, uint64_t handle, const char *what)
 {
-	const char *refused = handles_lookup(s, handle, HANDLE_REFUSED);
+	const char *refused = handles_lookup(session_handles(s), handle, HANDLE_REFUSED);
 	char text[96];
 
 	/* A name the client gave a buffer whose Alloc (or Slice) was refused: what uses it
@@ -111,7 +111,7 @@ int outcome_unknown_handle(struct session *s, uint64_t handle, const char *what)
 	if (refused)
 		return outcome_error(s, REQ_DEPENDENCY_FAILED, "%s handle %#" PRIx64 ": %s", what,
 			handle, refused);
-	if (!handles_lost(s, handle))
+	if (!handles_lost(session_handles(s), handle))
 		return outcome_error(
 			s, REQ_UNKNOWN_HANDLE, "unknown %s handle %" PRIu64, what, handle);
 	snprintf(text, sizeof(text), "%s handle %" PRIu64, what, handle);

@@ -118,7 +118,7 @@ static const struct sbuf *server_buffer_at(const struct session *s, uint64_t add
 	struct server_buffer_find f = {.addr = addr};
 
 	if (addr)
-		handles_foreach(s, HANDLE_BUFFER, server_buffer_holds, &f);
+		handles_foreach(session_handles_const(s), HANDLE_BUFFER, server_buffer_holds, &f);
 	return f.base ? f.base : f.slice;
 }
 

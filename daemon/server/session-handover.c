@@ -105,12 +105,15 @@ static void close_on_exec(int fd)
 bool session_handover_write(int out, struct session *s)
 {
 	const uint64_t now = server_now_ns();
+	uint32_t nslots, nnamed;
+	const struct handle_slot *slots = handles_picked(&s->handles, &nslots);
+	const struct handle_slot *named = handles_named(&s->handles, &nnamed);
 	struct handover_session rs = {.fd = s->fd,
 		.pid = s->ident.pid,
 		.uid = s->ident.uid,
 		.id = s->ident.id,
 		.nlanes = s->nlanes,
-		.nslots = s->nslots,
+		.nslots = nslots,
 		.isolated = s->work.isolated,
 		.hello = s->hello,
 		.closing = s->closing,
@@ -122,7 +125,7 @@ bool session_handover_write(int out, struct session *s)
 		.follow_dropped = s->follow.dropped,
 		/* A closing session's input is dropped: it will not be read. */
 		.in_len = s->closing ? 0 : s->in_len,
-		.out_len = s->out_len - s->out_off};
+		.out_len = out_pending(s)};
 
 	memcpy(rs.name, s->ident.name, sizeof(rs.name));
 	memcpy(rs.worker, s->ident.worker, sizeof(rs.worker));
@@ -132,12 +135,12 @@ bool session_handover_write(int out, struct session *s)
 		rs.fds[i] = s->fds[i];
 		session_handover_keep(s->fds[i]);
 	}
-	for (uint32_t i = 0; i < s->nnamed; i++)
-		rs.nnamed += s->named[i].kind != HANDLE_FREE;
+	for (uint32_t i = 0; i < nnamed; i++)
+		rs.nnamed += named[i].kind != HANDLE_FREE;
 	if (!session_handover_put(out, &rs, sizeof(rs)))
 		return false;
-	for (uint32_t i = 0; i < s->nslots; i++) {
-		const struct handle_slot *sl = &s->slots[i];
+	for (uint32_t i = 0; i < nslots; i++) {
+		const struct handle_slot *sl = &slots[i];
 		struct handover_slot r = {.kind = HANDLE_LOST, .gen = sl->gen, .fd = -1};
 
 		if (sl->kind == HANDLE_FREE) {
@@ -154,8 +157,8 @@ bool session_handover_write(int out, struct session *s)
 		if (!session_handover_put(out, &r, sizeof(r)))
 			return false;
 	}
-	for (uint32_t i = 0; i < s->nnamed; i++) {
-		const struct handle_slot *sl = &s->named[i];
+	for (uint32_t i = 0; i < nnamed; i++) {
+		const struct handle_slot *sl = &named[i];
 		struct handover_named r = {.index = i, .kind = HANDLE_LOST, .gen = sl->gen};
 
 		if (sl->kind == HANDLE_FREE)
@@ -167,9 +170,8 @@ bool session_handover_write(int out, struct session *s)
 		if (!session_handover_put(out, &r, sizeof(r)))
 			return false;
 	}
-	/* A session that never answered has no output buffer: NULL + 0 is undefined. */
 	return session_handover_put(out, s->in, rs.in_len) &&
-		(!rs.out_len || session_handover_put(out, s->out + s->out_off, rs.out_len));
+		(!rs.out_len || session_handover_put(out, out_unwritten(s), rs.out_len));
 }
 static int adopt_staging(struct session *s, const struct handover_slot *r, struct staging **out)
 {
@@ -244,9 +246,9 @@ static int adopt_named(int in, struct session *s, uint32_t n)
 		name = handles_name(r.index, r.gen);
 		r.message[sizeof(r.message) - 1] = '\0';
 		if (r.kind == HANDLE_LOST)
-			err = handles_claim(s, HANDLE_LOST, NULL, name, max);
+			err = handles_claim(&s->handles, HANDLE_LOST, NULL, name, max);
 		else if (r.kind == HANDLE_REFUSED)
-			err = handles_refuse(s, name, max, r.message);
+			err = handles_refuse(&s->handles, name, max, r.message);
 		else
 			continue;
 		if (err == -ENOMEM)
@@ -259,39 +261,24 @@ static int adopt_named(int in, struct session *s, uint32_t n)
  * with the records read past (and their memfds closed), -EIO if the hand-over ends. */
 static int adopt_slots(int in, struct session *s, uint32_t nslots)
 {
-	uint32_t cap = 16;
-
-	while (cap < nslots)
-		cap *= 2;
-	s->slots = calloc(cap, sizeof(*s->slots));
-	if (!s->slots)
+	if (handles_adopt(&s->handles, nslots) < 0)
 		return skip_slots(in, nslots) ? -ENOMEM : -EIO;
-	s->nslots = nslots;
 	for (uint32_t i = 0; i < nslots; i++) {
-		struct handle_slot *sl = &s->slots[i];
+		enum handle_kind kind;
+		struct staging *st = NULL;
 		struct handover_slot r;
+		uint64_t h;
 
 		if (!session_handover_get(in, &r, sizeof(r)))
 			return -EIO;
-		sl->gen = r.gen;
-		sl->kind = (enum handle_kind)r.kind;
-		if (r.kind == HANDLE_STAGING) {
-			struct staging *st;
-
-			if (adopt_staging(s, &r, &st) < 0) {
-				close(r.fd);
-				sl->kind = HANDLE_LOST; /* could not map it again: say so */
-			} else {
-				st->handle = ((uint64_t)r.gen << 32) | (i + 1);
-				sl->obj = st;
-			}
+		kind = (enum handle_kind)r.kind;
+		if (kind == HANDLE_STAGING && adopt_staging(s, &r, &st) < 0) {
+			close(r.fd);
+			kind = HANDLE_LOST; /* could not map it again: say so */
 		}
-		if (sl->kind == HANDLE_FREE) {
-			sl->next_free = s->free_slot;
-			s->free_slot = i + 1;
-		} else {
-			s->nhandles++;
-		}
+		h = handles_adopt_slot(&s->handles, i, kind, r.gen, st);
+		if (st)
+			st->handle = h;
 	}
 	return 0;
 }
@@ -385,15 +372,14 @@ int session_handover_adopt(int in, struct server *srv)
 	}
 	if (r == 0 && rs.out_len) {
 		/* Before anything the new process answers: the client reads them in order. */
-		if (!(s->out = malloc(rs.out_len))) {
+		uint8_t *room = out_adopt(s, rs.out_len);
+
+		if (!room)
 			r = skip(in, rs.out_len) ? -ENOMEM : -EIO;
-		} else {
-			s->out_cap = rs.out_len;
-			if (!session_handover_get(in, s->out, rs.out_len))
-				r = -EIO;
-			else
-				s->out_len = rs.out_len;
-		}
+		else if (!session_handover_get(in, room, rs.out_len))
+			r = -EIO;
+		else
+			out_adopted(s, rs.out_len);
 	} else if (r == -ENOMEM && !skip(in, rs.out_len)) {
 		r = -EIO;
 	}
@@ -406,7 +392,7 @@ int session_handover_adopt(int in, struct server *srv)
 		conn_input_adopt(s, bytes, rs.in_len);
 		pause_set(s, PAUSE_TURN); /* its buffered frames run at the first turn */
 	}
-	if (s->out_len || s->closing)
+	if (out_pending(s) || s->closing)
 		out_mark_dirty(s); /* written, or closed, at the first turn */
 	return 0;
 }

@@ -1,18 +1,19 @@
 /* struct session, private to the session module: session.c (lifetime, accessors),
  * session-req.c (Hello, lanes), session-handover.c (its record across a restart
- * in place), the connection it wraps, conn.c (input) and out.c (output), and its handle
- * table, handles.c. Every other file reads a session through session.h's accessors. */
+ * in place) and the connection it wraps, conn.c (input). Every other file reads a session
+ * through session.h's accessors; its output (out.h) and its handle table (handles.h) are
+ * embedded here but changed by their own modules alone. */
 #ifndef SSEQ_SESSION_PRIVATE_H
 #define SSEQ_SESSION_PRIVATE_H
 
+#include "handles.h"
+#include "out.h"
 #include "pause.h"
 #include "session.h"
 
 struct session {
 	struct server *srv;
 	struct session *prev, *next;
-	struct session *next_dirty;
-	bool dirty;
 	int fd;
 	uv_poll_t poll;
 	int poll_events;
@@ -29,7 +30,6 @@ struct session {
 	struct session_work work;
 
 	struct session_ident ident;
-	uint32_t nhandles; /* live ones (handles.c), for --client-handle-limit */
 
 	uint8_t *in;
 	size_t in_len, in_cap;
@@ -39,17 +39,11 @@ struct session {
 	int fds[SESSION_MAX_FDS];
 	unsigned nfds;
 
-	uint8_t *out;
-	size_t out_len, out_off, out_cap;
+	struct session_out out; /* out.c's */
 
 	struct arena arena; /* one frame's unpacked request and replies */
 
-	struct handle_slot *slots;
-	uint32_t nslots, free_slot; /* free_slot: index + 1, 0 = none */
-	/* The handles the client named (handles.h), by index - 1: grown to the highest index
-	 * named so far, never past the session's handle limit. */
-	struct handle_slot *named;
-	uint32_t nnamed;
+	struct handle_table handles; /* handles.c's */
 
 	struct session_counts counts;
 	/* Its lanes from Hello: a request's lane index k runs on compute stream lanes[k] (and

@@ -50,6 +50,36 @@ struct session_follow *session_follow(struct session *s)
 	return &s->follow;
 }
 
+struct session_out *session_out(struct session *s)
+{
+	return &s->out;
+}
+
+const struct session_out *session_out_const(const struct session *s)
+{
+	return &s->out;
+}
+
+struct handle_table *session_handles(struct session *s)
+{
+	return &s->handles;
+}
+
+const struct handle_table *session_handles_const(const struct session *s)
+{
+	return &s->handles;
+}
+
+int session_fd(const struct session *s)
+{
+	return s->fd;
+}
+
+void session_close_after_output(struct session *s)
+{
+	s->closing = true;
+}
+
 struct arena *session_arena(struct session *s)
 {
 	return &s->arena;
@@ -110,7 +140,7 @@ void session_info(const struct session *s, struct session_info *info)
 		.inflight = s->counts.inflight,
 		.stagings = s->counts.stagings,
 		.staging_bytes = s->counts.staging_bytes,
-		.handles = s->nhandles,
+		.handles = (uint32_t)handles_count(&s->handles),
 		.lanes = s->lanes,
 		.nlanes = s->nlanes,
 	};
@@ -154,7 +184,7 @@ void session_foreach_buffer(
 	const struct session *s, void (*fn)(const struct session_buffer *b, void *arg), void *arg)
 {
 	/* Both arrays: the handles the daemon picked and those the client named. */
-	handles_foreach(s, HANDLE_BUFFER, session_each_buffer_one,
+	handles_foreach(&s->handles, HANDLE_BUFFER, session_each_buffer_one,
 		&(struct session_each_buffer){.fn = fn, .arg = arg});
 }
 
@@ -198,8 +228,8 @@ void session_unref(struct session *s)
 	if (--s->refs > 0)
 		return;
 	arena_finish(&s->arena);
-	free(s->out);
-	handles_finish(s);
+	out_finish(&s->out);
+	handles_finish(&s->handles);
 	free(s);
 }
 
@@ -207,7 +237,7 @@ void session_end(struct session *s)
 {
 	struct server *srv = s->srv;
 
-	handles_release_all(s);
+	handles_release_all(&s->handles, s);
 	if (s->prev)
 		s->prev->next = s->next;
 	else

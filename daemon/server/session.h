@@ -39,6 +39,8 @@ struct session_counts {
 
 /* Why its input is paused, and the lists that hold it until it runs again: pause.h. */
 struct session_pause;
+/* Its output not yet written, and its place on the list of those to write: out.h. */
+struct session_out;
 
 /* What its ops need of it: whether its kernels run alone, its last op per stream. */
 struct session_work {
@@ -60,6 +62,16 @@ struct session_counts *session_counts(struct session *s);
 struct session_pause *session_pause(struct session *s);
 struct session_work *session_work(struct session *s);
 struct session_follow *session_follow(struct session *s);
+/* Its output and its handle table, each changed by its own module alone (out.c,
+ * handles.c); the _const ones for reading. */
+struct session_out *session_out(struct session *s);
+const struct session_out *session_out_const(const struct session *s);
+struct handle_table *session_handles(struct session *s);
+const struct handle_table *session_handles_const(const struct session *s);
+/* The connection's socket. */
+int session_fd(const struct session *s);
+/* It closes once its output is written (conn_flush). */
+void session_close_after_output(struct session *s);
 /* One frame's unpacked request and replies, reset after each frame (or answer). */
 struct arena *session_arena(struct session *s);
 /* Its lanes (compute stream numbers, in its order); *n their count. */

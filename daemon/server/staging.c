@@ -121,7 +121,7 @@ int staging_req_register(struct session *s, const Sseq__Request *rq)
 	*st = (struct staging){.owner = s, .fd = fd, .addr = addr, .size = sr->size, .refs = 1};
 	utf8_copy(st->label, sizeof(st->label), sr->label ? sr->label : "");
 	r = backend_staging_register(&session_server(s)->backend, addr, sr->size);
-	if (r < 0 || handles_new(s, HANDLE_STAGING, st, &st->handle) < 0) {
+	if (r < 0 || handles_new(session_handles(s), HANDLE_STAGING, st, &st->handle) < 0) {
 		if (r >= 0) {
 			backend_staging_unregister(&session_server(s)->backend, addr, sr->size);
 			r = -ENOMEM; /* the handle table's */
@@ -179,7 +179,7 @@ void staging_waits_answer(struct server *srv, bool all)
 int staging_req_unregister(struct session *s, const Sseq__Request *rq)
 {
 	uint64_t h = rq->staging_unregister->staging;
-	struct staging *st = handles_lookup(s, h, HANDLE_STAGING);
+	struct staging *st = handles_lookup(session_handles(s), h, HANDLE_STAGING);
 
 	if (!st)
 		return outcome_unknown_handle(s, h, "staging");
@@ -187,7 +187,7 @@ int staging_req_unregister(struct session *s, const Sseq__Request *rq)
 	 * answered first, in order. */
 	if (st->waiting)
 		staging_wait_answer(session_server(s), st);
-	handles_drop(s, h);
+	handles_drop(session_handles(s), h);
 	/* Copies in flight keep it mapped, and counted, until the last completes. */
 	staging_unref(session_server(s), st);
 	out_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
@@ -197,7 +197,7 @@ int staging_req_unregister(struct session *s, const Sseq__Request *rq)
 int staging_range(
 	struct session *s, uint64_t handle, uint64_t off, uint64_t len, struct staging **out)
 {
-	struct staging *st = handles_lookup(s, handle, HANDLE_STAGING);
+	struct staging *st = handles_lookup(session_handles(s), handle, HANDLE_STAGING);
 
 	if (!st)
 		return outcome_unknown_handle(s, handle, "staging");

@@ -226,7 +226,7 @@ START_TEST(test_a_memfd_arrives_with_its_frame)
 	conn_open(t, &c);
 	n = register_frame(buf, 2, 8192);
 	ck_assert_int_eq(tl_exchange(t, &c, buf, n, &fd, 1, 2, &h), SSEQ__STATUS__STATUS_OK);
-	ck_assert_ptr_nonnull(handles_lookup(c.s, h, HANDLE_STAGING));
+	ck_assert_ptr_nonnull(handles_lookup(session_handles(c.s), h, HANDLE_STAGING));
 	ck_assert_uint_eq(c.s->nfds, 0); /* taken by its registration */
 	/* Two memfds on the first half of two frames: each registration takes one. */
 	fds[0] = sealed_memfd(4096);
@@ -239,9 +239,9 @@ START_TEST(test_a_memfd_arrives_with_its_frame)
 	ck_assert_ptr_null(tl_next(&c));
 	ck_assert_int_eq(
 		tl_exchange(t, &c, buf + 5, n - 5, NULL, 0, 3, &h), SSEQ__STATUS__STATUS_OK);
-	ck_assert_ptr_nonnull(handles_lookup(c.s, h, HANDLE_STAGING));
+	ck_assert_ptr_nonnull(handles_lookup(session_handles(c.s), h, HANDLE_STAGING));
 	ck_assert_int_eq(tl_reply(&c, 4, &h), SSEQ__STATUS__STATUS_OK);
-	ck_assert_ptr_nonnull(handles_lookup(c.s, h, HANDLE_STAGING));
+	ck_assert_ptr_nonnull(handles_lookup(session_handles(c.s), h, HANDLE_STAGING));
 	ck_assert_uint_eq(c.s->nfds, 0);
 	ck_assert_uint_eq(c.s->counts.stagings, 3);
 	close(fd);

@@ -140,6 +140,8 @@ START_TEST(test_a_session_not_taken_over_leaves_the_others_taken_over)
 	struct tl_client a, b, c;
 	uint64_t ida, idb, idc, h;
 	int mine, arena_fd = -1;
+	const struct handle_slot *slots;
+	uint32_t nslots;
 	bool owns_socket;
 	char byte;
 
@@ -157,9 +159,10 @@ START_TEST(test_a_session_not_taken_over_leaves_the_others_taken_over)
 	ida = a.s->ident.id;
 	idb = b.s->ident.id;
 	idc = c.s->ident.id;
-	for (uint32_t i = 0; i < b.s->nslots; i++)
-		if (b.s->slots[i].kind == HANDLE_STAGING)
-			arena_fd = ((struct staging *)b.s->slots[i].obj)->fd;
+	slots = handles_picked(session_handles(b.s), &nslots);
+	for (uint32_t i = 0; i < nslots; i++)
+		if (slots[i].kind == HANDLE_STAGING)
+			arena_fd = ((struct staging *)slots[i].obj)->fd;
 	ck_assert_int_ge(arena_fd, 0);
 	fail_poll_fd = b.s->fd;
 
@@ -211,7 +214,7 @@ START_TEST(test_a_session_ended_by_the_last_flush_leaves_the_others_flushed)
 	ck_assert_int_ge(handover, 0);
 	ck_assert(!closing.s->connected);
 	ck_assert_int_gt(recv(old.fd, buf, sizeof(buf), MSG_DONTWAIT), 0);
-	ck_assert_uint_eq(old.s->out_len, 0);
+	ck_assert_uint_eq(old.s->out.len, 0);
 	/* No new process here: the old one goes with what the exec would have kept. */
 	close(handover);
 	for (int fd = 3; fd < FD_MAX; fd++)
@@ -286,10 +289,10 @@ START_TEST(test_named_handles_cross_the_restart_lost_or_refused)
 	t2 = restart_in_place(t);
 	resume_adopt(&t2->srv, handover, &owns_socket);
 	ck_assert_ptr_nonnull(a.s = session_of(&t2->srv, id));
-	ck_assert(handles_lost(a.s, named));
-	ck_assert(handles_lost(a.s, picked));
-	ck_assert_uint_eq(handles_count(a.s), 2);
-	ck_assert_ptr_nonnull(why = handles_lookup(a.s, refused, HANDLE_REFUSED));
+	ck_assert(handles_lost(session_handles(a.s), named));
+	ck_assert(handles_lost(session_handles(a.s), picked));
+	ck_assert_uint_eq(handles_count(session_handles(a.s)), 2);
+	ck_assert_ptr_nonnull(why = handles_lookup(session_handles(a.s), refused, HANDLE_REFUSED));
 	ck_assert_ptr_nonnull(strstr(why, "its Alloc was refused: alloc size 0"));
 	tl_pump(t2);
 	/* Used: lost says so (a device error), refused a failed dependency. */
@@ -305,7 +308,7 @@ START_TEST(test_named_handles_cross_the_restart_lost_or_refused)
 		named_alloc(t2, &a, 64, named + (1ull << 32), &h), SSEQ__STATUS__STATUS_OK);
 	ck_assert_uint_eq(h, named + (1ull << 32));
 	ck_assert_int_eq(named_alloc(t2, &a, 64, refused, &h), SSEQ__STATUS__STATUS_OK);
-	ck_assert_uint_eq(handles_count(a.s), 3); /* and picked, still lost */
+	ck_assert_uint_eq(handles_count(session_handles(a.s)), 3); /* and picked, still lost */
 	tl_close(t2, &a);
 	tl_free(t2);
 }

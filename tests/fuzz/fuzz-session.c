@@ -481,12 +481,15 @@ static uint64_t fz_input_large(size_t cap)
 
 static void fz_slot_stagings(const struct session *s, uint64_t *n, uint64_t *bytes)
 {
+	uint32_t nslots;
+	const struct handle_slot *slots = handles_picked(&s->handles, &nslots);
+
 	*n = *bytes = 0;
-	for (uint32_t i = 0; i < s->nslots; i++) {
-		if (s->slots[i].kind != HANDLE_STAGING)
+	for (uint32_t i = 0; i < nslots; i++) {
+		if (slots[i].kind != HANDLE_STAGING)
 			continue;
 		++*n;
-		*bytes += ((const struct staging *)s->slots[i].obj)->size;
+		*bytes += ((const struct staging *)slots[i].obj)->size;
 	}
 }
 
@@ -606,10 +609,10 @@ static struct fz_held fz_held_of(const struct session *s)
 		.hello = s->hello,
 		.closing = s->closing,
 		.nfds = s->nfds,
-		.nslots = s->nslots,
+		.nslots = s->handles.nslots,
 		.batch_resume = s->pause.batch_resume,
 		.in_len = s->closing ? 0 : s->in_len,
-		.out_len = s->out_len - s->out_off};
+		.out_len = out_pending(s)};
 
 	fz_slot_stagings(s, &h.stagings, &h.staging_bytes);
 	return h;
@@ -722,7 +725,7 @@ static void fz_reset(struct fz *f)
 		server_own_socket(&f->srv);
 	for (struct session *s = f->srv.sessions; s; s = s->next) {
 		if (inject_drop_output)
-			s->out_off = s->out_len = 0;
+			s->out.off = s->out.len = 0;
 		if (inject_input_large)
 			f->srv.limit.input_large_bytes -= fz_input_large(s->in_cap);
 	}
