@@ -21,7 +21,7 @@
 #include "pbcheck.h"
 #include "request.h"
 #include "session-limits.h"
-#include "session-private.h"
+#include "session.h"
 #include "wire.h"
 
 static void conn_on_io(uv_poll_t *poll, int status, int events);
@@ -30,7 +30,7 @@ static void conn_on_io(uv_poll_t *poll, int status, int events);
  * it sent is still read, once the session reads again), -1 gone (closed, killed). */
 static int conn_peer(const struct session *s)
 {
-	struct pollfd p = {.fd = s->fd, .events = POLLRDHUP};
+	struct pollfd p = {.fd = session_fd(s), .events = POLLRDHUP};
 
 	if (poll(&p, 1, 0) != 1)
 		return 0;
@@ -41,26 +41,33 @@ static int conn_peer(const struct session *s)
 
 void conn_frame_restart(struct session *s)
 {
-	if (s->in_len)
-		s->frame_started_ns = server_loop_ns(s->srv);
+	struct session_in *in = session_in(s);
+
+	if (in->len)
+		in->frame_started_ns = server_loop_ns(session_server(s));
 }
 
 void conn_flush(struct session *s)
 {
+	struct session_in *in = session_in(s);
+	struct session_pause *pause = session_pause(s);
 	int r = out_write(s);
+	bool closing, eof;
 
 	if (r < 0) {
 		log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
-			"client %" PRIu64 " (pid %u): write failed: %s", s->ident.id, s->ident.pid,
-			strerror(-r));
+			"client %" PRIu64 " (pid %u): write failed: %s", session_id(s),
+			session_ident(s)->pid, strerror(-r));
 		conn_close(s);
 		return;
 	}
-	if (!s->connected)
+	if (!session_is_connected(s))
 		return;
+	closing = session_is_closing(s);
+	eof = session_is_draining(s); /* connected: the client closed its sending side */
 	if (!out_pending(s)) {
 		/* After EOF: once what was read has run and its work completed. */
-		if (s->closing || (s->eof && !pause_held(&s->pause) && !s->counts.inflight)) {
+		if (closing || (eof && !pause_held(pause) && !session_counts(s)->inflight)) {
 			conn_close(s);
 			return;
 		}
@@ -71,18 +78,18 @@ void conn_flush(struct session *s)
 		events |= UV_WRITABLE;
 	/* A client that does not read its replies is not read either. */
 	if (out_pending(s) >= SESSION_OUT_HIGH) {
-		if (!pause_has(&s->pause, PAUSE_OUTPUT))
+		if (!pause_has(pause, PAUSE_OUTPUT))
 			pause_set(s, PAUSE_OUTPUT);
-	} else if (pause_has(&s->pause, PAUSE_OUTPUT)) {
+	} else if (pause_has(pause, PAUSE_OUTPUT)) {
 		pause_clear(s, PAUSE_OUTPUT);
 	}
-	if (!pause_any(&s->pause) && !s->closing && !s->eof)
+	if (!pause_any(pause) && !closing && !eof)
 		events |= UV_READABLE;
-	else if (!s->closing && !s->eof) {
+	else if (!closing && !eof) {
 		/* Paused, still watched for a hang-up: a dead client's session would otherwise
 		 * keep its descriptors and input until the pause ends, which for input memory
 		 * that other dead sessions hold is never. */
-		if (s->poll_events & UV_DISCONNECT) {
+		if (in->poll_events & UV_DISCONNECT) {
 			events |= UV_DISCONNECT;
 		} else {
 			int peer = conn_peer(s);
@@ -94,12 +101,12 @@ void conn_flush(struct session *s)
 				events |= UV_DISCONNECT;
 		}
 	}
-	if (events != s->poll_events) {
-		s->poll_events = events;
+	if (events != in->poll_events) {
+		in->poll_events = events;
 		if (events)
-			uv_poll_start(&s->poll, events, conn_on_io);
+			uv_poll_start(session_poll(s), events, conn_on_io);
 		else
-			uv_poll_stop(&s->poll);
+			uv_poll_stop(session_poll(s));
 	}
 }
 
@@ -107,7 +114,7 @@ void conn_flush(struct session *s)
  * paused at --max-input-memory. */
 static void conn_input_released(struct server *srv)
 {
-	for (struct session *s = srv->input_waiting ? srv->sessions : NULL; s; s = s->next)
+	for (struct session *s = srv->input_waiting ? srv->sessions : NULL; s; s = session_next(s))
 		conn_input_resume(s);
 }
 
@@ -120,51 +127,95 @@ static size_t input_large(size_t cap)
 /* Give the input buffer back (the session ended, or it sat idle). */
 void conn_input_free(struct session *s)
 {
-	if (!s->in_cap)
+	struct session_in *in = session_in(s);
+	struct server *srv = session_server(s);
+
+	if (!in->cap)
 		return;
-	free(s->in);
-	s->in = NULL;
-	s->srv->limit.input_bytes -= s->in_cap;
-	s->srv->limit.input_large_bytes -= input_large(s->in_cap);
-	s->in_cap = s->in_len = 0;
-	conn_input_released(s->srv);
+	free(in->buf);
+	in->buf = NULL;
+	srv->limit.input_bytes -= in->cap;
+	srv->limit.input_large_bytes -= input_large(in->cap);
+	in->cap = in->len = 0;
+	conn_input_released(srv);
 }
 
-void conn_input_adopt(struct session *s, uint8_t *in, size_t len)
+void conn_input_adopt(struct session *s, uint8_t *bytes, size_t len)
 {
-	s->in = in;
-	s->in_len = s->in_cap = len;
-	s->srv->limit.input_bytes += len;
-	s->srv->limit.input_large_bytes += input_large(len);
-	s->last_read_ns = server_loop_ns(s->srv);
+	struct session_in *in = session_in(s);
+	struct server *srv = session_server(s);
+
+	in->buf = bytes;
+	in->len = in->cap = len;
+	srv->limit.input_bytes += len;
+	srv->limit.input_large_bytes += input_large(len);
+	in->last_read_ns = server_loop_ns(srv);
+}
+
+const uint8_t *conn_input_unread(const struct session *s, size_t *n)
+{
+	const struct session_in *in = session_in_const(s);
+
+	*n = in->len;
+	return in->len ? in->buf : NULL;
+}
+
+const int *conn_fds_held(const struct session *s, unsigned *n)
+{
+	const struct session_in *in = session_in_const(s);
+
+	*n = in->nfds;
+	return in->fds;
+}
+
+uint64_t conn_accepted_ns(const struct session *s)
+{
+	return session_in_const(s)->accepted_ns;
+}
+
+void conn_adopt(struct session *s, uint64_t accepted_ns, const int *fds, unsigned n)
+{
+	struct session_in *in = session_in(s);
+
+	in->accepted_ns = accepted_ns;
+	for (unsigned i = 0; i < n && i < SESSION_MAX_FDS; i++)
+		in->fds[in->nfds++] = fds[i];
 }
 
 /* Tell the client why (a tag-0 notice), then close once that is written. */
 static void conn_close_with(struct session *s, Sseq__Status status, const char *why)
 {
+	struct session_in *in = session_in(s);
+
 	log_about(LOG_LVL_NOTICE, "session", SESSION_WHO(s),
-		"client %" PRIu64 " (pid %u): %s; closing", s->ident.id, s->ident.pid, why);
+		"client %" PRIu64 " (pid %u): %s; closing", session_id(s), session_ident(s)->pid,
+		why);
 	out_reply(s, 0, status, why);
-	s->closing = true;
-	s->in_len = 0;
-	s->frame_started_ns = 0;
+	session_close_after_output(s);
+	in->len = 0;
+	in->frame_started_ns = 0;
 }
 
 static void conn_protocol_error(struct session *s, Sseq__Status status, const char *why)
 {
-	s->srv->frames_bad++;
+	session_server(s)->frames_bad++;
 	conn_close_with(s, status, why);
 }
 
 void conn_process(struct session *s)
 {
+	struct session_in *in = session_in(s);
+	struct server *srv = session_server(s);
+	struct session_pause *pause = session_pause(s);
+	struct arena *arena = session_arena(s);
 	/* The loop's decoding storage (each loop decodes its own connections). */
-	struct wire_request *wire = &s->srv->wire;
+	struct wire_request *wire = &srv->wire;
 	size_t off = 0;
 	unsigned frames = 0;
 
-	while (s->connected && !s->closing && !pause_gated(&s->pause) && s->in_len - off >= 4) {
-		const uint8_t *p = s->in + off;
+	while (session_is_connected(s) && !session_is_closing(s) && !pause_gated(pause) &&
+		in->len - off >= 4) {
+		const uint8_t *p = in->buf + off;
 		uint32_t len = frame_get_len(p);
 		Sseq__Request *rq = NULL;
 		char why[128];
@@ -178,22 +229,22 @@ void conn_process(struct session *s)
 			conn_protocol_error(s, SSEQ__STATUS__STATUS_FRAME_TOO_LARGE, why);
 			return;
 		}
-		if (s->in_len - off - 4 < len)
+		if (in->len - off - 4 < len)
 			break;
 		/* The hot requests decode by hand; protobuf-c has the last word on the rest,
 		 * after a look at the bytes that it cannot take safely itself. */
 		if (wire_decode_request(p + 4, len, wire))
 			rq = &wire->rq;
 		else if (pbcheck_request(p + 4, len, why, sizeof(why)) == 0 &&
-			!(rq = sseq__request__unpack(&s->arena.pb, len, p + 4)))
+			!(rq = sseq__request__unpack(&arena->pb, len, p + 4)))
 			snprintf(why, sizeof(why), "frame does not decode as a Request");
 		if (!rq) {
 			conn_protocol_error(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, why);
 			return;
 		}
-		s->srv->frames_in++;
+		srv->frames_in++;
 		r = request_run(s, rq, false);
-		arena_reset(&s->arena);
+		arena_reset(arena);
 		if (r == -EAGAIN) {
 			/* The frame stays: it runs again once its stream has room (I3). */
 			pause_set(s, PAUSE_WINDOW);
@@ -202,17 +253,17 @@ void conn_process(struct session *s)
 		if (r == -EBUSY) /* the frame stays, for when half its work completed */
 			break;
 		if (r == -EPROTO) {
-			s->closing = true;
-			s->in_len = 0;
+			session_close_after_output(s);
+			in->len = 0;
 			return;
 		}
 		off += 4 + len;
 	}
-	if (off && s->connected) { /* a disconnect gave the input buffer back */
-		memmove(s->in, s->in + off, s->in_len - off);
-		s->in_len -= off;
+	if (off && session_is_connected(s)) { /* a disconnect gave the input buffer back */
+		memmove(in->buf, in->buf + off, in->len - off);
+		in->len -= off;
 		/* What is left is a new frame's start: its deadline counts from now. */
-		s->frame_started_ns = s->in_len ? server_loop_ns(s->srv) : 0;
+		in->frame_started_ns = in->len ? server_loop_ns(srv) : 0;
 	}
 }
 
@@ -220,33 +271,34 @@ void conn_process(struct session *s)
  * -EAGAIN when the session must wait for others to give input memory back. */
 static int conn_input_reserve(struct session *s)
 {
-	struct server *srv = s->srv;
+	struct session_in *in = session_in(s);
+	struct server *srv = session_server(s);
 	size_t cap, grow;
 	uint8_t *b;
 
-	if (s->in_cap - s->in_len >= SESSION_READ_CHUNK)
+	if (in->cap - in->len >= SESSION_READ_CHUNK)
 		return 0;
-	cap = s->in_cap ? s->in_cap * 2 : SESSION_INPUT_BASE;
-	while (cap - s->in_len < SESSION_READ_CHUNK)
+	cap = in->cap ? in->cap * 2 : SESSION_INPUT_BASE;
+	while (cap - in->len < SESSION_READ_CHUNK)
 		cap *= 2;
-	grow = input_large(cap) - input_large(s->in_cap);
+	grow = input_large(cap) - input_large(in->cap);
 	if (grow && srv->limit.input_large_bytes + grow > srv->opts.limits.max_input_bytes) {
 		if (pause_set(s, PAUSE_INPUT)) {
 			srv->limit.input_paused++;
 			log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
 				"client %" PRIu64 " (pid %u): input paused: %" PRIu64
 				" bytes of large frames buffered (--max-input-memory %" PRIu64 ")",
-				s->ident.id, s->ident.pid, srv->limit.input_large_bytes,
+				session_id(s), session_ident(s)->pid, srv->limit.input_large_bytes,
 				srv->opts.limits.max_input_bytes);
 		}
 		return -EAGAIN;
 	}
-	if (!(b = realloc(s->in, cap)))
+	if (!(b = realloc(in->buf, cap)))
 		return -ENOMEM;
-	srv->limit.input_bytes += cap - s->in_cap;
+	srv->limit.input_bytes += cap - in->cap;
 	srv->limit.input_large_bytes += grow;
-	s->in = b;
-	s->in_cap = cap;
+	in->buf = b;
+	in->cap = cap;
 	return 0;
 }
 
@@ -265,25 +317,30 @@ void conn_input_resume(struct session *s)
  * reports POLLHUP), nobody will read them: end the session now. */
 static void conn_input_ended(struct session *s)
 {
-	struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+	struct pollfd p = {.fd = session_fd(s), .events = POLLOUT};
+	struct session_follow *follow = session_follow(s);
 
 	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR))) {
 		conn_close(s);
 		return;
 	}
-	s->eof = true;
-	if (s->follow.following)
-		s->srv->nfollowing--;
-	s->follow.following = false;
-	s->frame_started_ns = 0; /* a partial frame at EOF can never finish */
+	session_drain(s);
+	if (follow->following)
+		session_server(s)->nfollowing--;
+	follow->following = false;
+	session_in(s)->frame_started_ns = 0; /* a partial frame at EOF can never finish */
 	out_mark_dirty(s);
 }
 
 static void conn_read(struct session *s)
 {
+	struct session_in *in = session_in(s);
+	struct server *srv = session_server(s);
+	const struct session_pause *pause = session_pause(s);
+
 	/* Bounded per turn so one busy client cannot starve the others. */
-	for (int rounds = 0;
-		rounds < 4 && s->connected && !pause_any(&s->pause) && !s->closing && !s->eof;
+	for (int rounds = 0; rounds < 4 && session_is_connected(s) && !pause_any(pause) &&
+		!session_is_closing(s) && !session_is_draining(s);
 		rounds++) {
 		union {
 			struct cmsghdr align;
@@ -300,21 +357,21 @@ static void conn_read(struct session *s)
 			conn_close(s);
 			return;
 		}
-		iov.iov_base = s->in + s->in_len;
-		iov.iov_len = s->in_cap - s->in_len;
+		iov.iov_base = in->buf + in->len;
+		iov.iov_len = in->cap - in->len;
 		msg.msg_iov = &iov;
 		msg.msg_iovlen = 1;
 		msg.msg_control = ctl.buf;
 		msg.msg_controllen = sizeof(ctl.buf);
-		n = recvmsg(s->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		n = recvmsg(session_fd(s), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN)
 				break;
 			log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
-				"client %" PRIu64 " (pid %u): read failed: %s", s->ident.id,
-				s->ident.pid, strerror(errno));
+				"client %" PRIu64 " (pid %u): read failed: %s", session_id(s),
+				session_ident(s)->pid, strerror(errno));
 			conn_close(s);
 			return;
 		}
@@ -324,8 +381,8 @@ static void conn_read(struct session *s)
 			size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 			const int *fds = (const int *)(const void *)CMSG_DATA(c);
 			for (size_t i = 0; i < nfd; i++) {
-				if (s->nfds < SESSION_MAX_FDS)
-					s->fds[s->nfds++] = fds[i];
+				if (in->nfds < SESSION_MAX_FDS)
+					in->fds[in->nfds++] = fds[i];
 				else
 					close(fds[i]); /* more memfds than pending registrations */
 			}
@@ -334,12 +391,12 @@ static void conn_read(struct session *s)
 			conn_input_ended(s);
 			return;
 		}
-		s->last_read_ns = server_loop_ns(s->srv);
-		if (!s->in_len)
-			s->frame_started_ns = s->last_read_ns;
-		s->in_len += (size_t)n;
+		in->last_read_ns = server_loop_ns(srv);
+		if (!in->len)
+			in->frame_started_ns = in->last_read_ns;
+		in->len += (size_t)n;
 		conn_process(s);
-		if (!s->in_len && s->srv->input_waiting) {
+		if (!in->len && srv->input_waiting) {
 			conn_input_free(s); /* others wait for input memory */
 			break;
 		}
@@ -350,14 +407,16 @@ static void conn_read(struct session *s)
 
 void conn_sweep(struct session *s, uint64_t now)
 {
-	const struct server_limits *lim = &s->srv->opts.limits;
+	struct session_in *in = session_in(s);
+	struct server *srv = session_server(s);
+	const struct server_limits *lim = &srv->opts.limits;
 	char why[128];
 
-	if (!s->connected || s->closing)
+	if (!session_is_connected(s) || session_is_closing(s))
 		return;
-	if (!s->hello && lim->hello_timeout_ms &&
-		now - s->accepted_ns > (uint64_t)lim->hello_timeout_ms * 1000000u) {
-		s->srv->limit.hello_timeouts++;
+	if (!session_has_hello(s) && lim->hello_timeout_ms &&
+		now - in->accepted_ns > (uint64_t)lim->hello_timeout_ms * 1000000u) {
+		srv->limit.hello_timeouts++;
 		snprintf(why, sizeof(why), "no Hello within %u ms (--hello-timeout)",
 			lim->hello_timeout_ms);
 		conn_close_with(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, why);
@@ -367,18 +426,18 @@ void conn_sweep(struct session *s, uint64_t now)
 	 * turn's frames used up) is not the client stalling: the deadline starts again when
 	 * it ends (server.c). A pause at --max-input-memory counts: the partial frame holds
 	 * memory others wait for, and only the client can finish it. */
-	if (s->frame_started_ns && !pause_held(&s->pause) && lim->frame_timeout_ms &&
-		now - s->frame_started_ns > (uint64_t)lim->frame_timeout_ms * 1000000u) {
-		s->srv->limit.frame_timeouts++;
+	if (in->frame_started_ns && !pause_held(session_pause(s)) && lim->frame_timeout_ms &&
+		now - in->frame_started_ns > (uint64_t)lim->frame_timeout_ms * 1000000u) {
+		srv->limit.frame_timeouts++;
 		snprintf(why, sizeof(why),
 			"a frame stalled: %zu bytes of it in %u ms "
 			"(--frame-timeout)",
-			s->in_len, lim->frame_timeout_ms);
+			in->len, lim->frame_timeout_ms);
 		conn_close_with(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, why);
 		return;
 	}
 	/* An idle connection holds no input memory. */
-	if (!s->in_len && s->in_cap && now - s->last_read_ns > 1000000000u)
+	if (!in->len && in->cap && now - in->last_read_ns > 1000000000u)
 		conn_input_free(s);
 }
 
@@ -395,24 +454,26 @@ static void conn_io(struct session *s, int status, int events)
 		}
 		/* Only a half-close, while paused: not watched again (it stays readable), and
 		 * its input is read to the end once the pause ends. */
-		s->poll_events &= ~UV_DISCONNECT;
-		if (s->poll_events)
-			uv_poll_start(&s->poll, s->poll_events, conn_on_io);
+		struct session_in *in = session_in(s);
+
+		in->poll_events &= ~UV_DISCONNECT;
+		if (in->poll_events)
+			uv_poll_start(session_poll(s), in->poll_events, conn_on_io);
 		else
-			uv_poll_stop(&s->poll);
+			uv_poll_stop(session_poll(s));
 	}
 	if (events & UV_WRITABLE)
 		out_mark_dirty(s);
 	if (events & UV_READABLE)
 		conn_read(s);
-	if (s->connected)
+	if (session_is_connected(s))
 		out_mark_dirty(s);
 }
 
 static void conn_on_io(uv_poll_t *poll, int status, int events)
 {
 	struct session *s = poll->data;
-	struct server *srv = s->srv; /* s may be gone after */
+	struct server *srv = session_server(s); /* s may be gone after */
 	const uint64_t t0 = server_busy_begin(srv);
 
 	conn_io(s, status, events);
@@ -421,7 +482,16 @@ static void conn_on_io(uv_poll_t *poll, int status, int events)
 
 struct session *conn_accept(struct server *srv, int fd)
 {
-	return session_new(srv, fd, conn_on_io);
+	struct session *s = session_new(srv, fd);
+	struct session_in *in;
+
+	if (!s)
+		return NULL;
+	in = session_in(s);
+	in->accepted_ns = server_loop_ns(srv);
+	in->poll_events = UV_READABLE;
+	uv_poll_start(session_poll(s), UV_READABLE, conn_on_io);
+	return s;
 }
 
 /* libuv has let go of the fd: only now may its number go to a new connection. */
@@ -429,35 +499,36 @@ static void conn_poll_closed(uv_handle_t *h)
 {
 	struct session *s = h->data;
 
-	close(s->fd);
-	s->fd = -1;
+	session_close_fd(s);
 	session_unref(s); /* the connection's */
 }
 
 void conn_close(struct session *s)
 {
-	struct server *srv = s->srv;
+	struct session_in *in = session_in(s);
+	struct session_follow *follow = session_follow(s);
+	const struct session_ident *id = session_ident(s);
+	const struct session_counts *counts = session_counts(s);
 
-	if (!s->connected)
+	if (!session_is_connected(s))
 		return;
-	s->connected = false;
-	if (s->follow.following)
-		srv->nfollowing--;
-	s->follow.following = false;
+	session_disconnected(s);
+	if (follow->following)
+		session_server(s)->nfollowing--;
+	follow->following = false;
 	pause_forget(s);
 	log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
 		"client %" PRIu64 " (pid %u, %s%s%s) disconnected: %" PRIu64 " buffers, %" PRIu64
 		" ops in flight",
-		s->ident.id, s->ident.pid, s->ident.name[0] ? s->ident.name : "unnamed",
-		s->ident.worker[0] ? " " : "", s->ident.worker, s->counts.buffers,
-		s->counts.inflight);
+		id->id, id->pid, id->name[0] ? id->name : "unnamed", id->worker[0] ? " " : "",
+		id->worker, counts->buffers, counts->inflight);
 	/* The fd stays open until the poll handle is closed: closing it first would let
 	 * accept() hand its number to a new client whose registration the late close of
 	 * this handle then removes from epoll (the new client would never be read). */
-	uv_close((uv_handle_t *)&s->poll, conn_poll_closed);
+	uv_close((uv_handle_t *)session_poll(s), conn_poll_closed);
 	conn_input_free(s);
-	for (unsigned i = 0; i < s->nfds; i++)
-		close(s->fds[i]);
-	s->nfds = 0;
+	for (unsigned i = 0; i < in->nfds; i++)
+		close(in->fds[i]);
+	in->nfds = 0;
 	session_end(s);
 }

@@ -6,10 +6,39 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <uv.h>
 
-struct server;
+#include "server.h"
+
 struct session;
+
+/* A session's input, embedded in its session (session.c) and changed by this module
+ * alone: the bytes read and not yet run, the descriptors that came with them, the
+ * deadlines' clocks, and what its socket is polled for. A zeroed one is empty. */
+struct session_in {
+	uint8_t *buf;
+	size_t len, cap; /* buf[0..len) is read and not yet run */
+	uint64_t accepted_ns; /* for the Hello deadline */
+	uint64_t frame_started_ns; /* the oldest unfinished frame's first byte, 0 if none */
+	uint64_t last_read_ns; /* for giving back an idle connection's input buffer */
+	int fds[SESSION_MAX_FDS]; /* received (SCM_RIGHTS), not yet taken, oldest first */
+	unsigned nfds;
+	int poll_events; /* what the session's poll handle watches now */
+};
+
+/* The oldest descriptor in `in` that no request took yet, now the caller's; -1 if none.
+ * Inline: session.c hands it out (session_take_fd) without calling conn.c. */
+static inline int conn_take_fd(struct session_in *in)
+{
+	int fd;
+
+	if (in->nfds == 0)
+		return -1;
+	fd = in->fds[0];
+	memmove(in->fds, in->fds + 1, --in->nfds * sizeof(int));
+	return fd;
+}
 
 /* A session for an accepted connection fd, read from now on: NULL without memory. */
 struct session *conn_accept(struct server *srv, int fd);
@@ -34,5 +63,16 @@ void conn_input_free(struct session *s);
 /* s's input buffer becomes `in` (malloc'd, len bytes read but not yet run: a restart in
  * place hands them over), counted against the input budget as a live read's buffer is. */
 void conn_input_adopt(struct session *s, uint8_t *in, size_t len);
+
+/* The restart in place (session-handover.c) carries the input across as it is. */
+/* The bytes read and not yet run: *n of them (NULL when there are none). */
+const uint8_t *conn_input_unread(const struct session *s, size_t *n);
+/* The descriptors received and not yet taken, oldest first: *n of them. */
+const int *conn_fds_held(const struct session *s, unsigned *n);
+/* When the connection was accepted (loop clock), for its Hello deadline. */
+uint64_t conn_accepted_ns(const struct session *s);
+/* The new process takes over what a session held: accepted at accepted_ns (its Hello
+ * deadline runs on), with n descriptors (at most SESSION_MAX_FDS) held in order. */
+void conn_adopt(struct session *s, uint64_t accepted_ns, const int *fds, unsigned n);
 
 #endif

@@ -108,6 +108,11 @@ bool session_handover_write(int out, struct session *s)
 	uint32_t nslots, nnamed;
 	const struct handle_slot *slots = handles_picked(&s->handles, &nslots);
 	const struct handle_slot *named = handles_named(&s->handles, &nnamed);
+	const uint64_t accepted_ns = conn_accepted_ns(s);
+	unsigned nfds;
+	const int *fds = conn_fds_held(s, &nfds);
+	size_t in_len;
+	const uint8_t *unread = conn_input_unread(s, &in_len);
 	struct handover_session rs = {.fd = s->fd,
 		.pid = s->ident.pid,
 		.uid = s->ident.uid,
@@ -117,23 +122,23 @@ bool session_handover_write(int out, struct session *s)
 		.isolated = s->work.isolated,
 		.hello = s->hello,
 		.closing = s->closing,
-		.hello_age_ns = now > s->accepted_ns ? now - s->accepted_ns : 0,
+		.hello_age_ns = now > accepted_ns ? now - accepted_ns : 0,
 		.batch_resume = s->pause.batch_resume,
-		.nfds = s->nfds,
+		.nfds = nfds,
 		.following = s->follow.following,
 		.follow_tag = s->follow.tag,
 		.follow_dropped = s->follow.dropped,
 		/* A closing session's input is dropped: it will not be read. */
-		.in_len = s->closing ? 0 : s->in_len,
+		.in_len = s->closing ? 0 : in_len,
 		.out_len = out_pending(s)};
 
 	memcpy(rs.name, s->ident.name, sizeof(rs.name));
 	memcpy(rs.worker, s->ident.worker, sizeof(rs.worker));
 	memcpy(rs.lanes, s->lanes, sizeof(rs.lanes));
 	session_handover_keep(s->fd);
-	for (unsigned i = 0; i < s->nfds; i++) {
-		rs.fds[i] = s->fds[i];
-		session_handover_keep(s->fds[i]);
+	for (unsigned i = 0; i < nfds; i++) {
+		rs.fds[i] = fds[i];
+		session_handover_keep(fds[i]);
 	}
 	for (uint32_t i = 0; i < nnamed; i++)
 		rs.nnamed += named[i].kind != HANDLE_FREE;
@@ -170,7 +175,7 @@ bool session_handover_write(int out, struct session *s)
 		if (!session_handover_put(out, &r, sizeof(r)))
 			return false;
 	}
-	return session_handover_put(out, s->in, rs.in_len) &&
+	return session_handover_put(out, unread, rs.in_len) &&
 		(!rs.out_len || session_handover_put(out, out_unwritten(s), rs.out_len));
 }
 static int adopt_staging(struct session *s, const struct handover_slot *r, struct staging **out)
@@ -339,8 +344,6 @@ int session_handover_adopt(int in, struct server *srv)
 	loops_join(srv->loops, srv->loop_index, rs.uid);
 	session_admitted(s);
 	s->hello = rs.hello != 0;
-	/* Its Hello deadline runs on from when the first process accepted it. */
-	s->accepted_ns = now > rs.hello_age_ns ? now - rs.hello_age_ns : 0;
 	s->closing = rs.closing != 0;
 	s->work.isolated = rs.isolated != 0;
 	s->pause.batch_resume = rs.batch_resume;
@@ -354,8 +357,8 @@ int session_handover_adopt(int in, struct server *srv)
 		s->follow.dropped = rs.follow_dropped;
 		srv->nfollowing++;
 	}
-	for (uint32_t i = 0; i < rs.nfds && i < SESSION_MAX_FDS; i++)
-		s->fds[s->nfds++] = rs.fds[i];
+	/* Its Hello deadline runs on from when the first process accepted it. */
+	conn_adopt(s, now > rs.hello_age_ns ? now - rs.hello_age_ns : 0, rs.fds, rs.nfds);
 	r = adopt_slots(in, s, rs.nslots);
 	if (r == 0)
 		r = adopt_named(in, s, rs.nnamed);

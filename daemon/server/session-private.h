@@ -1,11 +1,12 @@
 /* struct session, private to the session module: session.c (lifetime, accessors),
- * session-req.c (Hello, lanes), session-handover.c (its record across a restart
- * in place) and the connection it wraps, conn.c (input). Every other file reads a session
- * through session.h's accessors; its output (out.h) and its handle table (handles.h) are
- * embedded here but changed by their own modules alone. */
+ * session-req.c (Hello, lanes) and session-handover.c (its record across a restart in
+ * place). Every other file reads a session through session.h's accessors; its input
+ * (conn.h), its output (out.h) and its handle table (handles.h) are embedded here but
+ * changed by their own modules alone. */
 #ifndef SSEQ_SESSION_PRIVATE_H
 #define SSEQ_SESSION_PRIVATE_H
 
+#include "conn.h"
 #include "handles.h"
 #include "out.h"
 #include "pause.h"
@@ -15,8 +16,7 @@ struct session {
 	struct server *srv;
 	struct session *prev, *next;
 	int fd;
-	uv_poll_t poll;
-	int poll_events;
+	uv_poll_t poll; /* conn.c starts, changes and closes it */
 	unsigned refs; /* 1 while connected + one per op record */
 	bool connected;
 	bool closing; /* close once the output is written */
@@ -31,14 +31,7 @@ struct session {
 
 	struct session_ident ident;
 
-	uint8_t *in;
-	size_t in_len, in_cap;
-	uint64_t accepted_ns; /* for the Hello deadline */
-	uint64_t frame_started_ns; /* the oldest unfinished frame's first byte, 0 if none */
-	uint64_t last_read_ns; /* for giving back an idle connection's input buffer */
-	int fds[SESSION_MAX_FDS];
-	unsigned nfds;
-
+	struct session_in in; /* conn.c's */
 	struct session_out out; /* out.c's */
 
 	struct arena arena; /* one frame's unpacked request and replies */

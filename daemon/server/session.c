@@ -50,6 +50,16 @@ struct session_follow *session_follow(struct session *s)
 	return &s->follow;
 }
 
+struct session_in *session_in(struct session *s)
+{
+	return &s->in;
+}
+
+const struct session_in *session_in_const(const struct session *s)
+{
+	return &s->in;
+}
+
 struct session_out *session_out(struct session *s)
 {
 	return &s->out;
@@ -75,9 +85,25 @@ int session_fd(const struct session *s)
 	return s->fd;
 }
 
+void session_close_fd(struct session *s)
+{
+	close(s->fd);
+	s->fd = -1;
+}
+
+uv_poll_t *session_poll(struct session *s)
+{
+	return &s->poll;
+}
+
 void session_close_after_output(struct session *s)
 {
 	s->closing = true;
+}
+
+bool session_is_closing(const struct session *s)
+{
+	return s->closing;
 }
 
 struct arena *session_arena(struct session *s)
@@ -101,6 +127,16 @@ bool session_is_draining(const struct session *s)
 	return s->eof && s->connected;
 }
 
+void session_drain(struct session *s)
+{
+	s->eof = true;
+}
+
+void session_disconnected(struct session *s)
+{
+	s->connected = false;
+}
+
 bool session_has_hello(const struct session *s)
 {
 	return s->hello;
@@ -113,13 +149,7 @@ struct session *session_next(const struct session *s)
 
 int session_take_fd(struct session *s)
 {
-	int fd;
-
-	if (s->nfds == 0)
-		return -1;
-	fd = s->fds[0];
-	memmove(s->fds, s->fds + 1, --s->nfds * sizeof(int));
-	return fd;
+	return conn_take_fd(&s->in);
 }
 
 void session_ref(struct session *s)
@@ -188,7 +218,7 @@ void session_foreach_buffer(
 		&(struct session_each_buffer){.fn = fn, .arg = arg});
 }
 
-struct session *session_new(struct server *srv, int fd, uv_poll_cb on_io)
+struct session *session_new(struct server *srv, int fd)
 {
 	struct session *s = calloc(1, sizeof(*s));
 	struct ucred cred;
@@ -201,7 +231,6 @@ struct session *session_new(struct server *srv, int fd, uv_poll_cb on_io)
 	s->ident.id = loops_session_id(srv->loops);
 	s->refs = 1;
 	s->connected = true;
-	s->accepted_ns = server_loop_ns(srv);
 	arena_init(&s->arena);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
 		s->ident.pid = (uint32_t)cred.pid;
@@ -212,8 +241,6 @@ struct session *session_new(struct server *srv, int fd, uv_poll_cb on_io)
 		return NULL;
 	}
 	s->poll.data = s;
-	s->poll_events = UV_READABLE;
-	uv_poll_start(&s->poll, UV_READABLE, on_io);
 	s->next = srv->sessions;
 	if (srv->sessions)
 		srv->sessions->prev = s;

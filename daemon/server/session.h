@@ -41,6 +41,8 @@ struct session_counts {
 struct session_pause;
 /* Its output not yet written, and its place on the list of those to write: out.h. */
 struct session_out;
+/* Its input not yet run, the descriptors that came with it, its deadlines: conn.h. */
+struct session_in;
 
 /* What its ops need of it: whether its kernels run alone, its last op per stream. */
 struct session_work {
@@ -62,16 +64,25 @@ struct session_counts *session_counts(struct session *s);
 struct session_pause *session_pause(struct session *s);
 struct session_work *session_work(struct session *s);
 struct session_follow *session_follow(struct session *s);
-/* Its output and its handle table, each changed by its own module alone (out.c,
- * handles.c); the _const ones for reading. */
+/* Its input, its output and its handle table, each changed by its own module alone
+ * (conn.c, out.c, handles.c); the _const ones for reading. */
+struct session_in *session_in(struct session *s);
+const struct session_in *session_in_const(const struct session *s);
 struct session_out *session_out(struct session *s);
 const struct session_out *session_out_const(const struct session *s);
 struct handle_table *session_handles(struct session *s);
 const struct handle_table *session_handles_const(const struct session *s);
 /* The connection's socket. */
 int session_fd(const struct session *s);
+/* libuv let go of the socket (conn_close): it is closed, and its number may go to a new
+ * connection from now on. */
+void session_close_fd(struct session *s);
+/* The connection's poll handle (conn.c starts, changes and closes it). */
+uv_poll_t *session_poll(struct session *s);
 /* It closes once its output is written (conn_flush). */
 void session_close_after_output(struct session *s);
+/* It answered its last: closed once its output is written, and nothing more is read. */
+bool session_is_closing(const struct session *s);
 /* One frame's unpacked request and replies, reset after each frame (or answer). */
 struct arena *session_arena(struct session *s);
 /* Its lanes (compute stream numbers, in its order); *n their count. */
@@ -80,6 +91,10 @@ const uint32_t *session_lanes(const struct session *s, uint32_t *n);
 bool session_is_connected(const struct session *s);
 /* Connected, and the client closed its sending side: it closes once its work is done. */
 bool session_is_draining(const struct session *s);
+/* The client closed its sending side (EOF): nothing more is read; draining from now on. */
+void session_drain(struct session *s);
+/* The connection is gone (conn_close): nothing more is sent to it. */
+void session_disconnected(struct session *s);
 /* It has said Hello. */
 bool session_has_hello(const struct session *s);
 /* The next session of srv->sessions' list, or NULL. */
@@ -91,9 +106,9 @@ int session_take_fd(struct session *s);
  * use): dropped with session_unref. */
 void session_ref(struct session *s);
 
-/* A session for the connection fd (conn_accept): linked into srv's list, polled for
- * input by on_io; NULL without memory. */
-struct session *session_new(struct server *srv, int fd, uv_poll_cb on_io);
+/* A session for the connection fd (conn_accept): linked into srv's list, its poll handle
+ * ready (session_poll; conn_accept starts it); NULL without memory. */
+struct session *session_new(struct server *srv, int fd);
 /* The connection closed (conn_close): release everything the client owned, each handle by
  * its kind's release (deferred as the sequencer requires), and leave srv's list. */
 void session_end(struct session *s);

@@ -323,7 +323,7 @@ START_TEST(test_a_session_at_the_inflight_cap_is_not_timed_out)
 	tl_connect(t, &c);
 	x = fill_window(t, &c, 10);
 	ck_assert(pause_has(&c.s->pause, PAUSE_INFLIGHT));
-	ck_assert_uint_gt(c.s->in_len, 0); /* the copies it holds back */
+	ck_assert_uint_gt(c.s->in.len, 0); /* the copies it holds back */
 	conn_sweep(c.s, server_loop_ns(&t->srv) + 60000000000u);
 	ck_assert(!c.s->closing);
 	ck_assert_uint_eq(t->srv.limit.frame_timeouts, 0);

@@ -101,7 +101,7 @@ START_TEST(test_several_frames_in_one_write_all_run_in_order)
 	for (uint64_t tag = 2; tag <= 5; tag++)
 		ck_assert_int_eq(tl_reply(&c, tag, NULL), SSEQ__STATUS__STATUS_OK);
 	ck_assert_ptr_null(tl_next(&c));
-	ck_assert_uint_gt(c.s->in_len, 0); /* the half frame waits for the rest */
+	ck_assert_uint_gt(c.s->in.len, 0); /* the half frame waits for the rest */
 	tl_close(t, &c);
 	tl_free(t);
 }
@@ -227,7 +227,7 @@ START_TEST(test_a_memfd_arrives_with_its_frame)
 	n = register_frame(buf, 2, 8192);
 	ck_assert_int_eq(tl_exchange(t, &c, buf, n, &fd, 1, 2, &h), SSEQ__STATUS__STATUS_OK);
 	ck_assert_ptr_nonnull(handles_lookup(session_handles(c.s), h, HANDLE_STAGING));
-	ck_assert_uint_eq(c.s->nfds, 0); /* taken by its registration */
+	ck_assert_uint_eq(c.s->in.nfds, 0); /* taken by its registration */
 	/* Two memfds on the first half of two frames: each registration takes one. */
 	fds[0] = sealed_memfd(4096);
 	fds[1] = sealed_memfd(4096);
@@ -235,14 +235,14 @@ START_TEST(test_a_memfd_arrives_with_its_frame)
 	n += register_frame(buf + n, 4, 4096);
 	tl_write(&c, buf, 5, fds, 2);
 	tl_pump(t);
-	ck_assert_uint_eq(c.s->nfds, 2); /* held until their frames are whole */
+	ck_assert_uint_eq(c.s->in.nfds, 2); /* held until their frames are whole */
 	ck_assert_ptr_null(tl_next(&c));
 	ck_assert_int_eq(
 		tl_exchange(t, &c, buf + 5, n - 5, NULL, 0, 3, &h), SSEQ__STATUS__STATUS_OK);
 	ck_assert_ptr_nonnull(handles_lookup(session_handles(c.s), h, HANDLE_STAGING));
 	ck_assert_int_eq(tl_reply(&c, 4, &h), SSEQ__STATUS__STATUS_OK);
 	ck_assert_ptr_nonnull(handles_lookup(session_handles(c.s), h, HANDLE_STAGING));
-	ck_assert_uint_eq(c.s->nfds, 0);
+	ck_assert_uint_eq(c.s->in.nfds, 0);
 	ck_assert_uint_eq(c.s->counts.stagings, 3);
 	close(fd);
 	close(fds[0]);
@@ -343,7 +343,7 @@ START_TEST(test_a_half_close_while_paused_keeps_the_session)
 	tl_pump(t);
 	ck_assert_uint_eq(t->srv.nsessions, 1);
 	ck_assert(pause_has(&c.s->pause, PAUSE_INPUT) && !c.s->closing);
-	ck_assert_int_eq(c.s->poll_events, 0); /* not woken again and again by the half-close */
+	ck_assert_int_eq(c.s->in.poll_events, 0); /* not woken again and again by the half-close */
 	conn_sweep(c.s, server_loop_ns(&t->srv) + 1000000000u);
 	tl_close(t, &c);
 	ck_assert_uint_eq(t->srv.nsessions, 0);
@@ -404,7 +404,7 @@ START_TEST(test_a_client_that_does_not_read_its_replies_is_not_read)
 	tl_pump(t);
 	ck_assert_uint_ge(out_pending(c.s), SESSION_OUT_HIGH);
 	ck_assert(pause_has(&c.s->pause, PAUSE_OUTPUT));
-	ck_assert(!(c.s->poll_events & UV_READABLE));
+	ck_assert(!(c.s->in.poll_events & UV_READABLE));
 	frames = t->srv.frames_in;
 	a.size = 4096;
 	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
@@ -425,7 +425,7 @@ START_TEST(test_a_client_that_does_not_read_its_replies_is_not_read)
 	ck_assert(answered);
 	ck_assert_uint_eq(t->srv.frames_in, frames + 1);
 	ck_assert(!pause_any(&c.s->pause));
-	ck_assert(c.s->poll_events & UV_READABLE);
+	ck_assert(c.s->in.poll_events & UV_READABLE);
 	tl_close(t, &c);
 	tl_free(t);
 }

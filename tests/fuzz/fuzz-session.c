@@ -504,8 +504,8 @@ static void fz_check_budget(const struct fz *f, bool arenas)
 	for (const struct session *s = f->srv.sessions; s; s = s->next) {
 		uint64_t sn, sbytes;
 
-		in += s->in_cap;
-		large += fz_input_large(s->in_cap);
+		in += s->in.cap;
+		large += fz_input_large(s->in.cap);
 		n += s->counts.stagings;
 		bytes += s->counts.staging_bytes;
 		if (!arenas)
@@ -608,10 +608,10 @@ static struct fz_held fz_held_of(const struct session *s)
 	struct fz_held h = {.id = s->ident.id,
 		.hello = s->hello,
 		.closing = s->closing,
-		.nfds = s->nfds,
+		.nfds = s->in.nfds,
 		.nslots = s->handles.nslots,
 		.batch_resume = s->pause.batch_resume,
-		.in_len = s->closing ? 0 : s->in_len,
+		.in_len = s->closing ? 0 : s->in.len,
 		.out_len = out_pending(s)};
 
 	fz_slot_stagings(s, &h.stagings, &h.staging_bytes);
@@ -727,7 +727,7 @@ static void fz_reset(struct fz *f)
 		if (inject_drop_output)
 			s->out.off = s->out.len = 0;
 		if (inject_input_large)
-			f->srv.limit.input_large_bytes -= fz_input_large(s->in_cap);
+			f->srv.limit.input_large_bytes -= fz_input_large(s->in.cap);
 	}
 	for (unsigned i = 0; i < nexec_fds; i++) {
 		int flags = fcntl(exec_fds[i].fd, F_GETFD);
