@@ -613,6 +613,21 @@ struct hip_cmd *hip__submit_begin(struct hip *h, uint32_t stream, struct hip_cmd
 	return &sub->q[tail % HIP_SUBMIT_QUEUE];
 }
 
+/* Whether c may be a small copy's command (--submit-idle copies): a copy through the
+ * small-copy pool, a wait on a copy stream (whose ops are copies) and the record of a
+ * copy that ran here. */
+static bool hip_copy_command(const struct hip *h, const struct hip_cmd *c)
+{
+	switch (c->kind) {
+	case HIP_CMD_WAIT:
+		return h->streams[c->stream].kind != SEQ_STREAM_COMPUTE;
+	case HIP_CMD_LAUNCH:
+		return (c->op == SEQ_OP_H2D || c->op == SEQ_OP_D2H) && c->copy.pooled;
+	default:
+		return h->streams[c->stream].launched_here;
+	}
+}
+
 /* Whether c, built in its thread's free slot, runs here instead (--submit-idle copies or
  * inline): when that thread sleeps with nothing queued, waking it costs the loop a futex
  * call and c a wake-up (tens of microseconds on a busy host), more than the enqueue call
@@ -633,7 +648,14 @@ static bool hip_submit_here(struct hip *h, const struct hip_submitter *sub, cons
 {
 	const enum hip_submit_idle mode = h->cfg.submit_idle;
 
-	if (mode == HIP_SUBMIT_IDLE_WAKE || !atomic_load(&sub->sleeping))
+	if (mode == HIP_SUBMIT_IDLE_WAKE)
+		return false;
+	/* With copies, a command that could not run here is told apart before the look at
+	 * the thread's state, whose cache line the busy thread writes at every command it
+	 * takes: a flood of launches would pay that line's transfer on each. */
+	if (mode == HIP_SUBMIT_IDLE_COPIES && !hip_copy_command(h, c))
+		return false;
+	if (!atomic_load(&sub->sleeping))
 		return false;
 	if (atomic_load_explicit(&sub->head, memory_order_acquire) !=
 		atomic_load_explicit(&sub->tail, memory_order_relaxed))
@@ -643,13 +665,12 @@ static bool hip_submit_here(struct hip *h, const struct hip_submitter *sub, cons
 		return atomic_load_explicit(&c->ev->recorded, memory_order_acquire) >= c->serial;
 	case HIP_CMD_LAUNCH:
 		if (mode == HIP_SUBMIT_IDLE_COPIES)
-			return (c->op == SEQ_OP_H2D || c->op == SEQ_OP_D2H) && c->copy.pooled;
+			return true; /* a pooled copy (hip_copy_command) */
 		return c->op == SEQ_OP_EXEC || c->op == SEQ_OP_D2D || c->copy.pooled ||
 			(!atomic_load_explicit(&h->pins_pending, memory_order_acquire) &&
 				!atomic_load_explicit(&h->pins_lazy, memory_order_acquire));
 	default:
-		/* With copies: the record of a copy that ran here, not of a kernel's. */
-		return mode == HIP_SUBMIT_IDLE_INLINE || h->streams[c->stream].launched_here;
+		return true; /* with copies, the record of a copy that ran here */
 	}
 }
 
