@@ -5,12 +5,7 @@
 # Usage: bench/h200.sh [BUILD_DIR]   ($SSEQD_OPTS: more options for sseqd, e.g. --loops 4)
 set -uo pipefail
 B=${1:-build-hipnv}
-O=${OUT:-/tmp/sseq-bench}
-mkdir -p "$O"
-export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/$B/client/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* 2>/dev/null | head -1)
-native=$B/bench/bench-native
-client=$B/bench/bench-client
+. "$(dirname "$0")/hip-env.sh"
 log=$O/bench.txt
 say() { echo "$*" | tee -a "$log"; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

@@ -10,12 +10,7 @@ set -uo pipefail
 B=${1:?usage: launch.sh BUILD_DIR [OPTION_SET...]}
 shift
 [ $# -eq 0 ] && set -- ""
-O=${OUT:-/tmp/sseq-bench}
-mkdir -p "$O"
-export LD_LIBRARY_PATH=$PWD/$B/lib:$PWD/$B/client/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* 2>/dev/null | head -1)
-native=$B/bench/bench-native
-client=$B/bench/bench-client
+. "$(dirname "$0")/hip-env.sh"
 sock=/tmp/sseq-bench-launch.sock
 export SSEQ_SOCKET=$sock
 N=${N:-200000}

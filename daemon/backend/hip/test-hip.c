@@ -885,6 +885,43 @@ static unsigned long threads_sleeps(const char *prefix)
 	return (unsigned long)threads_sum(prefix, "status", status_sleeps, NULL);
 }
 
+/* The rig of the lone-request tests: a backend with one submit thread as cfg says, `one`
+ * filled with 1 and `acc` with 0 (N floats each), then a pause long enough for the
+ * thread's spin to end: it sleeps. */
+static void lone_rig_start(const struct seq_config *scfg, struct hip_config *cfg,
+	struct seq_buffer **one, struct seq_buffer **acc, size_t n)
+{
+	unsetenv("SSEQ_HIP_SUBMIT");
+	unsetenv("SSEQ_HIP_SUBMIT_IDLE");
+	h_setup(scfg, cfg);
+	h_alloc(n * sizeof(float), (struct seq_buffer * *[]){one, acc}, 2);
+	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(n)}, 3,
+				 (struct seq_buffer *[]){*one}),
+		0);
+	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(0.0f), U64(n)}, 3,
+				 (struct seq_buffer *[]){*acc}),
+		0);
+	ck_assert_int_eq(h_sync(), 0);
+	usleep(5000);
+}
+
+/* `rounds` lone launches (acc += one), each waited for and followed by a pause in which
+ * the submit thread goes to sleep: how many times the submit threads slept meanwhile. */
+static unsigned long lone_adds(
+	struct seq_buffer *one, struct seq_buffer *acc, size_t n, unsigned rounds)
+{
+	const unsigned long sleeps0 = threads_sleeps("sseq-submit");
+
+	for (unsigned i = 0; i < rounds; i++) {
+		ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(n)}, 4,
+					 (struct seq_buffer *[]){acc, one, acc}),
+			0);
+		ck_assert_int_eq(h_sync(), 0);
+		usleep(2000); /* the thread's spin is over: it sleeps */
+	}
+	return threads_sleeps("sseq-submit") - sleeps0;
+}
+
 /* With --submit-idle inline, a lone request after a pause (a test's download, a client's
  * one copy) is enqueued on the thread that submits it, not by waking the stream's
  * sleeping submit thread: that wake-up costs the client more than the enqueue call
@@ -895,31 +932,12 @@ START_TEST(test_a_lone_launch_does_not_wake_a_sleeping_submit_thread)
 	struct hip_config cfg = {.submit_threads = 1, .submit_idle = HIP_SUBMIT_IDLE_INLINE};
 	enum { N = 256, ROUNDS = 40 };
 	struct seq_buffer *one, *acc;
-	unsigned long sleeps0, sleeps;
+	unsigned long sleeps;
 	float *out;
 
-	unsetenv("SSEQ_HIP_SUBMIT");
-	unsetenv("SSEQ_HIP_SUBMIT_IDLE");
-	h_setup(&scfg, &cfg);
+	lone_rig_start(&scfg, &cfg, &one, &acc, N);
 	out = h_stage(N * sizeof(float));
-	h_alloc(N * sizeof(float), (struct seq_buffer * *[]){&one, &acc}, 2);
-	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(N)}, 3,
-				 (struct seq_buffer *[]){one}),
-		0);
-	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(0.0f), U64(N)}, 3,
-				 (struct seq_buffer *[]){acc}),
-		0);
-	ck_assert_int_eq(h_sync(), 0);
-	usleep(5000);
-	sleeps0 = threads_sleeps("sseq-submit");
-	for (unsigned i = 0; i < ROUNDS; i++) {
-		ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
-					 (struct seq_buffer *[]){acc, one, acc}),
-			0);
-		ck_assert_int_eq(h_sync(), 0);
-		usleep(2000); /* the thread's spin is over: it sleeps */
-	}
-	sleeps = threads_sleeps("sseq-submit") - sleeps0;
+	sleeps = lone_adds(one, acc, N, ROUNDS);
 	ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
 	ck_assert_int_eq(h_sync(), 0);
 	for (unsigned i = 0; i < N; i++)
@@ -948,17 +966,9 @@ START_TEST(test_a_lone_small_copy_does_not_wake_a_sleeping_submit_thread)
 	unsigned long sleeps0, copy_sleeps, launch_sleeps;
 	float *in, *out;
 
-	unsetenv("SSEQ_HIP_SUBMIT");
-	unsetenv("SSEQ_HIP_SUBMIT_IDLE");
-	h_setup(&scfg, &cfg);
+	lone_rig_start(&scfg, &cfg, &one, &acc, N);
 	in = h_stage(N * sizeof(float));
 	out = h_stage(N * sizeof(float));
-	h_alloc(N * sizeof(float), (struct seq_buffer * *[]){&one, &acc}, 2);
-	ck_assert_int_eq(h_exec("fill", (struct karg[]){BUF, F32(1.0f), U64(N)}, 3,
-				 (struct seq_buffer *[]){one}),
-		0);
-	ck_assert_int_eq(h_sync(), 0);
-	usleep(5000);
 	sleeps0 = threads_sleeps("sseq-submit");
 	for (unsigned i = 0; i < ROUNDS; i++) {
 		for (unsigned k = 0; k < N; k++)
@@ -972,15 +982,7 @@ START_TEST(test_a_lone_small_copy_does_not_wake_a_sleeping_submit_thread)
 		usleep(2000); /* the thread's spin is over: it sleeps */
 	}
 	copy_sleeps = threads_sleeps("sseq-submit") - sleeps0;
-	sleeps0 = threads_sleeps("sseq-submit");
-	for (unsigned i = 0; i < ROUNDS; i++) {
-		ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
-					 (struct seq_buffer *[]){acc, one, acc}),
-			0);
-		ck_assert_int_eq(h_sync(), 0);
-		usleep(2000);
-	}
-	launch_sleeps = threads_sleeps("sseq-submit") - sleeps0;
+	launch_sleeps = lone_adds(one, acc, N, ROUNDS);
 	ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
 	ck_assert_int_eq(h_sync(), 0);
 	for (unsigned k = 0; k < N; k++)
