@@ -243,27 +243,30 @@ static int arg_value(struct session *s, unsigned i, struct karg *ka, const Sseq_
 	const char *field = (const char *)a + wire_args[a->value_case].offset;
 	int64_t v;
 
+	/* A narrow type (a range in karg.h) travels in its wide carrier (the table's `wide`
+	 * member), read here and checked; the others go as they are. */
+#define ARG_CARRIER_i32 int32_t
+#define ARG_CARRIER_u32 uint32_t
+#define ARG_CARRIER_i64 int64_t
+#define ARG_CARRIER_u64 uint64_t
+#define ARG_CARRIER_f32 float
+#define ARG_CARRIER_f64 double
 	switch (ka->type) {
 	case KARG_BYTES:
 		return arg_bytes(s, i, ka, a->bytes);
-	case KARG_I8:
-	case KARG_I16: {
-		int32_t x;
-
-		memcpy(&x, field, sizeof(x));
-		v = x;
+#define ARG_READ(T, name, ctype, size, wide, min, max)                                             \
+	case KARG_##T:                                                                             \
+		if ((min) == (max)) {                                                              \
+			arg_scalar(ka, a);                                                         \
+			return 0;                                                                  \
+		} else {                                                                           \
+			ARG_CARRIER_##wide x;                                                      \
+			memcpy(&x, field, sizeof(x));                                              \
+			v = x;                                                                     \
+		}                                                                                  \
 		break;
-	}
-	case KARG_U8:
-	case KARG_U16:
-	case KARG_F16:
-	case KARG_BF16: {
-		uint32_t x;
-
-		memcpy(&x, field, sizeof(x));
-		v = x;
-		break;
-	}
+		KARG_SCALAR_TYPES(ARG_READ) /* kernels/karg.h */
+#undef ARG_READ
 	default:
 		arg_scalar(ka, a);
 		return 0;
@@ -273,14 +276,16 @@ static int arg_value(struct session *s, unsigned i, struct karg *ka, const Sseq_
 			"argument %u (%s) = %" PRId64 " is out of its range [%" PRId32 ", %" PRIu32
 			"]",
 			i, karg_type_name(ka->type), v, range[ka->type].min, range[ka->type].max);
-	if (ka->type == KARG_I8)
-		ka->v.i8 = (int8_t)v;
-	else if (ka->type == KARG_I16)
-		ka->v.i16 = (int16_t)v;
-	else if (ka->type == KARG_U8)
-		ka->v.u8 = (uint8_t)v;
-	else
-		ka->v.u16 = (uint16_t)v;
+	switch (ka->type) {
+#define ARG_STORE(T, name, ctype, size, wide, min, max)                                            \
+	case KARG_##T:                                                                             \
+		ka->v.name = (ctype)v;                                                             \
+		break;
+		KARG_SCALAR_TYPES(ARG_STORE)
+#undef ARG_STORE
+	default:
+		break;
+	}
 	return 0;
 }
 
