@@ -389,32 +389,27 @@ def _describe(kernel: str, i: int, sig: Optional[Sequence[tuple[str, str]]]) -> 
 
 def _scalar_for(kernel: str, i: int, value: Any,
                 sig: Optional[Sequence[tuple[str, str]]]) -> Scalar:
-    """Type a plain Python number from the kernel's known signature."""
-    if sig is not None and i < len(sig):
-        cls = _SCALARS.get(sig[i][1])
-        if cls is not None and type(value) is (int if issubclass(cls, _Int) else float):
-            try:
-                return cls(value)  # the launch path's common case, checked as below
-            except OverflowError as e:
-                raise OverflowError(f"{_describe(kernel, i, sig)}: {e}") from None
-    where = _describe(kernel, i, sig)
+    """Type a plain Python number from the kernel's known signature. On the launch path:
+    the argument's description is built only for a refusal, and an exact int passes the
+    integer check without the abstract base class's."""
     if sig is None or i >= len(sig):
         raise TypeError(
-            f"{where} is a plain {type(value).__name__} ({value!r}) and the kernel's "
-            f"signature is not known here: give its type, e.g. sseq.u64({value!r}) or "
-            f"sseq.f32({value!r})")
+            f"{_describe(kernel, i, sig)} is a plain {type(value).__name__} ({value!r}) and "
+            f"the kernel's signature is not known here: give its type, e.g. "
+            f"sseq.u64({value!r}) or sseq.f32({value!r})")
     kind = sig[i][1]
     if kind in _MARKERS:
-        raise TypeError(f"{where} must be a buffer marked sseq.{_MARKERS[kind]}(...), got "
-                        f"{type(value).__name__} {value!r}")
+        raise TypeError(f"{_describe(kernel, i, sig)} must be a buffer marked "
+                        f"sseq.{_MARKERS[kind]}(...), got {type(value).__name__} {value!r}")
     cls = _SCALARS[kind]
-    if issubclass(cls, _Int) and not isinstance(value, numbers.Integral):
-        raise TypeError(f"{where} expects {kind} (sseq.{kind}), got "
+    if issubclass(cls, _Int) and type(value) is not int and \
+            not isinstance(value, numbers.Integral):
+        raise TypeError(f"{_describe(kernel, i, sig)} expects {kind} (sseq.{kind}), got "
                         f"{type(value).__name__} {value!r}")
     try:
         return cls(value)
     except OverflowError as e:
-        raise OverflowError(f"{where}: {e}") from None
+        raise OverflowError(f"{_describe(kernel, i, sig)}: {e}") from None
 
 
 def pack_args(kernel: str, args: Sequence[Any], *, builtin: bool = True,
@@ -445,20 +440,19 @@ def pack_args(kernel: str, args: Sequence[Any], *, builtin: bool = True,
                 hint = f": sseq.{_MARKERS[sig[i][1]]}(buf)"
             raise TypeError(f"{_describe(kernel, i, sig)} is a bare buffer; mark how the "
                             f"kernel uses it with sseq.In, sseq.Out or sseq.InOut{hint}")
-        if type(a) is int or type(a) is float:  # a plain number: the common case first
+        if type(a) is int or type(a) is float:  # a plain number: the common case
             a = _scalar_for(kernel, i, a, sig)
-        try:
-            if isinstance(a, Scalar):
-                pass
-            elif isinstance(a, np.generic) and a.dtype in _NUMPY_SCALARS:
-                a = _NUMPY_SCALARS[a.dtype](a.item())
-            elif isinstance(a, (np.void, ctypes.Structure, ctypes.Union, bytes, bytearray,
-                                memoryview)) or (isinstance(a, np.ndarray) and a.dtype.names):
-                a = struct(a)
-        except (TypeError, ValueError, OverflowError) as e:
-            raise type(e)(f"{_describe(kernel, i, sig)}: {e}") from None
-        if isinstance(a, (int, float)) and not isinstance(a, bool):
-            a = _scalar_for(kernel, i, a, sig)
+        elif not isinstance(a, Scalar):
+            try:
+                if isinstance(a, np.generic) and a.dtype in _NUMPY_SCALARS:
+                    a = _NUMPY_SCALARS[a.dtype](a.item())
+                elif isinstance(a, (np.void, ctypes.Structure, ctypes.Union, bytes, bytearray,
+                                    memoryview)) or (isinstance(a, np.ndarray) and a.dtype.names):
+                    a = struct(a)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise type(e)(f"{_describe(kernel, i, sig)}: {e}") from None
+            if isinstance(a, (int, float)) and not isinstance(a, bool):  # their subclasses
+                a = _scalar_for(kernel, i, a, sig)
         if isinstance(a, struct):
             data = (ctypes.c_ubyte * a.size).from_buffer_copy(a.data)
             out.type = _lib.ARG_BYTES
