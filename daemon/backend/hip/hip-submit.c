@@ -679,20 +679,20 @@ static bool hip_submit_here(struct hip *h, const struct hip_submitter *sub, cons
 int hip__submit_end(struct hip *h, struct hip_cmd *c)
 {
 	struct hip_submitter *sub = h->streams[c->stream].sub;
+	bool here;
 	int r;
 
 	if (!sub)
 		return hip_submit_run(h, c);
-	if (hip_submit_here(h, sub, c)) {
-		if (c->kind == HIP_CMD_LAUNCH)
-			h->streams[c->stream].launched_here = true;
+	here = hip_submit_here(h, sub, c);
+	if (c->kind == HIP_CMD_LAUNCH)
+		h->streams[c->stream].launched_here = here;
+	if (here) {
 		r = hip_submit_run(h, c);
 		if (r < 0)
 			hip_submit_fail(&h->streams[c->stream], c, r);
 		return 0;
 	}
-	if (c->kind == HIP_CMD_LAUNCH)
-		h->streams[c->stream].launched_here = false;
 	/* Sequentially consistent, with the load of sleeping after it, against the submit
 	 * thread's store of sleeping and load of tail: one of the two sees the other. */
 	atomic_fetch_add(&sub->tail, 1);
