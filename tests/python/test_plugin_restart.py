@@ -62,16 +62,18 @@ def restart(sig, again=True):
 def alive(pid: int) -> bool:
     # Any thread not yet a zombie: the leader turns zombie before the other threads
     # (which hold the listening socket) are gone.
+    # A task that vanishes while it is looked at (ENOENT, or ESRCH from reading its stat
+    # as it dies) is gone.
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
     for t in tasks:
         try:
             with open(f"/proc/{pid}/task/{t}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] != "Z":
                     return True
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             pass
     return False
 
@@ -252,3 +254,21 @@ def test_fixture_free_after_the_daemon_is_gone_is_quiet(pytester: pytest.Pyteste
     out = r.stdout.str()
     assert "went away during this test" in out, out
     assert "free 'fixture-buf'" not in out, out
+
+
+def test_alive_takes_a_thread_dying_under_its_look_as_gone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Reading a dying thread's stat fails with ESRCH (ProcessLookupError), not ENOENT:
+    # the restart helper used to raise there and leave the daemon down for the tests
+    # after it.
+    real_open = open
+
+    def dying(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(path).endswith("/stat"):
+            raise ProcessLookupError(3, "No such process")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", dying)
+    assert alive(os.getpid()) is False
+    monkeypatch.undo()
+    assert alive(os.getpid()) is True
