@@ -1,15 +1,13 @@
-/* sseqd: the per-GPU event-sequencing daemon. Parses options, picks the backend, listens
- * (or takes the socket systemd passed), and runs the loop until SIGTERM/SIGINT, then
- * lets in-flight work drain before it exits. */
+/* sseqd: the per-GPU event-sequencing daemon. Parses options (cmdline.c), picks the
+ * backend, listens (or takes the socket systemd passed), and runs the loop until
+ * SIGTERM/SIGINT, then lets in-flight work drain before it exits. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -17,8 +15,9 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "cmdline.h"
+#include "finding.h"
 #include "log.h"
-#include "option.h"
 #include "registry.h"
 #include "resume.h"
 #include "server.h"
@@ -30,332 +29,6 @@
  * long the ops it runs get to finish, and the cancelled requests' answers to go out.
  * Both together stay well inside systemd's TimeoutStopSec= (20 s in sseqd@.service). */
 #define DRAIN_CANCEL_MS 1000
-
-struct daemon_opts {
-	struct server_options srv;
-	struct registry reg; /* --backend, and each backend's options */
-	struct option_set set;
-	char socket_buf[108];
-};
-
-/* What struct server_options holds before the options (parse_args): --help's defaults. */
-static struct server_options daemon_defaults;
-
-/* --help and --version print and exit where they stand among the options. */
-static const struct option_set *daemon_help_set;
-
-static int daemon_help(void *cfg, const char *arg, const char **why)
-{
-	option_usage(daemon_help_set, stdout);
-	exit(0);
-}
-
-static int daemon_version(void *cfg, const char *arg, const char **why)
-{
-	printf("sseqd %s\n", SSEQ_VERSION);
-	exit(0);
-}
-
-static int daemon_log_level(void *cfg, const char *arg, const char **why)
-{
-	int level = log_parse_level(arg);
-
-	if (level < 0)
-		return -EINVAL;
-	log_set_level((enum log_level)level);
-	return 0;
-}
-
-/* --inject SPEC, the faults of the core (any backend): a value that is none of them is
- * left to the backends' rows of the same name. */
-static int daemon_inject(void *cfg, const char *arg, const char **why)
-{
-	struct server_options *o = cfg;
-	const struct {
-		const char *name, *form;
-		unsigned *to;
-	} counted[] = {
-		{"legacy-sync-window",
-			"expected legacy-sync-window=N (N: the compute window tied to H2D "
-			"readiness, 1 .. 1048576)",
-			&o->seq.legacy_sync_window},
-		{"drop-wait",
-			"expected drop-wait=N (N: every Nth wait decided is dropped, 1 .. 1048576)",
-			&o->seq.drop_wait},
-	};
-
-	for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++) {
-		const size_t len = strlen(counted[i].name);
-		unsigned long n;
-		char *end;
-
-		if (strncmp(arg, counted[i].name, len) || (arg[len] != '=' && arg[len]))
-			continue;
-		errno = 0;
-		n = arg[len] ? strtoul(arg + len + 1, &end, 10) : 0;
-		if (!arg[len] || errno || end == arg + len + 1 || *end || n < 1 || n > 1u << 20) {
-			*why = counted[i].form;
-			return -EINVAL;
-		}
-		*counted[i].to = (unsigned)n;
-		return 0;
-	}
-	if (strcmp(arg, "slice-outlives-base") == 0)
-		o->seq.legacy_slice_outlives_base = true;
-	else if (strcmp(arg, "early-free") == 0)
-		o->seq.legacy_early_free = true;
-	else
-		return -ENOENT;
-	return 0;
-}
-
-#define SRV(field) .offset = offsetof(struct server_options, field)
-
-/* sseqd's own options, before --backend and the backends' options. */
-static const struct option_row daemon_options_head[] = {
-	{.name = "socket",
-		.short_name = 's',
-		.arg = "PATH",
-		.kind = OPTION_STRING,
-		SRV(socket_path),
-		.help = "listen on PATH (default " SSEQ_SOCKET_DIR "/gpu<N>.sock, or the socket "
-			"passed by systemd)"},
-	{.name = "device",
-		.short_name = 'd',
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(device),
-		.max = 1023,
-		.help = "GPU index (default {default})"},
-	{0},
-};
-
-/* ... and after them: the core's, the server's, the limits (sseqd(8), LIMITS). */
-static const struct option_row daemon_options_tail[] = {
-	{.name = "inject",
-		.arg = "SPEC",
-		.kind = OPTION_CUSTOM,
-		.parse = daemon_inject,
-		.values = "drop-wait=N, legacy-sync-window=N, early-free, slice-outlives-base",
-		.what = "fault",
-		.help = "fault injection (repeatable)"},
-	{.name = "window",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(seq.window),
-		.min = 2,
-		.max = 1u << 20,
-		.help = "incomplete points per stream before backpressure (default {default})"},
-	{.name = "compute-streams",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(seq.n_compute),
-		.min = 1,
-		.max = 32,
-		.help = "compute lanes: each session's kernels run on a lane of its own (default "
-			"{default})"},
-	{.name = "h2d-streams",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(seq.n_h2d),
-		.min = 1,
-		.max = 32,
-		.help = "host-to-device streams (default {default})"},
-	{.name = "d2h-streams",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(seq.n_d2h),
-		.min = 1,
-		.max = 32,
-		.help = "device-to-host streams (default {default})"},
-	{.name = "d2d-streams",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(seq.n_d2d),
-		.min = 1,
-		.max = 32,
-		.help = "device-to-device streams (default {default})"},
-	{.name = "device-reset",
-		.arg = "MODE",
-		.kind = OPTION_WORDS,
-		SRV(reset_exec),
-		.words = {"auto", "exec"},
-		.hint = " (auto or exec)",
-		.help = "after a fault that poisons the device context: auto (build it again in "
-			"this process, else restart in place: exec, same PID, sessions kept) or "
-			"exec"},
-	{.name = "verify",
-		.kind = OPTION_FLAG,
-		SRV(verify),
-		.negatable = true,
-		.help = "the schedule checker between the core and the device: every access "
-			"ordered after its producer, by happens-before (default: {default})"},
-	{.name = "isolate-faults",
-		.kind = OPTION_FLAG,
-		SRV(isolate_faults),
-		.help = "after a reset with several suspects, run each suspect session's kernels "
-			"alone, so that its next fault is attributed exactly"},
-	/* The server's, not a backend's: it checks and opens what LoadModule names, for
-	 * whichever backend loads modules, and a user's SSEQD_OPTS keeps it across builds. */
-	{.name = "module-dir",
-		.arg = "DIR",
-		.kind = OPTION_STRING,
-		SRV(module_dir),
-		.help = "where LoadModule may load code objects from (a backend that loads "
-			"modules)"},
-	{.name = "loops",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(nloops),
-		.max = LOOPS_MAX,
-		.help = "serve the sessions on N loops, each a thread with its own share of the "
-			"streams and submit threads (default {default}: the backend's choice, "
-			"which sseqd(8) gives; with more than one, a device fault restarts sseqd "
-			"in place)"},
-	{.name = "spin-us",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(spin_us),
-		.max = 1000000,
-		.help = "after answering, poll sockets and completions for N us before sleeping, "
-			"while a core is free (default {default}; 0: never)"},
-	{.name = "socket-mode",
-		.arg = "MODE",
-		.kind = OPTION_OCTAL,
-		SRV(limits.socket_mode),
-		.max = 0777,
-		.hint = " (an octal mode such as 0660)",
-		.help = "mode of the socket sseqd creates (octal, default {default})"},
-	{.name = "max-clients",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(limits.max_clients),
-		.min = 1,
-		.max = 1u << 20,
-		.help = "connections in total (default {default})",
-		.heading = "Limits (sizes take k, M, G, T; times ms or s; see sseqd(8), LIMITS):"},
-	{.name = "max-clients-per-uid",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(limits.max_clients_per_uid),
-		.min = 1,
-		.max = 1u << 20,
-		.help = "connections of one user (default {default})"},
-	{.name = "hello-timeout",
-		.arg = "TIME",
-		.kind = OPTION_MS,
-		SRV(limits.hello_timeout_ms),
-		.max = 86400000,
-		.hint = " (500, 500ms or 5s; 0 .. 86400s)",
-		.help = "close a connection that sends no Hello within TIME (default {default}; 0: "
-			"never)"},
-	{.name = "frame-timeout",
-		.arg = "TIME",
-		.kind = OPTION_MS,
-		SRV(limits.frame_timeout_ms),
-		.max = 86400000,
-		.hint = " (500, 500ms or 5s; 0 .. 86400s)",
-		.help = "close a connection whose frame stalls for TIME (default {default}; 0: "
-			"never)"},
-	/* At least a few frames of the largest size must fit. */
-	{.name = "max-input-memory",
-		.arg = "SIZE",
-		.kind = OPTION_SIZE,
-		SRV(limits.max_input_bytes),
-		.min = 4u * FRAME_MAX,
-		.hint = " (a size of at least 4M)",
-		.help = "input buffered across connections (default {default})"},
-	{.name = "client-staging-limit",
-		.arg = "SIZE",
-		.kind = OPTION_SIZE,
-		SRV(limits.client_staging_bytes),
-		.hint = " (a size: 4096, 64k, 16M, 2G or 1T)",
-		.help = "staging arenas per session (default {default})"},
-	{.name = "staging-limit",
-		.arg = "SIZE",
-		.kind = OPTION_SIZE,
-		SRV(limits.staging_bytes),
-		.hint = " (a size: 4096, 64k, 16M, 2G or 1T)",
-		.help = "staging arenas across sessions (default {default})"},
-	{.name = "client-memory-limit",
-		.arg = "SIZE",
-		.kind = OPTION_SIZE,
-		SRV(limits.client_memory_bytes),
-		.hint = " (a size: 4096, 64k, 16M, 2G or 1T; 0: none)",
-		.help = "device memory per session (default {default}: none)"},
-	{.name = "client-handle-limit",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(limits.client_handles),
-		.min = 1,
-		.max = 1u << 30,
-		.help = "buffers, slices, arenas, modules per session (default {default})"},
-	{.name = "client-arena-limit",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(limits.client_arenas),
-		.min = 1,
-		.max = 1u << 20,
-		.help = "staging arenas per session (default {default})"},
-	{.name = "arena-limit",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(limits.arenas),
-		.min = 1,
-		.max = 1u << 20,
-		.help = "staging arenas across sessions (default {default})"},
-	{.name = "client-inflight-limit",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(limits.client_inflight),
-		.min = 2,
-		.max = 1u << 24,
-		.help = "ops and waits in flight per session before its requests wait (default "
-			"{default})"},
-	{.name = "log-level",
-		.short_name = 'l',
-		.arg = "LEVEL",
-		.kind = OPTION_CUSTOM,
-		.parse = daemon_log_level,
-		.hint = " (err, warning, notice, info or debug)",
-		.help = "err, warning, notice, info (default), debug"},
-	{.name = "help",
-		.short_name = 'h',
-		.kind = OPTION_CUSTOM,
-		.parse = daemon_help,
-		.help = "show this help"},
-	{.name = "version",
-		.short_name = 'V',
-		.kind = OPTION_CUSTOM,
-		.parse = daemon_version,
-		.help = "show the version"},
-	{0},
-};
-
-#undef SRV
-
-/* sseqd's options, then the backends' (the registry's groups), then the rest of its own;
- * --help lists them in that order. */
-static int parse_args(struct daemon_opts *o, int argc, char **argv)
-{
-	daemon_defaults = (struct server_options){.listen_fd = -1,
-		.spin_us = SERVER_DEFAULT_SPIN_US,
-		.seq = SERVER_STREAMS_DEFAULT,
-		.limits = SERVER_LIMITS_DEFAULT,
-		.verify = true};
-	/* The core's default (0 means it too), spelled out for --help. */
-	daemon_defaults.seq.window = SEQ_DEFAULT_WINDOW;
-	o->srv = daemon_defaults;
-	o->set.intro = "Usage: sseqd [OPTIONS]\nPer-GPU event-sequencing daemon.\n\n";
-	daemon_help_set = &o->set;
-	if (option_set_add(&o->set, daemon_options_head, &o->srv, &daemon_defaults) < 0 ||
-		registry_init(&o->reg, &o->set) < 0 ||
-		option_set_add(&o->set, daemon_options_tail, &o->srv, &daemon_defaults) < 0) {
-		fprintf(stderr, "sseqd: cannot build the option table\n");
-		return -ENOMEM;
-	}
-	return option_parse(&o->set, argc, argv);
-}
 
 /* The socket systemd passed (socket activation), or -1; < -1 on a bad hand-over. */
 static int take_listen_fd(void)
@@ -573,7 +246,7 @@ static void on_close(uv_handle_t *h)
 }
 
 /* Where to listen: the socket systemd passed, --socket, or /run/sseq/gpu<N>.sock. */
-static int socket_prepare(struct daemon_opts *o, int resume)
+static int socket_prepare(struct cmdline *o, int resume)
 {
 	/* Restarted in place: the socket the last process listened on, whatever it was. */
 	int r = resume >= 0 ? resume_listen_fd(resume) : take_listen_fd();
@@ -616,7 +289,7 @@ static int socket_prepare(struct daemon_opts *o, int resume)
 }
 
 static void log_serving(
-	const struct daemon_opts *o, const struct backend *be, unsigned loops, double made_ms)
+	const struct cmdline *o, const struct backend *be, unsigned loops, double made_ms)
 {
 	struct backend_info info = {0};
 	char backend_on[128], loops_on[64] = "";
@@ -704,7 +377,7 @@ static unsigned share_up(unsigned total, unsigned n)
  * are held against memory the loop's own sessions take (input, staging bytes, arenas;
  * the connection limits are counted across the loops). */
 static int loop_options(
-	const struct daemon_opts *o, struct daemon_state *d, unsigned i, struct server_options *out)
+	const struct cmdline *o, struct daemon_state *d, unsigned i, struct server_options *out)
 {
 	const unsigned n = d->n;
 
@@ -732,7 +405,7 @@ static int loop_options(
 
 /* Loop i: the completion queue first, then the backend that pushes to it, then the
  * server that drains it; the backend builds the streams the core will number. */
-static int loop_make(struct daemon_state *d, struct daemon_opts *o, unsigned i, bool resumed)
+static int loop_make(struct daemon_state *d, struct cmdline *o, unsigned i, bool resumed)
 {
 	struct daemon_loop *dl = &d->l[i];
 	const struct backend_args args = {
@@ -742,8 +415,8 @@ static int loop_make(struct daemon_state *d, struct daemon_opts *o, unsigned i, 
 	/* The server is not made yet, but its findings queue is ready before any op runs. */
 	const struct backend_env env = {.layout = &layout,
 		.cq = &dl->cq,
-		.finding = server_finding,
-		.finding_op = server_finding_op,
+		.finding = finding_log,
+		.finding_op = finding_queue_op,
 		.finding_arg = &dl->srv};
 	int r = loop_options(o, d, i, &so);
 
@@ -785,7 +458,7 @@ static void *loop_thread(void *arg)
 }
 
 /* --loops 0: as many as the backend that will run asks for the CPUs sseqd may use. */
-static unsigned daemon_loops(const struct daemon_opts *o)
+static unsigned daemon_loops(const struct cmdline *o)
 {
 	cpu_set_t set;
 	unsigned cpus =
@@ -797,7 +470,7 @@ static unsigned daemon_loops(const struct daemon_opts *o)
 /* One loop made on a thread of its own (see daemon_start). */
 struct loop_maker {
 	struct daemon_state *d;
-	struct daemon_opts *o;
+	struct cmdline *o;
 	unsigned index;
 	bool resumed, threaded;
 	int r;
@@ -815,7 +488,7 @@ static void *loop_maker_run(void *arg)
 /* Loop 0 first (it opens the device), then the others side by side: each makes its own
  * streams, threads, pinned pool and kernel image, so n loops take about as long as two
  * rather than n times one while the clients that already connected wait. */
-static int daemon_start(struct daemon_state *d, struct daemon_opts *o, bool resumed)
+static int daemon_start(struct daemon_state *d, struct cmdline *o, bool resumed)
 {
 	struct loop_maker makers[LOOPS_MAX];
 	struct timespec t0, t1;
@@ -902,12 +575,12 @@ int main(int argc, char **argv)
 {
 	static struct daemon_state d;
 	/* Static, as d: what the options point to stays reachable until the exit. */
-	static struct daemon_opts o;
+	static struct cmdline o;
 	sigset_t stop_signals;
 	bool abandoned = false;
 	int resume, fatal = 0;
 
-	if (parse_args(&o, argc, argv) < 0)
+	if (cmdline_parse(&o, argc, argv) < 0)
 		return 2;
 	raise_fd_limit(&o.srv.limits);
 	/* A stop asked for while starting (the socket already shows) is held until the

@@ -1,6 +1,6 @@
 /* sseqd's command-line options as rows of tables: each option written once (its name,
  * argument, how its value is parsed and where it goes, its help), and getopt's table,
- * --help and every refusal built from the rows. main.c's table and each backend's (in its
+ * --help and every refusal built from the rows. cmdline.c's table and each backend's (in its
  * descriptor, backend.h) are groups of one set. */
 #ifndef SSEQ_OPTION_H
 #define SSEQ_OPTION_H

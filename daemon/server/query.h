@@ -24,4 +24,8 @@ void query_timeline(struct server *srv, const struct session *asker, const Sseq_
 void query_modules(struct server *srv, const struct session *asker, const Sseq__Query *q,
 	Sseq__QueryResult *result, struct arena *a);
 
+/* TRACE (query-trace.c): the core's recent decisions, every loop's merged by time. */
+void query_trace(struct server *srv, const struct session *asker, const Sseq__Query *q,
+	Sseq__QueryResult *result, struct arena *a);
+
 #endif

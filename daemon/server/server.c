@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@
 
 #include "buffer.h"
 #include "conn.h"
-#include "handles.h"
+#include "finding.h"
 #include "log.h"
 #include "module.h"
 #include "ops.h"
@@ -82,149 +83,6 @@ static void server_wake(void *arg)
 	if (atomic_load(&srv->spinning))
 		return;
 	uv_async_send(&srv->wake);
-}
-
-void server_finding(void *arg, const char *what)
-{
-	log_err("detector", "%s", what);
-}
-
-/* ---- findings: whose op, which buffer -------------------------------------------------- */
-
-/* The buffer of s whose memory holds addr: a base by preference (the detectors name the
- * allocation), else a slice over it; NULL if none. */
-struct server_buffer_find {
-	uint64_t addr;
-	const struct sbuf *base, *slice; /* the first of each that holds addr */
-};
-
-static void server_buffer_holds(void *obj, void *arg)
-{
-	struct server_buffer_find *f = arg;
-	const struct sbuf *sb = obj;
-
-	if (!sb || !sb->buf || f->addr < sb->buf->addr || f->addr - sb->buf->addr >= sb->buf->size)
-		return;
-	if (!sb->buf->base) {
-		if (!f->base)
-			f->base = sb;
-	} else if (!f->slice) {
-		f->slice = sb;
-	}
-}
-
-static const struct sbuf *server_buffer_at(const struct session *s, uint64_t addr)
-{
-	struct server_buffer_find f = {.addr = addr};
-
-	if (addr)
-		handles_foreach(session_handles_const(s), HANDLE_BUFFER, server_buffer_holds, &f);
-	return f.base ? f.base : f.slice;
-}
-
-/* A finding with whom it is about: "session 5 (gw3, pid 1234), kernel add, buffer 'x'
- * (handle 3): race: ...", with SSEQ_SESSION=/SSEQ_WORKER= in the journal, as the device
- * faults' lines have. s NULL: the finding as the detector wrote it. */
-static void server_finding_log(const char *subsystem, const struct session *ses, const char *kernel,
-	const struct sbuf *sb, const char *what, uint64_t n)
-{
-	const struct session_ident *s = ses ? session_ident(ses) : NULL;
-	char buffer[96] = "", count[32] = "";
-
-	if (n)
-		snprintf(count, sizeof(count), " (finding %" PRIu64 ")", n);
-	if (!s) {
-		log_err(subsystem, "%s%s", what, count);
-		return;
-	}
-	if (sb && sb->label[0])
-		snprintf(buffer, sizeof(buffer), ", buffer '%s' (handle %" PRIu64 ")", sb->label,
-			sb->handle);
-	else if (sb)
-		snprintf(buffer, sizeof(buffer), ", buffer handle %" PRIu64, sb->handle);
-	/* A label is the client's text: no control character reaches the log. */
-	for (char *c = buffer; *c; c++)
-		if ((unsigned char)*c < 0x20 || *c == 0x7f)
-			*c = '?';
-	log_about(LOG_LVL_ERR, subsystem, &(struct log_who){.session = s->id, .worker = s->worker},
-		"session %" PRIu64 " (%s, pid %u)%s%s%s: %s%s", s->id,
-		s->worker[0]	     ? s->worker
-			: s->name[0] ? s->name
-				     : "no name",
-		s->pid, kernel && kernel[0] ? ", kernel " : "", kernel ? kernel : "", buffer, what,
-		count);
-}
-
-/* The backend's finding about the op at `at` (any thread): queued for the loop, which
- * knows whose op it was. A finding is made before its op completes, and server_drain
- * names the queued ones after taking the completions but before handling them, so the
- * op is still in the in-flight table then. Past the queue's room: logged as it is. */
-void server_finding_op(void *arg, struct seq_point at, uint64_t addr, const char *what)
-{
-	struct server *srv = arg;
-	bool queued = false;
-
-	pthread_mutex_lock(&srv->found_lock);
-	if (srv->found_open && srv->nfound < SERVER_FOUND_MAX) {
-		struct server_found *f = &srv->found[srv->nfound++];
-
-		f->at = at;
-		f->addr = addr;
-		snprintf(f->what, sizeof(f->what), "%s", what);
-		queued = true;
-		/* Under the lock: server_finish closes the handle only after it closed the
-		 * queue under it. */
-		if (srv->nfound == 1)
-			uv_async_send(&srv->wake);
-	}
-	pthread_mutex_unlock(&srv->found_lock);
-	if (!queued)
-		log_err("detector", "%s", what);
-}
-
-/* On the loop: name the queued findings' ops (while they are in flight) and log them. */
-static void server_found_drain(struct server *srv)
-{
-	struct server_found found[SERVER_FOUND_MAX];
-	size_t n;
-
-	pthread_mutex_lock(&srv->found_lock);
-	n = srv->nfound;
-	memcpy(found, srv->found, n * sizeof(found[0]));
-	srv->nfound = 0;
-	pthread_mutex_unlock(&srv->found_lock);
-	for (size_t i = 0; i < n; i++) {
-		const struct op_rec *rec = found[i].at.seq ? ops_point_op(srv, found[i].at) : NULL;
-		const struct session *s = rec ? rec->session : NULL;
-
-		server_finding_log("detector", s, rec ? rec->what : NULL,
-			s ? server_buffer_at(s, found[i].addr) : NULL, found[i].what, 0);
-	}
-}
-
-/* The checker's findings, in the journal (the first 100, then every 1000th). They are
- * made on the loop, inside seq_submit: the op is the one `submitting`, the buffer the
- * one of the access at fault. */
-static void server_verify_finding(void *arg, const char *what)
-{
-	struct server *srv = arg;
-	const uint64_t n = verify_violations(srv->verify);
-	const struct op_rec *rec = srv->submitting;
-	const struct sbuf *sb = NULL;
-	const char *kernel = NULL;
-	struct verify_subject subj;
-
-	if (n > 100 && n % 1000 != 0)
-		return;
-	verify_subject(srv->verify, &subj);
-	if (subj.access && subj.access->buf)
-		sb = (const struct sbuf *)(uintptr_t)subj.access->buf->user;
-	if (subj.op && subj.op->kind == SEQ_OP_EXEC && subj.op->payload) {
-		const struct op_payload *p = subj.op->payload;
-
-		kernel = p->kernel ? p->kernel->name : p->function_name;
-	}
-	server_finding_log("verify", rec ? rec->session : NULL, kernel, sb, what, n);
 }
 
 /* ---- backpressure: who is paused, and when they resume -------------------------------- */
@@ -317,7 +175,7 @@ static void server_drain(struct server *srv)
 	struct cq_batch b = cq_take(srv->cq);
 	uint64_t t0;
 
-	if (!b.n && !srv->nfound && !srv->pin_waits) {
+	if (!b.n && !srv->found.n && !srv->pin_waits) {
 		cq_done(srv->cq, b);
 		return;
 	}
@@ -332,8 +190,8 @@ static void server_drain_batch(struct server *srv, struct cq_batch b)
 {
 	/* After the take: a finding made before a completion taken here is named now,
 	 * while its op is still in flight. */
-	if (srv->nfound)
-		server_found_drain(srv);
+	if (srv->found.n)
+		finding_drain(srv);
 
 	srv->drain_ns = b.n ? server_now_ns() : 0;
 	for (size_t i = 0; i < b.n; i++) {
@@ -758,7 +616,7 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	srv->cq = cq;
 	srv->listen_fd = -1;
 	srv->started_ns = server_now_ns();
-	pthread_mutex_init(&srv->found_lock, NULL);
+	finding_init(&srv->found);
 	/* What each kind of handle releases when its session goes: once, as the loops
 	 * are made side by side. */
 	pthread_once(&kinds_once, server_register_kinds);
@@ -776,7 +634,7 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 		r = seq_layout_init(&layout, &opts->seq);
 		if (r == 0)
 			r = verify_create(&srv->verify, &layout, &backend->ops->dev, backend->ctx,
-				server_verify_finding, srv);
+				finding_log_verify, srv);
 		if (r < 0) {
 			log_err("server", "cannot create the schedule checker: %s", strerror(-r));
 			return r;
@@ -821,9 +679,7 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct server_options
 	}
 	uv_async_init(loop, &srv->wake, server_on_wake);
 	srv->wake.data = srv;
-	pthread_mutex_lock(&srv->found_lock);
-	srv->found_open = true;
-	pthread_mutex_unlock(&srv->found_lock);
+	finding_open(&srv->found);
 	cq_set_wake(cq, server_wake, srv);
 	uv_idle_init(loop, &srv->spin);
 	srv->spin.data = srv;
@@ -858,9 +714,7 @@ void server_finish(struct server *srv)
 		loops_detach(srv->loops, srv->loop_index);
 	/* Backend threads may still report until the backend is destroyed: from now on
 	 * they log directly (the lock is never destroyed for that reason). */
-	pthread_mutex_lock(&srv->found_lock);
-	srv->found_open = false;
-	pthread_mutex_unlock(&srv->found_lock);
+	finding_close(&srv->found);
 	while (srv->nrefused)
 		server_refused_close(srv, 0);
 	server_refused_log_rest(srv, true);

@@ -3,7 +3,6 @@
 #ifndef SSEQ_SERVER_H
 #define SSEQ_SERVER_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -12,6 +11,7 @@
 
 #include "backend.h"
 #include "cq.h"
+#include "finding.h"
 #include "loops.h"
 #include "sequencer.h"
 #include "sseq.pb-c.h"
@@ -48,14 +48,6 @@ struct op_rec {
 	 * ops_rec_new zeroes only what comes before it. */
 	struct timeline_op tl;
 };
-
-/* A finding about an op, from a backend thread, waiting for the loop to name its owner. */
-struct server_found {
-	struct seq_point at;
-	uint64_t addr;
-	char what[256];
-};
-#define SERVER_FOUND_MAX 64
 
 /* How long the loop polls for completions after it sent work (--spin-us): a sleeping
  * thread takes tens of microseconds to wake on a GPU host (deep idle states), which a
@@ -230,11 +222,8 @@ struct server {
 	struct op_rec *submitting;
 	uint64_t drain_ns;
 
-	/* The backend's findings about ops (server_finding_op), named on the loop. */
-	pthread_mutex_t found_lock;
-	bool found_open; /* the loop names them (else they are logged as they come) */
-	_Atomic size_t nfound; /* under found_lock; read without it to skip an empty queue */
-	struct server_found found[SERVER_FOUND_MAX];
+	/* The backend's findings about ops, named on the loop (finding.h). */
+	struct finding_queue found;
 
 	/* Server-level counters. */
 	uint64_t frames_in, frames_bad, sessions_total;
@@ -310,9 +299,5 @@ void server_close_handles(struct server *srv);
  * restarted in place did: resume_adopt says so): server_finish unlinks it, if it is still
  * that socket. */
 void server_own_socket(struct server *srv);
-/* The backend's finding hooks (arg: the server for server_finding_op): log the finding;
- * server_finding_op names the op's session, worker, kernel and buffer. */
-void server_finding(void *arg, const char *what);
-void server_finding_op(void *arg, struct seq_point at, uint64_t addr, const char *what);
 
 #endif

@@ -24,7 +24,7 @@ struct trace_ent {
 };
 
 /* Only these functions touch its fields. They are inline: a push runs for every decision
- * on the request path, and the readers (query.c) stay off trace.c, which calls query.c. */
+ * on the request path, and the readers (query-trace.c) stay off trace.c, which calls query.c. */
 struct trace_ring {
 	struct trace_ent ent[TRACE_RING];
 	uint64_t seq; /* the newest entry's number, 0 before the first */
