@@ -334,12 +334,13 @@ static void text_daemon(const struct ctl *c, const Sseq__QueryResult *res)
  * with nothing in flight by kind, "12 compute, 4 h2d idle", rather than a row each. */
 static void text_streams_summary(const Sseq__QueryResult *res)
 {
-	size_t idle[SSEQ__STREAM_KIND__STREAM_KIND_D2D + 2] = {0}, busy = 0, n = 0;
+	/* By wire number; 0 also holds a kind newer than this sseqctl. */
+	size_t idle[SSEQ_STREAM_KIND_COUNT + 1] = {0}, busy = 0, n = 0;
 	char kind[32];
 
 	for (size_t i = 0; i < res->n_streams; i++) {
 		const Sseq__StreamInfo *s = res->streams[i];
-		unsigned k = s->kind <= SSEQ__STREAM_KIND__STREAM_KIND_D2D ? (unsigned)s->kind : 0;
+		unsigned k = (unsigned)s->kind <= SSEQ_STREAM_KIND_COUNT ? (unsigned)s->kind : 0;
 		if (s->window_used)
 			busy++;
 		else

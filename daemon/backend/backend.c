@@ -14,7 +14,7 @@ int backend_op_check(enum seq_stream_kind stream_kind, uint64_t launched, struct
 	const struct op_payload *p = op->payload;
 	const struct seq_access *a = op->access;
 
-	if ((unsigned)op->kind > SEQ_OP_EXEC || stream_kind != seq_op_stream_kind(op->kind) ||
+	if ((unsigned)op->kind >= SEQ_OP_KINDS || stream_kind != seq_op_stream_kind(op->kind) ||
 		at.seq != launched + 1 || op->naccess > SEQ_MAX_ACCESS || !p)
 		return -EINVAL;
 	switch (op->kind) {

@@ -93,14 +93,14 @@ static void seq_trace_emit(struct seq *seq, enum seq_decision decision, struct s
 
 const char *seq_op_kind_name(enum seq_op_kind kind)
 {
-	static const char *const names[] = {
+	static const char *const names[SEQ_OP_KINDS] = {
 		[SEQ_OP_H2D] = "h2d",
 		[SEQ_OP_D2H] = "d2h",
 		[SEQ_OP_D2D] = "d2d",
 		[SEQ_OP_EXEC] = "execute",
 	};
 
-	return (unsigned)kind <= SEQ_OP_EXEC ? names[kind] : "?";
+	return (unsigned)kind < SEQ_OP_KINDS ? names[kind] : "?";
 }
 
 /* The kinds are the wire's StreamKind less its UNSPECIFIED, one down (the server sends
@@ -579,7 +579,7 @@ static uint32_t seq_pick_stream(const struct seq *seq, const struct seq_op *op, 
 
 static int op_validate(const struct seq_op *op)
 {
-	if (op->naccess > SEQ_MAX_ACCESS || op->kind > SEQ_OP_EXEC)
+	if (op->naccess > SEQ_MAX_ACCESS || (unsigned)op->kind >= SEQ_OP_KINDS)
 		return -EINVAL;
 	for (unsigned i = 0; i < op->naccess; i++) {
 		const struct seq_access *a = &op->access[i];

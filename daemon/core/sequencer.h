@@ -32,6 +32,9 @@ enum seq_op_kind {
 	SEQ_OP_D2D, /* on one of the D2D streams */
 	SEQ_OP_EXEC, /* on one of the compute streams (lanes) */
 };
+/* Not an enumerator, so that a switch over the kinds without a default stays exhaustive
+ * (-Wswitch); test-model ties it to the enum through such a switch. */
+#define SEQ_OP_KINDS 4
 
 /* The kind of stream an op of `kind` runs on: the one map from ops to pools, for the core
  * placing ops and the backends checking them. kind must be a valid enum seq_op_kind. */

@@ -368,14 +368,14 @@ static enum seq_stream_kind stream_kind(const struct model *m, uint32_t s)
 
 static bool stream_fits_op(const struct model *m, uint32_t s, enum seq_op_kind kind)
 {
-	static const enum seq_stream_kind want[] = {
+	static const enum seq_stream_kind want[SEQ_OP_KINDS] = {
 		[SEQ_OP_H2D] = SEQ_STREAM_H2D,
 		[SEQ_OP_D2H] = SEQ_STREAM_D2H,
 		[SEQ_OP_D2D] = SEQ_STREAM_D2D,
 		[SEQ_OP_EXEC] = SEQ_STREAM_COMPUTE,
 	};
 
-	return kind <= SEQ_OP_EXEC && s < m->nstreams && stream_kind(m, s) == want[kind];
+	return (unsigned)kind < SEQ_OP_KINDS && s < m->nstreams && stream_kind(m, s) == want[kind];
 }
 
 static void dev_push(struct dev_stream *d, struct dev_cmd cmd)
@@ -999,7 +999,7 @@ static bool op_writes_twice(const struct model_op *op)
 static bool op_malformed(const struct seq_op *op)
 {
 	/* No access at all is fine (a kernel on scalars only); too many is not. */
-	if (op->naccess > SEQ_MAX_ACCESS || op->kind > SEQ_OP_EXEC)
+	if (op->naccess > SEQ_MAX_ACCESS || (unsigned)op->kind >= SEQ_OP_KINDS)
 		return true;
 	for (unsigned i = 0; i < op->naccess; i++)
 		if (op->access[i].mode < SEQ_READ || op->access[i].mode > SEQ_READWRITE)
@@ -1609,7 +1609,7 @@ static void model_exec(struct model *m)
 			op.naccess = SEQ_MAX_ACCESS + 1;
 			break;
 		case 2: /* no such kind */
-			op.kind = (enum seq_op_kind)(SEQ_OP_EXEC + 1);
+			op.kind = (enum seq_op_kind)SEQ_OP_KINDS;
 			break;
 		default: /* a mode that is none of the three */
 			op.access[n - 1].mode = rng_chance(&m->rng, 50) ? 0 : 4;
@@ -2036,6 +2036,20 @@ START_TEST(test_model_catches_legacy_early_free)
 }
 END_TEST
 
+/* SEQ_OP_KINDS is written by hand beside the enum; op_kind_name's switch has no default,
+ * so -Wswitch makes it name every kind, and a kind added without the count shows here. */
+START_TEST(test_model_op_kinds_are_counted)
+{
+	for (unsigned k = 0; k < SEQ_OP_KINDS; k++) {
+		ck_assert_str_ne(op_kind_name((enum seq_op_kind)k), "?");
+		ck_assert_ptr_nonnull(seq_op_kind_name((enum seq_op_kind)k));
+		ck_assert_str_ne(seq_op_kind_name((enum seq_op_kind)k), "?");
+	}
+	ck_assert_str_eq(op_kind_name((enum seq_op_kind)SEQ_OP_KINDS), "?");
+	ck_assert_str_eq(seq_op_kind_name((enum seq_op_kind)SEQ_OP_KINDS), "?");
+}
+END_TEST
+
 static uint64_t env_u64(const char *name, uint64_t fallback)
 {
 	const char *s = getenv(name);
@@ -2059,6 +2073,7 @@ int main(void)
 	Suite *s = suite_create("model");
 	TCase *tc = tcase_create("random");
 	TCase *legacy = tcase_create("legacy");
+	TCase *kinds = tcase_create("kinds");
 	SRunner *sr;
 	int failed;
 
@@ -2081,8 +2096,10 @@ int main(void)
 	tcase_add_test(tc, test_model_random_sequences_match_model);
 	tcase_add_test(legacy, test_model_catches_legacy_sync_window);
 	tcase_add_test(legacy, test_model_catches_legacy_early_free);
+	tcase_add_test(kinds, test_model_op_kinds_are_counted);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, legacy);
+	suite_add_tcase(s, kinds);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

@@ -139,7 +139,8 @@ const char *outcome_needs_modules(struct server *srv, const char *what, char *te
 	struct backend_info info = {0};
 
 	backend_info(&srv->backend, &info);
-	snprintf(text, size, "%s the hip backend (this daemon runs the %s backend)", what,
+	snprintf(text, size,
+		"%s a backend that loads code modules (this daemon runs the %s backend)", what,
 		info.backend ? info.backend : "?");
 	return text;
 }

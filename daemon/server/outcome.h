@@ -61,9 +61,9 @@ int outcome_lost(struct server *srv, int outcome, const char *what);
  * by C)", what outcome_lost() says, for a message that is no refusal of its own (why a
  * module's function is not there, why its functions are not listed). */
 const char *outcome_lost_text(struct server *srv, char *text, size_t size);
-/* Into text, which it returns: "`what` the hip backend (this daemon runs the sim
- * backend)", the refusal of something only a backend that loads modules does, on one that
- * does not (`what`: "LoadModule needs"); the backend named in this one place. */
+/* Into text, which it returns: "`what` a backend that loads code modules (this daemon runs
+ * the sim backend)", the refusal of something only a backend that loads modules does, on
+ * one that does not (`what`: "LoadModule needs"); it names the capability, not a backend. */
 const char *outcome_needs_modules(struct server *srv, const char *what, char *text, size_t size);
 /* The outcome a MODULES query answers for smodule_function()'s refusal r: -ENOMEM as is;
  * -ENXIO, a module lost in a reset, an unknown handle (it has no functions to describe;

@@ -2,7 +2,9 @@
 
 The library is found once, on first use, so that ``import sseq`` works (and the
 pytest plugin can skip with a reason) on a machine without it. The structures here
-mirror ``<sseq/sseq.h>`` field for field; keep them in step with it.
+mirror ``<sseq/sseq.h>`` field for field; keep them in step with it. The build's
+python-schema test (client/python/test-schema.py) fails where they are not, and where
+the ARG_* names or _ArgValue's members are not kernels/karg.h's rows and wide column.
 """
 
 from __future__ import annotations
