@@ -239,53 +239,11 @@ static const struct option_row cmdline_tail[] = {
 		.min = 4u * FRAME_MAX,
 		.hint = " (a size of at least 4M)",
 		.help = "input buffered across connections (default {default})"},
-	{.name = "client-staging-limit",
-		.arg = "SIZE",
-		.kind = OPTION_SIZE,
-		SRV(limits.client_staging_bytes),
-		.hint = " (a size: 4096, 64k, 16M, 2G or 1T)",
-		.help = "staging arenas per session (default {default})"},
-	{.name = "staging-limit",
-		.arg = "SIZE",
-		.kind = OPTION_SIZE,
-		SRV(limits.staging_bytes),
-		.hint = " (a size: 4096, 64k, 16M, 2G or 1T)",
-		.help = "staging arenas across sessions (default {default})"},
-	{.name = "client-memory-limit",
-		.arg = "SIZE",
-		.kind = OPTION_SIZE,
-		SRV(limits.client_memory_bytes),
-		.hint = " (a size: 4096, 64k, 16M, 2G or 1T; 0: none)",
-		.help = "device memory per session (default {default}: none)"},
-	{.name = "client-handle-limit",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(limits.client_handles),
-		.min = 1,
-		.max = 1u << 30,
-		.help = "buffers, slices, arenas, modules per session (default {default})"},
-	{.name = "client-arena-limit",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(limits.client_arenas),
-		.min = 1,
-		.max = 1u << 20,
-		.help = "staging arenas per session (default {default})"},
-	{.name = "arena-limit",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(limits.arenas),
-		.min = 1,
-		.max = 1u << 20,
-		.help = "staging arenas across sessions (default {default})"},
-	{.name = "client-inflight-limit",
-		.arg = "N",
-		.kind = OPTION_UINT,
-		SRV(limits.client_inflight),
-		.min = 2,
-		.max = 1u << 24,
-		.help = "ops and waits in flight per session before its requests wait (default "
-			"{default})"},
+	{0},
+};
+
+/* After the limits account.c owns (account_options). */
+static const struct option_row cmdline_end[] = {
 	{.name = "log-level",
 		.short_name = 'l',
 		.arg = "LEVEL",
@@ -316,6 +274,7 @@ int cmdline_parse(struct cmdline *o, int argc, char **argv)
 		.spin_us = SERVER_DEFAULT_SPIN_US,
 		.seq = SERVER_STREAMS_DEFAULT,
 		.limits = SERVER_LIMITS_DEFAULT,
+		.account = ACCOUNT_LIMITS_DEFAULT,
 		.verify = true};
 	/* The core's default (0 means it too), spelled out for --help. */
 	cmdline_defaults.seq.window = SEQ_DEFAULT_WINDOW;
@@ -324,7 +283,10 @@ int cmdline_parse(struct cmdline *o, int argc, char **argv)
 	cmdline_help_set = &o->set;
 	if (option_set_add(&o->set, cmdline_head, &o->srv, &cmdline_defaults) < 0 ||
 		registry_init(&o->reg, &o->set) < 0 ||
-		option_set_add(&o->set, cmdline_tail, &o->srv, &cmdline_defaults) < 0) {
+		option_set_add(&o->set, cmdline_tail, &o->srv, &cmdline_defaults) < 0 ||
+		option_set_add(
+			&o->set, account_options, &o->srv.account, &cmdline_defaults.account) < 0 ||
+		option_set_add(&o->set, cmdline_end, &o->srv, &cmdline_defaults) < 0) {
 		fprintf(stderr, "sseqd: cannot build the option table\n");
 		return -ENOMEM;
 	}

@@ -56,9 +56,11 @@ static int take_listen_fd(void)
  * few dozen more), within the hard limit, and say so when even that is short. Counted
  * so, no user can take the descriptors another needs within the limits: one uid holds
  * at most --max-clients-per-uid connections with what they park. */
-static void raise_fd_limit(const struct server_limits *lim)
+static void raise_fd_limit(const struct server_options *o)
 {
-	const rlim_t want = (rlim_t)lim->max_clients * (1 + SESSION_MAX_FDS) + lim->arenas + 64;
+	const struct server_limits *lim = &o->limits;
+	const rlim_t want =
+		(rlim_t)lim->max_clients * (1 + SESSION_MAX_FDS) + o->account.arenas + 64;
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
@@ -70,7 +72,7 @@ static void raise_fd_limit(const struct server_limits *lim)
 			"+ 64 = %llu: connections or arenas past it are refused or wait (raise "
 			"LimitNOFILE= or lower the limits)",
 			(unsigned long long)rl.rlim_cur, lim->max_clients, 1 + SESSION_MAX_FDS,
-			lim->arenas, (unsigned long long)want);
+			o->account.arenas, (unsigned long long)want);
 }
 
 struct daemon_state;
@@ -391,8 +393,8 @@ static int loop_options(
 	out->seq.n_d2h = share_up(o->srv.seq.n_d2h, n);
 	out->seq.n_d2d = share_up(o->srv.seq.n_d2d, n);
 	out->limits.max_input_bytes = o->srv.limits.max_input_bytes / n;
-	out->limits.staging_bytes = o->srv.limits.staging_bytes / n;
-	out->limits.arenas = o->srv.limits.arenas / n ? o->srv.limits.arenas / n : 1;
+	out->account.staging_bytes = o->srv.account.staging_bytes / n;
+	out->account.arenas = o->srv.account.arenas / n ? o->srv.account.arenas / n : 1;
 	if (out->limits.max_input_bytes < 4u * FRAME_MAX) {
 		log_err("main",
 			"--max-input-memory %" PRIu64 " is shared by --loops %u: each loop needs "
@@ -582,7 +584,7 @@ int main(int argc, char **argv)
 
 	if (cmdline_parse(&o, argc, argv) < 0)
 		return 2;
-	raise_fd_limit(&o.srv.limits);
+	raise_fd_limit(&o.srv);
 	/* A stop asked for while starting (the socket already shows) is held until the
 	 * loop's handlers are in place, then handled as any other. */
 	sigemptyset(&stop_signals);

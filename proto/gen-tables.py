@@ -112,6 +112,11 @@ def gen_c(statuses, counters, base, fields, kinds):
         " * and sseqctl's label for it. */\n"
         + macro("SSEQ_COUNTERS",
                 [(n, str(v), c_string(h), c_string(l)) for n, v, h, l in counters])
+        + "\n/* The same fields as indices, in SSEQ_COUNTERS' order: where the daemon keeps a\n"
+        " * counter of its own (struct server's count[]), reported field by field. */\n"
+        + "enum sseq_counter {\n"
+        + "".join(f"\tSSEQ_COUNTER_{n.upper()},\n" for n, _, _, _ in counters)
+        + "\tSSEQ_COUNTER_COUNT\n};\n"
         + "\n/* The counters libsseq's struct sseq_stats carries, in its order: X(name). */\n"
         + macro("SSEQ_STATS_FIELDS", [(f,) for f in fields])
         + "\n/* The kinds of stream: X(NAME, number, name) for STREAM_KIND_NAME, its spelling in\n"

@@ -24,45 +24,100 @@ static const struct account_slot_desc {
 	const char *option; /* in parentheses: the limit's option (or that it has none), and
 			     * what to know of it */
 	const char *after; /* after them: what to do */
-	size_t refused; /* its refusals' counter in struct server_limit_counters */
+	enum sseq_counter refused; /* its refusals' counter */
 } account_slots[ACCOUNT_SLOTS] = {
 	[ACCOUNT_HANDLES] = {ACCOUNT_SESSION, "handles (buffers, slices, arenas, modules)",
-		"--client-handle-limit", ": free some",
-		offsetof(struct server_limit_counters, handles_refused)},
+		"--client-handle-limit", ": free some", SSEQ_COUNTER_HANDLES_REFUSED},
 	/* Counted as handles refused: a module is a handle, and sseqctl stats shows no
 	 * other counter for it. */
 	[ACCOUNT_MODULES] = {ACCOUNT_SESSION, "modules",
 		"a fixed limit; a module stays loaded while its session lasts", "",
-		offsetof(struct server_limit_counters, handles_refused)},
+		SSEQ_COUNTER_HANDLES_REFUSED},
 	[ACCOUNT_BUFFERS] = {ACCOUNT_SESSION, "buffers", "no limit", "",
-		offsetof(struct server_limit_counters, handles_refused)},
+		SSEQ_COUNTER_HANDLES_REFUSED},
 	[ACCOUNT_MEMORY] = {ACCOUNT_SESSION, "bytes of device memory", "--client-memory-limit", "",
-		offsetof(struct server_limit_counters, quota_refused)},
+		SSEQ_COUNTER_QUOTA_REFUSED},
 	[ACCOUNT_STAGING] = {ACCOUNT_SESSION, "staging bytes", "--client-staging-limit", "",
-		offsetof(struct server_limit_counters, staging_refused)},
+		SSEQ_COUNTER_STAGING_REFUSED},
 	[ACCOUNT_ARENAS] = {ACCOUNT_SESSION, "staging arenas",
 		"--client-arena-limit; an unregistered arena counts until the copies using it "
 		"complete",
-		"", offsetof(struct server_limit_counters, staging_refused)},
+		"", SSEQ_COUNTER_STAGING_REFUSED},
 	[ACCOUNT_USER_ARENAS] = {ACCOUNT_USER, "staging arenas",
 		"--arena-limit x --max-clients-per-uid / --max-clients; an unregistered arena "
 		"counts until the copies using it complete",
-		"", offsetof(struct server_limit_counters, staging_refused)},
+		"", SSEQ_COUNTER_STAGING_REFUSED},
 	[ACCOUNT_ALL_ARENAS] = {ACCOUNT_DAEMON, "staging arenas",
 		"--arena-limit; an unregistered arena counts until the copies using it complete",
-		"", offsetof(struct server_limit_counters, staging_refused)},
+		"", SSEQ_COUNTER_STAGING_REFUSED},
 	[ACCOUNT_ALL_STAGING] = {ACCOUNT_DAEMON, "staging bytes", "--staging-limit", "",
-		offsetof(struct server_limit_counters, staging_refused)},
+		SSEQ_COUNTER_STAGING_REFUSED},
 };
+
+#define ACC(field) .offset = offsetof(struct account_limits, field)
+
+const struct option_row account_options[] = {
+	{.name = "client-staging-limit",
+		.arg = "SIZE",
+		.kind = OPTION_SIZE,
+		ACC(client_staging_bytes),
+		.hint = " (a size: 4096, 64k, 16M, 2G or 1T)",
+		.help = "staging arenas per session (default {default})"},
+	{.name = "staging-limit",
+		.arg = "SIZE",
+		.kind = OPTION_SIZE,
+		ACC(staging_bytes),
+		.hint = " (a size: 4096, 64k, 16M, 2G or 1T)",
+		.help = "staging arenas across sessions (default {default})"},
+	{.name = "client-memory-limit",
+		.arg = "SIZE",
+		.kind = OPTION_SIZE,
+		ACC(client_memory_bytes),
+		.hint = " (a size: 4096, 64k, 16M, 2G or 1T; 0: none)",
+		.help = "device memory per session (default {default}: none)"},
+	{.name = "client-handle-limit",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		ACC(client_handles),
+		.min = 1,
+		.max = 1u << 30,
+		.help = "buffers, slices, arenas, modules per session (default {default})"},
+	{.name = "client-arena-limit",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		ACC(client_arenas),
+		.min = 1,
+		.max = 1u << 20,
+		.help = "staging arenas per session (default {default})"},
+	{.name = "arena-limit",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		ACC(arenas),
+		.min = 1,
+		.max = 1u << 20,
+		.help = "staging arenas across sessions (default {default})"},
+	{.name = "client-inflight-limit",
+		.arg = "N",
+		.kind = OPTION_UINT,
+		ACC(client_inflight),
+		.min = 2,
+		.max = 1u << 24,
+		.help = "ops and waits in flight per session before its requests wait (default "
+			"{default})"},
+	{0},
+};
+
+#undef ACC
 
 /* One user's share of --arena-limit: the share of the connections it may hold
  * (--max-clients-per-uid of --max-clients), and at least what one of its sessions may map
  * (--client-arena-limit), so that one user with many sessions, or sessions gone whose
  * arenas copies still use, leaves the others theirs. */
-static uint64_t account_user_share(const struct server_limits *lim)
+static uint64_t account_user_share(const struct server_options *o)
 {
-	uint64_t share = lim->max_clients
-		? (uint64_t)lim->arenas * lim->max_clients_per_uid / lim->max_clients
+	const struct account_limits *lim = &o->account;
+	uint64_t share = o->limits.max_clients
+		? (uint64_t)lim->arenas * o->limits.max_clients_per_uid / o->limits.max_clients
 		: lim->arenas;
 
 	if (share < lim->client_arenas)
@@ -71,8 +126,10 @@ static uint64_t account_user_share(const struct server_limits *lim)
 }
 
 /* The slot's limit; UINT64_MAX: none. */
-static uint64_t account_limit(const struct server_limits *lim, enum account_slot slot)
+static uint64_t account_limit(const struct server_options *o, enum account_slot slot)
 {
+	const struct account_limits *lim = &o->account;
+
 	switch (slot) {
 	case ACCOUNT_HANDLES:
 		return lim->client_handles;
@@ -87,7 +144,7 @@ static uint64_t account_limit(const struct server_limits *lim, enum account_slot
 	case ACCOUNT_ARENAS:
 		return lim->client_arenas;
 	case ACCOUNT_USER_ARENAS:
-		return account_user_share(lim);
+		return account_user_share(o);
 	case ACCOUNT_ALL_ARENAS:
 		return lim->arenas;
 	case ACCOUNT_ALL_STAGING:
@@ -162,7 +219,7 @@ static uint64_t *account_at(struct session *s, enum account_slot slot)
 	case ACCOUNT_ALL_ARENAS:
 		return &session_server(s)->limit.arenas;
 	case ACCOUNT_ALL_STAGING:
-		return &session_server(s)->limit.staging_bytes;
+		return &session_server(s)->count[SSEQ_COUNTER_STAGING_BYTES];
 	case ACCOUNT_HANDLES:
 	case ACCOUNT_USER_ARENAS:
 	case ACCOUNT_SLOTS:
@@ -190,7 +247,7 @@ int account_check(struct session *s, const struct account_rec *want, const char 
 
 	for (unsigned i = 0; i < ACCOUNT_SLOTS; i++) {
 		const struct account_slot_desc *d = &account_slots[i];
-		const uint64_t limit = account_limit(&srv->opts.limits, (enum account_slot)i);
+		const uint64_t limit = account_limit(&srv->opts, (enum account_slot)i);
 		uint64_t used;
 		char holder[48], text[96];
 		va_list ap;
@@ -200,7 +257,7 @@ int account_check(struct session *s, const struct account_rec *want, const char 
 		used = account_used(s, (enum account_slot)i);
 		if (used <= limit && want->amount[i] <= limit - used)
 			continue;
-		*(uint64_t *)((char *)&srv->limit + d->refused) += 1;
+		srv->count[d->refused]++;
 		if (d->scope == ACCOUNT_SESSION)
 			snprintf(holder, sizeof(holder), "this session holds");
 		else if (d->scope == ACCOUNT_USER)
@@ -252,10 +309,10 @@ void account_op_begin(struct session *s)
 {
 	struct server *srv = session_server(s);
 
-	if (++session_counts(s)->inflight >= srv->opts.limits.client_inflight &&
+	if (++session_counts(s)->inflight >= srv->opts.account.client_inflight &&
 		!pause_has(session_pause(s), PAUSE_INFLIGHT)) {
 		pause_set(s, PAUSE_INFLIGHT);
-		srv->limit.inflight_capped++;
+		srv->count[SSEQ_COUNTER_INFLIGHT_CAPPED]++;
 	}
 }
 
@@ -263,7 +320,8 @@ void account_op_end(struct session *s)
 {
 	session_counts(s)->inflight--;
 	if (pause_has(session_pause(s), PAUSE_INFLIGHT) &&
-		session_counts(s)->inflight <= session_server(s)->opts.limits.client_inflight / 2 &&
+		session_counts(s)->inflight <=
+			session_server(s)->opts.account.client_inflight / 2 &&
 		session_is_connected(s))
 		pause_clear(s, PAUSE_INFLIGHT); /* its frames run at the next turn */
 }

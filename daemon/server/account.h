@@ -6,17 +6,45 @@
  * takes is recorded on the object it was taken for (a buffer, an arena, a handle), and
  * the object's release gives back exactly that record. The amounts held are kept where
  * they are shown: a session's in its session_counts, the daemon's and each user's in the
- * server's limit counters; this module alone changes them. So a new per-session limit
- * is a slot here, its option, its test and its display; a new per-session policy on ops
- * (a pause, as the in-flight cap) lives in account_op_begin and account_op_end. */
+ * server's counters (count[] where sseqctl stats shows them, limit otherwise); this
+ * module alone changes them. So a new per-session limit is a slot here, its option (a
+ * row of account_options), its test and its display (a field of sseq.proto's Counters
+ * for its refusals, which the STATS query reports by itself); a new per-session policy
+ * on ops (a pause, as the in-flight cap) lives in account_op_begin and account_op_end. */
 #ifndef SSEQ_ACCOUNT_H
 #define SSEQ_ACCOUNT_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "option.h"
+
 struct server;
 struct session;
+
+/* The limits admission checks against (sseqd(8), LIMITS), as its options set them. The
+ * daemon-wide ones are each loop's share (main.c divides them among the loops). */
+struct account_limits {
+	uint64_t client_staging_bytes; /* staging arenas mapped per session */
+	uint64_t staging_bytes; /* ... and across sessions */
+	uint64_t client_memory_bytes; /* device memory per session; 0: no quota */
+	unsigned client_handles; /* buffers, slices, arenas and modules per session */
+	unsigned client_arenas; /* staging arenas per session (each is a mapping) */
+	unsigned arenas; /* ... and across sessions (vm.max_map_count is 65530) */
+	unsigned client_inflight; /* ops and watches in flight per session */
+};
+
+#define ACCOUNT_LIMITS_DEFAULT                                                                     \
+	{                                                                                          \
+		.client_staging_bytes = 64ull << 30, .staging_bytes = 256ull << 30,                \
+		.client_memory_bytes = 0, .client_handles = 65536, .client_arenas = 256,           \
+		.arenas = 16384, .client_inflight = 65536,                                         \
+	}
+
+/* Their options, rows over struct account_limits (option.h), ending with a row named
+ * NULL: sseqd's command line adds them as one group, so a new limit's option is written
+ * here beside the limit. */
+extern const struct option_row account_options[];
 
 /* In the order a request's wants are checked: the first refused is the one named. */
 enum account_slot {

@@ -20,7 +20,7 @@
 /* The highest index the client may name: its session's handle limit. */
 static uint32_t buffer_max_name(struct session *s)
 {
-	return handles_name_max(session_server(s)->opts.limits.client_handles);
+	return handles_name_max(session_server(s)->opts.account.client_handles);
 }
 
 int buffer_new(struct session *s, struct seq_buffer *b, const char *label, uint64_t memory,

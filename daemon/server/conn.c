@@ -134,7 +134,7 @@ void conn_input_free(struct session *s)
 		return;
 	free(in->buf);
 	in->buf = NULL;
-	srv->limit.input_bytes -= in->cap;
+	srv->count[SSEQ_COUNTER_INPUT_BYTES] -= in->cap;
 	srv->limit.input_large_bytes -= input_large(in->cap);
 	in->cap = in->len = 0;
 	conn_input_released(srv);
@@ -147,7 +147,7 @@ void conn_input_adopt(struct session *s, uint8_t *bytes, size_t len)
 
 	in->buf = bytes;
 	in->len = in->cap = len;
-	srv->limit.input_bytes += len;
+	srv->count[SSEQ_COUNTER_INPUT_BYTES] += len;
 	srv->limit.input_large_bytes += input_large(len);
 	in->last_read_ns = server_loop_ns(srv);
 }
@@ -198,7 +198,7 @@ static void conn_close_with(struct session *s, Sseq__Status status, const char *
 
 static void conn_protocol_error(struct session *s, Sseq__Status status, const char *why)
 {
-	session_server(s)->frames_bad++;
+	session_server(s)->count[SSEQ_COUNTER_FRAMES_BAD]++;
 	conn_close_with(s, status, why);
 }
 
@@ -242,7 +242,7 @@ void conn_process(struct session *s)
 			conn_protocol_error(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, why);
 			return;
 		}
-		srv->frames_in++;
+		srv->count[SSEQ_COUNTER_FRAMES_IN]++;
 		r = request_run(s, rq, false);
 		arena_reset(arena);
 		if (r == -EAGAIN) {
@@ -284,7 +284,7 @@ static int conn_input_reserve(struct session *s)
 	grow = input_large(cap) - input_large(in->cap);
 	if (grow && srv->limit.input_large_bytes + grow > srv->opts.limits.max_input_bytes) {
 		if (pause_set(s, PAUSE_INPUT)) {
-			srv->limit.input_paused++;
+			srv->count[SSEQ_COUNTER_INPUT_PAUSED]++;
 			log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
 				"client %" PRIu64 " (pid %u): input paused: %" PRIu64
 				" bytes of large frames buffered (--max-input-memory %" PRIu64 ")",
@@ -295,7 +295,7 @@ static int conn_input_reserve(struct session *s)
 	}
 	if (!(b = realloc(in->buf, cap)))
 		return -ENOMEM;
-	srv->limit.input_bytes += cap - in->cap;
+	srv->count[SSEQ_COUNTER_INPUT_BYTES] += cap - in->cap;
 	srv->limit.input_large_bytes += grow;
 	in->buf = b;
 	in->cap = cap;
@@ -416,7 +416,7 @@ void conn_sweep(struct session *s, uint64_t now)
 		return;
 	if (!session_has_hello(s) && lim->hello_timeout_ms &&
 		now - in->accepted_ns > (uint64_t)lim->hello_timeout_ms * 1000000u) {
-		srv->limit.hello_timeouts++;
+		srv->count[SSEQ_COUNTER_HELLO_TIMEOUTS]++;
 		snprintf(why, sizeof(why), "no Hello within %u ms (--hello-timeout)",
 			lim->hello_timeout_ms);
 		conn_close_with(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, why);
@@ -428,7 +428,7 @@ void conn_sweep(struct session *s, uint64_t now)
 	 * memory others wait for, and only the client can finish it. */
 	if (in->frame_started_ns && !pause_held(session_pause(s)) && lim->frame_timeout_ms &&
 		now - in->frame_started_ns > (uint64_t)lim->frame_timeout_ms * 1000000u) {
-		srv->limit.frame_timeouts++;
+		srv->count[SSEQ_COUNTER_FRAME_TIMEOUTS]++;
 		snprintf(why, sizeof(why),
 			"a frame stalled: %zu bytes of it in %u ms "
 			"(--frame-timeout)",

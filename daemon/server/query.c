@@ -192,13 +192,27 @@ static void query_streams(
 	query_stream_sessions(srv, asker, res, a);
 }
 
-/* One loop's counters into c. */
+/* Each counter's field number in Counters, in SSEQ_COUNTERS' order. */
+static const unsigned query_counter_field[SSEQ_COUNTER_COUNT] = {
+#define QUERY_COUNTER_FIELD(name, number, help, label) number,
+	SSEQ_COUNTERS(QUERY_COUNTER_FIELD)
+#undef QUERY_COUNTER_FIELD
+};
+
+/* One loop's counters into c: every slot of its count[], then those the core and the
+ * backend keep. */
 static void query_counters_of(struct server *srv, Sseq__Counters *c)
 {
 	const struct seq_counters *sc = seq_counters(srv->seq);
 	struct backend_copy_counters copies;
 
 	sseq__counters__init(c);
+	for (unsigned i = 0; i < SSEQ_COUNTER_COUNT; i++) {
+		const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(
+			&sseq__counters__descriptor, query_counter_field[i]);
+
+		memcpy((char *)c + f->offset, &srv->count[i], sizeof(srv->count[i]));
+	}
 	c->waits_enqueued = sc->waits_enqueued;
 	c->waits_elided_same_stream = sc->waits_elided_same_stream;
 	c->waits_elided_observed = sc->waits_elided_observed;
@@ -217,27 +231,11 @@ static void query_counters_of(struct server *srv, Sseq__Counters *c)
 	c->waits_dropped = sc->waits_dropped;
 	/* Of those, the hip audit's (also counted in race_findings); 0 on the sim. */
 	c->audit_findings = backend_audit_findings(&srv->backend);
-	c->sessions_total = srv->sessions_total;
-	c->frames_bad = srv->frames_bad;
-	c->frames_in = srv->frames_in;
-	c->connections_refused = srv->limit.connections_refused;
-	c->hello_timeouts = srv->limit.hello_timeouts;
-	c->frame_timeouts = srv->limit.frame_timeouts;
-	c->input_paused = srv->limit.input_paused;
-	c->trace_entries_dropped = srv->limit.trace_entries_dropped;
-	c->staging_refused = srv->limit.staging_refused;
-	c->quota_refused = srv->limit.quota_refused;
-	c->accept_errors = srv->limit.accept_errors;
-	c->handles_refused = srv->limit.handles_refused;
-	c->inflight_capped = srv->limit.inflight_capped;
 	c->loop_busy_us = srv->busy_ns / 1000u;
 	backend_copy_counters(&srv->backend, &copies);
 	c->small_copies = copies.small_copies;
 	c->small_copies_unpooled = copies.small_copies_unpooled;
 	c->arenas_pinned = copies.arenas_pinned;
-	c->buffers_lost = srv->buffers_lost;
-	c->input_bytes = srv->limit.input_bytes;
-	c->staging_bytes = srv->limit.staging_bytes;
 }
 
 /* Every loop's counters summed, field by field over the schema (all are uint64), but

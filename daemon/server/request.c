@@ -141,7 +141,7 @@ int request_run(struct session *s, const Sseq__Request *rq, bool nested)
 				"tag 0 is reserved for the daemon's own messages: tag every "
 				"request "
 				"with a number of your own"));
-		session_server(s)->frames_bad++;
+		session_server(s)->count[SSEQ_COUNTER_FRAMES_BAD]++;
 		return -EPROTO;
 	}
 	if (!session_has_hello(s) && rq->body_case != SSEQ__REQUEST__BODY_HELLO) {

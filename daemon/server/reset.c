@@ -189,7 +189,7 @@ void reset_device(struct server *srv, uint32_t first_failed)
 		if (!o)
 			continue;
 		o->resetting = true;
-		o->buffers_lost += seq_reset(o->seq, -EIO);
+		o->count[SSEQ_COUNTER_BUFFERS_LOST] += seq_reset(o->seq, -EIO);
 		o->resetting = false;
 		if (o->verify)
 			verify_reset(o->verify);
@@ -202,7 +202,8 @@ void reset_device(struct server *srv, uint32_t first_failed)
 
 		for (unsigned i = 0; i < srv->loops->n; i++)
 			if (loops_server(srv->loops, i))
-				lost += loops_server(srv->loops, i)->buffers_lost;
+				lost += loops_server(srv->loops, i)
+						->count[SSEQ_COUNTER_BUFFERS_LOST];
 		log_notice("reset",
 			"device reset %" PRIu64 " done in %" PRIu64
 			" ms: serving again (buffers lost so far: %" PRIu64 ")",

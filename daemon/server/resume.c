@@ -77,8 +77,9 @@ void resume_restart(struct server *srv)
 			continue;
 		staging_waits_answer(o, true);
 		flush_all(o);
-		h.sessions_total += o->sessions_total;
-		h.buffers_lost += o->buffers_lost; /* each counts what it lost */
+		h.sessions_total += o->count[SSEQ_COUNTER_SESSIONS_TOTAL];
+		h.buffers_lost +=
+			o->count[SSEQ_COUNTER_BUFFERS_LOST]; /* each counts what it lost */
 		for (struct session *s = o->sessions; s; s = session_next(s))
 			h.nsessions += session_is_connected(s);
 	}
@@ -166,7 +167,7 @@ int resume_adopt(struct server *srv, int in, bool *owns_socket)
 	memcpy(res->at, h.at, sizeof(h.at));
 	memcpy(res->cause, h.cause, sizeof(h.cause));
 	res->at[sizeof(h.at) - 1] = res->cause[sizeof(h.cause) - 1] = '\0';
-	srv->buffers_lost = h.buffers_lost; /* counted on loop 0 from now on */
+	srv->count[SSEQ_COUNTER_BUFFERS_LOST] = h.buffers_lost; /* counted on loop 0 from now on */
 	uv_update_time(srv->loop); /* the deadlines handed over count from now */
 	/* One session that cannot be taken over is closed; the others still are, unless the
 	 * hand-over itself ends early (then what it named next is not known). */
@@ -190,7 +191,7 @@ int resume_adopt(struct server *srv, int in, bool *owns_socket)
 		if (loops_server(srv->loops, i))
 			uv_async_send(&loops_server(srv->loops, i)->wake);
 	atomic_store(&srv->loops->next_session, h.next_session);
-	srv->sessions_total = h.sessions_total;
+	srv->count[SSEQ_COUNTER_SESSIONS_TOTAL] = h.sessions_total;
 	/* The caller takes the socket over (server_own_socket): the server is below this
 	 * file, not called back from it. */
 	*owns_socket = h.owns_socket != 0;

@@ -367,7 +367,7 @@ static void server_accept_failed(struct server *srv, int err)
 {
 	uint64_t now = server_now_ns();
 
-	srv->limit.accept_errors++;
+	srv->count[SSEQ_COUNTER_ACCEPT_ERRORS]++;
 	if (now - srv->accept_logged_ns > 10000000000u || !srv->accept_logged_ns) {
 		log_warn("server",
 			"accept failed: %s; not accepting for 100 ms (%" PRIu64
@@ -420,7 +420,7 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 		}
 		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
 		if (loops_admit(srv->loops, &srv->opts.limits, cred.uid, why, sizeof(why))) {
-			srv->limit.connections_refused++;
+			srv->count[SSEQ_COUNTER_CONNECTIONS_REFUSED]++;
 			server_refused_log(srv, (int)cred.pid, cred.uid, why);
 			server_refuse(fd, SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED, why);
 			server_refused_hold(srv, fd);

@@ -9,11 +9,13 @@
 #include <time.h>
 #include <uv.h>
 
+#include "account.h"
 #include "backend.h"
 #include "cq.h"
 #include "finding.h"
 #include "loops.h"
 #include "sequencer.h"
+#include "sseq-tables.h"
 #include "sseq.pb-c.h"
 #include "timeline.h"
 #include "trace.h"
@@ -73,22 +75,13 @@ struct server_limits {
 	unsigned hello_timeout_ms; /* from accept to Hello */
 	unsigned frame_timeout_ms; /* from a frame's first byte to its last */
 	uint64_t max_input_bytes; /* input buffered across all connections */
-	uint64_t client_staging_bytes; /* staging arenas mapped per session */
-	uint64_t staging_bytes; /* ... and across sessions */
-	uint64_t client_memory_bytes; /* device memory per session; 0: no quota */
-	unsigned client_handles; /* buffers, slices, arenas and modules per session */
-	unsigned client_arenas; /* staging arenas per session (each is a mapping) */
-	unsigned arenas; /* ... and across sessions (vm.max_map_count is 65530) */
-	unsigned client_inflight; /* ops and watches in flight per session */
 };
 
 #define SERVER_LIMITS_DEFAULT                                                                      \
 	{                                                                                          \
 		.socket_mode = 0660, .max_clients = 1024, .max_clients_per_uid = 256,              \
 		.hello_timeout_ms = 5000, .frame_timeout_ms = 10000,                               \
-		.max_input_bytes = 64ull << 20, .client_staging_bytes = 64ull << 30,               \
-		.staging_bytes = 256ull << 30, .client_memory_bytes = 0, .client_handles = 65536,  \
-		.client_arenas = 256, .arenas = 16384, .client_inflight = 65536,                   \
+		.max_input_bytes = 64ull << 20,                                                    \
 	}
 
 struct server_options {
@@ -99,6 +92,7 @@ struct server_options {
 	const char *module_dir;
 	struct seq_config seq;
 	struct server_limits limits;
+	struct account_limits account; /* what sessions hold (account.h, its options) */
 	/* A device reset restarts the daemon in place (exec) at once, without trying to
 	 * build the context again in this process (--device-reset exec); and the
 	 * command line to exec. */
@@ -122,13 +116,10 @@ struct server_uid_arenas {
 	uint32_t arenas;
 };
 
-/* What the limits refused, and what is held against them now. */
+/* What is held against the daemon-wide limits now that no counter reports (the others,
+ * input_bytes and staging_bytes among them, are in struct server's count[]). */
 struct server_limit_counters {
-	uint64_t connections_refused, hello_timeouts, frame_timeouts, input_paused;
-	uint64_t trace_entries_dropped, staging_refused, quota_refused, accept_errors;
-	uint64_t handles_refused, inflight_capped;
 	uint64_t arenas; /* staging arenas mapped now, across sessions */
-	uint64_t input_bytes, staging_bytes;
 	uint64_t input_large_bytes; /* of input_bytes, what --max-input-memory bounds */
 	/* Staging arenas mapped now by uid, sessions gone included (staging.c): one user's
 	 * share of --arena-limit. An entry goes with its uid's last arena. */
@@ -225,8 +216,12 @@ struct server {
 	/* The backend's findings about ops, named on the loop (finding.h). */
 	struct finding_queue found;
 
-	/* Server-level counters. */
-	uint64_t frames_in, frames_bad, sessions_total;
+	/* The counters this loop keeps itself, one slot per field of sseq.proto's Counters
+	 * (SSEQ_COUNTER_<NAME>; the core's and the backend's are read from them instead and
+	 * their slots stay 0): a module counts with count[SSEQ_COUNTER_<NAME>]++, and the
+	 * STATS query reports every slot, so a new counter is its field in sseq.proto and the
+	 * line that counts it. */
+	uint64_t count[SSEQ_COUNTER_COUNT];
 	struct server_limit_counters limit;
 	unsigned input_waiting; /* sessions paused until input memory frees (PAUSE_INPUT) */
 
@@ -245,7 +240,6 @@ struct server {
 	 * loops->resets): */
 	struct op_rec **points;
 	unsigned point_window;
-	uint64_t buffers_lost; /* this loop's, failed by device resets */
 	bool resetting; /* inside seq_reset: failed ops name the reset */
 	int fatal; /* a reset failed: the daemon stops, and exits with a failure */
 };

@@ -237,7 +237,7 @@ static bool skip_named(int in, uint32_t n)
  * past, -EIO if the hand-over ends. */
 static int adopt_named(int in, struct session *s, uint32_t n)
 {
-	const uint32_t max = handles_name_max(s->srv->opts.limits.client_handles);
+	const uint32_t max = handles_name_max(s->srv->opts.account.client_handles);
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct handover_named r;

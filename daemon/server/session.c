@@ -246,7 +246,7 @@ struct session *session_new(struct server *srv, int fd)
 		srv->sessions->prev = s;
 	srv->sessions = s;
 	srv->nsessions++;
-	srv->sessions_total++;
+	srv->count[SSEQ_COUNTER_SESSIONS_TOTAL]++;
 	return s;
 }
 

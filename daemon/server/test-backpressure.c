@@ -165,7 +165,7 @@ START_TEST(test_inflight_cap_resumes_at_half)
 	struct tl_client c;
 	uint32_t x;
 
-	t->srv.opts.limits.client_inflight = 4;
+	t->srv.opts.account.client_inflight = 4;
 	tl_connect(t, &c);
 	x = fill_window(t, &c, 10);
 	ck_assert_uint_eq(tl_issued(t, x), 4);
@@ -256,7 +256,7 @@ START_TEST(test_a_batch_stops_at_the_inflight_cap_and_resumes_where_it_left_off)
 	uint64_t h, tag;
 	uint32_t x;
 
-	t->srv.opts.limits.client_inflight = 4;
+	t->srv.opts.account.client_inflight = 4;
 	tl_connect(t, &c);
 	tl_hello(t, &c, "batch");
 	h = tl_alloc(t, &c, 4096, "buf");
@@ -318,7 +318,7 @@ START_TEST(test_a_session_at_the_inflight_cap_is_not_timed_out)
 	uint8_t part[2] = {0, 0};
 	uint32_t x;
 
-	t->srv.opts.limits.client_inflight = 4;
+	t->srv.opts.account.client_inflight = 4;
 	t->srv.opts.limits.frame_timeout_ms = 100;
 	tl_connect(t, &c);
 	x = fill_window(t, &c, 10);
@@ -326,7 +326,7 @@ START_TEST(test_a_session_at_the_inflight_cap_is_not_timed_out)
 	ck_assert_uint_gt(c.s->in.len, 0); /* the copies it holds back */
 	conn_sweep(c.s, server_loop_ns(&t->srv) + 60000000000u);
 	ck_assert(!c.s->closing);
-	ck_assert_uint_eq(t->srv.limit.frame_timeouts, 0);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_FRAME_TIMEOUTS], 0);
 	tl_complete(t, x, 4);
 	tl_complete(t, x, 8);
 	tl_complete(t, x, 10);
@@ -337,7 +337,7 @@ START_TEST(test_a_session_at_the_inflight_cap_is_not_timed_out)
 	tl_pump(t);
 	conn_sweep(c.s, server_loop_ns(&t->srv) + 1000000000u);
 	ck_assert(c.s->closing);
-	ck_assert_uint_eq(t->srv.limit.frame_timeouts, 1);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_FRAME_TIMEOUTS], 1);
 	tl_close(t, &c);
 	tl_free(t);
 }

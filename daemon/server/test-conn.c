@@ -66,12 +66,12 @@ START_TEST(test_a_frame_split_across_writes_runs_once_whole)
 	for (size_t i = 0; i + 1 < n; i++) {
 		tl_write(&c, buf + i, 1, NULL, 0);
 		tl_pump(t);
-		ck_assert_uint_eq(t->srv.frames_in, 0);
+		ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_FRAMES_IN], 0);
 		ck_assert_ptr_null(tl_next(&c));
 	}
 	tl_write(&c, buf + n - 1, 1, NULL, 0);
 	tl_pump(t);
-	ck_assert_uint_eq(t->srv.frames_in, 1);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_FRAMES_IN], 1);
 	ck_assert_int_eq(tl_reply(&c, 1, NULL), SSEQ__STATUS__STATUS_OK);
 	ck_assert(c.s->hello);
 	tl_close(t, &c);
@@ -93,7 +93,7 @@ START_TEST(test_several_frames_in_one_write_all_run_in_order)
 	tl_write(&c, buf, n, NULL, 0);
 	const uint64_t busy0 = t->srv.busy_ns;
 	tl_pump(t);
-	ck_assert_uint_eq(t->srv.frames_in, 5);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_FRAMES_IN], 5);
 	/* Reading and running them is the loop's work (loop_busy_us), none of it left open. */
 	ck_assert_uint_gt(t->srv.busy_ns, busy0);
 	ck_assert_uint_eq(t->srv.busy_since, 0);
@@ -156,7 +156,7 @@ START_TEST(test_a_frame_of_exactly_the_limit_is_taken)
 	}
 	ck_assert_int_eq(tl_reply(&c, 2, NULL), SSEQ__STATUS__STATUS_OK);
 	ck_assert(c.s->connected && !c.s->closing);
-	ck_assert_uint_eq(t->srv.frames_bad, 0);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_FRAMES_BAD], 0);
 	free(big);
 	tl_close(t, &c);
 	tl_free(t);
@@ -181,7 +181,7 @@ START_TEST(test_a_frame_over_the_limit_closes_the_connection)
 	ck_assert_uint_eq(m->reply->tag, 0);
 	ck_assert_int_eq(m->reply->status, SSEQ__STATUS__STATUS_FRAME_TOO_LARGE);
 	sseq__message__free_unpacked(m, NULL);
-	ck_assert_uint_eq(t->srv.frames_bad, 1);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_FRAMES_BAD], 1);
 	tl_pump(t);
 	ck_assert_ptr_null(tl_next(&c));
 	ck_assert(c.eof); /* the daemon closed once the notice was out */
@@ -283,7 +283,7 @@ START_TEST(test_eof_in_the_middle_of_a_frame_ends_the_session)
 	ck_assert_int_eq(tl_reply(&c, 1, NULL), SSEQ__STATUS__STATUS_OK);
 	ck_assert_ptr_null(tl_next(&c));
 	ck_assert(c.eof);
-	ck_assert_uint_eq(t->srv.frames_in, 1);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_FRAMES_IN], 1);
 	ck_assert_uint_eq(t->srv.nsessions, 0);
 	tl_close(t, &c);
 	tl_free(t);
@@ -322,7 +322,7 @@ START_TEST(test_a_client_gone_while_paused_for_input_memory_is_dropped)
 	c.fd = -1;
 	tl_pump(t);
 	ck_assert_uint_eq(t->srv.nsessions, 0);
-	ck_assert_uint_eq(t->srv.limit.input_bytes, 0);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_INPUT_BYTES], 0);
 	ck_assert_uint_eq(t->srv.limit.input_large_bytes, 0);
 	ck_assert_uint_eq(t->srv.input_waiting, 0);
 	tl_close(t, &c);
@@ -364,7 +364,7 @@ START_TEST(test_a_partial_frame_paused_for_input_memory_still_times_out)
 	conn_pause_for_input(t, &c);
 	conn_sweep(c.s, server_loop_ns(&t->srv) + 1000000000u);
 	ck_assert(c.s->closing);
-	ck_assert_uint_eq(t->srv.limit.frame_timeouts, 1);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_FRAME_TIMEOUTS], 1);
 	tl_pump(t);
 	/* Told why, then closed, and its input memory given back. */
 	while ((m = tl_next(&c)) &&
@@ -405,13 +405,13 @@ START_TEST(test_a_client_that_does_not_read_its_replies_is_not_read)
 	ck_assert_uint_ge(out_pending(c.s), SESSION_OUT_HIGH);
 	ck_assert(pause_has(&c.s->pause, PAUSE_OUTPUT));
 	ck_assert(!(c.s->in.poll_events & UV_READABLE));
-	frames = t->srv.frames_in;
+	frames = t->srv.count[SSEQ_COUNTER_FRAMES_IN];
 	a.size = 4096;
 	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
 	rq.alloc = &a;
 	tag = tl_send(&c, &rq);
 	tl_pump(t);
-	ck_assert_uint_eq(t->srv.frames_in, frames); /* not read */
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_FRAMES_IN], frames); /* not read */
 	/* It reads its replies: below the mark it is read again, and answered after them. */
 	for (int i = 0; i < 10000 && !answered; i++) {
 		while ((m = tl_next(&c))) {
@@ -423,7 +423,7 @@ START_TEST(test_a_client_that_does_not_read_its_replies_is_not_read)
 		tl_pump(t);
 	}
 	ck_assert(answered);
-	ck_assert_uint_eq(t->srv.frames_in, frames + 1);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_FRAMES_IN], frames + 1);
 	ck_assert(!pause_any(&c.s->pause));
 	ck_assert(c.s->in.poll_events & UV_READABLE);
 	tl_close(t, &c);

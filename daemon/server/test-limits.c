@@ -22,8 +22,8 @@ static struct tl *limits_new(uint64_t arenas)
 {
 	struct tl *t = tl_new(0);
 
-	t->srv.opts.limits.client_arenas = 4;
-	t->srv.opts.limits.arenas = arenas;
+	t->srv.opts.account.client_arenas = 4;
+	t->srv.opts.account.arenas = arenas;
 	return t;
 }
 
@@ -185,15 +185,15 @@ START_TEST(test_an_unregistered_arena_counts_until_its_copy_completes)
 	ck_assert_uint_eq(c.s->counts.stagings, 4);
 	ck_assert_uint_eq(c.s->counts.staging_bytes, 4u << 20);
 	ck_assert_uint_eq(t->srv.limit.arenas, 4);
-	ck_assert_uint_eq(t->srv.limit.staging_bytes, 4u << 20);
-	ck_assert_uint_ge(t->srv.limit.staging_refused, 1);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_STAGING_BYTES], 4u << 20);
+	ck_assert_uint_ge(t->srv.count[SSEQ_COUNTER_STAGING_REFUSED], 1);
 	/* The copies complete: their arenas go, and so does their charge. */
 	tl_complete_all(t);
 	tl_take_replies(&c);
 	ck_assert_uint_eq(c.s->counts.stagings, 0);
 	ck_assert_uint_eq(c.s->counts.staging_bytes, 0);
 	ck_assert_uint_eq(t->srv.limit.arenas, 0);
-	ck_assert_uint_eq(t->srv.limit.staging_bytes, 0);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_STAGING_BYTES], 0);
 	ck_assert_int_eq(staging_register(t, &c, 4096, &st, NULL, 0), SSEQ__STATUS__STATUS_OK);
 	ck_assert_uint_eq(t->srv.limit.arenas, 1);
 	tl_close(t, &c);
@@ -216,7 +216,7 @@ START_TEST(test_arenas_of_a_session_gone_count_until_their_copies_complete)
 	/* Its session goes while the copies still use them: still mapped. */
 	tl_close(t, &a);
 	ck_assert_uint_eq(t->srv.limit.arenas, 4);
-	ck_assert_uint_eq(t->srv.limit.staging_bytes, 4u << 20);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_STAGING_BYTES], 4u << 20);
 
 	/* Another user's: the gone session's arenas count against its user's share too. */
 	tl_connect(t, &b);
@@ -229,7 +229,7 @@ START_TEST(test_arenas_of_a_session_gone_count_until_their_copies_complete)
 	tl_complete_all(t);
 	tl_take_replies(&b);
 	ck_assert_uint_eq(t->srv.limit.arenas, 0);
-	ck_assert_uint_eq(t->srv.limit.staging_bytes, 0);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_STAGING_BYTES], 0);
 	tl_close(t, &b);
 	tl_free(t);
 }
@@ -297,7 +297,7 @@ START_TEST(test_the_staging_byte_limit_counts_arenas_in_use)
 	char why[512] = "";
 	uint64_t src;
 
-	t->srv.opts.limits.client_staging_bytes = 3u << 20;
+	t->srv.opts.account.client_staging_bytes = 3u << 20;
 	tl_connect(t, &c);
 	tl_hello(t, &c, "bytes");
 	src = tl_alloc(t, &c, 4096, "src");
@@ -319,7 +319,7 @@ START_TEST(test_a_freed_buffer_counts_until_its_memory_goes_back)
 	struct tl_client c;
 	uint64_t h, other;
 
-	t->srv.opts.limits.client_memory_bytes = 8192;
+	t->srv.opts.account.client_memory_bytes = 8192;
 	tl_connect(t, &c);
 	tl_hello(t, &c, "quota");
 	ck_assert_int_eq(alloc(t, &c, 8192, &h), SSEQ__STATUS__STATUS_OK);
@@ -349,7 +349,7 @@ START_TEST(test_a_freed_base_counts_while_a_slice_holds_it)
 	struct tl_client c;
 	uint64_t h, sl, other;
 
-	t->srv.opts.limits.client_memory_bytes = 8192;
+	t->srv.opts.account.client_memory_bytes = 8192;
 	tl_connect(t, &c);
 	tl_hello(t, &c, "slice");
 	ck_assert_int_eq(alloc(t, &c, 8192, &h), SSEQ__STATUS__STATUS_OK);
@@ -373,7 +373,7 @@ START_TEST(test_a_session_gone_with_a_freed_buffer_in_use_is_released_later)
 	struct tl_client c;
 	uint64_t h;
 
-	t->srv.opts.limits.client_memory_bytes = 8192;
+	t->srv.opts.account.client_memory_bytes = 8192;
 	tl_connect(t, &c);
 	tl_hello(t, &c, "leaves");
 	ck_assert_int_eq(alloc(t, &c, 8192, &h), SSEQ__STATUS__STATUS_OK);
@@ -398,9 +398,9 @@ START_TEST(test_every_limit_refuses_in_one_format_and_counts_it)
 	char why[512] = "";
 	uint64_t h[3], st;
 
-	t->srv.opts.limits.client_handles = 3;
-	t->srv.opts.limits.client_memory_bytes = 8192;
-	t->srv.opts.limits.client_arenas = 1;
+	t->srv.opts.account.client_handles = 3;
+	t->srv.opts.account.client_memory_bytes = 8192;
+	t->srv.opts.account.client_arenas = 1;
 	tl_connect(t, &c);
 	tl_hello(t, &c, "format");
 	ck_assert_int_eq(alloc(t, &c, 4096, &h[0]), SSEQ__STATUS__STATUS_OK);
@@ -409,7 +409,7 @@ START_TEST(test_every_limit_refuses_in_one_format_and_counts_it)
 	ck_assert_str_eq(why,
 		"alloc of 8192 bytes refused: this session holds 4096 of 8192 bytes of device "
 		"memory (--client-memory-limit)");
-	ck_assert_uint_eq(t->srv.limit.quota_refused, 1);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_QUOTA_REFUSED], 1);
 	ck_assert_uint_eq(c.s->counts.bytes, 4096);
 	ck_assert_int_eq(
 		staging_register(t, &c, 1 << 20, &st, why, sizeof(why)), SSEQ__STATUS__STATUS_OK);
@@ -419,7 +419,7 @@ START_TEST(test_every_limit_refuses_in_one_format_and_counts_it)
 		"staging arena of 1048576 bytes refused: this session holds 1 of 1 staging "
 		"arenas (--client-arena-limit; an unregistered arena counts until the copies "
 		"using it complete)");
-	ck_assert_uint_eq(t->srv.limit.staging_refused, 1);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_STAGING_REFUSED], 1);
 	ck_assert_uint_eq(t->srv.limit.arenas, 1);
 	ck_assert_int_eq(alloc(t, &c, 4096, &h[2]), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(alloc_why(t, &c, 16, NULL, why, sizeof(why)),
@@ -427,7 +427,7 @@ START_TEST(test_every_limit_refuses_in_one_format_and_counts_it)
 	ck_assert_str_eq(why,
 		"alloc of 16 bytes refused: this session holds 3 of 3 handles (buffers, slices, "
 		"arenas, modules) (--client-handle-limit): free some");
-	ck_assert_uint_eq(t->srv.limit.handles_refused, 1);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_HANDLES_REFUSED], 1);
 	/* What each held goes back with it. */
 	buffer_free(t, &c, h[0]);
 	buffer_free(t, &c, h[2]);
@@ -436,7 +436,7 @@ START_TEST(test_every_limit_refuses_in_one_format_and_counts_it)
 	ck_assert_uint_eq(c.s->counts.stagings, 0);
 	ck_assert_uint_eq(c.s->counts.staging_bytes, 0);
 	ck_assert_uint_eq(t->srv.limit.arenas, 0);
-	ck_assert_uint_eq(t->srv.limit.staging_bytes, 0);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_STAGING_BYTES], 0);
 	ck_assert_uint_eq(t->srv.limit.n_uid_arenas, 0);
 	tl_close(t, &c);
 	tl_free(t);
@@ -520,7 +520,7 @@ START_TEST(test_the_module_limit_refuses_in_one_format_and_counts_it)
 	ck_assert_str_eq(why,
 		"module 'm.co' refused: this session holds 64 of 64 modules (a fixed limit; a "
 		"module stays loaded while its session lasts)");
-	ck_assert_uint_eq(t->srv.limit.handles_refused, 1);
+	ck_assert_uint_eq(t->srv.count[SSEQ_COUNTER_HANDLES_REFUSED], 1);
 	ck_assert_uint_eq(c.s->counts.modules, 64);
 	ck_assert_uint_eq(module_global(t, &c, h, &g), SSEQ__STATUS__STATUS_OK);
 	ck_assert_uint_eq(c.s->counts.buffers, 1);

@@ -69,6 +69,7 @@ struct tl *tl_new(unsigned window)
 		.module_dir = "/nonexistent",
 		.seq = {.n_d2h = 1, .n_d2d = 1, .window = window ? window : SEQ_DEFAULT_WINDOW},
 		.limits = SERVER_LIMITS_DEFAULT,
+		.account = ACCOUNT_LIMITS_DEFAULT,
 	};
 
 	ck_assert_ptr_nonnull(t);

@@ -40,7 +40,7 @@ void trace_follow(struct session *s)
 	if (out_pending(s) >= SESSION_FOLLOW_HIGH) {
 		/* It does not read: its output stays bounded, and it hears what it missed. */
 		f->dropped += newest - f->since;
-		srv->limit.trace_entries_dropped += newest - f->since;
+		srv->count[SSEQ_COUNTER_TRACE_ENTRIES_DROPPED] += newest - f->since;
 		f->since = newest;
 		return;
 	}
@@ -54,7 +54,7 @@ void trace_follow(struct session *s)
 		arena_reset(session_arena(s));
 		return;
 	}
-	srv->limit.trace_entries_dropped += res.trace_dropped;
+	srv->count[SSEQ_COUNTER_TRACE_ENTRIES_DROPPED] += res.trace_dropped;
 	res.trace_dropped += f->dropped;
 	f->dropped = 0;
 	if (res.n_trace)

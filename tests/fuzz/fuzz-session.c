@@ -236,7 +236,7 @@ static void fz_settle(struct fz *f)
 	for (unsigned round = 0; quiet < 2; round++) {
 		uint64_t commands = check_backend_commands(f->cb);
 		uint64_t rx = f->c.rx_total + f->by.rx_total;
-		uint64_t frames = f->srv.frames_in;
+		uint64_t frames = f->srv.count[SSEQ_COUNTER_FRAMES_IN];
 		unsigned sessions = f->srv.nsessions;
 		bool moved = false;
 
@@ -246,7 +246,8 @@ static void fz_settle(struct fz *f)
 			moved = true;
 		fz_pump(f);
 		if (moved || commands != check_backend_commands(f->cb) ||
-			rx != f->c.rx_total + f->by.rx_total || frames != f->srv.frames_in ||
+			rx != f->c.rx_total + f->by.rx_total ||
+			frames != f->srv.count[SSEQ_COUNTER_FRAMES_IN] ||
 			sessions != f->srv.nsessions)
 			quiet = 0;
 		else
@@ -449,6 +450,8 @@ static void fz_start(struct fz *f)
 static void fz_stop(struct fz *f)
 {
 	const struct server_limit_counters *c = &f->srv.limit;
+	const uint64_t input = f->srv.count[SSEQ_COUNTER_INPUT_BYTES];
+	const uint64_t staging = f->srv.count[SSEQ_COUNTER_STAGING_BYTES];
 
 	check_backend_settled(f->cb);
 	if (f->srv.sessions)
@@ -456,11 +459,11 @@ static void fz_stop(struct fz *f)
 			     "device went idle");
 	if (!server_idle(&f->srv))
 		harness_fail("points were issued that never completed");
-	if (c->input_bytes || c->input_large_bytes || c->arenas || c->staging_bytes)
+	if (input || c->input_large_bytes || c->arenas || staging)
 		harness_fail("with every session gone the budget still counts %" PRIu64
 			     " input bytes (%" PRIu64 " large), %" PRIu64 " arenas, %" PRIu64
 			     " staging bytes",
-			c->input_bytes, c->input_large_bytes, c->arenas, c->staging_bytes);
+			input, c->input_large_bytes, c->arenas, staging);
 	server_finish(&f->srv);
 	server_close_handles(&f->srv);
 	uv_run(&f->loop, UV_RUN_DEFAULT);
@@ -517,14 +520,14 @@ static void fz_check_budget(const struct fz *f, bool arenas)
 				s->ident.id, s->counts.stagings, s->counts.staging_bytes, sn,
 				sbytes);
 	}
-	if (in != c->input_bytes || large != c->input_large_bytes)
+	if (in != f->srv.count[SSEQ_COUNTER_INPUT_BYTES] || large != c->input_large_bytes)
 		harness_fail("input budget: %" PRIu64 " bytes (%" PRIu64
 			     " large) counted, the sessions hold %" PRIu64 " (%" PRIu64 ")",
-			c->input_bytes, c->input_large_bytes, in, large);
-	if (arenas && (n != c->arenas || bytes != c->staging_bytes))
+			f->srv.count[SSEQ_COUNTER_INPUT_BYTES], c->input_large_bytes, in, large);
+	if (arenas && (n != c->arenas || bytes != f->srv.count[SSEQ_COUNTER_STAGING_BYTES]))
 		harness_fail("staging budget: %" PRIu64 " arenas of %" PRIu64
 			     " bytes counted, the sessions hold %" PRIu64 " of %" PRIu64,
-			c->arenas, c->staging_bytes, n, bytes);
+			c->arenas, f->srv.count[SSEQ_COUNTER_STAGING_BYTES], n, bytes);
 }
 
 /* Descriptors open now, and whether each of the first 1024 survives an exec. */
@@ -778,6 +781,7 @@ static void fz_run(struct fz *f, const uint8_t *data, size_t size)
 	};
 #ifdef SERVER_LIMITS_DEFAULT
 	f->opts.limits = (struct server_limits)SERVER_LIMITS_DEFAULT;
+	f->opts.account = (struct account_limits)ACCOUNT_LIMITS_DEFAULT;
 	/* Timeouts would make a run depend on how fast the machine went. */
 	f->opts.limits.hello_timeout_ms = 0;
 	f->opts.limits.frame_timeout_ms = 0;
@@ -870,7 +874,8 @@ static void fz_run(struct fz *f, const uint8_t *data, size_t size)
 		fprintf(stderr,
 			"fuzz-session: %" PRIu64 " device commands, %" PRIu64 " frames in, %" PRIu64
 			" reply bytes\n",
-			check_backend_commands(f->cb), f->srv.frames_in, f->c.rx_total);
+			check_backend_commands(f->cb), f->srv.count[SSEQ_COUNTER_FRAMES_IN],
+			f->c.rx_total);
 	fz_stop(f);
 	close(listen_pipe[0]);
 	close(listen_pipe[1]);
