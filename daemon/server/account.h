@@ -5,7 +5,7 @@
  * refuses with one message format naming the limit and counts the refusal; what it then
  * takes is recorded on the object it was taken for (a buffer, an arena, a handle), and
  * the object's release gives back exactly that record. The amounts held are kept where
- * they are shown: a session's in its session_counts, the daemon's and each user's in the
+ * they are shown: a session's in its struct account_counts, the daemon's and each user's in the
  * server's counters (count[] where sseqctl stats shows them, limit otherwise); this
  * module alone changes them. So a new per-session limit is a slot here, its option (a
  * row of account_options), its test and its display (a field of sseq.proto's Counters
@@ -21,6 +21,12 @@
 
 struct server;
 struct session;
+
+/* What a session holds against the per-session limits, and the state of its policies on
+ * ops (session_counts(s)): changed by this module alone. */
+struct account_counts {
+	uint64_t buffers, bytes, inflight, stagings, staging_bytes, modules;
+};
 
 /* The limits admission checks against (sseqd(8), LIMITS), as its options set them. The
  * daemon-wide ones are each loop's share (main.c divides them among the loops). */

@@ -508,7 +508,7 @@ void conn_close(struct session *s)
 	struct session_in *in = session_in(s);
 	struct session_follow *follow = session_follow(s);
 	const struct session_ident *id = session_ident(s);
-	const struct session_counts *counts = session_counts(s);
+	const struct account_counts *counts = session_counts(s);
 
 	if (!session_is_connected(s))
 		return;

@@ -38,7 +38,7 @@ struct session {
 
 	struct handle_table handles; /* handles.c's */
 
-	struct session_counts counts;
+	struct account_counts counts;
 	/* Its lanes from Hello: a request's lane index k runs on compute stream lanes[k] (and
 	 * stream lanes[k] mod the pool's size of the copy pools). */
 	uint32_t nlanes;

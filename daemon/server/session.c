@@ -30,7 +30,7 @@ const struct session_ident *session_ident(const struct session *s)
 	return &s->ident;
 }
 
-struct session_counts *session_counts(struct session *s)
+struct account_counts *session_counts(struct session *s)
 {
 	return &s->counts;
 }

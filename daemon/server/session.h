@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "account.h"
 #include "arena.h"
 #include "handles.h"
 #include "log.h"
@@ -32,11 +33,6 @@ struct session_ident {
 	char worker[32];
 };
 
-/* What it holds, against the per-session limits: changed by account.c alone. */
-struct session_counts {
-	uint64_t buffers, bytes, inflight, stagings, staging_bytes, modules;
-};
-
 /* Why its input is paused, and the lists that hold it until it runs again: pause.h. */
 struct session_pause;
 /* Its output not yet written, and its place on the list of those to write: out.h. */
@@ -60,7 +56,7 @@ struct session_follow {
 struct server *session_server(const struct session *s);
 uint64_t session_id(const struct session *s);
 const struct session_ident *session_ident(const struct session *s);
-struct session_counts *session_counts(struct session *s);
+struct account_counts *session_counts(struct session *s);
 struct session_pause *session_pause(struct session *s);
 struct session_work *session_work(struct session *s);
 struct session_follow *session_follow(struct session *s);
