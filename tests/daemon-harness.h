@@ -23,6 +23,7 @@
 
 #include "sseq-frame.h"
 #include "sseq.pb-c.h"
+#include "sseqd-spawn.h"
 
 static const char *sseqd_path;
 /* The backend under test: $SSEQ_TEST_BACKEND (the GPU run sets hip), else sim. Tests
@@ -62,46 +63,16 @@ static inline void daemon_start(const char *const *extra)
 	for (; extra && *extra; extra++)
 		argv[n++] = *extra;
 	argv[n] = NULL;
-	D.pid = fork();
-	ck_assert_int_ge(D.pid, 0);
-	if (D.pid == 0) {
-		if (D.log_path) {
-			int lfd = open(D.log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-			if (lfd < 0 || dup2(lfd, 2) < 0)
-				_exit(126);
-		}
-		if (D.nofile) {
-			struct rlimit rl = {D.nofile, D.nofile};
-			if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-				_exit(126);
-		}
-		execv(sseqd_path, (char *const *)argv);
-		_exit(127);
-	}
+	D.pid = sseqd_spawn(argv, D.sock,
+		&(struct sseqd_child){.log_path = D.log_path, .nofile = D.nofile, .wait_s = 5});
 	D.log_path = NULL;
 	D.nofile = 0;
-	for (int i = 0; i < 500; i++) {
-		if (access(D.sock, F_OK) == 0)
-			return;
-		usleep(10000);
-	}
-	ck_abort_msg("sseqd did not create its socket");
 }
 
-/* Stop the daemon and check it exited cleanly (the sanitizers make leaks fail it). */
-static inline void daemon_stop_exited(void)
-{
-	int status = 0;
-
-	kill(D.pid, SIGTERM);
-	ck_assert_int_eq(waitpid(D.pid, &status, 0), D.pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sseqd exited with status %#x",
-		status);
-}
-
+/* Stop the daemon and check it exited cleanly. */
 static inline void daemon_stop(void)
 {
-	daemon_stop_exited();
+	sseqd_stop(D.pid);
 	unlink(D.sock);
 }
 
@@ -109,7 +80,7 @@ static inline void daemon_stop(void)
  * it restarted in place did), so it removed it at its exit. */
 static inline void daemon_stop_owned(void)
 {
-	daemon_stop_exited();
+	sseqd_stop(D.pid);
 	ck_assert_msg(access(D.sock, F_OK) != 0, "sseqd left its socket file %s", D.sock);
 }
 
@@ -305,16 +276,199 @@ static inline int conn_hello(void)
 	return fd;
 }
 
+/* One request and every part of its body, built in place by a harness_req_* builder that
+ * returns &r->rq: sent at once (send_*, do_*) or packed with others into one write
+ * (test-daemon's frames_*), the same request either way. A test may change a field of
+ * the body (a lane, a flag) before sending it. */
+struct harness_req {
+	Sseq__Request rq;
+	union {
+		Sseq__Alloc alloc;
+		Sseq__Free free;
+		Sseq__Slice slice;
+		Sseq__CopyH2D h2d;
+		Sseq__CopyD2H d2h;
+		Sseq__CopyD2D d2d;
+		Sseq__Await await;
+		Sseq__Sync sync;
+		struct {
+			Sseq__Execute e;
+			Sseq__Arg args[32], *argp[32];
+			Sseq__BufferArg bufs[32];
+		} exec;
+	} body;
+};
+
+/* `handle`: the client's name for the buffer, or 0 for the daemon to pick one. */
+static inline Sseq__Request *harness_req_alloc(
+	struct harness_req *r, uint64_t size, const char *label, uint64_t handle)
+{
+	sseq__request__init(&r->rq);
+	sseq__alloc__init(&r->body.alloc);
+	r->body.alloc.size = size;
+	r->body.alloc.label = (char *)label;
+	r->body.alloc.handle = handle;
+	r->rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
+	r->rq.alloc = &r->body.alloc;
+	return &r->rq;
+}
+
+static inline Sseq__Request *harness_req_free(struct harness_req *r, uint64_t buffer)
+{
+	sseq__request__init(&r->rq);
+	sseq__free__init(&r->body.free);
+	r->body.free.buffer = buffer;
+	r->rq.body_case = SSEQ__REQUEST__BODY_FREE;
+	r->rq.free = &r->body.free;
+	return &r->rq;
+}
+
+/* `handle` as harness_req_alloc's. */
+static inline Sseq__Request *harness_req_slice(
+	struct harness_req *r, uint64_t buffer, uint64_t offset, uint64_t length, uint64_t handle)
+{
+	sseq__request__init(&r->rq);
+	sseq__slice__init(&r->body.slice);
+	r->body.slice.buffer = buffer;
+	r->body.slice.offset = offset;
+	r->body.slice.length = length;
+	r->body.slice.handle = handle;
+	r->rq.body_case = SSEQ__REQUEST__BODY_SLICE;
+	r->rq.slice = &r->body.slice;
+	return &r->rq;
+}
+
+static inline Sseq__Request *harness_req_h2d(struct harness_req *r, uint64_t staging,
+	uint64_t soff, uint64_t dst, uint64_t doff, uint64_t len)
+{
+	Sseq__CopyH2D *c = &r->body.h2d;
+
+	sseq__request__init(&r->rq);
+	sseq__copy_h2_d__init(c);
+	c->staging = staging;
+	c->staging_offset = soff;
+	c->dst = dst;
+	c->dst_offset = doff;
+	c->length = len;
+	r->rq.body_case = SSEQ__REQUEST__BODY_COPY_H2D;
+	r->rq.copy_h2d = c;
+	return &r->rq;
+}
+
+static inline Sseq__Request *harness_req_d2h(struct harness_req *r, uint64_t src,
+	uint64_t soff, uint64_t staging, uint64_t stoff, uint64_t len)
+{
+	Sseq__CopyD2H *c = &r->body.d2h;
+
+	sseq__request__init(&r->rq);
+	sseq__copy_d2_h__init(c);
+	c->src = src;
+	c->src_offset = soff;
+	c->staging = staging;
+	c->staging_offset = stoff;
+	c->length = len;
+	r->rq.body_case = SSEQ__REQUEST__BODY_COPY_D2H;
+	r->rq.copy_d2h = c;
+	return &r->rq;
+}
+
+static inline Sseq__Request *harness_req_d2d(struct harness_req *r, uint64_t src,
+	uint64_t soff, uint64_t dst, uint64_t doff, uint64_t len)
+{
+	Sseq__CopyD2D *c = &r->body.d2d;
+
+	sseq__request__init(&r->rq);
+	sseq__copy_d2_d__init(c);
+	c->src = src;
+	c->src_offset = soff;
+	c->dst = dst;
+	c->dst_offset = doff;
+	c->length = len;
+	r->rq.body_case = SSEQ__REQUEST__BODY_COPY_D2D;
+	r->rq.copy_d2d = c;
+	return &r->rq;
+}
+
+static inline Sseq__Request *harness_req_await(struct harness_req *r, uint64_t buffer)
+{
+	sseq__request__init(&r->rq);
+	sseq__await__init(&r->body.await);
+	r->body.await.buffer = buffer;
+	r->rq.body_case = SSEQ__REQUEST__BODY_AWAIT;
+	r->rq.await = &r->body.await;
+	return &r->rq;
+}
+
+static inline Sseq__Request *harness_req_sync(struct harness_req *r)
+{
+	sseq__request__init(&r->rq);
+	sseq__sync__init(&r->body.sync);
+	r->rq.body_case = SSEQ__REQUEST__BODY_SYNC;
+	r->rq.sync = &r->body.sync;
+	return &r->rq;
+}
+
+/* Execute `kernel` with args described by `sig`: 'i' in, 'o' out, 'x' inout buffer
+ * (from bufs in order), 'f' f32, 'u' u64, 'n' i32, 'd' f64 (from nums in order). */
+static inline Sseq__Request *harness_req_exec(struct harness_req *r, const char *kernel,
+	const char *sig, const uint64_t *bufs, const double *nums)
+{
+	Sseq__Execute *e = &r->body.exec.e;
+	Sseq__Arg *args = r->body.exec.args;
+	Sseq__BufferArg *ba = r->body.exec.bufs;
+	size_t n = strlen(sig);
+
+	ck_assert_uint_le(n, 32);
+	sseq__request__init(&r->rq);
+	sseq__execute__init(e);
+	for (size_t i = 0; i < n; i++) {
+		sseq__arg__init(&args[i]);
+		r->body.exec.argp[i] = &args[i];
+		switch (sig[i]) {
+		case 'i':
+		case 'o':
+		case 'x':
+			sseq__buffer_arg__init(&ba[i]);
+			ba[i].handle = *bufs++;
+			ba[i].access = sig[i] == 'i' ? SSEQ__ACCESS__ACCESS_IN
+				: sig[i] == 'o'	     ? SSEQ__ACCESS__ACCESS_OUT
+						     : SSEQ__ACCESS__ACCESS_INOUT;
+			args[i].value_case = SSEQ__ARG__VALUE_BUFFER;
+			args[i].buffer = &ba[i];
+			break;
+		case 'f':
+			args[i].value_case = SSEQ__ARG__VALUE_F32;
+			args[i].f32 = (float)*nums++;
+			break;
+		case 'u':
+			args[i].value_case = SSEQ__ARG__VALUE_U64;
+			args[i].u64 = (uint64_t)*nums++;
+			break;
+		case 'n':
+			args[i].value_case = SSEQ__ARG__VALUE_I32;
+			args[i].i32 = (int32_t)*nums++;
+			break;
+		case 'd':
+			args[i].value_case = SSEQ__ARG__VALUE_F64;
+			args[i].f64 = *nums++;
+			break;
+		}
+	}
+	e->target_case = SSEQ__EXECUTE__TARGET_KERNEL;
+	e->kernel = (char *)kernel;
+	e->n_args = n;
+	e->args = r->body.exec.argp;
+	r->rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
+	r->rq.execute = e;
+	return &r->rq;
+}
+
 static inline Sseq__Status do_alloc(int fd, uint64_t size, uint64_t *handle)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Alloc a = SSEQ__ALLOC__INIT;
+	struct harness_req r;
 
-	a.size = size;
-	a.label = (char *)"t";
-	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
-	rq.alloc = &a;
-	return expect_reply(fd, send_tagged(fd, &rq), handle, NULL, 0);
+	return expect_reply(
+		fd, send_tagged(fd, harness_req_alloc(&r, size, "t", 0)), handle, NULL, 0);
 }
 
 struct staging {
@@ -349,115 +503,41 @@ static inline Sseq__Status staging_register(int fd, struct staging *st, size_t s
 static inline uint64_t send_h2d(
 	int fd, uint64_t staging, uint64_t soff, uint64_t dst, uint64_t doff, uint64_t len)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__CopyH2D c = SSEQ__COPY_H2_D__INIT;
+	struct harness_req r;
 
-	c.staging = staging;
-	c.staging_offset = soff;
-	c.dst = dst;
-	c.dst_offset = doff;
-	c.length = len;
-	rq.body_case = SSEQ__REQUEST__BODY_COPY_H2D;
-	rq.copy_h2d = &c;
-	return send_tagged(fd, &rq);
+	return send_tagged(fd, harness_req_h2d(&r, staging, soff, dst, doff, len));
 }
 
 static inline uint64_t send_d2h(
 	int fd, uint64_t src, uint64_t soff, uint64_t staging, uint64_t stoff, uint64_t len)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__CopyD2H c = SSEQ__COPY_D2_H__INIT;
+	struct harness_req r;
 
-	c.src = src;
-	c.src_offset = soff;
-	c.staging = staging;
-	c.staging_offset = stoff;
-	c.length = len;
-	rq.body_case = SSEQ__REQUEST__BODY_COPY_D2H;
-	rq.copy_d2h = &c;
-	return send_tagged(fd, &rq);
+	return send_tagged(fd, harness_req_d2h(&r, src, soff, staging, stoff, len));
 }
 
 static inline uint64_t send_d2d(
 	int fd, uint64_t src, uint64_t soff, uint64_t dst, uint64_t doff, uint64_t len)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__CopyD2D c = SSEQ__COPY_D2_D__INIT;
+	struct harness_req r;
 
-	c.src = src;
-	c.src_offset = soff;
-	c.dst = dst;
-	c.dst_offset = doff;
-	c.length = len;
-	rq.body_case = SSEQ__REQUEST__BODY_COPY_D2D;
-	rq.copy_d2d = &c;
-	return send_tagged(fd, &rq);
+	return send_tagged(fd, harness_req_d2d(&r, src, soff, dst, doff, len));
 }
 
 static inline uint64_t send_slice(int fd, uint64_t buffer, uint64_t offset, uint64_t length)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Slice sl = SSEQ__SLICE__INIT;
+	struct harness_req r;
 
-	sl.buffer = buffer;
-	sl.offset = offset;
-	sl.length = length;
-	rq.body_case = SSEQ__REQUEST__BODY_SLICE;
-	rq.slice = &sl;
-	return send_tagged(fd, &rq);
+	return send_tagged(fd, harness_req_slice(&r, buffer, offset, length, 0));
 }
 
-/* Execute `kernel` with args described by `sig`: 'i' in, 'o' out, 'x' inout buffer
- * (from bufs in order), 'f' f32, 'u' u64, 'n' i32 (from the numeric array in order). */
+/* harness_req_exec's request, sent. */
 static inline uint64_t send_exec(
 	int fd, const char *kernel, const char *sig, const uint64_t *bufs, const double *nums)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Execute e = SSEQ__EXECUTE__INIT;
-	Sseq__Arg args[32], *argp[32];
-	Sseq__BufferArg ba[32];
-	size_t n = strlen(sig);
+	struct harness_req r;
 
-	for (size_t i = 0; i < n; i++) {
-		sseq__arg__init(&args[i]);
-		argp[i] = &args[i];
-		switch (sig[i]) {
-		case 'i':
-		case 'o':
-		case 'x':
-			sseq__buffer_arg__init(&ba[i]);
-			ba[i].handle = *bufs++;
-			ba[i].access = sig[i] == 'i' ? SSEQ__ACCESS__ACCESS_IN
-				: sig[i] == 'o'	     ? SSEQ__ACCESS__ACCESS_OUT
-						     : SSEQ__ACCESS__ACCESS_INOUT;
-			args[i].value_case = SSEQ__ARG__VALUE_BUFFER;
-			args[i].buffer = &ba[i];
-			break;
-		case 'f':
-			args[i].value_case = SSEQ__ARG__VALUE_F32;
-			args[i].f32 = (float)*nums++;
-			break;
-		case 'u':
-			args[i].value_case = SSEQ__ARG__VALUE_U64;
-			args[i].u64 = (uint64_t)*nums++;
-			break;
-		case 'n':
-			args[i].value_case = SSEQ__ARG__VALUE_I32;
-			args[i].i32 = (int32_t)*nums++;
-			break;
-		case 'd':
-			args[i].value_case = SSEQ__ARG__VALUE_F64;
-			args[i].f64 = *nums++;
-			break;
-		}
-	}
-	e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
-	e.kernel = (char *)kernel;
-	e.n_args = n;
-	e.args = argp;
-	rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
-	rq.execute = &e;
-	return send_tagged(fd, &rq);
+	return send_tagged(fd, harness_req_exec(&r, kernel, sig, bufs, nums));
 }
 
 static inline Sseq__QueryResult *query(int fd, Sseq__QueryKind kind)
@@ -484,6 +564,18 @@ static inline Sseq__QueryResult *query(int fd, Sseq__QueryKind kind)
 	}
 }
 
+/* The daemon's counters now (stats, as sseqctl stats shows them). */
+static inline Sseq__Counters stats_of(int fd)
+{
+	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATS);
+	Sseq__Counters c;
+
+	ck_assert_ptr_nonnull(r->counters);
+	c = *r->counters;
+	sseq__query_result__free_unpacked(r, NULL);
+	return c;
+}
+
 static inline bool conn_closed(int fd)
 {
 	char c;
@@ -497,23 +589,16 @@ static inline bool conn_closed(int fd)
 
 static inline void sync_all(int fd)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Sync s = SSEQ__SYNC__INIT;
+	struct harness_req r;
 
-	rq.body_case = SSEQ__REQUEST__BODY_SYNC;
-	rq.sync = &s;
-	ASSERT_OK_AND_COMPLETED(fd, send_tagged(fd, &rq));
+	ASSERT_OK_AND_COMPLETED(fd, send_tagged(fd, harness_req_sync(&r)));
 }
 
 static inline Sseq__Status do_free(int fd, uint64_t buffer)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Free fr = SSEQ__FREE__INIT;
+	struct harness_req r;
 
-	fr.buffer = buffer;
-	rq.body_case = SSEQ__REQUEST__BODY_FREE;
-	rq.free = &fr;
-	return reply_status(fd, send_tagged(fd, &rq));
+	return reply_status(fd, send_tagged(fd, harness_req_free(&r, buffer)));
 }
 
 /* A session fills a buffer with `v` and reads it back: everything OK, the data right. */

@@ -595,49 +595,21 @@ static Sseq__Status hello_lanes(int fd, uint32_t lanes, uint32_t *ids, size_t *n
 	return st;
 }
 
-/* A fill of buf (n floats with v) on the session's lane `lane`, packed into m (which holds
- * every part of the message); returns m's Request. */
-struct fill_msg {
-	Sseq__Request rq;
-	Sseq__Execute e;
-	Sseq__Arg a[3], *ap[3];
-	Sseq__BufferArg b;
-};
-
-static Sseq__Request *fill_pack(
-	struct fill_msg *m, uint32_t lane, uint64_t buf, float v, uint64_t n)
+/* A fill of buf (n floats with v) on the session's lane `lane`, built in r. */
+static Sseq__Request *fill_on(struct harness_req *r, uint32_t lane, uint64_t buf, float v, uint64_t n)
 {
-	sseq__request__init(&m->rq);
-	sseq__execute__init(&m->e);
-	sseq__buffer_arg__init(&m->b);
-	for (int i = 0; i < 3; i++) {
-		sseq__arg__init(&m->a[i]);
-		m->ap[i] = &m->a[i];
-	}
-	m->b.handle = buf;
-	m->b.access = SSEQ__ACCESS__ACCESS_OUT;
-	m->a[0].value_case = SSEQ__ARG__VALUE_BUFFER;
-	m->a[0].buffer = &m->b;
-	m->a[1].value_case = SSEQ__ARG__VALUE_F32;
-	m->a[1].f32 = v;
-	m->a[2].value_case = SSEQ__ARG__VALUE_U64;
-	m->a[2].u64 = n;
-	m->e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
-	m->e.kernel = (char *)"fill";
-	m->e.n_args = 3;
-	m->e.args = m->ap;
-	m->e.lane = lane;
-	m->rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
-	m->rq.execute = &m->e;
-	return &m->rq;
+	Sseq__Request *rq = harness_req_exec(r, "fill", "ofu", &buf, (double[]){v, (double)n});
+
+	r->body.exec.e.lane = lane;
+	return rq;
 }
 
 /* A fill of buf on the session's lane `lane`; returns the tag. */
 static uint64_t send_fill_on(int fd, uint32_t lane, uint64_t buf, float v, uint64_t n)
 {
-	struct fill_msg m;
+	struct harness_req r;
 
-	return send_tagged(fd, fill_pack(&m, lane, buf, v, n));
+	return send_tagged(fd, fill_on(&r, lane, buf, v, n));
 }
 
 /* The compute stream a fill on `lane` of this session was sequenced on. */

@@ -18,18 +18,6 @@ static Sseq__QueryResult *status_of(int fd)
 	return query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
 }
 
-/* The daemon's counters now (stats, as sseqctl stats shows them). */
-static Sseq__Counters stats_of(int fd)
-{
-	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATS);
-	Sseq__Counters c;
-
-	ck_assert_ptr_nonnull(r->counters);
-	c = *r->counters;
-	sseq__query_result__free_unpacked(r, NULL);
-	return c;
-}
-
 /* Poll the daemon (through fd) until it holds exactly `clients` sessions, no buffers and
  * no device memory, for up to `ms`; true if it got there. */
 static bool wait_clean(int fd, size_t clients, int ms)

@@ -274,17 +274,6 @@ static void poison_from(int a, uint64_t ya)
 	ck_has(msg, "device reset 1");
 }
 
-static Sseq__Counters stats_of(int fd)
-{
-	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATS);
-	Sseq__Counters c;
-
-	ck_assert_ptr_nonnull(r->counters);
-	c = *r->counters;
-	sseq__query_result__free_unpacked(r, NULL);
-	return c;
-}
-
 /* Replies and completions not yet written at the exec are handed over: a client that is
  * not reading when the context is poisoned still gets every Reply, once and in order,
  * and its Sync's Completion (libsseq would otherwise wait for ever). */
