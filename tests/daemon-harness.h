@@ -116,14 +116,23 @@ static inline void send_raw(int fd, const void *data, size_t len, int passfd)
 	ck_assert_int_eq(sendmsg(fd, &msg, MSG_NOSIGNAL), (ssize_t)len);
 }
 
-static inline void send_req_fd(int fd, const Sseq__Request *rq, int passfd)
+/* rq as a frame in buf (room bytes): its length, the prefix included. */
+static inline size_t frame_of(const Sseq__Request *rq, uint8_t *buf, size_t room)
 {
 	size_t len = sseq__request__get_packed_size(rq);
-	uint8_t *buf = malloc(len + 4);
 
+	ck_assert_uint_le(len + FRAME_HEADER, room);
 	frame_put_len(buf, (uint32_t)len);
-	sseq__request__pack(rq, buf + 4);
-	send_raw(fd, buf, len + 4, passfd);
+	sseq__request__pack(rq, buf + FRAME_HEADER);
+	return len + FRAME_HEADER;
+}
+
+static inline void send_req_fd(int fd, const Sseq__Request *rq, int passfd)
+{
+	size_t room = sseq__request__get_packed_size(rq) + FRAME_HEADER;
+	uint8_t *buf = malloc(room);
+
+	send_raw(fd, buf, frame_of(rq, buf, room), passfd);
 	free(buf);
 }
 
@@ -338,8 +347,8 @@ static inline Sseq__Request *harness_req_slice(
 	return &r->rq;
 }
 
-static inline Sseq__Request *harness_req_h2d(struct harness_req *r, uint64_t staging,
-	uint64_t soff, uint64_t dst, uint64_t doff, uint64_t len)
+static inline Sseq__Request *harness_req_h2d(struct harness_req *r, uint64_t staging, uint64_t soff,
+	uint64_t dst, uint64_t doff, uint64_t len)
 {
 	Sseq__CopyH2D *c = &r->body.h2d;
 
@@ -355,8 +364,8 @@ static inline Sseq__Request *harness_req_h2d(struct harness_req *r, uint64_t sta
 	return &r->rq;
 }
 
-static inline Sseq__Request *harness_req_d2h(struct harness_req *r, uint64_t src,
-	uint64_t soff, uint64_t staging, uint64_t stoff, uint64_t len)
+static inline Sseq__Request *harness_req_d2h(struct harness_req *r, uint64_t src, uint64_t soff,
+	uint64_t staging, uint64_t stoff, uint64_t len)
 {
 	Sseq__CopyD2H *c = &r->body.d2h;
 
@@ -372,8 +381,8 @@ static inline Sseq__Request *harness_req_d2h(struct harness_req *r, uint64_t src
 	return &r->rq;
 }
 
-static inline Sseq__Request *harness_req_d2d(struct harness_req *r, uint64_t src,
-	uint64_t soff, uint64_t dst, uint64_t doff, uint64_t len)
+static inline Sseq__Request *harness_req_d2d(struct harness_req *r, uint64_t src, uint64_t soff,
+	uint64_t dst, uint64_t doff, uint64_t len)
 {
 	Sseq__CopyD2D *c = &r->body.d2d;
 
@@ -576,6 +585,22 @@ static inline Sseq__Counters stats_of(int fd)
 	return c;
 }
 
+/* Poll the daemon (through fd) until it holds `clients` sessions and no device memory, or
+ * for ms at most: what goes once the work in flight completes. The caller checks what it
+ * finds then. */
+static inline void wait_released(int fd, size_t clients, int ms)
+{
+	for (int waited = 0; waited < ms; waited += 10) {
+		Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
+		bool released = r->n_clients == clients && r->device->memory_used == 0;
+
+		sseq__query_result__free_unpacked(r, NULL);
+		if (released)
+			return;
+		usleep(10000);
+	}
+}
+
 static inline bool conn_closed(int fd)
 {
 	char c;
@@ -601,6 +626,16 @@ static inline Sseq__Status do_free(int fd, uint64_t buffer)
 	return reply_status(fd, send_tagged(fd, harness_req_free(&r, buffer)));
 }
 
+/* Fill y (256 floats) with v and read it back through st: both OK, the data right. */
+static inline void fill_and_read_back(int fd, uint64_t y, const struct staging *st, float v)
+{
+	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &y, (double[]){v, 256})),
+		SSEQ__STATUS__STATUS_OK);
+	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, y, 0, st->handle, 0, 1024));
+	ck_assert_float_eq(st->map[0], v);
+	ck_assert_float_eq(st->map[255], v);
+}
+
 /* A session fills a buffer with `v` and reads it back: everything OK, the data right. */
 static inline void fill_and_check(int fd, float v)
 {
@@ -609,11 +644,7 @@ static inline void fill_and_check(int fd, float v)
 
 	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(fd, 1024, &y), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &y, (double[]){v, 256})),
-		SSEQ__STATUS__STATUS_OK);
-	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, y, 0, st.handle, 0, 1024));
-	ck_assert_float_eq(st.map[0], v);
-	ck_assert_float_eq(st.map[255], v);
+	fill_and_read_back(fd, y, &st, v);
 	munmap(st.map, st.size);
 }
 

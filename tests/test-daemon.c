@@ -72,10 +72,9 @@ START_TEST(test_slice_await_sync_batch)
 	struct staging st;
 	uint64_t a, s1, s2;
 	int fd;
-	Sseq__Request rq = SSEQ__REQUEST__INIT, inner[3], *innerp[3];
+	Sseq__Request rq = SSEQ__REQUEST__INIT, *innerp[2];
 	Sseq__Batch batch = SSEQ__BATCH__INIT;
-	Sseq__Slice sl[2];
-	Sseq__Await aw = SSEQ__AWAIT__INIT;
+	struct harness_req inner[2], aw;
 
 	daemon_start((const char *const[]){"--sim-delay", "h2d=1ms", NULL});
 	fd = conn_hello();
@@ -83,15 +82,8 @@ START_TEST(test_slice_await_sync_batch)
 	ck_assert_int_eq(do_alloc(fd, 1024, &a), SSEQ__STATUS__STATUS_OK);
 	/* Two slices in one batch. */
 	for (int i = 0; i < 2; i++) {
-		sseq__request__init(&inner[i]);
-		sseq__slice__init(&sl[i]);
-		sl[i].buffer = a;
-		sl[i].offset = (uint64_t)i * 512;
-		sl[i].length = 512;
-		inner[i].tag = 200 + (uint64_t)i;
-		inner[i].body_case = SSEQ__REQUEST__BODY_SLICE;
-		inner[i].slice = &sl[i];
-		innerp[i] = &inner[i];
+		innerp[i] = harness_req_slice(&inner[i], a, (uint64_t)i * 512, 512, 0);
+		innerp[i]->tag = 200 + (uint64_t)i;
 	}
 	batch.n_requests = 2;
 	batch.requests = innerp;
@@ -108,11 +100,7 @@ START_TEST(test_slice_await_sync_batch)
 	ck_assert_int_eq(
 		reply_status(fd, send_h2d(fd, st.handle, 0, s2, 0, 512)), SSEQ__STATUS__STATUS_OK);
 	/* Await on the base: the slice's H2D defines it (I6). */
-	aw.buffer = a;
-	rq = (Sseq__Request)SSEQ__REQUEST__INIT;
-	rq.body_case = SSEQ__REQUEST__BODY_AWAIT;
-	rq.await = &aw;
-	ASSERT_OK_AND_COMPLETED(fd, send_tagged(fd, &rq));
+	ASSERT_OK_AND_COMPLETED(fd, send_tagged(fd, harness_req_await(&aw, a)));
 	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, a, 512, st.handle, 2048, 512));
 	ck_assert_float_eq(st.map[512], 7.0f);
 	ck_assert_float_eq(st.map[512 + 127], 7.0f);
@@ -247,12 +235,11 @@ START_TEST(test_framing_errors_disconnect_cleanly)
 	/* A request before Hello. */
 	fd = conn_open();
 	{
-		Sseq__Request rq = SSEQ__REQUEST__INIT;
-		Sseq__Sync s = SSEQ__SYNC__INIT;
-		rq.tag = 5;
-		rq.body_case = SSEQ__REQUEST__BODY_SYNC;
-		rq.sync = &s;
-		send_req(fd, &rq);
+		struct harness_req r;
+		Sseq__Request *rq = harness_req_sync(&r);
+
+		rq->tag = 5;
+		send_req(fd, rq);
 		ck_assert_int_eq(reply_status(fd, 5), SSEQ__STATUS__STATUS_PROTOCOL_ERROR);
 		ck_assert(conn_closed(fd));
 	}
@@ -307,14 +294,7 @@ START_TEST(test_killed_client_leaves_nothing_behind)
 	kill(child, SIGKILL);
 	waitpid(child, &status, 0);
 	/* Its handles go at once; its memory once its in-flight work completes (I10, I5). */
-	for (int i = 0; i < 500; i++) {
-		r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
-		bool clean = r->n_clients == 1 && r->device->memory_used == 0;
-		sseq__query_result__free_unpacked(r, NULL);
-		if (clean)
-			break;
-		usleep(10000);
-	}
+	wait_released(fd, 1, 5000);
 	r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
 	ck_assert_uint_eq(r->n_clients, 1);
 	ck_assert_uint_eq(r->device->memory_used, 0);
@@ -381,10 +361,7 @@ START_TEST(test_injected_fault_flows_to_dependents)
 	ck_assert_int_eq(reply_status(fd, send_d2h(fd, b, 0, st.handle, 0, 1024)),
 		SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
 	/* A full rewrite makes b good again. */
-	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &b, (double[]){3, 256})),
-		SSEQ__STATUS__STATUS_OK);
-	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, b, 0, st.handle, 0, 1024));
-	ck_assert_float_eq(st.map[255], 3.0f);
+	fill_and_read_back(fd, b, &st, 3.0f);
 	Sseq__QueryResult *r = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATS);
 	/* The H2D, the execute reading it and the D2H of the execute's output. */
 	ck_assert_uint_eq(r->counters->ops_failed, 3);
@@ -425,8 +402,6 @@ START_TEST(test_copy_between_slices_of_freed_base)
 	struct staging st;
 	uint64_t a, lo, hi;
 	int fd;
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Free fr = SSEQ__FREE__INIT;
 
 	daemon_start(NULL);
 	fd = conn_hello();
@@ -441,10 +416,7 @@ START_TEST(test_copy_between_slices_of_freed_base)
 	ck_assert_int_eq(
 		reply_status(fd, send_h2d(fd, st.handle, 0, lo, 0, 512)), SSEQ__STATUS__STATUS_OK);
 	/* The base's own handle goes; its slices keep it alive and usable (I6). */
-	fr.buffer = a;
-	rq.body_case = SSEQ__REQUEST__BODY_FREE;
-	rq.free = &fr;
-	ck_assert_int_eq(reply_status(fd, send_tagged(fd, &rq)), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_free(fd, a), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(
 		reply_status(fd, send_d2d(fd, lo, 0, hi, 0, 512)), SSEQ__STATUS__STATUS_OK);
 	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, hi, 0, st.handle, 2048, 512));
@@ -480,10 +452,7 @@ START_TEST(test_slice_overwrite_keeps_device_error)
 	ck_assert_int_ne(
 		reply_status(fd, send_d2h(fd, y, 0, st.handle, 0, 1024)), SSEQ__STATUS__STATUS_OK);
 	/* Writing all of it defines it anew. */
-	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &y, (double[]){6, 256})),
-		SSEQ__STATUS__STATUS_OK);
-	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, y, 0, st.handle, 0, 1024));
-	ck_assert_float_eq(st.map[255], 6.0f);
+	fill_and_read_back(fd, y, &st, 6.0f);
 	close(fd);
 	munmap(st.map, st.size);
 	daemon_stop();
@@ -596,7 +565,8 @@ static Sseq__Status hello_lanes(int fd, uint32_t lanes, uint32_t *ids, size_t *n
 }
 
 /* A fill of buf (n floats with v) on the session's lane `lane`, built in r. */
-static Sseq__Request *fill_on(struct harness_req *r, uint32_t lane, uint64_t buf, float v, uint64_t n)
+static Sseq__Request *fill_on(
+	struct harness_req *r, uint32_t lane, uint64_t buf, float v, uint64_t n)
 {
 	Sseq__Request *rq = harness_req_exec(r, "fill", "ofu", &buf, (double[]){v, (double)n});
 
@@ -729,8 +699,7 @@ START_TEST(test_lane_out_of_range_refused)
 	struct staging st;
 	char msg[256];
 	Sseq__Point at;
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__CopyH2D c = SSEQ__COPY_H2_D__INIT;
+	struct harness_req r;
 	int fd;
 
 	daemon_start(NULL);
@@ -743,13 +712,9 @@ START_TEST(test_lane_out_of_range_refused)
 		SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(msg, "lane 2") && strstr(msg, "2 lanes"), "message: %s", msg);
 	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
-	c.staging = st.handle;
-	c.dst = b;
-	c.length = 1024;
-	c.lane = 7;
-	rq.body_case = SSEQ__REQUEST__BODY_COPY_H2D;
-	rq.copy_h2d = &c;
-	t = send_tagged(fd, &rq);
+	harness_req_h2d(&r, st.handle, 0, b, 0, 1024);
+	r.body.h2d.lane = 7;
+	t = send_tagged(fd, &r.rq);
 	ck_assert_int_eq(expect_reply_at(fd, t, NULL, &at, msg, sizeof(msg)),
 		SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(msg, "lane 7") && strstr(msg, "2 lanes"), "message: %s", msg);
@@ -793,47 +758,23 @@ START_TEST(test_order_holds_across_lanes)
 	t = send_exec(fd, "scale", "iofu", (uint64_t[]){a, b}, (double[]){2, (double)N});
 	ck_assert_int_eq(expect_reply_at(fd, t, NULL, &p1, NULL, 0), SSEQ__STATUS__STATUS_OK);
 	{
-		Sseq__Request rq = SSEQ__REQUEST__INIT;
-		Sseq__Execute e = SSEQ__EXECUTE__INIT;
-		Sseq__Arg ar[4], *ap[4] = {&ar[0], &ar[1], &ar[2], &ar[3]};
-		Sseq__BufferArg bi = SSEQ__BUFFER_ARG__INIT, bo = SSEQ__BUFFER_ARG__INIT;
-		for (int i = 0; i < 4; i++)
-			sseq__arg__init(&ar[i]);
-		bi.handle = b;
-		bi.access = SSEQ__ACCESS__ACCESS_IN;
-		bo.handle = c;
-		bo.access = SSEQ__ACCESS__ACCESS_OUT;
-		ar[0].value_case = ar[1].value_case = SSEQ__ARG__VALUE_BUFFER;
-		ar[0].buffer = &bi;
-		ar[1].buffer = &bo;
-		ar[2].value_case = SSEQ__ARG__VALUE_F32;
-		ar[2].f32 = 3.0f;
-		ar[3].value_case = SSEQ__ARG__VALUE_U64;
-		ar[3].u64 = N;
-		e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
-		e.kernel = (char *)"scale";
-		e.n_args = 4;
-		e.args = ap;
-		e.lane = 1;
-		rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
-		rq.execute = &e;
-		t = send_tagged(fd, &rq);
+		struct harness_req req;
+
+		harness_req_exec(
+			&req, "scale", "iofu", (uint64_t[]){b, c}, (double[]){3, (double)N});
+		req.body.exec.e.lane = 1;
+		t = send_tagged(fd, &req.rq);
 		ck_assert_int_eq(
 			expect_reply_at(fd, t, NULL, &p2, NULL, 0), SSEQ__STATUS__STATUS_OK);
 	}
 	ck_assert_uint_eq(p1.stream, l[0]);
 	ck_assert_uint_eq(p2.stream, l[1]);
 	{
-		Sseq__Request rq = SSEQ__REQUEST__INIT;
-		Sseq__CopyD2H d = SSEQ__COPY_D2_H__INIT;
-		d.src = c;
-		d.staging = st.handle;
-		d.staging_offset = N * 4;
-		d.length = N * 4;
-		d.lane = 1;
-		rq.body_case = SSEQ__REQUEST__BODY_COPY_D2H;
-		rq.copy_d2h = &d;
-		ASSERT_OK_AND_COMPLETED(fd, send_tagged(fd, &rq));
+		struct harness_req req;
+
+		harness_req_d2h(&req, c, 0, st.handle, N * 4, N * 4);
+		req.body.d2h.lane = 1;
+		ASSERT_OK_AND_COMPLETED(fd, send_tagged(fd, &req.rq));
 	}
 	for (size_t i = 0; i < N; i++)
 		ck_assert_msg(st.map[N + i] == 6.0f * (float)i, "c[%zu] = %g, want %g", i,
@@ -922,35 +863,16 @@ START_TEST(test_builtin_kernel_refuses_launch_attributes)
 	fd = conn_hello();
 	ck_assert_int_eq(do_alloc(fd, 1024, &b), SSEQ__STATUS__STATUS_OK);
 	for (int i = 0; i < 3; i++) {
-		Sseq__Request rq = SSEQ__REQUEST__INIT;
-		Sseq__Execute e = SSEQ__EXECUTE__INIT;
-		Sseq__BufferArg ba = SSEQ__BUFFER_ARG__INIT;
-		Sseq__Arg args[3], *argp[3];
+		struct harness_req r;
+		Sseq__Execute *e = &r.body.exec.e;
 		Sseq__Status st;
 
-		for (int j = 0; j < 3; j++) {
-			sseq__arg__init(&args[j]);
-			argp[j] = &args[j];
-		}
-		ba.handle = b;
-		ba.access = SSEQ__ACCESS__ACCESS_OUT;
-		args[0].value_case = SSEQ__ARG__VALUE_BUFFER;
-		args[0].buffer = &ba;
-		args[1].value_case = SSEQ__ARG__VALUE_F32;
-		args[1].f32 = 1.0f;
-		args[2].value_case = SSEQ__ARG__VALUE_U64;
-		args[2].u64 = 256;
-		e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
-		e.kernel = "fill";
-		e.n_args = 3;
-		e.args = argp;
-		e.cooperative = i == 1;
+		harness_req_exec(&r, "fill", "ofu", &b, (double[]){1, 256});
+		e->cooperative = i == 1;
 		lc.x = 2;
-		e.cluster = i == 2 ? &lc : NULL;
-		rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
-		rq.execute = &e;
+		e->cluster = i == 2 ? &lc : NULL;
 		msg[0] = 0;
-		st = expect_reply(fd, send_tagged(fd, &rq), NULL, msg, sizeof(msg));
+		st = expect_reply(fd, send_tagged(fd, &r.rq), NULL, msg, sizeof(msg));
 		if (i == 0) {
 			ck_assert_int_eq(st, SSEQ__STATUS__STATUS_OK);
 			continue;
@@ -983,98 +905,59 @@ struct frames {
 
 static uint64_t frames_add(struct frames *f, Sseq__Request *rq)
 {
-	size_t n;
-
 	rq->tag = ++next_tag;
-	n = sseq__request__get_packed_size(rq);
-	ck_assert_uint_le(f->len + 4 + n, sizeof(f->buf));
-	frame_put_len(f->buf + f->len, (uint32_t)n);
-	sseq__request__pack(rq, f->buf + f->len + 4);
-	f->len += 4 + n;
+	f->len += frame_of(rq, f->buf + f->len, sizeof(f->buf) - f->len);
 	return rq->tag;
 }
 
 static uint64_t frames_alloc(struct frames *f, uint64_t size, uint64_t name)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Alloc a = SSEQ__ALLOC__INIT;
+	struct harness_req r;
 
-	a.size = size;
-	a.label = (char *)"named";
-	a.handle = name;
-	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
-	rq.alloc = &a;
-	return frames_add(f, &rq);
+	return frames_add(f, harness_req_alloc(&r, size, "named", name));
 }
 
 static uint64_t frames_slice(
 	struct frames *f, uint64_t of, uint64_t off, uint64_t len, uint64_t name)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Slice sl = SSEQ__SLICE__INIT;
+	struct harness_req r;
 
-	sl.buffer = of;
-	sl.offset = off;
-	sl.length = len;
-	sl.handle = name;
-	rq.body_case = SSEQ__REQUEST__BODY_SLICE;
-	rq.slice = &sl;
-	return frames_add(f, &rq);
+	return frames_add(f, harness_req_slice(&r, of, off, len, name));
 }
 
 static uint64_t frames_fill(struct frames *f, uint64_t buf, float v, uint64_t n)
 {
-	struct fill_msg m;
+	struct harness_req r;
 
-	return frames_add(f, fill_pack(&m, 0, buf, v, n));
+	return frames_add(f, fill_on(&r, 0, buf, v, n));
 }
 
 static uint64_t frames_d2d(struct frames *f, uint64_t src, uint64_t dst, uint64_t len)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__CopyD2D c = SSEQ__COPY_D2_D__INIT;
+	struct harness_req r;
 
-	c.src = src;
-	c.dst = dst;
-	c.length = len;
-	rq.body_case = SSEQ__REQUEST__BODY_COPY_D2D;
-	rq.copy_d2d = &c;
-	return frames_add(f, &rq);
+	return frames_add(f, harness_req_d2d(&r, src, 0, dst, 0, len));
 }
 
 static uint64_t frames_d2h(struct frames *f, uint64_t src, uint64_t staging, uint64_t len)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__CopyD2H c = SSEQ__COPY_D2_H__INIT;
+	struct harness_req r;
 
-	c.src = src;
-	c.staging = staging;
-	c.length = len;
-	rq.body_case = SSEQ__REQUEST__BODY_COPY_D2H;
-	rq.copy_d2h = &c;
-	return frames_add(f, &rq);
+	return frames_add(f, harness_req_d2h(&r, src, 0, staging, 0, len));
 }
 
 static uint64_t frames_await(struct frames *f, uint64_t buf)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Await aw = SSEQ__AWAIT__INIT;
+	struct harness_req r;
 
-	aw.buffer = buf;
-	rq.body_case = SSEQ__REQUEST__BODY_AWAIT;
-	rq.await = &aw;
-	return frames_add(f, &rq);
+	return frames_add(f, harness_req_await(&r, buf));
 }
 
 static uint64_t frames_free(struct frames *f, uint64_t buf)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Free fr = SSEQ__FREE__INIT;
+	struct harness_req r;
 
-	fr.buffer = buf;
-	rq.body_case = SSEQ__REQUEST__BODY_FREE;
-	rq.free = &fr;
-	return frames_add(f, &rq);
+	return frames_add(f, harness_req_free(&r, buf));
 }
 
 /* The frames sent in one write, and f emptied for the next. */
@@ -1261,10 +1144,7 @@ START_TEST(test_refused_named_alloc_fails_its_uses_with_the_refusal)
 	/* m is still refused. */
 	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &m, (double[]){1, 4})),
 		SSEQ__STATUS__STATUS_DEPENDENCY_FAILED);
-	ck_assert_int_eq(reply_status(fd, send_exec(fd, "fill", "ofu", &n, (double[]){7, 256})),
-		SSEQ__STATUS__STATUS_OK);
-	ASSERT_OK_AND_COMPLETED(fd, send_d2h(fd, n, 0, st.handle, 0, 1024));
-	ck_assert_float_eq(st.map[255], 7.0f);
+	fill_and_read_back(fd, n, &st, 7.0f);
 	close(fd);
 	munmap(st.map, st.size);
 	daemon_stop();
@@ -1300,16 +1180,7 @@ START_TEST(test_session_end_releases_named_buffers)
 	ck_assert_uint_eq(r->device->memory_used, 4 * 4096);
 	sseq__query_result__free_unpacked(r, NULL);
 	close(fd);
-	for (int i = 0; i < 500; i++) {
-		bool clean;
-
-		r = query(watcher, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
-		clean = r->n_clients == 1 && r->device->memory_used == 0;
-		sseq__query_result__free_unpacked(r, NULL);
-		if (clean)
-			break;
-		usleep(10000);
-	}
+	wait_released(watcher, 1, 5000);
 	r = query(watcher, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
 	ck_assert_uint_eq(r->n_clients, 1);
 	ck_assert_uint_eq(r->device->memory_used, 0);

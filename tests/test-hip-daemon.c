@@ -24,41 +24,22 @@
 #include <sseq/sseq.h>
 
 #include "backend-harness.h"
-#include "hip-harness.h"
 #include "hip.h"
+#include "hipd-harness.h"
 
 /* The kernel image and the test module, found in the build tree relative to this
  * executable (the build tree's tests/, wherever it was moved to). */
 #define HIP_DIR_FILE(name) SSEQ_HIP_DIR_REL "/" name
 
-struct hipd {
-	pid_t pid;
-	char sock[108];
-	char dir[64]; /* its --module-dir */
-};
-
 /* Start `sseqd --backend hip` with a fresh --module-dir holding the test module, a file
  * that is no code object, and a symlink that leads out of the directory. */
 static void hipd_start(struct hipd *d, const char *const *extra)
 {
-	const char *kernels = hip_harness_kernels(HIP_DIR_FILE(SSEQ_KERNELS_NAME));
-	const char *argv[32];
-	char sseqd[PATH_MAX], mod[PATH_MAX], link[PATH_MAX + 16], copy[PATH_MAX + 16];
+	char mod[PATH_MAX], link[PATH_MAX + 16], copy[PATH_MAX + 16];
 	char *image;
 	size_t len;
 	FILE *f;
-	int n = 0;
-	const char *env_sseqd = getenv("SSEQD");
 
-	if (env_sseqd && *env_sseqd) {
-		snprintf(sseqd, sizeof(sseqd), "%s", env_sseqd);
-	} else {
-		char dir[PATH_MAX];
-
-		hip_harness_exe_dir(dir, sizeof(dir));
-		ck_assert_int_lt(snprintf(sseqd, sizeof(sseqd), "%s/../daemon/sseqd", dir),
-			(int)sizeof(sseqd));
-	}
 	snprintf(d->dir, sizeof(d->dir), "/tmp/sseq-hip-mods.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(d->dir));
 	hip_harness_module_path(mod, sizeof(mod), HIP_DIR_FILE(SSEQ_TEST_MODULE_NAME));
@@ -92,56 +73,7 @@ static void hipd_start(struct hipd *d, const char *const *extra)
 	ck_assert_int_eq(symlink(mod, link), 0);
 
 	snprintf(d->sock, sizeof(d->sock), "/tmp/sseq-hip-%d.sock", (int)getpid());
-	argv[n++] = sseqd;
-	argv[n++] = "--backend";
-	argv[n++] = "hip";
-	argv[n++] = "--socket";
-	argv[n++] = d->sock;
-	argv[n++] = "--module-dir";
-	argv[n++] = d->dir;
-	argv[n++] = "--log-level";
-	argv[n++] = "notice";
-	if (kernels) {
-		argv[n++] = "--kernels";
-		argv[n++] = kernels;
-	}
-	for (; extra && *extra; extra++)
-		argv[n++] = *extra;
-	argv[n] = NULL;
-	d->pid = fork();
-	ck_assert_int_ge(d->pid, 0);
-	if (d->pid == 0) {
-		/* A failed check ends the test process: the daemon must not outlive it and
-		 * keep the GPU. */
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		execv(sseqd, (char *const *)argv);
-		_exit(127);
-	}
-	/* Opening the GPU takes a moment. */
-	for (int i = 0; i < 600; i++) {
-		int status;
-
-		if (access(d->sock, F_OK) == 0)
-			return;
-		ck_assert_msg(waitpid(d->pid, &status, WNOHANG) == 0,
-			"%s exited at start-up (status %#x)", sseqd, status);
-		usleep(50000);
-	}
-	ck_abort_msg("sseqd did not create its socket in 30 s");
-}
-
-static void hipd_stop(struct hipd *d)
-{
-	char cmd[128];
-	int status = 0;
-
-	kill(d->pid, SIGTERM);
-	ck_assert_int_eq(waitpid(d->pid, &status, 0), d->pid);
-	ck_assert_msg(
-		WIFEXITED(status) && WEXITSTATUS(status) == 0, "sseqd exited with %#x", status);
-	unlink(d->sock);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
-	ck_assert_int_eq(system(cmd), 0);
+	hipd_spawn(d, "hip", extra);
 }
 
 static struct sseq *hipd_connect(const struct hipd *d, uint64_t staging)
@@ -1047,16 +979,9 @@ static Suite *hip_daemon_suite(void)
 
 int main(void)
 {
-	SRunner *sr;
-	int failed;
-
 	if (!hip_harness_gpu_present()) {
 		printf("test-hip-daemon: no GPU: skipped\n");
 		return 77;
 	}
-	sr = srunner_create(hip_daemon_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return hipd_run_suite(hip_daemon_suite());
 }

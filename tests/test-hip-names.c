@@ -21,7 +21,7 @@
 
 #include <sseq/sseq.h>
 
-#include "hip-harness.h"
+#include "hipd-harness.h"
 
 #define MODULE_NAME "names.fatbin"
 #define SIG_REDUCE "void reduce<256>(float const*, float*, int)"
@@ -37,74 +37,21 @@ static const char fake_module[] =
 	"function _Z5scalePfif 8 4 4 behavior=echo regs=16 ptx=90 binary=90\n"
 	"function _Z5scalePdid 8 4 8 behavior=echo regs=20\n";
 
-struct named {
-	pid_t pid;
-	char sock[108];
-	char dir[64];
-};
-
-static void named_start(struct named *d, const char *backend)
+/* sseqd --backend `backend` with the fake module in its --module-dir. */
+static void named_start(struct hipd *d, const char *backend)
 {
-	const char *kernels = hip_harness_kernels(SSEQ_HIP_DIR_REL "/" SSEQ_KERNELS_NAME);
-	char sseqd[PATH_MAX + 32], dir[PATH_MAX], mod[PATH_MAX + 64];
-	const char *argv[16];
-	int n = 0;
+	char mod[PATH_MAX];
 
-	hip_harness_exe_dir(dir, sizeof(dir));
-	snprintf(sseqd, sizeof(sseqd), "%s/../daemon/sseqd", dir);
 	snprintf(d->dir, sizeof(d->dir), "/tmp/sseq-names.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(d->dir));
 	snprintf(mod, sizeof(mod), "%s/%s", d->dir, MODULE_NAME);
 	hip_harness_write_file(mod, fake_module, strlen(fake_module));
 	snprintf(d->sock, sizeof(d->sock), "%s/sock", d->dir);
-	argv[n++] = sseqd;
-	argv[n++] = "--backend";
-	argv[n++] = backend;
-	argv[n++] = "--socket";
-	argv[n++] = d->sock;
-	argv[n++] = "--module-dir";
-	argv[n++] = d->dir;
-	argv[n++] = "--log-level";
-	argv[n++] = "notice";
-	if (kernels && strcmp(backend, "hip") == 0) {
-		argv[n++] = "--kernels";
-		argv[n++] = kernels;
-	}
-	argv[n] = NULL;
-	d->pid = fork();
-	ck_assert_int_ge(d->pid, 0);
-	if (d->pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		execv(sseqd, (char *const *)argv);
-		_exit(127);
-	}
-	for (int i = 0; i < 600; i++) {
-		int status;
-
-		if (access(d->sock, F_OK) == 0)
-			return;
-		ck_assert_msg(waitpid(d->pid, &status, WNOHANG) == 0,
-			"%s exited at start-up (status %#x)", sseqd, status);
-		usleep(50000);
-	}
-	ck_abort_msg("sseqd did not create its socket in 30 s");
-}
-
-static void named_stop(struct named *d)
-{
-	char cmd[128];
-	int status = 0;
-
-	kill(d->pid, SIGTERM);
-	ck_assert_int_eq(waitpid(d->pid, &status, 0), d->pid);
-	ck_assert_msg(
-		WIFEXITED(status) && WEXITSTATUS(status) == 0, "sseqd exited with %#x", status);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
-	ck_assert_int_eq(system(cmd), 0);
+	hipd_spawn(d, backend, NULL);
 }
 
 /* Connected to a fresh hip daemon with the module loaded. */
-static struct sseq *named_open(struct named *d, uint64_t *module)
+static struct sseq *named_open(struct hipd *d, uint64_t *module)
 {
 	struct sseq_connect_options o = {.size = sizeof(o), .client_name = "test-hip-names"};
 	struct sseq *s = NULL;
@@ -163,7 +110,7 @@ static uint64_t zeroed(struct sseq *s)
 
 START_TEST(test_functions_launch_by_mangled_name_and_by_signature)
 {
-	struct named d;
+	struct hipd d;
 	uint64_t m, x, out;
 	char msg[256];
 	struct sseq *s = named_open(&d, &m);
@@ -195,13 +142,13 @@ START_TEST(test_functions_launch_by_mangled_name_and_by_signature)
 		named_run(s, m, "reduce<256>", rargs, 3, &one, msg, sizeof(msg)) == 0, "%s", msg);
 	ck_assert_msg(named_run(s, m, "reduce", rargs, 3, &one, msg, sizeof(msg)) == 0, "%s", msg);
 	sseq_close(s);
-	named_stop(&d);
+	hipd_stop(&d);
 }
 END_TEST
 
 START_TEST(test_functions_ambiguous_or_unknown_names_are_refused_naming_candidates)
 {
-	struct named d;
+	struct hipd d;
 	uint64_t m, x;
 	char msg[256];
 	struct sseq *s = named_open(&d, &m);
@@ -225,13 +172,13 @@ START_TEST(test_functions_ambiguous_or_unknown_names_are_refused_naming_candidat
 	/* Nothing ran. */
 	ck_assert_int_eq(scale_ran(s, x), 0);
 	sseq_close(s);
-	named_stop(&d);
+	hipd_stop(&d);
 }
 END_TEST
 
 START_TEST(test_functions_list_with_demangled_names_and_declared_attributes)
 {
-	struct named d;
+	struct hipd d;
 	uint64_t m;
 	struct sseq_function_info fns[4], one_fn;
 	size_t count = 0;
@@ -283,13 +230,13 @@ START_TEST(test_functions_list_with_demangled_names_and_declared_attributes)
 	ck_assert_int_eq(
 		sseq_module_functions(s, m + 1000, fns, 4, &count), -SSEQ_ERR_UNKNOWN_HANDLE);
 	sseq_close(s);
-	named_stop(&d);
+	hipd_stop(&d);
 }
 END_TEST
 
 START_TEST(test_functions_shared_memory_past_48k_raises_the_maximum_within_the_device)
 {
-	struct named d;
+	struct hipd d;
 	uint64_t m, x;
 	char msg[256];
 	struct sseq_function_info fi;
@@ -322,13 +269,13 @@ START_TEST(test_functions_shared_memory_past_48k_raises_the_maximum_within_the_d
 		-SSEQ_ERR_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(msg, "231424") && strstr(msg, "1024 static"), "%s", msg);
 	sseq_close(s);
-	named_stop(&d);
+	hipd_stop(&d);
 }
 END_TEST
 
 START_TEST(test_functions_launch_shapes_beyond_the_limits_are_refused_naming_the_dimension)
 {
-	struct named d;
+	struct hipd d;
 	uint64_t m, x;
 	char msg[256];
 	struct sseq_device_limits lim;
@@ -369,7 +316,7 @@ START_TEST(test_functions_launch_shapes_beyond_the_limits_are_refused_naming_the
 		named_run(s, m, "_Z5scalePfif", a, 3, &shape, msg, sizeof(msg)) == 0, "%s", msg);
 	ck_assert_int_eq(scale_ran(s, x), 'f');
 	sseq_close(s);
-	named_stop(&d);
+	hipd_stop(&d);
 }
 END_TEST
 
@@ -414,7 +361,7 @@ START_TEST(test_fake_refuses_shared_memory_over_the_functions_maximum)
 END_TEST
 
 /* What `sseqctl ARGS` on d's socket printed (stdout), into out; its exit status. */
-static int named_ctl(const struct named *d, const char *args, char *out, size_t size)
+static int named_ctl(const struct hipd *d, const char *args, char *out, size_t size)
 {
 	char dir[PATH_MAX], cmd[PATH_MAX + 256];
 	size_t n = 0;
@@ -434,7 +381,7 @@ static int named_ctl(const struct named *d, const char *args, char *out, size_t 
 START_TEST(test_sseqctl_modules_lists_functions_as_a_table_and_valid_json)
 {
 	static char out[1 << 16];
-	struct named d;
+	struct hipd d;
 	uint64_t m;
 	char path[PATH_MAX], cmd[PATH_MAX + 512];
 	struct sseq *s = named_open(&d, &m);
@@ -471,14 +418,14 @@ START_TEST(test_sseqctl_modules_lists_functions_as_a_table_and_valid_json)
 		usleep(20000);
 	}
 	ck_assert_msg(strstr(out, "no modules"), "%s", out);
-	named_stop(&d);
+	hipd_stop(&d);
 }
 END_TEST
 
 /* The sim runs no modules: asking about one says so. */
 START_TEST(test_sim_refuses_module_questions_naming_the_backend)
 {
-	struct named d;
+	struct hipd d;
 	struct sseq_connect_options o = {.size = sizeof(o), .client_name = "test-hip-names"};
 	struct sseq_function_info fi;
 	struct sseq_device_limits lim;
@@ -497,7 +444,7 @@ START_TEST(test_sim_refuses_module_questions_naming_the_backend)
 	ck_assert_int_eq(sseq_device_limits(s, &lim), 0);
 	ck_assert_uint_eq(lim.max_threads_per_block, 0);
 	sseq_close(s);
-	named_stop(&d);
+	hipd_stop(&d);
 }
 END_TEST
 
@@ -523,16 +470,9 @@ static Suite *names_suite(void)
 
 int main(void)
 {
-	SRunner *sr;
-	int failed;
-
 	if (!hip_harness_fake_cuda()) {
 		printf("test-hip-names: needs the fake CUDA runtime (-Dfake_cuda=true): skipped\n");
 		return 77;
 	}
-	sr = srunner_create(names_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return hipd_run_suite(names_suite());
 }

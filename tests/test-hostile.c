@@ -208,6 +208,7 @@ START_TEST(test_half_close_gets_its_completions)
 	int fd;
 	struct staging st;
 	uint64_t buf, d2h, sync;
+	struct harness_req r;
 
 	daemon_start((const char *const[]){"--sim-delay", "compute=20ms", NULL});
 	fd = conn_hello();
@@ -216,13 +217,7 @@ START_TEST(test_half_close_gets_its_completions)
 	send_spin(fd, 10);
 	send_exec(fd, "fill", "ofu", &buf, (double[]){7, 1024});
 	d2h = send_d2h(fd, buf, 0, st.handle, 0, 4096);
-	{
-		Sseq__Request rq = SSEQ__REQUEST__INIT;
-		Sseq__Sync s = SSEQ__SYNC__INIT;
-		rq.body_case = SSEQ__REQUEST__BODY_SYNC;
-		rq.sync = &s;
-		sync = send_tagged(fd, &rq);
-	}
+	sync = send_tagged(fd, harness_req_sync(&r));
 	ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);
 	ASSERT_OK_AND_COMPLETED(fd, d2h);
 	ck_assert_int_eq(expect_completion(fd, sync), SSEQ__STATUS__STATUS_OK);
@@ -315,17 +310,14 @@ END_TEST
 
 START_TEST(test_tag_zero_is_refused)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Alloc a = SSEQ__ALLOC__INIT;
+	struct harness_req r;
+	Sseq__Request *rq = harness_req_alloc(&r, 64, "", 0);
 	int fd;
 
 	daemon_start(NULL);
 	fd = conn_hello();
-	a.size = 64;
-	rq.tag = 0;
-	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
-	rq.alloc = &a;
-	send_req(fd, &rq);
+	rq->tag = 0;
+	send_req(fd, rq);
 	expect_closed_with(fd, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, "tag 0");
 	close(fd);
 	/* Nothing was allocated under it. */
@@ -347,14 +339,13 @@ static void expect_string_refused(Sseq__Request *rq, char **field, const char *b
 	memset(ph, 'Z', badlen);
 	ph[badlen] = '\0';
 	*field = ph;
-	size_t len = sseq__request__get_packed_size(rq);
-	uint8_t *buf = malloc(len + 4);
-	sseq__request__pack(rq, buf + 4);
-	frame_put_len(buf, (uint32_t)len);
-	uint8_t *at = memmem(buf + 4, len, ph, badlen);
+	size_t room = sseq__request__get_packed_size(rq) + FRAME_HEADER;
+	uint8_t *buf = malloc(room);
+	size_t len = frame_of(rq, buf, room);
+	uint8_t *at = memmem(buf + FRAME_HEADER, len - FRAME_HEADER, ph, badlen);
 	ck_assert_ptr_nonnull(at);
 	memcpy(at, bad, badlen);
-	send_raw(fd, buf, len + 4, -1);
+	send_raw(fd, buf, len, -1);
 	free(buf);
 	free(ph);
 	expect_closed_with(fd, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, "NUL");
@@ -369,26 +360,13 @@ START_TEST(test_string_with_nul_is_refused)
 	daemon_start(NULL);
 	/* A kernel name: the hot path's (the hand decoder declines it to the check). */
 	{
-		Sseq__Request rq = SSEQ__REQUEST__INIT;
-		Sseq__Execute e = SSEQ__EXECUTE__INIT;
-		Sseq__Arg args[3] = {SSEQ__ARG__INIT, SSEQ__ARG__INIT, SSEQ__ARG__INIT};
-		Sseq__Arg *argp[3] = {&args[0], &args[1], &args[2]};
-		Sseq__BufferArg ba = SSEQ__BUFFER_ARG__INIT;
-		ba.handle = 1; /* refused before any handle is looked up */
-		ba.access = SSEQ__ACCESS__ACCESS_OUT;
-		args[0].value_case = SSEQ__ARG__VALUE_BUFFER;
-		args[0].buffer = &ba;
-		args[1].value_case = SSEQ__ARG__VALUE_F32;
-		args[1].f32 = 1;
-		args[2].value_case = SSEQ__ARG__VALUE_U64;
-		args[2].u64 = 1024;
-		e.target_case = SSEQ__EXECUTE__TARGET_KERNEL;
-		e.n_args = 3;
-		e.args = argp;
-		rq.tag = 9;
-		rq.body_case = SSEQ__REQUEST__BODY_EXECUTE;
-		rq.execute = &e;
-		expect_string_refused(&rq, &e.kernel, evil, sizeof(evil) - 1);
+		struct harness_req r;
+		/* Buffer 1: refused before any handle is looked up. */
+		Sseq__Request *rq =
+			harness_req_exec(&r, "", "ofu", (uint64_t[]){1}, (double[]){1, 1024});
+
+		rq->tag = 9;
+		expect_string_refused(rq, &r.body.exec.e.kernel, evil, sizeof(evil) - 1);
 	}
 	/* A module path, and a label. */
 	{
@@ -400,13 +378,11 @@ START_TEST(test_string_with_nul_is_refused)
 		expect_string_refused(&rq, &lm.path, "ok.fatbin\0../../etc/x", 22);
 	}
 	{
-		Sseq__Request rq = SSEQ__REQUEST__INIT;
-		Sseq__Alloc a = SSEQ__ALLOC__INIT;
-		a.size = 64;
-		rq.tag = 9;
-		rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
-		rq.alloc = &a;
-		expect_string_refused(&rq, &a.label, "x\0y", 3);
+		struct harness_req r;
+		Sseq__Request *rq = harness_req_alloc(&r, 64, "", 0);
+
+		rq->tag = 9;
+		expect_string_refused(rq, &r.body.alloc.label, "x\0y", 3);
 	}
 	fd = conn_hello();
 	ck_assert(wait_clean(fd, 1, 20000));
@@ -533,6 +509,18 @@ END_TEST
 
 /* ---- bounded resources ------------------------------------------------------------- */
 
+/* A session that has sent a frame's length prefix, announcing FRAME_MAX bytes, and none
+ * of them yet. */
+static int conn_mid_frame(void)
+{
+	uint8_t hdr[4];
+	int fd = conn_hello();
+
+	frame_put_len(hdr, FRAME_MAX);
+	send_raw(fd, hdr, 4, -1);
+	return fd;
+}
+
 START_TEST(test_connections_are_capped_in_total_and_per_uid)
 {
 	int fds[4];
@@ -614,11 +602,7 @@ START_TEST(test_partial_frames_are_bounded_and_time_out)
 		(const char *const[]){"--max-input-memory", "4M", "--frame-timeout", "2s", NULL});
 	fd = conn_hello();
 	for (int i = 0; i < PINNERS; i++) {
-		uint8_t hdr[4];
-
-		frame_put_len(hdr, FRAME_MAX);
-		pin[i] = conn_hello();
-		send_raw(pin[i], hdr, 4, -1);
+		pin[i] = conn_mid_frame();
 		/* The daemon stops reading those past the limit: a child each blocks. */
 		kids[i] = fork();
 		ck_assert_int_ge(kids[i], 0);
@@ -883,13 +867,10 @@ START_TEST(test_inflight_cap_pauses_a_session_and_loses_nothing)
 	obs = conn_hello();
 	ck_assert_int_eq(do_alloc(fd, 4096, &buf), SSEQ__STATUS__STATUS_OK);
 	for (int i = 0; i < N; i++) {
-		Sseq__Request rq = SSEQ__REQUEST__INIT;
-		Sseq__Await aw = SSEQ__AWAIT__INIT;
+		struct harness_req r;
+
 		tags[2 * i] = send_exec(fd, "fill", "ofu", &buf, (double[]){(double)i, 1024});
-		aw.buffer = buf;
-		rq.body_case = SSEQ__REQUEST__BODY_AWAIT;
-		rq.await = &aw;
-		tags[2 * i + 1] = send_tagged(fd, &rq);
+		tags[2 * i + 1] = send_tagged(fd, harness_req_await(&r, buf));
 	}
 	for (int i = 0; i < 30; i++) {
 		Sseq__QueryResult *r = query(obs, SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS);
@@ -912,9 +893,7 @@ END_TEST
 
 START_TEST(test_device_memory_quota_per_session)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Alloc al = SSEQ__ALLOC__INIT;
-	Sseq__Free fr = SSEQ__FREE__INIT;
+	struct harness_req r;
 	uint64_t h1, h2;
 	char msg[256];
 	int fd;
@@ -922,10 +901,8 @@ START_TEST(test_device_memory_quota_per_session)
 	daemon_start((const char *const[]){"--client-memory-limit", "1M", NULL});
 	fd = conn_hello();
 	ck_assert_int_eq(do_alloc(fd, 768 << 10, &h1), SSEQ__STATUS__STATUS_OK);
-	al.size = 512 << 10;
-	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
-	rq.alloc = &al;
-	ck_assert_int_eq(expect_reply(fd, send_tagged(fd, &rq), NULL, msg, sizeof(msg)),
+	ck_assert_int_eq(expect_reply(fd, send_tagged(fd, harness_req_alloc(&r, 512 << 10, "", 0)),
+				 NULL, msg, sizeof(msg)),
 		SSEQ__STATUS__STATUS_RESOURCE_EXHAUSTED);
 	ck_assert_msg(strstr(msg, "--client-memory-limit") && strstr(msg, "786432") &&
 			strstr(msg, "1048576"),
@@ -936,11 +913,7 @@ START_TEST(test_device_memory_quota_per_session)
 	ck_assert_int_eq(do_alloc(other, 768 << 10, &h2), SSEQ__STATUS__STATUS_OK);
 	close(other);
 	/* Freed memory counts no more. */
-	fr.buffer = h1;
-	rq = (Sseq__Request)SSEQ__REQUEST__INIT;
-	rq.body_case = SSEQ__REQUEST__BODY_FREE;
-	rq.free = &fr;
-	ck_assert_int_eq(reply_status(fd, send_tagged(fd, &rq)), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_free(fd, h1), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(fd, 1 << 20, &h2), SSEQ__STATUS__STATUS_OK);
 	close(fd);
 	daemon_stop();
@@ -1020,19 +993,14 @@ START_TEST(test_closed_connections_paused_mid_frame_give_input_memory_back)
 	pid_t kids[PINNERS];
 	uint8_t *junk = calloc(1, PART);
 	char *label = malloc(LABEL + 1);
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Alloc a = SSEQ__ALLOC__INIT;
+	struct harness_req r;
 
 	/* The default --frame-timeout (10 s): none of them times out meanwhile. */
 	daemon_start((const char *const[]){"--max-input-memory", "4M", NULL});
 	fd = conn_hello();
 	ck_assert_int_eq(pipe(go), 0);
 	for (int i = 0; i < PINNERS; i++) {
-		uint8_t hdr[4];
-
-		frame_put_len(hdr, FRAME_MAX);
-		pin[i] = conn_hello();
-		send_raw(pin[i], hdr, 4, -1);
+		pin[i] = conn_mid_frame();
 		kids[i] = fork();
 		ck_assert_int_ge(kids[i], 0);
 		if (kids[i] == 0) {
@@ -1067,11 +1035,9 @@ START_TEST(test_closed_connections_paused_mid_frame_give_input_memory_back)
 	/* A frame over 128 KiB is read and answered (its label is refused or cut, as may be). */
 	memset(label, 'x', LABEL);
 	label[LABEL] = '\0';
-	a.size = 64;
-	a.label = label;
-	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
-	rq.alloc = &a;
-	ck_assert_int_ne(expect_reply(fd, send_tagged(fd, &rq), NULL, NULL, 0), -1);
+	ck_assert_int_ne(expect_reply(fd, send_tagged(fd, harness_req_alloc(&r, 64, label, 0)),
+				 NULL, NULL, 0),
+		-1);
 	free(label);
 	free(junk);
 	close(fd);

@@ -20,13 +20,65 @@ static int conn_worker(const char *worker)
 
 #define ck_has(text, part) ck_assert_msg(strstr(text, part), "no '%s' in: %s", part, text)
 
+/* The culprit a: its buffer *ya filled fine, then a spin that poisons the context, whose
+ * Completion (in msg) names the reset and the culprit's worker. */
+static void culprit_poisons(int a, uint64_t *ya, const char *worker, char *msg, size_t size)
+{
+	uint64_t k;
+
+	ck_assert_int_eq(do_alloc(a, 1024, ya), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(a, send_exec(a, "fill", "ofu", ya, (double[]){1, 256})),
+		SSEQ__STATUS__STATUS_OK);
+	sync_all(a);
+	k = send_exec(a, "spin", "u", NULL, (double[]){0});
+	ck_assert_int_eq(reply_status(a, k), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(expect_completion_msg(a, k, msg, size), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_has(msg, "device reset 1");
+	ck_has(msg, worker);
+}
+
+/* The request under tag used a buffer of the old context: refused, saying how it was
+ * lost (the message in msg), not run on wrong data. */
+static void refused_as_lost(int fd, uint64_t tag, char *msg, size_t size)
+{
+	ck_assert_int_eq(expect_reply(fd, tag, NULL, msg, size), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_has(msg, "lost in a device reset");
+}
+
+/* After the reset everyone is served again: the bystander b frees its lost buffer *yb,
+ * allocates and fills it anew and reads it back through its staging arena sb, which
+ * survived; the culprit a works; a new session (worker `newcomer`, returned) is served
+ * at once. */
+static int served_again(int a, int b, uint64_t *yb, const struct staging *sb, const char *newcomer)
+{
+	int c;
+
+	ck_assert_int_eq(do_free(b, *yb), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(b, 1024, yb), SSEQ__STATUS__STATUS_OK);
+	fill_and_read_back(b, *yb, sb, 5.0f);
+	fill_and_check(a, 6.0f);
+	c = conn_worker(newcomer);
+	fill_and_check(c, 3.0f);
+	return c;
+}
+
+/* The status query q records the one reset, caused by `culprit`, and the two buffers it
+ * lost (the culprit's and the bystander's). */
+static void reset_recorded(const Sseq__QueryResult *q, const char *culprit)
+{
+	ck_assert_uint_eq(q->device->resets, 1);
+	ck_has(q->device->last_reset_cause, culprit);
+	ck_assert_uint_eq(q->counters->device_resets, 1);
+	ck_assert_uint_eq(q->counters->buffers_lost, 2);
+}
+
 /* The scenario, with the daemon's extra arguments `args` (the injection and the mode). */
 static void poisoned_context_scenario(const char *const *args)
 {
 	struct staging sb;
 	Sseq__QueryResult *q;
 	char msg[1024];
-	uint64_t ya, yb, k, up0, t0, t1;
+	uint64_t ya, yb, up0, t0, t1;
 	struct timespec ts;
 	int a, b, c;
 
@@ -37,10 +89,7 @@ static void poisoned_context_scenario(const char *const *args)
 	/* The bystander's data, launch 1, read back fine before the fault. */
 	ck_assert_int_eq(staging_register(b, &sb, 4096, true), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(reply_status(b, send_exec(b, "fill", "ofu", &yb, (double[]){2, 256})),
-		SSEQ__STATUS__STATUS_OK);
-	ASSERT_OK_AND_COMPLETED(b, send_d2h(b, yb, 0, sb.handle, 0, 1024));
-	ck_assert_float_eq(sb.map[0], 2.0f);
+	fill_and_read_back(b, yb, &sb, 2.0f);
 	/* The daemon's uptime, to compare after the reset. */
 	q = query(b, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
 	up0 = q->daemon->uptime_ns;
@@ -49,47 +98,19 @@ static void poisoned_context_scenario(const char *const *args)
 	t0 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	/* The culprit: launch 3 (fill) is fine, launch 4 (spin) poisons the context (the
 	 * bystander's fill and download were 1 and 2). */
-	ck_assert_int_eq(do_alloc(a, 1024, &ya), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(reply_status(a, send_exec(a, "fill", "ofu", &ya, (double[]){1, 256})),
-		SSEQ__STATUS__STATUS_OK);
-	sync_all(a);
-	k = send_exec(a, "spin", "u", NULL, (double[]){0});
-	ck_assert_int_eq(reply_status(a, k), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(
-		expect_completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
-	ck_has(msg, "device reset 1");
-	ck_has(msg, "gw3");
+	culprit_poisons(a, &ya, "gw3", msg, sizeof(msg));
 	ck_has(msg, "kernel spin");
 
 	/* Every buffer of the old context says how it was lost, the culprit's and the
 	 * bystander's alike: no wrong data. */
-	k = send_d2h(b, yb, 0, sb.handle, 0, 1024);
-	ck_assert_int_eq(
-		expect_reply(b, k, NULL, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
-	ck_has(msg, "lost in a device reset");
+	refused_as_lost(b, send_d2h(b, yb, 0, sb.handle, 0, 1024), msg, sizeof(msg));
 	ck_has(msg, "gw3");
 	ck_has(msg, "kernel spin");
-	k = send_exec(a, "fill", "ofu", &ya, (double[]){7, 256});
-	ck_assert_int_eq(
-		expect_reply(a, k, NULL, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
-	ck_has(msg, "lost in a device reset");
+	refused_as_lost(a, send_exec(a, "fill", "ofu", &ya, (double[]){7, 256}), msg, sizeof(msg));
 	/* A slice of a lost buffer too, not "out of memory". */
-	k = send_slice(b, yb, 0, 512);
-	ck_assert_int_eq(
-		expect_reply(b, k, NULL, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
-	ck_has(msg, "lost in a device reset");
+	refused_as_lost(b, send_slice(b, yb, 0, 512), msg, sizeof(msg));
 
-	/* Free and allocate again: the bystander works, its staging arena too. */
-	ck_assert_int_eq(do_free(b, yb), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(reply_status(b, send_exec(b, "fill", "ofu", &yb, (double[]){5, 256})),
-		SSEQ__STATUS__STATUS_OK);
-	ASSERT_OK_AND_COMPLETED(b, send_d2h(b, yb, 0, sb.handle, 0, 1024));
-	ck_assert_float_eq(sb.map[255], 5.0f);
-	fill_and_check(a, 6.0f);
-	/* A new session is served at once. */
-	c = conn_worker("gw5");
-	fill_and_check(c, 3.0f);
+	c = served_again(a, b, &yb, &sb, "gw5");
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	t1 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -99,10 +120,7 @@ static void poisoned_context_scenario(const char *const *args)
 	ck_assert_msg(q->daemon->uptime_ns >= up0 + (t1 - t0),
 		"uptime %" PRIu64 " ns, less than %" PRIu64 " + %" PRIu64 " ns",
 		q->daemon->uptime_ns, up0, t1 - t0);
-	ck_assert_uint_eq(q->device->resets, 1);
-	ck_has(q->device->last_reset_cause, "gw3");
-	ck_assert_uint_eq(q->counters->device_resets, 1);
-	ck_assert_uint_eq(q->counters->buffers_lost, 2);
+	reset_recorded(q, "gw3");
 	sseq__query_result__free_unpacked(q, NULL);
 	munmap(sb.map, sb.size);
 	close(a);
@@ -144,7 +162,7 @@ START_TEST(test_a_poisoned_context_restarts_every_loop_in_place)
 	struct staging sb;
 	Sseq__QueryResult *q;
 	char msg[1024];
-	uint64_t ya, yb, k, kb;
+	uint64_t ya, yb, kb;
 	int a, b, c;
 
 	SIM_ONLY();
@@ -159,16 +177,7 @@ START_TEST(test_a_poisoned_context_restarts_every_loop_in_place)
 	 * a suspect on the other loop. */
 	kb = send_exec(b, "spin", "u", NULL, (double[]){2000000});
 	ck_assert_int_eq(reply_status(b, kb), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(do_alloc(a, 1024, &ya), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(reply_status(a, send_exec(a, "fill", "ofu", &ya, (double[]){1, 256})),
-		SSEQ__STATUS__STATUS_OK);
-	sync_all(a);
-	k = send_exec(a, "spin", "u", NULL, (double[]){0});
-	ck_assert_int_eq(reply_status(a, k), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(
-		expect_completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
-	ck_has(msg, "device reset 1");
-	ck_has(msg, "gw6");
+	culprit_poisons(a, &ya, "gw6", msg, sizeof(msg));
 	ck_has(msg, "also running then: (loop 1) session 2 (gw7");
 	ck_assert_int_eq(
 		expect_completion_msg(b, kb, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
@@ -176,25 +185,12 @@ START_TEST(test_a_poisoned_context_restarts_every_loop_in_place)
 
 	/* The bystander's buffer, on the other loop, went with the context; that loop
 	 * names the reset as the one that saw it did. */
-	k = send_d2h(b, yb, 0, sb.handle, 0, 1024);
-	ck_assert_int_eq(
-		expect_reply(b, k, NULL, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	refused_as_lost(b, send_d2h(b, yb, 0, sb.handle, 0, 1024), msg, sizeof(msg));
 	ck_has(msg, "lost in a device reset (the last, reset 1 at ");
 	ck_has(msg, "gw6");
-	ck_assert_int_eq(do_free(b, yb), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(reply_status(b, send_exec(b, "fill", "ofu", &yb, (double[]){5, 256})),
-		SSEQ__STATUS__STATUS_OK);
-	ASSERT_OK_AND_COMPLETED(b, send_d2h(b, yb, 0, sb.handle, 0, 1024));
-	ck_assert_float_eq(sb.map[255], 5.0f);
-	fill_and_check(a, 6.0f);
-	c = conn_worker("gw8");
-	fill_and_check(c, 3.0f);
+	c = served_again(a, b, &yb, &sb, "gw8");
 	q = query(a, SSEQ__QUERY_KIND__QUERY_KIND_STATUS);
-	ck_assert_uint_eq(q->device->resets, 1);
-	ck_has(q->device->last_reset_cause, "gw6");
-	ck_assert_uint_eq(q->counters->device_resets, 1);
-	ck_assert_uint_eq(q->counters->buffers_lost, 2);
+	reset_recorded(q, "gw6");
 	sseq__query_result__free_unpacked(q, NULL);
 	munmap(sb.map, sb.size);
 	close(a);
@@ -210,8 +206,7 @@ END_TEST
 START_TEST(test_a_restart_in_place_keeps_a_half_sent_frame)
 {
 	const char *const args[] = {"--inject", "device-lost-op=1", "--device-reset", "exec", NULL};
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Alloc al = SSEQ__ALLOC__INIT;
+	struct harness_req r;
 	uint8_t frame[256];
 	uint64_t ya, k, h = 0;
 	char msg[1024];
@@ -222,15 +217,9 @@ START_TEST(test_a_restart_in_place_keeps_a_half_sent_frame)
 	daemon_start(args);
 	a = conn_worker("gw1");
 	b = conn_worker("gw2");
-	al.size = 4096;
-	al.label = (char *)"after";
-	rq.tag = 777;
-	rq.body_case = SSEQ__REQUEST__BODY_ALLOC;
-	rq.alloc = &al;
-	len = sseq__request__get_packed_size(&rq);
-	ck_assert_uint_le(len + FRAME_HEADER, sizeof(frame));
-	frame_put_len(frame, (uint32_t)len);
-	sseq__request__pack(&rq, frame + FRAME_HEADER);
+	harness_req_alloc(&r, 4096, "after", 0);
+	r.rq.tag = 777;
+	len = frame_of(&r.rq, frame, sizeof(frame));
 	send_raw(b, frame, 3, -1); /* part of the length prefix */
 	usleep(100000);
 	ck_assert_int_eq(do_alloc(a, 1024, &ya), SSEQ__STATUS__STATUS_OK);
@@ -239,7 +228,7 @@ START_TEST(test_a_restart_in_place_keeps_a_half_sent_frame)
 	ck_assert_int_eq(
 		expect_completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
 	usleep(200000); /* the new process is serving */
-	send_raw(b, frame + 3, len + FRAME_HEADER - 3, -1);
+	send_raw(b, frame + 3, len - 3, -1);
 	ck_assert_int_eq(expect_reply(b, 777, &h, NULL, 0), SSEQ__STATUS__STATUS_OK);
 	ck_assert_uint_ne(h, 0);
 	close(a);
@@ -247,17 +236,6 @@ START_TEST(test_a_restart_in_place_keeps_a_half_sent_frame)
 	daemon_stop();
 }
 END_TEST
-
-/* A request as a frame, in buf (of size room): its length. */
-static size_t frame_of(const Sseq__Request *rq, uint8_t *buf, size_t room)
-{
-	size_t len = sseq__request__get_packed_size(rq);
-
-	ck_assert_uint_le(len + FRAME_HEADER, room);
-	frame_put_len(buf, (uint32_t)len);
-	sseq__request__pack(rq, buf + FRAME_HEADER);
-	return len + FRAME_HEADER;
-}
 
 /* Poison the context from session a, whose buffer ya it fills (the launch the daemon was
  * told to fail with device-lost-op), and wait until the failure reached a: the daemon
@@ -281,9 +259,7 @@ START_TEST(test_a_restart_in_place_hands_over_unwritten_replies)
 {
 	enum { N = 30000 };
 	const char *const args[] = {"--inject", "device-lost-op=1", "--device-reset", "exec", NULL};
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Free fr = SSEQ__FREE__INIT;
-	Sseq__Sync sy = SSEQ__SYNC__INIT;
+	struct harness_req r;
 	uint8_t *frames, *seen;
 	uint64_t ya, first, sync_tag, frames_in;
 	bool sync_done = false;
@@ -302,17 +278,14 @@ START_TEST(test_a_restart_in_place_hands_over_unwritten_replies)
 	/* N requests answered at once (an unknown handle each: a Reply with a message),
 	 * about 1.5 MB of replies, far more than the socket holds, then a Sync. */
 	first = next_tag + 1;
-	fr.buffer = 0xdead;
-	rq.body_case = SSEQ__REQUEST__BODY_FREE;
-	rq.free = &fr;
+	harness_req_free(&r, 0xdead);
 	for (int i = 0; i < N; i++) {
-		rq.tag = ++next_tag;
-		len += frame_of(&rq, frames + len, 32);
+		r.rq.tag = ++next_tag;
+		len += frame_of(&r.rq, frames + len, 32);
 	}
-	rq.tag = sync_tag = ++next_tag;
-	rq.body_case = SSEQ__REQUEST__BODY_SYNC;
-	rq.sync = &sy;
-	len += frame_of(&rq, frames + len, 32);
+	harness_req_sync(&r);
+	r.rq.tag = sync_tag = ++next_tag;
+	len += frame_of(&r.rq, frames + len, 32);
 	frames_in = stats_of(a).frames_in;
 	send_raw(b, frames, len, -1);
 	/* Until the daemon has answered them all (b reads nothing yet). */
@@ -585,10 +558,7 @@ START_TEST(test_a_restart_in_place_keeps_a_memfd_ahead_of_its_register)
 	ck_assert_int_eq(expect_reply(b, rq.tag, &st.handle, NULL, 0), SSEQ__STATUS__STATUS_OK);
 	/* The arena is the one the client maps. */
 	ck_assert_int_eq(do_alloc(b, 1024, &y), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(reply_status(b, send_exec(b, "fill", "ofu", &y, (double[]){9, 256})),
-		SSEQ__STATUS__STATUS_OK);
-	ASSERT_OK_AND_COMPLETED(b, send_d2h(b, y, 0, st.handle, 0, 1024));
-	ck_assert_float_eq(st.map[255], 9.0f);
+	fill_and_read_back(b, y, &st, 9.0f);
 	munmap(st.map, st.size);
 	close(a);
 	close(b);
