@@ -12,12 +12,12 @@
 
 static pthread_once_t spin_once = PTHREAD_ONCE_INIT;
 static enum spin_policy spin_policy;
-static unsigned spin_cpus;
+static unsigned spin_cpus, spin_spare;
 static int spin_fd = -1;
-/* The cached answer and when it goes stale; a thread that finds it stale claims the
- * refresh by moving the deadline, so one thread reads /proc while the others use the
- * old answer. */
-static atomic_bool spin_free;
+/* The cached count of runnable threads and when it goes stale; a thread that finds it
+ * stale claims the refresh by moving the deadline, so one thread reads /proc while the
+ * others use the old count. */
+static atomic_uint spin_runnable_now;
 static _Atomic uint64_t spin_stale_ns;
 
 uint64_t spin_now_ns(void)
@@ -37,7 +37,7 @@ enum spin_policy spin_policy_from(const char *value)
 	return SPIN_AUTO;
 }
 
-bool spin_decide(enum spin_policy policy, unsigned runnable, unsigned cpus)
+bool spin_decide(enum spin_policy policy, unsigned runnable, unsigned cpus, unsigned spare)
 {
 	switch (policy) {
 	case SPIN_ALWAYS:
@@ -48,7 +48,7 @@ bool spin_decide(enum spin_policy policy, unsigned runnable, unsigned cpus)
 		break;
 	}
 	/* Unknown (0): do not spin; the cost of a wrong no is one wake-up. */
-	return runnable > 0 && runnable <= cpus;
+	return runnable > 0 && (uint64_t)runnable + spare <= cpus;
 }
 
 unsigned spin_parse_loadavg(const char *text)
@@ -75,6 +75,7 @@ static void spin_init(void)
 
 	spin_policy = spin_policy_from(getenv("SSEQ_SPIN_POLICY"));
 	spin_cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
+	spin_spare = spin_client_spare(getenv("SSEQ_SPIN_SPARE"), spin_cpus);
 	if (spin_policy == SPIN_AUTO)
 		spin_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
 }
@@ -93,18 +94,48 @@ static unsigned spin_runnable(void)
 	return spin_parse_loadavg(buf);
 }
 
-bool spin_core_free(void)
+unsigned spin_client_spare(const char *value, unsigned cpus)
 {
-	uint64_t now, stale;
+	char *end;
+	unsigned long n;
 
+	if (value && *value) {
+		n = strtoul(value, &end, 10);
+		if (!*end && *value != '-' && n <= 1u << 20)
+			return (unsigned)n;
+	}
+	return cpus / 4 ? cpus / 4 : 1;
+}
+
+/* The runnable threads now, read at most once per SPIN_RECHECK_NS (0: not known). */
+static unsigned spin_runnable_cached(void)
+{
+	const uint64_t now = spin_now_ns();
+	uint64_t stale = atomic_load_explicit(&spin_stale_ns, memory_order_relaxed);
+
+	if (now >= stale &&
+		atomic_compare_exchange_strong(&spin_stale_ns, &stale, now + SPIN_RECHECK_NS))
+		atomic_store_explicit(&spin_runnable_now, spin_runnable(), memory_order_relaxed);
+	return atomic_load_explicit(&spin_runnable_now, memory_order_relaxed);
+}
+
+/* Whether a core is free for the caller with `spare` more beside it. */
+static bool spin_free_leaving(unsigned spare)
+{
 	pthread_once(&spin_once, spin_init);
 	if (spin_policy != SPIN_AUTO)
 		return spin_policy == SPIN_ALWAYS;
-	now = spin_now_ns();
-	stale = atomic_load_explicit(&spin_stale_ns, memory_order_relaxed);
-	if (now >= stale &&
-		atomic_compare_exchange_strong(&spin_stale_ns, &stale, now + SPIN_RECHECK_NS))
-		atomic_store_explicit(&spin_free,
-			spin_decide(SPIN_AUTO, spin_runnable(), spin_cpus), memory_order_relaxed);
-	return atomic_load_explicit(&spin_free, memory_order_relaxed);
+	const unsigned runnable = spin_runnable_cached();
+	return spin_decide(SPIN_AUTO, runnable, spin_cpus, spare);
+}
+
+bool spin_core_free(void)
+{
+	return spin_free_leaving(0);
+}
+
+bool spin_client_core_free(void)
+{
+	pthread_once(&spin_once, spin_init);
+	return spin_free_leaving(spin_spare);
 }

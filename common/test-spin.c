@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -24,13 +25,19 @@ END_TEST
 
 START_TEST(test_decide_spins_only_on_a_free_core)
 {
-	ck_assert(spin_decide(SPIN_AUTO, 1, 1));
-	ck_assert(spin_decide(SPIN_AUTO, 4, 4));
-	ck_assert(!spin_decide(SPIN_AUTO, 5, 4));
-	ck_assert(!spin_decide(SPIN_AUTO, 65, 16));
-	ck_assert(!spin_decide(SPIN_AUTO, 0, 16)); /* unknown: sleep */
-	ck_assert(spin_decide(SPIN_ALWAYS, 65, 16));
-	ck_assert(!spin_decide(SPIN_NEVER, 1, 16));
+	ck_assert(spin_decide(SPIN_AUTO, 1, 1, 0));
+	ck_assert(spin_decide(SPIN_AUTO, 4, 4, 0));
+	ck_assert(!spin_decide(SPIN_AUTO, 5, 4, 0));
+	ck_assert(!spin_decide(SPIN_AUTO, 65, 16, 0));
+	ck_assert(!spin_decide(SPIN_AUTO, 0, 16, 0)); /* unknown: sleep */
+	ck_assert(spin_decide(SPIN_ALWAYS, 65, 16, 0));
+	ck_assert(!spin_decide(SPIN_NEVER, 1, 16, 0));
+	/* A client leaves spare cores: 12 runnable of 16 with 4 to spare is the last yes. */
+	ck_assert(spin_decide(SPIN_AUTO, 12, 16, 4));
+	ck_assert(!spin_decide(SPIN_AUTO, 13, 16, 4));
+	ck_assert(!spin_decide(SPIN_AUTO, 1, 1, 1));
+	ck_assert(!spin_decide(SPIN_AUTO, 1, 16, UINT32_MAX));
+	ck_assert(spin_decide(SPIN_ALWAYS, 16, 16, 4));
 	ck_assert_int_eq(spin_policy_from(NULL), SPIN_AUTO);
 	ck_assert_int_eq(spin_policy_from("auto"), SPIN_AUTO);
 	ck_assert_int_eq(spin_policy_from("always"), SPIN_ALWAYS);
@@ -86,6 +93,53 @@ START_TEST(test_no_free_core_under_more_busy_threads_than_cpus)
 }
 END_TEST
 
+START_TEST(test_client_spare_cores)
+{
+	ck_assert_uint_eq(spin_client_spare(NULL, 16), 4);
+	ck_assert_uint_eq(spin_client_spare("", 64), 16);
+	ck_assert_uint_eq(spin_client_spare(NULL, 2), 1);
+	ck_assert_uint_eq(spin_client_spare(NULL, 1), 1);
+	ck_assert_uint_eq(spin_client_spare("0", 16), 0);
+	ck_assert_uint_eq(spin_client_spare("6", 16), 6);
+	ck_assert_uint_eq(spin_client_spare("x", 16), 4);
+	ck_assert_uint_eq(spin_client_spare("-1", 16), 4);
+	ck_assert_uint_eq(spin_client_spare("3k", 16), 4);
+}
+END_TEST
+
+/* Busy threads that leave fewer than the client's spare cores idle: a client is told not
+ * to spin (within a few rechecks; other load only adds to the count), though a core is
+ * still free for the daemon's own waiters. */
+START_TEST(test_client_leaves_spare_cores_to_the_daemon)
+{
+	cpu_set_t set;
+	unsigned cpus, spare, n;
+	pthread_t th[66];
+	bool free_core = true;
+
+	unsetenv("SSEQ_SPIN_POLICY");
+	unsetenv("SSEQ_SPIN_SPARE");
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+	cpus = (unsigned)CPU_COUNT(&set);
+	spare = spin_client_spare(NULL, cpus);
+	n = cpus - spare < 66 ? cpus - spare : 66;
+	for (unsigned i = 0; i < n; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, busy, NULL), 0);
+	for (int k = 0; k < 2000 && free_core; k++) {
+		struct timespec nap = {0, 2 * SPIN_RECHECK_NS};
+
+		nanosleep(&nap, NULL);
+		free_core = spin_client_core_free();
+	}
+	atomic_store(&busy_stop, true);
+	for (unsigned i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	ck_assert_msg(!free_core,
+		"%u busy threads on %u CPUs (%u to spare), and a client still told to spin", n,
+		cpus, spare);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *suite = suite_create("spin");
@@ -98,6 +152,8 @@ int main(void)
 	tcase_add_test(tc, test_decide_spins_only_on_a_free_core);
 	tcase_add_loop_test(tc, test_override_never_and_always, 0, 2);
 	tcase_add_test(tc, test_no_free_core_under_more_busy_threads_than_cpus);
+	tcase_add_test(tc, test_client_spare_cores);
+	tcase_add_test(tc, test_client_leaves_spare_cores_to_the_daemon);
 	suite_add_tcase(suite, tc);
 	sr = srunner_create(suite);
 	srunner_run_all(sr, CK_ENV);

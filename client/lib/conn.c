@@ -121,7 +121,8 @@ static bool client_answer_due(const struct sseq *s)
  * $SSEQ_SPIN_US, default 2 ms. Waking a sleeping thread costs tens of microseconds on
  * a GPU host; a native synchronize spins the same way. Within that limit each wait
  * spins for twice what the last answer took, not at all after an answer slower than
- * the limit, and only while the machine has a core free (spin.h; $SSEQ_SPIN_POLICY): a
+ * the limit, and only while the machine has a core free with some to spare for the
+ * daemon's threads (spin.h; $SSEQ_SPIN_POLICY, $SSEQ_SPIN_SPARE): a
  * spin that outlasts the answers it waits for, or that holds a core someone else
  * needs, only takes it from the daemon and the other workers (a test waiting 100 ms
  * for its kernels would spin 2 ms for nothing each time, and sixteen such workers on
@@ -170,7 +171,7 @@ int client_pump(struct sseq *s, int timeout_ms)
 	const long most = timeout_ms != 0 ? client_spin_ns() : 0;
 	const long spin_ns = s->spin_ns < most ? s->spin_ns : most;
 	const uint64_t t0 = client_now_ns();
-	if (spin_ns > 0 && spin_core_free()) {
+	if (spin_ns > 0 && spin_client_core_free()) {
 		for (unsigned i = 1;; i++) {
 			/* With nothing to send, the look is the read itself: an answer that is
 			 * there is taken by the call that finds it, where a poll() first would
@@ -189,7 +190,7 @@ int client_pump(struct sseq *s, int timeout_ms)
 			if ((long)(client_now_ns() - t0) >= spin_ns)
 				break;
 			/* The machine may have filled up meanwhile (spin.h). */
-			if (i % 64 == 0 && !spin_core_free())
+			if (i % 64 == 0 && !spin_client_core_free())
 				break;
 		}
 	}
