@@ -43,9 +43,6 @@ int ops_req_copy_d2d(struct session *s, const Sseq__Request *rq);
 int ops_req_await(struct session *s, const Sseq__Request *rq);
 int ops_req_sync(struct session *s, const Sseq__Request *rq);
 
-/* An op's or a watch's record until it completes: NULL without memory. It holds a ref on
- * s and counts against --client-inflight-limit (at the limit, s stops taking requests). */
-struct op_rec *ops_rec_new(struct session *s, uint64_t tag, bool notify);
 void ops_rec_free(struct op_rec *rec);
 /* An op or watch finished (the core's observer: done): its Completion, the timeline. */
 void ops_done(struct op_rec *rec, int status);
