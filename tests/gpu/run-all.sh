@@ -8,7 +8,8 @@
 # the daemon-vs-native benchmarks, the Python suite with -n 8 and -n 1 against one hip
 # daemon, and conv2d against PyTorch. Logs go to $OUT.
 # Usage: tests/gpu/run-all.sh DEBUG_BUILD RELEASE_BUILD   (e.g. build-hipnv build-hiprel)
-# Preparing the builds on a machine without a GPU, for one that lacks libuv/protobuf-c:
+# Preparing the builds on a machine without a GPU, for one that lacks libuv/protobuf-c
+# (tests/gpu/prepare.sh does all of it; tests/gpu/visit.sh adds fault.sh and user kernels):
 #   meson setup build-hipnv -Dhip=enabled -Dhip_platform=nvidia
 #   meson setup build-hiprel -Dhip=enabled -Dhip_platform=nvidia --buildtype=release -Dtests=false
 #   ninja -C build-hipnv && ninja -C build-hiprel
