@@ -231,14 +231,6 @@ static const struct option_row cmdline_tail[] = {
 		.hint = " (500, 500ms or 5s; 0 .. 86400s)",
 		.help = "close a connection whose frame stalls for TIME (default {default}; 0: "
 			"never)"},
-	/* At least a few frames of the largest size must fit. */
-	{.name = "max-input-memory",
-		.arg = "SIZE",
-		.kind = OPTION_SIZE,
-		SRV(limits.max_input_bytes),
-		.min = 4u * FRAME_MAX,
-		.hint = " (a size of at least 4M)",
-		.help = "input buffered across connections (default {default})"},
 	{0},
 };
 

@@ -392,14 +392,14 @@ static int loop_options(
 	out->seq.n_h2d = share_up(o->srv.seq.n_h2d, n);
 	out->seq.n_d2h = share_up(o->srv.seq.n_d2h, n);
 	out->seq.n_d2d = share_up(o->srv.seq.n_d2d, n);
-	out->limits.max_input_bytes = o->srv.limits.max_input_bytes / n;
+	out->account.max_input_bytes = o->srv.account.max_input_bytes / n;
 	out->account.staging_bytes = o->srv.account.staging_bytes / n;
 	out->account.arenas = o->srv.account.arenas / n ? o->srv.account.arenas / n : 1;
-	if (out->limits.max_input_bytes < 4u * FRAME_MAX) {
+	if (out->account.max_input_bytes < 4u * FRAME_MAX) {
 		log_err("main",
 			"--max-input-memory %" PRIu64 " is shared by --loops %u: each loop needs "
 			"at least 4M",
-			o->srv.limits.max_input_bytes, n);
+			o->srv.account.max_input_bytes, n);
 		return -EINVAL;
 	}
 	return 0;

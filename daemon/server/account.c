@@ -2,6 +2,8 @@
  * taken and given back by records on the objects (account.h). */
 #include "account.h"
 
+#include "sseq-frame.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 
 #include "handles.h"
+#include "log.h"
 #include "outcome.h"
 #include "pause.h"
 #include "server.h"
@@ -57,6 +60,14 @@ static const struct account_slot_desc {
 #define ACC(field) .offset = offsetof(struct account_limits, field)
 
 const struct option_row account_options[] = {
+	/* At least a few frames of the largest size must fit. */
+	{.name = "max-input-memory",
+		.arg = "SIZE",
+		.kind = OPTION_SIZE,
+		ACC(max_input_bytes),
+		.min = 4u * FRAME_MAX,
+		.hint = " (a size of at least 4M)",
+		.help = "input buffered across connections (default {default})"},
 	{.name = "client-staging-limit",
 		.arg = "SIZE",
 		.kind = OPTION_SIZE,
@@ -347,4 +358,37 @@ void account_release(struct session *s, struct account_rec *rec)
 {
 	for (unsigned i = 0; i < ACCOUNT_SLOTS; i++)
 		account_release_slot(s, rec, (enum account_slot)i);
+}
+
+/* What of an input buffer of `cap` bytes counts against --max-input-memory: every
+ * session's first SESSION_INPUT_BASE bytes are bounded by --max-clients instead. */
+static uint64_t account_input_large(size_t cap)
+{
+	return cap > SESSION_INPUT_BASE ? cap - SESSION_INPUT_BASE : 0;
+}
+
+int account_input_check(struct session *s, size_t from, size_t to)
+{
+	struct server *srv = session_server(s);
+	const uint64_t grow = account_input_large(to) - account_input_large(from);
+
+	if (!grow || srv->limit.input_large_bytes + grow <= srv->opts.account.max_input_bytes)
+		return 0;
+	if (pause_set(s, PAUSE_INPUT)) {
+		srv->count[SSEQ_COUNTER_INPUT_PAUSED]++;
+		log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
+			"client %" PRIu64 " (pid %u): input paused: %" PRIu64
+			" bytes of large frames buffered (--max-input-memory %" PRIu64 ")",
+			session_id(s), session_ident(s)->pid, srv->limit.input_large_bytes,
+			srv->opts.account.max_input_bytes);
+	}
+	return -EAGAIN;
+}
+
+void account_input_move(struct session *s, size_t from, size_t to)
+{
+	struct server *srv = session_server(s);
+
+	srv->count[SSEQ_COUNTER_INPUT_BYTES] += (uint64_t)to - from;
+	srv->limit.input_large_bytes += account_input_large(to) - account_input_large(from);
 }

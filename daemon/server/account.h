@@ -1,20 +1,22 @@
 /* Accounting and admission (after dbus-broker's user.c): what each session, each user and
  * the daemon hold against the limits (--client-handle-limit, --client-memory-limit,
  * --client-staging-limit, --client-arena-limit, --arena-limit and its per-user share,
- * --staging-limit), one slot per limit. A request checks what it wants in one call, which
- * refuses with one message format naming the limit and counts the refusal; what it then
- * takes is recorded on the object it was taken for (a buffer, an arena, a handle), and
- * the object's release gives back exactly that record. The amounts held are kept where
- * they are shown: a session's in its struct account_counts, the daemon's and each user's in the
- * server's counters (count[] where sseqctl stats shows them, limit otherwise); this
- * module alone changes them. So a new per-session limit is a slot here, its option (a
- * row of account_options), its test and its display (a field of sseq.proto's Counters
- * for its refusals, which the STATS query reports by itself); a new per-session policy
- * on ops (a pause, as the in-flight cap) lives in account_op_begin and account_op_end. */
+ * --staging-limit), one slot per limit, and the input memory its connections buffer
+ * (--max-input-memory), a pause rather than a refusal. A request checks what it wants in one call,
+ * which refuses with one message format naming the limit and counts the refusal; what it then takes
+ * is recorded on the object it was taken for (a buffer, an arena, a handle), and the object's
+ * release gives back exactly that record. The amounts held are kept where they are shown: a
+ * session's in its struct account_counts, the daemon's and each user's in the server's counters
+ * (count[] where sseqctl stats shows them, limit otherwise); this module alone changes them. So a
+ * new per-session limit is a slot here, its option (a row of account_options), its test and its
+ * display (a field of sseq.proto's Counters for its refusals, which the STATS query reports by
+ * itself); a new per-session policy on ops (a pause, as the in-flight cap) lives in
+ * account_op_begin and account_op_end. */
 #ifndef SSEQ_ACCOUNT_H
 #define SSEQ_ACCOUNT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "option.h"
@@ -31,6 +33,8 @@ struct account_counts {
 /* The limits admission checks against (sseqd(8), LIMITS), as its options set them. The
  * daemon-wide ones are each loop's share (main.c divides them among the loops). */
 struct account_limits {
+	uint64_t max_input_bytes; /* input buffered across all connections, past each one's
+				   * first SESSION_INPUT_BASE bytes */
 	uint64_t client_staging_bytes; /* staging arenas mapped per session */
 	uint64_t staging_bytes; /* ... and across sessions */
 	uint64_t client_memory_bytes; /* device memory per session; 0: no quota */
@@ -42,9 +46,9 @@ struct account_limits {
 
 #define ACCOUNT_LIMITS_DEFAULT                                                                     \
 	{                                                                                          \
-		.client_staging_bytes = 64ull << 30, .staging_bytes = 256ull << 30,                \
-		.client_memory_bytes = 0, .client_handles = 65536, .client_arenas = 256,           \
-		.arenas = 16384, .client_inflight = 65536,                                         \
+		.max_input_bytes = 64ull << 20, .client_staging_bytes = 64ull << 30,               \
+		.staging_bytes = 256ull << 30, .client_memory_bytes = 0, .client_handles = 65536,  \
+		.client_arenas = 256, .arenas = 16384, .client_inflight = 65536,                   \
 	}
 
 /* Their options, rows over struct account_limits (option.h), ending with a row named
@@ -101,6 +105,13 @@ void account_release_slot(struct session *s, struct account_rec *rec, enum accou
  * frames run again at the next turn. */
 void account_op_begin(struct session *s);
 void account_op_end(struct session *s);
+/* Input memory, the session's input buffer (conn.c): whether it may grow from `from` to
+ * `to` bytes within --max-input-memory: 0, or -EAGAIN with s paused for it (PAUSE_INPUT,
+ * counted and logged), until input memory is given back. Takes nothing. */
+int account_input_check(struct session *s, size_t from, size_t to);
+/* Its buffer went from `from` to `to` bytes (grown, given back, or adopted from 0): the
+ * daemon's input counters follow. The buffer's size is the record. */
+void account_input_move(struct session *s, size_t from, size_t to);
 /* What s (its session, its user, the daemon) holds in a slot now. */
 uint64_t account_used(struct session *s, enum account_slot slot);
 

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "account.h"
 #include "log.h"
 #include "out.h"
 #include "pause.h"
@@ -118,12 +119,6 @@ static void conn_input_released(struct server *srv)
 		conn_input_resume(s);
 }
 
-/* What of an input buffer of `cap` bytes counts against --max-input-memory. */
-static size_t input_large(size_t cap)
-{
-	return cap > SESSION_INPUT_BASE ? cap - SESSION_INPUT_BASE : 0;
-}
-
 /* Give the input buffer back (the session ended, or it sat idle). */
 void conn_input_free(struct session *s)
 {
@@ -134,8 +129,7 @@ void conn_input_free(struct session *s)
 		return;
 	free(in->buf);
 	in->buf = NULL;
-	srv->count[SSEQ_COUNTER_INPUT_BYTES] -= in->cap;
-	srv->limit.input_large_bytes -= input_large(in->cap);
+	account_input_move(s, in->cap, 0);
 	in->cap = in->len = 0;
 	conn_input_released(srv);
 }
@@ -147,8 +141,7 @@ void conn_input_adopt(struct session *s, uint8_t *bytes, size_t len)
 
 	in->buf = bytes;
 	in->len = in->cap = len;
-	srv->count[SSEQ_COUNTER_INPUT_BYTES] += len;
-	srv->limit.input_large_bytes += input_large(len);
+	account_input_move(s, 0, len);
 	in->last_read_ns = server_loop_ns(srv);
 }
 
@@ -272,31 +265,21 @@ void conn_process(struct session *s)
 static int conn_input_reserve(struct session *s)
 {
 	struct session_in *in = session_in(s);
-	struct server *srv = session_server(s);
-	size_t cap, grow;
+	size_t cap;
 	uint8_t *b;
+	int r;
 
 	if (in->cap - in->len >= SESSION_READ_CHUNK)
 		return 0;
 	cap = in->cap ? in->cap * 2 : SESSION_INPUT_BASE;
 	while (cap - in->len < SESSION_READ_CHUNK)
 		cap *= 2;
-	grow = input_large(cap) - input_large(in->cap);
-	if (grow && srv->limit.input_large_bytes + grow > srv->opts.limits.max_input_bytes) {
-		if (pause_set(s, PAUSE_INPUT)) {
-			srv->count[SSEQ_COUNTER_INPUT_PAUSED]++;
-			log_about(LOG_LVL_INFO, "session", SESSION_WHO(s),
-				"client %" PRIu64 " (pid %u): input paused: %" PRIu64
-				" bytes of large frames buffered (--max-input-memory %" PRIu64 ")",
-				session_id(s), session_ident(s)->pid, srv->limit.input_large_bytes,
-				srv->opts.limits.max_input_bytes);
-		}
-		return -EAGAIN;
-	}
+	r = account_input_check(s, in->cap, cap);
+	if (r < 0)
+		return r;
 	if (!(b = realloc(in->buf, cap)))
 		return -ENOMEM;
-	srv->count[SSEQ_COUNTER_INPUT_BYTES] += cap - in->cap;
-	srv->limit.input_large_bytes += grow;
+	account_input_move(s, in->cap, cap);
 	in->buf = b;
 	in->cap = cap;
 	return 0;

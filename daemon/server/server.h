@@ -74,14 +74,12 @@ struct server_limits {
 	unsigned max_clients_per_uid;
 	unsigned hello_timeout_ms; /* from accept to Hello */
 	unsigned frame_timeout_ms; /* from a frame's first byte to its last */
-	uint64_t max_input_bytes; /* input buffered across all connections */
 };
 
 #define SERVER_LIMITS_DEFAULT                                                                      \
 	{                                                                                          \
 		.socket_mode = 0660, .max_clients = 1024, .max_clients_per_uid = 256,              \
 		.hello_timeout_ms = 5000, .frame_timeout_ms = 10000,                               \
-		.max_input_bytes = 64ull << 20,                                                    \
 	}
 
 struct server_options {

@@ -297,7 +297,7 @@ static void conn_pause_for_input(struct tl *t, struct tl_client *c)
 	uint8_t *part = calloc(1, 65536);
 
 	ck_assert_ptr_nonnull(part);
-	t->srv.opts.limits.max_input_bytes = 256u << 10;
+	t->srv.opts.account.max_input_bytes = 256u << 10;
 	conn_open(t, c);
 	frame_put_len(part, FRAME_MAX);
 	for (int i = 0; i < 16 && !pause_has(&c->s->pause, PAUSE_INPUT); i++) {
