@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "request-build.h"
 #include "sseq-frame.h"
 #include "sseq.pb-c.h"
 
@@ -27,10 +28,11 @@ struct out {
 static const char *dir;
 static unsigned nwritten;
 
-/* Every message comes from here and lives as long as the program: nothing to free. */
+/* Every message comes from here and lives as long as the program: nothing to free. Room for
+ * some 600 struct harness_req (3 KiB each: any of them may hold a whole Execute). */
 static void *zalloc(size_t n)
 {
-	static max_align_t pool[1 << 15];
+	static max_align_t pool[(2 << 20) / sizeof(max_align_t)];
 	static size_t used;
 	size_t units = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t);
 
@@ -62,12 +64,23 @@ static uint64_t next_tag;
 /* The next session's fault seed, when 0 derived from its name. */
 static uint8_t next_fault_seed;
 
+static Sseq__Request *rq_tag(Sseq__Request *r)
+{
+	r->tag = ++next_tag;
+	return r;
+}
+
 static Sseq__Request *rq_new(void)
 {
 	Sseq__Request *r = zalloc(sizeof(*r));
 	sseq__request__init(r);
-	r->tag = ++next_tag;
-	return r;
+	return rq_tag(r);
+}
+
+/* For request-build.h's builders, which set all but the tag. */
+static struct harness_req *rq_room(void)
+{
+	return zalloc(sizeof(struct harness_req));
 }
 
 static Sseq__Request *rq_hello(void)
@@ -117,148 +130,42 @@ static Sseq__Request *rq_unstage(uint64_t h)
 
 static Sseq__Request *rq_alloc(uint64_t size)
 {
-	Sseq__Request *r = rq_new();
-	Sseq__Alloc *a = zalloc(sizeof(*a));
-	sseq__alloc__init(a);
-	a->size = size;
-	a->label = "buf";
-	r->body_case = SSEQ__REQUEST__BODY_ALLOC;
-	r->alloc = a;
-	return r;
+	return rq_tag(harness_req_alloc(rq_room(), size, "buf", 0));
 }
 
 static Sseq__Request *rq_free(uint64_t h)
 {
-	Sseq__Request *r = rq_new();
-	Sseq__Free *f = zalloc(sizeof(*f));
-	sseq__free__init(f);
-	f->buffer = h;
-	r->body_case = SSEQ__REQUEST__BODY_FREE;
-	r->free = f;
-	return r;
+	return rq_tag(harness_req_free(rq_room(), h));
 }
 
 static Sseq__Request *rq_slice(uint64_t h, uint64_t off, uint64_t len)
 {
-	Sseq__Request *r = rq_new();
-	Sseq__Slice *s = zalloc(sizeof(*s));
-	sseq__slice__init(s);
-	s->buffer = h;
-	s->offset = off;
-	s->length = len;
-	r->body_case = SSEQ__REQUEST__BODY_SLICE;
-	r->slice = s;
-	return r;
+	return rq_tag(harness_req_slice(rq_room(), h, off, len, 0));
 }
 
 static Sseq__Request *rq_h2d(
 	uint64_t st, uint64_t st_off, uint64_t dst, uint64_t dst_off, uint64_t len)
 {
-	Sseq__Request *r = rq_new();
-	Sseq__CopyH2D *c = zalloc(sizeof(*c));
-	sseq__copy_h2_d__init(c);
-	c->staging = st;
-	c->staging_offset = st_off;
-	c->dst = dst;
-	c->dst_offset = dst_off;
-	c->length = len;
-	r->body_case = SSEQ__REQUEST__BODY_COPY_H2D;
-	r->copy_h2d = c;
-	return r;
+	return rq_tag(harness_req_h2d(rq_room(), st, st_off, dst, dst_off, len));
 }
 
 static Sseq__Request *rq_d2h(
 	uint64_t src, uint64_t src_off, uint64_t st, uint64_t st_off, uint64_t len)
 {
-	Sseq__Request *r = rq_new();
-	Sseq__CopyD2H *c = zalloc(sizeof(*c));
-	sseq__copy_d2_h__init(c);
-	c->src = src;
-	c->src_offset = src_off;
-	c->staging = st;
-	c->staging_offset = st_off;
-	c->length = len;
-	r->body_case = SSEQ__REQUEST__BODY_COPY_D2H;
-	r->copy_d2h = c;
-	return r;
+	return rq_tag(harness_req_d2h(rq_room(), src, src_off, st, st_off, len));
 }
 
 static Sseq__Request *rq_d2d(
 	uint64_t src, uint64_t src_off, uint64_t dst, uint64_t dst_off, uint64_t len)
 {
-	Sseq__Request *r = rq_new();
-	Sseq__CopyD2D *c = zalloc(sizeof(*c));
-	sseq__copy_d2_d__init(c);
-	c->src = src;
-	c->src_offset = src_off;
-	c->dst = dst;
-	c->dst_offset = dst_off;
-	c->length = len;
-	r->body_case = SSEQ__REQUEST__BODY_COPY_D2D;
-	r->copy_d2d = c;
-	return r;
+	return rq_tag(harness_req_d2d(rq_room(), src, src_off, dst, dst_off, len));
 }
 
-/* Arguments as a tiny language: 'i' 'o' 'x' buffers (in, out, inout) taking the next
- * handle, 'f' f32, 'u' u64, 'd' i32, 'I' i64, 'U' u32, 'F' f64 taking the next value. */
-static Sseq__Request *rq_exec(const char *kernel, const char *sig, const uint64_t *vals)
+/* sig, bufs and nums as harness_req_exec's. */
+static Sseq__Request *rq_exec(
+	const char *kernel, const char *sig, const uint64_t *bufs, const double *nums)
 {
-	Sseq__Request *r = rq_new();
-	Sseq__Execute *e = zalloc(sizeof(*e));
-	size_t n = strlen(sig);
-
-	sseq__execute__init(e);
-	e->target_case = SSEQ__EXECUTE__TARGET_KERNEL;
-	e->kernel = (char *)kernel;
-	e->n_args = n;
-	e->args = zalloc(n * sizeof(*e->args));
-	for (size_t i = 0; i < n; i++) {
-		Sseq__Arg *a = zalloc(sizeof(*a));
-		sseq__arg__init(a);
-		switch (sig[i]) {
-		case 'i':
-		case 'o':
-		case 'x': {
-			Sseq__BufferArg *b = zalloc(sizeof(*b));
-			sseq__buffer_arg__init(b);
-			b->handle = vals[i];
-			b->access = sig[i] == 'i' ? SSEQ__ACCESS__ACCESS_IN
-				: sig[i] == 'o'	  ? SSEQ__ACCESS__ACCESS_OUT
-						  : SSEQ__ACCESS__ACCESS_INOUT;
-			a->value_case = SSEQ__ARG__VALUE_BUFFER;
-			a->buffer = b;
-			break;
-		}
-		case 'f':
-			a->value_case = SSEQ__ARG__VALUE_F32;
-			a->f32 = (float)vals[i];
-			break;
-		case 'F':
-			a->value_case = SSEQ__ARG__VALUE_F64;
-			a->f64 = (double)vals[i];
-			break;
-		case 'u':
-			a->value_case = SSEQ__ARG__VALUE_U64;
-			a->u64 = vals[i];
-			break;
-		case 'U':
-			a->value_case = SSEQ__ARG__VALUE_U32;
-			a->u32 = (uint32_t)vals[i];
-			break;
-		case 'I':
-			a->value_case = SSEQ__ARG__VALUE_I64;
-			a->i64 = (int64_t)vals[i];
-			break;
-		default:
-			a->value_case = SSEQ__ARG__VALUE_I32;
-			a->i32 = (int32_t)vals[i];
-			break;
-		}
-		e->args[i] = a;
-	}
-	r->body_case = SSEQ__REQUEST__BODY_EXECUTE;
-	r->execute = e;
-	return r;
+	return rq_tag(harness_req_exec(rq_room(), kernel, sig, bufs, nums));
 }
 
 /* r (a copy or an Execute) named on the session's lane `lane`. */
@@ -302,7 +209,7 @@ static uint32_t lane_of(const Sseq__Request *r)
 
 static Sseq__Request *rq_function(uint64_t module, const char *name, uint64_t buf)
 {
-	Sseq__Request *r = rq_exec("", "x", (uint64_t[]){buf});
+	Sseq__Request *r = rq_exec("", "x", (uint64_t[]){buf}, NULL);
 	Sseq__ModuleFunction *mf = zalloc(sizeof(*mf));
 	Sseq__Grid *g = zalloc(sizeof(*g));
 
@@ -332,23 +239,12 @@ static Sseq__Request *rq_load(const char *path)
 
 static Sseq__Request *rq_await(uint64_t h)
 {
-	Sseq__Request *r = rq_new();
-	Sseq__Await *a = zalloc(sizeof(*a));
-	sseq__await__init(a);
-	a->buffer = h;
-	r->body_case = SSEQ__REQUEST__BODY_AWAIT;
-	r->await = a;
-	return r;
+	return rq_tag(harness_req_await(rq_room(), h));
 }
 
 static Sseq__Request *rq_sync(void)
 {
-	Sseq__Request *r = rq_new();
-	Sseq__Sync *s = zalloc(sizeof(*s));
-	sseq__sync__init(s);
-	r->body_case = SSEQ__REQUEST__BODY_SYNC;
-	r->sync = s;
-	return r;
+	return rq_tag(harness_req_sync(rq_room()));
 }
 
 static Sseq__Request *rq_query(Sseq__QueryKind kind, bool follow)
@@ -538,41 +434,42 @@ int main(int argc, char **argv)
 	/* staging H(1), buffers H(2), H(3) */
 	SESSION("upload-fill-download", 7, "\x03\x01\x02", rq_hello(), rq_staging(8192),
 		rq_alloc(4096), rq_h2d(H(1), 0, H(2), 0, 4096),
-		rq_exec("fill", "ofu", (uint64_t[]){H(2), 1, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(2)}, (double[]){1, 1024}),
 		rq_d2h(H(2), 0, H(1), 4096, 4096), rq_free(H(2)), rq_sync());
 	SESSION("h2d-scale-d2h", 2, "\x05\x00\x07\x02\x01\x04", rq_hello(), rq_staging(8192),
 		rq_alloc(4096), rq_alloc(4096), rq_h2d(H(1), 0, H(2), 0, 4096),
-		rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3), 2, 1024}),
+		rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3)}, (double[]){2, 1024}),
 		rq_d2h(H(3), 0, H(1), 4096, 4096), rq_await(H(3)), rq_free(H(2)), rq_free(H(3)));
 	/* The XLA bug's shape: H2D, unrelated kernels moving compute on, a kernel on a slice
 	 * of the copied buffer, a free while it reads. */
 	SESSION("slice-of-h2d", 2 | TWO, "\x07\x03\x00\x00\x05\x01", rq_hello(), rq_staging(8192),
 		rq_alloc(8192), rq_alloc(4096), rq_h2d(H(1), 0, H(2), 0, 8192),
-		rq_exec("fill", "ofu", (uint64_t[]){H(3), 3, 1024}),
-		rq_exec("fill", "ofu", (uint64_t[]){H(3), 4, 1024}), rq_slice(H(2), 4096, 4096),
-		rq_exec("scale", "iofu", (uint64_t[]){H(4), H(3), 2, 1024}), rq_free(H(2)),
-		rq_d2h(H(3), 0, H(1), 0, 4096), rq_free(H(4)), rq_free(H(3)));
+		rq_exec("fill", "ofu", (uint64_t[]){H(3)}, (double[]){3, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(3)}, (double[]){4, 1024}),
+		rq_slice(H(2), 4096, 4096),
+		rq_exec("scale", "iofu", (uint64_t[]){H(4), H(3)}, (double[]){2, 1024}),
+		rq_free(H(2)), rq_d2h(H(3), 0, H(1), 0, 4096), rq_free(H(4)), rq_free(H(3)));
 	SESSION("d2d", 3, "\x00\x04\x01", rq_hello(), rq_staging(4096), rq_alloc(4096),
 		rq_alloc(4096), rq_h2d(H(1), 0, H(2), 0, 4096), rq_d2d(H(2), 0, H(3), 0, 4096),
 		rq_d2d(H(3), 0, H(3), 2048, 2048), rq_d2h(H(3), 0, H(1), 0, 4096), rq_sync());
 	SESSION("add-axpy-reduce", 7, "\x01\x01\x04", rq_hello(), rq_alloc(4096), rq_alloc(4096),
 		rq_alloc(4096), rq_alloc(64),
-		rq_exec("iota", "offu", (uint64_t[]){H(1), 0, 1, 1024}),
-		rq_exec("fill", "ofu", (uint64_t[]){H(2), 1, 1024}),
-		rq_exec("add", "iiou", (uint64_t[]){H(1), H(2), H(3), 1024}),
-		rq_exec("axpy", "fixu", (uint64_t[]){2, H(1), H(3), 1024}),
-		rq_exec("reduce_sum", "iou", (uint64_t[]){H(3), H(4), 1024}), rq_await(H(4)),
-		rq_sync());
+		rq_exec("iota", "offu", (uint64_t[]){H(1)}, (double[]){0, 1, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(2)}, (double[]){1, 1024}),
+		rq_exec("add", "iiou", (uint64_t[]){H(1), H(2), H(3)}, (double[]){1024}),
+		rq_exec("axpy", "fixu", (uint64_t[]){H(1), H(3)}, (double[]){2, 1024}),
+		rq_exec("reduce_sum", "iou", (uint64_t[]){H(3), H(4)}, (double[]){1024}),
+		rq_await(H(4)), rq_sync());
 	SESSION("batch", 7, "\x01\x02", rq_hello(), rq_staging(4096),
 		BATCH(rq_alloc(4096), rq_h2d(H(1), 0, H(2), 0, 4096),
-			rq_exec("scale", "iofu", (uint64_t[]){H(2), H(2), 3, 1024}),
+			rq_exec("scale", "iofu", (uint64_t[]){H(2), H(2)}, (double[]){3, 1024}),
 			rq_d2h(H(2), 0, H(1), 0, 4096)),
 		rq_sync());
 	SESSION("batch-staging", 7, "", rq_hello(),
 		BATCH(rq_staging(4096), rq_staging(4096), rq_alloc(4096)),
 		rq_h2d(H(1), 0, H(3), 0, 4096), rq_d2h(H(3), 0, H(2), 0, 4096));
 	SESSION("queries", 7, "\x01", rq_hello(), rq_alloc(4096),
-		rq_exec("fill", "ofu", (uint64_t[]){H(1), 1, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){1, 1024}),
 		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_STATUS, false),
 		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS, false),
 		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_BUFFERS, false),
@@ -580,18 +477,18 @@ int main(int argc, char **argv)
 		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_STATS, false),
 		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_METRICS, false),
 		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_TRACE, true),
-		rq_exec("fill", "ofu", (uint64_t[]){H(1), 2, 1024}));
+		rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){2, 1024}));
 	/* module H(2), its function run on buffer H(1) */
 	SESSION("module", 7, "\x01\x02", rq_hello(), rq_alloc(4096), rq_load("m.co"),
 		rq_function(H(2), "kern", H(1)), rq_function(H(2), "kern", H(1)),
 		rq_function(H(2), "_missing", H(1)), rq_load("../etc/passwd"), rq_sync());
 	/* A window of 2 fills at once. */
 	SESSION("backpressure", 0, "\x00", rq_hello(), rq_alloc(4096),
-		rq_exec("fill", "ofu", (uint64_t[]){H(1), 1, 1024}),
-		rq_exec("fill", "ofu", (uint64_t[]){H(1), 2, 1024}),
-		rq_exec("fill", "ofu", (uint64_t[]){H(1), 3, 1024}),
-		rq_exec("fill", "ofu", (uint64_t[]){H(1), 4, 1024}),
-		rq_exec("fill", "ofu", (uint64_t[]){H(1), 5, 1024}), rq_sync());
+		rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){1, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){2, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){3, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){4, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){5, 1024}), rq_sync());
 	SESSION("kill-in-flight", 7 | KILL, "\x00", rq_hello(), rq_staging(4096), rq_alloc(4096),
 		rq_h2d(H(1), 0, H(2), 0, 4096), rq_d2h(H(2), 0, H(1), 0, 4096), rq_unstage(H(1)),
 		rq_free(H(2)));
@@ -600,15 +497,16 @@ int main(int argc, char **argv)
 		rq_await(H(2)));
 	SESSION("faults", 7 | FAULTS, "\x00\x0f\x00\x1f\x00\x00\x3f\x00\x0f\x1f", rq_hello(),
 		rq_staging(4096), rq_alloc(4096), rq_alloc(4096), rq_h2d(H(1), 0, H(2), 0, 4096),
-		rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3), 2, 1024}),
-		rq_exec("scale", "iofu", (uint64_t[]){H(3), H(2), 2, 1024}),
+		rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3)}, (double[]){2, 1024}),
+		rq_exec("scale", "iofu", (uint64_t[]){H(3), H(2)}, (double[]){2, 1024}),
 		rq_d2h(H(2), 0, H(1), 0, 4096), rq_await(H(3)), rq_sync());
 	SESSION("slice-faults", 2 | TWO | FAULTS | KILL, "\x01\x02\x03", rq_hello(),
 		rq_staging(8192), rq_alloc(8192), rq_alloc(4096), rq_slice(H(2), 0, 4096),
 		rq_h2d(H(1), 0, H(2), 0, 8192),
-		rq_exec("scale", "iofu", (uint64_t[]){H(4), H(3), 2, 1024}),
+		rq_exec("scale", "iofu", (uint64_t[]){H(4), H(3)}, (double[]){2, 1024}),
 		rq_d2d(H(3), 0, H(2), 4096, 4096), rq_d2h(H(2), 0, H(1), 0, 8192),
-		rq_exec("fill", "ofu", (uint64_t[]){H(3), 1, 1024}), rq_await(H(2)), rq_sync());
+		rq_exec("fill", "ofu", (uint64_t[]){H(3)}, (double[]){1, 1024}), rq_await(H(2)),
+		rq_sync());
 	/* A step after each frame: the H2D fails on the device (fault seed 1) and is reported
 	 * before its readers come, which must then fail unlaunched (I9). */
 	next_fault_seed = 1;
@@ -617,43 +515,46 @@ int main(int argc, char **argv)
 		"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01",
 		rq_hello(), rq_staging(4096), rq_alloc(4096), rq_alloc(4096),
 		rq_h2d(H(1), 0, H(2), 0, 4096), rq_sync(), rq_await(H(2)),
-		rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3), 2, 1024}),
+		rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3)}, (double[]){2, 1024}),
 		rq_d2d(H(2), 0, H(3), 0, 4096), rq_d2h(H(2), 0, H(1), 0, 4096), rq_await(H(3)));
 	SESSION("bad-requests", 7, "", rq_hello(), rq_alloc(0), rq_alloc(4096), rq_free(77),
 		rq_h2d(H(9), 0, H(1), 0, 16), rq_d2h(H(1), 4000, H(9), 0, 200),
-		rq_d2d(H(1), 0, H(1), 0, 0), rq_slice(H(1), 4096, 1), rq_exec("nope", "", NULL),
-		rq_exec("fill", "ofu", (uint64_t[]){H(1), 1, 2048}),
-		rq_exec("fill", "ifu", (uint64_t[]){H(1), 1, 16}), rq_await(5), rq_hello());
+		rq_d2d(H(1), 0, H(1), 0, 0), rq_slice(H(1), 4096, 1),
+		rq_exec("nope", "", NULL, NULL),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){1, 2048}),
+		rq_exec("fill", "ifu", (uint64_t[]){H(1)}, (double[]){1, 16}), rq_await(5),
+		rq_hello());
 	SESSION("no-hello", 7, "", rq_alloc(4096));
 	SESSION("nested-batch", 7, "", rq_hello(), BATCH(rq_sync(), BATCH(rq_sync())));
 	SESSION("conv2d", 7, "\x01\x03", rq_hello(), rq_alloc(4 * 64), rq_alloc(4 * 9),
 		rq_alloc(4 * 36),
-		rq_exec("conv2d", "iiodddddddddddddddddd",
-			(uint64_t[]){H(1), H(2), H(3), 1, 1, 8, 8, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1,
-				1, 1, 1}),
+		rq_exec("conv2d", "iionnnnnnnnnnnnnnnnnn", (uint64_t[]){H(1), H(2), H(3)},
+			(double[]){1, 1, 8, 8, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1}),
 		rq_await(H(3)));
-	SESSION("spin", 7, "\x02", rq_hello(), rq_exec("spin", "u", (uint64_t[]){1000}), rq_sync());
+	SESSION("spin", 7, "\x02", rq_hello(), rq_exec("spin", "u", NULL, (double[]){1000}),
+		rq_sync());
 	/* Lanes (three compute streams): work on both of a session's lanes over the same
 	 * buffers, so every hand-off between them is a wait between compute streams; then a
 	 * lane it does not have, and a Hello asking for too many. */
 	SESSION("lanes", 7 | LANES | TWO, "\x03\x01\x00\x02\x05", rq_hello_lanes(2),
 		rq_staging(8192), rq_alloc(4096), rq_alloc(4096), rq_alloc(4096),
 		on_lane(0, rq_h2d(H(1), 0, H(2), 0, 4096)),
-		on_lane(1, rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3), 2, 1024})),
-		on_lane(0, rq_exec("scale", "iofu", (uint64_t[]){H(3), H(4), 3, 1024})),
+		on_lane(1, rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3)}, (double[]){2, 1024})),
+		on_lane(0, rq_exec("scale", "iofu", (uint64_t[]){H(3), H(4)}, (double[]){3, 1024})),
 		on_lane(1, rq_d2d(H(4), 0, H(2), 0, 4096)),
-		on_lane(1, rq_exec("fill", "ofu", (uint64_t[]){H(3), 1, 1024})),
+		on_lane(1, rq_exec("fill", "ofu", (uint64_t[]){H(3)}, (double[]){1, 1024})),
 		on_lane(1, rq_d2h(H(2), 0, H(1), 4096, 4096)),
-		on_lane(2, rq_exec("fill", "ofu", (uint64_t[]){H(3), 1, 1024})),
+		on_lane(2, rq_exec("fill", "ofu", (uint64_t[]){H(3)}, (double[]){1, 1024})),
 		on_lane(9, rq_h2d(H(1), 0, H(2), 0, 4096)), rq_free(H(3)), rq_sync());
 	SESSION("lanes-refused", 7 | LANES, "", rq_hello_lanes(9), rq_hello_lanes(8),
-		rq_alloc(4096), on_lane(7, rq_exec("fill", "ofu", (uint64_t[]){H(1), 1, 1024})),
+		rq_alloc(4096),
+		on_lane(7, rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){1, 1024})),
 		rq_await(H(1)));
 	SESSION("lanes-faults-kill", 2 | LANES | FAULTS | KILL, "\x01\x02\x03\x00\x01",
 		rq_hello_lanes(3), rq_staging(4096), rq_alloc(4096), rq_alloc(4096),
 		on_lane(2, rq_h2d(H(1), 0, H(2), 0, 4096)),
-		on_lane(1, rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3), 2, 1024})),
-		on_lane(2, rq_exec("scale", "iofu", (uint64_t[]){H(3), H(2), 2, 1024})),
+		on_lane(1, rq_exec("scale", "iofu", (uint64_t[]){H(2), H(3)}, (double[]){2, 1024})),
+		on_lane(2, rq_exec("scale", "iofu", (uint64_t[]){H(3), H(2)}, (double[]){2, 1024})),
 		on_lane(0, rq_d2h(H(2), 0, H(1), 0, 4096)), rq_sync());
 	{
 		/* Frames the daemon must refuse before it allocates: oversize, then torn. */
@@ -692,23 +593,23 @@ int main(int argc, char **argv)
 	/* A Batch held back by a full window (2) part-way through: the rest runs once. */
 	RESUME_AT(3, 0, 0);
 	SESSION("resume-held-batch", 0, "", rq_hello(), rq_alloc(4096),
-		BATCH(rq_exec("fill", "ofu", (uint64_t[]){H(1), 1, 1024}),
-			rq_exec("fill", "ofu", (uint64_t[]){H(1), 2, 1024}),
-			rq_exec("fill", "ofu", (uint64_t[]){H(1), 3, 1024}),
-			rq_exec("fill", "ofu", (uint64_t[]){H(1), 4, 1024}), rq_alloc(64),
-			rq_sync()),
+		BATCH(rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){1, 1024}),
+			rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){2, 1024}),
+			rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){3, 1024}),
+			rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){4, 1024}),
+			rq_alloc(64), rq_sync()),
 		rq_sync());
 	/* A client that reads nothing: the queries' results fill its socket, so replies and
 	 * the Sync's Completion are still unwritten at the exec. */
 	RESUME_AT(255, 0, 1);
 	SESSION("resume-unwritten", 7, "\x01", rq_hello(), rq_alloc(4096), rq_staging(4096),
-		rq_exec("fill", "ofu", (uint64_t[]){H(1), 1, 1024}),
+		rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){1, 1024}),
 		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_METRICS, false),
 		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_METRICS, false),
 		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_METRICS, false),
 		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_STATUS, false),
 		rq_query(SSEQ__QUERY_KIND__QUERY_KIND_METRICS, false),
-		rq_exec("fill", "ofu", (uint64_t[]){H(1), 2, 1024}), rq_sync());
+		rq_exec("fill", "ofu", (uint64_t[]){H(1)}, (double[]){2, 1024}), rq_sync());
 	wire_padded();
 	printf("gen-corpus: wrote %u files under %s\n", nwritten, dir);
 	/* The requests are left to the process's end: a generator, not a library. */
