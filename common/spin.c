@@ -119,23 +119,21 @@ static unsigned spin_runnable_cached(void)
 	return atomic_load_explicit(&spin_runnable_now, memory_order_relaxed);
 }
 
-/* Whether a core is free for the caller with `spare` more beside it. */
-static bool spin_free_leaving(unsigned spare)
+/* Whether a core is free for the caller, with the client's spare ones beside it. */
+static bool spin_free_for(bool client)
 {
 	pthread_once(&spin_once, spin_init);
 	if (spin_policy != SPIN_AUTO)
 		return spin_policy == SPIN_ALWAYS;
-	const unsigned runnable = spin_runnable_cached();
-	return spin_decide(SPIN_AUTO, runnable, spin_cpus, spare);
+	return spin_decide(SPIN_AUTO, spin_runnable_cached(), spin_cpus, client ? spin_spare : 0);
 }
 
 bool spin_core_free(void)
 {
-	return spin_free_leaving(0);
+	return spin_free_for(false);
 }
 
 bool spin_client_core_free(void)
 {
-	pthread_once(&spin_once, spin_init);
-	return spin_free_leaving(spin_spare);
+	return spin_free_for(true);
 }
