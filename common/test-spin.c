@@ -64,32 +64,48 @@ static void *busy(void *arg)
 	return NULL;
 }
 
-/* More busy threads than this process may use CPUs: the machine has no free core for
- * them, so within a few rechecks the answer is no (whatever else the machine runs: the
- * count only grows with it). */
-START_TEST(test_no_free_core_under_more_busy_threads_than_cpus)
+/* The CPUs this process may use. */
+static unsigned usable_cpus(void)
 {
 	cpu_set_t set;
-	unsigned cpus, n;
+
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+	return (unsigned)CPU_COUNT(&set);
+}
+
+/* What ask() says after n busy threads ran long enough for a few rechecks to see them: it
+ * stops asking at the first no. */
+static bool asked_under_busy_threads(unsigned n, bool (*ask)(void))
+{
 	pthread_t th[66];
 	bool free_core = true;
 
-	unsetenv("SSEQ_SPIN_POLICY");
-	ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
-	cpus = (unsigned)CPU_COUNT(&set);
-	n = cpus + 2 < 66 ? cpus + 2 : 66;
+	ck_assert_uint_le(n, 66);
+	atomic_store(&busy_stop, false);
 	for (unsigned i = 0; i < n; i++)
 		ck_assert_int_eq(pthread_create(&th[i], NULL, busy, NULL), 0);
 	for (int k = 0; k < 2000 && free_core; k++) {
 		struct timespec nap = {0, 2 * SPIN_RECHECK_NS};
 
 		nanosleep(&nap, NULL);
-		free_core = spin_core_free();
+		free_core = ask();
 	}
 	atomic_store(&busy_stop, true);
 	for (unsigned i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
-	ck_assert_msg(!free_core, "%u busy threads on %u CPUs, and still told to spin", n, cpus);
+	return free_core;
+}
+
+/* More busy threads than this process may use CPUs: the machine has no free core for
+ * them, so within a few rechecks the answer is no (whatever else the machine runs: the
+ * count only grows with it). */
+START_TEST(test_no_free_core_under_more_busy_threads_than_cpus)
+{
+	const unsigned cpus = usable_cpus(), n = cpus + 2 < 66 ? cpus + 2 : 66;
+
+	unsetenv("SSEQ_SPIN_POLICY");
+	ck_assert_msg(!asked_under_busy_threads(n, spin_core_free),
+		"%u busy threads on %u CPUs, and still told to spin", n, cpus);
 }
 END_TEST
 
@@ -112,29 +128,12 @@ END_TEST
  * still free for the daemon's own waiters. */
 START_TEST(test_client_leaves_spare_cores_to_the_daemon)
 {
-	cpu_set_t set;
-	unsigned cpus, spare, n;
-	pthread_t th[66];
-	bool free_core = true;
+	const unsigned cpus = usable_cpus(), spare = spin_client_spare(NULL, cpus);
+	const unsigned n = cpus - spare < 66 ? cpus - spare : 66;
 
 	unsetenv("SSEQ_SPIN_POLICY");
 	unsetenv("SSEQ_SPIN_SPARE");
-	ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
-	cpus = (unsigned)CPU_COUNT(&set);
-	spare = spin_client_spare(NULL, cpus);
-	n = cpus - spare < 66 ? cpus - spare : 66;
-	for (unsigned i = 0; i < n; i++)
-		ck_assert_int_eq(pthread_create(&th[i], NULL, busy, NULL), 0);
-	for (int k = 0; k < 2000 && free_core; k++) {
-		struct timespec nap = {0, 2 * SPIN_RECHECK_NS};
-
-		nanosleep(&nap, NULL);
-		free_core = spin_client_core_free();
-	}
-	atomic_store(&busy_stop, true);
-	for (unsigned i = 0; i < n; i++)
-		pthread_join(th[i], NULL);
-	ck_assert_msg(!free_core,
+	ck_assert_msg(!asked_under_busy_threads(n, spin_client_core_free),
 		"%u busy threads on %u CPUs (%u to spare), and a client still told to spin", n,
 		cpus, spare);
 }
