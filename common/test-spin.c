@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -139,6 +140,33 @@ START_TEST(test_client_leaves_spare_cores_to_the_daemon)
 }
 END_TEST
 
+/* $SSEQ_SPIN_SPARE reaches the client's answer: with every core to spare a client never
+ * spins, checked whenever the daemon's rule, on the same cached count, would (a machine
+ * with no free core for the whole second tells nothing, and this test says so). */
+START_TEST(test_client_spare_from_the_environment)
+{
+	const unsigned cpus = usable_cpus();
+	struct timespec nap = {0, 2 * SPIN_RECHECK_NS};
+	char value[16];
+	int seen = 0;
+
+	unsetenv("SSEQ_SPIN_POLICY");
+	snprintf(value, sizeof(value), "%u", cpus);
+	setenv("SSEQ_SPIN_SPARE", value, 1);
+	for (int k = 0; k < 2000 && seen < 20; k++) {
+		if (spin_core_free()) {
+			seen++;
+			ck_assert_msg(!spin_client_core_free(),
+				"SSEQ_SPIN_SPARE=%u on %u CPUs, and a client told to spin", cpus,
+				cpus);
+		}
+		nanosleep(&nap, NULL);
+	}
+	if (!seen)
+		printf("test-spin: no free core seen in a second: the spare setting not checked\n");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *suite = suite_create("spin");
@@ -153,6 +181,7 @@ int main(void)
 	tcase_add_test(tc, test_no_free_core_under_more_busy_threads_than_cpus);
 	tcase_add_test(tc, test_client_spare_cores);
 	tcase_add_test(tc, test_client_leaves_spare_cores_to_the_daemon);
+	tcase_add_test(tc, test_client_spare_from_the_environment);
 	suite_add_tcase(suite, tc);
 	sr = srunner_create(suite);
 	srunner_run_all(sr, CK_ENV);
