@@ -389,6 +389,7 @@ void account_input_move(struct session *s, size_t from, size_t to)
 {
 	struct server *srv = session_server(s);
 
+	/* Unsigned differences: a buffer given back subtracts, modulo 2^64. */
 	srv->count[SSEQ_COUNTER_INPUT_BYTES] += (uint64_t)to - from;
 	srv->limit.input_large_bytes += account_input_large(to) - account_input_large(from);
 }
