@@ -27,7 +27,7 @@
 # $EXP: a build of the daemon with bench/roundtrip-exp.patch (completion and submit threads'
 # idle spin from $SSEQ_EXP_IDLE_SPIN_NS), for the rows that turn it off; measurement only.
 # $ROUNDS: round trips per client instead of 2000/500/300/100; $BACKEND: sim to try the
-# script where there is no GPU. Prints key=value lines; everything goes under $OUT (default /tmp/sseq-bench).
+# script where there is no GPU; $SSEQD_NICE: the daemon's nice value (default 0). Prints key=value lines; everything goes under $OUT (default /tmp/sseq-bench).
 # Usage: bench/roundtrip.sh BUILD_DIR [SECTION...]   (default: table native knobs cores)
 set -uo pipefail
 B=${1:?usage: roundtrip.sh BUILD_DIR [SECTION...]}
@@ -64,7 +64,7 @@ start_daemon() { # bin cpus env -- opts...
 	shift 4
 	rm -f "$sock"
 	# shellcheck disable=SC2086 # env words
-	taskset -c "$cpus" env $envs "$bin" --backend "${BACKEND:-hip}" --kernels "$img" --socket "$sock" \
+	taskset -c "$cpus" nice -n "${SSEQD_NICE:-0}" env $envs "$bin" --backend "${BACKEND:-hip}" --kernels "$img" --socket "$sock" \
 		--log-level warning "$@" 2>>"$O/roundtrip-sseqd.log" &
 	dpid=$!
 	for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.05; done

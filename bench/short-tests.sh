@@ -8,6 +8,7 @@
 # Usage: bench/short-tests.sh BUILD_DIR [SECTION...]   sections: sseq torch cores (default all)
 # $KINDS: the shapes (default "spin2000 spin20000 download sync2000"; "none", an empty test,
 # is pytest's own floor); $NS: the -n values (default "0 8 16"); $SSEQD_OPTS / $SSEQD_ENV: the daemon's options and environment;
+# $SSEQD_NICE: the daemon's nice value (default 0; the unit's Nice= is the case to compare);
 # $PYTHON: the interpreter with pytest, xdist and numpy (torch for the torch section).
 # $SHORT_TESTS: tests per run instead of 48 (a variant beside the headline: with 48 tests
 # and 16 workers each worker runs 3, while the others are still starting up).
@@ -59,7 +60,7 @@ run_pytest() { # label cpus n file [-p plugin]
 start_sseqd() { # cpus
 	rm -f "$sock"
 	# shellcheck disable=SC2086 # words
-	taskset -c "$1" env ${SSEQD_ENV:-} "$B/daemon/sseqd" --backend "${BACKEND:-hip}" --kernels "$img" --socket "$sock" \
+	taskset -c "$1" nice -n "${SSEQD_NICE:-0}" env ${SSEQD_ENV:-} "$B/daemon/sseqd" --backend "${BACKEND:-hip}" --kernels "$img" --socket "$sock" \
 		--log-level warning ${SSEQD_OPTS:-} 2>>"$O/short-sseqd.log" &
 	dpid=$!
 	for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.05; done
@@ -75,7 +76,7 @@ for section in $sections; do
 		for kind in $KINDS; do
 			for n in $NS; do
 				d0=$(ticks "$dpid")
-				say "$(run_pytest sseq "$all" "$n" test_short.py "$kind" -p sseq.pytest_plugin) daemon_cpu_s=$(cpu_s $(($(ticks "$dpid") - d0))) opts=\"${SSEQD_OPTS:-}\" env=\"${SSEQD_ENV:-}\""
+				say "$(run_pytest sseq "$all" "$n" test_short.py "$kind" -p sseq.pytest_plugin) daemon_cpu_s=$(cpu_s $(($(ticks "$dpid") - d0))) opts=\"${SSEQD_OPTS:-}\" env=\"${SSEQD_ENV:-}\" nice=${SSEQD_NICE:-0}"
 			done
 		done
 		stop_sseqd
