@@ -1,6 +1,8 @@
 /* Integration tests for sseqd: a real daemon process on a real Unix socket, driven with
  * raw protobuf frames so that every request type and every kind of bad input (garbage,
  * oversize frames, unsealed memfds, foreign handles) can be sent exactly as written. */
+#include <stdatomic.h>
+
 #include "daemon-harness.h"
 
 /* ---- the tests ------------------------------------------------------------------------ */
@@ -789,6 +791,105 @@ START_TEST(test_order_holds_across_lanes)
 }
 END_TEST
 
+/* Read messages until the QueryResult of a STATS query sent now: its completions_written,
+ * failing if a Completion for `d2h` comes first (the daemon wrote that one's word). */
+static uint64_t written_before_stats(int fd, uint64_t d2h)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__Query q = SSEQ__QUERY__INIT;
+	uint64_t written;
+
+	q.kind = SSEQ__QUERY_KIND__QUERY_KIND_STATS;
+	rq.body_case = SSEQ__REQUEST__BODY_QUERY;
+	rq.query = &q;
+	send_tagged(fd, &rq);
+	for (;;) {
+		Sseq__Message *m = recv_msg(fd);
+
+		ck_assert_ptr_nonnull(m);
+		ck_assert_msg(!(m->body_case == SSEQ__MESSAGE__BODY_COMPLETION &&
+				      m->completion->tag == d2h),
+			"a Completion for D2H %llu whose word the daemon wrote",
+			(unsigned long long)d2h);
+		if (m->body_case == SSEQ__MESSAGE__BODY_QUERY_RESULT &&
+			m->query_result->tag == rq.tag) {
+			written = m->query_result->counters->completions_written;
+			sseq__message__free_unpacked(m, NULL);
+			return written;
+		}
+		sseq__message__free_unpacked(m, NULL);
+	}
+}
+
+/* CopyD2H.done_word: the tag lands in the word once the bytes are in place and no
+ * Completion follows; a word that holds something else (a client about to sleep) gets
+ * the Completion instead; a word misplaced is refused. */
+START_TEST(test_d2h_done_word_answers_instead_of_a_completion)
+{
+	struct staging st;
+	uint64_t a, t;
+	const size_t N = 256, W = N * 4; /* H2D from [0, W), the word at W, D2H to 2W */
+	_Atomic uint64_t *word;
+	char msg[256];
+	int fd;
+
+	daemon_start((const char *const[]){"--sim-delay", "d2h=2ms", NULL});
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 3 * W, true), SSEQ__STATUS__STATUS_OK);
+	word = (_Atomic uint64_t *)(void *)((char *)st.map + W);
+	ck_assert_int_eq(do_alloc(fd, W, &a), SSEQ__STATUS__STATUS_OK);
+	for (size_t i = 0; i < N; i++)
+		st.map[i] = (float)i;
+	/* The D2H waits for the H2D on the device (its input's producer), not here. */
+	ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, W)),
+		SSEQ__STATUS__STATUS_OK);
+	{
+		struct harness_req req;
+
+		harness_req_d2h(&req, a, 0, st.handle, 2 * W, W);
+		req.body.d2h.done_word = W + 1;
+		t = send_tagged(fd, &req.rq);
+	}
+	ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_OK);
+	uint64_t got = 0;
+	for (int i = 0; i < 5000 && (got = atomic_load(word)) != t; i++)
+		usleep(1000);
+	ck_assert_uint_eq(got, t);
+	for (size_t i = 0; i < N; i++)
+		ck_assert_msg(st.map[2 * N + i] == (float)i, "[%zu] = %g after the word", i,
+			(double)st.map[2 * N + i]);
+	ck_assert_uint_eq(written_before_stats(fd, t), 1);
+
+	/* Marked by a client that sleeps: the Completion comes, the word is left alone. */
+	atomic_store(word, UINT64_MAX);
+	{
+		struct harness_req req;
+
+		harness_req_d2h(&req, a, 0, st.handle, 2 * W, W);
+		req.body.d2h.done_word = W + 1;
+		ASSERT_OK_AND_COMPLETED(fd, send_tagged(fd, &req.rq));
+	}
+	got = atomic_load(word);
+	ck_assert_uint_eq(got, UINT64_MAX);
+	ck_assert_uint_eq(written_before_stats(fd, 0), 1);
+
+	/* Misaligned, inside the copy's range, past the arena's end. */
+	const uint64_t bad[] = {W + 5, 2 * W + 8 + 1, 3 * W - 4 + 1, 3 * W + 1};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		struct harness_req req;
+
+		harness_req_d2h(&req, a, 0, st.handle, 2 * W, W);
+		req.body.d2h.done_word = bad[i];
+		ck_assert_int_eq(expect_reply(fd, send_tagged(fd, &req.rq), NULL, msg, sizeof(msg)),
+			SSEQ__STATUS__STATUS_OUT_OF_RANGE);
+		ck_assert_msg(strstr(msg, "done word"), "%s", msg);
+	}
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
 START_TEST(test_sigterm_drains_work_in_flight)
 {
 	int fd, status = 0;
@@ -1197,6 +1298,7 @@ static void add_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_hello_welcomes_with_device);
 	tcase_add_test(tc, test_roundtrip_h2d_exec_d2d_d2h);
+	tcase_add_test(tc, test_d2h_done_word_answers_instead_of_a_completion);
 	tcase_add_test(tc, test_slice_await_sync_batch);
 	tcase_add_test(tc, test_bad_handles_and_ranges_get_clear_errors);
 	tcase_add_test(tc, test_unsealed_memfd_refused);

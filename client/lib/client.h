@@ -57,6 +57,10 @@ struct op {
 	uint64_t staging_off;
 	void *copy_out;
 	uint64_t copy_len;
+	/* A D2H's done word in the same arena (protocol 1.10): its offset + 1, 0 for none.
+	 * While a wait watches it, the daemon writes the tag there once the bytes are in
+	 * place, and then sends no Completion (ops.c, client_op_word_arm). */
+	uint64_t word_off;
 	/* Query results not yet collected, oldest first. */
 	Sseq__QueryResult **results;
 	size_t nresults, results_cap;
@@ -96,6 +100,13 @@ struct sseq {
 	/* How long the next wait spins before it sleeps (conn.c): twice what the last
 	 * answer took, within $SSEQ_SPIN_US; 0 after an answer slower than that. */
 	long spin_ns;
+	/* When the wait for one request (client_op_collect) began, 0 outside one: its
+	 * spin counts from there, and it learns once, from the whole wait, not from each
+	 * answer on the way (a Reply comes long before a copy's Completion). */
+	uint64_t wait_t0;
+	/* The D2H a caller waits for, whose done word the wait watches beside the socket
+	 * (conn.c), or NULL. */
+	struct op *watching;
 	struct staging_set staging;
 	/* Errors not yet collected, oldest first (see ops.c). */
 	struct client_error *errors;
@@ -183,6 +194,19 @@ bool client_error_collect(struct sseq *s, uint64_t tag, int *code);
 int client_submit(struct sseq *s, Sseq__Request *req, int fd, struct op *op, uint64_t *tag);
 /* Wait until a waited op is done and return its status (and Reply handle); drop it. */
 int client_op_collect(struct sseq *s, struct op *op);
+/* The word a D2H's wait watches (op->word_off): CLIENT_WORD_UNWATCHED until a wait arms
+ * it (0: the daemon may write the tag), and again once the wait sleeps; arm says whether
+ * it armed it. */
+#define CLIENT_WORD_UNWATCHED UINT64_MAX
+bool client_op_word_arm(struct op *op);
+/* Whether the word holds the tag, which completes the op (it finishes once its Reply is
+ * here too). */
+bool client_op_word_done(struct sseq *s, struct op *op);
+/* Before a wait sleeps on the socket: the word is marked so that the daemon answers
+ * with a Completion after all (false: too late, the tag is there, the op completed). */
+bool client_op_word_sleep(struct sseq *s, struct op *op);
+/* Release the staging an op holds (its range and its done word). */
+void client_op_release_staging(struct sseq *s, struct op *op);
 int client_op_collect_handle(struct sseq *s, struct op *op, uint64_t *handle);
 /* ... and *size (may be NULL) from Reply.size. */
 int client_op_collect_handle_sized(struct sseq *s, struct op *op, uint64_t *handle, uint64_t *size);

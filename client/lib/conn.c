@@ -142,12 +142,12 @@ static long client_spin_ns(void)
 }
 
 /* The next wait spins for twice what this answer took, or not at all after one slower
- * than the limit. */
+ * than the limit. Inside a wait for one request only its end teaches (client_op_collect). */
 static void client_spin_learn(struct sseq *s, uint64_t t0, long most)
 {
 	const long took = (long)(client_now_ns() - t0);
 
-	if (most > 0)
+	if (most > 0 && !s->wait_t0)
 		s->spin_ns = took > most ? 0 : 2 * took;
 }
 
@@ -170,9 +170,14 @@ int client_pump(struct sseq *s, int timeout_ms)
 	 * alternative, a synchronize on the GPU, spins as well). */
 	const long most = timeout_ms != 0 ? client_spin_ns() : 0;
 	const long spin_ns = s->spin_ns < most ? s->spin_ns : most;
-	const uint64_t t0 = client_now_ns();
+	const uint64_t t0 = s->wait_t0 ? s->wait_t0 : client_now_ns();
 	if (spin_ns > 0 && spin_client_core_free()) {
 		for (unsigned i = 1;; i++) {
+			/* The D2H waited for may be answered in its word (ops.c). */
+			if (s->watching && client_op_word_done(s, s->watching)) {
+				client_spin_learn(s, t0, most);
+				return 0;
+			}
 			/* With nothing to send, the look is the read itself: an answer that is
 			 * there is taken by the call that finds it, where a poll() first would
 			 * cost a second system call per answer. */
@@ -195,6 +200,9 @@ int client_pump(struct sseq *s, int timeout_ms)
 		}
 	}
 	if (n == 0 || (n < 0 && errno == EINTR)) {
+		/* Asleep, only the Completion can wake us: tell the daemon to send it. */
+		if (timeout_ms != 0 && s->watching && !client_op_word_sleep(s, s->watching))
+			return 0;
 		do
 			n = poll(&pfd, 1, timeout_ms);
 		while (n < 0 && errno == EINTR);
@@ -250,8 +258,7 @@ int client_submit(struct sseq *s, Sseq__Request *req, int fd, struct op *op, uin
 	if (r == -ENOMEM)
 		client_set_error(s, "out of memory queueing a request");
 	if (r < 0) {
-		if (op->arena)
-			staging_set_unref(&s->staging, op->arena, op->staging_off);
+		client_op_release_staging(s, op);
 		client_op_free(op);
 		return r;
 	}
@@ -302,7 +309,13 @@ int client_op_collect_handle_sized(struct sseq *s, struct op *op, uint64_t *hand
 {
 	op->waited = true;
 	if (!op->done) {
+		/* A wait inside this one (a completion callback's) hands both back. */
+		struct op *const outer = s->watching;
+		const uint64_t outer_t0 = s->wait_t0, t0 = client_now_ns();
+
 		client_flush(s);
+		s->watching = client_op_word_arm(op) ? op : NULL;
+		s->wait_t0 = t0;
 		while (!op->done) {
 			int r = client_pump(s, -1);
 			if (r < 0 && r != -ETIMEDOUT && !op->done) {
@@ -312,6 +325,9 @@ int client_op_collect_handle_sized(struct sseq *s, struct op *op, uint64_t *hand
 				break;
 			}
 		}
+		s->watching = outer;
+		s->wait_t0 = outer_t0;
+		client_spin_learn(s, t0, client_spin_ns());
 	}
 	int status = op->status;
 	if (handle)

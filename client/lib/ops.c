@@ -3,6 +3,7 @@
  * yet. No socket here: conn.c reads the frames and hands them to client_dispatch(). */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,8 +274,7 @@ static void op_finish(struct sseq *s, struct op *op, bool keep_error)
 	if (op->arena) {
 		if (op->status == 0 && op->copy_out)
 			memcpy(op->copy_out, op->arena->base + op->staging_off, op->copy_len);
-		staging_set_unref(&s->staging, op->arena, op->staging_off);
-		op->arena = NULL;
+		client_op_release_staging(s, op);
 	}
 	bool consumed = false;
 	if (op->user_tag && s->cb)
@@ -284,6 +284,66 @@ static void op_finish(struct sseq *s, struct op *op, bool keep_error)
 	if (op->status != 0 && keep_error)
 		client_error_push(s, op->tag, op->status, op->message, op->user_tag, consumed);
 	client_op_drop(s, op);
+}
+
+void client_op_release_staging(struct sseq *s, struct op *op)
+{
+	if (!op->arena)
+		return;
+	staging_set_unref(&s->staging, op->arena, op->staging_off);
+	if (op->word_off)
+		staging_set_unref(&s->staging, op->arena, op->word_off - 1);
+	op->word_off = 0;
+	op->arena = NULL;
+}
+
+/* ---- a D2H's done word ----
+ *
+ * The daemon writes a D2H's tag into its word once the bytes are in place, by
+ * compare-and-swap from 0, and then sends no Completion; the Reply still comes. The word
+ * holds 0 only while a caller watches it: it starts as CLIENT_WORD_UNWATCHED (never a
+ * tag: tags count up from 1), so that a copy nobody waits for by its tag (sseq_sync,
+ * sseq_poll, the callback) is answered by its Completion; a wait arms it, and swaps the
+ * mark back before it sleeps on the socket, so that the Completion wakes it. */
+
+static _Atomic uint64_t *op_word(const struct op *op)
+{
+	return (_Atomic uint64_t *)(void *)(op->arena->base + op->word_off - 1);
+}
+
+bool client_op_word_done(struct sseq *s, struct op *op)
+{
+	if (!op->word_off || op->completed || op->done)
+		return false;
+	/* Acquire: the daemon's release came after the bytes. */
+	if (atomic_load_explicit(op_word(op), memory_order_acquire) != op->tag)
+		return false;
+	op->completed = true;
+	if (op->replied)
+		op_finish(s, op, true);
+	return true;
+}
+
+bool client_op_word_arm(struct op *op)
+{
+	uint64_t mark = CLIENT_WORD_UNWATCHED;
+
+	if (!op->word_off || op->completed || op->done)
+		return false;
+	return atomic_compare_exchange_strong_explicit(
+		op_word(op), &mark, 0, memory_order_relaxed, memory_order_relaxed);
+}
+
+bool client_op_word_sleep(struct sseq *s, struct op *op)
+{
+	uint64_t zero = 0;
+
+	if (!op->word_off || op->completed || op->done)
+		return true;
+	if (atomic_compare_exchange_strong_explicit(op_word(op), &zero, CLIENT_WORD_UNWATCHED,
+		    memory_order_acq_rel, memory_order_acquire))
+		return true;
+	return !client_op_word_done(s, op);
 }
 
 void client_op_fail(struct op *op, int code, const char *message)

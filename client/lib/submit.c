@@ -4,6 +4,7 @@
  * The arenas themselves are arenas.c's; registering them with the daemon is here. */
 #include <assert.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -411,6 +412,27 @@ int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *sr
 	return client_submit(s, &req, -1, op, tag);
 }
 
+/* A D2H's done word (protocol 1.10): a range of the op's arena where the daemon writes the
+ * tag once the bytes are in place, if a wait has armed it by then, so that the wait needs
+ * no Completion (ops.c). CopyD2H.done_word's value: 0 without one (an older daemon, or no
+ * room in the arena: the Completion answers as always). */
+static uint64_t copy_done_word(struct sseq *s, struct op *op)
+{
+	uint64_t off;
+	struct staging_range *r;
+
+	if (s->info.major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR || s->info.minor < 10 ||
+		staging_arena_reserve(op->arena, sizeof(uint64_t), &off) < 0)
+		return 0;
+	r = staging_arena_find(op->arena, off, 0);
+	r->refs = 1;
+	s->staging.refs++;
+	atomic_store_explicit((_Atomic uint64_t *)(void *)(op->arena->base + off),
+		CLIENT_WORD_UNWATCHED, memory_order_relaxed);
+	op->word_off = off + 1;
+	return off + 1;
+}
+
 int sseq_copy_d2h(
 	struct sseq *s, uint64_t src, uint64_t src_off, void *dst, uint64_t len, uint64_t *tag)
 {
@@ -426,6 +448,7 @@ int sseq_copy_d2h(
 	c.staging_offset = off;
 	c.length = len;
 	c.lane = s->lane;
+	c.done_word = copy_done_word(s, op);
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_COPY_D2H;
 	req.copy_d2h = &c;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -63,6 +64,25 @@ static void fake_complete(struct fake *f, uint64_t tag, int status)
 	m.body_case = SSEQ__MESSAGE__BODY_COMPLETION;
 	m.completion = &c;
 	fake_send(f, &m);
+}
+
+/* CopyD2H.done_word as sseqd writes it: the tag, by compare-and-swap from 0. */
+static bool fake_write_word(struct fake *f, const Sseq__CopyD2H *c, uint64_t tag)
+{
+	_Atomic uint64_t *w =
+		(_Atomic uint64_t *)(void *)(f->staging[c->staging - 1] + c->done_word - 1);
+	uint64_t zero = 0;
+
+	ck_assert_uint_eq((c->done_word - 1) % 8, 0);
+	ck_assert_uint_le(c->done_word - 1 + 8, f->staging_size[c->staging - 1]);
+	ck_assert(c->done_word - 1 + 8 <= c->staging_offset ||
+		c->staging_offset + c->length <= c->done_word - 1);
+	if (atomic_compare_exchange_strong(w, &zero, tag)) {
+		__atomic_add_fetch(&f->words_written, 1, __ATOMIC_SEQ_CST);
+		return true;
+	}
+	__atomic_add_fetch(&f->words_refused, 1, __ATOMIC_SEQ_CST);
+	return false;
 }
 
 static void fake_maybe_complete(struct fake *f, uint64_t tag, int status)
@@ -171,11 +191,20 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 	}
 	case SSEQ__REQUEST__BODY_COPY_D2H: {
 		const Sseq__CopyD2H *c = q->copy_d2h;
+		bool written = false;
 		f->copy_lane = c->lane;
+		f->last_done_word = c->done_word;
 		memcpy(f->staging[c->staging - 1] + c->staging_offset,
 			fake_buf(f, c->src) + c->src_offset, c->length);
+		if (c->done_word && !late && !f->word_delay_ms)
+			written = fake_write_word(f, c, q->tag);
 		fake_reply(f, q->tag, 0, 0, NULL);
-		fake_maybe_complete(f, q->tag, late);
+		if (c->done_word && !late && f->word_delay_ms) {
+			usleep(f->word_delay_ms * 1000u);
+			written = fake_write_word(f, c, q->tag);
+		}
+		if (!written)
+			fake_maybe_complete(f, q->tag, late);
 		return;
 	}
 	case SSEQ__REQUEST__BODY_SYNC: {

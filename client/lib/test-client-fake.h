@@ -28,6 +28,10 @@ struct fake {
 	 * release[1]; release is a pipe when a test holds replies, else {-1, -1}. */
 	bool hold_replies;
 	int release[2];
+	/* A D2H's done word (minor 10): written by compare-and-swap as sseqd does, after the
+	 * bytes and before the Reply, or word_delay_ms after the Reply; no Completion where
+	 * the swap wrote the tag. */
+	unsigned word_delay_ms;
 	/* State. */
 	uint32_t hello_lanes; /* what the Hello asked for */
 	int64_t copy_lane, exec_lane; /* the last copy's and kernel's lane, -1 before one */
@@ -47,6 +51,8 @@ struct fake {
 	uint64_t held_replies[64];
 	unsigned nheld_replies;
 	unsigned registers;
+	uint64_t last_done_word; /* the last CopyD2H.done_word */
+	unsigned words_written, words_refused; /* swaps that wrote the tag, that found a value */
 	unsigned requests, released; /* atomic: the test thread polls them */
 	struct frame_writer w;
 };

@@ -180,6 +180,109 @@ START_TEST(test_client_staging_reused_not_grown)
 }
 END_TEST
 
+/* A D2H waited for by its tag is answered in its word (protocol 1.10): the fake writes
+ * the tag 5 ms after its Reply, as sseqd's backend does once the bytes are in place,
+ * while the wait spins on the word it armed, and then sends no Completion. A wait spins
+ * for twice the connection's last answer (the first after alloc's for less than 5 ms, so
+ * its Completion answers it): from the second on, the words do. Each returns the bytes. */
+START_TEST(test_d2h_answered_in_its_word)
+{
+	struct fake *f = fake_start();
+	f->minor = 10;
+	f->word_delay_ms = 5;
+	setenv("SSEQ_SPIN_POLICY", "always", 1);
+	setenv("SSEQ_SPIN_US", "2000000", 1);
+	struct sseq *s = fake_connect(f, 0);
+	uint64_t b, t;
+	float src[256], dst[256];
+	for (int i = 0; i < 256; i++)
+		src[i] = (float)i;
+	ck_assert_int_eq(sseq_alloc(s, sizeof(src), "b", &b), 0);
+	ck_assert_int_eq(sseq_copy_h2d(s, b, 0, src, sizeof(src), NULL), 0);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	for (unsigned round = 1; round <= 5; round++) {
+		memset(dst, 0, sizeof(dst));
+		ck_assert_int_eq(sseq_copy_d2h(s, b, 0, dst, sizeof(dst), &t), 0);
+		ck_assert_int_eq(sseq_wait(s, t), 0);
+		ck_assert(dst[0] == 0.0f && dst[255] == 255.0f);
+		ck_assert_uint_eq(f->words_written + f->words_refused, round);
+	}
+	unsetenv("SSEQ_SPIN_POLICY");
+	unsetenv("SSEQ_SPIN_US");
+	ck_assert_uint_ge(f->words_written, 3);
+	ck_assert_uint_eq(sseq_outstanding(s), 0);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	fake_stop(f, s);
+}
+END_TEST
+
+/* A waiter that sleeps marks its word first, so the daemon's swap fails and its
+ * Completion wakes the waiter: without the mark this wait would sleep for good. */
+START_TEST(test_d2h_sleeping_waiter_is_woken_by_the_completion)
+{
+	struct fake *f = fake_start();
+	f->minor = 10;
+	f->word_delay_ms = 100;
+	struct sseq *s = fake_connect(f, 0);
+	uint64_t b, t;
+	float src[64], dst[64] = {0};
+	for (int i = 0; i < 64; i++)
+		src[i] = (float)(i + 1);
+	setenv("SSEQ_SPIN_US", "0", 1); /* no spinning: every wait sleeps */
+	ck_assert_int_eq(sseq_alloc(s, sizeof(src), "b", &b), 0);
+	ck_assert_int_eq(sseq_copy_h2d(s, b, 0, src, sizeof(src), NULL), 0);
+	ck_assert_int_eq(sseq_copy_d2h(s, b, 0, dst, sizeof(dst), &t), 0);
+	ck_assert_int_eq(sseq_wait(s, t), 0);
+	unsetenv("SSEQ_SPIN_US");
+	ck_assert(dst[0] == 1.0f && dst[63] == 64.0f);
+	ck_assert_uint_ne(f->last_done_word, 0);
+	ck_assert_uint_eq(f->words_refused, 1);
+	ck_assert_uint_eq(f->words_written, 0);
+	fake_stop(f, s);
+}
+END_TEST
+
+/* A D2H nobody waits for by its tag keeps its word marked: the fake's swap fails and the
+ * Completion finishes the copy, so sseq_sync returns with the bytes copied out. */
+START_TEST(test_d2h_waited_by_sync_gets_its_completion)
+{
+	struct fake *f = fake_start();
+	f->minor = 10;
+	struct sseq *s = fake_connect(f, 0);
+	uint64_t b;
+	float src[32], dst[32] = {0};
+	for (int i = 0; i < 32; i++)
+		src[i] = (float)(3 * i);
+	ck_assert_int_eq(sseq_alloc(s, sizeof(src), "b", &b), 0);
+	ck_assert_int_eq(sseq_copy_h2d(s, b, 0, src, sizeof(src), NULL), 0);
+	ck_assert_int_eq(sseq_copy_d2h(s, b, 0, dst, sizeof(dst), NULL), 0);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	ck_assert(dst[1] == 3.0f && dst[31] == 93.0f);
+	ck_assert_uint_eq(sseq_outstanding(s), 0);
+	ck_assert_uint_ne(f->last_done_word, 0);
+	ck_assert_uint_eq(f->words_refused, 1);
+	ck_assert_uint_eq(f->words_written, 0);
+	fake_stop(f, s);
+}
+END_TEST
+
+/* A daemon older than protocol 1.10 is never asked to write a word. */
+START_TEST(test_d2h_names_no_word_to_an_older_daemon)
+{
+	struct fake *f = fake_start();
+	f->minor = 9;
+	struct sseq *s = fake_connect(f, 0);
+	uint64_t b;
+	float v[16] = {0};
+	ck_assert_int_eq(sseq_alloc(s, sizeof(v), "b", &b), 0);
+	ck_assert_int_eq(sseq_copy_d2h(s, b, 0, v, sizeof(v), NULL), 0);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	ck_assert_uint_eq(f->last_done_word, 0);
+	ck_assert_uint_eq(f->words_written + f->words_refused, 0);
+	fake_stop(f, s);
+}
+END_TEST
+
 static Suite *staging_suite(void)
 {
 	Suite *s = suite_create("client-staging");
@@ -192,6 +295,10 @@ static Suite *staging_suite(void)
 	tcase_add_test(tc, test_staging_memfd_is_sealed_against_shrink);
 	tcase_add_test(tc, test_client_copies_through_staging);
 	tcase_add_test(tc, test_client_staging_reused_not_grown);
+	tcase_add_test(tc, test_d2h_answered_in_its_word);
+	tcase_add_test(tc, test_d2h_sleeping_waiter_is_woken_by_the_completion);
+	tcase_add_test(tc, test_d2h_waited_by_sync_gets_its_completion);
+	tcase_add_test(tc, test_d2h_names_no_word_to_an_older_daemon);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -6,6 +6,7 @@
 #define SSEQ_BACKEND_H
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,10 +54,28 @@ struct op_payload {
 	 * (all 0: none). */
 	bool cooperative;
 	uint32_t cluster[3];
+	/* D2H: the client's word in the same arena (CopyD2H.done_word; NULL: none) and the
+	 * request's tag. The backend writes the tag there, by compare-and-swap from 0 and
+	 * only after the bytes are in place, where it can, before it reports the point;
+	 * the server then sends no Completion. */
+	_Atomic uint64_t *done_word;
+	uint64_t done_tag;
 	/* Last: only the first nargs are ever read, and the server zeroes only what comes
 	 * before (offsetof), not 1 KiB of unused arguments per request. */
 	struct karg args[KERNEL_MAX_ARGS];
 };
+
+/* A D2H's bytes are in the client's arena: its word, if it named one, gets the tag, where
+ * the word still holds 0 (the client writes something else there before it sleeps, and
+ * is then woken by the Completion). Called before the point is reported. */
+static inline void backend_done_word(_Atomic uint64_t *word, uint64_t tag)
+{
+	uint64_t zero = 0;
+
+	if (word)
+		atomic_compare_exchange_strong_explicit(
+			word, &zero, tag, memory_order_release, memory_order_relaxed);
+}
 
 struct backend_info {
 	const char *backend; /* "sim" or "hip" */

@@ -140,7 +140,12 @@ void ops_done(struct op_rec *rec, int status)
 {
 	struct session *s = rec->session;
 
-	if (status < 0 || rec->notify) {
+	if (status == 0 && rec->done_word &&
+		atomic_load_explicit(rec->done_word, memory_order_relaxed) == rec->tag) {
+		/* The client has its answer in its word (the backend's release before the
+		 * report, the completion queue's lock since). */
+		session_server(s)->count[SSEQ_COUNTER_COMPLETIONS_WRITTEN]++;
+	} else if (status < 0 || rec->notify) {
 		char msg[768] = "";
 		/* A watch (Await, Sync) has no point of its own: what it waited for failed. */
 		if (status < 0 && session_server(s)->resetting)
@@ -236,6 +241,7 @@ int ops_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op, st
 		return outcome_error(s, r, "launch failed: %s", outcome_text(r));
 	}
 	rec->at = at;
+	rec->done_word = ((const struct op_payload *)op->payload)->done_word;
 	if (op->kind == SEQ_OP_EXEC) {
 		const struct op_payload *p = op->payload;
 		const char *name = p->kernel ? p->kernel->name : p->function_name;
@@ -291,6 +297,7 @@ struct ops_host_copy {
 	uint64_t buffer, buffer_offset, staging, staging_offset, length;
 	uint32_t lane;
 	bool want_completion;
+	uint64_t done_word; /* D2H: CopyD2H.done_word (the word's offset + 1, 0: none) */
 };
 
 static int ops_copy_host(struct session *s, const Sseq__Request *rq, const struct ops_host_copy *c)
@@ -324,6 +331,19 @@ static int ops_copy_host(struct session *s, const Sseq__Request *rq, const struc
 	else
 		pl.src_offset = c->buffer_offset;
 	pl.length = c->length;
+	if (c->done_word) {
+		const uint64_t w = c->done_word - 1;
+
+		if (w % 8 || st->size < 8 || w > st->size - 8 ||
+			(w < c->staging_offset + c->length && c->staging_offset < w + 8))
+			return outcome_error(s, -ERANGE,
+				"done word at %" PRIu64 ": it must be 8-byte aligned, inside the "
+				"arena of %" PRIu64 " bytes and outside the copy's range [%" PRIu64
+				", +%" PRIu64 ")",
+				w, st->size, c->staging_offset, c->length);
+		pl.done_word = (_Atomic uint64_t *)((char *)st->addr + w);
+		pl.done_tag = rq->tag;
+	}
 	return ops_submit(s, rq, &op, st, NULL, c->want_completion);
 }
 
@@ -354,7 +374,8 @@ int ops_req_copy_d2h(struct session *s, const Sseq__Request *rq)
 			.staging_offset = c->staging_offset,
 			.length = c->length,
 			.lane = c->lane,
-			.want_completion = true});
+			.want_completion = true,
+			.done_word = c->done_word});
 }
 
 int ops_req_copy_d2d(struct session *s, const Sseq__Request *rq)

@@ -608,6 +608,9 @@ struct sseq_stats {
 	uint64_t small_copies;
 	uint64_t small_copies_unpooled;
 	uint64_t arenas_pinned;
+	/* Protocol 1.10: D2H completions written into the client's done word instead of
+	 * sent (sseq(7)); what a wait that spins reads there. */
+	uint64_t completions_written;
 };
 
 /* Ask the daemon for its counters (one round trip; queued requests are sent first) and

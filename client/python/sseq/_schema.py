@@ -136,6 +136,7 @@ STATS_FIELDS = (
     "small_copies",
     "small_copies_unpooled",
     "arenas_pinned",
+    "completions_written",
 )
 
 
@@ -186,6 +187,8 @@ class Stats:
     small_copies_unpooled: int = 0
     #: Staging arenas pinned (hip).
     arenas_pinned: int = 0
+    #: D2H completions written into the client's word, not sent.
+    completions_written: int = 0
 
     def __sub__(self, other: "Stats") -> "Stats":
         if not isinstance(other, Stats):

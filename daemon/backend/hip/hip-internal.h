@@ -106,6 +106,8 @@ struct hip_event_ent {
 struct hip_pool_slot {
 	void *out; /* D2H: where the bytes go once the copy is complete; NULL: an H2D */
 	uint64_t len;
+	_Atomic uint64_t *done_word; /* D2H: the client's word for the tag, or NULL */
+	uint64_t done_tag;
 	uint64_t seq; /* the copy's point on its stream */
 	int32_t next;
 };

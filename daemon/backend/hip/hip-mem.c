@@ -437,8 +437,10 @@ void hip__pool_finish(struct hip *h, int32_t list, int status)
 	while (x) {
 		const struct hip_pool_slot *s = &h->pool_slots[x - 1];
 
-		if (s->out && status == 0)
+		if (s->out && status == 0) {
 			memcpy(s->out, hip__pool_addr(h, x), s->len);
+			backend_done_word(s->done_word, s->done_tag);
+		}
 		x = s->next;
 	}
 	pthread_mutex_lock(&h->pool_mu);

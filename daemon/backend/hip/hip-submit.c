@@ -306,7 +306,7 @@ static int hip_launch_prepare(struct hip *h, struct hip_stream *st, struct seq_p
 
 /* A short H2D or D2H goes through a small-copy pool slot when one is free: the slot
  * (0: none, the client's arena as it is). */
-static int32_t hip_launch_pool(struct hip *h, struct hip_cmd *c)
+static int32_t hip_launch_pool(struct hip *h, struct hip_cmd *c, const struct op_payload *p)
 {
 	int32_t slot;
 
@@ -322,6 +322,8 @@ static int32_t hip_launch_pool(struct hip *h, struct hip_cmd *c)
 	} else {
 		h->pool_slots[slot - 1].out = c->copy.dst;
 		h->pool_slots[slot - 1].len = c->copy.len;
+		h->pool_slots[slot - 1].done_word = p->done_word;
+		h->pool_slots[slot - 1].done_tag = p->done_tag;
 		c->copy.dst = hip__pool_addr(h, slot);
 	}
 	return slot;
@@ -347,7 +349,7 @@ int hip__launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	r = hip_launch_prepare(h, st, at, op, c);
 	if (r < 0)
 		return r; /* the slot is not published: the next command takes it */
-	slot = hip_launch_pool(h, c);
+	slot = hip_launch_pool(h, c, op->payload);
 	if (hip__stamped(h)) {
 		c->audit = hip__audit_prepare(h, at, op);
 		c->checks = hip__audit_table(h, st, at, op, c->audit);

@@ -416,6 +416,21 @@ END_TEST
  * while a pin would wait for a gate that stays shut: pinning stalls the device's other
  * work, so a pytest worker's first test paid it and held up everyone else's. A copy too
  * long for a slot pins the arena then, and moves the right bytes. Fake only (its gate). */
+/* A D2H naming a done word (CopyD2H.done_word): the payload the server builds. */
+static int h_d2h_word(struct seq_buffer *b, void *host, uint64_t len, _Atomic uint64_t *word,
+	uint64_t tag)
+{
+	struct op_payload p = {.host = host, .length = len, .done_word = word, .done_tag = tag};
+	struct seq_op op = {
+		.kind = SEQ_OP_D2H,
+		.naccess = 1,
+		.access = {{b, SEQ_READ}},
+		.payload = &p,
+	};
+
+	return seq_submit(H.seq, &op, NULL);
+}
+
 START_TEST(test_small_copies_go_through_the_pool_without_pinning_the_arena)
 {
 	enum { LEN = 1 << 20, SMALL = 1000, LARGE = 256 << 10, N = 40 };
@@ -441,21 +456,28 @@ START_TEST(test_small_copies_go_through_the_pool_without_pinning_the_arena)
 	for (int i = 0; i < N; i++) {
 		const size_t off = (size_t)i * (SMALL + 24);
 
+		_Atomic uint64_t word = 0;
+
 		ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, in + off, SMALL), 0);
-		ck_assert_int_eq(h_copy(SEQ_OP_D2H, b, out + off, SMALL), 0);
+		ck_assert_int_eq(h_d2h_word(b, out + off, SMALL, &word, 100u + (unsigned)i), 0);
 		ck_assert_int_eq(h_sync(), 0);
 		ck_assert_msg(memcmp(in + off, out + off, SMALL) == 0, "round trip %d", i);
+		/* The pool's copy-out wrote the bytes, then the tag. */
+		ck_assert_uint_eq(atomic_load(&word), 100u + (unsigned)i);
 	}
 	ck_assert_msg(!atomic_load(&gate_opened), "a short copy waited for a pin");
 	ck_assert_uint_eq(atomic_load(&h->pool_copies), 2 * N);
 	ck_assert_uint_eq(h->pool_nfree, h->pool_nslots);
 	/* A long copy: the arena is pinned now (the gate opens for it), then it moves. */
 	atomic_store(&gate_go, true);
+	_Atomic uint64_t word = 0;
 	ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, in, LARGE), 0);
-	ck_assert_int_eq(h_copy(SEQ_OP_D2H, b, out + LARGE, LARGE), 0);
+	ck_assert_int_eq(h_d2h_word(b, out + LARGE, LARGE, &word, 7), 0);
 	ck_assert_int_eq(h_sync(), 0);
 	pthread_join(g.opener, NULL);
 	ck_assert_int_eq(memcmp(in, out + LARGE, LARGE), 0);
+	/* Not through the pool: the Completion answers it (sseq(7)). */
+	ck_assert_uint_eq(atomic_load(&word), 0);
 	ck_assert_uint_eq(atomic_load(&h->pool_copies), 2 * N);
 	seq_buffer_free(H.seq, b);
 	gate_rig_finish(&g);

@@ -184,6 +184,8 @@ static void sim_entry_set_payload(struct sim_entry *e, const struct seq_op *op)
 	e->payload.dst_offset = p->dst_offset;
 	e->payload.length = p->length;
 	e->payload.kernel = p->kernel;
+	e->payload.done_word = p->done_word;
+	e->payload.done_tag = p->done_tag;
 	e->payload.nargs = 0;
 	if (op->kind == SEQ_OP_EXEC) {
 		e->payload.nargs = p->nargs;
@@ -341,6 +343,7 @@ static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
 	uint64_t ns = sim_delay_next(st);
 	const uint64_t start = sim_clock_ns();
 	unsigned char *src, *dst;
+	bool worked = false;
 
 	/* Not begun before the cancel: it never touches its memory, and fails its stream's
 	 * events from here on, as a launch the daemon held back would. */
@@ -404,11 +407,16 @@ static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
 
 	/* Checked after the work: a release at any time while it ran is a use after free. */
 	sim_detect_released(sim, e);
+	worked = true;
 
 done:
 	/* Before `executed` and the completion: whoever learns the op complete finds them. */
 	sim_times_put(sim, e->at, start, sim_clock_ns());
 	atomic_store(&st->executed, e->at.seq);
+	/* After `executed`: a client that reads its word and reuses the range at once is
+	 * ordered after this copy in the staging shadow too. */
+	if (worked && e->kind == SEQ_OP_D2H)
+		backend_done_word(p->done_word, p->done_tag);
 	if (atomic_load(&st->waiters)) {
 		pthread_mutex_lock(&st->mu);
 		pthread_cond_broadcast(&st->progress);
