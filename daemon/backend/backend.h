@@ -54,15 +54,16 @@ struct op_payload {
 	 * (all 0: none). */
 	bool cooperative;
 	uint32_t cluster[3];
-	/* D2H: the client's word in the same arena (CopyD2H.done_word; NULL: none) and the
-	 * request's tag. The backend writes the tag there, by compare-and-swap from 0 and
-	 * only after the bytes are in place, where it can, before it reports the point;
-	 * the server then sends no Completion. */
+	/* Only the first nargs are ever read, and the server zeroes only what comes before
+	 * (offsetof), not 1 KiB of unused arguments per request. */
+	struct karg args[KERNEL_MAX_ARGS];
+	/* Copies only, set for every H2D and D2H (a kernel's payload leaves them unset, and
+	 * a kernel's request pays nothing for them): a D2H's word in the client's arena
+	 * (CopyD2H.done_word; NULL: none) and the request's tag. The backend writes the tag
+	 * there, by compare-and-swap from 0 and only after the bytes are in place, where it
+	 * can, before it reports the point; the server then sends no Completion. */
 	_Atomic uint64_t *done_word;
 	uint64_t done_tag;
-	/* Last: only the first nargs are ever read, and the server zeroes only what comes
-	 * before (offsetof), not 1 KiB of unused arguments per request. */
-	struct karg args[KERNEL_MAX_ARGS];
 };
 
 /* A D2H's bytes are in the client's arena: its word, if it named one, gets the tag, where

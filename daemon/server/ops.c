@@ -140,10 +140,11 @@ void ops_done(struct op_rec *rec, int status)
 {
 	struct session *s = rec->session;
 
-	if (status == 0 && rec->done_word &&
+	if (status == 0 && rec->notify && rec->staging && rec->done_word &&
 		atomic_load_explicit(rec->done_word, memory_order_relaxed) == rec->tag) {
 		/* The client has its answer in its word (the backend's release before the
-		 * report, the completion queue's lock since). */
+		 * report, the completion queue's lock since). A kernel's success (no
+		 * Completion wanted) pays the first two tests only. */
 		session_server(s)->count[SSEQ_COUNTER_COMPLETIONS_WRITTEN]++;
 	} else if (status < 0 || rec->notify) {
 		char msg[768] = "";
@@ -241,7 +242,6 @@ int ops_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op, st
 		return outcome_error(s, r, "launch failed: %s", outcome_text(r));
 	}
 	rec->at = at;
-	rec->done_word = ((const struct op_payload *)op->payload)->done_word;
 	if (op->kind == SEQ_OP_EXEC) {
 		const struct op_payload *p = op->payload;
 		const char *name = p->kernel ? p->kernel->name : p->function_name;
@@ -254,6 +254,7 @@ int ops_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op, st
 	work->last_point[at.stream] = at.seq;
 	if (st) {
 		rec->staging = st;
+		rec->done_word = ((const struct op_payload *)op->payload)->done_word;
 		st->refs++;
 	}
 	if (mod) {
@@ -331,6 +332,8 @@ static int ops_copy_host(struct session *s, const Sseq__Request *rq, const struc
 	else
 		pl.src_offset = c->buffer_offset;
 	pl.length = c->length;
+	pl.done_word = NULL;
+	pl.done_tag = 0;
 	if (c->done_word) {
 		const uint64_t w = c->done_word - 1;
 

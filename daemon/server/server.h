@@ -45,13 +45,14 @@ struct op_rec {
 	struct seq_point at;
 	bool notify; /* send a Completion on success too */
 	char what[32]; /* a kernel's name, for naming the culprit of a device fault */
-	/* A D2H's word in the client's arena (op_payload.done_word): where it holds the tag
-	 * when the op completes, the backend wrote it and no Completion is sent. */
-	_Atomic uint64_t *done_word;
 	struct op_rec *next_free;
-	/* An op's issue time and dependencies, for the timeline at its completion. Last:
+	/* An op's issue time and dependencies, for the timeline at its completion.
 	 * ops_rec_new zeroes only what comes before it. */
 	struct timeline_op tl;
+	/* Set with `staging` (a copy; not zeroed, read only where staging is set): a D2H's
+	 * word in the client's arena (op_payload.done_word). Where it holds the tag when
+	 * the op completes, the backend wrote it and no Completion is sent. */
+	_Atomic uint64_t *done_word;
 };
 
 /* How long the loop polls for completions after it sent work (--spin-us): a sleeping

@@ -184,9 +184,11 @@ static void sim_entry_set_payload(struct sim_entry *e, const struct seq_op *op)
 	e->payload.dst_offset = p->dst_offset;
 	e->payload.length = p->length;
 	e->payload.kernel = p->kernel;
-	e->payload.done_word = p->done_word;
-	e->payload.done_tag = p->done_tag;
 	e->payload.nargs = 0;
+	if (op->kind == SEQ_OP_D2H) {
+		e->payload.done_word = p->done_word;
+		e->payload.done_tag = p->done_tag;
+	}
 	if (op->kind == SEQ_OP_EXEC) {
 		e->payload.nargs = p->nargs;
 		memcpy(e->payload.args, p->args, p->nargs * sizeof(p->args[0]));
