@@ -618,18 +618,22 @@ def test_prepare_staging_with_a_libsseq_before_1_7(sseq_session: sseq.Session,
 
 def test_free_does_not_wait_and_the_name_is_taken_again(sseq_session: sseq.Session) -> None:
     """free() returns before the daemon answers, as a native asynchronous free does; the
-    next wait reads the answer; wait=True waits for it; the freed buffers' names serve
-    the next allocations, whose contents are their own."""
+    next waits read the answer; wait=True waits for it; the freed buffers' names serve
+    the next allocations, whose contents are their own. (Each fill is waited for too: a
+    download answered in its done word says nothing of the fill's Completion, which may
+    still be on its way.)"""
     s = sseq_session
     a = s.alloc(16, np.float32, label="a")
-    s.execute("fill", sseq.Out(a), 1.0, 16)
+    fill = s.execute("fill", sseq.Out(a), 1.0, 16)
     np.testing.assert_array_equal(a.download(), np.full(16, 1.0, np.float32))
+    fill.wait()
     assert s.outstanding() == 0
     a.free()
     assert a.freed and s.outstanding() == 1  # its answer not yet waited for
     b = s.alloc(16, np.float32, label="b")
-    s.execute("fill", sseq.Out(b), 2.0, 16)
+    fill = s.execute("fill", sseq.Out(b), 2.0, 16)
     np.testing.assert_array_equal(b.download(), np.full(16, 2.0, np.float32))
+    fill.wait()
     assert s.outstanding() == 0
     b.free(wait=True)
     assert s.outstanding() == 0
