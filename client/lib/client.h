@@ -98,7 +98,8 @@ struct sseq {
 					send or look for answers */
 	uint64_t finished; /* requests finished so far, for sseq_poll */
 	/* How long the next wait spins before it sleeps (conn.c): twice what the last
-	 * answer took, within $SSEQ_SPIN_US; 0 after an answer slower than that. */
+	 * wait (or, outside a wait for one request, answer) took, within $SSEQ_SPIN_US; 0
+	 * after one slower than that. */
 	long spin_ns;
 	/* When the wait for one request (client_op_collect) began, 0 outside one: its
 	 * spin counts from there, and it learns once, from the whole wait, not from each

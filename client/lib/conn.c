@@ -120,7 +120,7 @@ static bool client_answer_due(const struct sseq *s)
 /* How long a waiting call may look for the daemon's answer before it sleeps in poll():
  * $SSEQ_SPIN_US, default 2 ms. Waking a sleeping thread costs tens of microseconds on
  * a GPU host; a native synchronize spins the same way. Within that limit each wait
- * spins for twice what the last answer took, not at all after an answer slower than
+ * spins for twice what the last wait took, not at all after a wait slower than
  * the limit, and only while the machine has a core free with some to spare for the
  * daemon's threads (spin.h; $SSEQ_SPIN_POLICY, $SSEQ_SPIN_SPARE): a
  * spin that outlasts the answers it waits for, or that holds a core someone else
