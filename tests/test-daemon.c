@@ -841,8 +841,8 @@ START_TEST(test_d2h_done_word_answers_instead_of_a_completion)
 	for (size_t i = 0; i < N; i++)
 		st.map[i] = (float)i;
 	/* The D2H waits for the H2D on the device (its input's producer), not here. */
-	ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, W)),
-		SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, W)), SSEQ__STATUS__STATUS_OK);
 	{
 		struct harness_req req;
 

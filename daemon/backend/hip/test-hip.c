@@ -411,14 +411,9 @@ START_TEST(test_staging_pin_runs_off_the_loop)
 }
 END_TEST
 
-/* With the small-copy pool, registering an arena pins nothing and short copies through it
- * go through the pool's pinned slots (the fake fails a copy from memory not registered),
- * while a pin would wait for a gate that stays shut: pinning stalls the device's other
- * work, so a pytest worker's first test paid it and held up everyone else's. A copy too
- * long for a slot pins the arena then, and moves the right bytes. Fake only (its gate). */
 /* A D2H naming a done word (CopyD2H.done_word): the payload the server builds. */
-static int h_d2h_word(struct seq_buffer *b, void *host, uint64_t len, _Atomic uint64_t *word,
-	uint64_t tag)
+static int h_d2h_word(
+	struct seq_buffer *b, void *host, uint64_t len, _Atomic uint64_t *word, uint64_t tag)
 {
 	struct op_payload p = {.host = host, .length = len, .done_word = word, .done_tag = tag};
 	struct seq_op op = {
@@ -431,6 +426,11 @@ static int h_d2h_word(struct seq_buffer *b, void *host, uint64_t len, _Atomic ui
 	return seq_submit(H.seq, &op, NULL);
 }
 
+/* With the small-copy pool, registering an arena pins nothing and short copies through it
+ * go through the pool's pinned slots (the fake fails a copy from memory not registered),
+ * while a pin would wait for a gate that stays shut: pinning stalls the device's other
+ * work, so a pytest worker's first test paid it and held up everyone else's. A copy too
+ * long for a slot pins the arena then, and moves the right bytes. Fake only (its gate). */
 START_TEST(test_small_copies_go_through_the_pool_without_pinning_the_arena)
 {
 	enum { LEN = 1 << 20, SMALL = 1000, LARGE = 256 << 10, N = 40 };
