@@ -364,7 +364,9 @@ static inline uint64_t send_exec(
 	return send_tagged(fd, harness_req_exec(&r, kernel, sig, bufs, nums));
 }
 
-static inline Sseq__QueryResult *query(int fd, Sseq__QueryKind kind)
+/* A query's result; `seen` (may be NULL) looks at each message read before it. */
+static inline Sseq__QueryResult *query_seeing(
+	int fd, Sseq__QueryKind kind, void (*seen)(const Sseq__Message *m, void *ctx), void *ctx)
 {
 	Sseq__Request rq = SSEQ__REQUEST__INIT;
 	Sseq__Query q = SSEQ__QUERY__INIT;
@@ -384,8 +386,15 @@ static inline Sseq__QueryResult *query(int fd, Sseq__QueryKind kind)
 			sseq__message__free_unpacked(m, NULL);
 			return r;
 		}
+		if (seen)
+			seen(m, ctx);
 		sseq__message__free_unpacked(m, NULL);
 	}
+}
+
+static inline Sseq__QueryResult *query(int fd, Sseq__QueryKind kind)
+{
+	return query_seeing(fd, kind, NULL, NULL);
 }
 
 /* The daemon's counters now (stats, as sseqctl stats shows them). */

@@ -791,34 +791,26 @@ START_TEST(test_order_holds_across_lanes)
 }
 END_TEST
 
-/* Read messages until the QueryResult of a STATS query sent now: its completions_written,
- * failing if a Completion for `d2h` comes first (the daemon wrote that one's word). */
+/* No Completion for the D2H whose tag is *ctx (the daemon wrote that one's word). */
+static void no_completion_for(const Sseq__Message *m, void *ctx)
+{
+	const uint64_t d2h = *(const uint64_t *)ctx;
+
+	ck_assert_msg(
+		!(m->body_case == SSEQ__MESSAGE__BODY_COMPLETION && m->completion->tag == d2h),
+		"a Completion for D2H %llu whose word the daemon wrote", (unsigned long long)d2h);
+}
+
+/* completions_written from a STATS query sent now, failing if a Completion for `d2h`
+ * comes before its result. */
 static uint64_t written_before_stats(int fd, uint64_t d2h)
 {
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__Query q = SSEQ__QUERY__INIT;
-	uint64_t written;
+	Sseq__QueryResult *r =
+		query_seeing(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATS, no_completion_for, &d2h);
+	const uint64_t written = r->counters->completions_written;
 
-	q.kind = SSEQ__QUERY_KIND__QUERY_KIND_STATS;
-	rq.body_case = SSEQ__REQUEST__BODY_QUERY;
-	rq.query = &q;
-	send_tagged(fd, &rq);
-	for (;;) {
-		Sseq__Message *m = recv_msg(fd);
-
-		ck_assert_ptr_nonnull(m);
-		ck_assert_msg(!(m->body_case == SSEQ__MESSAGE__BODY_COMPLETION &&
-				      m->completion->tag == d2h),
-			"a Completion for D2H %llu whose word the daemon wrote",
-			(unsigned long long)d2h);
-		if (m->body_case == SSEQ__MESSAGE__BODY_QUERY_RESULT &&
-			m->query_result->tag == rq.tag) {
-			written = m->query_result->counters->completions_written;
-			sseq__message__free_unpacked(m, NULL);
-			return written;
-		}
-		sseq__message__free_unpacked(m, NULL);
-	}
+	sseq__query_result__free_unpacked(r, NULL);
+	return written;
 }
 
 /* CopyD2H.done_word: the tag lands in the word once the bytes are in place and no
