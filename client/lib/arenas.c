@@ -165,20 +165,29 @@ bool staging_arena_contains(const struct staging_arena *a, const void *p)
 	return b >= base && b - base < a->size;
 }
 
+int staging_set_reserve_in(
+	struct staging_set *set, struct staging_arena *a, uint64_t len, bool user, uint64_t *off)
+{
+	int r = staging_arena_reserve(a, len, off);
+	if (r == 0) {
+		struct staging_range *rg = staging_arena_find(a, *off, len);
+		if (user) {
+			rg->user = true;
+		} else {
+			rg->refs = 1;
+			set->refs++;
+		}
+	}
+	return r;
+}
+
 int staging_set_reserve(struct staging_set *set, uint64_t len, bool user,
 	struct staging_arena **out, uint64_t *off, bool *could_fit)
 {
 	*could_fit = false;
 	for (struct staging_arena *a = set->arenas; a; a = a->next) {
-		int r = staging_arena_reserve(a, len, off);
+		int r = staging_set_reserve_in(set, a, len, user, off);
 		if (r == 0) {
-			struct staging_range *rg = staging_arena_find(a, *off, len);
-			if (user) {
-				rg->user = true;
-			} else {
-				rg->refs = 1;
-				set->refs++;
-			}
 			*out = a;
 			return 0;
 		}

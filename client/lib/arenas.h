@@ -66,6 +66,9 @@ struct staging_set {
  * one is large enough, so that waiting for copies in flight may free the space. */
 int staging_set_reserve(struct staging_set *set, uint64_t len, bool user,
 	struct staging_arena **out, uint64_t *off, bool *could_fit);
+/* The same in arena a of the set only (-ENOSPC: no room there). */
+int staging_set_reserve_in(
+	struct staging_set *set, struct staging_arena *a, uint64_t len, bool user, uint64_t *off);
 /* Append an arena (registered with the daemon) to the set, which then owns it. */
 void staging_set_add(struct staging_set *set, struct staging_arena *a);
 /* The arena whose mapping holds p, or NULL. */

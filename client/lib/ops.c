@@ -311,9 +311,15 @@ static _Atomic uint64_t *op_word(const struct op *op)
 	return (_Atomic uint64_t *)(void *)(op->arena->base + op->word_off - 1);
 }
 
+/* The op has a word and is still waiting for the daemon's last word on it. */
+static bool op_word_open(const struct op *op)
+{
+	return op->word_off && !op->completed && !op->done;
+}
+
 bool client_op_word_done(struct sseq *s, struct op *op)
 {
-	if (!op->word_off || op->completed || op->done)
+	if (!op_word_open(op))
 		return false;
 	/* Acquire: the daemon's release came after the bytes. */
 	if (atomic_load_explicit(op_word(op), memory_order_acquire) != op->tag)
@@ -328,7 +334,7 @@ bool client_op_word_arm(struct op *op)
 {
 	uint64_t mark = CLIENT_WORD_UNWATCHED;
 
-	if (!op->word_off || op->completed || op->done)
+	if (!op_word_open(op))
 		return false;
 	return atomic_compare_exchange_strong_explicit(
 		op_word(op), &mark, 0, memory_order_relaxed, memory_order_relaxed);
@@ -338,7 +344,7 @@ bool client_op_word_sleep(struct sseq *s, struct op *op)
 {
 	uint64_t zero = 0;
 
-	if (!op->word_off || op->completed || op->done)
+	if (!op_word_open(op))
 		return true;
 	if (atomic_compare_exchange_strong_explicit(op_word(op), &zero, CLIENT_WORD_UNWATCHED,
 		    memory_order_acq_rel, memory_order_acquire))

@@ -419,14 +419,10 @@ int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *sr
 static uint64_t copy_done_word(struct sseq *s, struct op *op)
 {
 	uint64_t off;
-	struct staging_range *r;
 
 	if (s->info.major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR || s->info.minor < 10 ||
-		staging_arena_reserve(op->arena, sizeof(uint64_t), &off) < 0)
+		staging_set_reserve_in(&s->staging, op->arena, sizeof(uint64_t), false, &off) < 0)
 		return 0;
-	r = staging_arena_find(op->arena, off, 0);
-	r->refs = 1;
-	s->staging.refs++;
 	atomic_store_explicit((_Atomic uint64_t *)(void *)(op->arena->base + off),
 		CLIENT_WORD_UNWATCHED, memory_order_relaxed);
 	op->word_off = off + 1;
