@@ -50,6 +50,32 @@ grep -q "operations" "$dir/ctl.err" || fail "no summary: $(cat "$dir/ctl.err")"
 	>"$dir/check.out" || fail "timeline structure (above)"
 echo "timeline: $(cat "$dir/check.out")"
 grep -q "wait [1-9]" "$dir/check.out" || fail "no event waits recorded: $(cat "$dir/check.out")"
+grep -q "clock_error_max_ns=0" "$dir/check.out" || fail "the sim's times are the host's own"
+
+# Device times mapped onto the host clock may lie within their clock_error_ns of the
+# host's instants: a start 500 ns before its issue passes with a bound of 1000 ns and
+# fails with one of 400 ns (hip on a GPU maps within a few microseconds).
+for bound in 1000 400; do
+	"$py" - "$dir/t.json" "$dir/skew.json" "$bound" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+e = next(e for e in doc["traceEvents"] if e["ph"] == "X" and not e["args"]["waits"])
+a = e["args"]
+a["start_ns"] = a["issue_ns"] - 500
+a["clock_error_ns"] = int(sys.argv[3])
+e["ts"] = a["start_ns"] / 1000
+e["dur"] = (a["end_ns"] - a["start_ns"]) / 1000
+json.dump(doc, open(sys.argv[2], "w"))
+PY
+	rc=0
+	"$py" "$here/timeline-check.py" "$dir/skew.json" --device >/dev/null 2>"$dir/err" || rc=$?
+	if [[ $bound == 1000 && $rc != 0 ]]; then
+		fail "a start within clock_error_ns of its issue: $(cat "$dir/err")"
+	fi
+	if [[ $bound == 400 ]] && { [[ $rc == 0 ]] || ! grep -q "out of order" "$dir/err"; }; then
+		fail "a start 500 ns before its issue passed with clock_error_ns 400"
+	fi
+done
 
 # ---- the filters: exactly the operations of the whole timeline they keep ----
 # The first stress session, and a time in the idle second between the bursts.
@@ -184,6 +210,9 @@ evs = json.load(open(sys.argv[1], encoding="utf-8"))["traceEvents"]
 timing = {e["args"]["timing"] for e in evs if e["ph"] == "X"}
 want = "device" if sys.argv[2] == "on" else "observed"
 assert timing == {want}, (sys.argv[2], timing)
+# The device's clock is mapped onto the host's within a bound each entry states.
+errs = {e["args"]["clock_error_ns"] > 0 for e in evs if e["ph"] == "X"}
+assert errs == {sys.argv[2] == "on"}, (sys.argv[2], errs)
 PY
 	echo "hip timeline, --device-timeline $mode: $(cat "$dir/hip-check.out")"
 done

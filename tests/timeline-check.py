@@ -27,6 +27,7 @@ def check(doc, min_ops, min_flows, device):
     if len(xs) < min_ops:
         bad.append("%d X events, fewer than %d" % (len(xs), min_ops))
     by_point = {}
+    max_err = 0
     stream_track = defaultdict(set)
     track_stream = defaultdict(set)
     for e in xs:
@@ -58,8 +59,23 @@ def check(doc, min_ops, min_flows, device):
             bad.append("timing %r" % a.get("timing"))
         if device and a.get("timing") != "device":
             bad.append("not device-timed: %r" % e)
-        if a.get("timing") == "device" and not a["issue_ns"] <= a["start_ns"] <= a["end_ns"] <= a["complete_ns"]:
-            bad.append("device times out of order (issue <= start <= end <= complete): %r" % e)
+        # Device times are the device's clock mapped onto the host's, within the
+        # mapping's error bound: against the host's own instants (issue, complete)
+        # they may lie that far off; against each other they are exact.
+        err = a.get("clock_error_ns")
+        if not isinstance(err, int) or err < 0 or (a.get("timing") != "device" and err != 0):
+            bad.append("clock_error_ns %r for %s timing: %r" % (err, a.get("timing"), e))
+            err = 0
+        max_err = max(max_err, err)
+        if a.get("timing") == "device" and not (
+            a["issue_ns"] <= a["start_ns"] + err
+            and a["start_ns"] <= a["end_ns"]
+            and a["end_ns"] <= a["complete_ns"] + err
+        ):
+            bad.append(
+                "device times out of order (issue <= start <= end <= complete, within"
+                " clock_error_ns): %r" % e
+            )
         if a.get("point") in by_point:
             bad.append("point %s twice" % a.get("point"))
         by_point[a.get("point")] = e
@@ -130,13 +146,14 @@ def check(doc, min_ops, min_flows, device):
         bad.append("%d wait instants for %d waits" % (instants, waits))
     if min_flows and not ordered and device:
         bad.append("no device-timed producer/consumer pair to check")
-    summary = "ops=%d tracks=%d flows=%d waits=%d (%s) ordered_pairs=%d" % (
+    summary = "ops=%d tracks=%d flows=%d waits=%d (%s) ordered_pairs=%d clock_error_max_ns=%d" % (
         len(xs),
         len(track_stream),
         len(starts),
         waits,
         ", ".join("%s %d" % kv for kv in sorted(hows.items())),
         ordered,
+        max_err,
     )
     return bad, summary
 

@@ -162,10 +162,12 @@ static void chrome_slice(struct chrome *ch, const Sseq__TimelineEntry *e)
 	fprintf(ch->f,
 		",\"stream\":%u,\"point\":\"%u:%" PRIu64 "\",\"tag\":%" PRIu64
 		",\"issue_ns\":%" PRIu64 ",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64
-		",\"complete_ns\":%" PRIu64 ",\"timing\":\"%s\",\"status\":",
+		",\"complete_ns\":%" PRIu64 ",\"timing\":\"%s\",\"clock_error_ns\":%" PRIu64
+		",\"status\":",
 		entry_stream(e), entry_stream(e), entry_seq(e), e->tag, e->issue_ns, e->start_ns,
 		e->end_ns, e->complete_ns,
-		e->timing == SSEQ__TIMELINE_TIMING__TIMELINE_TIMING_DEVICE ? "device" : "observed");
+		e->timing == SSEQ__TIMELINE_TIMING__TIMELINE_TIMING_DEVICE ? "device" : "observed",
+		e->clock_error_ns);
 	json_write_string(ch->f, status_name(e->status, buf, sizeof(buf)));
 	fputs(",\"waits\":[", ch->f);
 	for (size_t i = 0; i < e->n_waits; i++) {

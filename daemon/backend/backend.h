@@ -193,9 +193,12 @@ struct backend_ops {
 	void (*info)(void *ctx, struct backend_info *info);
 	/* The device's own start and end of the op launched at `at` (CLOCK_MONOTONIC ns),
 	 * asked once its completion was reported: 0, or -ENOENT when the backend no longer
-	 * (or never) kept them. NULL: no device timestamps (the timeline then shows what
-	 * the daemon observed). Called on the loop thread; must not block. */
-	int (*op_times)(void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns);
+	 * (or never) kept them. *error_ns: how far the two may lie from the host clock's
+	 * true instants (0: read from the host clock itself). NULL: no device timestamps
+	 * (the timeline then shows what the daemon observed). Called on the loop thread;
+	 * must not block. */
+	int (*op_times)(void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns,
+		uint64_t *error_ns);
 	/* Whether a fault poisoned the device context: every later call on it fails, on
 	 * every stream, until reset (hip: an illegal address, a trap, ...; the sim:
 	 * --inject device-lost-op=N). NULL: never. */
@@ -342,10 +345,11 @@ static inline void backend_info(const struct backend *b, struct backend_info *in
 	b->ops->info(b->ctx, info);
 }
 
-static inline int backend_op_times(
-	const struct backend *b, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns)
+static inline int backend_op_times(const struct backend *b, struct seq_point at, uint64_t *start_ns,
+	uint64_t *end_ns, uint64_t *error_ns)
 {
-	return b->ops->op_times ? b->ops->op_times(b->ctx, at, start_ns, end_ns) : -ENOENT;
+	return b->ops->op_times ? b->ops->op_times(b->ctx, at, start_ns, end_ns, error_ns)
+				: -ENOENT;
 }
 
 static inline void backend_destroy(struct backend *b)

@@ -63,8 +63,9 @@ static void ops_timeline_done(struct server *srv, const struct op_rec *rec, int 
 {
 	const struct session_ident *s = session_ident(rec->session);
 	const uint64_t now = srv->drain_ns ? srv->drain_ns : server_now_ns();
-	uint64_t device[2];
-	const bool timed = backend_op_times(&srv->backend, rec->at, &device[0], &device[1]) == 0;
+	uint64_t device[3];
+	const bool timed =
+		backend_op_times(&srv->backend, rec->at, &device[0], &device[1], &device[2]) == 0;
 	struct timeline_ent *e =
 		timeline_add(&srv->timeline, rec->at, &rec->tl, now, timed ? device : NULL);
 

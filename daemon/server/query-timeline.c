@@ -48,6 +48,7 @@ static Sseq__TimelineEntry *timeline_entry(struct server *srv, const struct serv
 	te->start_ns = since_start(s0, e->start_ns);
 	te->end_ns = since_start(s0, e->end_ns);
 	te->complete_ns = since_start(s0, e->complete_ns);
+	te->clock_error_ns = e->clock_error_ns;
 	te->timing = e->timing == TIMELINE_DEVICE ? SSEQ__TIMELINE_TIMING__TIMELINE_TIMING_DEVICE
 						  : SSEQ__TIMELINE_TIMING__TIMELINE_TIMING_OBSERVED;
 	te->status = outcome_status(e->status);

@@ -89,8 +89,8 @@ START_TEST(test_device_times_are_used_and_observed_ones_follow_the_stream)
 {
 	struct timeline t;
 	struct timeline_op a = op_at(100), b = op_at(110), c = op_at(500);
-	const uint64_t dev[2] = {120, 130};
-	const uint64_t backwards[2] = {140, 135};
+	const uint64_t dev[3] = {120, 130, 4};
+	const uint64_t backwards[3] = {140, 135, 0};
 	const struct timeline_ent *e;
 
 	ck_assert_int_eq(timeline_init(&t, 16), 0);
@@ -98,6 +98,7 @@ START_TEST(test_device_times_are_used_and_observed_ones_follow_the_stream)
 	ck_assert_uint_eq(e->timing, TIMELINE_DEVICE);
 	ck_assert_uint_eq(e->start_ns, 120);
 	ck_assert_uint_eq(e->end_ns, 130);
+	ck_assert_uint_eq(e->clock_error_ns, 4);
 	ck_assert_uint_eq(e->issue_ns, 100);
 	ck_assert_uint_eq(e->complete_ns, 200);
 	/* Issued before the previous op on its stream ended: it started after that end. */
@@ -105,6 +106,7 @@ START_TEST(test_device_times_are_used_and_observed_ones_follow_the_stream)
 	ck_assert_uint_eq(e->timing, TIMELINE_OBSERVED);
 	ck_assert_uint_eq(e->start_ns, 130);
 	ck_assert_uint_eq(e->end_ns, 300);
+	ck_assert_uint_eq(e->clock_error_ns, 0);
 	/* Times that run backwards are not device times. */
 	e = timeline_add(&t, (struct seq_point){2, 3}, &c, 600, backwards);
 	ck_assert_uint_eq(e->timing, TIMELINE_OBSERVED);

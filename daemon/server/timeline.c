@@ -61,10 +61,12 @@ struct timeline_ent *timeline_add(struct timeline *t, struct seq_point at,
 		e->timing = TIMELINE_DEVICE;
 		e->start_ns = device[0];
 		e->end_ns = device[1];
+		e->clock_error_ns = device[2];
 	} else {
 		/* An in-order stream ran it after its previous op ended; the end is when the
 		 * completion was seen, an upper bound. */
 		e->timing = TIMELINE_OBSERVED;
+		e->clock_error_ns = 0;
 		e->start_ns = op->issue_ns;
 		if (stream_end && *stream_end > e->start_ns)
 			e->start_ns = *stream_end;

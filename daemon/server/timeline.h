@@ -52,6 +52,9 @@ struct timeline_ent {
 	uint8_t timing; /* enum timeline_timing */
 	uint8_t ndeps, deps_dropped;
 	uint64_t issue_ns, start_ns, end_ns, complete_ns;
+	/* Device timing: how far start and end may lie from the host clock's instants
+	 * (the backend's mapping of its clock onto the host's); 0 when observed. */
+	uint64_t clock_error_ns;
 	char worker[TIMELINE_LABEL];
 	char kernel[TIMELINE_LABEL];
 	struct timeline_dep deps[TIMELINE_WAITS];
@@ -85,7 +88,8 @@ void timeline_op_dep(struct timeline_op *op, struct seq_point producer, enum tim
 
 /* The op at `at` completed, seen at complete_ns: a new entry (the oldest is overwritten
  * when the ring is full) with op's issue time and dependencies, its start and end from
- * device[0..1] when the backend had them (device may be NULL), else as observed. The
+ * device[0..1] when the backend had them (device may be NULL; device[2] their error
+ * bound on the host clock), else as observed. The
  * caller fills in who ran it (session, tag, uid, pid, status, worker, kernel). */
 struct timeline_ent *timeline_add(struct timeline *t, struct seq_point at,
 	const struct timeline_op *op, uint64_t complete_ns, const uint64_t *device);

@@ -148,7 +148,9 @@ struct hip_timeline {
 	uint64_t meas_ns;
 	bool meas_ok;
 	double rate;
-	_Atomic uint64_t error_ns; /* the latest anchor's error bound */
+	/* The latest anchor's error bound: how far a mapped time may lie from the host
+	 * clock's true instant. Changes with the mapping, under mu. */
+	_Atomic uint64_t error_ns;
 	pthread_t thread;
 	bool made, started, stop;
 };
@@ -507,7 +509,8 @@ void hip__audit_finish(struct hip *h);
 /* hip-timeline.c: the device timeline, the audit table's timestamps on the host clock. */
 int hip__timeline_start(struct hip *h);
 void hip__timeline_stop(struct hip *h);
-int hip__op_times(void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns);
+int hip__op_times(
+	void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns, uint64_t *error_ns);
 
 /* Whether launches are bracketed by timing events (the audit table): for the audit or
  * the device timeline. */

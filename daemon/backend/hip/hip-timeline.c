@@ -182,13 +182,13 @@ static int hip_tl_anchor(struct hip *h)
 		"rate %+.2f ppm",
 		(double)half / 1e3, trusted ? "" : " (too wide: mapping carried over)", off / 1e3,
 		(tl->rate - 1.0) * 1e6);
-	atomic_store(&tl->error_ns, err);
 	pthread_mutex_lock(&tl->mu);
 	old = tl->cur;
 	tl->cur = tl->best;
 	tl->best = old;
 	tl->host_ns = host;
 	tl->slope = slope;
+	atomic_store(&tl->error_ns, err); /* with the mapping it bounds */
 	tl->anchored = true;
 	pthread_mutex_unlock(&tl->mu);
 	/* The rate is measured between anchors whose host times were measured well. */
@@ -311,12 +311,13 @@ static int hip_tl_map(const struct hip_timeline *tl, hipEvent_t ev, uint64_t *ns
  * retires the point, which it does only after asking. Start and end are both mapped
  * through the anchor (not start plus the op's own elapsed time) so that float rounding
  * keeps every order: start <= end, and one op's end <= the next op's start. */
-int hip__op_times(void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns)
+int hip__op_times(
+	void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns, uint64_t *error_ns)
 {
 	struct hip *h = ctx;
 	struct hip_timeline *tl = &h->tl;
 	const struct hip_audit_op *a;
-	uint64_t s = 0, e = 0;
+	uint64_t s = 0, e = 0, err = 0;
 	int r;
 
 	/* Not made: a reset whose bring-up failed (the table is empty then too). */
@@ -329,11 +330,13 @@ int hip__op_times(void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *
 	r = tl->anchored ? hip_tl_map(tl, a->start, &s) : -ENOENT;
 	if (r == 0)
 		r = hip_tl_map(tl, a->end, &e);
+	err = atomic_load(&tl->error_ns);
 	pthread_mutex_unlock(&tl->mu);
 	if (r < 0 || e < s)
 		return -ENOENT;
 	*start_ns = s;
 	*end_ns = e;
+	*error_ns = err;
 	return 0;
 }
 

@@ -188,7 +188,8 @@ int sim_record(void *ctx, struct seq_point at);
 int sim_wait(void *ctx, uint32_t stream, struct seq_point event);
 int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op);
 int sim_streams_start(struct sim *sim, const enum seq_stream_kind *kinds);
-int sim_op_times(void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns);
+int sim_op_times(
+	void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns, uint64_t *error_ns);
 void sim_streams_stop(struct sim *sim);
 void sim_cancel(void *ctx);
 

@@ -322,7 +322,8 @@ static void sim_times_put(struct sim *sim, struct seq_point at, uint64_t start, 
 	atomic_store_explicit(&t->seq, at.seq, memory_order_release);
 }
 
-int sim_op_times(void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns)
+int sim_op_times(
+	void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns, uint64_t *error_ns)
 {
 	struct sim *sim = ctx;
 	struct sim_times *t;
@@ -334,6 +335,7 @@ int sim_op_times(void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *e
 		return -ENOENT;
 	*start_ns = atomic_load_explicit(&t->start_ns, memory_order_relaxed);
 	*end_ns = atomic_load_explicit(&t->end_ns, memory_order_relaxed);
+	*error_ns = 0; /* the worker read the host clock itself */
 	atomic_thread_fence(memory_order_acquire);
 	return atomic_load_explicit(&t->seq, memory_order_relaxed) == at.seq ? 0 : -ENOENT;
 }
