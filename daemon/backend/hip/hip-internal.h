@@ -42,6 +42,13 @@
 /* A submit thread looks for its next command this long after its last (while a core is
  * free) before it sleeps. */
 #define HIP_SUBMIT_SPIN_NS 50000L
+/* ... and HIP_SUBMIT_LONG_SPINNERS of them, the first to go idle, look on until
+ * HIP_SUBMIT_LONG_SPIN_NS: a lone client's next request comes a few hundred microseconds
+ * after its last (a pytest worker between two tests), after the short spin and before a
+ * wake-up would be cheap, while many clients' spinning threads would take the cores the
+ * clients need (HIP_SUBMIT_SPIN_NS for all of them: BENCHMARKS.md). */
+#define HIP_SUBMIT_LONG_SPIN_NS 1000000L
+#define HIP_SUBMIT_LONG_SPINNERS 1u
 /* Commands the loop may queue ahead of each submit thread (a power of two). */
 #define HIP_SUBMIT_QUEUE 4096
 /* Locks that order an event's record against another thread's wait on it (a power of
@@ -396,9 +403,12 @@ struct hip {
 	bool watch_stop;
 	/* The submit threads (see hip-submit.c); none: the commands run inline. How long an
 	 * idle one looks for its next command before it sleeps (HIP_SUBMIT_SPIN_NS, or
-	 * $SSEQ_HIP_SUBMIT_SPIN_US for comparisons). */
+	 * $SSEQ_HIP_SUBMIT_SPIN_US for comparisons), how long the few that go on looking do
+	 * (HIP_SUBMIT_LONG_SPIN_NS, $SSEQ_HIP_SUBMIT_LONG_SPIN_US), and how many do now. */
 	unsigned nsubmitters;
 	uint64_t submit_spin_ns;
+	uint64_t submit_long_spin_ns;
+	_Atomic unsigned submit_long_spinners;
 	struct hip_submitter sub[HIP_MAX_SUBMIT_THREADS];
 	pthread_mutex_t event_lock[HIP_EVENT_LOCKS];
 };

@@ -706,24 +706,50 @@ int hip__submit_end(struct hip *h, struct hip_cmd *c)
 	return 0;
 }
 
-/* Whether a command came within HIP_SUBMIT_SPIN_NS: requests come in bursts, and a futex
- * wake-up costs more than a launch, so an idle thread looks again for a while first,
- * but only while a core is free for it (spin.h): with none, the spin would hold back the
- * thread that has the work. */
+/* One of the HIP_SUBMIT_LONG_SPINNERS places to go on spinning, if one is free. */
+static bool hip_long_spin_take(struct hip *h)
+{
+	unsigned n = atomic_load_explicit(&h->submit_long_spinners, memory_order_relaxed);
+
+	while (n < HIP_SUBMIT_LONG_SPINNERS)
+		if (atomic_compare_exchange_weak(&h->submit_long_spinners, &n, n + 1))
+			return true;
+	return false;
+}
+
+/* Whether a command came within the spin: requests come in bursts, and a futex wake-up
+ * costs more than a launch, so an idle thread looks again for HIP_SUBMIT_SPIN_NS first,
+ * and the first idle one on until submit_long_spin_ns (a lone client's next request);
+ * but only while a core is free for it (spin.h): with none, the spin would hold back
+ * the thread that has the work. */
 static bool hip_submitter_spin(struct hip_submitter *sub, size_t head)
 {
+	struct hip *h = sub->h;
 	const uint64_t t0 = spin_now_ns();
+	uint64_t budget = h->submit_spin_ns;
+	bool found = false, long_spin = false;
 
 	for (unsigned i = 0;; i++) {
-		if (head != atomic_load_explicit(&sub->tail, memory_order_acquire))
-			return true;
+		if (head != atomic_load_explicit(&sub->tail, memory_order_acquire)) {
+			found = true;
+			break;
+		}
 		if (i % 64) {
 			hip__cpu_relax();
 			continue;
 		}
-		if (spin_now_ns() - t0 >= sub->h->submit_spin_ns || !spin_core_free())
-			return false;
+		if (!spin_core_free())
+			break;
+		if (spin_now_ns() - t0 < budget)
+			continue;
+		if (long_spin || budget >= h->submit_long_spin_ns || !hip_long_spin_take(h))
+			break;
+		long_spin = true;
+		budget = h->submit_long_spin_ns;
 	}
+	if (long_spin)
+		atomic_fetch_sub(&h->submit_long_spinners, 1);
+	return found;
 }
 
 static void *hip_submitter(void *arg)

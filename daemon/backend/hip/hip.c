@@ -229,6 +229,7 @@ static int hip_reset(void *ctx)
 	h->finding_arg = keep->finding_arg;
 	h->cfg = keep->cfg;
 	h->submit_spin_ns = keep->submit_spin_ns;
+	h->submit_long_spin_ns = keep->submit_long_spin_ns;
 	h->event_flags = keep->event_flags;
 	h->nstreams = keep->nstreams;
 	atomic_store(&h->findings, atomic_load(&keep->findings));
@@ -385,30 +386,42 @@ static int hip_device_open(struct hip *h)
 	return 0;
 }
 
+/* $name in microseconds (0 to 1000000) as ns, else `dflt` ns (unset, or not a number
+ * in range: said so). */
+static uint64_t hip_env_us(const char *name, uint64_t dflt)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long n;
+
+	if (!v || !*v)
+		return dflt;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || *end || *v == '-' || n > 1000000) {
+		log_warn("hip", "%s=%s is not 0 to 1000000: ignored", name, v);
+		return dflt;
+	}
+	return (uint64_t)n * 1000u;
+}
+
 /* The caller's config (all zero is valid), and the environment's overrides on top, for
  * comparisons: SSEQ_HIP_COMPLETION ("watch", "sync" or "poll"), SSEQ_HIP_SUBMIT_IDLE
  * ("inline" or "wake"), SSEQ_HIP_SUBMIT ("inline", "thread" for one, or a count of
- * submit threads) and SSEQ_HIP_SUBMIT_SPIN_US (how long an idle submit thread looks for
- * work before it sleeps). */
+ * submit threads), SSEQ_HIP_SUBMIT_SPIN_US (how long an idle submit thread looks for
+ * work before it sleeps) and SSEQ_HIP_SUBMIT_LONG_SPIN_US (how long the one that goes on
+ * looking does). */
 static void hip_configure(struct hip *h, const struct hip_config *cfg)
 {
-	const char *submit, *completion, *idle, *spin;
+	const char *submit, *completion, *idle;
 	char *end;
 	unsigned long n;
 
 	if (cfg)
 		h->cfg = *cfg;
-	h->submit_spin_ns = HIP_SUBMIT_SPIN_NS;
-	spin = getenv("SSEQ_HIP_SUBMIT_SPIN_US");
-	if (spin && *spin) {
-		errno = 0;
-		n = strtoul(spin, &end, 10);
-		if (errno || *end || n > 1000000)
-			log_warn("hip", "SSEQ_HIP_SUBMIT_SPIN_US=%s is not 0 to 1000000: ignored",
-				spin);
-		else
-			h->submit_spin_ns = (uint64_t)n * 1000u;
-	}
+	h->submit_spin_ns = hip_env_us("SSEQ_HIP_SUBMIT_SPIN_US", HIP_SUBMIT_SPIN_NS);
+	h->submit_long_spin_ns =
+		hip_env_us("SSEQ_HIP_SUBMIT_LONG_SPIN_US", HIP_SUBMIT_LONG_SPIN_NS);
 	idle = getenv("SSEQ_HIP_SUBMIT_IDLE");
 	if (idle && strcmp(idle, "wake") == 0)
 		h->cfg.submit_idle = HIP_SUBMIT_IDLE_WAKE;

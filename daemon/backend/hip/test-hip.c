@@ -927,10 +927,10 @@ static void lone_rig_start(const struct seq_config *scfg, struct hip_config *cfg
 	usleep(5000);
 }
 
-/* `rounds` lone launches (acc += one), each waited for and followed by a pause in which
- * the submit thread goes to sleep: how many times the submit threads slept meanwhile. */
-static unsigned long lone_adds(
-	struct seq_buffer *one, struct seq_buffer *acc, size_t n, unsigned rounds)
+/* `rounds` lone launches (acc += one), each waited for and followed by a pause of
+ * pause_us: how many times the submit threads slept meanwhile. */
+static unsigned long lone_adds_paused(struct seq_buffer *one, struct seq_buffer *acc, size_t n,
+	unsigned rounds, unsigned pause_us)
 {
 	const unsigned long sleeps0 = threads_sleeps("sseq-submit");
 
@@ -939,10 +939,62 @@ static unsigned long lone_adds(
 					 (struct seq_buffer *[]){acc, one, acc}),
 			0);
 		ck_assert_int_eq(h_sync(), 0);
-		usleep(2000); /* the thread's spin is over: it sleeps */
+		usleep(pause_us);
 	}
 	return threads_sleeps("sseq-submit") - sleeps0;
 }
+
+/* ... with a pause in which the submit thread goes to sleep: 3 ms, past even the long
+ * spin (HIP_SUBMIT_LONG_SPIN_NS). */
+static unsigned long lone_adds(
+	struct seq_buffer *one, struct seq_buffer *acc, size_t n, unsigned rounds)
+{
+	return lone_adds_paused(one, acc, n, rounds, 3000);
+}
+
+/* A lone client's next request a few hundred microseconds after its last (a pytest
+ * worker between two tests) finds its submit thread still looking for work (the one
+ * long spinner, HIP_SUBMIT_LONG_SPIN_NS), not asleep; with the long spin off
+ * ($SSEQ_HIP_SUBMIT_LONG_SPIN_US=0) each such request wakes the thread. Spinning is
+ * allowed throughout ($SSEQ_SPIN_POLICY=always, read by this test's process first), so
+ * a busy machine running the suites does not decide it. The sums check the order. */
+START_TEST(test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake)
+{
+	struct seq_config scfg = {0};
+	struct hip_config cfg = {.submit_threads = 1};
+	enum { N = 256, ROUNDS = 40, PAUSE_US = 200 };
+	unsigned long sleeps[2];
+	float *out;
+
+	setenv("SSEQ_SPIN_POLICY", "always", 1);
+	for (unsigned off = 0; off < 2; off++) {
+		struct seq_buffer *one, *acc;
+
+		if (off)
+			setenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US", "0", 1);
+		lone_rig_start(&scfg, &cfg, &one, &acc, N);
+		out = h_stage(N * sizeof(float));
+		sleeps[off] = lone_adds_paused(one, acc, N, ROUNDS, PAUSE_US);
+		ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
+		ck_assert_int_eq(h_sync(), 0);
+		for (unsigned i = 0; i < N; i++)
+			ck_assert_msg(out[i] == (float)ROUNDS, "[%u] %g != %u", i, out[i], ROUNDS);
+		h_free((struct seq_buffer *[]){one, acc}, 2);
+		h_unstage(out, N * sizeof(float));
+		h_teardown();
+	}
+	unsetenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US");
+	unsetenv("SSEQ_SPIN_POLICY");
+	printf("hip: %u lone launches %u us apart woke the submit thread %lu times, %lu with "
+	       "the long spin off\n",
+		ROUNDS, PAUSE_US, sleeps[0], sleeps[1]);
+	ck_assert_msg(sleeps[0] < ROUNDS / 4, "%lu wake-ups of the submit thread for %u launches",
+		sleeps[0], ROUNDS);
+	ck_assert_msg(sleeps[1] >= ROUNDS / 2,
+		"the long spin off, %lu wake-ups for %u launches %u us apart", sleeps[1], ROUNDS,
+		PAUSE_US);
+}
+END_TEST
 
 /* With --submit-idle inline, a lone request after a pause (a test's download, a client's
  * one copy) is enqueued on the thread that submits it, not by waking the stream's
@@ -1622,6 +1674,8 @@ static Suite *hip_suite(void)
 	tcase_add_test(speed, test_completion_by_the_watcher);
 	tcase_add_test(speed, test_waiting_for_a_long_kernel_holds_no_core);
 	tcase_add_test(speed, test_a_lone_launch_does_not_wake_a_sleeping_submit_thread);
+	tcase_add_test(
+		speed, test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake);
 	tcase_add_test(speed, test_a_lone_small_copy_does_not_wake_a_sleeping_submit_thread);
 	suite_add_tcase(s, speed);
 
