@@ -42,12 +42,13 @@
 /* A submit thread looks for its next command this long after its last (while a core is
  * free) before it sleeps. */
 #define HIP_SUBMIT_SPIN_NS 50000L
-/* ... and HIP_SUBMIT_LONG_SPINNERS of them, the first to go idle, look on until
- * HIP_SUBMIT_LONG_SPIN_NS: a lone client's next request comes a few hundred microseconds
- * after its last (a pytest worker between two tests), after the short spin and before a
- * wake-up would be cheap, while many clients' spinning threads would take the cores the
- * clients need (HIP_SUBMIT_SPIN_NS for all of them: BENCHMARKS.md). */
-#define HIP_SUBMIT_LONG_SPIN_NS 1000000L
+/* ... and, where $SSEQ_HIP_SUBMIT_LONG_SPIN_US sets it, HIP_SUBMIT_LONG_SPINNERS of them,
+ * the first to go idle, look on that long: a lone client's next request comes a few
+ * hundred microseconds after its last (a pytest worker between two tests), after the
+ * short spin. Off by default: on an H100 1 ms took 38% off a lone pytest worker's test
+ * and cost 5-8% at -n 8 and 3-7% of 16 C clients' round trips (BENCHMARKS.md, 08:12),
+ * and sseqd is for many workers. */
+#define HIP_SUBMIT_LONG_SPIN_NS 0L
 #define HIP_SUBMIT_LONG_SPINNERS 1u
 /* Commands the loop may queue ahead of each submit thread (a power of two). */
 #define HIP_SUBMIT_QUEUE 4096
@@ -246,6 +247,7 @@ struct hip_submitter {
 	struct hip_cmd *q;
 	_Atomic size_t head, tail;
 	atomic_bool sleeping;
+	_Atomic uint64_t sleeps; /* times it went to sleep with nothing queued (tests) */
 	bool stop;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;

@@ -772,6 +772,7 @@ static void *hip_submitter(void *arg)
 				continue;
 			pthread_mutex_lock(&sub->mu);
 			atomic_store(&sub->sleeping, true);
+			atomic_fetch_add_explicit(&sub->sleeps, 1, memory_order_relaxed);
 			while (head == atomic_load(&sub->tail) && !sub->stop)
 				pthread_cond_wait(&sub->cond, &sub->mu);
 			atomic_store(&sub->sleeping, false);

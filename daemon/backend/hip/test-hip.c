@@ -927,10 +927,11 @@ static void lone_rig_start(const struct seq_config *scfg, struct hip_config *cfg
 	usleep(5000);
 }
 
-/* `rounds` lone launches (acc += one), each waited for and followed by a pause of
- * pause_us: how many times the submit threads slept meanwhile. */
-static unsigned long lone_adds_paused(struct seq_buffer *one, struct seq_buffer *acc, size_t n,
-	unsigned rounds, unsigned pause_us)
+/* `rounds` lone launches (acc += one), each waited for and followed by a pause in which
+ * the submit thread goes to sleep (3 ms: past even the long spin,
+ * HIP_SUBMIT_LONG_SPIN_NS): how many times the submit threads slept meanwhile. */
+static unsigned long lone_adds(
+	struct seq_buffer *one, struct seq_buffer *acc, size_t n, unsigned rounds)
 {
 	const unsigned long sleeps0 = threads_sleeps("sseq-submit");
 
@@ -939,31 +940,77 @@ static unsigned long lone_adds_paused(struct seq_buffer *one, struct seq_buffer 
 					 (struct seq_buffer *[]){acc, one, acc}),
 			0);
 		ck_assert_int_eq(h_sync(), 0);
-		usleep(pause_us);
+		usleep(3000);
 	}
 	return threads_sleeps("sseq-submit") - sleeps0;
 }
 
-/* ... with a pause in which the submit thread goes to sleep: 3 ms, past even the long
- * spin (HIP_SUBMIT_LONG_SPIN_NS). */
-static unsigned long lone_adds(
-	struct seq_buffer *one, struct seq_buffer *acc, size_t n, unsigned rounds)
+/* The times the backend's submit threads went to sleep with nothing queued (their own
+ * count: a thread blocked on a lock inside the runtime is not asleep for want of work). */
+static uint64_t submit_sleeps(void)
 {
-	return lone_adds_paused(one, acc, n, rounds, 3000);
+	const struct hip *h = H.be.ctx;
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < h->nsubmitters; i++)
+		n += atomic_load(&h->sub[i].sleeps);
+	return n;
 }
 
-/* A lone client's next request a few hundred microseconds after its last (a pytest
- * worker between two tests) finds its submit thread still looking for work (the one
- * long spinner, HIP_SUBMIT_LONG_SPIN_NS), not asleep; with the long spin off
- * ($SSEQ_HIP_SUBMIT_LONG_SPIN_US=0) each such request wakes the thread. Spinning is
- * allowed throughout ($SSEQ_SPIN_POLICY=always, read by this test's process first), so
- * a busy machine running the suites does not decide it. The sums check the order. */
+/* CLOCK_MONOTONIC in us. */
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Lone launches (acc += one) pause_us apart, each waited for, until `want` of them came
+ * within [pause_us, 3 pause_us) of the one before (a loaded machine oversleeps some
+ * pauses: those rounds say nothing) or 10 times as many rounds ran: how many of those
+ * `want` found the submit thread had slept. The sum each launch added is left in *rounds. */
+static unsigned lone_short_pauses(struct seq_buffer *one, struct seq_buffer *acc, size_t n,
+	unsigned pause_us, unsigned want, unsigned *rounds)
+{
+	unsigned woke = 0, got = 0;
+	uint64_t last = mono_us();
+
+	for (*rounds = 0; got < want && *rounds < 10 * want; ++*rounds) {
+		const uint64_t s0 = submit_sleeps();
+		uint64_t gap;
+
+		usleep(pause_us);
+		gap = mono_us() - last;
+		ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(n)}, 4,
+					 (struct seq_buffer *[]){acc, one, acc}),
+			0);
+		ck_assert_int_eq(h_sync(), 0);
+		last = mono_us();
+		if (gap >= 3 * pause_us)
+			continue;
+		got++;
+		woke += submit_sleeps() != s0;
+	}
+	ck_assert_msg(got == want, "only %u of %u rounds paused less than %u us", got, *rounds,
+		3 * pause_us);
+	return woke;
+}
+
+/* With the long spin on ($SSEQ_HIP_SUBMIT_LONG_SPIN_US=1000), a lone client's next
+ * request a few hundred microseconds after its last (a pytest worker between two tests)
+ * finds its submit thread still looking for work, not asleep; by default (off) such a
+ * request wakes the thread. Spinning is allowed throughout ($SSEQ_SPIN_POLICY=always,
+ * read by this test's process first); rounds whose pause a loaded machine stretched say
+ * nothing and are skipped, and the two settings are compared with each other, since
+ * such a machine may also hold back the wait that ends a round. The sums check the
+ * order. */
 START_TEST(test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake)
 {
 	struct seq_config scfg = {0};
 	struct hip_config cfg = {.submit_threads = 1};
-	enum { N = 256, ROUNDS = 40, PAUSE_US = 200 };
-	unsigned long sleeps[2];
+	enum { N = 256, WANT = 40, PAUSE_US = 200 };
+	unsigned woke[2], rounds;
 	float *out;
 
 	setenv("SSEQ_SPIN_POLICY", "always", 1);
@@ -971,28 +1018,30 @@ START_TEST(test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake
 		struct seq_buffer *one, *acc;
 
 		if (off)
-			setenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US", "0", 1);
+			unsetenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US");
+		else
+			setenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US", "1000", 1);
 		lone_rig_start(&scfg, &cfg, &one, &acc, N);
 		out = h_stage(N * sizeof(float));
-		sleeps[off] = lone_adds_paused(one, acc, N, ROUNDS, PAUSE_US);
+		woke[off] = lone_short_pauses(one, acc, N, PAUSE_US, WANT, &rounds);
 		ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
 		ck_assert_int_eq(h_sync(), 0);
 		for (unsigned i = 0; i < N; i++)
-			ck_assert_msg(out[i] == (float)ROUNDS, "[%u] %g != %u", i, out[i], ROUNDS);
+			ck_assert_msg(out[i] == (float)rounds, "[%u] %g != %u", i, out[i], rounds);
 		h_free((struct seq_buffer *[]){one, acc}, 2);
 		h_unstage(out, N * sizeof(float));
 		h_teardown();
 	}
 	unsetenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US");
 	unsetenv("SSEQ_SPIN_POLICY");
-	printf("hip: %u lone launches %u us apart woke the submit thread %lu times, %lu with "
-	       "the long spin off\n",
-		ROUNDS, PAUSE_US, sleeps[0], sleeps[1]);
-	ck_assert_msg(sleeps[0] < ROUNDS / 4, "%lu wake-ups of the submit thread for %u launches",
-		sleeps[0], ROUNDS);
-	ck_assert_msg(sleeps[1] >= ROUNDS / 2,
-		"the long spin off, %lu wake-ups for %u launches %u us apart", sleeps[1], ROUNDS,
-		PAUSE_US);
+	printf("hip: of %u lone launches %u-%u us after the last, %u found the submit thread "
+	       "asleep, %u by default (the long spin off)\n",
+		WANT, PAUSE_US, 3 * PAUSE_US, woke[0], woke[1]);
+	ck_assert_msg(woke[1] >= WANT / 2, "the long spin off, %u of %u lone launches woke it",
+		woke[1], WANT);
+	ck_assert_msg(woke[0] <= woke[1] / 2,
+		"the long spin on, %u of %u lone launches woke the submit thread (off: %u)",
+		woke[0], WANT, woke[1]);
 }
 END_TEST
 
