@@ -719,9 +719,10 @@ static bool hip_long_spin_take(struct hip *h)
 
 /* Whether a command came within the spin: requests come in bursts, and a futex wake-up
  * costs more than a launch, so an idle thread looks again for HIP_SUBMIT_SPIN_NS first,
- * and the first idle one on until submit_long_spin_ns (a lone client's next request);
- * but only while a core is free for it (spin.h): with none, the spin would hold back
- * the thread that has the work. */
+ * and, where the long spin is on ($SSEQ_HIP_SUBMIT_LONG_SPIN_US), the first idle one on
+ * until submit_long_spin_ns (a lone client's next request); but only while a core is
+ * free for it (spin.h): with none, the spin would hold back the thread that has the
+ * work. */
 static bool hip_submitter_spin(struct hip_submitter *sub, size_t head)
 {
 	struct hip *h = sub->h;
