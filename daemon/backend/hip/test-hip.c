@@ -68,6 +68,14 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* ---- ops through the core ---- */
 
 /* h_exec, pipelined: while the stream's window is full, flush and take completions. */
@@ -957,15 +965,6 @@ static uint64_t submit_sleeps(void)
 	return n;
 }
 
-/* CLOCK_MONOTONIC in us. */
-static uint64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* A round of the short-pause tests counts when its command came within this of the one
  * before (a loaded machine stretches a pause or the wait before it: such a round says
  * nothing of a 1 ms spin), and a test gives up after 20 times the rounds it wants. */
@@ -979,19 +978,19 @@ static unsigned lone_short_pauses(struct seq_buffer *one, struct seq_buffer *acc
 	unsigned pause_us, unsigned want, unsigned *rounds)
 {
 	unsigned woke = 0, got = 0;
-	uint64_t last = mono_us(), slept = submit_sleeps();
+	uint64_t last = now_ns(), slept = submit_sleeps();
 
 	for (*rounds = 0; got < want && *rounds < 20 * want; ++*rounds) {
 		uint64_t now, s;
 
 		usleep(pause_us);
-		now = mono_us();
+		now = now_ns();
 		s = submit_sleeps();
 		ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(n)}, 4,
 					 (struct seq_buffer *[]){acc, one, acc}),
 			0);
 		ck_assert_int_eq(h_sync(), 0);
-		if (*rounds && now - last < SHORT_ROUND_US) {
+		if (*rounds && now - last < SHORT_ROUND_US * 1000ull) {
 			got++;
 			woke += s != slept;
 		}
@@ -1465,14 +1464,6 @@ START_TEST(test_module_functions_run_in_order_through_the_core)
 END_TEST
 
 /* ---- the device timeline ---- */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* A spin of `us` microseconds at `at` (a compute stream), straight to the backend. */
 static void tl_spin(struct seq_point at, uint64_t us)
