@@ -42,14 +42,15 @@
 /* A submit thread looks for its next command this long after its last (while a core is
  * free) before it sleeps. */
 #define HIP_SUBMIT_SPIN_NS 50000L
-/* ... and, where $SSEQ_HIP_SUBMIT_LONG_SPIN_US sets it, HIP_SUBMIT_LONG_SPINNERS of them,
- * the first to go idle, look on that long: a lone client's next request comes a few
- * hundred microseconds after its last (a pytest worker between two tests), after the
- * short spin. Off by default: on an H100 1 ms took 38% off a lone pytest worker's test
- * and cost 5-8% at -n 8 and 3-7% of 16 C clients' round trips (BENCHMARKS.md, 08:12),
- * and sseqd is for many workers. */
+/* ... and, where $SSEQ_HIP_SUBMIT_LONG_SPIN_US sets it, the thread the latest command
+ * went to looks on that long, until a command goes to another thread: a lone client's
+ * next request comes a few hundred microseconds after its last (a pytest worker between
+ * two tests), after the short spin, while under many clients the latest command moves
+ * from thread to thread and nobody spins long. Off by default: on an H100 1 ms for the
+ * first thread to go idle, whoever had the latest command, took 38% off a lone pytest
+ * worker's test and cost 5-8% at -n 8 and 3-7% of 16 C clients' round trips
+ * (BENCHMARKS.md, 2026-12-07 08:12). */
 #define HIP_SUBMIT_LONG_SPIN_NS 0L
-#define HIP_SUBMIT_LONG_SPINNERS 1u
 /* Commands the loop may queue ahead of each submit thread (a power of two). */
 #define HIP_SUBMIT_QUEUE 4096
 /* Locks that order an event's record against another thread's wait on it (a power of
@@ -248,6 +249,7 @@ struct hip_submitter {
 	_Atomic size_t head, tail;
 	atomic_bool sleeping;
 	_Atomic uint64_t sleeps; /* times it went to sleep with nothing queued (tests) */
+	atomic_bool long_spinning; /* in the long spin now (tests) */
 	bool stop;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
@@ -406,11 +408,13 @@ struct hip {
 	/* The submit threads (see hip-submit.c); none: the commands run inline. How long an
 	 * idle one looks for its next command before it sleeps (HIP_SUBMIT_SPIN_NS, or
 	 * $SSEQ_HIP_SUBMIT_SPIN_US for comparisons), how long the few that go on looking do
-	 * (HIP_SUBMIT_LONG_SPIN_NS, $SSEQ_HIP_SUBMIT_LONG_SPIN_US), and how many do now. */
+	 * (HIP_SUBMIT_LONG_SPIN_NS, $SSEQ_HIP_SUBMIT_LONG_SPIN_US), and the thread the
+	 * latest command went to, the one that may (written by the loops, only on a change,
+	 * so that a flood to one thread does not move the line). */
 	unsigned nsubmitters;
 	uint64_t submit_spin_ns;
 	uint64_t submit_long_spin_ns;
-	_Atomic unsigned submit_long_spinners;
+	_Atomic unsigned submit_last;
 	struct hip_submitter sub[HIP_MAX_SUBMIT_THREADS];
 	pthread_mutex_t event_lock[HIP_EVENT_LOCKS];
 };

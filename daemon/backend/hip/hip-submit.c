@@ -686,6 +686,8 @@ int hip__submit_end(struct hip *h, struct hip_cmd *c)
 
 	if (!sub)
 		return hip_submit_run(h, c);
+	if (atomic_load_explicit(&h->submit_last, memory_order_relaxed) != sub->index)
+		atomic_store_explicit(&h->submit_last, sub->index, memory_order_relaxed);
 	here = hip_submit_here(h, sub, c);
 	if (c->kind == HIP_CMD_LAUNCH)
 		h->streams[c->stream].launched_here = here;
@@ -706,23 +708,19 @@ int hip__submit_end(struct hip *h, struct hip_cmd *c)
 	return 0;
 }
 
-/* One of the HIP_SUBMIT_LONG_SPINNERS places to go on spinning, if one is free. */
-static bool hip_long_spin_take(struct hip *h)
+/* Whether this thread had the latest command of all submit threads. */
+static bool hip_submitter_last(const struct hip_submitter *sub)
 {
-	unsigned n = atomic_load_explicit(&h->submit_long_spinners, memory_order_relaxed);
-
-	while (n < HIP_SUBMIT_LONG_SPINNERS)
-		if (atomic_compare_exchange_weak(&h->submit_long_spinners, &n, n + 1))
-			return true;
-	return false;
+	return atomic_load_explicit(&sub->h->submit_last, memory_order_relaxed) == sub->index;
 }
 
 /* Whether a command came within the spin: requests come in bursts, and a futex wake-up
  * costs more than a launch, so an idle thread looks again for HIP_SUBMIT_SPIN_NS first,
- * and, where the long spin is on ($SSEQ_HIP_SUBMIT_LONG_SPIN_US), the first idle one on
- * until submit_long_spin_ns (a lone client's next request); but only while a core is
- * free for it (spin.h): with none, the spin would hold back the thread that has the
- * work. */
+ * and, where the long spin is on ($SSEQ_HIP_SUBMIT_LONG_SPIN_US) and it had the latest
+ * command of all, on until submit_long_spin_ns or until a command goes to another thread
+ * (a lone client's next request comes to it; with many clients, others' commands end
+ * the spin at once); but only while a core is free for it (spin.h): with none, the spin
+ * would hold back the thread that has the work. */
 static bool hip_submitter_spin(struct hip_submitter *sub, size_t head)
 {
 	struct hip *h = sub->h;
@@ -739,17 +737,18 @@ static bool hip_submitter_spin(struct hip_submitter *sub, size_t head)
 			hip__cpu_relax();
 			continue;
 		}
-		if (!spin_core_free())
+		if (!spin_core_free() || (long_spin && !hip_submitter_last(sub)))
 			break;
 		if (spin_now_ns() - t0 < budget)
 			continue;
-		if (long_spin || budget >= h->submit_long_spin_ns || !hip_long_spin_take(h))
+		if (long_spin || budget >= h->submit_long_spin_ns || !hip_submitter_last(sub))
 			break;
 		long_spin = true;
 		budget = h->submit_long_spin_ns;
+		atomic_store_explicit(&sub->long_spinning, true, memory_order_relaxed);
 	}
 	if (long_spin)
-		atomic_fetch_sub(&h->submit_long_spinners, 1);
+		atomic_store_explicit(&sub->long_spinning, false, memory_order_relaxed);
 	return found;
 }
 

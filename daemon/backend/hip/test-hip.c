@@ -1050,6 +1050,80 @@ START_TEST(test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake
 }
 END_TEST
 
+/* Until `flag` holds `want`, for at most deadline_ns: how long it took, or UINT64_MAX. */
+static uint64_t await_flag(const atomic_bool *flag, bool want, uint64_t deadline_ns)
+{
+	const uint64_t t0 = now_ns();
+
+	while (atomic_load(flag) != want) {
+		if (now_ns() - t0 > deadline_ns)
+			return UINT64_MAX;
+		usleep(100);
+	}
+	return now_ns() - t0;
+}
+
+/* The long spin belongs to the submit thread the latest command went to: once a command
+ * goes to another thread (another client's lane), the one spinning stops and sleeps, and
+ * the other spins instead, so that under many clients nobody spins long. Lanes 0 and 1
+ * are on two compute streams and two submit threads; the long spin is set to 1 s and
+ * spinning is allowed throughout ($SSEQ_SPIN_POLICY=always), so that only the rule can
+ * end a spin within the test's 400 ms. */
+START_TEST(test_the_long_spin_moves_to_the_thread_with_the_latest_command)
+{
+	struct seq_config scfg = {.n_compute = 2};
+	struct hip_config cfg = {.submit_threads = 2};
+	enum { N = 256, ROUNDS = 4 };
+	const uint64_t deadline = 400000000ull;
+	struct seq_buffer *one, *acc;
+	struct hip *h;
+	float *out;
+
+	setenv("SSEQ_SPIN_POLICY", "always", 1);
+	setenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US", "1000000", 1);
+	lone_rig_start(&scfg, &cfg, &one, &acc, N);
+	h = H.be.ctx;
+	ck_assert(h->streams[0].kind == SEQ_STREAM_COMPUTE &&
+		h->streams[1].kind == SEQ_STREAM_COMPUTE);
+	ck_assert_ptr_ne(h->streams[0].sub, h->streams[1].sub);
+	/* The rig's fills ran on lane 0's thread: it spins on. */
+	ck_assert_msg(await_flag(&h->streams[0].sub->long_spinning, true, deadline) != UINT64_MAX,
+		"the thread of the latest command never began its long spin");
+	for (unsigned r = 1; r <= ROUNDS; r++) {
+		struct hip_submitter *from = h->streams[(r - 1) % 2].sub,
+				     *to = h->streams[r % 2].sub;
+		const uint64_t slept = atomic_load(&from->sleeps);
+		uint64_t stop, start;
+
+		ck_assert_int_eq(
+			h_exec_on(SEQ_LANE(r % 2), "add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
+				(struct seq_buffer *[]){acc, one, acc}),
+			0);
+		ck_assert_int_eq(h_sync(), 0);
+		stop = await_flag(&from->long_spinning, false, deadline);
+		start = await_flag(&to->long_spinning, true, deadline);
+		printf("hip: a command on lane %u: thread %u stopped its long spin after %.1f ms, "
+		       "thread %u began one after %.1f ms\n",
+			r % 2, from->index, stop / 1e6, to->index, start / 1e6);
+		ck_assert_msg(stop != UINT64_MAX, "thread %u spun on after thread %u had a command",
+			from->index, to->index);
+		ck_assert_uint_gt(atomic_load(&from->sleeps), slept);
+		ck_assert_msg(start != UINT64_MAX,
+			"thread %u, with the latest command, did not spin on", to->index);
+	}
+	out = h_stage(N * sizeof(float));
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
+	ck_assert_int_eq(h_sync(), 0);
+	for (unsigned i = 0; i < N; i++)
+		ck_assert_msg(out[i] == (float)ROUNDS, "[%u] %g != %u", i, out[i], ROUNDS);
+	h_free((struct seq_buffer *[]){one, acc}, 2);
+	h_unstage(out, N * sizeof(float));
+	h_teardown();
+	unsetenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US");
+	unsetenv("SSEQ_SPIN_POLICY");
+}
+END_TEST
+
 /* With --submit-idle inline, a lone request after a pause (a test's download, a client's
  * one copy) is enqueued on the thread that submits it, not by waking the stream's
  * sleeping submit thread: that wake-up costs the client more than the enqueue call
@@ -1722,6 +1796,7 @@ static Suite *hip_suite(void)
 	tcase_add_test(speed, test_a_lone_launch_does_not_wake_a_sleeping_submit_thread);
 	tcase_add_test(
 		speed, test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake);
+	tcase_add_test(speed, test_the_long_spin_moves_to_the_thread_with_the_latest_command);
 	tcase_add_test(speed, test_a_lone_small_copy_does_not_wake_a_sleeping_submit_thread);
 	suite_add_tcase(s, speed);
 
