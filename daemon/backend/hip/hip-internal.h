@@ -42,15 +42,16 @@
 /* A submit thread looks for its next command this long after its last (while a core is
  * free) before it sleeps. */
 #define HIP_SUBMIT_SPIN_NS 50000L
-/* ... and, where $SSEQ_HIP_SUBMIT_LONG_SPIN_US sets it, the thread the latest command
- * went to looks on that long, until a command goes to another thread: a lone client's
- * next request comes a few hundred microseconds after its last (a pytest worker between
- * two tests), after the short spin, while under many clients the latest command moves
- * from thread to thread and nobody spins long. Off by default: on an H100 1 ms for the
- * first thread to go idle, whoever had the latest command, took 38% off a lone pytest
- * worker's test and cost 5-8% at -n 8 and 3-7% of 16 C clients' round trips
- * (BENCHMARKS.md, 2026-12-07 08:12). */
-#define HIP_SUBMIT_LONG_SPIN_NS 0L
+/* ... and the thread the latest command went to looks on until HIP_SUBMIT_LONG_SPIN_NS
+ * ($SSEQ_HIP_SUBMIT_LONG_SPIN_US; 0: never), or until a command goes to another thread:
+ * a lone client's next request comes a few hundred microseconds after its last (a pytest
+ * worker between two tests), after the short spin, while under many clients the latest
+ * command moves from thread to thread and nobody spins long. On an H100 (BENCHMARKS.md,
+ * 2026-12-07, the first session-12 visits) it took 27% off a lone pytest worker's
+ * download test (40% by medians), and moved -n 8, -n 16, 16 and 64 C clients and the
+ * 4-core rows by less than identical runs move; without the rule (the first thread to
+ * go idle spinning its whole 1 ms) it had cost 5-8% at -n 8. */
+#define HIP_SUBMIT_LONG_SPIN_NS 1000000L
 /* Commands the loop may queue ahead of each submit thread (a power of two). */
 #define HIP_SUBMIT_QUEUE 4096
 /* Locks that order an event's record against another thread's wait on it (a power of
@@ -408,13 +409,11 @@ struct hip {
 	/* The submit threads (see hip-submit.c); none: the commands run inline. How long an
 	 * idle one looks for its next command before it sleeps (HIP_SUBMIT_SPIN_NS, or
 	 * $SSEQ_HIP_SUBMIT_SPIN_US for comparisons), how long the few that go on looking do
-	 * (HIP_SUBMIT_LONG_SPIN_NS, $SSEQ_HIP_SUBMIT_LONG_SPIN_US), and the thread the
-	 * latest command went to, the one that may (written by the loops, only on a change,
-	 * so that a flood to one thread does not move the line). */
+	 * (HIP_SUBMIT_LONG_SPIN_NS, $SSEQ_HIP_SUBMIT_LONG_SPIN_US): only the thread the
+	 * latest command of the whole process went to (hip-submit.c). */
 	unsigned nsubmitters;
 	uint64_t submit_spin_ns;
 	uint64_t submit_long_spin_ns;
-	_Atomic unsigned submit_last;
 	struct hip_submitter sub[HIP_MAX_SUBMIT_THREADS];
 	pthread_mutex_t event_lock[HIP_EVENT_LOCKS];
 };

@@ -676,6 +676,12 @@ static bool hip_submit_here(struct hip *h, const struct hip_submitter *sub, cons
 	}
 }
 
+/* The submit thread the latest command went to, of every loop's backend in the process
+ * (each loop has its own: with a loop per client, a per-backend note would name every
+ * loop's thread), the one that may spin long (hip_submitter_spin). Written by the loops
+ * only when it changes, so that a flood to one thread leaves the line alone. */
+static _Atomic(const struct hip_submitter *) hip_submit_last;
+
 /* Run c (inline: its error comes back) or hand it to its stream's submit thread. Run
  * here for a sleeping thread, c fails as it would there: forward, on its stream. */
 int hip__submit_end(struct hip *h, struct hip_cmd *c)
@@ -686,8 +692,8 @@ int hip__submit_end(struct hip *h, struct hip_cmd *c)
 
 	if (!sub)
 		return hip_submit_run(h, c);
-	if (atomic_load_explicit(&h->submit_last, memory_order_relaxed) != sub->index)
-		atomic_store_explicit(&h->submit_last, sub->index, memory_order_relaxed);
+	if (atomic_load_explicit(&hip_submit_last, memory_order_relaxed) != sub)
+		atomic_store_explicit(&hip_submit_last, sub, memory_order_relaxed);
 	here = hip_submit_here(h, sub, c);
 	if (c->kind == HIP_CMD_LAUNCH)
 		h->streams[c->stream].launched_here = here;
@@ -708,16 +714,16 @@ int hip__submit_end(struct hip *h, struct hip_cmd *c)
 	return 0;
 }
 
-/* Whether this thread had the latest command of all submit threads. */
+/* Whether this thread had the latest command of all submit threads, every loop's. */
 static bool hip_submitter_last(const struct hip_submitter *sub)
 {
-	return atomic_load_explicit(&sub->h->submit_last, memory_order_relaxed) == sub->index;
+	return atomic_load_explicit(&hip_submit_last, memory_order_relaxed) == sub;
 }
 
 /* Whether a command came within the spin: requests come in bursts, and a futex wake-up
  * costs more than a launch, so an idle thread looks again for HIP_SUBMIT_SPIN_NS first,
- * and, where the long spin is on ($SSEQ_HIP_SUBMIT_LONG_SPIN_US) and it had the latest
- * command of all, on until submit_long_spin_ns or until a command goes to another thread
+ * and, where it had the latest command of all, on until submit_long_spin_ns (the long
+ * spin, HIP_SUBMIT_LONG_SPIN_NS) or until a command goes to another thread, of any loop
  * (a lone client's next request comes to it; with many clients, others' commands end
  * the spin at once); but only while a core is free for it (spin.h): with none, the spin
  * would hold back the thread that has the work. */

@@ -1002,10 +1002,10 @@ static unsigned lone_short_pauses(struct seq_buffer *one, struct seq_buffer *acc
 	return woke;
 }
 
-/* With the long spin on ($SSEQ_HIP_SUBMIT_LONG_SPIN_US=1000), a lone client's next
- * request a few hundred microseconds after its last (a pytest worker between two tests)
- * finds its submit thread still looking for work, not asleep; by default (off) such a
- * request wakes the thread. Spinning is allowed throughout ($SSEQ_SPIN_POLICY=always,
+/* With the long spin (by default; $SSEQ_HIP_SUBMIT_LONG_SPIN_US=0 turns it off), a lone
+ * client's next request a few hundred microseconds after its last (a pytest worker
+ * between two tests) finds its submit thread still looking for work, not asleep; without
+ * it such a request wakes the thread. Spinning is allowed throughout ($SSEQ_SPIN_POLICY=always,
  * read by this test's process first); rounds whose pause a loaded machine stretched say
  * nothing and are skipped, and the two settings are compared with each other, since
  * such a machine may also hold back the wait that ends a round. The sums check the
@@ -1023,9 +1023,9 @@ START_TEST(test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake
 		struct seq_buffer *one, *acc;
 
 		if (off)
-			unsetenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US");
+			setenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US", "0", 1);
 		else
-			setenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US", "1000", 1);
+			unsetenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US");
 		lone_rig_start(&scfg, &cfg, &one, &acc, N);
 		out = h_stage(N * sizeof(float));
 		woke[off] = lone_short_pauses(one, acc, N, PAUSE_US, WANT, &rounds);
@@ -1040,7 +1040,7 @@ START_TEST(test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake
 	unsetenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US");
 	unsetenv("SSEQ_SPIN_POLICY");
 	printf("hip: of %u lone launches within %u us of the last, %u found the submit thread "
-	       "asleep, %u by default (the long spin off)\n",
+	       "asleep, %u with the long spin off\n",
 		WANT, SHORT_ROUND_US, woke[0], woke[1]);
 	ck_assert_msg(woke[1] >= WANT / 2, "the long spin off, %u of %u lone launches woke it",
 		woke[1], WANT);
