@@ -47,10 +47,10 @@
  * a lone client's next request comes a few hundred microseconds after its last (a pytest
  * worker between two tests), after the short spin, while under many clients the latest
  * command moves from thread to thread and nobody spins long. On an H100 (BENCHMARKS.md,
- * 2026-12-07, the first session-12 visits) it took 27% off a lone pytest worker's
- * download test (40% by medians), and moved -n 8, -n 16, 16 and 64 C clients and the
- * 4-core rows by less than identical runs move; without the rule (the first thread to
- * go idle spinning its whole 1 ms) it had cost 5-8% at -n 8. */
+ * 2026-12-07 09:19-09:38) it took 27-28% off a lone pytest worker's download test in
+ * four of six rounds (14% over all six), and left -n 8, -n 16, 16 and 64 C clients and
+ * the 4-core rows no slower; without the rule (the first thread to go idle spinning its
+ * whole 1 ms) it had cost 5-8% at -n 8. */
 #define HIP_SUBMIT_LONG_SPIN_NS 1000000L
 /* Commands the loop may queue ahead of each submit thread (a power of two). */
 #define HIP_SUBMIT_QUEUE 4096
