@@ -52,6 +52,14 @@
  * the 4-core rows no slower; without the rule (the first thread to go idle spinning its
  * whole 1 ms) it had cost 5-8% at -n 8. */
 #define HIP_SUBMIT_LONG_SPIN_NS 1000000L
+/* --submit-idle inline (or copies): the loop makes the calls of a sleeping submit
+ * thread's commands itself for at most HIP_SUBMIT_INLINE_RUN commands that follow each
+ * other by less than HIP_SUBMIT_INLINE_GAP_NS; the next one wakes the thread. A
+ * latency-bound request (a kernel and its read-back: five commands) runs on the loop
+ * whole, while a flood of launches is handed to the thread after a few, so that the
+ * thread, not the loop, makes its calls beside the loop's reads. */
+#define HIP_SUBMIT_INLINE_RUN 8u
+#define HIP_SUBMIT_INLINE_GAP_NS 20000u
 /* Commands the loop may queue ahead of each submit thread (a power of two). */
 #define HIP_SUBMIT_QUEUE 4096
 /* Locks that order an event's record against another thread's wait on it (a power of
@@ -251,6 +259,10 @@ struct hip_submitter {
 	atomic_bool sleeping;
 	_Atomic uint64_t sleeps; /* times it went to sleep with nothing queued (tests) */
 	atomic_bool long_spinning; /* in the long spin now (tests) */
+	/* The loop's own: the commands it ran here in a row for this sleeping thread, and
+	 * when the last of them came (HIP_SUBMIT_INLINE_RUN). */
+	unsigned inline_run;
+	uint64_t inline_last_ns;
 	bool stop;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;

@@ -646,7 +646,20 @@ static bool hip_copy_command(const struct hip *h, const struct hip_cmd *c)
  * its order. Not here: a wait whose record has not run yet (on another thread), and a
  * copy outside the small-copy pool while an arena is not pinned yet (it may have to wait
  * for, or start, the pin); both would hold the loop. */
-static bool hip_submit_here(struct hip *h, const struct hip_submitter *sub, const struct hip_cmd *c)
+/* Whether c may run here by the run's length: at most HIP_SUBMIT_INLINE_RUN commands in a
+ * row, each within HIP_SUBMIT_INLINE_GAP_NS of the one before, so that a flood goes to
+ * the thread (it counts the command as run here). */
+static bool hip_submit_run_here(struct hip_submitter *sub)
+{
+	const uint64_t now = spin_now_ns();
+
+	if (now - sub->inline_last_ns >= HIP_SUBMIT_INLINE_GAP_NS)
+		sub->inline_run = 0;
+	sub->inline_last_ns = now;
+	return ++sub->inline_run <= HIP_SUBMIT_INLINE_RUN;
+}
+
+static bool hip_submit_here(struct hip *h, struct hip_submitter *sub, const struct hip_cmd *c)
 {
 	const enum hip_submit_idle mode = h->cfg.submit_idle;
 
@@ -664,16 +677,21 @@ static bool hip_submit_here(struct hip *h, const struct hip_submitter *sub, cons
 		return false;
 	switch (c->kind) {
 	case HIP_CMD_WAIT:
-		return atomic_load_explicit(&c->ev->recorded, memory_order_acquire) >= c->serial;
+		if (atomic_load_explicit(&c->ev->recorded, memory_order_acquire) < c->serial)
+			return false;
+		break;
 	case HIP_CMD_LAUNCH:
 		if (mode == HIP_SUBMIT_IDLE_COPIES)
-			return true; /* a pooled copy (hip_copy_command) */
-		return c->op == SEQ_OP_EXEC || c->op == SEQ_OP_D2D || c->copy.pooled ||
-			(!atomic_load_explicit(&h->pins_pending, memory_order_acquire) &&
-				!atomic_load_explicit(&h->pins_lazy, memory_order_acquire));
+			break; /* a pooled copy (hip_copy_command) */
+		if (!(c->op == SEQ_OP_EXEC || c->op == SEQ_OP_D2D || c->copy.pooled ||
+			    (!atomic_load_explicit(&h->pins_pending, memory_order_acquire) &&
+				    !atomic_load_explicit(&h->pins_lazy, memory_order_acquire))))
+			return false;
+		break;
 	default:
-		return true; /* with copies, the record of a copy that ran here */
+		break; /* with copies, the record of a copy that ran here */
 	}
+	return hip_submit_run_here(sub);
 }
 
 /* The submit thread the latest command went to, of every loop's backend in the process

@@ -1153,6 +1153,51 @@ START_TEST(test_a_lone_launch_does_not_wake_a_sleeping_submit_thread)
 }
 END_TEST
 
+/* With --submit-idle inline, a flood of launches is the submit thread's after the first
+ * few (HIP_SUBMIT_INLINE_RUN): the loop, which reads every client's requests, does not
+ * make a flood's calls itself while the thread it has for them sleeps. */
+START_TEST(test_a_flood_of_launches_goes_to_the_submit_thread_under_submit_idle_inline)
+{
+	struct seq_config scfg = {0};
+	struct hip_config cfg = {.submit_threads = 1, .submit_idle = HIP_SUBMIT_IDLE_INLINE};
+	enum { N = 256, LAUNCHES = 2000 };
+	struct seq_buffer *one, *acc;
+	const struct hip *h;
+	size_t head0, ran;
+	float *out;
+
+	lone_rig_start(&scfg, &cfg, &one, &acc, N);
+	h = H.be.ctx;
+	head0 = atomic_load(&h->sub[0].head);
+	for (unsigned i = 0; i < LAUNCHES; i++) {
+		int r;
+
+		while ((r = h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
+				(struct seq_buffer *[]){acc, one, acc})) == -EAGAIN) {
+			seq_flush(H.seq);
+			h_drain(true);
+		}
+		ck_assert_int_eq(r, 0);
+		h_drain(false);
+	}
+	ck_assert_int_eq(h_sync(), 0);
+	ran = atomic_load(&h->sub[0].head) - head0;
+	out = h_stage(N * sizeof(float));
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
+	ck_assert_int_eq(h_sync(), 0);
+	for (unsigned i = 0; i < N; i++)
+		ck_assert_msg(out[i] == (float)LAUNCHES, "[%u] %g != %u", i, out[i], LAUNCHES);
+	printf("hip: of %u launches in a flood under --submit-idle inline, the submit thread "
+	       "made %zu commands' calls\n",
+		LAUNCHES, ran);
+	ck_assert_msg(ran >= LAUNCHES / 2, "the submit thread made %zu of %u launches' calls", ran,
+		LAUNCHES);
+	h_free((struct seq_buffer *[]){one, acc}, 2);
+	h_unstage(out, N * sizeof(float));
+	h_teardown();
+}
+END_TEST
+
 /* With --submit-idle copies, a lone small copy (through the small-copy pool: a test's
  * upload or download) is enqueued on the thread that submits it, with its record, while
  * the stream's submit thread sleeps; a lone kernel still wakes the thread. The copies'
@@ -1797,6 +1842,8 @@ static Suite *hip_suite(void)
 	tcase_add_test(
 		speed, test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake);
 	tcase_add_test(speed, test_the_long_spin_moves_to_the_thread_with_the_latest_command);
+	tcase_add_test(
+		speed, test_a_flood_of_launches_goes_to_the_submit_thread_under_submit_idle_inline);
 	tcase_add_test(speed, test_a_lone_small_copy_does_not_wake_a_sleeping_submit_thread);
 	suite_add_tcase(s, speed);
 
