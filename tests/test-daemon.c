@@ -2,8 +2,10 @@
  * raw protobuf frames so that every request type and every kind of bad input (garbage,
  * oversize frames, unsealed memfds, foreign handles) can be sent exactly as written. */
 #include <stdatomic.h>
+#include <time.h>
 
 #include "daemon-harness.h"
+#include "done-word.h"
 
 /* ---- the tests ------------------------------------------------------------------------ */
 
@@ -813,6 +815,73 @@ static uint64_t written_before_stats(int fd, uint64_t d2h)
 	return written;
 }
 
+/* Sleeps on the word's futex as a client does, for at most 5 s: the seconds it slept. */
+static double sleep_on_word(_Atomic uint64_t *word)
+{
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (atomic_load(word) == DONE_WORD_SLEEPING)
+		done_word_sleep(word, 5000000000L);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+}
+
+/* Protocol 1.12: a client asleep on its done word (the sleeping mark, a futex on the upper
+ * half) is woken by the daemon's write of the tag, with no Completion; where the copy
+ * fails, the daemon sends the Completion and wakes the sleeper to read it. Each copy
+ * takes 200 ms on the sim, so the sleep begins first; without the wake-up the sleep
+ * would last its whole 5 s. */
+START_TEST(test_d2h_done_word_wakes_a_client_asleep_on_it)
+{
+	struct staging st;
+	uint64_t a, t;
+	const size_t N = 256, W = N * 4;
+	_Atomic uint64_t *word;
+	double slept;
+	int fd;
+
+	SIM_ONLY();
+	/* Launch 1 the H2D, 2 the first D2H, 3 the second, which fails on the device. */
+	daemon_start((const char *const[]){
+		"--sim-delay", "d2h=200ms", "--inject", "device-fail-op=3", NULL});
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 3 * W, true), SSEQ__STATUS__STATUS_OK);
+	word = (_Atomic uint64_t *)(void *)((char *)st.map + W);
+	ck_assert_int_eq(do_alloc(fd, W, &a), SSEQ__STATUS__STATUS_OK);
+	for (size_t i = 0; i < N; i++)
+		st.map[i] = (float)(i + 7);
+	ck_assert_int_eq(
+		reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, W)), SSEQ__STATUS__STATUS_OK);
+	for (int round = 0; round < 2; round++) {
+		struct harness_req req;
+
+		atomic_store(word, DONE_WORD_SLEEPING);
+		harness_req_d2h(&req, a, 0, st.handle, 2 * W, W);
+		req.body.d2h.done_word = W + 1;
+		t = send_tagged(fd, &req.rq);
+		ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_OK);
+		slept = sleep_on_word(word);
+		printf("done word: a sleeper on D2H %d woken after %.3f s, the word %s\n", round,
+			slept, atomic_load(word) == t ? "holding the tag" : "still marked");
+		ck_assert_msg(slept < 2.0, "asleep %.3f s on the word", slept);
+		if (round == 0) {
+			ck_assert_uint_eq(atomic_load(word), t);
+			for (size_t i = 0; i < N; i++)
+				ck_assert(st.map[2 * N + i] == (float)(i + 7));
+			ck_assert_uint_eq(written_before_stats(fd, t), 1);
+		} else {
+			ck_assert_uint_eq(atomic_load(word), DONE_WORD_SLEEPING);
+			ck_assert_int_eq(
+				expect_completion(fd, t), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+		}
+	}
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
 /* CopyD2H.done_word: the tag lands in the word once the bytes are in place and no
  * Completion follows; a word that holds something else (a client about to sleep) gets
  * the Completion instead; a word misplaced is refused. */
@@ -1291,6 +1360,7 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_hello_welcomes_with_device);
 	tcase_add_test(tc, test_roundtrip_h2d_exec_d2d_d2h);
 	tcase_add_test(tc, test_d2h_done_word_answers_instead_of_a_completion);
+	tcase_add_test(tc, test_d2h_done_word_wakes_a_client_asleep_on_it);
 	tcase_add_test(tc, test_slice_await_sync_batch);
 	tcase_add_test(tc, test_bad_handles_and_ranges_get_clear_errors);
 	tcase_add_test(tc, test_unsealed_memfd_refused);

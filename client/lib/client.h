@@ -108,6 +108,9 @@ struct sseq {
 	/* The D2H a caller waits for, whose done word the wait watches beside the socket
 	 * (conn.c), or NULL. */
 	struct op *watching;
+	/* Whether a wait that sleeps sleeps on that word, which the daemon wakes (protocol
+	 * 1.12, $SSEQ_SLEEP_ON_WORD), rather than on the socket. */
+	bool word_sleeps;
 	struct staging_set staging;
 	/* Errors not yet collected, oldest first (see ops.c). */
 	struct client_error *errors;
@@ -200,6 +203,12 @@ int client_op_collect(struct sseq *s, struct op *op);
  * it armed it. */
 #define CLIENT_WORD_UNWATCHED UINT64_MAX
 bool client_op_word_arm(struct op *op);
+/* A wait's sleep on the word (protocol 1.12): marked DONE_WORD_SLEEPING, for at most
+ * timeout_ns. DONE: the tag came (the op is completed); AGAIN: the time is up, the word
+ * is armed again; SOCKET: woken without the tag (the daemon answers by a Completion:
+ * the word is marked, sleep on the socket); NONE: the word was not armed. */
+enum client_nap { CLIENT_NAP_NONE, CLIENT_NAP_DONE, CLIENT_NAP_AGAIN, CLIENT_NAP_SOCKET };
+enum client_nap client_op_word_nap(struct sseq *s, struct op *op, long timeout_ns);
 /* Whether the word holds the tag, which completes the op (it finishes once its Reply is
  * here too). */
 bool client_op_word_done(struct sseq *s, struct op *op);

@@ -128,6 +128,10 @@ static bool client_answer_due(const struct sseq *s)
  * for its kernels would spin 2 ms for nothing each time, and sixteen such workers on
  * four cores starve the rest). */
 #define CLIENT_DEFAULT_SPIN_US 2000L
+/* A wait asleep on a D2H's done word (protocol 1.12) looks at its socket this often: the
+ * daemon wakes it for the tag and for a Completion sent instead, so this bounds only a
+ * lost race with the latter and the notice of a daemon gone. */
+#define CLIENT_NAP_NS 5000000L
 
 static long client_spin_ns(void)
 {
@@ -200,6 +204,18 @@ int client_pump(struct sseq *s, int timeout_ms)
 		}
 	}
 	if (n == 0 || (n < 0 && errno == EINTR)) {
+		/* Asleep on the word where the daemon wakes it (nothing to send, no end to the
+		 * wait: the socket is looked at after each nap, for what else came). */
+		if (timeout_ms < 0 && s->watching && s->word_sleeps && !(pfd.events & POLLOUT)) {
+			switch (client_op_word_nap(s, s->watching, CLIENT_NAP_NS)) {
+			case CLIENT_NAP_DONE:
+				return 0;
+			case CLIENT_NAP_AGAIN:
+				return read_input(s);
+			default:
+				break; /* sleep on the socket */
+			}
+		}
 		/* Asleep, only the Completion can wake us: tell the daemon to send it. */
 		if (timeout_ms != 0 && s->watching && !client_op_word_sleep(s, s->watching))
 			return 0;

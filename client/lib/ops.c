@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "done-word.h"
 #include "sseq-tables.h"
 
 /* sseq_strerror's text of each status, from the schema (sseq-tables.h). The public header
@@ -304,7 +305,10 @@ void client_op_release_staging(struct sseq *s, struct op *op)
  * holds 0 only while a caller watches it: it starts as CLIENT_WORD_UNWATCHED (never a
  * tag: tags count up from 1), so that a copy nobody waits for by its tag (sseq_sync,
  * sseq_poll, the callback) is answered by its Completion; a wait arms it, and swaps the
- * mark back before it sleeps on the socket, so that the Completion wakes it. */
+ * mark back before it sleeps on the socket, so that the Completion wakes it. From protocol
+ * 1.12 a wait sleeps on the word itself instead (DONE_WORD_SLEEPING, done-word.h): the
+ * daemon's completion thread writes the tag and wakes it, with no hand-off to the loop,
+ * no Completion and no read. */
 
 static _Atomic uint64_t *op_word(const struct op *op)
 {
@@ -338,6 +342,28 @@ bool client_op_word_arm(struct op *op)
 		return false;
 	return atomic_compare_exchange_strong_explicit(
 		op_word(op), &mark, 0, memory_order_relaxed, memory_order_relaxed);
+}
+
+enum client_nap client_op_word_nap(struct sseq *s, struct op *op, long timeout_ns)
+{
+	uint64_t v = 0;
+	int r;
+
+	if (!op_word_open(op))
+		return CLIENT_NAP_NONE;
+	if (!atomic_compare_exchange_strong_explicit(op_word(op), &v, DONE_WORD_SLEEPING,
+		    memory_order_acq_rel, memory_order_acquire))
+		return client_op_word_done(s, op) ? CLIENT_NAP_DONE : CLIENT_NAP_NONE;
+	r = done_word_sleep(op_word(op), timeout_ns);
+	/* Back from the mark: armed again after the time ran out, marked unwatched after a
+	 * wake-up without the tag (a Completion is on its way); failing that, the tag is
+	 * there. */
+	v = DONE_WORD_SLEEPING;
+	if (atomic_compare_exchange_strong_explicit(op_word(op), &v,
+		    r == -ETIMEDOUT ? 0 : CLIENT_WORD_UNWATCHED, memory_order_acq_rel,
+		    memory_order_acquire))
+		return r == -ETIMEDOUT ? CLIENT_NAP_AGAIN : CLIENT_NAP_SOCKET;
+	return client_op_word_done(s, op) ? CLIENT_NAP_DONE : CLIENT_NAP_SOCKET;
 }
 
 bool client_op_word_sleep(struct sseq *s, struct op *op)
@@ -400,11 +426,24 @@ void client_ops_free_all(struct sseq *s)
 
 /* ---- the daemon's messages ---- */
 
+/* A yes/no setting from the environment: "0", "no" or "off" say no, anything else set
+ * says yes, unset gives dflt. */
+static bool client_env_flag(const char *name, bool dflt)
+{
+	const char *v = getenv(name);
+
+	if (!v || !*v)
+		return dflt;
+	return strcmp(v, "0") != 0 && strcmp(v, "no") != 0 && strcmp(v, "off") != 0;
+}
+
 static void save_welcome(struct sseq *s, const Sseq__Welcome *w)
 {
 	s->info.session = w->session;
 	s->info.major = w->protocol_major;
 	s->info.minor = w->protocol_minor;
+	s->word_sleeps = w->protocol_major == SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR &&
+		w->protocol_minor >= 12 && client_env_flag("SSEQ_SLEEP_ON_WORD", true);
 	free(s->info.daemon_version);
 	s->info.daemon_version = strdup(w->daemon_version ? w->daemon_version : "");
 	/* A daemon before protocol 1.2 names no lanes: everything runs on its one. */

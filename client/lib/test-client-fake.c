@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+
+#include "done-word.h"
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -66,12 +68,25 @@ static void fake_complete(struct fake *f, uint64_t tag, int status)
 	fake_send(f, &m);
 }
 
-/* CopyD2H.done_word as sseqd writes it: the tag, by compare-and-swap from 0. */
+/* CopyD2H.done_word as sseqd writes it (done-word.h): the tag, by compare-and-swap from 0
+ * or, from minor 12, from the sleeping mark, whose sleeper it wakes. */
 static bool fake_write_word(struct fake *f, const Sseq__CopyD2H *c, uint64_t tag)
 {
 	_Atomic uint64_t *w =
 		(_Atomic uint64_t *)(void *)(f->staging[c->staging - 1] + c->done_word - 1);
 	uint64_t zero = 0;
+
+	if (f->minor >= 12) {
+		const bool was_asleep = atomic_load(w) == DONE_WORD_SLEEPING;
+
+		if (done_word_write(w, tag)) {
+			__atomic_add_fetch(&f->words_written, 1, __ATOMIC_SEQ_CST);
+			__atomic_add_fetch(&f->words_woken, was_asleep, __ATOMIC_SEQ_CST);
+			return true;
+		}
+		__atomic_add_fetch(&f->words_refused, 1, __ATOMIC_SEQ_CST);
+		return false;
+	}
 
 	ck_assert_uint_eq((c->done_word - 1) % 8, 0);
 	ck_assert_uint_le(c->done_word - 1 + 8, f->staging_size[c->staging - 1]);

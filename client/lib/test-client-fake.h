@@ -30,7 +30,7 @@ struct fake {
 	int release[2];
 	/* A D2H's done word (minor 10): written by compare-and-swap as sseqd does, after the
 	 * bytes and before the Reply, or word_delay_ms after the Reply; no Completion where
-	 * the swap wrote the tag. */
+	 * the swap wrote the tag. From minor 12 over the sleeping mark too (done-word.h). */
 	unsigned word_delay_ms;
 	/* State. */
 	uint32_t hello_lanes; /* what the Hello asked for */
@@ -53,6 +53,7 @@ struct fake {
 	unsigned registers;
 	uint64_t last_done_word; /* the last CopyD2H.done_word */
 	unsigned words_written, words_refused; /* swaps that wrote the tag, that found a value */
+	unsigned words_woken; /* of the written, those over the sleeping mark (minor 12) */
 	unsigned requests, released; /* atomic: the test thread polls them */
 	struct frame_writer w;
 };

@@ -242,6 +242,46 @@ START_TEST(test_d2h_sleeping_waiter_is_woken_by_the_completion)
 }
 END_TEST
 
+/* From protocol 1.12 a waiter that sleeps sleeps on its word: the daemon's write of the
+ * tag over the sleeping mark wakes it, and no Completion is needed; with
+ * $SSEQ_SLEEP_ON_WORD=0, or from a daemon before 1.12, it sleeps on the socket as before
+ * (the word marked, the swap refused, the Completion). */
+START_TEST(test_d2h_sleeping_waiter_sleeps_on_its_word)
+{
+	setenv("SSEQ_SPIN_US", "0", 1); /* no spinning: every wait sleeps */
+	for (int round = 0; round < 3; round++) {
+		struct fake *f = fake_start();
+		f->minor = round == 2 ? 11 : 12;
+		f->word_delay_ms = 50;
+		if (round == 1)
+			setenv("SSEQ_SLEEP_ON_WORD", "0", 1);
+		struct sseq *s = fake_connect(f, 0);
+		uint64_t b, t;
+		float src[64], dst[64] = {0};
+		for (int i = 0; i < 64; i++)
+			src[i] = (float)(i + round);
+		ck_assert_int_eq(sseq_alloc(s, sizeof(src), "b", &b), 0);
+		ck_assert_int_eq(sseq_copy_h2d(s, b, 0, src, sizeof(src), NULL), 0);
+		ck_assert_int_eq(sseq_copy_d2h(s, b, 0, dst, sizeof(dst), &t), 0);
+		ck_assert_int_eq(sseq_wait(s, t), 0);
+		unsetenv("SSEQ_SLEEP_ON_WORD");
+		ck_assert(dst[0] == (float)round && dst[63] == (float)(63 + round));
+		ck_assert_uint_ne(f->last_done_word, 0);
+		if (round == 0) {
+			ck_assert_uint_eq(f->words_written, 1);
+			ck_assert_uint_eq(f->words_woken, 1);
+			ck_assert_uint_eq(f->words_refused, 0);
+		} else {
+			ck_assert_uint_eq(f->words_written, 0);
+			ck_assert_uint_eq(f->words_refused, 1);
+		}
+		ck_assert_uint_eq(sseq_outstanding(s), 0);
+		fake_stop(f, s);
+	}
+	unsetenv("SSEQ_SPIN_US");
+}
+END_TEST
+
 /* A D2H nobody waits for by its tag keeps its word marked: the fake's swap fails and the
  * Completion finishes the copy, so sseq_sync returns with the bytes copied out. */
 START_TEST(test_d2h_waited_by_sync_gets_its_completion)
@@ -297,6 +337,7 @@ static Suite *staging_suite(void)
 	tcase_add_test(tc, test_client_staging_reused_not_grown);
 	tcase_add_test(tc, test_d2h_answered_in_its_word);
 	tcase_add_test(tc, test_d2h_sleeping_waiter_is_woken_by_the_completion);
+	tcase_add_test(tc, test_d2h_sleeping_waiter_sleeps_on_its_word);
 	tcase_add_test(tc, test_d2h_waited_by_sync_gets_its_completion);
 	tcase_add_test(tc, test_d2h_names_no_word_to_an_older_daemon);
 	suite_add_tcase(s, tc);

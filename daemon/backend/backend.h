@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cq.h"
+#include "done-word.h"
 #include "kernels.h"
 #include "option.h"
 #include "sequencer.h"
@@ -67,15 +68,13 @@ struct op_payload {
 };
 
 /* A D2H's bytes are in the client's arena: its word, if it named one, gets the tag, where
- * the word still holds 0 (the client writes something else there before it sleeps, and
- * is then woken by the Completion). Called before the point is reported. */
+ * the word holds 0 (a client watching it) or the sleeping mark (a client asleep on it,
+ * woken now); anything else (a client asleep on the socket) is left for the Completion
+ * (done-word.h). Called before the point is reported. */
 static inline void backend_done_word(_Atomic uint64_t *word, uint64_t tag)
 {
-	uint64_t zero = 0;
-
 	if (word)
-		atomic_compare_exchange_strong_explicit(
-			word, &zero, tag, memory_order_release, memory_order_relaxed);
+		done_word_write(word, tag);
 }
 
 struct backend_info {

@@ -1,0 +1,69 @@
+/* A D2H's done word (protocol 1.10, CopyD2H.done_word), as the daemon and libsseq both
+ * touch it: an 8-byte word of the client's staging arena, shared by the two processes.
+ *
+ * The daemon writes the request's tag there once the copy's bytes are in place, where
+ * the word holds 0 (a client watching it, spinning) or DONE_WORD_SLEEPING (protocol
+ * 1.12: a client asleep until the tag comes); in the second case it then wakes the
+ * futex on the word's upper half, on which that client sleeps. Any other value (a
+ * client not watching) is left alone, and the Completion answers. The upper half: a
+ * tag's is below 0xffffffff for every tag a session can reach, so the futex's value
+ * check tells the sleeping mark from any tag. Header only: both sides inline it. */
+#ifndef SSEQ_DONE_WORD_H
+#define SSEQ_DONE_WORD_H
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DONE_WORD_SLEEPING (UINT64_MAX - 1)
+
+/* The word's upper 32 bits, where the futex is. */
+static inline uint32_t *done_word_futex(_Atomic uint64_t *word)
+{
+	return (uint32_t *)(void *)word + (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? 1 : 0);
+}
+
+/* Wake whoever sleeps on the word (a shared futex: the word is in memory two processes
+ * map). Never blocks. */
+static inline void done_word_wake(_Atomic uint64_t *word)
+{
+	syscall(SYS_futex, done_word_futex(word), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* The daemon's write: the tag, where the word holds 0 or the sleeping mark (then the
+ * sleeper is woken); release, so that the bytes before it are seen with it. Whether
+ * the tag went in. */
+static inline bool done_word_write(_Atomic uint64_t *word, uint64_t tag)
+{
+	uint64_t seen = 0;
+
+	if (atomic_compare_exchange_strong_explicit(
+		    word, &seen, tag, memory_order_release, memory_order_relaxed))
+		return true;
+	if (seen != DONE_WORD_SLEEPING ||
+		!atomic_compare_exchange_strong_explicit(
+			word, &seen, tag, memory_order_release, memory_order_relaxed))
+		return false;
+	done_word_wake(word);
+	return true;
+}
+
+/* The client's sleep on a word it marked DONE_WORD_SLEEPING, for at most timeout_ns: 0
+ * when woken (or the word no longer held the mark), -ETIMEDOUT, or another -errno. */
+static inline int done_word_sleep(_Atomic uint64_t *word, long timeout_ns)
+{
+	const struct timespec t = {timeout_ns / 1000000000L, timeout_ns % 1000000000L};
+
+	if (syscall(SYS_futex, done_word_futex(word), FUTEX_WAIT,
+		    (uint32_t)(DONE_WORD_SLEEPING >> 32), &t, NULL, 0) == 0)
+		return 0;
+	return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+}
+
+#endif
