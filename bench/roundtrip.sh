@@ -115,6 +115,8 @@ together_rt() { # tag P cpus cmd...
 		printf ' %s=%s' "$k" "$(echo "$out" | kv $k | med)"
 	done
 	printf ' clients_cpu_s=%s wall_ms=%s' "$(echo "$out" | kv cpu_s | awk '{s += $1} END {printf "%.2f", s}')" "$w1"
+	# Stalls: round trips over 2 ms (a wake-up lost to a timeout shows here).
+	printf ' over_2ms=%s' "$(cat "$tmp"/raw.* 2>/dev/null | awk '$1 > 2000 {n++} END {print n + 0}')"
 	if [ -n "${dpid:-}" ]; then
 		d1=$(ticks "$dpid")
 		touch "$tmp/stop"
