@@ -4,10 +4,15 @@
  * The daemon writes the request's tag there once the copy's bytes are in place, where
  * the word holds 0 (a client watching it, spinning) or DONE_WORD_SLEEPING (protocol
  * 1.12: a client asleep until the tag comes); in the second case it then wakes the
- * futex on the word's upper half, on which that client sleeps. Any other value (a
- * client not watching) is left alone, and the Completion answers. The upper half: a
- * tag's is below 0xffffffff for every tag a session can reach, so the futex's value
- * check tells the sleeping mark from any tag. Header only: both sides inline it. */
+ * futex on the word's upper half, on which that client sleeps. Any other value
+ * (DONE_WORD_UNWATCHED: a client not watching) is left alone, and the Completion
+ * answers. Where the daemon answers by a Completion (protocol 1.12: the tag did not go
+ * in: a failure, a copy whose word its backend does not write, a client not watching
+ * yet), it first puts DONE_WORD_REFUSED over 0, the unwatched or the sleeping mark, and
+ * wakes a sleeper: so a client that looks at its word, arms it or sleeps on it later
+ * learns that only its socket will answer. The upper half: a tag's is 0 below 2^32 and
+ * never 0xfffffffe or 0xffffffff, so the futex's value check tells the sleeping mark
+ * from any tag and from the refusal. Header only: both sides inline it. */
 #ifndef SSEQ_DONE_WORD_H
 #define SSEQ_DONE_WORD_H
 
@@ -21,7 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define DONE_WORD_UNWATCHED UINT64_MAX
 #define DONE_WORD_SLEEPING (UINT64_MAX - 1)
+#define DONE_WORD_REFUSED (UINT64_C(0xfffffffe) << 32)
 
 /* The word's upper 32 bits, where the futex is. */
 static inline uint32_t *done_word_futex(_Atomic uint64_t *word)
@@ -52,6 +59,24 @@ static inline bool done_word_write(_Atomic uint64_t *word, uint64_t tag)
 		return false;
 	done_word_wake(word);
 	return true;
+}
+
+/* The daemon's refusal, before it sends the Completion instead: the word, at 0 or either
+ * mark, becomes DONE_WORD_REFUSED, and a sleeper on it is woken to read its socket. */
+static inline void done_word_refuse(_Atomic uint64_t *word)
+{
+	uint64_t seen = atomic_load_explicit(word, memory_order_relaxed);
+
+	while (seen == 0 || seen == DONE_WORD_UNWATCHED || seen == DONE_WORD_SLEEPING) {
+		const uint64_t was = seen;
+
+		if (atomic_compare_exchange_weak_explicit(word, &seen, DONE_WORD_REFUSED,
+			    memory_order_release, memory_order_relaxed)) {
+			if (was == DONE_WORD_SLEEPING)
+				done_word_wake(word);
+			return;
+		}
+	}
 }
 
 /* The client's sleep on a word it marked DONE_WORD_SLEEPING, for at most timeout_ns: 0

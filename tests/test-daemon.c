@@ -829,7 +829,7 @@ static double sleep_on_word(_Atomic uint64_t *word)
 
 /* Protocol 1.12: a client asleep on its done word (the sleeping mark, a futex on the upper
  * half) is woken by the daemon's write of the tag, with no Completion; where the copy
- * fails, the daemon sends the Completion and wakes the sleeper to read it. Each copy
+ * fails, the daemon refuses the word, wakes the sleeper and sends the Completion. Each copy
  * takes 200 ms on the sim, so the sleep begins first; without the wake-up the sleep
  * would last its whole 5 s. */
 START_TEST(test_d2h_done_word_wakes_a_client_asleep_on_it)
@@ -863,7 +863,7 @@ START_TEST(test_d2h_done_word_wakes_a_client_asleep_on_it)
 		ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_OK);
 		slept = sleep_on_word(word);
 		printf("done word: a sleeper on D2H %d woken after %.3f s, the word %s\n", round,
-			slept, atomic_load(word) == t ? "holding the tag" : "still marked");
+			slept, atomic_load(word) == t ? "holding the tag" : "refused");
 		ck_assert_msg(slept < 2.0, "asleep %.3f s on the word", slept);
 		if (round == 0) {
 			ck_assert_uint_eq(atomic_load(word), t);
@@ -871,7 +871,7 @@ START_TEST(test_d2h_done_word_wakes_a_client_asleep_on_it)
 				ck_assert(st.map[2 * N + i] == (float)(i + 7));
 			ck_assert_uint_eq(written_before_stats(fd, t), 1);
 		} else {
-			ck_assert_uint_eq(atomic_load(word), DONE_WORD_SLEEPING);
+			ck_assert_uint_eq(atomic_load(word), DONE_WORD_REFUSED);
 			ck_assert_int_eq(
 				expect_completion(fd, t), SSEQ__STATUS__STATUS_DEVICE_ERROR);
 		}
@@ -921,7 +921,8 @@ START_TEST(test_d2h_done_word_answers_instead_of_a_completion)
 			(double)st.map[2 * N + i]);
 	ck_assert_uint_eq(written_before_stats(fd, t), 1);
 
-	/* Marked by a client that sleeps: the Completion comes, the word is left alone. */
+	/* Marked by a client that sleeps: the Completion comes, and the word says so (the
+	 * refusal, protocol 1.12). */
 	atomic_store(word, UINT64_MAX);
 	{
 		struct harness_req req;
@@ -931,7 +932,7 @@ START_TEST(test_d2h_done_word_answers_instead_of_a_completion)
 		ASSERT_OK_AND_COMPLETED(fd, send_tagged(fd, &req.rq));
 	}
 	got = atomic_load(word);
-	ck_assert_uint_eq(got, UINT64_MAX);
+	ck_assert_uint_eq(got, DONE_WORD_REFUSED);
 	ck_assert_uint_eq(written_before_stats(fd, 0), 1);
 
 	/* Misaligned, inside the copy's range, past the arena's end. */

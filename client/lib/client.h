@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "arenas.h"
+#include "done-word.h"
 #include "frame.h"
 #include "sseq-internal.h"
 
@@ -201,7 +202,7 @@ int client_op_collect(struct sseq *s, struct op *op);
 /* The word a D2H's wait watches (op->word_off): CLIENT_WORD_UNWATCHED until a wait arms
  * it (0: the daemon may write the tag), and again once the wait sleeps; arm says whether
  * it armed it. */
-#define CLIENT_WORD_UNWATCHED UINT64_MAX
+#define CLIENT_WORD_UNWATCHED DONE_WORD_UNWATCHED
 bool client_op_word_arm(struct op *op);
 /* A wait's sleep on the word (protocol 1.12): marked DONE_WORD_SLEEPING, for at most
  * timeout_ns. DONE: the tag came (the op is completed); AGAIN: the time is up, the word

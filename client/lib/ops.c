@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "client.h"
-#include "done-word.h"
 #include "sseq-tables.h"
 
 /* sseq_strerror's text of each status, from the schema (sseq-tables.h). The public header
@@ -356,8 +355,8 @@ enum client_nap client_op_word_nap(struct sseq *s, struct op *op, long timeout_n
 		return client_op_word_done(s, op) ? CLIENT_NAP_DONE : CLIENT_NAP_NONE;
 	r = done_word_sleep(op_word(op), timeout_ns);
 	/* Back from the mark: armed again after the time ran out, marked unwatched after a
-	 * wake-up without the tag (a Completion is on its way); failing that, the tag is
-	 * there. */
+	 * wake-up without the tag; failing that, the tag or the daemon's refusal (a
+	 * Completion is on its way) is there. */
 	v = DONE_WORD_SLEEPING;
 	if (atomic_compare_exchange_strong_explicit(op_word(op), &v,
 		    r == -ETIMEDOUT ? 0 : CLIENT_WORD_UNWATCHED, memory_order_acq_rel,

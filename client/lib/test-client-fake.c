@@ -69,7 +69,8 @@ static void fake_complete(struct fake *f, uint64_t tag, int status)
 }
 
 /* CopyD2H.done_word as sseqd writes it (done-word.h): the tag, by compare-and-swap from 0
- * or, from minor 12, from the sleeping mark, whose sleeper it wakes. */
+ * or, from minor 12, from the sleeping mark, whose sleeper it wakes; from minor 12 a word
+ * it cannot write is refused before the Completion goes. */
 static bool fake_write_word(struct fake *f, const Sseq__CopyD2H *c, uint64_t tag)
 {
 	_Atomic uint64_t *w =
@@ -84,6 +85,7 @@ static bool fake_write_word(struct fake *f, const Sseq__CopyD2H *c, uint64_t tag
 			__atomic_add_fetch(&f->words_woken, was_asleep, __ATOMIC_SEQ_CST);
 			return true;
 		}
+		done_word_refuse(w); /* the Completion follows */
 		__atomic_add_fetch(&f->words_refused, 1, __ATOMIC_SEQ_CST);
 		return false;
 	}

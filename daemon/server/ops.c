@@ -166,13 +166,11 @@ void ops_done(struct op_rec *rec, int status)
 			snprintf(msg, sizeof(msg), "an operation it waited for failed: %s",
 				outcome_text(status));
 		out_complete(s, rec->tag, outcome_status(status), msg, rec->at);
-		/* A client asleep on the word (protocol 1.12) is told to read its socket: the
-		 * tag will not come (a failure, a copy the backend does not write the word
-		 * for). */
-		if (rec->staging && rec->done_word &&
-			atomic_load_explicit(rec->done_word, memory_order_relaxed) ==
-				DONE_WORD_SLEEPING)
-			done_word_wake(rec->done_word);
+		/* The tag will not come (a failure, a copy the backend does not write the word
+		 * for, a client not watching it yet): a client watching the word, arming it
+		 * or asleep on it (protocol 1.12) is told to read its socket. */
+		if (rec->staging && rec->done_word)
+			done_word_refuse(rec->done_word);
 	}
 	if (rec->at.seq) /* an op, not a watch */
 		ops_timeline_done(session_server(s), rec, status);
