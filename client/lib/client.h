@@ -110,8 +110,10 @@ struct sseq {
 	 * (conn.c), or NULL. */
 	struct op *watching;
 	/* Whether a wait that sleeps sleeps on that word, which the daemon wakes (protocol
-	 * 1.12, $SSEQ_SLEEP_ON_WORD), rather than on the socket. */
+	 * 1.12, $SSEQ_SLEEP_ON_WORD), rather than on the socket; the sleeps on it so far,
+	 * and those that ran to their end unwoken (tests). */
 	bool word_sleeps;
+	uint64_t word_naps, word_naps_unwoken;
 	struct staging_set staging;
 	/* Errors not yet collected, oldest first (see ops.c). */
 	struct client_error *errors;

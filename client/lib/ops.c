@@ -354,6 +354,8 @@ enum client_nap client_op_word_nap(struct sseq *s, struct op *op, long timeout_n
 		    memory_order_acq_rel, memory_order_acquire))
 		return client_op_word_done(s, op) ? CLIENT_NAP_DONE : CLIENT_NAP_NONE;
 	r = done_word_sleep(op_word(op), timeout_ns);
+	s->word_naps++;
+	s->word_naps_unwoken += r == -ETIMEDOUT;
 	/* Back from the mark: armed again after the time ran out, marked unwatched after a
 	 * wake-up without the tag; failing that, the tag or the daemon's refusal (a
 	 * Completion is on its way) is there. */

@@ -282,6 +282,42 @@ START_TEST(test_d2h_sleeping_waiter_sleeps_on_its_word)
 }
 END_TEST
 
+/* A copy that completes before its wait arms the word is answered by its Completion, and
+ * the daemon refuses the word first (protocol 1.12): the wait, which arms the word only
+ * then, finds the refusal and sleeps on its socket, where the Completion is, rather than
+ * on a word nobody will write or wake (it would sleep out its 5 ms nap each time). The
+ * fake answers each copy while the client pauses before its wait. */
+START_TEST(test_d2h_wait_armed_after_its_completion_does_not_sleep_on_the_word)
+{
+	struct fake *f = fake_start();
+	f->minor = 12;
+	struct sseq *s = fake_connect(f, 0);
+	enum { ROUNDS = 20 };
+	uint64_t b, t;
+	float src[16], dst[16];
+	for (int i = 0; i < 16; i++)
+		src[i] = (float)(2 * i);
+	setenv("SSEQ_SPIN_US", "0", 1); /* no spinning: every wait sleeps */
+	ck_assert_int_eq(sseq_alloc(s, sizeof(src), "b", &b), 0);
+	ck_assert_int_eq(sseq_copy_h2d(s, b, 0, src, sizeof(src), NULL), 0);
+	ck_assert_int_eq(sseq_sync(s), 0);
+	for (int round = 0; round < ROUNDS; round++) {
+		memset(dst, 0, sizeof(dst));
+		ck_assert_int_eq(sseq_copy_d2h(s, b, 0, dst, sizeof(dst), &t), 0);
+		ck_assert_int_eq(sseq_flush(s), 0);
+		usleep(20000); /* the fake answers meanwhile: the word refused, the Completion */
+		ck_assert_int_eq(sseq_wait(s, t), 0);
+		ck_assert(dst[1] == 2.0f && dst[15] == 30.0f);
+	}
+	unsetenv("SSEQ_SPIN_US");
+	ck_assert_uint_eq(f->words_written + f->words_refused, ROUNDS);
+	ck_assert_uint_gt(f->words_refused, 0);
+	ck_assert_msg(s->word_naps_unwoken == 0, "%llu of %llu sleeps on the word ran out unwoken",
+		(unsigned long long)s->word_naps_unwoken, (unsigned long long)s->word_naps);
+	fake_stop(f, s);
+}
+END_TEST
+
 /* A D2H nobody waits for by its tag keeps its word marked: the fake's swap fails and the
  * Completion finishes the copy, so sseq_sync returns with the bytes copied out. */
 START_TEST(test_d2h_waited_by_sync_gets_its_completion)
@@ -338,6 +374,7 @@ static Suite *staging_suite(void)
 	tcase_add_test(tc, test_d2h_answered_in_its_word);
 	tcase_add_test(tc, test_d2h_sleeping_waiter_is_woken_by_the_completion);
 	tcase_add_test(tc, test_d2h_sleeping_waiter_sleeps_on_its_word);
+	tcase_add_test(tc, test_d2h_wait_armed_after_its_completion_does_not_sleep_on_the_word);
 	tcase_add_test(tc, test_d2h_waited_by_sync_gets_its_completion);
 	tcase_add_test(tc, test_d2h_names_no_word_to_an_older_daemon);
 	suite_add_tcase(s, tc);
