@@ -444,7 +444,7 @@ static void save_welcome(struct sseq *s, const Sseq__Welcome *w)
 	s->info.major = w->protocol_major;
 	s->info.minor = w->protocol_minor;
 	s->word_sleeps = w->protocol_major == SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR &&
-		w->protocol_minor >= 12 && client_env_flag("SSEQ_SLEEP_ON_WORD", true);
+		w->protocol_minor >= 12 && client_env_flag("SSEQ_SLEEP_ON_WORD", false);
 	free(s->info.daemon_version);
 	s->info.daemon_version = strdup(w->daemon_version ? w->daemon_version : "");
 	/* A daemon before protocol 1.2 names no lanes: everything runs on its one. */

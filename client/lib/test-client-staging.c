@@ -242,9 +242,9 @@ START_TEST(test_d2h_sleeping_waiter_is_woken_by_the_completion)
 }
 END_TEST
 
-/* From protocol 1.12 a waiter that sleeps sleeps on its word: the daemon's write of the
- * tag over the sleeping mark wakes it, and no Completion is needed; with
- * $SSEQ_SLEEP_ON_WORD=0, or from a daemon before 1.12, it sleeps on the socket as before
+/* With $SSEQ_SLEEP_ON_WORD=1 and a daemon of protocol 1.12, a waiter that sleeps sleeps
+ * on its word: the daemon's write of the tag over the sleeping mark wakes it, and no
+ * Completion is needed; by default, or from a daemon before 1.12, it sleeps on the socket
  * (the word marked, the swap refused, the Completion). */
 START_TEST(test_d2h_sleeping_waiter_sleeps_on_its_word)
 {
@@ -253,8 +253,8 @@ START_TEST(test_d2h_sleeping_waiter_sleeps_on_its_word)
 		struct fake *f = fake_start();
 		f->minor = round == 2 ? 11 : 12;
 		f->word_delay_ms = 50;
-		if (round == 1)
-			setenv("SSEQ_SLEEP_ON_WORD", "0", 1);
+		if (round != 1)
+			setenv("SSEQ_SLEEP_ON_WORD", "1", 1);
 		struct sseq *s = fake_connect(f, 0);
 		uint64_t b, t;
 		float src[64], dst[64] = {0};
@@ -291,7 +291,9 @@ START_TEST(test_d2h_wait_armed_after_its_completion_does_not_sleep_on_the_word)
 {
 	struct fake *f = fake_start();
 	f->minor = 12;
+	setenv("SSEQ_SLEEP_ON_WORD", "1", 1);
 	struct sseq *s = fake_connect(f, 0);
+	unsetenv("SSEQ_SLEEP_ON_WORD");
 	enum { ROUNDS = 20 };
 	uint64_t b, t;
 	float src[16], dst[16];
@@ -301,6 +303,7 @@ START_TEST(test_d2h_wait_armed_after_its_completion_does_not_sleep_on_the_word)
 	ck_assert_int_eq(sseq_alloc(s, sizeof(src), "b", &b), 0);
 	ck_assert_int_eq(sseq_copy_h2d(s, b, 0, src, sizeof(src), NULL), 0);
 	ck_assert_int_eq(sseq_sync(s), 0);
+	ck_assert(s->word_sleeps);
 	for (int round = 0; round < ROUNDS; round++) {
 		memset(dst, 0, sizeof(dst));
 		ck_assert_int_eq(sseq_copy_d2h(s, b, 0, dst, sizeof(dst), &t), 0);
