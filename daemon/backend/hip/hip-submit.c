@@ -630,22 +630,6 @@ static bool hip_copy_command(const struct hip *h, const struct hip_cmd *c)
 	}
 }
 
-/* Whether c, built in its thread's free slot, runs here instead (--submit-idle copies or
- * inline): when that thread sleeps with nothing queued, waking it costs the loop a futex
- * call and c a wake-up (tens of microseconds on a busy host), more than the enqueue call
- * itself, and a client waiting for one copy or kernel pays all of it. Measured on an
- * H100, one client's read-back round trip 53 -> 47 us and a 4 KiB H2D + await 27 -> 21
- * us, but the loop, the one thread that serves every client, then spends about 6 us of
- * enqueue calls a round trip: at 16 clients 22% fewer round trips/s, and 16 launching
- * clients a third of the launches. Hence not by default. With copies only a copy through
- * the small-copy pool runs here (an enqueue call of about a microsecond, never waiting
- * for a pin), with the stream waits before it and its record after it (launched_here):
- * the read-back and upload a latency-bound client waits for skip the wake-up, a flood of
- * launches keeps its thread. Everything queued before c on its streams has run (the
- * queue is empty), and the thread stays asleep while nothing is published, so c keeps
- * its order. Not here: a wait whose record has not run yet (on another thread), and a
- * copy outside the small-copy pool while an arena is not pinned yet (it may have to wait
- * for, or start, the pin); both would hold the loop. */
 /* Whether c may run here by the run's length: at most HIP_SUBMIT_INLINE_RUN commands in a
  * row, each within HIP_SUBMIT_INLINE_GAP_NS of the one before, so that a flood goes to
  * the thread (it counts the command as run here). */
@@ -659,6 +643,24 @@ static bool hip_submit_run_here(struct hip_submitter *sub)
 	return ++sub->inline_run <= HIP_SUBMIT_INLINE_RUN;
 }
 
+/* Whether c, built in its thread's free slot, runs here instead (--submit-idle copies or
+ * inline): when that thread sleeps with nothing queued, waking it costs the loop a futex
+ * call and c a wake-up (tens of microseconds on a busy host), more than the enqueue call
+ * itself, and a client waiting for one copy or kernel pays all of it. Measured on an
+ * H100, one client's read-back round trip 53 -> 47 us and a 4 KiB H2D + await 27 -> 21
+ * us, but the loop, the one thread that serves every client, then spends about 6 us of
+ * enqueue calls a round trip: at 16 clients 22% fewer round trips/s, and 16 launching
+ * clients a third of the launches. Hence not by default; and at most HIP_SUBMIT_INLINE_RUN
+ * commands in a row run here (hip_submit_run_here), so that the thread takes a flood.
+ * With copies only a copy through
+ * the small-copy pool runs here (an enqueue call of about a microsecond, never waiting
+ * for a pin), with the stream waits before it and its record after it (launched_here):
+ * the read-back and upload a latency-bound client waits for skip the wake-up, a flood of
+ * launches keeps its thread. Everything queued before c on its streams has run (the
+ * queue is empty), and the thread stays asleep while nothing is published, so c keeps
+ * its order. Not here: a wait whose record has not run yet (on another thread), and a
+ * copy outside the small-copy pool while an arena is not pinned yet (it may have to wait
+ * for, or start, the pin); both would hold the loop. */
 static bool hip_submit_here(struct hip *h, struct hip_submitter *sub, const struct hip_cmd *c)
 {
 	const enum hip_submit_idle mode = h->cfg.submit_idle;
