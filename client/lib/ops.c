@@ -304,10 +304,11 @@ void client_op_release_staging(struct sseq *s, struct op *op)
  * holds 0 only while a caller watches it: it starts as CLIENT_WORD_UNWATCHED (never a
  * tag: tags count up from 1), so that a copy nobody waits for by its tag (sseq_sync,
  * sseq_poll, the callback) is answered by its Completion; a wait arms it, and swaps the
- * mark back before it sleeps on the socket, so that the Completion wakes it. From protocol
- * 1.12 a wait sleeps on the word itself instead (DONE_WORD_SLEEPING, done-word.h): the
- * daemon's completion thread writes the tag and wakes it, with no hand-off to the loop,
- * no Completion and no read. */
+ * mark back before it sleeps on the socket, so that the Completion wakes it. With a daemon
+ * of protocol 1.12 and $SSEQ_SLEEP_ON_WORD=1 a wait sleeps on the word itself instead
+ * (DONE_WORD_SLEEPING, done-word.h): the daemon's completion thread writes the tag and
+ * wakes it, with no hand-off to the loop, no Completion and no read; a word the daemon
+ * refused (DONE_WORD_REFUSED: its Completion is coming) is neither armed nor slept on. */
 
 static _Atomic uint64_t *op_word(const struct op *op)
 {
