@@ -935,6 +935,21 @@ static void lone_rig_start(const struct seq_config *scfg, struct hip_config *cfg
 	usleep(5000);
 }
 
+/* The rig's end: `acc` read back must hold `rounds` everywhere (each round added one),
+ * then the buffers go and the backend with them. */
+static void lone_rig_end(struct seq_buffer *one, struct seq_buffer *acc, size_t n, unsigned rounds)
+{
+	float *out = h_stage(n * sizeof(float));
+
+	ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, n * sizeof(float)), 0);
+	ck_assert_int_eq(h_sync(), 0);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(out[i] == (float)rounds, "[%zu] %g != %u", i, out[i], rounds);
+	h_free((struct seq_buffer *[]){one, acc}, 2);
+	h_unstage(out, n * sizeof(float));
+	h_teardown();
+}
+
 /* `rounds` lone launches (acc += one), each waited for and followed by a pause in which
  * the submit thread goes to sleep (3 ms: past even the long spin,
  * HIP_SUBMIT_LONG_SPIN_NS): how many times the submit threads slept meanwhile. */
@@ -1016,7 +1031,6 @@ START_TEST(test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake
 	struct hip_config cfg = {.submit_threads = 1};
 	enum { N = 256, WANT = 40, PAUSE_US = 100 };
 	unsigned woke[2], rounds;
-	float *out;
 
 	setenv("SSEQ_SPIN_POLICY", "always", 1);
 	for (unsigned off = 0; off < 2; off++) {
@@ -1027,15 +1041,8 @@ START_TEST(test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake
 		else
 			unsetenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US");
 		lone_rig_start(&scfg, &cfg, &one, &acc, N);
-		out = h_stage(N * sizeof(float));
 		woke[off] = lone_short_pauses(one, acc, N, PAUSE_US, WANT, &rounds);
-		ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
-		ck_assert_int_eq(h_sync(), 0);
-		for (unsigned i = 0; i < N; i++)
-			ck_assert_msg(out[i] == (float)rounds, "[%u] %g != %u", i, out[i], rounds);
-		h_free((struct seq_buffer *[]){one, acc}, 2);
-		h_unstage(out, N * sizeof(float));
-		h_teardown();
+		lone_rig_end(one, acc, N, rounds);
 	}
 	unsetenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US");
 	unsetenv("SSEQ_SPIN_POLICY");
@@ -1077,7 +1084,6 @@ START_TEST(test_the_long_spin_moves_to_the_thread_with_the_latest_command)
 	const uint64_t deadline = 400000000ull;
 	struct seq_buffer *one, *acc;
 	struct hip *h;
-	float *out;
 
 	setenv("SSEQ_SPIN_POLICY", "always", 1);
 	setenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US", "1000000", 1);
@@ -1111,14 +1117,7 @@ START_TEST(test_the_long_spin_moves_to_the_thread_with_the_latest_command)
 		ck_assert_msg(start != UINT64_MAX,
 			"thread %u, with the latest command, did not spin on", to->index);
 	}
-	out = h_stage(N * sizeof(float));
-	ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
-	ck_assert_int_eq(h_sync(), 0);
-	for (unsigned i = 0; i < N; i++)
-		ck_assert_msg(out[i] == (float)ROUNDS, "[%u] %g != %u", i, out[i], ROUNDS);
-	h_free((struct seq_buffer *[]){one, acc}, 2);
-	h_unstage(out, N * sizeof(float));
-	h_teardown();
+	lone_rig_end(one, acc, N, ROUNDS);
 	unsetenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US");
 	unsetenv("SSEQ_SPIN_POLICY");
 }
@@ -1135,21 +1134,13 @@ START_TEST(test_a_lone_launch_does_not_wake_a_sleeping_submit_thread)
 	enum { N = 256, ROUNDS = 40 };
 	struct seq_buffer *one, *acc;
 	unsigned long sleeps;
-	float *out;
 
 	lone_rig_start(&scfg, &cfg, &one, &acc, N);
-	out = h_stage(N * sizeof(float));
 	sleeps = lone_adds(one, acc, N, ROUNDS);
-	ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
-	ck_assert_int_eq(h_sync(), 0);
-	for (unsigned i = 0; i < N; i++)
-		ck_assert_msg(out[i] == (float)ROUNDS, "[%u] %g != %u", i, out[i], ROUNDS);
+	lone_rig_end(one, acc, N, ROUNDS);
 	printf("hip: %u lone launches woke the sleeping submit thread %lu times\n", ROUNDS, sleeps);
 	ck_assert_msg(sleeps < ROUNDS / 4, "%lu wake-ups of the submit thread for %u launches",
 		sleeps, ROUNDS);
-	h_free((struct seq_buffer *[]){one, acc}, 2);
-	h_unstage(out, N * sizeof(float));
-	h_teardown();
 }
 END_TEST
 
@@ -1164,7 +1155,6 @@ START_TEST(test_a_flood_of_launches_goes_to_the_submit_thread_under_submit_idle_
 	struct seq_buffer *one, *acc;
 	const struct hip *h;
 	size_t head0, ran;
-	float *out;
 
 	lone_rig_start(&scfg, &cfg, &one, &acc, N);
 	h = H.be.ctx;
@@ -1182,19 +1172,12 @@ START_TEST(test_a_flood_of_launches_goes_to_the_submit_thread_under_submit_idle_
 	}
 	ck_assert_int_eq(h_sync(), 0);
 	ran = atomic_load(&h->sub[0].head) - head0;
-	out = h_stage(N * sizeof(float));
-	ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
-	ck_assert_int_eq(h_sync(), 0);
-	for (unsigned i = 0; i < N; i++)
-		ck_assert_msg(out[i] == (float)LAUNCHES, "[%u] %g != %u", i, out[i], LAUNCHES);
+	lone_rig_end(one, acc, N, LAUNCHES);
 	printf("hip: of %u launches in a flood under --submit-idle inline, the submit thread "
 	       "made %zu commands' calls\n",
 		LAUNCHES, ran);
 	ck_assert_msg(ran >= LAUNCHES / 2, "the submit thread made %zu of %u launches' calls", ran,
 		LAUNCHES);
-	h_free((struct seq_buffer *[]){one, acc}, 2);
-	h_unstage(out, N * sizeof(float));
-	h_teardown();
 }
 END_TEST
 
