@@ -1146,7 +1146,10 @@ END_TEST
 
 /* With --submit-idle inline, a flood of launches is the submit thread's after the first
  * few (HIP_SUBMIT_INLINE_RUN): the loop, which reads every client's requests, does not
- * make a flood's calls itself while the thread it has for them sleeps. */
+ * make a flood's calls itself while the thread it has for them sleeps. Without the cap
+ * the thread makes none of them; with it, most, but on a loaded machine the launches
+ * come further apart than a flood's (HIP_SUBMIT_INLINE_GAP_NS) and some run here again
+ * (under CI's load about half): the check is for an eighth. */
 START_TEST(test_a_flood_of_launches_goes_to_the_submit_thread_under_submit_idle_inline)
 {
 	struct seq_config scfg = {0};
@@ -1176,7 +1179,7 @@ START_TEST(test_a_flood_of_launches_goes_to_the_submit_thread_under_submit_idle_
 	printf("hip: of %u launches in a flood under --submit-idle inline, the submit thread "
 	       "made %zu commands' calls\n",
 		LAUNCHES, ran);
-	ck_assert_msg(ran >= LAUNCHES / 2, "the submit thread made %zu of %u launches' calls", ran,
+	ck_assert_msg(ran >= LAUNCHES / 8, "the submit thread made %zu of %u launches' calls", ran,
 		LAUNCHES);
 }
 END_TEST
