@@ -213,6 +213,7 @@ static bool hip_watch_sleep(struct hip *h, uint64_t gen)
 	bool stop;
 
 	pthread_mutex_lock(&h->watch_mu);
+	atomic_fetch_add_explicit(&h->watch_sleeps, 1, memory_order_relaxed);
 	/* Sequentially consistent, against hip__complete_kick's increment of watch_gen and
 	 * load of watch_sleeping: one of the two sees the other. */
 	atomic_store(&h->watch_sleeping, true);
@@ -247,6 +248,23 @@ static void hip_watch_pause(uint64_t since_ns, uint64_t now_ns)
 	nanosleep(&nap, NULL);
 }
 
+/* The backend whose watcher had the latest record of the process (each loop has its own
+ * backend and watcher), the one that may stay awake longer (HIP_WATCH_LONG_SPIN_NS).
+ * Written by the loops only when it changes. */
+static _Atomic(const struct hip *) hip_watch_last;
+
+/* Whether an idle watcher, its last record or completion `idle_ns` ago, looks again
+ * rather than sleeps: within HIP_WATCH_SPIN_NS, or within its long spin while its backend
+ * had the latest record of all; only while a core is free. */
+static bool hip_watch_stays(const struct hip *h, uint64_t idle_ns)
+{
+	if (idle_ns >= (uint64_t)HIP_WATCH_SPIN_NS &&
+		(idle_ns >= h->watch_long_spin_ns ||
+			atomic_load_explicit(&hip_watch_last, memory_order_relaxed) != h))
+		return false;
+	return spin_core_free();
+}
+
 static void *hip_watcher(void *arg)
 {
 	struct hip *h = arg;
@@ -271,8 +289,7 @@ static void *hip_watcher(void *arg)
 			/* A client that just got its answer often sends the next request
 			 * within microseconds: stay awake as after a record, since the
 			 * futex wake-up on the next record would cost more than the op. */
-			if (spin_now_ns() - since < (uint64_t)HIP_WATCH_SPIN_NS &&
-				spin_core_free()) {
+			if (hip_watch_stays(h, spin_now_ns() - since)) {
 				for (int i = 0; i < 32; i++)
 					hip__cpu_relax();
 				continue;
@@ -297,6 +314,8 @@ void hip__complete_kick(struct hip *h, struct hip_stream *st)
 		pthread_mutex_unlock(&st->mu);
 		return;
 	}
+	if (atomic_load_explicit(&hip_watch_last, memory_order_relaxed) != h)
+		atomic_store_explicit(&hip_watch_last, h, memory_order_relaxed);
 	atomic_fetch_add(&h->watch_gen, 1);
 	if (atomic_load(&h->watch_sleeping)) {
 		pthread_mutex_lock(&h->watch_mu);

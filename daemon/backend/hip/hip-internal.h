@@ -37,6 +37,12 @@
  * so a completion is seen at most 1% late (1 ms at most) and a long wait costs few
  * wake-ups. */
 #define HIP_WATCH_SPIN_NS 200000L
+/* ... and, where $SSEQ_HIP_WATCH_LONG_SPIN_US sets it (default 0: not at all; not yet
+ * measured on a GPU), the watcher of the backend that had the latest record of the whole
+ * process stays awake that long with nothing outstanding, until another backend's record
+ * comes: a lone pytest worker's next test comes 0.1-0.3 ms after its last answer, about
+ * when the 200 us end, and its first record then has to wake the watcher. */
+#define HIP_WATCH_LONG_SPIN_NS 0L
 #define HIP_WATCH_NAP_MIN_NS 10000L
 #define HIP_WATCH_NAP_MAX_NS 1000000L
 /* A submit thread looks for its next command this long after its last (while a core is
@@ -418,6 +424,8 @@ struct hip {
 	_Atomic uint64_t watch_gen;
 	atomic_bool watch_sleeping;
 	bool watch_stop;
+	uint64_t watch_long_spin_ns; /* HIP_WATCH_LONG_SPIN_NS, $SSEQ_HIP_WATCH_LONG_SPIN_US */
+	_Atomic uint64_t watch_sleeps; /* times it slept with nothing outstanding (tests) */
 	/* The submit threads (see hip-submit.c); none: the commands run inline. How long an
 	 * idle one looks for its next command before it sleeps (HIP_SUBMIT_SPIN_NS, or
 	 * $SSEQ_HIP_SUBMIT_SPIN_US for comparisons), how long the few that go on looking do

@@ -230,6 +230,7 @@ static int hip_reset(void *ctx)
 	h->cfg = keep->cfg;
 	h->submit_spin_ns = keep->submit_spin_ns;
 	h->submit_long_spin_ns = keep->submit_long_spin_ns;
+	h->watch_long_spin_ns = keep->watch_long_spin_ns;
 	h->event_flags = keep->event_flags;
 	h->nstreams = keep->nstreams;
 	atomic_store(&h->findings, atomic_load(&keep->findings));
@@ -409,8 +410,9 @@ static uint64_t hip_env_us(const char *name, uint64_t dflt)
  * comparisons: SSEQ_HIP_COMPLETION ("watch", "sync" or "poll"), SSEQ_HIP_SUBMIT_IDLE
  * ("inline" or "wake"), SSEQ_HIP_SUBMIT ("inline", "thread" for one, or a count of
  * submit threads), SSEQ_HIP_SUBMIT_SPIN_US (how long an idle submit thread looks for
- * work before it sleeps) and SSEQ_HIP_SUBMIT_LONG_SPIN_US (how long the one that goes on
- * looking does). */
+ * work before it sleeps), SSEQ_HIP_SUBMIT_LONG_SPIN_US (how long the one that goes on
+ * looking does) and SSEQ_HIP_WATCH_LONG_SPIN_US (how long the watcher of the latest
+ * record stays awake). */
 static void hip_configure(struct hip *h, const struct hip_config *cfg)
 {
 	const char *submit, *completion, *idle;
@@ -422,6 +424,7 @@ static void hip_configure(struct hip *h, const struct hip_config *cfg)
 	h->submit_spin_ns = hip_env_us("SSEQ_HIP_SUBMIT_SPIN_US", HIP_SUBMIT_SPIN_NS);
 	h->submit_long_spin_ns =
 		hip_env_us("SSEQ_HIP_SUBMIT_LONG_SPIN_US", HIP_SUBMIT_LONG_SPIN_NS);
+	h->watch_long_spin_ns = hip_env_us("SSEQ_HIP_WATCH_LONG_SPIN_US", HIP_WATCH_LONG_SPIN_NS);
 	idle = getenv("SSEQ_HIP_SUBMIT_IDLE");
 	if (idle && strcmp(idle, "wake") == 0)
 		h->cfg.submit_idle = HIP_SUBMIT_IDLE_WAKE;

@@ -1123,6 +1123,70 @@ START_TEST(test_the_long_spin_moves_to_the_thread_with_the_latest_command)
 }
 END_TEST
 
+/* The times the backend's watcher slept with nothing outstanding. */
+static uint64_t watch_sleeps(void)
+{
+	return atomic_load(&((const struct hip *)H.be.ctx)->watch_sleeps);
+}
+
+/* With $SSEQ_HIP_WATCH_LONG_SPIN_US=1000, the watcher of the latest record stays awake
+ * between a lone client's requests 400 us apart (past its 200 us spin), where by default
+ * it sleeps and the next record wakes it. Spinning is allowed throughout; rounds whose
+ * pause a loaded machine stretched past SHORT_ROUND_US say nothing and are skipped. */
+START_TEST(test_the_watcher_of_the_latest_record_stays_awake_with_its_long_spin)
+{
+	struct seq_config scfg = {0};
+	struct hip_config cfg = {.submit_threads = 1};
+	enum { N = 256, WANT = 30, PAUSE_US = 400 };
+	unsigned slept[2], rounds;
+
+	setenv("SSEQ_SPIN_POLICY", "always", 1);
+	for (unsigned off = 0; off < 2; off++) {
+		struct seq_buffer *one, *acc;
+		unsigned got = 0;
+		uint64_t last, before;
+
+		if (off)
+			unsetenv("SSEQ_HIP_WATCH_LONG_SPIN_US");
+		else
+			setenv("SSEQ_HIP_WATCH_LONG_SPIN_US", "1000", 1);
+		lone_rig_start(&scfg, &cfg, &one, &acc, N);
+		slept[off] = 0;
+		last = now_ns();
+		before = watch_sleeps();
+		for (rounds = 0; got < WANT && rounds < 20 * WANT; rounds++) {
+			uint64_t now, s;
+
+			usleep(PAUSE_US);
+			now = now_ns();
+			s = watch_sleeps();
+			ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
+						 (struct seq_buffer *[]){acc, one, acc}),
+				0);
+			ck_assert_int_eq(h_sync(), 0);
+			if (rounds && now - last < SHORT_ROUND_US * 1000ull) {
+				got++;
+				slept[off] += s != before;
+			}
+			last = now;
+			before = s;
+		}
+		ck_assert_msg(got == WANT, "only %u of %u rounds came within %u us of the last",
+			got, rounds, SHORT_ROUND_US);
+		lone_rig_end(one, acc, N, rounds);
+	}
+	unsetenv("SSEQ_HIP_WATCH_LONG_SPIN_US");
+	unsetenv("SSEQ_SPIN_POLICY");
+	printf("hip: of %u lone launches 400 us apart, %u found the watcher asleep with its long "
+	       "spin, %u without\n",
+		WANT, slept[0], slept[1]);
+	ck_assert_msg(slept[1] >= WANT / 2, "without the long spin the watcher slept %u of %u",
+		slept[1], WANT);
+	ck_assert_msg(slept[0] <= slept[1] / 2, "with the long spin the watcher slept %u of %u",
+		slept[0], WANT);
+}
+END_TEST
+
 /* With --submit-idle inline, a lone request after a pause (a test's download, a client's
  * one copy) is enqueued on the thread that submits it, not by waking the stream's
  * sleeping submit thread: that wake-up costs the client more than the enqueue call
@@ -1828,6 +1892,7 @@ static Suite *hip_suite(void)
 	tcase_add_test(
 		speed, test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake);
 	tcase_add_test(speed, test_the_long_spin_moves_to_the_thread_with_the_latest_command);
+	tcase_add_test(speed, test_the_watcher_of_the_latest_record_stays_awake_with_its_long_spin);
 	tcase_add_test(
 		speed, test_a_flood_of_launches_goes_to_the_submit_thread_under_submit_idle_inline);
 	tcase_add_test(speed, test_a_lone_small_copy_does_not_wake_a_sleeping_submit_thread);
