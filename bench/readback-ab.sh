@@ -4,8 +4,10 @@
 # a setting is judged only against the other in the same run, over several rounds. Each
 # round runs, for A and for B: the C read-back loop (bench/roundtrip.sh one) with 1, 16
 # and 64 clients on every core and 16 on the first four; and the pytest download-only
-# test, 480 tests at -n 0, 8 and 16 (bench/short-tests.sh sseq). Then a summary: each
-# figure's mean over the rounds, A against B.
+# test, 480 tests at -n 0, 8 and 16 (bench/short-tests.sh sseq); and one client's 4 KiB
+# H2D + await and 256 MiB copies in bursts of 8 and 32 (bench-client latency and copy,
+# as bench/h200.sh runs them), with the native program's figures in the same round. Then
+# a summary: each figure's mean over the rounds, A against B.
 #
 # A setting is three variables: the daemon's environment ($A_DENV, $B_DENV: NAME=VALUE
 # words), the clients' environment ($A_CENV, $B_CENV: C clients and pytest workers) and
@@ -13,7 +15,8 @@
 # against on the socket:
 #   A_CENV=SSEQ_SLEEP_ON_WORD=1 B_CENV= bench/readback-ab.sh build-gpur 4
 # Usage: bench/readback-ab.sh BUILD_DIR [ROUNDS]   (default 2 rounds)
-# $SECTIONS: "rt py" (default both); $BACKEND=sim runs it where there is no GPU.
+# $SECTIONS: any of "rt py copy" (default all; copy needs a GPU); $BACKEND=sim runs rt and
+# py where there is no GPU.
 # Prints key=value lines; everything goes under $OUT (default /tmp/sseq-bench).
 set -uo pipefail
 B=${1:?usage: readback-ab.sh BUILD_DIR [ROUNDS]}
@@ -57,12 +60,51 @@ py() { # side round
 		done | tee -a "$res"
 }
 
+# One client's copies and 4 KiB H2D + await through a daemon of this side's setting.
+copy() { # side round
+	local side=$1 r=$2 sock=$O/ab.sock dp line img client=$B/bench/bench-client
+	# shellcheck disable=SC2012 # one file of a known name
+	img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* 2>/dev/null | head -1)
+	rm -f "$sock"
+	# shellcheck disable=SC2046,SC2086 # NAME=VALUE words; options, one word each
+	env $(side_var "$side" DENV) "$B/daemon/sseqd" --backend "${BACKEND:-hip}" --kernels "$img" \
+		--socket "$sock" --log-level warning $(side_var "$side" OPTS) 2>>"$O/ab-sseqd.log" &
+	dp=$!
+	for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+	for burst in 8 32; do
+		# shellcheck disable=SC2046 # NAME=VALUE words
+		line=$(env $(side_var "$side" CENV) SSEQ_SOCKET="$sock" SSEQ_BENCH_BURST=$burst \
+			"$client" copy $((256 << 20)) 2>&1 | tail -1)
+		echo "$line" >>"$O/readback-ab-raw.txt"
+		for k in h2d_GBps d2h_GBps d2d_GBps; do
+			echo "side=$side round=$r row=copy_burst$burst $k=$(echo "$line" | grep -o "$k=[0-9.]*" | cut -d= -f2)"
+		done | tee -a "$res"
+	done
+	# shellcheck disable=SC2046 # NAME=VALUE words
+	line=$(env $(side_var "$side" CENV) SSEQ_SOCKET="$sock" "$client" latency 2000 2>&1 | tail -1)
+	echo "$line" >>"$O/readback-ab-raw.txt"
+	echo "side=$side round=$r row=h2d_4k_await median_us=$(echo "$line" | grep -o 'median_us=[0-9.]*' | cut -d= -f2)" | tee -a "$res"
+	kill -TERM "$dp"
+	wait "$dp"
+}
+
+# The native program's figures for the same round (no daemon: one process).
+native() { # round
+	local r=$1 line native=$B/bench/bench-native
+	[ -x "$native" ] || return 0
+	for burst in 8 32; do
+		line=$(SSEQ_BENCH_BURST=$burst "$native" copy $((256 << 20)) 2>&1 | tail -1)
+		echo "native round=$r burst=$burst $line" | tee -a "$O/readback-ab-raw.txt"
+	done
+	echo "native round=$r $("$native" latency 2000 2>&1 | tail -1)" | tee -a "$O/readback-ab-raw.txt"
+}
+
 echo "date=$(date -u +%FT%TZ) build=$B rounds=$rounds A=\"denv=${A_DENV:-} cenv=${A_CENV:-} opts=${A_OPTS:-}\" B=\"denv=${B_DENV:-} cenv=${B_CENV:-} opts=${B_OPTS:-}\""
 for r in $(seq "$rounds"); do
 	order="A B"
 	[ $((r % 2)) = 0 ] && order="B A"
 	for side in $order; do
-		case " ${SECTIONS:-rt py} " in
+		case " ${SECTIONS:-rt py copy} " in
 		*" rt "*)
 			rt "$side" "$r" 1 20000 "0-$((cpus - 1))" rt_p1
 			rt "$side" "$r" 16 4000 "0-$((cpus - 1))" rt_p16
@@ -70,8 +112,10 @@ for r in $(seq "$rounds"); do
 			rt "$side" "$r" 16 400 "$four" rt_p16_4cores
 			;;
 		esac
-		case " ${SECTIONS:-rt py} " in *" py "*) py "$side" "$r" ;; esac
+		case " ${SECTIONS:-rt py copy} " in *" py "*) py "$side" "$r" ;; esac
+		case " ${SECTIONS:-rt py copy} " in *" copy "*) copy "$side" "$r" ;; esac
 	done
+	case " ${SECTIONS:-rt py copy} " in *" copy "*) native "$r" ;; esac
 done
 
 # The summary: per row and figure, each side's mean over the rounds and B against A.
