@@ -980,27 +980,33 @@ static uint64_t submit_sleeps(void)
 	return n;
 }
 
+/* The times the backend's watcher slept with nothing outstanding. */
+static uint64_t watch_sleeps(void)
+{
+	return atomic_load(&((const struct hip *)H.be.ctx)->watch_sleeps);
+}
+
 /* A round of the short-pause tests counts when its command came within this of the one
  * before (a loaded machine stretches a pause or the wait before it: such a round says
  * nothing of a 1 ms spin), and a test gives up after 20 times the rounds it wants. */
 #define SHORT_ROUND_US 800u
 
 /* Lone launches (acc += one), each waited for, then pause_us, until `want` of them came
- * within SHORT_ROUND_US of the one before: how many of those found the submit thread
- * had slept since the one before. The rounds run, each adding one to acc, are left in
- * *rounds. */
+ * within SHORT_ROUND_US of the one before: how many of those found that the thread whose
+ * sleeps `sleeps` counts (submit_sleeps, watch_sleeps) had slept since the one before. The
+ * rounds run, each adding one to acc, are left in *rounds. */
 static unsigned lone_short_pauses(struct seq_buffer *one, struct seq_buffer *acc, size_t n,
-	unsigned pause_us, unsigned want, unsigned *rounds)
+	unsigned pause_us, unsigned want, unsigned *rounds, uint64_t (*sleeps)(void))
 {
 	unsigned woke = 0, got = 0;
-	uint64_t last = now_ns(), slept = submit_sleeps();
+	uint64_t last = now_ns(), slept = sleeps();
 
 	for (*rounds = 0; got < want && *rounds < 20 * want; ++*rounds) {
 		uint64_t now, s;
 
 		usleep(pause_us);
 		now = now_ns();
-		s = submit_sleeps();
+		s = sleeps();
 		ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(n)}, 4,
 					 (struct seq_buffer *[]){acc, one, acc}),
 			0);
@@ -1017,6 +1023,35 @@ static unsigned lone_short_pauses(struct seq_buffer *one, struct seq_buffer *acc
 	return woke;
 }
 
+/* A long spin's rounds: lone launches pause_us apart (lone_short_pauses), with `env` set
+ * to `on` and then to `off` (NULL: unset), spinning allowed throughout
+ * ($SSEQ_SPIN_POLICY=always): in slept[0] and slept[1], how many of `want` rounds found the
+ * thread that `sleeps` counts asleep. */
+static void long_spin_rounds(const char *env, const char *on, const char *off, unsigned pause_us,
+	unsigned want, uint64_t (*sleeps)(void), unsigned slept[2])
+{
+	struct seq_config scfg = {0};
+	struct hip_config cfg = {.submit_threads = 1};
+	enum { N = 256 };
+	unsigned rounds;
+
+	setenv("SSEQ_SPIN_POLICY", "always", 1);
+	for (unsigned i = 0; i < 2; i++) {
+		const char *v = i ? off : on;
+		struct seq_buffer *one, *acc;
+
+		if (v)
+			setenv(env, v, 1);
+		else
+			unsetenv(env);
+		lone_rig_start(&scfg, &cfg, &one, &acc, N);
+		slept[i] = lone_short_pauses(one, acc, N, pause_us, want, &rounds, sleeps);
+		lone_rig_end(one, acc, N, rounds);
+	}
+	unsetenv(env);
+	unsetenv("SSEQ_SPIN_POLICY");
+}
+
 /* With the long spin (by default; $SSEQ_HIP_SUBMIT_LONG_SPIN_US=0 turns it off), a lone
  * client's next request a few hundred microseconds after its last (a pytest worker
  * between two tests) finds its submit thread still looking for work, not asleep; without
@@ -1027,25 +1062,11 @@ static unsigned lone_short_pauses(struct seq_buffer *one, struct seq_buffer *acc
  * order. */
 START_TEST(test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake)
 {
-	struct seq_config scfg = {0};
-	struct hip_config cfg = {.submit_threads = 1};
-	enum { N = 256, WANT = 40, PAUSE_US = 100 };
-	unsigned woke[2], rounds;
+	enum { WANT = 40, PAUSE_US = 100 };
+	unsigned woke[2];
 
-	setenv("SSEQ_SPIN_POLICY", "always", 1);
-	for (unsigned off = 0; off < 2; off++) {
-		struct seq_buffer *one, *acc;
-
-		if (off)
-			setenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US", "0", 1);
-		else
-			unsetenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US");
-		lone_rig_start(&scfg, &cfg, &one, &acc, N);
-		woke[off] = lone_short_pauses(one, acc, N, PAUSE_US, WANT, &rounds);
-		lone_rig_end(one, acc, N, rounds);
-	}
-	unsetenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US");
-	unsetenv("SSEQ_SPIN_POLICY");
+	long_spin_rounds(
+		"SSEQ_HIP_SUBMIT_LONG_SPIN_US", NULL, "0", PAUSE_US, WANT, submit_sleeps, woke);
 	printf("hip: of %u lone launches within %u us of the last, %u found the submit thread "
 	       "asleep, %u with the long spin off\n",
 		WANT, SHORT_ROUND_US, woke[0], woke[1]);
@@ -1123,60 +1144,17 @@ START_TEST(test_the_long_spin_moves_to_the_thread_with_the_latest_command)
 }
 END_TEST
 
-/* The times the backend's watcher slept with nothing outstanding. */
-static uint64_t watch_sleeps(void)
-{
-	return atomic_load(&((const struct hip *)H.be.ctx)->watch_sleeps);
-}
-
 /* With $SSEQ_HIP_WATCH_LONG_SPIN_US=1000, the watcher of the latest record stays awake
  * between a lone client's requests 400 us apart (past its 200 us spin), where by default
  * it sleeps and the next record wakes it. Spinning is allowed throughout; rounds whose
  * pause a loaded machine stretched past SHORT_ROUND_US say nothing and are skipped. */
 START_TEST(test_the_watcher_of_the_latest_record_stays_awake_with_its_long_spin)
 {
-	struct seq_config scfg = {0};
-	struct hip_config cfg = {.submit_threads = 1};
-	enum { N = 256, WANT = 30, PAUSE_US = 400 };
-	unsigned slept[2], rounds;
+	enum { WANT = 30, PAUSE_US = 400 };
+	unsigned slept[2];
 
-	setenv("SSEQ_SPIN_POLICY", "always", 1);
-	for (unsigned off = 0; off < 2; off++) {
-		struct seq_buffer *one, *acc;
-		unsigned got = 0;
-		uint64_t last, before;
-
-		if (off)
-			unsetenv("SSEQ_HIP_WATCH_LONG_SPIN_US");
-		else
-			setenv("SSEQ_HIP_WATCH_LONG_SPIN_US", "1000", 1);
-		lone_rig_start(&scfg, &cfg, &one, &acc, N);
-		slept[off] = 0;
-		last = now_ns();
-		before = watch_sleeps();
-		for (rounds = 0; got < WANT && rounds < 20 * WANT; rounds++) {
-			uint64_t now, s;
-
-			usleep(PAUSE_US);
-			now = now_ns();
-			s = watch_sleeps();
-			ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
-						 (struct seq_buffer *[]){acc, one, acc}),
-				0);
-			ck_assert_int_eq(h_sync(), 0);
-			if (rounds && now - last < SHORT_ROUND_US * 1000ull) {
-				got++;
-				slept[off] += s != before;
-			}
-			last = now;
-			before = s;
-		}
-		ck_assert_msg(got == WANT, "only %u of %u rounds came within %u us of the last",
-			got, rounds, SHORT_ROUND_US);
-		lone_rig_end(one, acc, N, rounds);
-	}
-	unsetenv("SSEQ_HIP_WATCH_LONG_SPIN_US");
-	unsetenv("SSEQ_SPIN_POLICY");
+	long_spin_rounds(
+		"SSEQ_HIP_WATCH_LONG_SPIN_US", "1000", NULL, PAUSE_US, WANT, watch_sleeps, slept);
 	printf("hip: of %u lone launches 400 us apart, %u found the watcher asleep with its long "
 	       "spin, %u without\n",
 		WANT, slept[0], slept[1]);
