@@ -266,7 +266,7 @@ struct hip_submitter {
 	_Atomic uint64_t sleeps; /* times it went to sleep with nothing queued (tests) */
 	atomic_bool long_spinning; /* in the long spin now (tests) */
 	/* The loop's own: the commands it ran here in a row for this sleeping thread, and
-	 * when the last of them came (HIP_SUBMIT_INLINE_RUN). */
+	 * when the call for the last of them ended (HIP_SUBMIT_INLINE_RUN). */
 	unsigned inline_run;
 	uint64_t inline_last_ns;
 	bool stop;

@@ -631,15 +631,14 @@ static bool hip_copy_command(const struct hip *h, const struct hip_cmd *c)
 }
 
 /* Whether c may run here by the run's length: at most HIP_SUBMIT_INLINE_RUN commands in a
- * row, each within HIP_SUBMIT_INLINE_GAP_NS of the one before, so that a flood goes to
- * the thread (it counts the command as run here). */
+ * row, each coming within HIP_SUBMIT_INLINE_GAP_NS of the end of the call made here for
+ * the one before (hip__submit_end notes it: a call that itself takes long, a launch
+ * waiting for the runtime's lock, does not break the run), so that a flood goes to the
+ * thread (it counts the command as run here). */
 static bool hip_submit_run_here(struct hip_submitter *sub)
 {
-	const uint64_t now = spin_now_ns();
-
-	if (now - sub->inline_last_ns >= HIP_SUBMIT_INLINE_GAP_NS)
+	if (spin_now_ns() - sub->inline_last_ns >= HIP_SUBMIT_INLINE_GAP_NS)
 		sub->inline_run = 0;
-	sub->inline_last_ns = now;
 	return ++sub->inline_run <= HIP_SUBMIT_INLINE_RUN;
 }
 
@@ -719,6 +718,7 @@ int hip__submit_end(struct hip *h, struct hip_cmd *c)
 		h->streams[c->stream].launched_here = here;
 	if (here) {
 		r = hip_submit_run(h, c);
+		sub->inline_last_ns = spin_now_ns();
 		if (r < 0)
 			hip_submit_fail(&h->streams[c->stream], c, r);
 		return 0;

@@ -992,11 +992,12 @@ static uint64_t watch_sleeps(void)
 #define SHORT_ROUND_US 800u
 
 /* Lone launches (acc += one), each waited for, then pause_us, until `want` of them came
- * within SHORT_ROUND_US of the one before: how many of those found that the thread whose
+ * within within_us of the one before: how many of those found that the thread whose
  * sleeps `sleeps` counts (submit_sleeps, watch_sleeps) had slept since the one before. The
  * rounds run, each adding one to acc, are left in *rounds. */
 static unsigned lone_short_pauses(struct seq_buffer *one, struct seq_buffer *acc, size_t n,
-	unsigned pause_us, unsigned want, unsigned *rounds, uint64_t (*sleeps)(void))
+	unsigned pause_us, unsigned within_us, unsigned want, unsigned *rounds,
+	uint64_t (*sleeps)(void))
 {
 	unsigned woke = 0, got = 0;
 	uint64_t last = now_ns(), slept = sleeps();
@@ -1011,7 +1012,7 @@ static unsigned lone_short_pauses(struct seq_buffer *one, struct seq_buffer *acc
 					 (struct seq_buffer *[]){acc, one, acc}),
 			0);
 		ck_assert_int_eq(h_sync(), 0);
-		if (*rounds && now - last < SHORT_ROUND_US * 1000ull) {
+		if (*rounds && now - last < within_us * 1000ull) {
 			got++;
 			woke += s != slept;
 		}
@@ -1019,7 +1020,7 @@ static unsigned lone_short_pauses(struct seq_buffer *one, struct seq_buffer *acc
 		slept = s;
 	}
 	ck_assert_msg(got == want, "only %u of %u rounds came within %u us of the last", got,
-		*rounds, SHORT_ROUND_US);
+		*rounds, within_us);
 	return woke;
 }
 
@@ -1028,7 +1029,7 @@ static unsigned lone_short_pauses(struct seq_buffer *one, struct seq_buffer *acc
  * ($SSEQ_SPIN_POLICY=always): in slept[0] and slept[1], how many of `want` rounds found the
  * thread that `sleeps` counts asleep. */
 static void long_spin_rounds(const char *env, const char *on, const char *off, unsigned pause_us,
-	unsigned want, uint64_t (*sleeps)(void), unsigned slept[2])
+	unsigned within_us, unsigned want, uint64_t (*sleeps)(void), unsigned slept[2])
 {
 	struct seq_config scfg = {0};
 	struct hip_config cfg = {.submit_threads = 1};
@@ -1045,7 +1046,8 @@ static void long_spin_rounds(const char *env, const char *on, const char *off, u
 		else
 			unsetenv(env);
 		lone_rig_start(&scfg, &cfg, &one, &acc, N);
-		slept[i] = lone_short_pauses(one, acc, N, pause_us, want, &rounds, sleeps);
+		slept[i] =
+			lone_short_pauses(one, acc, N, pause_us, within_us, want, &rounds, sleeps);
 		lone_rig_end(one, acc, N, rounds);
 	}
 	unsetenv(env);
@@ -1065,8 +1067,8 @@ START_TEST(test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake
 	enum { WANT = 40, PAUSE_US = 100 };
 	unsigned woke[2];
 
-	long_spin_rounds(
-		"SSEQ_HIP_SUBMIT_LONG_SPIN_US", NULL, "0", PAUSE_US, WANT, submit_sleeps, woke);
+	long_spin_rounds("SSEQ_HIP_SUBMIT_LONG_SPIN_US", NULL, "0", PAUSE_US, SHORT_ROUND_US, WANT,
+		submit_sleeps, woke);
 	printf("hip: of %u lone launches within %u us of the last, %u found the submit thread "
 	       "asleep, %u with the long spin off\n",
 		WANT, SHORT_ROUND_US, woke[0], woke[1]);
@@ -1144,20 +1146,20 @@ START_TEST(test_the_long_spin_moves_to_the_thread_with_the_latest_command)
 }
 END_TEST
 
-/* With $SSEQ_HIP_WATCH_LONG_SPIN_US=1000, the watcher of the latest record stays awake
- * between a lone client's requests 400 us apart (past its 200 us spin), where by default
+/* With $SSEQ_HIP_WATCH_LONG_SPIN_US=2000, the watcher of the latest record stays awake
+ * between a lone client's requests 300 us apart (past its 200 us spin), where by default
  * it sleeps and the next record wakes it. Spinning is allowed throughout; rounds whose
- * pause a loaded machine stretched past SHORT_ROUND_US say nothing and are skipped. */
+ * pause a loaded machine stretched past 1.6 ms say nothing and are skipped. */
 START_TEST(test_the_watcher_of_the_latest_record_stays_awake_with_its_long_spin)
 {
-	enum { WANT = 30, PAUSE_US = 400 };
+	enum { WANT = 30, PAUSE_US = 300, WITHIN_US = 1600 };
 	unsigned slept[2];
 
-	long_spin_rounds(
-		"SSEQ_HIP_WATCH_LONG_SPIN_US", "1000", NULL, PAUSE_US, WANT, watch_sleeps, slept);
-	printf("hip: of %u lone launches 400 us apart, %u found the watcher asleep with its long "
+	long_spin_rounds("SSEQ_HIP_WATCH_LONG_SPIN_US", "2000", NULL, PAUSE_US, WITHIN_US, WANT,
+		watch_sleeps, slept);
+	printf("hip: of %u lone launches %u us apart, %u found the watcher asleep with its long "
 	       "spin, %u without\n",
-		WANT, slept[0], slept[1]);
+		WANT, PAUSE_US, slept[0], slept[1]);
 	ck_assert_msg(slept[1] >= WANT / 2, "without the long spin the watcher slept %u of %u",
 		slept[1], WANT);
 	ck_assert_msg(slept[0] <= slept[1] / 2, "with the long spin the watcher slept %u of %u",
