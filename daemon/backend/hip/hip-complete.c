@@ -249,9 +249,8 @@ static void hip_watch_pause(uint64_t since_ns, uint64_t now_ns)
 }
 
 /* The backend whose watcher had the latest record of the process (each loop has its own
- * backend and watcher), the one that may stay awake longer (HIP_WATCH_LONG_SPIN_NS).
- * Written by the loops only when it changes. */
-static _Atomic(const struct hip *) hip_watch_last;
+ * backend and watcher), the one that may stay awake longer (HIP_WATCH_LONG_SPIN_NS). */
+static hip_latest hip_watch_last;
 
 /* Whether an idle watcher, its last record or completion `idle_ns` ago, looks again
  * rather than sleeps: within HIP_WATCH_SPIN_NS, or within its long spin while its backend
@@ -259,8 +258,7 @@ static _Atomic(const struct hip *) hip_watch_last;
 static bool hip_watch_stays(const struct hip *h, uint64_t idle_ns)
 {
 	if (idle_ns >= (uint64_t)HIP_WATCH_SPIN_NS &&
-		(idle_ns >= h->watch_long_spin_ns ||
-			atomic_load_explicit(&hip_watch_last, memory_order_relaxed) != h))
+		(idle_ns >= h->watch_long_spin_ns || !hip__latest_is(&hip_watch_last, h)))
 		return false;
 	return spin_core_free();
 }
@@ -314,8 +312,7 @@ void hip__complete_kick(struct hip *h, struct hip_stream *st)
 		pthread_mutex_unlock(&st->mu);
 		return;
 	}
-	if (atomic_load_explicit(&hip_watch_last, memory_order_relaxed) != h)
-		atomic_store_explicit(&hip_watch_last, h, memory_order_relaxed);
+	hip__latest_note(&hip_watch_last, h);
 	atomic_fetch_add(&h->watch_gen, 1);
 	if (atomic_load(&h->watch_sleeping)) {
 		pthread_mutex_lock(&h->watch_mu);

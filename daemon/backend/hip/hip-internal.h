@@ -59,13 +59,31 @@
  * whole 1 ms) it had cost 5-8% at -n 8. */
 #define HIP_SUBMIT_LONG_SPIN_NS 1000000L
 /* --submit-idle inline (or copies): the loop makes the calls of a sleeping submit
- * thread's commands itself for at most HIP_SUBMIT_INLINE_RUN commands that follow each
- * other by less than HIP_SUBMIT_INLINE_GAP_NS; the next one wakes the thread. A
+ * thread's commands itself for at most HIP_SUBMIT_INLINE_RUN commands, each coming less
+ * than HIP_SUBMIT_INLINE_GAP_NS after the call for the one before ended; the next one
+ * wakes the thread. A
  * latency-bound request (a kernel and its read-back: five commands) runs on the loop
  * whole, while a flood of launches is handed to the thread after a few, so that the
  * thread, not the loop, makes its calls beside the loop's reads. */
 #define HIP_SUBMIT_INLINE_RUN 8u
 #define HIP_SUBMIT_INLINE_GAP_NS 20000u
+/* A process-wide note of which one (a submit thread, a backend's watcher) had the latest
+ * of something, so that only it spins long (HIP_SUBMIT_LONG_SPIN_NS,
+ * HIP_WATCH_LONG_SPIN_NS): written only when it changes, so that a run of the same one
+ * leaves the cache line alone; only ever compared, never followed. */
+typedef _Atomic(const void *) hip_latest;
+
+static inline void hip__latest_note(hip_latest *latest, const void *me)
+{
+	if (atomic_load_explicit(latest, memory_order_relaxed) != me)
+		atomic_store_explicit(latest, me, memory_order_relaxed);
+}
+
+static inline bool hip__latest_is(hip_latest *latest, const void *me)
+{
+	return atomic_load_explicit(latest, memory_order_relaxed) == me;
+}
+
 /* Commands the loop may queue ahead of each submit thread (a power of two). */
 #define HIP_SUBMIT_QUEUE 4096
 /* Locks that order an event's record against another thread's wait on it (a power of
@@ -428,9 +446,9 @@ struct hip {
 	_Atomic uint64_t watch_sleeps; /* times it slept with nothing outstanding (tests) */
 	/* The submit threads (see hip-submit.c); none: the commands run inline. How long an
 	 * idle one looks for its next command before it sleeps (HIP_SUBMIT_SPIN_NS, or
-	 * $SSEQ_HIP_SUBMIT_SPIN_US for comparisons), how long the few that go on looking do
-	 * (HIP_SUBMIT_LONG_SPIN_NS, $SSEQ_HIP_SUBMIT_LONG_SPIN_US): only the thread the
-	 * latest command of the whole process went to (hip-submit.c). */
+	 * $SSEQ_HIP_SUBMIT_SPIN_US for comparisons), and how long the one the latest command
+	 * of the whole process went to goes on looking (HIP_SUBMIT_LONG_SPIN_NS,
+	 * $SSEQ_HIP_SUBMIT_LONG_SPIN_US; hip-submit.c). */
 	unsigned nsubmitters;
 	uint64_t submit_spin_ns;
 	uint64_t submit_long_spin_ns;

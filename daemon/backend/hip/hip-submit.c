@@ -697,9 +697,8 @@ static bool hip_submit_here(struct hip *h, struct hip_submitter *sub, const stru
 
 /* The submit thread the latest command went to, of every loop's backend in the process
  * (each loop has its own: with a loop per client, a per-backend note would name every
- * loop's thread), the one that may spin long (hip_submitter_spin). Written by the loops
- * only when it changes, so that a flood to one thread leaves the line alone. */
-static _Atomic(const struct hip_submitter *) hip_submit_last;
+ * loop's thread), the one that may spin long (hip_submitter_spin). */
+static hip_latest hip_submit_last;
 
 /* Run c (inline: its error comes back) or hand it to its stream's submit thread. Run
  * here for a sleeping thread, c fails as it would there: forward, on its stream. */
@@ -711,8 +710,7 @@ int hip__submit_end(struct hip *h, struct hip_cmd *c)
 
 	if (!sub)
 		return hip_submit_run(h, c);
-	if (atomic_load_explicit(&hip_submit_last, memory_order_relaxed) != sub)
-		atomic_store_explicit(&hip_submit_last, sub, memory_order_relaxed);
+	hip__latest_note(&hip_submit_last, sub);
 	here = hip_submit_here(h, sub, c);
 	if (c->kind == HIP_CMD_LAUNCH)
 		h->streams[c->stream].launched_here = here;
@@ -737,7 +735,7 @@ int hip__submit_end(struct hip *h, struct hip_cmd *c)
 /* Whether this thread had the latest command of all submit threads, every loop's. */
 static bool hip_submitter_last(const struct hip_submitter *sub)
 {
-	return atomic_load_explicit(&hip_submit_last, memory_order_relaxed) == sub;
+	return hip__latest_is(&hip_submit_last, sub);
 }
 
 /* Whether a command came within the spin: requests come in bursts, and a futex wake-up
