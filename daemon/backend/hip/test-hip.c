@@ -1146,6 +1146,59 @@ START_TEST(test_the_long_spin_moves_to_the_thread_with_the_latest_command)
 }
 END_TEST
 
+/* A command on another loop's backend (each loop has its own) ends the long spin too: the
+ * note of the latest command is the whole process's. A second backend, idle, then the
+ * rig's fills on the first, whose thread spins on (1 s, spinning allowed throughout);
+ * then a record on the second backend: the first's thread must stop within 400 ms. */
+START_TEST(test_the_long_spin_ends_when_another_loops_backend_gets_a_command)
+{
+	struct seq_config scfg = {0};
+	struct hip_config cfg = {.submit_threads = 1}, cfg2 = {.submit_threads = 1};
+	enum { N = 256 };
+	const uint64_t deadline = 400000000ull;
+	struct seq_buffer *one, *acc;
+	struct harness_cq cq2;
+	struct seq_layout layout2;
+	struct backend_env env2;
+	struct backend be2;
+	struct hip_submitter *first;
+	uint64_t slept, stop;
+
+	setenv("SSEQ_SPIN_POLICY", "always", 1);
+	setenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US", "1000000", 1);
+	harness_cq_init(&cq2);
+	env2 = harness_env(&layout2, NULL, &cq2, h_finding);
+	cfg2.kernels = hip_harness_kernels(SSEQ_KERNELS_NAME);
+	ck_assert_int_eq(hip_create(&be2, &cfg2, &env2), 0);
+	lone_rig_start(&scfg, &cfg, &one, &acc, N);
+	first = &((struct hip *)H.be.ctx)->sub[0];
+	ck_assert_msg(await_flag(&first->long_spinning, true, deadline) != UINT64_MAX,
+		"the thread of the latest command never began its long spin");
+	slept = atomic_load(&first->sleeps);
+	{
+		/* A short kernel and its record on the second backend's stream 0. */
+		struct op_payload p = {.kernel = kernel_find("spin"), .nargs = 1, .elements = 1};
+		struct seq_op op = {.kind = SEQ_OP_EXEC, .payload = &p};
+
+		p.args[0] = U64(10);
+		ck_assert_int_eq(be2.ops->dev.launch(be2.ctx, (struct seq_point){0, 1}, &op), 0);
+		ck_assert_int_eq(harness_record_wait(&be2, &cq2, 0, 1), 0);
+	}
+	stop = await_flag(&first->long_spinning, false, deadline);
+	printf("hip: a command on another backend ended the first's long spin after %.1f ms\n",
+		stop == UINT64_MAX ? -1.0 : stop / 1e6);
+	ck_assert_msg(stop != UINT64_MAX,
+		"the first backend's thread spun on after a command "
+		"went to another backend's");
+	ck_assert_uint_gt(atomic_load(&first->sleeps), slept);
+	backend_destroy(&be2);
+	harness_cq_destroy(&cq2);
+	lone_rig_end(one, acc, N, 0);
+	unsetenv("SSEQ_HIP_SUBMIT_LONG_SPIN_US");
+	unsetenv("SSEQ_SPIN_POLICY");
+}
+END_TEST
+
 /* With $SSEQ_HIP_WATCH_LONG_SPIN_US=2000, the watcher of the latest record stays awake
  * between a lone client's requests 300 us apart (past its 200 us spin), where by default
  * it sleeps and the next record wakes it. Spinning is allowed throughout; rounds whose
@@ -1872,6 +1925,7 @@ static Suite *hip_suite(void)
 	tcase_add_test(
 		speed, test_a_lone_request_after_a_short_pause_finds_its_submit_thread_awake);
 	tcase_add_test(speed, test_the_long_spin_moves_to_the_thread_with_the_latest_command);
+	tcase_add_test(speed, test_the_long_spin_ends_when_another_loops_backend_gets_a_command);
 	tcase_add_test(speed, test_the_watcher_of_the_latest_record_stays_awake_with_its_long_spin);
 	tcase_add_test(
 		speed, test_a_flood_of_launches_goes_to_the_submit_thread_under_submit_idle_inline);
