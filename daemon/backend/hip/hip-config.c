@@ -39,8 +39,10 @@ static const struct option_row hip_options[] = {
 		.help = "a command for a submit thread asleep with nothing queued: wake the "
 			"thread; make a small copy's call (through the small-copy pool) on the "
 			"thread that reads requests and wake it for the rest; or make every call "
-			"there, which spares a lone request the wake-up but costs that thread the "
-			"calls under load (hip; default {default})"},
+			"there, at most eight in a row (a flood goes to the thread), which spares "
+			"a "
+			"lone request the wake-up but costs that thread the calls under load (hip; "
+			"default {default})"},
 	{.name = "small-copy-pool",
 		.arg = "MIB",
 		.kind = OPTION_UINT,
