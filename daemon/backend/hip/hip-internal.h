@@ -452,6 +452,8 @@ struct hip {
 	unsigned nsubmitters;
 	uint64_t submit_spin_ns;
 	uint64_t submit_long_spin_ns;
+	/* HIP_SUBMIT_INLINE_GAP_NS, or $SSEQ_HIP_SUBMIT_INLINE_GAP_US (tests, comparisons). */
+	uint64_t submit_inline_gap_ns;
 	struct hip_submitter sub[HIP_MAX_SUBMIT_THREADS];
 	pthread_mutex_t event_lock[HIP_EVENT_LOCKS];
 };

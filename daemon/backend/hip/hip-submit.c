@@ -635,9 +635,9 @@ static bool hip_copy_command(const struct hip *h, const struct hip_cmd *c)
  * the one before (hip__submit_end notes it: a call that itself takes long, a launch
  * waiting for the runtime's lock, does not break the run), so that a flood goes to the
  * thread (it counts the command as run here). */
-static bool hip_submit_run_here(struct hip_submitter *sub)
+static bool hip_submit_run_here(const struct hip *h, struct hip_submitter *sub)
 {
-	if (spin_now_ns() - sub->inline_last_ns >= HIP_SUBMIT_INLINE_GAP_NS)
+	if (spin_now_ns() - sub->inline_last_ns >= h->submit_inline_gap_ns)
 		sub->inline_run = 0;
 	return ++sub->inline_run <= HIP_SUBMIT_INLINE_RUN;
 }
@@ -692,7 +692,7 @@ static bool hip_submit_here(struct hip *h, struct hip_submitter *sub, const stru
 	default:
 		break; /* with copies, the record of a copy that ran here */
 	}
-	return hip_submit_run_here(sub);
+	return hip_submit_run_here(h, sub);
 }
 
 /* The submit thread the latest command went to, of every loop's backend in the process

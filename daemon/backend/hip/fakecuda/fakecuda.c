@@ -1368,6 +1368,17 @@ static cudaError_t fake_launch_fn(
 	return fake_push(s, o);
 }
 
+/* $SSEQ_FAKE_LAUNCH_US, for tests of who makes the calls: every launch call takes that
+ * long before it returns, as one waiting for the runtime's lock does. */
+static void fake_launch_delay(void)
+{
+	const char *v = getenv("SSEQ_FAKE_LAUNCH_US");
+	const long us = v ? atol(v) : 0;
+
+	if (us > 0)
+		nanosleep(&(struct timespec){us / 1000000, us % 1000000 * 1000}, NULL);
+}
+
 /* A launch, plain, cooperative or in clusters; how is what a launchinfo function
  * writes. */
 static cudaError_t fake_launch(const void *func, dim3 grid, dim3 block, void **params,
@@ -1378,6 +1389,7 @@ static cudaError_t fake_launch(const void *func, dim3 grid, dim3 block, void **p
 	struct fake_op *o;
 	cudaError_t e = fake_error();
 
+	fake_launch_delay();
 	if (e != cudaSuccess)
 		return e;
 	if (!kern || (!kern->fn && (kern < fake_kernels || kern >= fake_kernels + fake_nkernels)))
