@@ -952,6 +952,131 @@ START_TEST(test_d2h_done_word_answers_instead_of_a_completion)
 }
 END_TEST
 
+/* An Await with its word (protocol 1.13): the buffer `a`, the word at offset w of arena
+ * st (done_word w + 1). */
+static uint64_t send_await_word(int fd, uint64_t a, const struct staging *st, uint64_t done_word)
+{
+	struct harness_req req;
+
+	harness_req_await(&req, a);
+	req.body.await.staging = st->handle;
+	req.body.await.done_word = done_word;
+	return send_tagged(fd, &req.rq);
+}
+
+/* Await.done_word (protocol 1.13): once the awaited buffer's producer completes (an H2D
+ * of 200 ms on the sim), the tag lands in the word and no Completion follows; a buffer
+ * already complete gets its tag before its Reply is read; a word the client marked
+ * (asleep on its socket) gets the refusal and the Completion; a word misplaced, or in an
+ * arena the session does not have, is refused. */
+START_TEST(test_await_done_word_answers_instead_of_a_completion)
+{
+	struct staging st;
+	uint64_t a, t, got = 0;
+	const size_t N = 256, W = N * 4; /* H2D from [0, W), the word at W */
+	_Atomic uint64_t *word;
+	char msg[256];
+	int fd;
+
+	SIM_ONLY();
+	daemon_start((const char *const[]){"--sim-delay", "h2d=200ms", NULL});
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 2 * W, true), SSEQ__STATUS__STATUS_OK);
+	word = (_Atomic uint64_t *)(void *)((char *)st.map + W);
+	ck_assert_int_eq(do_alloc(fd, W, &a), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, W)), SSEQ__STATUS__STATUS_OK);
+	atomic_store(word, 0);
+	t = send_await_word(fd, a, &st, W + 1);
+	ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(atomic_load(word), 0); /* the H2D still runs */
+	for (int i = 0; i < 5000 && (got = atomic_load(word)) != t; i++)
+		usleep(1000);
+	ck_assert_uint_eq(got, t);
+	ck_assert_uint_eq(written_before_stats(fd, t), 1);
+
+	/* Complete already: written by the loop as it answers. */
+	atomic_store(word, 0);
+	t = send_await_word(fd, a, &st, W + 1);
+	ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_eq(atomic_load(word), t);
+	ck_assert_uint_eq(written_before_stats(fd, t), 2);
+
+	/* Marked by a client asleep on its socket: the refusal, then the Completion. */
+	ck_assert_int_eq(
+		reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, W)), SSEQ__STATUS__STATUS_OK);
+	atomic_store(word, DONE_WORD_UNWATCHED);
+	ASSERT_OK_AND_COMPLETED(fd, send_await_word(fd, a, &st, W + 1));
+	ck_assert_uint_eq(atomic_load(word), DONE_WORD_REFUSED);
+	ck_assert_uint_eq(written_before_stats(fd, 0), 2);
+
+	/* Misaligned, past the arena's end, in an arena that is not the session's. */
+	const uint64_t bad[] = {W + 5, 2 * W - 4 + 1, 2 * W + 1};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		ck_assert_int_eq(expect_reply(fd, send_await_word(fd, a, &st, bad[i]), NULL, msg,
+					 sizeof(msg)),
+			SSEQ__STATUS__STATUS_OUT_OF_RANGE);
+		ck_assert_msg(strstr(msg, "done word"), "%s", msg);
+	}
+	{
+		struct staging other = st;
+
+		other.handle = st.handle + 1000;
+		ck_assert_int_eq(reply_status(fd, send_await_word(fd, a, &other, W + 1)),
+			SSEQ__STATUS__STATUS_UNKNOWN_HANDLE);
+	}
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
+/* A client asleep on its Await's word (the sleeping mark) is woken by the tag; where the
+ * awaited producer fails on the device, by the refusal, and the Completion carries the
+ * error. Each H2D takes 200 ms, so the sleep begins first; without a wake-up it would
+ * last its whole 5 s. */
+START_TEST(test_await_done_word_wakes_a_client_asleep_on_it)
+{
+	struct staging st;
+	uint64_t a, t;
+	const size_t W = 1024;
+	_Atomic uint64_t *word;
+	double slept;
+	int fd;
+
+	SIM_ONLY();
+	/* Launch 1 the first H2D, 2 the second, which fails on the device. */
+	daemon_start((const char *const[]){
+		"--sim-delay", "h2d=200ms", "--inject", "device-fail-op=2", NULL});
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 2 * W, true), SSEQ__STATUS__STATUS_OK);
+	word = (_Atomic uint64_t *)(void *)((char *)st.map + W);
+	for (int round = 0; round < 2; round++) {
+		ck_assert_int_eq(do_alloc(fd, W, &a), SSEQ__STATUS__STATUS_OK);
+		ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, W)),
+			SSEQ__STATUS__STATUS_OK);
+		atomic_store(word, DONE_WORD_SLEEPING);
+		t = send_await_word(fd, a, &st, W + 1);
+		ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_OK);
+		slept = sleep_on_word(word);
+		printf("await word: a sleeper on Await %d woken after %.3f s, the word %s\n", round,
+			slept, atomic_load(word) == t ? "holding the tag" : "refused");
+		ck_assert_msg(slept < 2.0, "asleep %.3f s on the word", slept);
+		if (round == 0) {
+			ck_assert_uint_eq(atomic_load(word), t);
+			ck_assert_uint_eq(written_before_stats(fd, t), 1);
+		} else {
+			ck_assert_uint_eq(atomic_load(word), DONE_WORD_REFUSED);
+			ck_assert_int_eq(
+				expect_completion(fd, t), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+		}
+	}
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
 START_TEST(test_sigterm_drains_work_in_flight)
 {
 	int fd, status = 0;
@@ -1362,6 +1487,8 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_roundtrip_h2d_exec_d2d_d2h);
 	tcase_add_test(tc, test_d2h_done_word_answers_instead_of_a_completion);
 	tcase_add_test(tc, test_d2h_done_word_wakes_a_client_asleep_on_it);
+	tcase_add_test(tc, test_await_done_word_answers_instead_of_a_completion);
+	tcase_add_test(tc, test_await_done_word_wakes_a_client_asleep_on_it);
 	tcase_add_test(tc, test_slice_await_sync_batch);
 	tcase_add_test(tc, test_bad_handles_and_ranges_get_clear_errors);
 	tcase_add_test(tc, test_unsealed_memfd_refused);

@@ -58,9 +58,10 @@ struct op {
 	uint64_t staging_off;
 	void *copy_out;
 	uint64_t copy_len;
-	/* A D2H's done word in the same arena (protocol 1.10): its offset + 1, 0 for none.
-	 * While a wait watches it, the daemon writes the tag there once the bytes are in
-	 * place, and then sends no Completion (ops.c, client_op_word_arm). */
+	/* A D2H's done word in the same arena (protocol 1.10), or an Await's, its only range
+	 * (1.13): its offset + 1, 0 for none. While a wait watches it, the daemon writes the
+	 * tag there once the bytes are in place (the buffer is complete), and then sends no
+	 * Completion (ops.c, client_op_word_arm). */
 	uint64_t word_off;
 	/* Query results not yet collected, oldest first. */
 	Sseq__QueryResult **results;

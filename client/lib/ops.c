@@ -291,7 +291,8 @@ void client_op_release_staging(struct sseq *s, struct op *op)
 	if (!op->arena)
 		return;
 	staging_set_unref(&s->staging, op->arena, op->staging_off);
-	if (op->word_off)
+	/* An Await's word is its only range. */
+	if (op->word_off && op->word_off - 1 != op->staging_off)
 		staging_set_unref(&s->staging, op->arena, op->word_off - 1);
 	op->word_off = 0;
 	op->arena = NULL;

@@ -574,16 +574,43 @@ int sseq_execute_function_attrs(struct sseq *s, uint64_t module, const char *nam
 
 /* ---- waiting on the daemon's side ---- */
 
+/* An Await's done word (protocol 1.13): a word of the session's first arena, the op's
+ * only staging range, where the daemon answers as it does a D2H's (copy_done_word). 0
+ * without one (an older daemon, no arena yet, no room: the Completion answers). */
+static uint64_t await_done_word(struct sseq *s, struct op *op, uint64_t *staging)
+{
+	struct staging_arena *a = s->staging.arenas;
+	uint64_t off;
+
+	if (!a || s->info.major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR || s->info.minor < 13 ||
+		staging_set_reserve_in(&s->staging, a, sizeof(uint64_t), false, &off) < 0)
+		return 0;
+	atomic_store_explicit((_Atomic uint64_t *)(void *)(a->base + off), CLIENT_WORD_UNWATCHED,
+		memory_order_relaxed);
+	op->arena = a;
+	op->staging_off = off;
+	op->word_off = off + 1;
+	*staging = a->handle;
+	return off + 1;
+}
+
 int sseq_await(struct sseq *s, uint64_t buf)
 {
 	Sseq__Await aw = SSEQ__AWAIT__INIT;
 	int r = client_handle_in(s, buf, "sseq_await", &aw.buffer);
 	if (r < 0)
 		return r;
+	struct op *op = client_op_new();
+	if (!op)
+		return client_fail(s, -ENOMEM, "out of memory");
+	op->waited = true;
+	aw.done_word = await_done_word(s, op, &aw.staging);
 	Sseq__Request req = SSEQ__REQUEST__INIT;
 	req.body_case = SSEQ__REQUEST__BODY_AWAIT;
 	req.await = &aw;
-	return client_request_wait(s, &req, NULL);
+	if ((r = client_submit(s, &req, -1, op, NULL)) < 0)
+		return r;
+	return client_op_collect(s, op);
 }
 
 int sseq_sync(struct sseq *s)

@@ -68,14 +68,20 @@ static void fake_complete(struct fake *f, uint64_t tag, int status)
 	fake_send(f, &m);
 }
 
-/* CopyD2H.done_word as sseqd writes it (done-word.h): the tag, by compare-and-swap from 0
- * or, from minor 12, from the sleeping mark, whose sleeper it wakes; from minor 12 a word
- * it cannot write is refused before the Completion goes. */
-static bool fake_write_word(struct fake *f, const Sseq__CopyD2H *c, uint64_t tag)
+/* CopyD2H.done_word (and, from minor 13, Await.done_word: no copy range, c NULL) as
+ * sseqd writes it (done-word.h): the tag, by compare-and-swap from 0 or, from minor 12,
+ * from the sleeping mark, whose sleeper it wakes; from minor 12 a word it cannot write
+ * is refused before the Completion goes. */
+static bool fake_write_word(
+	struct fake *f, uint64_t staging, uint64_t done_word, const Sseq__CopyD2H *c, uint64_t tag)
 {
-	_Atomic uint64_t *w =
-		(_Atomic uint64_t *)(void *)(f->staging[c->staging - 1] + c->done_word - 1);
+	_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)(f->staging[staging - 1] + done_word - 1);
 	uint64_t zero = 0;
+
+	ck_assert_uint_eq((done_word - 1) % 8, 0);
+	ck_assert_uint_le(done_word - 1 + 8, f->staging_size[staging - 1]);
+	ck_assert(!c || done_word - 1 + 8 <= c->staging_offset ||
+		c->staging_offset + c->length <= done_word - 1);
 
 	if (f->minor >= 12) {
 		const bool was_asleep = atomic_load(w) == DONE_WORD_SLEEPING;
@@ -90,10 +96,6 @@ static bool fake_write_word(struct fake *f, const Sseq__CopyD2H *c, uint64_t tag
 		return false;
 	}
 
-	ck_assert_uint_eq((c->done_word - 1) % 8, 0);
-	ck_assert_uint_le(c->done_word - 1 + 8, f->staging_size[c->staging - 1]);
-	ck_assert(c->done_word - 1 + 8 <= c->staging_offset ||
-		c->staging_offset + c->length <= c->done_word - 1);
 	if (atomic_compare_exchange_strong(w, &zero, tag)) {
 		__atomic_add_fetch(&f->words_written, 1, __ATOMIC_SEQ_CST);
 		return true;
@@ -214,13 +216,28 @@ static void fake_handle(struct fake *f, Sseq__Request *q)
 		memcpy(f->staging[c->staging - 1] + c->staging_offset,
 			fake_buf(f, c->src) + c->src_offset, c->length);
 		if (c->done_word && !late && !f->word_delay_ms)
-			written = fake_write_word(f, c, q->tag);
+			written = fake_write_word(f, c->staging, c->done_word, c, q->tag);
 		fake_reply(f, q->tag, 0, 0, NULL);
 		if (c->done_word && !late && f->word_delay_ms) {
 			usleep(f->word_delay_ms * 1000u);
-			written = fake_write_word(f, c, q->tag);
+			written = fake_write_word(f, c->staging, c->done_word, c, q->tag);
 		}
 		if (!written)
+			fake_maybe_complete(f, q->tag, late);
+		return;
+	}
+	case SSEQ__REQUEST__BODY_AWAIT: {
+		const Sseq__Await *aw = q->await;
+		bool written = false;
+		/* Only a daemon that said it takes them is sent words. */
+		ck_assert(aw->done_word == 0 || f->minor >= 13);
+		f->last_await_word = aw->done_word;
+		fake_reply(f, q->tag, 0, 0, NULL);
+		if (aw->done_word && !late) {
+			usleep(f->word_delay_ms * 1000u);
+			written = fake_write_word(f, aw->staging, aw->done_word, NULL, q->tag);
+		}
+		if (!written) /* as sseqd: an Await always gets its answer */
 			fake_maybe_complete(f, q->tag, late);
 		return;
 	}

@@ -52,6 +52,7 @@ struct fake {
 	unsigned nheld_replies;
 	unsigned registers;
 	uint64_t last_done_word; /* the last CopyD2H.done_word */
+	uint64_t last_await_word; /* the last Await.done_word (minor 13) */
 	unsigned words_written, words_refused; /* swaps that wrote the tag, that found a value */
 	unsigned words_woken; /* of the written, those over the sleeping mark (minor 12) */
 	unsigned requests, released; /* atomic: the test thread polls them */

@@ -321,6 +321,66 @@ START_TEST(test_d2h_wait_armed_after_its_completion_does_not_sleep_on_the_word)
 }
 END_TEST
 
+/* An Await (protocol 1.13) carries a word of the session's first arena, answered as a
+ * D2H's is: the fake writes the tag 5 ms after its Reply while the wait spins on the
+ * word, and sends no Completion (from the second wait on: the first spins too briefly);
+ * asleep with $SSEQ_SLEEP_ON_WORD=1, the write wakes it. A daemon before 1.13, or a
+ * session with no arena yet, is sent no word, and the Completion answers. Each Await's
+ * word goes back to the arena: five hundred of them leave nothing reserved. */
+START_TEST(test_await_answered_in_its_word)
+{
+	for (int round = 0; round < 3; round++) {
+		struct fake *f = fake_start();
+		f->minor = round == 2 ? 12 : 13;
+		f->word_delay_ms = 5;
+		setenv("SSEQ_SPIN_POLICY", "always", 1);
+		setenv("SSEQ_SPIN_US", "2000000", 1);
+		setenv("SSEQ_SLEEP_ON_WORD", "1", 1);
+		struct sseq *s = fake_connect(f, 0);
+		unsetenv("SSEQ_SLEEP_ON_WORD");
+		uint64_t b;
+		float src[64];
+		for (int i = 0; i < 64; i++)
+			src[i] = (float)i;
+		ck_assert_int_eq(sseq_alloc(s, sizeof(src), "b", &b), 0);
+		if (round == 0) {
+			/* No arena yet: no word. */
+			ck_assert_int_eq(sseq_await(s, b), 0);
+			ck_assert_uint_eq(f->last_await_word, 0);
+		}
+		ck_assert_int_eq(sseq_copy_h2d(s, b, 0, src, sizeof(src), NULL), 0);
+		ck_assert_int_eq(sseq_sync(s), 0);
+		for (unsigned i = 1; i <= 5; i++) {
+			ck_assert_int_eq(sseq_await(s, b), 0);
+			ck_assert_uint_eq(f->words_written + f->words_refused, round == 2 ? 0 : i);
+		}
+		if (round == 2) {
+			ck_assert_uint_eq(f->last_await_word, 0);
+		} else {
+			ck_assert_uint_ne(f->last_await_word, 0);
+			ck_assert_uint_ge(f->words_written, 3);
+		}
+		unsetenv("SSEQ_SPIN_POLICY");
+		/* Asleep on the word (no spinning): woken by the write. */
+		setenv("SSEQ_SPIN_US", "0", 1);
+		if (round == 1) {
+			unsigned woken = f->words_woken;
+			f->word_delay_ms = 50;
+			ck_assert_int_eq(sseq_await(s, b), 0);
+			ck_assert_uint_eq(f->words_woken, woken + 1);
+		}
+		f->word_delay_ms = 0;
+		for (int i = 0; i < 500; i++)
+			ck_assert_int_eq(sseq_await(s, b), 0);
+		unsetenv("SSEQ_SPIN_US");
+		ck_assert_uint_eq(s->staging.refs, 0);
+		ck_assert_uint_eq(sseq_outstanding(s), 0);
+		ck_assert_int_eq(sseq_sync(s), 0);
+		fake_stop(f, s);
+	}
+}
+END_TEST
+
 /* A D2H nobody waits for by its tag keeps its word marked: the fake's swap fails and the
  * Completion finishes the copy, so sseq_sync returns with the bytes copied out. */
 START_TEST(test_d2h_waited_by_sync_gets_its_completion)
@@ -375,6 +435,7 @@ static Suite *staging_suite(void)
 	tcase_add_test(tc, test_client_copies_through_staging);
 	tcase_add_test(tc, test_client_staging_reused_not_grown);
 	tcase_add_test(tc, test_d2h_answered_in_its_word);
+	tcase_add_test(tc, test_await_answered_in_its_word);
 	tcase_add_test(tc, test_d2h_sleeping_waiter_is_woken_by_the_completion);
 	tcase_add_test(tc, test_d2h_sleeping_waiter_sleeps_on_its_word);
 	tcase_add_test(tc, test_d2h_wait_armed_after_its_completion_does_not_sleep_on_the_word);

@@ -132,7 +132,7 @@ static inline void harness_await(
 	struct seq *seq, struct harness_cq *q, const uint64_t *dones, struct seq_buffer *buf)
 {
 	uint64_t want = *dones + 1;
-	int r = seq_await(seq, buf, 1);
+	int r = seq_await(seq, buf, 1, NULL);
 
 	ck_assert_int_ge(r, 0);
 	if (r == 1)

@@ -198,6 +198,16 @@ struct backend_ops {
 	 * must not block. */
 	int (*op_times)(void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns,
 		uint64_t *error_ns);
+	/* An Await's word (protocol 1.13): once the device has reached `at`, when the report
+	 * of at.stream's event at or after it comes without an error, write `tag` into `word`
+	 * (done_word_write) before that report goes to the completion queue, so that the
+	 * loop, handling it, finds the tag there; a failed report drops it unwritten, as do
+	 * reset and destroy (word-notes.h). 0; -EALREADY when the stream already reported
+	 * through `at` (its report may still be queued: the Completion answers); -ENOMEM.
+	 * The word stays mapped until the loop has handled that report. On the loop thread,
+	 * right after the core recorded the event (seq_await). NULL: never (the Completion
+	 * answers). */
+	int (*point_word)(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag);
 	/* Whether a fault poisoned the device context: every later call on it fails, on
 	 * every stream, until reset (hip: an illegal address, a trap, ...; the sim:
 	 * --inject device-lost-op=N). NULL: never. */
@@ -349,6 +359,12 @@ static inline int backend_op_times(const struct backend *b, struct seq_point at,
 {
 	return b->ops->op_times ? b->ops->op_times(b->ctx, at, start_ns, end_ns, error_ns)
 				: -ENOENT;
+}
+
+static inline int backend_point_word(
+	const struct backend *b, struct seq_point at, _Atomic uint64_t *word, uint64_t tag)
+{
+	return b->ops->point_word ? b->ops->point_word(b->ctx, at, word, tag) : -EOPNOTSUPP;
 }
 
 static inline void backend_destroy(struct backend *b)

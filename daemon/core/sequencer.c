@@ -916,7 +916,7 @@ static int watch_add(struct seq *seq, uint32_t x, uint64_t n, struct watch *w)
 	return 0;
 }
 
-int seq_await(struct seq *seq, const struct seq_buffer *buf, uint64_t cookie)
+int seq_await(struct seq *seq, const struct seq_buffer *buf, uint64_t cookie, struct seq_point *at)
 {
 	const struct seq_buffer *b = buffer_base(buf);
 	struct watch *w;
@@ -933,6 +933,8 @@ int seq_await(struct seq *seq, const struct seq_buffer *buf, uint64_t cookie)
 	r = watch_add(seq, b->def.stream, b->def.seq, w);
 	if (r < 0)
 		free(w);
+	else if (at)
+		*at = b->def;
 	return r;
 }
 

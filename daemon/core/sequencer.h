@@ -307,8 +307,10 @@ int seq_buffer_error(const struct seq *seq, const struct seq_buffer *buf);
 int seq_submit(struct seq *seq, struct seq_op *op, struct seq_point *at);
 
 /* Call backend->done(cookie, status) once buf's producer is complete. Returns 1 when it
- * already is (done is not called), 0 when done will be called, or the buffer's error. */
-int seq_await(struct seq *seq, const struct seq_buffer *buf, uint64_t cookie);
+ * already is (done is not called), 0 when done will be called (with the producer's point
+ * in *at when at is not NULL: done follows the report of its stream's event at or after
+ * it), or the buffer's error. */
+int seq_await(struct seq *seq, const struct seq_buffer *buf, uint64_t cookie, struct seq_point *at);
 /* Likewise for everything issued on every stream so far. */
 int seq_sync(struct seq *seq, uint64_t cookie);
 /* Likewise for every point up to upto[stream] on each stream (one client's last ops). */

@@ -1451,7 +1451,7 @@ static void model_await(struct model *m, int i)
 			"seq_buffer_idle(b%u) but %u op(s) touching it have not "
 			"executed",
 			h->base, b->pending);
-	rc = seq_await(m->seq, h->buf, cookie);
+	rc = seq_await(m->seq, h->buf, cookie, NULL);
 	if (want) {
 		if (rc != want)
 			model_fail(m, V_OTHER, "await of b%u in error %d returned %d", h->base,

@@ -454,7 +454,7 @@ static void compute_advance(struct seq_buffer *scratch, unsigned n, unsigned bat
 		at = exec_write(scratch);
 		ck_assert_uint_eq(at.stream, S_COMPUTE);
 		if ((i + 1) % batch == 0 || i + 1 == n) {
-			ck_assert_int_eq(seq_await(F.seq, scratch, 1000 + at.seq), 0);
+			ck_assert_int_eq(seq_await(F.seq, scratch, 1000 + at.seq, NULL), 0);
 			complete(S_COMPUTE, at.seq, 0);
 			ck_assert_uint_eq(stream_info(S_COMPUTE).completed, at.seq);
 		}
@@ -711,7 +711,7 @@ START_TEST(test_i3_completion_of_other_stream_is_not_inferred)
 	ck_assert_uint_eq(stream_info(S_H2D).completed, 0);
 	ck_assert(seq_buffer_idle(F.seq, c));
 	ck_assert(!seq_buffer_idle(F.seq, in));
-	ck_assert_int_eq(seq_await(F.seq, in, 3), 0);
+	ck_assert_int_eq(seq_await(F.seq, in, 3, NULL), 0);
 
 	log_clear();
 	exec_in_out(in, out);
@@ -1224,7 +1224,7 @@ START_TEST(test_i8_await_and_sync_return_at_once)
 	a = buf_new(64);
 	h2d(a);
 	/* Neither call may wait for the device, nor pretend it has finished. */
-	ck_assert_int_eq(seq_await(F.seq, a, 1), 0);
+	ck_assert_int_eq(seq_await(F.seq, a, 1, NULL), 0);
 	ck_assert_int_eq(seq_sync(F.seq, 2), 0);
 	ck_log_count("done ", 0);
 	ck_log_has("record 1:1");
@@ -1283,8 +1283,8 @@ START_TEST(test_i9_failure_flows_through_chain)
 	ck_log_count("launch ", 0);
 	ck_log_count("wait ", 0);
 	ck_assert_uint_eq(counters()->ops_failed, 4);
-	ck_assert_int_eq(seq_await(F.seq, mid, 7), -EIO);
-	ck_assert_int_eq(seq_await(F.seq, in, 8), -EIO);
+	ck_assert_int_eq(seq_await(F.seq, mid, 7, NULL), -EIO);
+	ck_assert_int_eq(seq_await(F.seq, in, 8, NULL), -EIO);
 	ck_log_count("done 7", 0);
 }
 END_TEST
@@ -1391,7 +1391,7 @@ START_TEST(test_i9_device_error_fails_stream_and_waiters)
 	ck_log_has("wait 0 1:2");
 	seq_flush(F.seq);
 	ck_log_has("record 0:1");
-	ck_assert_int_eq(seq_await(F.seq, in, 66), 0);
+	ck_assert_int_eq(seq_await(F.seq, in, 66, NULL), 0);
 	ck_assert_int_eq(seq_sync(F.seq, 77), 0);
 
 	log_clear();
@@ -1406,7 +1406,7 @@ START_TEST(test_i9_device_error_fails_stream_and_waiters)
 	ck_assert_int_eq(seq_buffer_error(F.seq, out), -EIO);
 	ck_assert_int_eq(stream_info(S_H2D).error, -EIO);
 	ck_assert_int_eq(stream_info(S_COMPUTE).error, -EIO);
-	ck_assert_int_eq(seq_await(F.seq, out, 6), -EIO);
+	ck_assert_int_eq(seq_await(F.seq, out, 6, NULL), -EIO);
 
 	/* Both streams stay failed; a stream that saw no failure does not. */
 	log_clear();
@@ -1441,7 +1441,7 @@ START_TEST(test_reset_fails_in_flight_work_and_loses_every_buffer)
 	seq_flush(F.seq); /* 1:1 recorded */
 	op = want_done(op_make(SEQ_OP_EXEC, 2, a, SEQ_READ, b, SEQ_WRITE), 9);
 	ck_assert_int_eq(seq_submit(F.seq, &op, &at), 0); /* 0:1, not recorded */
-	ck_assert_int_eq(seq_await(F.seq, b, 10), 0);
+	ck_assert_int_eq(seq_await(F.seq, b, 10, NULL), 0);
 	seq_buffer_free(F.seq, a); /* pending: the kernel reads it */
 	ck_assert_uint_eq(seq_pending_count(F.seq), 1);
 
@@ -1464,7 +1464,7 @@ START_TEST(test_reset_fails_in_flight_work_and_loses_every_buffer)
 	ck_assert_int_eq(op.fail_cause, SEQ_FAIL_LOST);
 	ck_assert_int_eq(seq_buffer_error(F.seq, held), -ENXIO);
 	ck_assert_int_eq(submit(SEQ_OP_D2H, &at, 1, b, SEQ_READ), -ENXIO);
-	ck_assert_int_eq(seq_await(F.seq, b, 11), -ENXIO);
+	ck_assert_int_eq(seq_await(F.seq, b, 11, NULL), -ENXIO);
 	{
 		struct seq_buffer *sl = NULL;
 
@@ -1595,7 +1595,7 @@ START_TEST(test_slice_overwrite_keeps_base_device_error)
 	ck_read_fails(a, -EIO);
 	ck_read_fails(hi, -EIO);
 	ck_read_fails(lo, -EIO);
-	ck_assert_int_eq(seq_await(F.seq, a, 9), -EIO);
+	ck_assert_int_eq(seq_await(F.seq, a, 9, NULL), -EIO);
 	/* Once the kernel completes, the failure is still there. */
 	settle_all();
 	ck_assert_int_eq(seq_buffer_error(F.seq, a), -EIO);
@@ -1821,11 +1821,11 @@ START_TEST(test_await_and_sync_report_completion)
 
 	fx_start(NULL);
 	bufs_new(&a, &b, &never, NULL);
-	ck_assert_int_eq(seq_await(F.seq, never, 1), 1);
+	ck_assert_int_eq(seq_await(F.seq, never, 1, NULL), 1);
 	ck_assert_int_eq(seq_sync(F.seq, 2), 1);
 
 	h2d(a);
-	ck_assert_int_eq(seq_await(F.seq, a, 11), 0);
+	ck_assert_int_eq(seq_await(F.seq, a, 11, NULL), 0);
 	ck_log_has("record 1:1");
 	op = want_done(op_make(SEQ_OP_EXEC, 1, b, SEQ_WRITE), 30);
 	ck_assert_int_eq(seq_submit(F.seq, &op, &at), 0);
@@ -1836,13 +1836,13 @@ START_TEST(test_await_and_sync_report_completion)
 	ck_log_has("done 11 0");
 	ck_log_count("done 20", 0);
 	ck_log_count("done 30", 0);
-	ck_assert_int_eq(seq_await(F.seq, a, 12), 1);
+	ck_assert_int_eq(seq_await(F.seq, a, 12, NULL), 1);
 	complete(S_COMPUTE, 1, 0);
 	ck_log_has("done 20 0");
 	ck_log_has("done 30 0");
 	ck_log_count("done ", 3);
 	ck_assert_int_eq(seq_sync(F.seq, 21), 1);
-	ck_assert_int_eq(seq_await(F.seq, b, 13), 1);
+	ck_assert_int_eq(seq_await(F.seq, b, 13, NULL), 1);
 	ck_log_count("done ", 3);
 }
 END_TEST

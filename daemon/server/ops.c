@@ -271,27 +271,69 @@ int ops_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op, st
 	return 0;
 }
 
-static int ops_watch(struct session *s, const Sseq__Request *rq, const struct seq_buffer *b)
+/* A word of arena st where the daemon may write a request's tag (CopyD2H.done_word,
+ * Await.done_word: `done_word` is its offset + 1), outside the range [off, +len) the
+ * request copies through: in *word, or an error for the client. */
+static int ops_done_word(struct session *s, const struct staging *st, uint64_t done_word,
+	uint64_t off, uint64_t len, _Atomic uint64_t **word)
+{
+	const uint64_t w = done_word - 1;
+
+	if (w % 8 || st->size < 8 || w > st->size - 8 || (w < off + len && off < w + 8)) {
+		if (len == 0)
+			return outcome_error(s, -ERANGE,
+				"done word at %" PRIu64 ": it must be 8-byte aligned and inside "
+				"the arena of %" PRIu64 " bytes",
+				w, st->size);
+		return outcome_error(s, -ERANGE,
+			"done word at %" PRIu64 ": it must be 8-byte aligned, inside the "
+			"arena of %" PRIu64 " bytes and outside the copy's range [%" PRIu64
+			", +%" PRIu64 ")",
+			w, st->size, off, len);
+	}
+	*word = (_Atomic uint64_t *)((char *)st->addr + w);
+	return 0;
+}
+
+/* Await (buffer b) or Sync (b NULL), answered by a Completion once what it waits for is
+ * complete; an Await with a word (st, word) in that word where the backend can write it
+ * (backend_ops.point_word) or the point already is complete: then no Completion. */
+static int ops_watch(struct session *s, const Sseq__Request *rq, const struct seq_buffer *b,
+	struct staging *st, _Atomic uint64_t *word)
 {
 	struct op_rec *rec = ops_rec_new(s, rq->tag, true);
+	struct server *srv = session_server(s);
+	struct seq_point at = {0, 0};
 	int r;
 
 	if (!rec)
 		return outcome_error(s, -ENOMEM, "out of memory");
 	/* Sync covers this session's own work, not other clients'. */
-	r = b ? seq_await(session_server(s)->seq, b, (uint64_t)(uintptr_t)rec)
-	      : seq_sync_points(session_server(s)->seq, session_work(s)->last_point,
-			(uint64_t)(uintptr_t)rec);
+	r = b ? seq_await(srv->seq, b, (uint64_t)(uintptr_t)rec, &at)
+	      : seq_sync_points(srv->seq, session_work(s)->last_point, (uint64_t)(uintptr_t)rec);
 	if (r < 0) {
 		/* The Reply carries the error; no Completion repeats it. */
 		ops_rec_free(rec);
 		if (r == -ENXIO)
-			return outcome_lost(session_server(s), r, "the buffer");
+			return outcome_lost(srv, r, "the buffer");
 		return outcome_error(s, r, "%s", outcome_text(r));
 	}
+	if (word) {
+		/* The arena stays mapped while the backend may write the word (ops_done). */
+		rec->staging = st;
+		rec->done_word = word;
+		st->refs++;
+	}
 	out_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
-	if (r == 0)
-		return 0; /* the Completion comes with the point */
+	if (r == 0) {
+		/* Else (-EALREADY: reported meanwhile; no backend support) the Completion
+		 * answers, and ops_done refuses the word first. */
+		if (word)
+			backend_point_word(&srv->backend, at, word, rq->tag);
+		return 0;
+	}
+	if (word)
+		done_word_write(word, rq->tag); /* where the client watches it already */
 	ops_done(rec, 0);
 	return 0;
 }
@@ -341,16 +383,9 @@ static int ops_copy_host(struct session *s, const Sseq__Request *rq, const struc
 	pl.done_word = NULL;
 	pl.done_tag = 0;
 	if (c->done_word) {
-		const uint64_t w = c->done_word - 1;
-
-		if (w % 8 || st->size < 8 || w > st->size - 8 ||
-			(w < c->staging_offset + c->length && c->staging_offset < w + 8))
-			return outcome_error(s, -ERANGE,
-				"done word at %" PRIu64 ": it must be 8-byte aligned, inside the "
-				"arena of %" PRIu64 " bytes and outside the copy's range [%" PRIu64
-				", +%" PRIu64 ")",
-				w, st->size, c->staging_offset, c->length);
-		pl.done_word = (_Atomic uint64_t *)((char *)st->addr + w);
+		if ((r = ops_done_word(
+			     s, st, c->done_word, c->staging_offset, c->length, &pl.done_word)))
+			return r;
 		pl.done_tag = rq->tag;
 	}
 	return ops_submit(s, rq, &op, st, NULL, c->want_completion);
@@ -426,14 +461,22 @@ int ops_req_copy_d2d(struct session *s, const Sseq__Request *rq)
 
 int ops_req_await(struct session *s, const Sseq__Request *rq)
 {
-	struct sbuf *sb = handles_lookup(session_handles(s), rq->await->buffer, HANDLE_BUFFER);
+	const Sseq__Await *aw = rq->await;
+	struct sbuf *sb = handles_lookup(session_handles(s), aw->buffer, HANDLE_BUFFER);
+	struct staging *st = NULL;
+	_Atomic uint64_t *word = NULL;
+	int r;
 
 	if (!sb)
-		return outcome_unknown_handle(s, rq->await->buffer, "buffer");
-	return ops_watch(s, rq, sb->buf);
+		return outcome_unknown_handle(s, aw->buffer, "buffer");
+	if (aw->done_word &&
+		((r = staging_range(s, aw->staging, 0, 0, &st)) ||
+			(r = ops_done_word(s, st, aw->done_word, 0, 0, &word))))
+		return r;
+	return ops_watch(s, rq, sb->buf, st, word);
 }
 
 int ops_req_sync(struct session *s, const Sseq__Request *rq)
 {
-	return ops_watch(s, rq, NULL);
+	return ops_watch(s, rq, NULL, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 #endif
 
 #include "hip.h"
+#include "word-notes.h"
 
 /* Size classes: multiples of 256 up to 4 KiB, then 8 per power of two (at most 12.5%
  * slack), so released blocks fit the next request of about the same size. */
@@ -329,6 +330,9 @@ struct hip_stream {
 	pthread_cond_t cond;
 	struct hip_event_ent *ring;
 	size_t cap, head, count, nsubmitted, nreported;
+	/* Await words written at the report through their point (backend_ops.point_word):
+	 * the loop adds, the reporting thread writes them in hip_completer_take, under mu. */
+	struct word_notes notes;
 	/* The submitting thread's: the error that failed the stream there (sticky). */
 	int failed;
 	bool sleeping;
@@ -544,6 +548,8 @@ void hip__complete_stop(struct hip *h);
 /* After a record ran on st (its entry counted in nsubmitted, st->mu released): wake
  * whoever reports st's events. */
 void hip__complete_kick(struct hip *h, struct hip_stream *st);
+/* backend_ops.point_word: the word goes on at.stream's notes. */
+int hip__point_word(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag);
 
 /* hip-audit.c: timestamps around every launch, checked on the audit thread. */
 void hip__audit_op_put(struct hip *h, struct hip_audit_op *a);

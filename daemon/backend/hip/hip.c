@@ -141,6 +141,7 @@ static void hip_stream_finish(struct hip *h, struct hip_stream *st)
 	for (size_t j = 0; j < st->count; j++)
 		hip__event_destroy(hip__ring_at(st, j)->ev);
 	free(st->ring);
+	word_notes_finish(&st->notes);
 	while (st->deferred) {
 		struct hip_deferred *d = st->deferred;
 
@@ -290,6 +291,7 @@ static const struct backend_ops hip_ops = {
 	.function_occupancy = hip__function_occupancy,
 	.info = hip_info,
 	.op_times = hip__op_times,
+	.point_word = hip__point_word,
 	.device_lost = hip_device_lost,
 	.reset = hip_reset,
 	.cancel = hip__cancel,

@@ -1920,6 +1920,53 @@ START_TEST(test_device_timeline_survives_a_fault_and_reset)
 }
 END_TEST
 
+/* An Await's word (backend_ops.point_word, protocol 1.13): written by the report of the
+ * event through its point, before that report reaches the completion queue, and not
+ * before; refused for a point already reported; dropped unwritten by a failed report
+ * (fake runtime: a fault), and the reset's new context writes words again. */
+START_TEST(test_await_words_are_written_before_their_points_report)
+{
+	_Atomic uint64_t w1 = 0, w1b = 0, w2 = 0, w3 = 0;
+	struct op_payload p = {.kernel = kernel_find("fill"), .nargs = 3, .elements = 1ull << 36};
+	struct seq_op op = {.kind = SEQ_OP_EXEC, .naccess = 1, .payload = &p};
+	uint64_t addr;
+
+	h_setup(NULL, NULL);
+	tl_spin((struct seq_point){0, 1}, 100000);
+	ck_assert_int_eq(backend_point_word(&H.be, (struct seq_point){0, 1}, &w1, 11), 0);
+	ck_assert_int_eq(backend_point_word(&H.be, (struct seq_point){0, 1}, &w1b, 21), 0);
+	ck_assert_uint_eq(atomic_load(&w1), 0); /* the spin runs 100 ms */
+	ck_assert_int_eq(harness_record_wait(&H.be, &H.cq, 0, 1), 0);
+	ck_assert_uint_eq(atomic_load(&w1), 11);
+	ck_assert_uint_eq(atomic_load(&w1b), 21);
+	ck_assert_int_eq(backend_point_word(&H.be, (struct seq_point){0, 1}, &w2, 12), -EALREADY);
+	ck_assert_uint_eq(atomic_load(&w2), 0);
+	H.be.ops->dev.retire(H.be.ctx, (struct seq_point){0, 1});
+	if (!hip_harness_fake_cuda()) {
+		/* CUDA cannot make a context again in a process after a sticky fault. */
+		h_teardown();
+		return;
+	}
+	/* A fill far past its buffer: an illegal address, the context lost. */
+	addr = be_alloc(4096);
+	p.args[0] = (struct karg){KARG_BUFFER, KARG_OUT, {.buf = {NULL, 4096, 0}}};
+	p.args[1] = F32(1.0f);
+	p.args[2] = U64(1ull << 36);
+	op.access[0] = (struct seq_access){NULL, SEQ_WRITE, addr, 4096};
+	ck_assert_int_eq(H.be.ops->dev.launch(H.be.ctx, (struct seq_point){0, 2}, &op), 0);
+	ck_assert_int_eq(backend_point_word(&H.be, (struct seq_point){0, 2}, &w2, 12), 0);
+	ck_assert_int_eq(harness_record_wait(&H.be, &H.cq, 0, 2), -EIO);
+	ck_assert_uint_eq(atomic_load(&w2), 0);
+	ck_assert_int_eq(backend_reset(&H.be), 0);
+	tl_spin((struct seq_point){0, 3}, 1000);
+	ck_assert_int_eq(backend_point_word(&H.be, (struct seq_point){0, 3}, &w3, 13), 0);
+	ck_assert_int_eq(harness_record_wait(&H.be, &H.cq, 0, 3), 0);
+	ck_assert_uint_eq(atomic_load(&w3), 13);
+	H.be.ops->dev.retire(H.be.ctx, (struct seq_point){0, 3});
+	h_teardown();
+}
+END_TEST
+
 static Suite *hip_suite(void)
 {
 	Suite *s = suite_create("hip");
@@ -1931,6 +1978,7 @@ static Suite *hip_suite(void)
 	TCase *audit = tcase_create("audit");
 	TCase *modules = tcase_create("modules");
 	TCase *timeline = tcase_create("timeline");
+	TCase *words = tcase_create("words");
 
 	tcase_add_test(data, test_conv2d_matches_the_cpu_version);
 	tcase_add_test(data, test_fill_iota_reduce_and_spin_run_on_the_device);
@@ -1988,6 +2036,9 @@ static Suite *hip_suite(void)
 	tcase_add_test(timeline, test_device_timeline_off_leaves_the_times_observed);
 	tcase_add_test(timeline, test_device_timeline_survives_a_fault_and_reset);
 	suite_add_tcase(s, timeline);
+
+	tcase_add_test(words, test_await_words_are_written_before_their_points_report);
+	suite_add_tcase(s, words);
 
 	return s;
 }

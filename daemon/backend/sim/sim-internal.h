@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "sim.h"
+#include "word-notes.h"
 
 #define SIM_CLASS_BUCKETS 64
 /* Run entries a stream keeps for reuse; the worker frees the rest of a batch. Kept all, a
@@ -119,6 +120,8 @@ struct sim_stream {
 	struct sim_entry *head, *tail;
 	struct sim_entry *spare; /* run entries handed back by the worker */
 	unsigned nspare; /* how many: at most SIM_SPARE_MAX */
+	/* Await words, written at the report through their point (sim_point_word). */
+	struct word_notes notes;
 	bool sleeping;
 	bool stop;
 	/* Written by the worker only. `waiters` is raised under mu before sleeping on
@@ -192,6 +195,7 @@ int sim_op_times(
 	void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns, uint64_t *error_ns);
 void sim_streams_stop(struct sim *sim);
 void sim_cancel(void *ctx);
+int sim_point_word(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag);
 
 /* sim-config.c */
 int sim_config_check(const struct sim_config *cfg);

@@ -340,6 +340,31 @@ int sim_op_times(
 	return atomic_load_explicit(&t->seq, memory_order_relaxed) == at.seq ? 0 : -ENOENT;
 }
 
+/* A report of st's events through `at`: the Await words up to it first, so that the loop,
+ * handling the report, finds the tags in place. */
+static void sim_stream_report(struct sim_stream *st, struct seq_point at, int status)
+{
+	pthread_mutex_lock(&st->mu);
+	word_notes_report(&st->notes, at.seq, status);
+	pthread_mutex_unlock(&st->mu);
+	cq_push(st->sim->cq, at, status);
+}
+
+int sim_point_word(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag)
+{
+	struct sim *sim = ctx;
+	struct sim_stream *st;
+	int r;
+
+	if (at.stream >= sim->nstreams)
+		return -EINVAL;
+	st = &sim->streams[at.stream];
+	pthread_mutex_lock(&st->mu);
+	r = word_notes_add(&st->notes, at.seq, word, tag);
+	pthread_mutex_unlock(&st->mu);
+	return r;
+}
+
 static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
 {
 	struct sim *sim = st->sim;
@@ -358,7 +383,7 @@ static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
 			const uint64_t ran = atomic_load(&st->executed);
 
 			if (ran)
-				cq_push(sim->cq, (struct seq_point){e->at.stream, ran}, 0);
+				sim_stream_report(st, (struct seq_point){e->at.stream, ran}, 0);
 			st->fault = -ESHUTDOWN;
 		}
 		goto done;
@@ -486,7 +511,7 @@ static void *sim_worker(void *arg)
 			case SIM_ENTRY_RECORD:
 				if (atomic_load(&sim->lost))
 					st->fault = -EIO;
-				cq_push(sim->cq, e->at, st->fault);
+				sim_stream_report(st, e->at, st->fault);
 				break;
 			}
 			last = e;
@@ -584,6 +609,7 @@ void sim_streams_stop(struct sim *sim)
 		sim_entries_free(st->head);
 		sim_entries_free(st->spare);
 		sim_entries_free(st->cache);
+		word_notes_finish(&st->notes);
 		pthread_cond_destroy(&st->progress);
 		pthread_cond_destroy(&st->work);
 		pthread_mutex_destroy(&st->mu);

@@ -110,6 +110,7 @@ static const struct backend_ops sim_ops = {
 	.reset = sim_reset,
 	.info = sim_info,
 	.op_times = sim_op_times,
+	.point_word = sim_point_word,
 	.cancel = sim_cancel,
 	.destroy = sim_destroy,
 };

@@ -1,0 +1,39 @@
+/* Await's done word (protocol 1.13) on the backend's side: the words a stream's report of
+ * its events writes, each once the device has reached the point it waits for. A backend
+ * keeps one list per stream under that stream's lock, the loop adds to it
+ * (backend_ops.point_word) and whoever reports the stream's events writes or drops the
+ * entries up to the point reported, before the report goes to the completion queue. */
+#ifndef SSEQ_WORD_NOTES_H
+#define SSEQ_WORD_NOTES_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct word_note {
+	uint64_t seq;
+	_Atomic uint64_t *word;
+	uint64_t tag;
+};
+
+struct word_notes {
+	struct word_note *v;
+	size_t n, cap;
+	uint64_t reported; /* the stream reported through this point */
+};
+
+/* The report through `seq` is to write `tag` into `word` (done_word_write): 0; -EALREADY
+ * when the stream already reported through seq (the report is in the completion queue or
+ * handled: the caller answers by a Completion); -ENOMEM. */
+int word_notes_add(struct word_notes *wn, uint64_t seq, _Atomic uint64_t *word, uint64_t tag);
+
+/* The stream reported through `seq` with `status`: the entries up to it are written
+ * (status 0: the tag goes where the word holds 0 or the sleeping mark) or dropped (a
+ * failure: the Completion answers). Returns how many tags went in. */
+unsigned word_notes_report(struct word_notes *wn, uint64_t seq, int status);
+
+/* Every entry dropped and the memory freed (the stream's end; its words are not
+ * written). */
+void word_notes_finish(struct word_notes *wn);
+
+#endif
