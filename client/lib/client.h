@@ -107,7 +107,7 @@ struct sseq {
 	 * spin counts from there, and it learns once, from the whole wait, not from each
 	 * answer on the way (a Reply comes long before a copy's Completion). */
 	uint64_t wait_t0;
-	/* The D2H a caller waits for, whose done word the wait watches beside the socket
+	/* The D2H or Await a caller waits for, whose done word the wait watches beside the socket
 	 * (conn.c), or NULL. */
 	struct op *watching;
 	/* Whether a wait that sleeps sleeps on that word, which the daemon wakes (protocol
@@ -115,6 +115,7 @@ struct sseq {
 	 * and those that ran to their end unwoken (tests). */
 	bool word_sleeps;
 	uint64_t word_naps, word_naps_unwoken;
+	bool no_words; /* $SSEQ_DONE_WORDS=0: no request names a done word */
 	struct staging_set staging;
 	/* Errors not yet collected, oldest first (see ops.c). */
 	struct client_error *errors;

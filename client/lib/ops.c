@@ -447,6 +447,7 @@ static void save_welcome(struct sseq *s, const Sseq__Welcome *w)
 	s->info.minor = w->protocol_minor;
 	s->word_sleeps = w->protocol_major == SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR &&
 		w->protocol_minor >= 12 && client_env_flag("SSEQ_SLEEP_ON_WORD", false);
+	s->no_words = !client_env_flag("SSEQ_DONE_WORDS", true);
 	free(s->info.daemon_version);
 	s->info.daemon_version = strdup(w->daemon_version ? w->daemon_version : "");
 	/* A daemon before protocol 1.2 names no lanes: everything runs on its one. */

@@ -420,7 +420,8 @@ static uint64_t copy_done_word(struct sseq *s, struct op *op)
 {
 	uint64_t off;
 
-	if (s->info.major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR || s->info.minor < 10 ||
+	if (s->no_words || s->info.major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR ||
+		s->info.minor < 10 ||
 		staging_set_reserve_in(&s->staging, op->arena, sizeof(uint64_t), false, &off) < 0)
 		return 0;
 	atomic_store_explicit((_Atomic uint64_t *)(void *)(op->arena->base + off),
@@ -582,7 +583,8 @@ static uint64_t await_done_word(struct sseq *s, struct op *op, uint64_t *staging
 	struct staging_arena *a = s->staging.arenas;
 	uint64_t off;
 
-	if (!a || s->info.major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR || s->info.minor < 13 ||
+	if (!a || s->no_words || s->info.major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR ||
+		s->info.minor < 13 ||
 		staging_set_reserve_in(&s->staging, a, sizeof(uint64_t), false, &off) < 0)
 		return 0;
 	atomic_store_explicit((_Atomic uint64_t *)(void *)(a->base + off), CLIENT_WORD_UNWATCHED,

@@ -324,20 +324,24 @@ END_TEST
 /* An Await (protocol 1.13) carries a word of the session's first arena, answered as a
  * D2H's is: the fake writes the tag 5 ms after its Reply while the wait spins on the
  * word, and sends no Completion (from the second wait on: the first spins too briefly);
- * asleep with $SSEQ_SLEEP_ON_WORD=1, the write wakes it. A daemon before 1.13, or a
- * session with no arena yet, is sent no word, and the Completion answers. Each Await's
+ * asleep with $SSEQ_SLEEP_ON_WORD=1, the write wakes it. A daemon before 1.13, a session
+ * with no arena yet, or one with $SSEQ_DONE_WORDS=0 (round 3) is sent no word, and the
+ * Completion answers. Each Await's
  * word goes back to the arena: five hundred of them leave nothing reserved. */
 START_TEST(test_await_answered_in_its_word)
 {
-	for (int round = 0; round < 3; round++) {
+	for (int round = 0; round < 4; round++) {
 		struct fake *f = fake_start();
 		f->minor = round == 2 ? 12 : 13;
 		f->word_delay_ms = 5;
 		setenv("SSEQ_SPIN_POLICY", "always", 1);
 		setenv("SSEQ_SPIN_US", "2000000", 1);
 		setenv("SSEQ_SLEEP_ON_WORD", "1", 1);
+		if (round == 3)
+			setenv("SSEQ_DONE_WORDS", "0", 1);
 		struct sseq *s = fake_connect(f, 0);
 		unsetenv("SSEQ_SLEEP_ON_WORD");
+		unsetenv("SSEQ_DONE_WORDS");
 		uint64_t b;
 		float src[64];
 		for (int i = 0; i < 64; i++)
@@ -352,9 +356,14 @@ START_TEST(test_await_answered_in_its_word)
 		ck_assert_int_eq(sseq_sync(s), 0);
 		for (unsigned i = 1; i <= 5; i++) {
 			ck_assert_int_eq(sseq_await(s, b), 0);
-			ck_assert_uint_eq(f->words_written + f->words_refused, round == 2 ? 0 : i);
+			ck_assert_uint_eq(f->words_written + f->words_refused, round >= 2 ? 0 : i);
 		}
-		if (round == 2) {
+		if (round >= 2) {
+			float dst[64];
+			ck_assert_int_eq(sseq_copy_d2h(s, b, 0, dst, sizeof(dst), NULL), 0);
+			ck_assert_int_eq(sseq_sync(s), 0);
+			/* 1.12 takes a D2H's word; $SSEQ_DONE_WORDS=0 names none. */
+			ck_assert_uint_eq(f->last_done_word != 0, round == 2);
 			ck_assert_uint_eq(f->last_await_word, 0);
 		} else {
 			ck_assert_uint_ne(f->last_await_word, 0);

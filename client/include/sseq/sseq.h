@@ -608,8 +608,8 @@ struct sseq_stats {
 	uint64_t small_copies;
 	uint64_t small_copies_unpooled;
 	uint64_t arenas_pinned;
-	/* Protocol 1.10: D2H completions written into the client's done word instead of
-	 * sent (sseq(7)); what a wait that spins reads there. */
+	/* Protocol 1.10: D2H (from 1.13 also Await) completions written into the client's
+	 * done word instead of sent (sseq(7)); what a wait that spins reads there. */
 	uint64_t completions_written;
 };
 

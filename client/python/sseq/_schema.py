@@ -187,7 +187,7 @@ class Stats:
     small_copies_unpooled: int = 0
     #: Staging arenas pinned (hip).
     arenas_pinned: int = 0
-    #: D2H completions written into the client's word, not sent.
+    #: D2H and Await completions written into the client's word, not sent.
     completions_written: int = 0
 
     def __sub__(self, other: "Stats") -> "Stats":
