@@ -14,6 +14,9 @@ enum owed {
 	OWED_NOTHING,
 	OWED_COMPLETION, /* exactly one Completion (watches, D2H, want_completion) */
 	OWED_ON_ERROR, /* one Completion only if the operation fails later (I9) */
+	/* A D2H or Await naming a done word: the tag in the word instead of the Completion
+	 * (not seen here), or the Completion, OK or not. */
+	OWED_COMPLETION_OR_WORD,
 };
 
 struct answer_due {
@@ -25,6 +28,7 @@ struct answer_due {
 struct answer_tag {
 	uint64_t tag;
 	unsigned min, max; /* Completions owed: at least, at most */
+	unsigned max_ok; /* of them OK, at most */
 	unsigned got, got_ok;
 };
 
@@ -110,8 +114,14 @@ static void expect(struct answers *a, const Sseq__Request *rq, bool nested)
 		due(a, rq->tag, true, OWED_NOTHING);
 		break;
 	case SSEQ__REQUEST__BODY_AWAIT:
-	case SSEQ__REQUEST__BODY_SYNC:
+		due(a, rq->tag, false,
+			rq->await->done_word ? OWED_COMPLETION_OR_WORD : OWED_COMPLETION);
+		break;
 	case SSEQ__REQUEST__BODY_COPY_D2H:
+		due(a, rq->tag, false,
+			rq->copy_d2h->done_word ? OWED_COMPLETION_OR_WORD : OWED_COMPLETION);
+		break;
+	case SSEQ__REQUEST__BODY_SYNC:
 		due(a, rq->tag, false, OWED_COMPLETION);
 		break;
 	case SSEQ__REQUEST__BODY_COPY_H2D:
@@ -166,8 +176,12 @@ void answers_receive(struct answers *a, const Sseq__Message *m)
 		if (d->owed == OWED_COMPLETION) {
 			t->min++;
 			t->max++;
+			t->max_ok++;
 		} else if (d->owed == OWED_ON_ERROR) {
 			t->max++;
+		} else if (d->owed == OWED_COMPLETION_OR_WORD) {
+			t->max++;
+			t->max_ok++;
 		}
 		break;
 	case SSEQ__MESSAGE__BODY_QUERY_RESULT:
@@ -199,13 +213,14 @@ void answers_check(const struct answers *a)
 	}
 	for (size_t i = 0; !*why && i < a->ntags; i++) {
 		const struct answer_tag *t = &a->tags[i];
-		/* Only an owed Completion may say OK; an optional one reports a failure. */
-		if (t->got < t->min || t->got > t->max || t->got_ok > t->min) {
+		/* Only an owed Completion may say OK; an optional one reports a failure
+		 * (but the one that stands in for a done word's tag may say either). */
+		if (t->got < t->min || t->got > t->max || t->got_ok > t->max_ok) {
 			snprintf(buf, sizeof(buf),
 				"tag %" PRIu64
 				": %u Completion(s) (%u OK), owed %u to %u (at most %u "
 				"OK)",
-				t->tag, t->got, t->got_ok, t->min, t->max, t->min);
+				t->tag, t->got, t->got_ok, t->min, t->max, t->max_ok);
 			why = buf;
 		}
 	}

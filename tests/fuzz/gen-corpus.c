@@ -242,6 +242,19 @@ static Sseq__Request *rq_await(uint64_t h)
 	return rq_tag(harness_req_await(rq_room(), h));
 }
 
+/* An Await or D2H that names a done word (protocol 1.10, 1.13): the word's offset + 1 in
+ * arena st. */
+static Sseq__Request *rq_word(Sseq__Request *r, uint64_t st, uint64_t word)
+{
+	if (r->body_case == SSEQ__REQUEST__BODY_AWAIT) {
+		r->await->staging = st;
+		r->await->done_word = word;
+	} else {
+		r->copy_d2h->done_word = word;
+	}
+	return r;
+}
+
 static Sseq__Request *rq_sync(void)
 {
 	return rq_tag(harness_req_sync(rq_room()));
@@ -449,6 +462,13 @@ int main(int argc, char **argv)
 		rq_slice(H(2), 4096, 4096),
 		rq_exec("scale", "iofu", (uint64_t[]){H(4), H(3)}, (double[]){2, 1024}),
 		rq_free(H(2)), rq_d2h(H(3), 0, H(1), 0, 4096), rq_free(H(4)), rq_free(H(3)));
+	/* Answered in done words: an Await on a buffer never written (the loop writes the
+	 * word at once), Awaits while an H2D runs, a D2H; the words past the copies' ranges. */
+	SESSION("done-words", 2, "\x01\x00\x02\x01\x03", rq_hello(), rq_staging(8192 + 64),
+		rq_alloc(4096), rq_alloc(4096), rq_word(rq_await(H(3)), H(1), 8192 + 25),
+		rq_h2d(H(1), 0, H(2), 0, 4096), rq_word(rq_await(H(2)), H(1), 8192 + 1),
+		rq_word(rq_await(H(2)), H(1), 8192 + 9),
+		rq_word(rq_d2h(H(2), 0, H(1), 4096, 4096), H(1), 8192 + 17), rq_sync());
 	SESSION("d2d", 3, "\x00\x04\x01", rq_hello(), rq_staging(4096), rq_alloc(4096),
 		rq_alloc(4096), rq_h2d(H(1), 0, H(2), 0, 4096), rq_d2d(H(2), 0, H(3), 0, 4096),
 		rq_d2d(H(3), 0, H(3), 2048, 2048), rq_d2h(H(3), 0, H(1), 0, 4096), rq_sync());
