@@ -827,6 +827,26 @@ static double sleep_on_word(_Atomic uint64_t *word)
 	return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 }
 
+/* A client asleep on the word of request t (the sleeping mark written before t was sent)
+ * is woken within 2 s: by the tag, with `written` words written so far, where `tagged`;
+ * else by the refusal, and t's Completion carries a device error. */
+static void expect_woken_on_word(
+	int fd, _Atomic uint64_t *word, uint64_t t, bool tagged, uint64_t written, const char *what)
+{
+	const double slept = sleep_on_word(word);
+	const char *how = atomic_load(word) == t ? "holding the tag" : "refused";
+
+	printf("done word: a sleeper on %s woken after %.3f s, the word %s\n", what, slept, how);
+	ck_assert_msg(slept < 2.0, "asleep %.3f s on the word", slept);
+	if (tagged) {
+		ck_assert_uint_eq(atomic_load(word), t);
+		ck_assert_uint_eq(written_before_stats(fd, t), written);
+	} else {
+		ck_assert_uint_eq(atomic_load(word), DONE_WORD_REFUSED);
+		ck_assert_int_eq(expect_completion(fd, t), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	}
+}
+
 /* Protocol 1.12: a client asleep on its done word (the sleeping mark, a futex on the upper
  * half) is woken by the daemon's write of the tag, with no Completion; where the copy
  * fails, the daemon refuses the word, wakes the sleeper and sends the Completion. Each copy
@@ -838,7 +858,6 @@ START_TEST(test_d2h_done_word_wakes_a_client_asleep_on_it)
 	uint64_t a, t;
 	const size_t N = 256, W = N * 4;
 	_Atomic uint64_t *word;
-	double slept;
 	int fd;
 
 	SIM_ONLY();
@@ -861,20 +880,9 @@ START_TEST(test_d2h_done_word_wakes_a_client_asleep_on_it)
 		req.body.d2h.done_word = W + 1;
 		t = send_tagged(fd, &req.rq);
 		ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_OK);
-		slept = sleep_on_word(word);
-		printf("done word: a sleeper on D2H %d woken after %.3f s, the word %s\n", round,
-			slept, atomic_load(word) == t ? "holding the tag" : "refused");
-		ck_assert_msg(slept < 2.0, "asleep %.3f s on the word", slept);
-		if (round == 0) {
-			ck_assert_uint_eq(atomic_load(word), t);
-			for (size_t i = 0; i < N; i++)
-				ck_assert(st.map[2 * N + i] == (float)(i + 7));
-			ck_assert_uint_eq(written_before_stats(fd, t), 1);
-		} else {
-			ck_assert_uint_eq(atomic_load(word), DONE_WORD_REFUSED);
-			ck_assert_int_eq(
-				expect_completion(fd, t), SSEQ__STATUS__STATUS_DEVICE_ERROR);
-		}
+		expect_woken_on_word(fd, word, t, round == 0, 1, round ? "a failed D2H" : "a D2H");
+		for (size_t i = 0; round == 0 && i < N; i++)
+			ck_assert(st.map[2 * N + i] == (float)(i + 7));
 	}
 	close(fd);
 	munmap(st.map, st.size);
@@ -1041,7 +1049,6 @@ START_TEST(test_await_done_word_wakes_a_client_asleep_on_it)
 	uint64_t a, t;
 	const size_t W = 1024;
 	_Atomic uint64_t *word;
-	double slept;
 	int fd;
 
 	SIM_ONLY();
@@ -1058,18 +1065,8 @@ START_TEST(test_await_done_word_wakes_a_client_asleep_on_it)
 		atomic_store(word, DONE_WORD_SLEEPING);
 		t = send_await_word(fd, a, &st, W + 1);
 		ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_OK);
-		slept = sleep_on_word(word);
-		printf("await word: a sleeper on Await %d woken after %.3f s, the word %s\n", round,
-			slept, atomic_load(word) == t ? "holding the tag" : "refused");
-		ck_assert_msg(slept < 2.0, "asleep %.3f s on the word", slept);
-		if (round == 0) {
-			ck_assert_uint_eq(atomic_load(word), t);
-			ck_assert_uint_eq(written_before_stats(fd, t), 1);
-		} else {
-			ck_assert_uint_eq(atomic_load(word), DONE_WORD_REFUSED);
-			ck_assert_int_eq(
-				expect_completion(fd, t), SSEQ__STATUS__STATUS_DEVICE_ERROR);
-		}
+		expect_woken_on_word(fd, word, t, round == 0, 1,
+			round ? "an Await of a failed H2D" : "an Await");
 	}
 	close(fd);
 	munmap(st.map, st.size);
