@@ -793,25 +793,35 @@ START_TEST(test_order_holds_across_lanes)
 }
 END_TEST
 
-/* No Completion for the D2H whose tag is *ctx (the daemon wrote that one's word). */
+/* No Completion for the request whose tag is *ctx (the daemon wrote its word). */
 static void no_completion_for(const Sseq__Message *m, void *ctx)
 {
-	const uint64_t d2h = *(const uint64_t *)ctx;
+	const uint64_t tag = *(const uint64_t *)ctx;
 
 	ck_assert_msg(
-		!(m->body_case == SSEQ__MESSAGE__BODY_COMPLETION && m->completion->tag == d2h),
-		"a Completion for D2H %llu whose word the daemon wrote", (unsigned long long)d2h);
+		!(m->body_case == SSEQ__MESSAGE__BODY_COMPLETION && m->completion->tag == tag),
+		"a Completion for request %llu whose word the daemon wrote",
+		(unsigned long long)tag);
 }
 
-/* completions_written from a STATS query sent now, failing if a Completion for `d2h`
- * comes before its result. */
-static uint64_t written_before_stats(int fd, uint64_t d2h)
+/* completions_written from STATS queries, asked again every 10 ms for up to 2 s until it
+ * reaches `want` (the backend writes the word before it reports the point, and the loop
+ * counts the word only once it has taken that report: a query may come first), failing
+ * if a Completion for `tag` comes meanwhile. */
+static uint64_t written_reaching(int fd, uint64_t tag, uint64_t want)
 {
-	Sseq__QueryResult *r =
-		query_seeing(fd, SSEQ__QUERY_KIND__QUERY_KIND_STATS, no_completion_for, &d2h);
-	const uint64_t written = r->counters->completions_written;
+	uint64_t written = 0;
 
-	sseq__query_result__free_unpacked(r, NULL);
+	for (int i = 0; i < 200; i++) {
+		Sseq__QueryResult *r = query_seeing(
+			fd, SSEQ__QUERY_KIND__QUERY_KIND_STATS, no_completion_for, &tag);
+
+		written = r->counters->completions_written;
+		sseq__query_result__free_unpacked(r, NULL);
+		if (written == want)
+			break;
+		usleep(10000);
+	}
 	return written;
 }
 
@@ -840,7 +850,7 @@ static void expect_woken_on_word(
 	ck_assert_msg(slept < 2.0, "asleep %.3f s on the word", slept);
 	if (tagged) {
 		ck_assert_uint_eq(atomic_load(word), t);
-		ck_assert_uint_eq(written_before_stats(fd, t), written);
+		ck_assert_uint_eq(written_reaching(fd, t, written), written);
 	} else {
 		ck_assert_uint_eq(atomic_load(word), DONE_WORD_REFUSED);
 		ck_assert_int_eq(expect_completion(fd, t), SSEQ__STATUS__STATUS_DEVICE_ERROR);
@@ -927,7 +937,7 @@ START_TEST(test_d2h_done_word_answers_instead_of_a_completion)
 	for (size_t i = 0; i < N; i++)
 		ck_assert_msg(st.map[2 * N + i] == (float)i, "[%zu] = %g after the word", i,
 			(double)st.map[2 * N + i]);
-	ck_assert_uint_eq(written_before_stats(fd, t), 1);
+	ck_assert_uint_eq(written_reaching(fd, t, 1), 1);
 
 	/* Marked by a client that sleeps: the Completion comes, and the word says so (the
 	 * refusal, protocol 1.12). */
@@ -941,7 +951,7 @@ START_TEST(test_d2h_done_word_answers_instead_of_a_completion)
 	}
 	got = atomic_load(word);
 	ck_assert_uint_eq(got, DONE_WORD_REFUSED);
-	ck_assert_uint_eq(written_before_stats(fd, 0), 1);
+	ck_assert_uint_eq(written_reaching(fd, 0, 1), 1);
 
 	/* Misaligned, inside the copy's range, past the arena's end. */
 	const uint64_t bad[] = {W + 5, 2 * W + 8 + 1, 3 * W - 4 + 1, 3 * W + 1};
@@ -1001,14 +1011,14 @@ START_TEST(test_await_done_word_answers_instead_of_a_completion)
 	for (int i = 0; i < 5000 && (got = atomic_load(word)) != t; i++)
 		usleep(1000);
 	ck_assert_uint_eq(got, t);
-	ck_assert_uint_eq(written_before_stats(fd, t), 1);
+	ck_assert_uint_eq(written_reaching(fd, t, 1), 1);
 
 	/* Complete already: written by the loop as it answers. */
 	atomic_store(word, 0);
 	t = send_await_word(fd, a, &st, W + 1);
 	ck_assert_int_eq(reply_status(fd, t), SSEQ__STATUS__STATUS_OK);
 	ck_assert_uint_eq(atomic_load(word), t);
-	ck_assert_uint_eq(written_before_stats(fd, t), 2);
+	ck_assert_uint_eq(written_reaching(fd, t, 2), 2);
 
 	/* Marked by a client asleep on its socket: the refusal, then the Completion. */
 	ck_assert_int_eq(
@@ -1016,7 +1026,7 @@ START_TEST(test_await_done_word_answers_instead_of_a_completion)
 	atomic_store(word, DONE_WORD_UNWATCHED);
 	ASSERT_OK_AND_COMPLETED(fd, send_await_word(fd, a, &st, W + 1));
 	ck_assert_uint_eq(atomic_load(word), DONE_WORD_REFUSED);
-	ck_assert_uint_eq(written_before_stats(fd, 0), 2);
+	ck_assert_uint_eq(written_reaching(fd, 0, 2), 2);
 
 	/* Misaligned, past the arena's end, in an arena that is not the session's. */
 	const uint64_t bad[] = {W + 5, 2 * W - 4 + 1, 2 * W + 1};
