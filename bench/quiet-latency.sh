@@ -1,0 +1,63 @@
+#!/bin/bash
+# A quiet client's 4 KiB H2D + await (bench-client latency: the median of 2,000), alone and
+# while BUSY other clients each run the read-back loop (alloc 1 KiB, fill, D2H, wait, free:
+# bench-roundtrip) on the same daemon: the target's "alone and with 16 other clients
+# busy". Natively the same: bench-native latency alone, and beside BUSY processes running
+# the native read-back loop (bench-roundtrip-native) under CUDA MPS, which this script
+# starts and stops (without MPS the contexts time-slice the GPU). Prints key=value lines;
+# writes under $OUT. $BACKEND=sim runs the daemon's rows only (no GPU).
+# Usage: bench/quiet-latency.sh BUILD_DIR [BUSY]   (e.g. build-gpur 16)
+set -uo pipefail
+B=${1:?usage: quiet-latency.sh BUILD_DIR [BUSY]}
+busy=${2:-16}
+here=$(cd "$(dirname "$0")" && pwd)
+O=${OUT:-/tmp/sseq-bench}
+mkdir -p "$O"
+sock=$O/quiet.sock
+native_rt=$B/bench/bench-roundtrip-native
+# shellcheck disable=SC2012 # one file of a known name
+img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* 2>/dev/null | head -1)
+median_of() { grep -o 'median_us=[0-9.]*' | cut -d= -f2; }
+
+# BUSY copies of a command (its arguments), each looping until killed or done; the pids.
+start_busy() {
+	pids=()
+	for _ in $(seq "$busy"); do
+		"$@" >>"$O/quiet-busy.log" 2>&1 &
+		pids+=($!)
+	done
+	sleep 1 # connected, or the contexts made, and looping
+}
+stop_busy() {
+	kill -TERM "${pids[@]}" 2>/dev/null
+	wait "${pids[@]}" 2>/dev/null
+}
+
+rm -f "$sock"
+"$B/daemon/sseqd" --backend "${BACKEND:-hip}" ${img:+--kernels "$img"} --socket "$sock" \
+	--log-level warning 2>>"$O/quiet-sseqd.log" &
+dp=$!
+for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+alone=$(SSEQ_SOCKET=$sock "$B/bench/bench-client" latency 2000 | tail -1 | median_of)
+SSEQ_SOCKET=$sock start_busy "$B/bench/bench-roundtrip" 1000000
+beside=$(SSEQ_SOCKET=$sock "$B/bench/bench-client" latency 2000 | tail -1 | median_of)
+stop_busy
+kill -TERM "$dp"
+wait "$dp"
+echo "quiet-latency side=daemon busy=$busy alone_median_us=$alone busy_median_us=$beside"
+
+[ "${BACKEND:-hip}" = sim ] && exit 0
+[ -x "$native_rt" ] || nvcc -O2 -arch=sm_90 -I"$here" -o "$native_rt" "$here/roundtrip-native.cu"
+alone=$("$B/bench/bench-native" latency 2000 | tail -1 | median_of)
+tmp=$(mktemp -d)
+export CUDA_MPS_PIPE_DIRECTORY=$tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=$tmp/mps-log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+nvidia-cuda-mps-control -d
+mps_alone=$("$B/bench/bench-native" latency 2000 | tail -1 | median_of)
+start_busy "$native_rt" 1000000
+beside=$("$B/bench/bench-native" latency 2000 | tail -1 | median_of)
+stop_busy
+echo quit | nvidia-cuda-mps-control
+sleep 1
+rm -rf "$tmp"
+echo "quiet-latency side=native busy=$busy alone_median_us=$alone mps_alone_median_us=$mps_alone mps_busy_median_us=$beside"
