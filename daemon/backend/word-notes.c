@@ -23,6 +23,17 @@ int word_notes_add(struct word_notes *wn, uint64_t seq, _Atomic uint64_t *word, 
 	return 0;
 }
 
+int word_notes_add_locked(pthread_mutex_t *mu, struct word_notes *wn, uint64_t seq,
+	_Atomic uint64_t *word, uint64_t tag)
+{
+	int r;
+
+	pthread_mutex_lock(mu);
+	r = word_notes_add(wn, seq, word, tag);
+	pthread_mutex_unlock(mu);
+	return r;
+}
+
 unsigned word_notes_report(struct word_notes *wn, uint64_t seq, int status)
 {
 	unsigned written = 0;

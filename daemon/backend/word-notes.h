@@ -6,6 +6,7 @@
 #ifndef SSEQ_WORD_NOTES_H
 #define SSEQ_WORD_NOTES_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +27,9 @@ struct word_notes {
  * when the stream already reported through seq (the report is in the completion queue or
  * handled: the caller answers by a Completion); -ENOMEM. */
 int word_notes_add(struct word_notes *wn, uint64_t seq, _Atomic uint64_t *word, uint64_t tag);
+/* The same under `mu`, the lock the stream's reports hold (backend_ops.point_word). */
+int word_notes_add_locked(pthread_mutex_t *mu, struct word_notes *wn, uint64_t seq,
+	_Atomic uint64_t *word, uint64_t tag);
 
 /* The stream reported through `seq` with `status`: the entries up to it are written
  * (status 0: the tag goes where the word holds 0 or the sleeping mark) or dropped (a

@@ -114,16 +114,11 @@ static int32_t hip_completer_take(struct hip_stream *st, struct hip_event_ent *x
 int hip__point_word(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag)
 {
 	struct hip *h = ctx;
-	struct hip_stream *st;
-	int r;
 
 	if (at.stream >= h->nstreams)
 		return -EINVAL;
-	st = &h->streams[at.stream];
-	pthread_mutex_lock(&st->mu);
-	r = word_notes_add(&st->notes, at.seq, word, tag);
-	pthread_mutex_unlock(&st->mu);
-	return r;
+	return word_notes_add_locked(
+		&h->streams[at.stream].mu, &h->streams[at.stream].notes, at.seq, word, tag);
 }
 
 /* A device fault: this point and, through the core, all that depends on it fail with it

@@ -353,16 +353,11 @@ static void sim_stream_report(struct sim_stream *st, struct seq_point at, int st
 int sim_point_word(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag)
 {
 	struct sim *sim = ctx;
-	struct sim_stream *st;
-	int r;
 
 	if (at.stream >= sim->nstreams)
 		return -EINVAL;
-	st = &sim->streams[at.stream];
-	pthread_mutex_lock(&st->mu);
-	r = word_notes_add(&st->notes, at.seq, word, tag);
-	pthread_mutex_unlock(&st->mu);
-	return r;
+	return word_notes_add_locked(
+		&sim->streams[at.stream].mu, &sim->streams[at.stream].notes, at.seq, word, tag);
 }
 
 static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
