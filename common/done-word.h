@@ -1,7 +1,9 @@
-/* A D2H's done word (protocol 1.10, CopyD2H.done_word), as the daemon and libsseq both
- * touch it: an 8-byte word of the client's staging arena, shared by the two processes.
+/* A D2H's done word (protocol 1.10, CopyD2H.done_word) or an Await's (1.13,
+ * Await.done_word), as the daemon and libsseq both touch it: an 8-byte word of the
+ * client's staging arena, shared by the two processes.
  *
- * The daemon writes the request's tag there once the copy's bytes are in place, where
+ * The daemon writes the request's tag there once the copy's bytes are in place (the
+ * awaited buffer is complete), where
  * the word holds 0 (a client watching it, spinning) or DONE_WORD_SLEEPING (protocol
  * 1.12: a client asleep until the tag comes); in the second case it then wakes the
  * futex on the word's upper half, on which that client sleeps. Any other value
