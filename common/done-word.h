@@ -45,22 +45,61 @@ static inline void done_word_wake(_Atomic uint64_t *word)
 	syscall(SYS_futex, done_word_futex(word), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* The daemon's write: the tag, where the word holds 0 or the sleeping mark (then the
- * sleeper is woken); release, so that the bytes before it are seen with it. Whether
- * the tag went in. */
-static inline bool done_word_write(_Atomic uint64_t *word, uint64_t tag)
+/* The daemon's write without the wake-up: the tag, where the word holds 0 or the sleeping
+ * mark; release, so that the bytes before it are seen with it. 0: the word held
+ * something else; 1: written; 2: written over the sleeping mark, whose sleeper the
+ * caller wakes (done_word_wake). */
+static inline int done_word_put(_Atomic uint64_t *word, uint64_t tag)
 {
 	uint64_t seen = 0;
 
 	if (atomic_compare_exchange_strong_explicit(
 		    word, &seen, tag, memory_order_release, memory_order_relaxed))
-		return true;
+		return 1;
 	if (seen != DONE_WORD_SLEEPING ||
 		!atomic_compare_exchange_strong_explicit(
 			word, &seen, tag, memory_order_release, memory_order_relaxed))
-		return false;
-	done_word_wake(word);
-	return true;
+		return 0;
+	return 2;
+}
+
+/* The daemon's write: done_word_put, then the sleeper woken. Whether the tag went in. */
+static inline bool done_word_write(_Atomic uint64_t *word, uint64_t tag)
+{
+	const int r = done_word_put(word, tag);
+
+	if (r == 2)
+		done_word_wake(word);
+	return r != 0;
+}
+
+/* Sleepers to wake once the thread that wrote their tags has handed its report on (a
+ * sleeper woken first may take the core of the thread that still has to report, and with
+ * it every other client's completion that thread carries). */
+#define DONE_WAKES_MAX 32
+struct done_wakes {
+	_Atomic uint64_t *word[DONE_WAKES_MAX];
+	unsigned n;
+};
+
+/* done_word_put, the sleeper kept in `wakes` for done_wakes_flush (woken now when full). */
+static inline bool done_word_write_later(
+	_Atomic uint64_t *word, uint64_t tag, struct done_wakes *wakes)
+{
+	const int r = done_word_put(word, tag);
+
+	if (r == 2 && wakes->n < DONE_WAKES_MAX)
+		wakes->word[wakes->n++] = word;
+	else if (r == 2)
+		done_word_wake(word);
+	return r != 0;
+}
+
+static inline void done_wakes_flush(struct done_wakes *wakes)
+{
+	for (unsigned i = 0; i < wakes->n; i++)
+		done_word_wake(wakes->word[i]);
+	wakes->n = 0;
 }
 
 /* The daemon's refusal, before it sends the Completion instead: the word, at 0 or either

@@ -7,13 +7,19 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "cq.h"
+#include "done-word.h"
 #include "kernels.h"
 #include "sequencer.h"
 #include "verify.h"
@@ -192,6 +198,56 @@ static inline void fill_pattern(float *v, size_t n, unsigned seed)
 {
 	for (size_t i = 0; i < n; i++)
 		v[i] = (float)((i * 2654435761u + seed) % 1000003u) * 0.001f;
+}
+
+/* A client's one futex sleep on a done word marked sleeping (done-word.h), for up to 5 s,
+ * on a thread of its own (harness_sleep_once): `tid` says which, `woke` when it returned
+ * and `after` (may be NULL) is called then. */
+struct harness_sleep {
+	_Atomic uint64_t word;
+	atomic_int tid;
+	atomic_bool woke;
+	void (*after)(struct harness_sleep *o);
+	void *arg;
+};
+
+static inline void *harness_sleep_once(void *arg)
+{
+	struct harness_sleep *o = arg;
+
+	atomic_store(&o->tid, (int)syscall(SYS_gettid));
+	done_word_sleep(&o->word, 5000000000L);
+	if (o->after)
+		o->after(o);
+	atomic_store(&o->woke, true);
+	return NULL;
+}
+
+/* Whether thread tid of this process is asleep (state S in its stat). */
+static inline bool harness_thread_asleep(int tid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] == 'S';
+}
+
+/* Until thread tid sleeps (at most 1 s): whether it does. */
+static inline bool harness_await_asleep(const atomic_int *tid)
+{
+	for (int i = 0; i < 1000 && !(atomic_load(tid) && harness_thread_asleep(atomic_load(tid)));
+		i++)
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	return atomic_load(tid) && harness_thread_asleep(atomic_load(tid));
 }
 
 #endif

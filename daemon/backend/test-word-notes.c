@@ -5,9 +5,14 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "backend-harness.h"
 #include "done-word.h"
 #include "word-notes.h"
 
@@ -19,15 +24,15 @@ START_TEST(test_a_word_is_written_at_the_report_through_its_point)
 	ck_assert_int_eq(word_notes_add(&wn, 9, &w9, 109), 0);
 	ck_assert_int_eq(word_notes_add(&wn, 5, &w5, 105), 0);
 	ck_assert_int_eq(word_notes_add(&wn, 7, &w7, 107), 0);
-	ck_assert_uint_eq(word_notes_report(&wn, 4, 0), 0);
+	ck_assert_uint_eq(word_notes_report(&wn, 4, 0, NULL), 0);
 	ck_assert_uint_eq(atomic_load(&w5), 0);
 	/* The report through 7 covers 5 and 7, not 9. */
-	ck_assert_uint_eq(word_notes_report(&wn, 7, 0), 2);
+	ck_assert_uint_eq(word_notes_report(&wn, 7, 0, NULL), 2);
 	ck_assert_uint_eq(atomic_load(&w5), 105);
 	ck_assert_uint_eq(atomic_load(&w7), 107);
 	ck_assert_uint_eq(atomic_load(&w9), 0);
 	ck_assert_uint_eq(wn.n, 1);
-	ck_assert_uint_eq(word_notes_report(&wn, 12, 0), 1);
+	ck_assert_uint_eq(word_notes_report(&wn, 12, 0, NULL), 1);
 	ck_assert_uint_eq(atomic_load(&w9), 109);
 	ck_assert_uint_eq(wn.n, 0);
 	word_notes_finish(&wn);
@@ -41,12 +46,12 @@ START_TEST(test_a_failed_report_drops_its_words_unwritten)
 
 	ck_assert_int_eq(word_notes_add(&wn, 3, &w3, 103), 0);
 	ck_assert_int_eq(word_notes_add(&wn, 8, &w8, 108), 0);
-	ck_assert_uint_eq(word_notes_report(&wn, 3, -EIO), 0);
+	ck_assert_uint_eq(word_notes_report(&wn, 3, -EIO, NULL), 0);
 	ck_assert_uint_eq(atomic_load(&w3), 0);
 	ck_assert_uint_eq(wn.n, 1);
 	/* A word its client no longer watches (the mark) is left for the Completion. */
 	atomic_store(&w8, DONE_WORD_UNWATCHED);
-	ck_assert_uint_eq(word_notes_report(&wn, 8, 0), 0);
+	ck_assert_uint_eq(word_notes_report(&wn, 8, 0, NULL), 0);
 	ck_assert_uint_eq(atomic_load(&w8), DONE_WORD_UNWATCHED);
 	ck_assert_uint_eq(wn.n, 0);
 	word_notes_finish(&wn);
@@ -58,11 +63,11 @@ START_TEST(test_a_point_already_reported_is_refused)
 	struct word_notes wn = {0};
 	_Atomic uint64_t w = 0;
 
-	word_notes_report(&wn, 6, 0);
+	word_notes_report(&wn, 6, 0, NULL);
 	ck_assert_int_eq(word_notes_add(&wn, 6, &w, 1), -EALREADY);
 	ck_assert_int_eq(word_notes_add(&wn, 2, &w, 1), -EALREADY);
 	/* A later report through an older point does not move `reported` back. */
-	word_notes_report(&wn, 4, 0);
+	word_notes_report(&wn, 4, 0, NULL);
 	ck_assert_int_eq(word_notes_add(&wn, 5, &w, 1), -EALREADY);
 	ck_assert_int_eq(word_notes_add(&wn, 7, &w, 1), 0);
 	ck_assert_uint_eq(wn.n, 1);
@@ -82,7 +87,7 @@ START_TEST(test_many_words_on_one_point_grow_the_list)
 		atomic_init(&w[i], 0);
 		ck_assert_int_eq(word_notes_add(&wn, 10 + i % 3, &w[i], 1000 + i), 0);
 	}
-	ck_assert_uint_eq(word_notes_report(&wn, 12, 0), N);
+	ck_assert_uint_eq(word_notes_report(&wn, 12, 0, NULL), N);
 	for (unsigned i = 0; i < N; i++)
 		ck_assert_uint_eq(atomic_load(&w[i]), 1000 + i);
 	word_notes_finish(&wn);
@@ -111,10 +116,36 @@ START_TEST(test_a_client_asleep_on_its_word_is_woken_by_the_report)
 	ck_assert_int_eq(pthread_create(&t, NULL, sleep_on, &w), 0);
 	while (atomic_load(&w) != DONE_WORD_SLEEPING)
 		nanosleep(&(struct timespec){0, 100000}, NULL);
-	ck_assert_uint_eq(word_notes_report(&wn, 1, 0), 1);
+	ck_assert_uint_eq(word_notes_report(&wn, 1, 0, NULL), 1);
 	/* Joined within the test's time only if the write woke the sleeper. */
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
 	ck_assert_uint_eq(atomic_load(&w), 42);
+	word_notes_finish(&wn);
+}
+END_TEST
+
+/* With `wakes`, the report writes the tag but leaves the sleeper asleep until the caller
+ * has pushed its report and flushes them: the woken client must not take the reporting
+ * thread's core first. */
+START_TEST(test_a_sleeper_is_woken_only_when_the_wakes_are_flushed)
+{
+	struct word_notes wn = {0};
+	struct harness_sleep o = {.word = DONE_WORD_SLEEPING};
+	struct done_wakes wakes = {.n = 0};
+	pthread_t t;
+
+	ck_assert_int_eq(word_notes_add(&wn, 3, &o.word, 77), 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, harness_sleep_once, &o), 0);
+	ck_assert_msg(harness_await_asleep(&o.tid), "the sleeper never slept");
+	ck_assert_uint_eq(word_notes_report(&wn, 3, 0, &wakes), 1);
+	ck_assert_uint_eq(atomic_load(&o.word), 77);
+	ck_assert_uint_eq(wakes.n, 1);
+	nanosleep(&(struct timespec){0, 100000000}, NULL);
+	ck_assert_msg(!atomic_load(&o.woke), "woken before the flush");
+	done_wakes_flush(&wakes);
+	ck_assert_uint_eq(wakes.n, 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert(atomic_load(&o.woke));
 	word_notes_finish(&wn);
 }
 END_TEST
@@ -131,6 +162,7 @@ int main(void)
 	tcase_add_test(tc, test_a_point_already_reported_is_refused);
 	tcase_add_test(tc, test_many_words_on_one_point_grow_the_list);
 	tcase_add_test(tc, test_a_client_asleep_on_its_word_is_woken_by_the_report);
+	tcase_add_test(tc, test_a_sleeper_is_woken_only_when_the_wakes_are_flushed);
 	tcase_set_timeout(tc, 10);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

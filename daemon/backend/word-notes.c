@@ -34,7 +34,8 @@ int word_notes_add_locked(pthread_mutex_t *mu, struct word_notes *wn, uint64_t s
 	return r;
 }
 
-unsigned word_notes_report(struct word_notes *wn, uint64_t seq, int status)
+unsigned word_notes_report(
+	struct word_notes *wn, uint64_t seq, int status, struct done_wakes *wakes)
 {
 	unsigned written = 0;
 	size_t kept = 0;
@@ -46,6 +47,8 @@ unsigned word_notes_report(struct word_notes *wn, uint64_t seq, int status)
 
 		if (e->seq > seq)
 			wn->v[kept++] = *e;
+		else if (status == 0 && wakes)
+			written += done_word_write_later(e->word, e->tag, wakes);
 		else if (status == 0)
 			written += done_word_write(e->word, e->tag);
 	}

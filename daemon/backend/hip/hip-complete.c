@@ -71,7 +71,8 @@ static void hip_completer_idle(struct hip_stream *st)
 /* With st->mu held, *x reached with `status`: the later events already complete come
  * along (*x becomes the newest of them), and all those taken count as reported. Their
  * small-copy pool slots, one list: the caller finishes them. */
-static int32_t hip_completer_take(struct hip_stream *st, struct hip_event_ent *x, int status)
+static int32_t hip_completer_take(
+	struct hip_stream *st, struct hip_event_ent *x, int status, struct done_wakes *wakes)
 {
 	struct hip *h = st->h;
 	size_t taken = 1;
@@ -107,7 +108,7 @@ static int32_t hip_completer_take(struct hip_stream *st, struct hip_event_ent *x
 	}
 	st->nreported += taken;
 	/* Before the report: the loop, handling it, finds the tags in place. */
-	word_notes_report(&st->notes, x->seq, status);
+	word_notes_report(&st->notes, x->seq, status, wakes);
 	return list;
 }
 
@@ -137,21 +138,28 @@ static void hip_completer_fault(
 
 /* x, st's oldest unreported event, reached with e: it and the later events already
  * complete count as reported, a fault is logged, and the newest of them goes to the
- * completion queue. */
+ * completion queue. Clients asleep on a done word it wrote are woken last (done_wakes):
+ * one woken first may take this thread's core before the report is handed on. */
 static void hip_completer_report(
 	struct hip *h, struct hip_stream *st, struct hip_event_ent x, hipError_t e)
 {
 	const int status = e == hipSuccess ? x.status : hip__errno(e);
+	struct done_wakes wakes; /* only the first wakes.n are read */
 	int32_t pool;
 
+	wakes.n = 0;
 	pthread_mutex_lock(&st->mu);
-	pool = hip_completer_take(st, &x, status);
+	pool = hip_completer_take(st, &x, status, &wakes);
 	pthread_mutex_unlock(&st->mu);
 	if (pool)
-		hip__pool_finish(h, pool, status);
+		hip__pool_finish(h, pool, status, &wakes);
 	if (e != hipSuccess)
 		hip_completer_fault(h, st, x.seq, e, status);
 	cq_push(h->cq, (struct seq_point){st->index, x.seq}, status);
+	/* The words may be unmapped by now (the loop took the report and freed the op):
+	 * a wake on such an address fails harmlessly, one on a reused address wakes a
+	 * sleeper that looks at its word again. */
+	done_wakes_flush(&wakes);
 }
 
 /* Waits for the oldest unreported event, then takes every later one already complete

@@ -505,7 +505,7 @@ int32_t hip__pool_take(struct hip *h, uint64_t len);
 void hip__pool_put(struct hip *h, int32_t slot);
 void hip__pool_append(struct hip *h, struct hip_stream *st, int32_t slot, uint64_t seq);
 int32_t hip__pool_cut(struct hip *h, struct hip_stream *st, uint64_t through);
-void hip__pool_finish(struct hip *h, int32_t list, int status);
+void hip__pool_finish(struct hip *h, int32_t list, int status, struct done_wakes *wakes);
 static inline void *hip__pool_addr(const struct hip *h, int32_t slot)
 {
 	return h->pool + (size_t)(slot - 1) * HIP_POOL_SLOT;

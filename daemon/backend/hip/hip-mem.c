@@ -429,8 +429,9 @@ int32_t hip__pool_cut(struct hip *h, struct hip_stream *st, uint64_t through)
 /* The copies on the list are complete (their event was reached, or failed): each D2H's
  * bytes go to the client's range, then the slots are free. Before the completion queue
  * hears of the event, so a client never sees its copy complete before its bytes. After a
- * failure (status < 0: the core fails them all) the client's range is left as it was. */
-void hip__pool_finish(struct hip *h, int32_t list, int status)
+ * failure (status < 0: the core fails them all) the client's range is left as it was.
+ * A client asleep on a D2H's word goes in `wakes`, woken once the report is pushed. */
+void hip__pool_finish(struct hip *h, int32_t list, int status, struct done_wakes *wakes)
 {
 	int32_t x = list;
 
@@ -439,7 +440,8 @@ void hip__pool_finish(struct hip *h, int32_t list, int status)
 
 		if (s->out && status == 0) {
 			memcpy(s->out, hip__pool_addr(h, x), s->len);
-			backend_done_word(s->done_word, s->done_tag);
+			if (s->done_word)
+				done_word_write_later(s->done_word, s->done_tag, wakes);
 		}
 		x = s->next;
 	}

@@ -492,6 +492,56 @@ START_TEST(test_small_copies_go_through_the_pool_without_pinning_the_arena)
 }
 END_TEST
 
+/* At its wake-up, whether the completion queue had the report already (a push that was
+ * not taken since: the test's thread waits in pthread_join meanwhile). */
+static void sleeper_sees_the_report(struct harness_sleep *o)
+{
+	struct cq *q = &H.cq.q;
+
+	pthread_mutex_lock(&q->lock);
+	o->arg = (void *)(uintptr_t)(q->len > 0);
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* A client asleep on a pooled download's done word (protocol 1.12) is woken once the
+ * copy's report is in the completion queue, not before: woken first, it could take the
+ * core of the thread that still has to hand the report (and every other client's
+ * completion) on. The word holds the tag, the bytes are there. */
+START_TEST(test_a_sleeper_on_a_download_word_is_woken_after_the_report)
+{
+	enum { LEN = 4096 };
+	struct hip_config cfg = {.small_copy_pool_mib = 1};
+	struct seq_config scfg = {0};
+	struct harness_sleep o = {.word = DONE_WORD_SLEEPING, .after = sleeper_sees_the_report};
+	struct seq_buffer *b;
+	uint8_t *in, *out;
+	pthread_t t;
+
+	h_setup(&scfg, &cfg);
+	in = h_stage(LEN);
+	out = h_stage(LEN);
+	for (size_t i = 0; i < LEN; i++)
+		in[i] = (uint8_t)(i * 13 + 1);
+	ck_assert_int_eq(seq_buffer_alloc(H.seq, LEN, &b), 0);
+	ck_assert_int_eq(h_copy(SEQ_OP_H2D, b, in, LEN), 0);
+	ck_assert_int_eq(h_sync(), 0);
+	ck_assert_uint_eq(H.cq.q.len, 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, harness_sleep_once, &o), 0);
+	ck_assert_msg(harness_await_asleep(&o.tid), "the sleeper never slept");
+	ck_assert_int_eq(h_d2h_word(b, out, LEN, &o.word, 42), 0);
+	seq_flush(H.seq);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_uint_eq(atomic_load(&o.word), 42);
+	ck_assert_msg(o.arg, "the sleeper woke before the report was queued");
+	ck_assert_int_eq(h_sync(), 0);
+	ck_assert_int_eq(memcmp(in, out, LEN), 0);
+	seq_buffer_free(H.seq, b);
+	h_unstage(in, LEN);
+	h_unstage(out, LEN);
+	h_teardown();
+}
+END_TEST
+
 /* --submit-idle inline with the pool: a copy too long for it, through an arena not pinned
  * yet, must not be run on the loop's thread, which would wait there for the pin (about
  * 0.5 ms a MiB, every session held). The launch returns while the gate is shut; the copy
@@ -1996,6 +2046,7 @@ static Suite *hip_suite(void)
 	tcase_add_test(pool, test_small_copies_go_through_the_pool_without_pinning_the_arena);
 	tcase_add_test(pool, test_pooled_downloads_land_in_stream_order);
 	tcase_add_test(pool, test_inline_submission_leaves_a_lazy_pin_to_the_thread);
+	tcase_add_test(pool, test_a_sleeper_on_a_download_word_is_woken_after_the_report);
 	suite_add_tcase(s, pool);
 
 	tcase_add_test(errors, test_missing_kernel_image_fails_create_clearly);

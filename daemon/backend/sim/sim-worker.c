@@ -341,13 +341,17 @@ int sim_op_times(
 }
 
 /* A report of st's events through `at`: the Await words up to it first, so that the loop,
- * handling the report, finds the tags in place. */
+ * handling the report, finds the tags in place; their sleepers woken last, as hip's. */
 static void sim_stream_report(struct sim_stream *st, struct seq_point at, int status)
 {
+	struct done_wakes wakes;
+
+	wakes.n = 0;
 	pthread_mutex_lock(&st->mu);
-	word_notes_report(&st->notes, at.seq, status);
+	word_notes_report(&st->notes, at.seq, status, &wakes);
 	pthread_mutex_unlock(&st->mu);
 	cq_push(st->sim->cq, at, status);
+	done_wakes_flush(&wakes);
 }
 
 int sim_point_word(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag)
