@@ -412,22 +412,30 @@ int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *sr
 	return client_submit(s, &req, -1, op, tag);
 }
 
-/* A D2H's done word (protocol 1.10): a range of the op's arena where the daemon writes the
- * tag once the bytes are in place, if a wait has armed it by then, so that the wait needs
- * no Completion (ops.c). CopyD2H.done_word's value: 0 without one (an older daemon, or no
- * room in the arena: the Completion answers as always). */
-static uint64_t copy_done_word(struct sseq *s, struct op *op)
+/* A done word in arena a for a daemon of protocol 1.`minor` or later: reserved (released
+ * with the op's staging) and marked unwatched until a wait arms it; its offset + 1, the
+ * request's done_word, or 0 without one (an older daemon, $SSEQ_DONE_WORDS=0, no room:
+ * the Completion answers as always). */
+static uint64_t done_word_reserve(struct sseq *s, struct staging_arena *a, uint32_t minor)
 {
 	uint64_t off;
 
 	if (s->no_words || s->info.major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR ||
-		s->info.minor < 10 ||
-		staging_set_reserve_in(&s->staging, op->arena, sizeof(uint64_t), false, &off) < 0)
+		s->info.minor < minor ||
+		staging_set_reserve_in(&s->staging, a, sizeof(uint64_t), false, &off) < 0)
 		return 0;
-	atomic_store_explicit((_Atomic uint64_t *)(void *)(op->arena->base + off),
-		CLIENT_WORD_UNWATCHED, memory_order_relaxed);
-	op->word_off = off + 1;
+	atomic_store_explicit((_Atomic uint64_t *)(void *)(a->base + off), CLIENT_WORD_UNWATCHED,
+		memory_order_relaxed);
 	return off + 1;
+}
+
+/* A D2H's done word (protocol 1.10): a range of the op's arena where the daemon writes the
+ * tag once the bytes are in place, if a wait has armed it by then, so that the wait needs
+ * no Completion (ops.c). */
+static uint64_t copy_done_word(struct sseq *s, struct op *op)
+{
+	op->word_off = done_word_reserve(s, op->arena, 10);
+	return op->word_off;
 }
 
 int sseq_copy_d2h(
@@ -576,24 +584,19 @@ int sseq_execute_function_attrs(struct sseq *s, uint64_t module, const char *nam
 /* ---- waiting on the daemon's side ---- */
 
 /* An Await's done word (protocol 1.13): a word of the session's first arena, the op's
- * only staging range, where the daemon answers as it does a D2H's (copy_done_word). 0
- * without one (an older daemon, no arena yet, no room: the Completion answers). */
+ * only staging range, where the daemon answers as it does a D2H's (copy_done_word). */
 static uint64_t await_done_word(struct sseq *s, struct op *op, uint64_t *staging)
 {
 	struct staging_arena *a = s->staging.arenas;
-	uint64_t off;
+	const uint64_t word = a ? done_word_reserve(s, a, 13) : 0;
 
-	if (!a || s->no_words || s->info.major != SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR ||
-		s->info.minor < 13 ||
-		staging_set_reserve_in(&s->staging, a, sizeof(uint64_t), false, &off) < 0)
-		return 0;
-	atomic_store_explicit((_Atomic uint64_t *)(void *)(a->base + off), CLIENT_WORD_UNWATCHED,
-		memory_order_relaxed);
-	op->arena = a;
-	op->staging_off = off;
-	op->word_off = off + 1;
-	*staging = a->handle;
-	return off + 1;
+	if (word) {
+		op->arena = a;
+		op->staging_off = word - 1;
+		op->word_off = word;
+		*staging = a->handle;
+	}
+	return word;
 }
 
 int sseq_await(struct sseq *s, uint64_t buf)
