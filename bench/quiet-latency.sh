@@ -5,7 +5,8 @@
 # busy". Natively the same: bench-native latency alone, and beside BUSY processes running
 # the native read-back loop (bench-roundtrip-native) under CUDA MPS, which this script
 # starts and stops (without MPS the contexts time-slice the GPU). Prints key=value lines;
-# writes under $OUT. $BACKEND=sim runs the daemon's rows only (no GPU).
+# writes under $OUT. $BACKEND=sim runs the daemon's rows only (no GPU); $SSEQD_OPTS: more
+# options for sseqd; $NATIVE=0 skips the native rows.
 # Usage: bench/quiet-latency.sh BUILD_DIR [BUSY]   (e.g. build-gpur 16)
 set -uo pipefail
 B=${1:?usage: quiet-latency.sh BUILD_DIR [BUSY]}
@@ -34,8 +35,9 @@ stop_busy() {
 }
 
 rm -f "$sock"
+# shellcheck disable=SC2086 # options, one word each
 "$B/daemon/sseqd" --backend "${BACKEND:-hip}" ${img:+--kernels "$img"} --socket "$sock" \
-	--log-level warning 2>>"$O/quiet-sseqd.log" &
+	--log-level warning ${SSEQD_OPTS:-} 2>>"$O/quiet-sseqd.log" &
 dp=$!
 for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
 alone=$(SSEQ_SOCKET=$sock "$B/bench/bench-client" latency 2000 | tail -1 | median_of)
@@ -44,9 +46,9 @@ beside=$(SSEQ_SOCKET=$sock "$B/bench/bench-client" latency 2000 | tail -1 | medi
 stop_busy
 kill -TERM "$dp"
 wait "$dp"
-echo "quiet-latency side=daemon busy=$busy alone_median_us=$alone busy_median_us=$beside"
+echo "quiet-latency side=daemon busy=$busy alone_median_us=$alone busy_median_us=$beside opts=\"${SSEQD_OPTS:-}\""
 
-[ "${BACKEND:-hip}" = sim ] && exit 0
+[ "${BACKEND:-hip}" = sim ] || [ "${NATIVE:-1}" = 0 ] && exit 0
 [ -x "$native_rt" ] || nvcc -O2 -arch=sm_90 -I"$here" -o "$native_rt" "$here/roundtrip-native.cu"
 alone=$("$B/bench/bench-native" latency 2000 | tail -1 | median_of)
 tmp=$(mktemp -d)
