@@ -37,7 +37,7 @@ side_var() { # side name: the value of ${side}_${name}
 # Prints "key=value" figures of one roundtrip.sh line, prefixed.
 rt() { # side round P rounds cpus row
 	local side=$1 r=$2 p=$3 n=$4 c=$5 row=$6 line
-	line=$(LABEL="$side-r$r" P=$p ROUNDS=$n CPUS=$c DENV="$(side_var "$side" DENV)" \
+	line=$(LABEL="$side-r$r-$row" P=$p ROUNDS=$n CPUS=$c DENV="$(side_var "$side" DENV)" \
 		CENV="SSEQ_BENCH_ASYNC=1 $(side_var "$side" CENV)" OPTS="$(side_var "$side" OPTS)" \
 		OUT="$O/rt" timeout 120 bash "$here/roundtrip.sh" "$B" one 2>&1 | grep 'clients=' | tail -1)
 	echo "$line" >>"$O/readback-ab-raw.txt"
