@@ -79,7 +79,8 @@ int main(int argc, char **argv)
 			pthread_mutex_unlock(&mu);
 		}
 		qsort(t, (size_t)rounds, sizeof(*t), cmp);
-		printf("wake-latency idle_gap_us=%ld rounds=%d median_us=%.1f p10_us=%.1f p90_us=%.1f\n",
+		printf("wake-latency idle_gap_us=%ld rounds=%d median_us=%.1f p10_us=%.1f "
+		       "p90_us=%.1f\n",
 			gaps_us[g], rounds, t[rounds / 2], t[rounds / 10], t[rounds * 9 / 10]);
 		fflush(stdout);
 	}
