@@ -62,6 +62,7 @@ int main(int argc, char **argv)
 
 	if (rounds <= 0 || !t || pthread_create(&th, NULL, sleeper, NULL)) {
 		fprintf(stderr, "usage: bench-wake-latency [ROUNDS > 0]\n");
+		free(t);
 		return 2;
 	}
 	for (size_t g = 0; g < sizeof(gaps_us) / sizeof(gaps_us[0]); g++) {
