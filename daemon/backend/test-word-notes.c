@@ -16,6 +16,16 @@
 #include "done-word.h"
 #include "word-notes.h"
 
+/* A report as the backends make it: the words written, their sleepers woken after. */
+static unsigned report(struct word_notes *wn, uint64_t seq, int status)
+{
+	struct done_wakes wakes = {.n = 0};
+	const unsigned written = word_notes_report(wn, seq, status, &wakes);
+
+	done_wakes_flush(&wakes);
+	return written;
+}
+
 START_TEST(test_a_word_is_written_at_the_report_through_its_point)
 {
 	struct word_notes wn = {0};
@@ -24,15 +34,15 @@ START_TEST(test_a_word_is_written_at_the_report_through_its_point)
 	ck_assert_int_eq(word_notes_add(&wn, 9, &w9, 109), 0);
 	ck_assert_int_eq(word_notes_add(&wn, 5, &w5, 105), 0);
 	ck_assert_int_eq(word_notes_add(&wn, 7, &w7, 107), 0);
-	ck_assert_uint_eq(word_notes_report(&wn, 4, 0, NULL), 0);
+	ck_assert_uint_eq(report(&wn, 4, 0), 0);
 	ck_assert_uint_eq(atomic_load(&w5), 0);
 	/* The report through 7 covers 5 and 7, not 9. */
-	ck_assert_uint_eq(word_notes_report(&wn, 7, 0, NULL), 2);
+	ck_assert_uint_eq(report(&wn, 7, 0), 2);
 	ck_assert_uint_eq(atomic_load(&w5), 105);
 	ck_assert_uint_eq(atomic_load(&w7), 107);
 	ck_assert_uint_eq(atomic_load(&w9), 0);
 	ck_assert_uint_eq(wn.n, 1);
-	ck_assert_uint_eq(word_notes_report(&wn, 12, 0, NULL), 1);
+	ck_assert_uint_eq(report(&wn, 12, 0), 1);
 	ck_assert_uint_eq(atomic_load(&w9), 109);
 	ck_assert_uint_eq(wn.n, 0);
 	word_notes_finish(&wn);
@@ -46,12 +56,12 @@ START_TEST(test_a_failed_report_drops_its_words_unwritten)
 
 	ck_assert_int_eq(word_notes_add(&wn, 3, &w3, 103), 0);
 	ck_assert_int_eq(word_notes_add(&wn, 8, &w8, 108), 0);
-	ck_assert_uint_eq(word_notes_report(&wn, 3, -EIO, NULL), 0);
+	ck_assert_uint_eq(report(&wn, 3, -EIO), 0);
 	ck_assert_uint_eq(atomic_load(&w3), 0);
 	ck_assert_uint_eq(wn.n, 1);
 	/* A word its client no longer watches (the mark) is left for the Completion. */
 	atomic_store(&w8, DONE_WORD_UNWATCHED);
-	ck_assert_uint_eq(word_notes_report(&wn, 8, 0, NULL), 0);
+	ck_assert_uint_eq(report(&wn, 8, 0), 0);
 	ck_assert_uint_eq(atomic_load(&w8), DONE_WORD_UNWATCHED);
 	ck_assert_uint_eq(wn.n, 0);
 	word_notes_finish(&wn);
@@ -63,11 +73,11 @@ START_TEST(test_a_point_already_reported_is_refused)
 	struct word_notes wn = {0};
 	_Atomic uint64_t w = 0;
 
-	word_notes_report(&wn, 6, 0, NULL);
+	report(&wn, 6, 0);
 	ck_assert_int_eq(word_notes_add(&wn, 6, &w, 1), -EALREADY);
 	ck_assert_int_eq(word_notes_add(&wn, 2, &w, 1), -EALREADY);
 	/* A later report through an older point does not move `reported` back. */
-	word_notes_report(&wn, 4, 0, NULL);
+	report(&wn, 4, 0);
 	ck_assert_int_eq(word_notes_add(&wn, 5, &w, 1), -EALREADY);
 	ck_assert_int_eq(word_notes_add(&wn, 7, &w, 1), 0);
 	ck_assert_uint_eq(wn.n, 1);
@@ -87,7 +97,7 @@ START_TEST(test_many_words_on_one_point_grow_the_list)
 		atomic_init(&w[i], 0);
 		ck_assert_int_eq(word_notes_add(&wn, 10 + i % 3, &w[i], 1000 + i), 0);
 	}
-	ck_assert_uint_eq(word_notes_report(&wn, 12, 0, NULL), N);
+	ck_assert_uint_eq(report(&wn, 12, 0), N);
 	for (unsigned i = 0; i < N; i++)
 		ck_assert_uint_eq(atomic_load(&w[i]), 1000 + i);
 	word_notes_finish(&wn);
@@ -116,8 +126,8 @@ START_TEST(test_a_client_asleep_on_its_word_is_woken_by_the_report)
 	ck_assert_int_eq(pthread_create(&t, NULL, sleep_on, &w), 0);
 	while (atomic_load(&w) != DONE_WORD_SLEEPING)
 		nanosleep(&(struct timespec){0, 100000}, NULL);
-	ck_assert_uint_eq(word_notes_report(&wn, 1, 0, NULL), 1);
-	/* Joined within the test's time only if the write woke the sleeper. */
+	ck_assert_uint_eq(report(&wn, 1, 0), 1);
+	/* Joined within the test's time only if the report (its flush) woke the sleeper. */
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
 	ck_assert_uint_eq(atomic_load(&w), 42);
 	word_notes_finish(&wn);

@@ -47,10 +47,8 @@ unsigned word_notes_report(
 
 		if (e->seq > seq)
 			wn->v[kept++] = *e;
-		else if (status == 0 && wakes)
-			written += done_word_write_later(e->word, e->tag, wakes);
 		else if (status == 0)
-			written += done_word_write(e->word, e->tag);
+			written += done_word_write_later(e->word, e->tag, wakes);
 	}
 	wn->n = kept;
 	return written;

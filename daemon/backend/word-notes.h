@@ -36,8 +36,8 @@ int word_notes_add_locked(pthread_mutex_t *mu, struct word_notes *wn, uint64_t s
 /* The stream reported through `seq` with `status`: the entries up to it are written
  * (status 0: the tag goes where the word holds 0 or the sleeping mark) or dropped (a
  * failure: the Completion answers). A sleeper on a word written is kept in `wakes` for
- * the caller to wake once it has pushed the report (done_wakes_flush); NULL: woken now.
- * Returns how many tags went in. */
+ * the caller to wake once it has pushed the report (done_wakes_flush). Returns how many
+ * tags went in. */
 unsigned word_notes_report(
 	struct word_notes *wn, uint64_t seq, int status, struct done_wakes *wakes);
 
