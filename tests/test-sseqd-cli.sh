@@ -104,4 +104,14 @@ elif [[ $err == *"built without"* ]]; then
 	[[ $(grep -v "descriptor limit" <<<"$err" | grep -c .) == 1 ]] ||
 		fail "--backend hip: more than one line: $err"
 fi
+
+# The loop makes a sleeping submit thread's calls itself unless told otherwise: --help
+# names inline as --submit-idle's default, as sseqd(8) does (BENCHMARKS.md, the H200 A/B
+# of 2026-12-07 17:33-18:12).
+help=$("$sseqd" --help 2>&1 | tr -s ' \n' ' ')
+entry=${help#*--submit-idle }
+entry=${entry%%--small-copy-pool*}
+[[ $entry =~ \(hip\;\ default\ ([a-z]+)\) ]] ||
+	fail "--help's --submit-idle entry names no default: $entry"
+[[ ${BASH_REMATCH[1]} == inline ]] || fail "--submit-idle's default is ${BASH_REMATCH[1]}"
 echo ok

@@ -208,12 +208,6 @@ struct backend_ops {
 	 * right after the core recorded the event (seq_await). NULL: never (the Completion
 	 * answers). */
 	int (*point_word)(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag);
-	/* The loop just wrote to more than one session in one turn (answers, completions):
-	 * it serves several clients at once, so a call it makes itself holds the others'
-	 * requests up, where a thread of the backend's would make it beside them (hip:
-	 * --submit-idle inline hands its commands to the submit threads for a while). On
-	 * the loop thread. NULL: not wanted. */
-	void (*shared_turn)(void *ctx);
 	/* Whether a fault poisoned the device context: every later call on it fails, on
 	 * every stream, until reset (hip: an illegal address, a trap, ...; the sim:
 	 * --inject device-lost-op=N). NULL: never. */
@@ -249,12 +243,6 @@ static inline void backend_staging_unregister(const struct backend *b, void *add
 {
 	if (b->ops->staging_unregister)
 		b->ops->staging_unregister(b->ctx, addr, size);
-}
-
-static inline void backend_shared_turn(const struct backend *b)
-{
-	if (b->ops->shared_turn)
-		b->ops->shared_turn(b->ctx);
 }
 
 static inline bool backend_device_lost(const struct backend *b)

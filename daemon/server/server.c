@@ -231,7 +231,6 @@ static void server_on_turn_end(uv_check_t *h)
 {
 	struct server *srv = h->data;
 	const uint64_t t0 = srv->dirty || srv->resume ? server_busy_begin(srv) : 0;
-	unsigned written = 0;
 
 	if (srv->resume)
 		server_resume_pending(srv);
@@ -247,10 +246,8 @@ static void server_on_turn_end(uv_check_t *h)
 		server_follow_all(srv);
 	else if (srv->nfollowing && !uv_is_active((uv_handle_t *)&srv->follow))
 		uv_timer_start(&srv->follow, server_on_follow, 10, 10);
-	for (struct session *s; (s = out_next_dirty(srv)); written++)
+	for (struct session *s; (s = out_next_dirty(srv));)
 		conn_flush(s);
-	if (written > 1)
-		backend_shared_turn(&srv->backend);
 	/* Frames left for the next turn: that turn comes without a sleep in poll. */
 	if (srv->resume)
 		uv_idle_start(&srv->backlog, server_on_backlog);

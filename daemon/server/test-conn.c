@@ -2,8 +2,7 @@
  * one, the 1 MiB limit (FRAME_MAX) exactly and one byte over, memfds arriving with their
  * frame (SCM_RIGHTS), EOF in the middle of a frame, a connection paused for input
  * memory: its hang-up is still seen and its partial frame still times out, and one paused
- * while it does not read its replies; a loop turn that answers two clients tells the
- * backend, one that answers one does not. */
+ * while it does not read its replies. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -432,38 +431,6 @@ START_TEST(test_a_client_that_does_not_read_its_replies_is_not_read)
 }
 END_TEST
 
-/* The backend hears of a turn that wrote to more than one session (backend_shared_turn:
- * hip's --submit-idle inline then leaves the enqueue calls to its threads for a while),
- * and of no other: not of one client's requests, however many in a turn. */
-START_TEST(test_a_turn_that_answers_two_clients_tells_the_backend)
-{
-	struct tl *t = tl_new(0);
-	struct tl_client c[2];
-	uint8_t buf[256];
-	size_t n;
-
-	conn_open(t, &c[0]);
-	conn_open(t, &c[1]);
-	ck_assert_uint_eq(t->shared_turns, 0);
-	n = alloc_frame(buf, 2, "a");
-	n += alloc_frame(buf + n, 3, "b");
-	tl_write(&c[0], buf, n, NULL, 0);
-	tl_pump(t);
-	ck_assert_int_eq(tl_reply(&c[0], 2, NULL), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(tl_reply(&c[0], 3, NULL), SSEQ__STATUS__STATUS_OK);
-	ck_assert_uint_eq(t->shared_turns, 0);
-	tl_write(&c[0], buf, alloc_frame(buf, 4, "c"), NULL, 0);
-	tl_write(&c[1], buf, alloc_frame(buf, 2, "d"), NULL, 0);
-	tl_pump(t);
-	ck_assert_int_eq(tl_reply(&c[0], 4, NULL), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(tl_reply(&c[1], 2, NULL), SSEQ__STATUS__STATUS_OK);
-	ck_assert_uint_eq(t->shared_turns, 1);
-	tl_close(t, &c[0]);
-	tl_close(t, &c[1]);
-	tl_free(t);
-}
-END_TEST
-
 int main(void)
 {
 	Suite *s = suite_create("conn");
@@ -482,7 +449,6 @@ int main(void)
 	tcase_add_test(tc, test_a_half_close_while_paused_keeps_the_session);
 	tcase_add_test(tc, test_a_partial_frame_paused_for_input_memory_still_times_out);
 	tcase_add_test(tc, test_a_client_that_does_not_read_its_replies_is_not_read);
-	tcase_add_test(tc, test_a_turn_that_answers_two_clients_tells_the_backend);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -42,11 +42,6 @@ static int tl_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 	return 0;
 }
 
-static void tl_shared_turn(void *ctx)
-{
-	((struct tl *)ctx)->shared_turns++;
-}
-
 static void tl_info(void *ctx, struct backend_info *info)
 {
 	*info = (struct backend_info){.backend = "test", .memory_total = 1ull << 30};
@@ -63,7 +58,6 @@ static const struct backend_ops tl_ops = {
 			.wait = tl_wait,
 			.launch = tl_launch,
 		},
-	.shared_turn = tl_shared_turn,
 	.info = tl_info,
 };
 

@@ -16,7 +16,6 @@ struct tl {
 	struct backend be;
 	uint64_t next_addr; /* the device's allocator */
 	uint64_t launches; /* ops the device was given */
-	uint64_t shared_turns; /* turns the server said wrote to several sessions */
 	int listen_pipe[2]; /* what the listener polls: nobody connects through it */
 };
 

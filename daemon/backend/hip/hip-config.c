@@ -10,8 +10,8 @@
 #include "hip.h"
 
 /* sseqd's defaults, where they differ from a zero config: 16 submit threads, the loop
- * making a sleeping submit thread's calls itself while it serves one client at a time
- * (--submit-idle inline: BENCHMARKS.md, 2026-12-07 17:33-17:57 on an H200), a 16 MiB
+ * making a sleeping submit thread's calls itself (--submit-idle inline: BENCHMARKS.md,
+ * 2026-12-07 17:33-18:12 on an H200), a 16 MiB
  * small-copy pool (256 copies of up to 64 KiB in flight before one waits for a pin). The
  * timeline stays as the daemon observed it: from the GPU's timestamps it costs two more
  * timing events per launch. */
@@ -42,9 +42,8 @@ static const struct option_row hip_options[] = {
 		.help = "a command for a submit thread asleep with nothing queued: wake the "
 			"thread; make a small copy's call (through the small-copy pool) on the "
 			"thread that reads requests and wake it for the rest; or make every call "
-			"there, at most eight in a row (a flood goes to the thread) and none while "
-			"that thread serves several clients at once, which spares a lone request "
-			"the wake-up (hip; default {default})"},
+			"there, at most eight in a row (a flood goes to the thread), which spares "
+			"a request the thread's wake-up (hip; default {default})"},
 	{.name = "small-copy-pool",
 		.arg = "MIB",
 		.kind = OPTION_UINT,

@@ -68,13 +68,6 @@
  * thread, not the loop, makes its calls beside the loop's reads. */
 #define HIP_SUBMIT_INLINE_RUN 8u
 #define HIP_SUBMIT_INLINE_GAP_NS 20000u
-/* ... and none while the loop serves several clients at once: for this long after a turn
- * in which it wrote to more than one session (backend_ops.shared_turn) it wakes the
- * threads, which then make one client's calls while the loop reads and sequences the
- * next one's request. On an H200 (BENCHMARKS.md, 2026-12-07 17:33) inline without this
- * rule was 10-29% faster for 8 and 16 pytest workers and 16 C clients (one per loop) and
- * 25% for 16 clients on 4 cores, but 9-12% slower for 64 C clients (four per loop). */
-#define HIP_SUBMIT_SHARED_NS 2000000u
 /* A process-wide note of which one (a submit thread, a backend's watcher) had the latest
  * of something, so that only it spins long (HIP_SUBMIT_LONG_SPIN_NS,
  * HIP_WATCH_LONG_SPIN_NS): written only when it changes, so that a run of the same one
@@ -465,11 +458,6 @@ struct hip {
 	uint64_t submit_long_spin_ns;
 	/* HIP_SUBMIT_INLINE_GAP_NS, or $SSEQ_HIP_SUBMIT_INLINE_GAP_US (tests, comparisons). */
 	uint64_t submit_inline_gap_ns;
-	/* HIP_SUBMIT_SHARED_NS, or $SSEQ_HIP_SUBMIT_SHARED_US (0: inline regardless); and
-	 * when the loop last wrote to several sessions in one turn (hip__shared_turn; the
-	 * loop thread's alone, 0: never). */
-	uint64_t submit_shared_ns;
-	uint64_t shared_turn_ns;
 	struct hip_submitter sub[HIP_MAX_SUBMIT_THREADS];
 	pthread_mutex_t event_lock[HIP_EVENT_LOCKS];
 };
@@ -526,7 +514,6 @@ static inline void *hip__pool_addr(const struct hip *h, int32_t slot)
 void hip__staging_repin(struct hip *h);
 void hip__reaper_stop(struct hip *h);
 void hip__mem_finish(struct hip *h);
-void hip__shared_turn(void *ctx);
 int hip__staging_register(void *ctx, void *addr, size_t size);
 void hip__staging_unregister(void *ctx, void *addr, size_t size);
 bool hip__staging_ready(void *ctx, void *addr);

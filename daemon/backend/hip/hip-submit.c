@@ -645,24 +645,25 @@ static bool hip_submit_run_here(const struct hip *h, struct hip_submitter *sub)
 /* Whether c, built in its thread's free slot, runs here instead (--submit-idle copies or
  * inline): when that thread sleeps with nothing queued, waking it costs the loop a futex
  * call and c a wake-up (tens of microseconds on a busy host), more than the enqueue call
- * itself, and a client waiting for one copy or kernel pays all of it. Measured on an
- * H100, one client's read-back round trip 53 -> 47 us and a 4 KiB H2D + await 27 -> 21
- * us, but the loop, the thread that serves its share of the clients, then spends about
- * 6 us of enqueue calls a round trip, which holds up the other clients it serves (with
- * one loop for all: 16 clients 22% fewer round trips/s, and 16 launching clients a third
- * of the launches). Hence at most HIP_SUBMIT_INLINE_RUN commands in a row run here
- * (hip_submit_run_here), so that the thread takes a flood, and none for a while after the
- * loop served several sessions in one turn (HIP_SUBMIT_SHARED_NS), so that the threads
- * make one client's calls while the loop reads the next one's. With copies only a copy
- * through
- * the small-copy pool runs here (an enqueue call of about a microsecond, never waiting
- * for a pin), with the stream waits before it and its record after it (launched_here):
- * the read-back and upload a latency-bound client waits for skip the wake-up, a flood of
- * launches keeps its thread. Everything queued before c on its streams has run (the
- * queue is empty), and the thread stays asleep while nothing is published, so c keeps
- * its order. Not here: a wait whose record has not run yet (on another thread), and a
- * copy outside the small-copy pool while an arena is not pinned yet (it may have to wait
- * for, or start, the pin); both would hold the loop. */
+ * itself, and a client waiting for one copy or kernel pays all of it. Measured on an H100,
+ * one client's read-back round trip 53 -> 47 us and a 4 KiB H2D + await 27 -> 21 us, but
+ * the loop, the thread that serves its share of the clients, then spends about 6 us of
+ * enqueue calls a round trip, which holds up the other clients it serves (with one loop
+ * for all: 16 clients 22% fewer round trips/s, and 16 launching clients a third of the
+ * launches). Hence at most HIP_SUBMIT_INLINE_RUN commands in a row run here
+ * (hip_submit_run_here), so that the thread takes a flood. With 16 loops on an H200
+ * (BENCHMARKS.md, 2026-12-07 17:33-18:12) inline was ahead of waking the thread for pytest
+ * at -n 8 and -n 16, 16 C clients, 16 on 4 cores and copy bursts, and 9-14% behind for 64
+ * C clients (four to a loop); waking the threads for 2 ms after any loop turn that served
+ * several clients did not win that back and lost elsewhere. With copies only a copy
+ * through the small-copy pool runs here (an enqueue call of about a microsecond, never
+ * waiting for a pin), with the stream waits before it and its record after it
+ * (launched_here): the read-back and upload a latency-bound client waits for skip the
+ * wake-up, a flood of launches keeps its thread. Everything queued before c on its streams
+ * has run (the queue is empty), and the thread stays asleep while nothing is published, so
+ * c keeps its order. Not here: a wait whose record has not run yet (on another thread),
+ * and a copy outside the small-copy pool while an arena is not pinned yet (it may have to
+ * wait for, or start, the pin); both would hold the loop. */
 static bool hip_submit_here(struct hip *h, struct hip_submitter *sub, const struct hip_cmd *c)
 {
 	const enum hip_submit_idle mode = h->cfg.submit_idle;
@@ -673,8 +674,6 @@ static bool hip_submit_here(struct hip *h, struct hip_submitter *sub, const stru
 	 * the thread's state, whose cache line the busy thread writes at every command it
 	 * takes: a flood of launches would pay that line's transfer on each. */
 	if (mode == HIP_SUBMIT_IDLE_COPIES && !hip_copy_command(h, c))
-		return false;
-	if (h->shared_turn_ns && spin_now_ns() - h->shared_turn_ns < h->submit_shared_ns)
 		return false;
 	if (!atomic_load(&sub->sleeping))
 		return false;
@@ -698,13 +697,6 @@ static bool hip_submit_here(struct hip *h, struct hip_submitter *sub, const stru
 		break; /* with copies, the record of a copy that ran here */
 	}
 	return hip_submit_run_here(h, sub);
-}
-
-void hip__shared_turn(void *ctx)
-{
-	struct hip *h = ctx;
-
-	h->shared_turn_ns = spin_now_ns();
 }
 
 /* The submit thread the latest command went to, of every loop's backend in the process

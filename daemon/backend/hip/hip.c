@@ -292,7 +292,6 @@ static const struct backend_ops hip_ops = {
 	.info = hip_info,
 	.op_times = hip__op_times,
 	.point_word = hip__point_word,
-	.shared_turn = hip__shared_turn,
 	.device_lost = hip_device_lost,
 	.reset = hip_reset,
 	.cancel = hip__cancel,
@@ -416,10 +415,8 @@ static uint64_t hip_env_us(const char *name, uint64_t dflt)
  * submit threads), SSEQ_HIP_SUBMIT_SPIN_US (how long an idle submit thread looks for
  * work before it sleeps), SSEQ_HIP_SUBMIT_LONG_SPIN_US (how long the one that goes on
  * looking does), SSEQ_HIP_WATCH_LONG_SPIN_US (how long the watcher of the latest
- * record stays awake), SSEQ_HIP_SUBMIT_INLINE_GAP_US (how far apart commands run
- * inline may come and still count as one run: HIP_SUBMIT_INLINE_RUN) and
- * SSEQ_HIP_SUBMIT_SHARED_US (how long after a turn that served several sessions nothing
- * runs inline: HIP_SUBMIT_SHARED_NS). */
+ * record stays awake) and SSEQ_HIP_SUBMIT_INLINE_GAP_US (how far apart commands run
+ * inline may come and still count as one run: HIP_SUBMIT_INLINE_RUN). */
 static void hip_configure(struct hip *h, const struct hip_config *cfg)
 {
 	const char *submit, *completion, *idle;
@@ -434,7 +431,6 @@ static void hip_configure(struct hip *h, const struct hip_config *cfg)
 	h->watch_long_spin_ns = hip_env_us("SSEQ_HIP_WATCH_LONG_SPIN_US", HIP_WATCH_LONG_SPIN_NS);
 	h->submit_inline_gap_ns =
 		hip_env_us("SSEQ_HIP_SUBMIT_INLINE_GAP_US", HIP_SUBMIT_INLINE_GAP_NS);
-	h->submit_shared_ns = hip_env_us("SSEQ_HIP_SUBMIT_SHARED_US", HIP_SUBMIT_SHARED_NS);
 	idle = getenv("SSEQ_HIP_SUBMIT_IDLE");
 	if (idle && strcmp(idle, "wake") == 0)
 		h->cfg.submit_idle = HIP_SUBMIT_IDLE_WAKE;

@@ -1369,71 +1369,6 @@ START_TEST(test_a_flood_of_slow_launches_goes_to_the_submit_thread_too)
 }
 END_TEST
 
-/* Lone launches under --submit-idle inline, `rounds` of them, each `before_us` after a
- * loop turn that wrote to several sessions (backend_shared_turn; the rule's window
- * $SSEQ_HIP_SUBMIT_SHARED_US `shared_us`) and followed by a pause in which the submit
- * thread goes to sleep: how many commands' calls the submit thread made. */
-static size_t lone_after_a_shared_turn(const char *shared_us, unsigned before_us, unsigned rounds)
-{
-	struct seq_config scfg = {0};
-	struct hip_config cfg = {.submit_threads = 1, .submit_idle = HIP_SUBMIT_IDLE_INLINE};
-	enum { N = 256 };
-	struct seq_buffer *one, *acc;
-	const struct hip *h;
-	size_t head0, ran;
-
-	setenv("SSEQ_HIP_SUBMIT_SHARED_US", shared_us, 1);
-	lone_rig_start(&scfg, &cfg, &one, &acc, N);
-	h = H.be.ctx;
-	head0 = atomic_load(&h->sub[0].head);
-	for (unsigned i = 0; i < rounds; i++) {
-		backend_shared_turn(&H.be);
-		usleep(before_us);
-		ck_assert_int_eq(h_exec("add", (struct karg[]){BUF, BUF, BUF, U64(N)}, 4,
-					 (struct seq_buffer *[]){acc, one, acc}),
-			0);
-		ck_assert_int_eq(h_sync(), 0);
-		usleep(3000);
-	}
-	ran = atomic_load(&h->sub[0].head) - head0;
-	lone_rig_end(one, acc, N, rounds);
-	unsetenv("SSEQ_HIP_SUBMIT_SHARED_US");
-	return ran;
-}
-
-/* While the loop serves several clients at once (a turn that wrote to more than one
- * session, HIP_SUBMIT_SHARED_NS before), --submit-idle inline wakes the submit thread for
- * a lone launch: the thread makes its calls while the loop reads the next client's
- * request (64 C clients, four to a loop, were 9-12% slower with the loop making them).
- * The window is a second here, so that a loaded machine's pauses cannot end it. */
-START_TEST(test_a_lone_launch_wakes_the_submit_thread_while_the_loop_serves_several)
-{
-	enum { ROUNDS = 20 };
-	const size_t ran = lone_after_a_shared_turn("1000000", 0, ROUNDS);
-
-	printf("hip: of %u lone launches each right after a turn that served several sessions, "
-	       "the submit thread made %zu commands' calls\n",
-		ROUNDS, ran);
-	ck_assert_msg(
-		ran >= ROUNDS, "the submit thread made %zu calls for %u launches", ran, ROUNDS);
-}
-END_TEST
-
-/* ... and once the window has passed since the last such turn (1 ms here, the turn 5 ms
- * before each launch), the loop makes the calls itself again. */
-START_TEST(test_the_loop_makes_the_calls_again_once_the_shared_window_ends)
-{
-	enum { ROUNDS = 20 };
-	const size_t ran = lone_after_a_shared_turn("1000", 5000, ROUNDS);
-
-	printf("hip: of %u lone launches each 5 ms after a turn that served several sessions, "
-	       "the submit thread made %zu commands' calls\n",
-		ROUNDS, ran);
-	ck_assert_msg(
-		ran < ROUNDS / 4, "the submit thread made %zu calls for %u launches", ran, ROUNDS);
-}
-END_TEST
-
 /* With --submit-idle copies, a lone small copy (through the small-copy pool: a test's
  * upload or download) is enqueued on the thread that submits it, with its record, while
  * the stream's submit thread sleeps; a lone kernel still wakes the thread. The copies'
@@ -2132,9 +2067,6 @@ static Suite *hip_suite(void)
 	tcase_add_test(
 		speed, test_a_flood_of_launches_goes_to_the_submit_thread_under_submit_idle_inline);
 	tcase_add_test(speed, test_a_flood_of_slow_launches_goes_to_the_submit_thread_too);
-	tcase_add_test(
-		speed, test_a_lone_launch_wakes_the_submit_thread_while_the_loop_serves_several);
-	tcase_add_test(speed, test_the_loop_makes_the_calls_again_once_the_shared_window_ends);
 	tcase_add_test(speed, test_a_lone_small_copy_does_not_wake_a_sleeping_submit_thread);
 	suite_add_tcase(s, speed);
 
