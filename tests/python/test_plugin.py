@@ -23,6 +23,24 @@ def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
                                          *args, timeout=120)
 
 
+def test_a_reset_first_seen_on_a_copy_is_not_called_a_kernel() -> None:
+    # The daemon's message when the first op to fail was a copy (an H200 run, 2026-12-07).
+    from sseq._plugin_report import describe_reset
+    msg = ("the operation was in flight when device reset 1 at 2026-12-07T18:06:53Z failed "
+           "it; the reset was caused by session 23 (gw5, pid 4878), an operation at point "
+           "(1, 85); also running then: (loop 1) session 49 (culprit, pid 5357), kernel "
+           "oob_write at point (0, 42)")
+    mine = describe_reset(msg, 23)
+    assert mine is not None and "its kernel an operation" not in mine, mine
+    assert "its operation was the first to fail on the poisoned GPU context" in mine, mine
+    assert "kernel oob_write at point (0, 42)" in mine, mine
+    other = describe_reset(msg, 49)
+    assert other is not None and "caused by session 23 (gw5, pid 4878)" in other, other
+    kernel = describe_reset(msg.replace("an operation at point (1, 85)",
+                                        "kernel oob_write at point (1, 85)"), 23)
+    assert kernel is not None and "its kernel oob_write poisoned the GPU context" in kernel
+
+
 def test_split_and_map_sockets() -> None:
     assert split_sockets("/a.sock:/b.sock,/c.sock") == ["/a.sock", "/b.sock", "/c.sock"]
     assert split_sockets("/a.sock::") == ["/a.sock"] and split_sockets(None) == []

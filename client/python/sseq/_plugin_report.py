@@ -23,10 +23,14 @@ def describe_reset(message: str, my_session: Optional[int]) -> Optional[str]:
     m = _RESET_CAUSE.search(message or "")
     if m is None:
         return None
-    kernel = m.group("kernel") or "an operation"
+    kernel = m.group("kernel")
     if my_session is not None and int(m.group("session")) == my_session:
+        # A copy is named first only when no kernel of this loop failed before it: the
+        # daemon's hint, not a kernel that faulted.
+        what = (f"its kernel {kernel} poisoned the GPU context" if kernel else
+                "its operation was the first to fail on the poisoned GPU context")
         text = (f"sseq: this test caused device reset {m.group('reset')} "
-                f"({m.group('at')}): its kernel {kernel} poisoned the GPU context")
+                f"({m.group('at')}): {what}")
     else:
         text = (f"sseq: this test was a bystander of device reset {m.group('reset')} "
                 f"({m.group('at')}), caused by {m.group('cause')}")
