@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
@@ -99,7 +100,10 @@ struct daemon_state {
 	struct loops loops;
 	unsigned n;
 	struct daemon_loop l[LOOPS_MAX];
-	uv_signal_t sigint, sigterm, sighup;
+	/* SIGTERM, SIGINT and SIGHUP, blocked in every thread, read from this signalfd on
+	 * loop 0 (see loop_start). */
+	int sigfd;
+	uv_poll_t sigpoll;
 	uv_timer_t watchdog, status;
 	bool stopping;
 	char last_status[640];
@@ -207,9 +211,8 @@ static int daemon_summary(struct daemon_state *d, char *buf, size_t size)
 	return fatal;
 }
 
-static void on_signal(uv_signal_t *h, int signum)
+static void on_signal(struct daemon_state *d, int signum)
 {
-	struct daemon_state *d = h->data;
 	char summary[640];
 
 	if (signum == SIGHUP) {
@@ -220,6 +223,15 @@ static void on_signal(uv_signal_t *h, int signum)
 		return;
 	}
 	daemon_begin_stop(d, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+static void on_sigfd(uv_poll_t *h, int status, int events)
+{
+	struct daemon_state *d = h->data;
+	struct signalfd_siginfo si;
+
+	while (read(d->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		on_signal(d, (int)si.ssi_signo);
 }
 
 static void on_watchdog(uv_timer_t *t)
@@ -312,19 +324,30 @@ static void log_serving(
 								: "");
 }
 
-/* Signals (then unblocked: see main), the watchdog and status timers, on loop 0. */
-static void loop_start(struct daemon_state *d, uv_loop_t *loop, const sigset_t *stop_signals)
+/* Signals, the watchdog and status timers, on loop 0. The stop signals stay blocked in
+ * every thread (see main) and are read from a signalfd: one that came while starting is
+ * read now, and one that comes while loop 0 restarts the daemon in place stays pending
+ * through the exec, for the new process (a handler would have taken it into the old
+ * process's loop, to be lost with it). */
+static int loop_start(struct daemon_state *d, uv_loop_t *loop, const sigset_t *stop_signals)
 {
 	uint64_t usec = 0;
+	int r;
 
-	uv_signal_init(loop, &d->sigint);
-	uv_signal_init(loop, &d->sigterm);
-	uv_signal_init(loop, &d->sighup);
-	d->sigint.data = d->sigterm.data = d->sighup.data = d;
-	uv_signal_start(&d->sigint, on_signal, SIGINT);
-	uv_signal_start(&d->sigterm, on_signal, SIGTERM);
-	uv_signal_start(&d->sighup, on_signal, SIGHUP);
-	pthread_sigmask(SIG_UNBLOCK, stop_signals, NULL);
+	d->sigfd = signalfd(-1, stop_signals, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (d->sigfd < 0) {
+		log_err("main", "signalfd: %s", strerror(errno));
+		return -errno;
+	}
+	r = uv_poll_init(loop, &d->sigpoll, d->sigfd);
+	if (r < 0) {
+		log_err("main", "the signal poll: %s", uv_strerror(r));
+		close(d->sigfd);
+		d->sigfd = -1;
+		return r;
+	}
+	d->sigpoll.data = d;
+	uv_poll_start(&d->sigpoll, UV_READABLE, on_sigfd);
 	uv_timer_init(loop, &d->watchdog);
 	uv_timer_init(loop, &d->status);
 	d->watchdog.data = d->status.data = d;
@@ -334,6 +357,7 @@ static void loop_start(struct daemon_state *d, uv_loop_t *loop, const sigset_t *
 		log_info("main", "watchdog: pinging every %" PRIu64 " ms", usec / 2000);
 	}
 	uv_timer_start(&d->status, on_status, 0, 1000);
+	return 0;
 }
 
 /* After its loop ran: the server, then the backend that pushes to the queue, then the
@@ -356,13 +380,16 @@ static void loop_finish(struct daemon_loop *dl)
 	if (dl->index == 0) {
 		struct daemon_state *d = dl->d;
 
-		uv_close((uv_handle_t *)&d->sigint, on_close);
-		uv_close((uv_handle_t *)&d->sigterm, on_close);
-		uv_close((uv_handle_t *)&d->sighup, on_close);
+		if (d->sigfd >= 0)
+			uv_close((uv_handle_t *)&d->sigpoll, on_close);
 		uv_close((uv_handle_t *)&d->watchdog, on_close);
 		uv_close((uv_handle_t *)&d->status, on_close);
 	}
 	uv_run(dl->loop, UV_RUN_DEFAULT);
+	if (dl->index == 0 && dl->d->sigfd >= 0) {
+		close(dl->d->sigfd);
+		dl->d->sigfd = -1;
+	}
 	/* Abandoned ops' completions may still be pushed, and wake the loop's eventfd: it
 	 * stays open until the process is gone. */
 	if (!abandoned)
@@ -582,11 +609,13 @@ int main(int argc, char **argv)
 	bool abandoned = false;
 	int resume, fatal = 0;
 
+	d.sigfd = -1;
 	if (cmdline_parse(&o, argc, argv) < 0)
 		return 2;
 	raise_fd_limit(&o.srv);
-	/* A stop asked for while starting (the socket already shows) is held until the
-	 * loop's handlers are in place, then handled as any other. */
+	/* A stop asked for while starting (the socket already shows) is held until loop 0
+	 * reads it (loop_start), then handled as any other; every thread keeps these
+	 * blocked. */
 	sigemptyset(&stop_signals);
 	sigaddset(&stop_signals, SIGTERM);
 	sigaddset(&stop_signals, SIGINT);
@@ -615,7 +644,10 @@ int main(int argc, char **argv)
 		daemon_abort(&d);
 		return 1;
 	}
-	loop_start(&d, d.l[0].loop, &stop_signals);
+	if (loop_start(&d, d.l[0].loop, &stop_signals) < 0) {
+		daemon_abort(&d);
+		return 1;
+	}
 	/* The device is initialised and the socket listens: clients can be served. */
 	sd_notify(0, "READY=1");
 	uv_run(d.l[0].loop, UV_RUN_DEFAULT);

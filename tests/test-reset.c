@@ -759,11 +759,122 @@ START_TEST(test_isolate_faults_attributes_the_next_fault_exactly)
 }
 END_TEST
 
+/* A fault is a kernel's: when the first event to fail is a bystander's copy (its stream
+ * saw the poisoned context before the faulting kernel's own stream reported, as on an
+ * H200 on 2026-12-07, where the bystander was blamed), the culprit named is the kernel
+ * then running, and the copy a suspect. Here the culprit's spin loses the context as it
+ * starts and reports 600 ms later; the bystander's upload, begun before, fails at 150 ms. */
+START_TEST(test_a_reset_first_seen_on_a_copy_names_the_kernel_then_running)
+{
+	const char *const args[] = {"--sim-delay", "compute=600ms", "--sim-delay", "h2d=150ms",
+		"--inject", "device-lost-op=2", NULL};
+	struct staging sb;
+	uint64_t yb, h, k;
+	char msg[1024];
+	int a, b;
+
+	SIM_ONLY();
+	daemon_start(args);
+	a = conn_worker("gw1");
+	b = conn_worker("gw2");
+	ck_assert_int_eq(staging_register(b, &sb, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
+	h = send_h2d(b, sb.handle, 0, yb, 0, 1024); /* launch 1: its copy takes 150 ms */
+	ck_assert_int_eq(reply_status(b, h), SSEQ__STATUS__STATUS_OK);
+	k = send_exec(a, "spin", "u", NULL, (double[]){0}); /* launch 2: poisons */
+	ck_assert_int_eq(reply_status(a, k), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		expect_completion_msg(b, h, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_has(msg, "caused by session 1 (gw1, pid ");
+	ck_has(msg, "kernel spin at point");
+	ck_has(msg, "also running then: session 2 (gw2, pid ");
+	ck_assert_int_eq(
+		expect_completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_has(msg, "caused by session 1 (gw1, pid ");
+	munmap(sb.map, sb.size);
+	close(a);
+	close(b);
+	daemon_stop();
+}
+END_TEST
+
+/* The same across loops: the context is every loop's, so the loop that sees the fault
+ * first may be a bystander's, with no kernel of its own running. The culprit named is the
+ * kernel then running on another loop (here loop 1's spin), the bystander's copy a
+ * suspect (the H200 case of 2026-12-07 exactly: there the bystander was blamed). */
+START_TEST(test_a_reset_seen_first_on_another_loop_names_the_kernel_there)
+{
+	const char *const args[] = {"--loops", "2", "--sim-delay", "compute=600ms", "--sim-delay",
+		"h2d=150ms", "--inject", "device-lost-op=2", NULL};
+	struct staging sb;
+	uint64_t ya, yb, h, k;
+	char msg[1024];
+	int a, b;
+
+	SIM_ONLY();
+	daemon_start(args);
+	/* Connections go to the loop with the fewest sessions: b to loop 0, a to loop 1.
+	 * Each loop's sim counts its own launches: a's fill is loop 1's first, its spin
+	 * the second (it loses the context as it starts, reporting 600 ms later); b's
+	 * upload is loop 0's first, begun before the spin, failing at 150 ms. */
+	b = conn_worker("gw2");
+	a = conn_worker("gw1");
+	ck_assert_int_eq(do_alloc(a, 1024, &ya), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(a, send_exec(a, "fill", "ofu", &ya, (double[]){1, 256})),
+		SSEQ__STATUS__STATUS_OK);
+	sync_all(a);
+	ck_assert_int_eq(staging_register(b, &sb, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
+	h = send_h2d(b, sb.handle, 0, yb, 0, 1024);
+	ck_assert_int_eq(reply_status(b, h), SSEQ__STATUS__STATUS_OK);
+	k = send_exec(a, "spin", "u", NULL, (double[]){0});
+	ck_assert_int_eq(reply_status(a, k), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		expect_completion_msg(b, h, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_has(msg, "caused by session 2 (gw1, pid ");
+	ck_has(msg, "kernel spin at point");
+	ck_has(msg, "also running then: session 1 (gw2, pid ");
+	ck_assert_int_eq(
+		expect_completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	ck_has(msg, "caused by session 2 (gw1, pid ");
+	/* Both served again by the restarted process. */
+	fill_and_check(a, 6.0f);
+	fill_and_check(b, 7.0f);
+	munmap(sb.map, sb.size);
+	close(a);
+	close(b);
+	daemon_stop();
+}
+END_TEST
+
+/* A stop asked for right after a restart in place (here as soon as the culprit hears of
+ * the reset, while the new process may still be starting) waits for the new process's
+ * handlers and drains: exit 0. Before, the exec'ing thread had SIGTERM unblocked, and a
+ * SIGTERM in the new process's first moments ended it with no drain. */
+START_TEST(test_a_stop_right_after_a_restart_in_place_drains_and_exits_0)
+{
+	const char *const args[] = {"--inject", "device-lost-op=2", "--device-reset", "exec", NULL};
+	uint64_t ya;
+	char msg[1024];
+	int a;
+
+	SIM_ONLY();
+	daemon_start(args);
+	a = conn_worker("gw1");
+	culprit_poisons(a, &ya, "gw1", msg, sizeof(msg));
+	daemon_stop(); /* exit 0, or it fails */
+	close(a);
+}
+END_TEST
+
 static void add_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_a_poisoned_context_is_reset_and_the_daemon_serves_again);
 	tcase_add_test(tc, test_a_poisoned_context_restarts_the_daemon_in_place);
 	tcase_add_test(tc, test_isolate_faults_attributes_the_next_fault_exactly);
+	tcase_add_test(tc, test_a_reset_first_seen_on_a_copy_names_the_kernel_then_running);
+	tcase_add_test(tc, test_a_reset_seen_first_on_another_loop_names_the_kernel_there);
+	tcase_add_test(tc, test_a_stop_right_after_a_restart_in_place_drains_and_exits_0);
 	tcase_add_test(tc, test_a_poisoned_context_restarts_every_loop_in_place);
 	tcase_add_test(tc, test_a_restart_in_place_keeps_a_half_sent_frame);
 	tcase_add_test(tc, test_a_restart_in_place_hands_over_unwritten_replies);

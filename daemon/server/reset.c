@@ -86,37 +86,82 @@ static size_t name_suspects(struct server *o, uint32_t skip, int loop, char *out
 	return n;
 }
 
-/* The culprit: the op that stream `first` (whose event failed first) was running, and
- * beside it every other op then running (the first incomplete point of each other
- * stream), as suspects: a poisoned context fails every stream's events at once, so the
- * first failure is a strong hint, exact only when nothing else ran, as for a session
- * whose kernels run alone (--isolate-faults). Returns the culprit's session, if known. */
-static struct session *name_culprit(struct server *srv, uint32_t first, char *out, size_t size)
+/* The op running on stream x of o (its first incomplete point): false when none is. */
+static bool running_point(struct server *o, uint32_t x, struct seq_point *p)
 {
 	struct seq_stream_info si;
-	struct seq_point p;
+
+	seq_stream_info(o->seq, x, &si);
+	*p = (struct seq_point){x, si.completed + 1};
+	return si.completed < si.issued;
+}
+
+/* Whether the op at p is a kernel (its record names one). */
+static bool point_is_kernel(struct server *o, struct seq_point p)
+{
+	const struct op_rec *rec = ops_point_op(o, p);
+
+	return rec && rec->what[0];
+}
+
+/* A kernel running on one of o's streams (the lowest stream's), if any. */
+static bool running_kernel(struct server *o, struct seq_point *p)
+{
+	for (uint32_t x = 0; x < seq_stream_count(o->seq); x++)
+		if (running_point(o, x, p) && point_is_kernel(o, *p))
+			return true;
+	return false;
+}
+
+/* The culprit: the op that stream `first` (whose event failed first) was running, and
+ * beside it every other op then running (the first incomplete point of each stream, on
+ * every loop), as suspects: a poisoned context fails every stream's events at once, so the
+ * first failure is a strong hint, exact only when nothing else ran, as for a session
+ * whose kernels run alone (--isolate-faults). But a fault that poisons the context (an
+ * illegal address, a trap) is a kernel's: when the first failure was a copy's, the
+ * culprit is a kernel then running, on this loop if one ran here, else on another (an
+ * H200 run blamed a bystander's copy on the loop that saw the fault first while the
+ * faulting kernel ran on another loop). Returns the culprit's session, if known. */
+static struct session *name_culprit(struct server *srv, uint32_t first, char *out, size_t size)
+{
+	struct server *at = srv; /* the culprit's loop */
+	struct seq_point p, k;
 	struct session *culprit;
 	size_t n;
 	unsigned others = 0;
 
-	seq_stream_info(srv->seq, first, &si);
-	p = (struct seq_point){first, si.completed + 1};
-	culprit = point_session(srv, p);
-	n = (size_t)describe_point(srv, p, out, size);
+	running_point(srv, first, &p);
+	if (!point_is_kernel(srv, p)) {
+		bool found = running_kernel(srv, &k);
+
+		for (unsigned i = 0; !found && i < srv->loops->n; i++) {
+			struct server *o = loops_server(srv->loops, i);
+
+			if (o && o != srv && running_kernel(o, &k)) {
+				at = o;
+				found = true;
+			}
+		}
+		if (found)
+			p = k;
+	}
+	culprit = point_session(at, p);
+	n = (size_t)describe_point(at, p, out, size);
 	if (culprit && session_work(culprit)->isolated) {
 		snprintf(out + n, size - n, " (it ran alone: exact)");
 		return culprit;
 	}
-	n = name_suspects(srv, first, -1, out, n, size, &others);
+	n = name_suspects(srv, at == srv ? p.stream : UINT32_MAX, -1, out, n, size, &others);
 	/* The other loops' ops ran on the same context (parked now: see reset_device). */
 	for (unsigned i = 0; i < srv->loops->n && n < size; i++) {
 		struct server *o = loops_server(srv->loops, i);
 
 		if (o && o != srv)
-			n = name_suspects(o, UINT32_MAX, (int)i, out, n, size, &others);
+			n = name_suspects(
+				o, o == at ? p.stream : UINT32_MAX, (int)i, out, n, size, &others);
 	}
 	if (others)
-		isolate(srv, culprit);
+		isolate(at, culprit);
 	return culprit;
 }
 

@@ -105,6 +105,8 @@ void resume_restart(struct server *srv)
 		"restarting in place (exec, same PID) with %u sessions: this process "
 		"cannot make a new device context",
 		h.nsessions);
+	/* Every thread blocks the stop signals (main.c reads them from a signalfd): one that
+	 * came since loop 0 last looked stays pending through the exec, for the new process. */
 	execv("/proc/self/exe", srv->opts.argv);
 	log_err("reset", "cannot exec /proc/self/exe: %s", strerror(errno));
 fail:

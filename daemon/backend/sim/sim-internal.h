@@ -139,8 +139,9 @@ struct sim {
 	unsigned nstreams; /* the core's layout's; each stream knows its kind */
 	_Atomic uint64_t findings;
 	/* A device-lost-op ran: every op does no work and every event reports -EIO, on
-	 * every stream, until reset. Set by a worker, read by all. */
-	atomic_bool lost;
+	 * every stream, until reset. Set by a worker, read by all: the process's one flag
+	 * (sim.c), which every loop's sim shares, as a GPU's loops share one context. */
+	atomic_bool *lost;
 	/* Shutting down (sim_cancel): every op a worker has not begun is skipped, its
 	 * stream's events report -ESHUTDOWN, and no worker waits for another. Sticky. */
 	atomic_bool cancelled;

@@ -214,7 +214,7 @@ int sim_launch(void *ctx, struct seq_point at, const struct seq_op *op)
 		goto fail;
 	}
 	/* A poisoned context takes nothing more, as a GPU's after an illegal address. */
-	if (atomic_load(&sim->lost)) {
+	if (atomic_load(sim->lost)) {
 		r = -EIO;
 		goto fail;
 	}
@@ -387,6 +387,12 @@ static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
 		}
 		goto done;
 	}
+	/* A fault that loses the context does so as its op starts: every stream's work
+	 * fails from here on, while the op's own stream reports only after the op's time
+	 * (--sim-delay), as a GPU's other streams may see a faulting kernel's trap before
+	 * its own stream reports it. */
+	if (e->device_lost)
+		atomic_store(sim->lost, true);
 	if (ns)
 		sim_sleep(ns);
 	sim_detect_races(sim, e);
@@ -394,9 +400,7 @@ static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
 	 * other, but does not do its work, so what it would write keeps what it held, as
 	 * after a kernel that faulted before its stores: a failure the core lost would
 	 * show as wrong data too. Its stream's events report the error from now on. */
-	if (e->device_lost)
-		atomic_store(&sim->lost, true);
-	if (e->device_fault || atomic_load(&sim->lost)) {
+	if (e->device_fault || atomic_load(sim->lost)) {
 		st->fault = -EIO;
 		goto done;
 	}
@@ -508,7 +512,7 @@ static void *sim_worker(void *arg)
 					sim_wait_for(sim, e->at);
 				break;
 			case SIM_ENTRY_RECORD:
-				if (atomic_load(&sim->lost))
+				if (atomic_load(sim->lost))
 					st->fault = -EIO;
 				sim_stream_report(st, e->at, st->fault);
 				break;

@@ -41,9 +41,21 @@ static void sim_info(void *ctx, struct backend_info *info)
 	pthread_mutex_unlock(&sim->lock);
 }
 
+/* The device context of the process's sims: a device-lost-op on any loop's sim loses it
+ * for every loop, whose streams then fail as a GPU's do, and the loop that sees a failure
+ * first resets (it may not be the culprit's loop). Cleared as the first live sim starts
+ * (sim_live counts them) and at reset. */
+static atomic_bool sim_context_lost;
+static pthread_mutex_t sim_live_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned sim_live;
+
 static void sim_destroy(void *ctx)
 {
 	struct sim *sim = ctx;
+
+	pthread_mutex_lock(&sim_live_mu);
+	sim_live--;
+	pthread_mutex_unlock(&sim_live_mu);
 
 	sim_streams_stop(sim);
 	sim_mem_finish(sim);
@@ -56,7 +68,7 @@ static bool sim_device_lost(void *ctx)
 {
 	struct sim *sim = ctx;
 
-	return atomic_load(&sim->lost);
+	return atomic_load(sim->lost);
 }
 
 /* The poisoned device built again: the workers finish what they hold (doing no work,
@@ -88,7 +100,7 @@ static int sim_reset(void *ctx)
 		sim->streams[i].launched = launched[i];
 		atomic_store(&sim->streams[i].executed, launched[i]);
 	}
-	atomic_store(&sim->lost, false);
+	atomic_store(sim->lost, false);
 	pthread_mutex_unlock(&sim->lock);
 	return sim_streams_start(sim, kinds);
 }
@@ -139,6 +151,11 @@ int sim_create(struct backend *out, const struct sim_config *cfg, const struct b
 	sim->finding_op = env->finding_op;
 	sim->finding_arg = env->finding_arg;
 	sim->nstreams = env->layout->nstreams;
+	pthread_mutex_lock(&sim_live_mu);
+	if (!sim_live++)
+		atomic_store(&sim_context_lost, false);
+	pthread_mutex_unlock(&sim_live_mu);
+	sim->lost = &sim_context_lost;
 	pthread_mutex_init(&sim->lock, NULL);
 	sim->times = calloc((size_t)sim->nstreams * SIM_TIMES, sizeof(*sim->times));
 	if (!sim->times) {
