@@ -759,38 +759,53 @@ START_TEST(test_isolate_faults_attributes_the_next_fault_exactly)
 }
 END_TEST
 
+/* The copy-first fault of the two tests below: the bystander b uploads into a buffer of its
+ * own (its upload begun before the fault, failing 150 ms in: --sim-delay h2d=150ms), then
+ * the culprit a's spin loses the context as it starts and reports 600 ms later
+ * (--sim-delay compute=600ms, the injection on the spin's launch). Both hear of the reset,
+ * which names a's spin (`culprit`: "session N (gwA, pid ") and b's copy as a suspect
+ * (`suspect`, likewise). b's staging arena in *sb. */
+static void upload_fails_before_the_spin(
+	int a, int b, struct staging *sb, const char *culprit, const char *suspect)
+{
+	char msg[1024], want[128];
+	uint64_t yb, h, k;
+
+	ck_assert_int_eq(staging_register(b, sb, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
+	h = send_h2d(b, sb->handle, 0, yb, 0, 1024);
+	ck_assert_int_eq(reply_status(b, h), SSEQ__STATUS__STATUS_OK);
+	k = send_exec(a, "spin", "u", NULL, (double[]){0});
+	ck_assert_int_eq(reply_status(a, k), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		expect_completion_msg(b, h, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	snprintf(want, sizeof(want), "caused by %s", culprit);
+	ck_has(msg, want);
+	ck_has(msg, "kernel spin at point");
+	snprintf(want, sizeof(want), "also running then: %s", suspect);
+	ck_has(msg, want);
+	ck_assert_int_eq(
+		expect_completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
+	snprintf(want, sizeof(want), "caused by %s", culprit);
+	ck_has(msg, want);
+}
+
 /* A fault is a kernel's: when the first event to fail is a bystander's copy (its stream
  * saw the poisoned context before the faulting kernel's own stream reported, as on an
  * H200 on 2026-12-07, where the bystander was blamed), the culprit named is the kernel
- * then running, and the copy a suspect. Here the culprit's spin loses the context as it
- * starts and reports 600 ms later; the bystander's upload, begun before, fails at 150 ms. */
+ * then running, and the copy a suspect. */
 START_TEST(test_a_reset_first_seen_on_a_copy_names_the_kernel_then_running)
 {
 	const char *const args[] = {"--sim-delay", "compute=600ms", "--sim-delay", "h2d=150ms",
 		"--inject", "device-lost-op=2", NULL};
 	struct staging sb;
-	uint64_t yb, h, k;
-	char msg[1024];
 	int a, b;
 
 	SIM_ONLY();
 	daemon_start(args);
 	a = conn_worker("gw1");
 	b = conn_worker("gw2");
-	ck_assert_int_eq(staging_register(b, &sb, 4096, true), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
-	h = send_h2d(b, sb.handle, 0, yb, 0, 1024); /* launch 1: its copy takes 150 ms */
-	ck_assert_int_eq(reply_status(b, h), SSEQ__STATUS__STATUS_OK);
-	k = send_exec(a, "spin", "u", NULL, (double[]){0}); /* launch 2: poisons */
-	ck_assert_int_eq(reply_status(a, k), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(
-		expect_completion_msg(b, h, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
-	ck_has(msg, "caused by session 1 (gw1, pid ");
-	ck_has(msg, "kernel spin at point");
-	ck_has(msg, "also running then: session 2 (gw2, pid ");
-	ck_assert_int_eq(
-		expect_completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
-	ck_has(msg, "caused by session 1 (gw1, pid ");
+	upload_fails_before_the_spin(a, b, &sb, "session 1 (gw1, pid ", "session 2 (gw2, pid ");
 	munmap(sb.map, sb.size);
 	close(a);
 	close(b);
@@ -807,36 +822,21 @@ START_TEST(test_a_reset_seen_first_on_another_loop_names_the_kernel_there)
 	const char *const args[] = {"--loops", "2", "--sim-delay", "compute=600ms", "--sim-delay",
 		"h2d=150ms", "--inject", "device-lost-op=2", NULL};
 	struct staging sb;
-	uint64_t ya, yb, h, k;
-	char msg[1024];
+	uint64_t ya;
 	int a, b;
 
 	SIM_ONLY();
 	daemon_start(args);
 	/* Connections go to the loop with the fewest sessions: b to loop 0, a to loop 1.
-	 * Each loop's sim counts its own launches: a's fill is loop 1's first, its spin
-	 * the second (it loses the context as it starts, reporting 600 ms later); b's
-	 * upload is loop 0's first, begun before the spin, failing at 150 ms. */
+	 * Each loop's sim counts its own launches: a's fill is loop 1's first, so that its
+	 * spin is the second; b's upload is loop 0's first. */
 	b = conn_worker("gw2");
 	a = conn_worker("gw1");
 	ck_assert_int_eq(do_alloc(a, 1024, &ya), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(reply_status(a, send_exec(a, "fill", "ofu", &ya, (double[]){1, 256})),
 		SSEQ__STATUS__STATUS_OK);
 	sync_all(a);
-	ck_assert_int_eq(staging_register(b, &sb, 4096, true), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(do_alloc(b, 1024, &yb), SSEQ__STATUS__STATUS_OK);
-	h = send_h2d(b, sb.handle, 0, yb, 0, 1024);
-	ck_assert_int_eq(reply_status(b, h), SSEQ__STATUS__STATUS_OK);
-	k = send_exec(a, "spin", "u", NULL, (double[]){0});
-	ck_assert_int_eq(reply_status(a, k), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(
-		expect_completion_msg(b, h, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
-	ck_has(msg, "caused by session 2 (gw1, pid ");
-	ck_has(msg, "kernel spin at point");
-	ck_has(msg, "also running then: session 1 (gw2, pid ");
-	ck_assert_int_eq(
-		expect_completion_msg(a, k, msg, sizeof(msg)), SSEQ__STATUS__STATUS_DEVICE_ERROR);
-	ck_has(msg, "caused by session 2 (gw1, pid ");
+	upload_fails_before_the_spin(a, b, &sb, "session 2 (gw1, pid ", "session 1 (gw2, pid ");
 	/* Both served again by the restarted process. */
 	fill_and_check(a, 6.0f);
 	fill_and_check(b, 7.0f);
