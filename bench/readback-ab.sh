@@ -41,7 +41,7 @@ rt() { # side round P rounds cpus row
 		CENV="SSEQ_BENCH_ASYNC=1 $(side_var "$side" CENV)" OPTS="$(side_var "$side" OPTS)" \
 		OUT="$O/rt" timeout 120 bash "$here/roundtrip.sh" "$B" one 2>&1 | grep 'clients=' | tail -1)
 	echo "$line" >>"$O/readback-ab-raw.txt"
-	for k in aggregate_rt_per_s median_us over_2ms daemon_cpu_ms_per_rt; do
+	for k in aggregate_rt_per_s median_us over_2ms daemon_cpu_ms_per_rt wakeups_per_rt loop_calls_per_rt; do
 		echo "side=$side round=$r row=$row $k=$(echo "$line" | grep -o "$k=[0-9.na]*" | cut -d= -f2)"
 	done | tee -a "$res"
 }

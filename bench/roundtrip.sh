@@ -54,9 +54,12 @@ med() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else prin
 p90() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int(NR*0.9)>0?int(NR*0.9):1]; else print "nan"}'; }
 kv() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; } # the value of key $1 on each line
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-# The daemon's loop_busy_us counter (empty from a daemon without it).
-loop_busy() { "$ctl" --socket "$sock" stats --json 2>/dev/null |
-	${PYTHON:-python3} -c 'import json, sys; print(json.load(sys.stdin)["counters"].get("loop_busy_us", ""))' 2>/dev/null; }
+# The daemon's loop_busy_us, submit_wakeups and calls_on_loop counters, one line (each
+# empty from a daemon without it).
+counters() { "$ctl" --socket "$sock" stats --json 2>/dev/null |
+	${PYTHON:-python3} -c 'import json, sys
+c = json.load(sys.stdin)["counters"]
+print(" ".join(str(c.get(k, "")) for k in ("loop_busy_us", "submit_wakeups", "calls_on_loop")))' 2>/dev/null; }
 
 # The daemon: binary, CPUs, environment (NAME=VALUE words), then sseqd's options.
 start_daemon() { # bin cpus env -- opts...
@@ -75,7 +78,7 @@ stop_daemon() { kill -TERM "$dpid"; wait "$dpid"; dpid=; }
 # all clients, the slowest client's p90, the aggregate rate, the median of the clients'
 # step medians, the clients' CPU, and (with a daemon) its CPU seconds and thread report.
 together_rt() { # tag P cpus cmd...
-	local tag=$1 p=$2 cpus=$3 i n d0 d1 hz w0 w1 b0= b1 pids=() out
+	local tag=$1 p=$2 cpus=$3 i n d0 d1 hz w0 w1 b0= b1 k0= k1 l0= l1 pids=() out
 	shift 3
 	export SSEQ_BENCH_GO=$tmp/go SSEQ_BENCH_RAW=$tmp/raw
 	rm -f "$SSEQ_BENCH_GO" "$tmp"/out.* "$tmp"/raw.* "$tmp/stop"
@@ -97,7 +100,7 @@ together_rt() { # tag P cpus cmd...
 		w0=$!
 		for _ in $(seq 200); do [ -e "$tmp/tsready" ] && break; sleep 0.05; done
 	fi
-	[ -n "${dpid:-}" ] && b0=$(loop_busy)
+	[ -n "${dpid:-}" ] && read -r b0 k0 l0 <<<"$(counters)"
 	w1=$(date +%s%N)
 	touch "$SSEQ_BENCH_GO"
 	wait "${pids[@]}" 2>/dev/null
@@ -121,9 +124,14 @@ together_rt() { # tag P cpus cmd...
 		d1=$(ticks "$dpid")
 		touch "$tmp/stop"
 		wait "$w0"
-		b1=$(loop_busy)
+		read -r b1 k1 l1 <<<"$(counters)"
 		# The share of the run the loop thread spent working: near 1, clients queue there.
 		printf ' loop_busy=%s' "$(awk -v a="$b0" -v b="$b1" -v w="$w1" 'BEGIN {if (a == "" || b == "" || !w) print "nan"; else printf "%.2f", (b - a) / 1000 / w}')"
+		# Per round trip: submit threads woken (each a wake-up the request paid) and
+		# commands the loop made itself (--submit-idle inline: wake-ups spared).
+		printf ' wakeups_per_rt=%s loop_calls_per_rt=%s' \
+			"$(echo "$out" | kv rounds | awk -v a="$k0" -v b="$k1" '{s += $1} END {if (a == "" || b == "" || !s) print "nan"; else printf "%.2f", (b - a) / s}')" \
+			"$(echo "$out" | kv rounds | awk -v a="$l0" -v b="$l1" '{s += $1} END {if (a == "" || b == "" || !s) print "nan"; else printf "%.2f", (b - a) / s}')"
 		printf ' daemon_cpu_s=%s' "$(echo "$out" | kv rounds | awk -v t=$((d1 - d0)) -v hz="$hz" \
 			'{s += $1} END {printf "%.2f daemon_cpu_ms_per_rt=%.3f", t / hz, s ? 1000 * t / hz / s : 0}')"
 		sed "s/^/    $tag /" "$tmp/threads" >>"$log"

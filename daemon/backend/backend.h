@@ -131,13 +131,16 @@ struct backend_env {
 	void *finding_arg;
 };
 
-/* Copies and pinned memory (hip): copies through the small-copy pool, copies short enough
- * for it that found every slot busy (they went through their arena, pinning it), and
- * staging arenas pinned. */
+/* Copies, pinned memory and enqueue calls (hip): copies through the small-copy pool,
+ * copies short enough for it that found every slot busy (they went through their arena,
+ * pinning it), staging arenas pinned; commands the loop made itself for a sleeping submit
+ * thread, and submit threads woken from sleep for a command. */
 struct backend_copy_counters {
 	uint64_t small_copies;
 	uint64_t small_copies_unpooled;
 	uint64_t arenas_pinned;
+	uint64_t calls_on_loop;
+	uint64_t submit_wakeups;
 };
 
 struct backend_ops {

@@ -236,6 +236,8 @@ static void query_counters_of(struct server *srv, Sseq__Counters *c)
 	c->small_copies = copies.small_copies;
 	c->small_copies_unpooled = copies.small_copies_unpooled;
 	c->arenas_pinned = copies.arenas_pinned;
+	c->calls_on_loop = copies.calls_on_loop;
+	c->submit_wakeups = copies.submit_wakeups;
 }
 
 /* Every loop's counters summed, field by field over the schema (all are uint64), but

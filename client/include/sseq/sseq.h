@@ -611,6 +611,11 @@ struct sseq_stats {
 	/* Protocol 1.10: D2H (from 1.13 also Await) completions written into the client's
 	 * done word instead of sent (sseq(7)); what a wait that spins reads there. */
 	uint64_t completions_written;
+	/* Protocol 1.14 (0 from an older daemon): on hip, enqueue commands the daemon's loop
+	 * made itself for a sleeping submit thread, and submit threads woken for a command
+	 * (each a wake-up a request paid). */
+	uint64_t calls_on_loop;
+	uint64_t submit_wakeups;
 };
 
 /* Ask the daemon for its counters (one round trip; queued requests are sent first) and

@@ -137,6 +137,8 @@ STATS_FIELDS = (
     "small_copies_unpooled",
     "arenas_pinned",
     "completions_written",
+    "calls_on_loop",
+    "submit_wakeups",
 )
 
 
@@ -189,6 +191,10 @@ class Stats:
     arenas_pinned: int = 0
     #: D2H and Await completions written into the client's word, not sent.
     completions_written: int = 0
+    #: Enqueue commands the loop made itself for a sleeping submit thread (hip).
+    calls_on_loop: int = 0
+    #: Submit threads woken from sleep for a command (hip).
+    submit_wakeups: int = 0
 
     def __sub__(self, other: "Stats") -> "Stats":
         if not isinstance(other, Stats):

@@ -458,6 +458,10 @@ struct hip {
 	uint64_t submit_long_spin_ns;
 	/* HIP_SUBMIT_INLINE_GAP_NS, or $SSEQ_HIP_SUBMIT_INLINE_GAP_US (tests, comparisons). */
 	uint64_t submit_inline_gap_ns;
+	/* Commands the loop made itself for a sleeping submit thread, and submit threads
+	 * woken for a command (Counters.calls_on_loop, submit_wakeups): the loop's to
+	 * write, any loop's query to read. */
+	_Atomic uint64_t calls_here, thread_wakes;
 	struct hip_submitter sub[HIP_MAX_SUBMIT_THREADS];
 	pthread_mutex_t event_lock[HIP_EVENT_LOCKS];
 };

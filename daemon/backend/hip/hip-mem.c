@@ -458,6 +458,8 @@ void hip__copy_counters(void *ctx, struct backend_copy_counters *out)
 	out->small_copies = atomic_load_explicit(&h->pool_copies, memory_order_relaxed);
 	out->small_copies_unpooled = atomic_load_explicit(&h->pool_misses, memory_order_relaxed);
 	out->arenas_pinned = atomic_load_explicit(&h->pins_done, memory_order_relaxed);
+	out->calls_on_loop = atomic_load_explicit(&h->calls_here, memory_order_relaxed);
+	out->submit_wakeups = atomic_load_explicit(&h->thread_wakes, memory_order_relaxed);
 }
 
 /* ---- staging: pinned off the loop ---- */

@@ -699,6 +699,13 @@ static bool hip_submit_here(struct hip *h, struct hip_submitter *sub, const stru
 	return hip_submit_run_here(h, sub);
 }
 
+/* One more of a count only the loop writes: no locked add (others only read it). */
+static void hip_count(_Atomic uint64_t *n)
+{
+	atomic_store_explicit(
+		n, atomic_load_explicit(n, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
 /* The submit thread the latest command went to, of every loop's backend in the process
  * (each loop has its own: with a loop per client, a per-backend note would name every
  * loop's thread), the one that may spin long (hip_submitter_spin). */
@@ -719,6 +726,7 @@ int hip__submit_end(struct hip *h, struct hip_cmd *c)
 	if (c->kind == HIP_CMD_LAUNCH)
 		h->streams[c->stream].launched_here = here;
 	if (here) {
+		hip_count(&h->calls_here);
 		r = hip_submit_run(h, c);
 		sub->inline_last_ns = spin_now_ns();
 		if (r < 0)
@@ -729,6 +737,7 @@ int hip__submit_end(struct hip *h, struct hip_cmd *c)
 	 * thread's store of sleeping and load of tail: one of the two sees the other. */
 	atomic_fetch_add(&sub->tail, 1);
 	if (atomic_load(&sub->sleeping)) {
+		hip_count(&h->thread_wakes);
 		pthread_mutex_lock(&sub->mu);
 		pthread_cond_signal(&sub->cond);
 		pthread_mutex_unlock(&sub->mu);

@@ -1382,12 +1382,14 @@ START_TEST(test_a_lone_small_copy_does_not_wake_a_sleeping_submit_thread)
 	enum { N = 256, ROUNDS = 40 };
 	struct seq_buffer *one, *acc;
 	unsigned long sleeps0, copy_sleeps, launch_sleeps;
+	struct backend_copy_counters c0, c1, c2;
 	float *in, *out;
 
 	lone_rig_start(&scfg, &cfg, &one, &acc, N);
 	in = h_stage(N * sizeof(float));
 	out = h_stage(N * sizeof(float));
 	sleeps0 = threads_sleeps("sseq-submit");
+	backend_copy_counters(&H.be, &c0);
 	for (unsigned i = 0; i < ROUNDS; i++) {
 		for (unsigned k = 0; k < N; k++)
 			in[k] = (float)(i + k);
@@ -1400,7 +1402,9 @@ START_TEST(test_a_lone_small_copy_does_not_wake_a_sleeping_submit_thread)
 		usleep(2000); /* the thread's spin is over: it sleeps */
 	}
 	copy_sleeps = threads_sleeps("sseq-submit") - sleeps0;
+	backend_copy_counters(&H.be, &c1);
 	launch_sleeps = lone_adds(one, acc, N, ROUNDS);
+	backend_copy_counters(&H.be, &c2);
 	ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
 	ck_assert_int_eq(h_sync(), 0);
 	for (unsigned k = 0; k < N; k++)
@@ -1413,6 +1417,15 @@ START_TEST(test_a_lone_small_copy_does_not_wake_a_sleeping_submit_thread)
 	ck_assert_msg(launch_sleeps >= ROUNDS / 2,
 		"%lu wake-ups of the submit thread for %u launches: kernels must stay its",
 		launch_sleeps, ROUNDS);
+	/* The counters sseqctl shows (Counters.calls_on_loop, submit_wakeups) say the same:
+	 * the copies made on the loop, the launches' wake-ups. */
+	printf("hip: copies: %" PRIu64 " commands on the loop, %" PRIu64 " wake-ups; launches: "
+	       "%" PRIu64 " on the loop, %" PRIu64 " wake-ups\n",
+		c1.calls_on_loop - c0.calls_on_loop, c1.submit_wakeups - c0.submit_wakeups,
+		c2.calls_on_loop - c1.calls_on_loop, c2.submit_wakeups - c1.submit_wakeups);
+	ck_assert_uint_ge(c1.calls_on_loop - c0.calls_on_loop, 2 * ROUNDS);
+	ck_assert_uint_lt(c1.submit_wakeups - c0.submit_wakeups, ROUNDS / 4);
+	ck_assert_uint_ge(c2.submit_wakeups - c1.submit_wakeups, ROUNDS / 2);
 	h_free((struct seq_buffer *[]){one, acc}, 2);
 	h_unstage(in, N * sizeof(float));
 	h_unstage(out, N * sizeof(float));
