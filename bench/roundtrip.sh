@@ -78,7 +78,7 @@ stop_daemon() { kill -TERM "$dpid"; wait "$dpid"; dpid=; }
 # all clients, the slowest client's p90, the aggregate rate, the median of the clients'
 # step medians, the clients' CPU, and (with a daemon) its CPU seconds and thread report.
 together_rt() { # tag P cpus cmd...
-	local tag=$1 p=$2 cpus=$3 i n d0 d1 hz w0 w1 b0= b1 k0= k1 l0= l1 pids=() out
+	local tag=$1 p=$2 cpus=$3 i n d0 d1 hz w0 w1 b0='' b1 k0='' k1 l0='' l1 pids=() out
 	shift 3
 	export SSEQ_BENCH_GO=$tmp/go SSEQ_BENCH_RAW=$tmp/raw
 	rm -f "$SSEQ_BENCH_GO" "$tmp"/out.* "$tmp"/raw.* "$tmp/stop"
