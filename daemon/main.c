@@ -336,8 +336,9 @@ static int loop_start(struct daemon_state *d, uv_loop_t *loop, const sigset_t *s
 
 	d->sigfd = signalfd(-1, stop_signals, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (d->sigfd < 0) {
-		log_err("main", "signalfd: %s", strerror(errno));
-		return -errno;
+		r = -errno;
+		log_err("main", "signalfd: %s", strerror(-r));
+		return r;
 	}
 	r = uv_poll_init(loop, &d->sigpoll, d->sigfd);
 	if (r < 0) {
