@@ -61,6 +61,16 @@ static void isolate(struct server *srv, struct session *s)
 		session_id(s), session_ident(s)->worker, session_ident(s)->pid);
 }
 
+/* The op running on stream x of o (its first incomplete point): false when none is. */
+static bool running_point(struct server *o, uint32_t x, struct seq_point *p)
+{
+	struct seq_stream_info si;
+
+	seq_stream_info(o->seq, x, &si);
+	*p = (struct seq_point){x, si.completed + 1};
+	return si.completed < si.issued;
+}
+
 /* Every op running on o's streams but `skip`, as suspects after the n bytes of out
  * written so far (with its loop's number when loop >= 0): they may have caused the fault
  * as well. Returns the new length. */
@@ -68,13 +78,10 @@ static size_t name_suspects(struct server *o, uint32_t skip, int loop, char *out
 	size_t size, unsigned *others)
 {
 	for (uint32_t x = 0; x < seq_stream_count(o->seq) && n < size; x++) {
-		struct seq_stream_info si;
 		struct seq_point p;
 
-		seq_stream_info(o->seq, x, &si);
-		if (x == skip || si.completed >= si.issued)
+		if (x == skip || !running_point(o, x, &p))
 			continue;
-		p = (struct seq_point){x, si.completed + 1};
 		n += (size_t)snprintf(
 			out + n, size - n, "%s", (*others)++ ? "; " : "; also running then: ");
 		if (n < size && loop >= 0)
@@ -84,16 +91,6 @@ static size_t name_suspects(struct server *o, uint32_t skip, int loop, char *out
 		isolate(o, point_session(o, p));
 	}
 	return n;
-}
-
-/* The op running on stream x of o (its first incomplete point): false when none is. */
-static bool running_point(struct server *o, uint32_t x, struct seq_point *p)
-{
-	struct seq_stream_info si;
-
-	seq_stream_info(o->seq, x, &si);
-	*p = (struct seq_point){x, si.completed + 1};
-	return si.completed < si.issued;
 }
 
 /* Whether the op at p is a kernel (its record names one). */
