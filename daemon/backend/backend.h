@@ -135,7 +135,7 @@ struct backend_env {
  * copies short enough for it that found every slot busy (they went through their arena,
  * pinning it), staging arenas pinned; commands the loop made itself for a sleeping submit
  * thread, and submit threads woken from sleep for a command. */
-struct backend_copy_counters {
+struct backend_counters {
 	uint64_t small_copies;
 	uint64_t small_copies_unpooled;
 	uint64_t arenas_pinned;
@@ -159,8 +159,9 @@ struct backend_ops {
 	uint64_t (*findings)(void *ctx);
 	/* Of those, the GPU-timestamp audit's (hip --audit); NULL where there is none. */
 	uint64_t (*audit_findings)(void *ctx);
-	/* How copies met host memory so far; NULL: all zero (nothing is pinned). */
-	void (*copy_counters)(void *ctx, struct backend_copy_counters *out);
+	/* How copies met host memory and where the enqueue calls were made, so far
+	 * (struct backend_counters); NULL: all zero. */
+	void (*counters)(void *ctx, struct backend_counters *out);
 	/* User code objects (LoadModule); NULL where the backend cannot run them (sim).
 	 * module_load reads the file at `path` (already checked against --module-dir);
 	 * module_function looks up a kernel by name (-ENOENT when there is none);
@@ -275,11 +276,11 @@ static inline bool backend_has_audit(const struct backend *b)
 	return b->ops->audit_findings != NULL;
 }
 
-static inline void backend_copy_counters(const struct backend *b, struct backend_copy_counters *out)
+static inline void backend_counters(const struct backend *b, struct backend_counters *out)
 {
-	*out = (struct backend_copy_counters){0};
-	if (b->ops->copy_counters)
-		b->ops->copy_counters(b->ctx, out);
+	*out = (struct backend_counters){0};
+	if (b->ops->counters)
+		b->ops->counters(b->ctx, out);
 }
 
 static inline uint64_t backend_audit_findings(const struct backend *b)

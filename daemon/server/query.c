@@ -204,7 +204,7 @@ static const unsigned query_counter_field[SSEQ_COUNTER_COUNT] = {
 static void query_counters_of(struct server *srv, Sseq__Counters *c)
 {
 	const struct seq_counters *sc = seq_counters(srv->seq);
-	struct backend_copy_counters copies;
+	struct backend_counters bc;
 
 	sseq__counters__init(c);
 	for (unsigned i = 0; i < SSEQ_COUNTER_COUNT; i++) {
@@ -232,12 +232,12 @@ static void query_counters_of(struct server *srv, Sseq__Counters *c)
 	/* Of those, the hip audit's (also counted in race_findings); 0 on the sim. */
 	c->audit_findings = backend_audit_findings(&srv->backend);
 	c->loop_busy_us = srv->busy_ns / 1000u;
-	backend_copy_counters(&srv->backend, &copies);
-	c->small_copies = copies.small_copies;
-	c->small_copies_unpooled = copies.small_copies_unpooled;
-	c->arenas_pinned = copies.arenas_pinned;
-	c->calls_on_loop = copies.calls_on_loop;
-	c->submit_wakeups = copies.submit_wakeups;
+	backend_counters(&srv->backend, &bc);
+	c->small_copies = bc.small_copies;
+	c->small_copies_unpooled = bc.small_copies_unpooled;
+	c->arenas_pinned = bc.arenas_pinned;
+	c->calls_on_loop = bc.calls_on_loop;
+	c->submit_wakeups = bc.submit_wakeups;
 }
 
 /* Every loop's counters summed, field by field over the schema (all are uint64), but

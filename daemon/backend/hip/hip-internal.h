@@ -502,7 +502,7 @@ void hip__staging_wait(struct hip *h, const void *p);
 /* The small-copy pool (bring-up, teardown); a slot for a copy of len bytes (slots count
  * from 1; 0: none: too long, no pool, or every slot busy), given back unused, appended to
  * st's list for its next record; the slots of a reported event's list finished. */
-void hip__copy_counters(void *ctx, struct backend_copy_counters *out);
+void hip__counters(void *ctx, struct backend_counters *out);
 int hip__pool_start(struct hip *h);
 void hip__pool_stop(struct hip *h);
 int32_t hip__pool_take(struct hip *h, uint64_t len);

@@ -451,7 +451,7 @@ void hip__pool_finish(struct hip *h, int32_t list, int status, struct done_wakes
 	pthread_mutex_unlock(&h->pool_mu);
 }
 
-void hip__copy_counters(void *ctx, struct backend_copy_counters *out)
+void hip__counters(void *ctx, struct backend_counters *out)
 {
 	struct hip *h = ctx;
 

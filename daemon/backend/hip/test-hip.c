@@ -1382,14 +1382,14 @@ START_TEST(test_a_lone_small_copy_does_not_wake_a_sleeping_submit_thread)
 	enum { N = 256, ROUNDS = 40 };
 	struct seq_buffer *one, *acc;
 	unsigned long sleeps0, copy_sleeps, launch_sleeps;
-	struct backend_copy_counters c0, c1, c2;
+	struct backend_counters c0, c1, c2;
 	float *in, *out;
 
 	lone_rig_start(&scfg, &cfg, &one, &acc, N);
 	in = h_stage(N * sizeof(float));
 	out = h_stage(N * sizeof(float));
 	sleeps0 = threads_sleeps("sseq-submit");
-	backend_copy_counters(&H.be, &c0);
+	backend_counters(&H.be, &c0);
 	for (unsigned i = 0; i < ROUNDS; i++) {
 		for (unsigned k = 0; k < N; k++)
 			in[k] = (float)(i + k);
@@ -1402,9 +1402,9 @@ START_TEST(test_a_lone_small_copy_does_not_wake_a_sleeping_submit_thread)
 		usleep(2000); /* the thread's spin is over: it sleeps */
 	}
 	copy_sleeps = threads_sleeps("sseq-submit") - sleeps0;
-	backend_copy_counters(&H.be, &c1);
+	backend_counters(&H.be, &c1);
 	launch_sleeps = lone_adds(one, acc, N, ROUNDS);
-	backend_copy_counters(&H.be, &c2);
+	backend_counters(&H.be, &c2);
 	ck_assert_int_eq(h_copy(SEQ_OP_D2H, acc, out, N * sizeof(float)), 0);
 	ck_assert_int_eq(h_sync(), 0);
 	for (unsigned k = 0; k < N; k++)
