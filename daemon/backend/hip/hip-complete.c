@@ -248,7 +248,7 @@ static bool hip_watch_sleep(struct hip *h, uint64_t gen)
 /* Something outstanding and nothing completed in the last round: look again at once
  * (spin) within HIP_WATCH_SPIN_NS of the last record or completion while a core is free,
  * else nap for a 128th of the wait so far (bounded). */
-static void hip_watch_pause(uint64_t since_ns, uint64_t now_ns)
+static void hip_watch_pause(const struct hip *h, uint64_t since_ns, uint64_t now_ns)
 {
 	const uint64_t waited = now_ns - since_ns;
 	struct timespec nap = {0, 0};
@@ -260,8 +260,8 @@ static void hip_watch_pause(uint64_t since_ns, uint64_t now_ns)
 		return;
 	}
 	ns = waited / 128;
-	if (ns < (uint64_t)HIP_WATCH_NAP_MIN_NS)
-		ns = HIP_WATCH_NAP_MIN_NS;
+	if (ns < h->watch_nap_min_ns)
+		ns = h->watch_nap_min_ns;
 	if (ns > (uint64_t)HIP_WATCH_NAP_MAX_NS)
 		ns = HIP_WATCH_NAP_MAX_NS;
 	nap.tv_nsec = (long)ns;
@@ -317,7 +317,7 @@ static void *hip_watcher(void *arg)
 			since = spin_now_ns();
 			continue;
 		}
-		hip_watch_pause(since, spin_now_ns());
+		hip_watch_pause(h, since, spin_now_ns());
 	}
 	return NULL;
 }

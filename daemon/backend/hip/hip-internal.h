@@ -447,6 +447,7 @@ struct hip {
 	atomic_bool watch_sleeping;
 	bool watch_stop;
 	uint64_t watch_long_spin_ns; /* HIP_WATCH_LONG_SPIN_NS, $SSEQ_HIP_WATCH_LONG_SPIN_US */
+	uint64_t watch_nap_min_ns; /* HIP_WATCH_NAP_MIN_NS, $SSEQ_HIP_WATCH_NAP_MIN_US */
 	_Atomic uint64_t watch_sleeps; /* times it slept with nothing outstanding (tests) */
 	/* The submit threads (see hip-submit.c); none: the commands run inline. How long an
 	 * idle one looks for its next command before it sleeps (HIP_SUBMIT_SPIN_NS, or

@@ -232,6 +232,7 @@ static int hip_reset(void *ctx)
 	h->submit_spin_ns = keep->submit_spin_ns;
 	h->submit_long_spin_ns = keep->submit_long_spin_ns;
 	h->watch_long_spin_ns = keep->watch_long_spin_ns;
+	h->watch_nap_min_ns = keep->watch_nap_min_ns;
 	h->submit_inline_gap_ns = keep->submit_inline_gap_ns;
 	h->event_flags = keep->event_flags;
 	h->nstreams = keep->nstreams;
@@ -415,7 +416,8 @@ static uint64_t hip_env_us(const char *name, uint64_t dflt)
  * submit threads), SSEQ_HIP_SUBMIT_SPIN_US (how long an idle submit thread looks for
  * work before it sleeps), SSEQ_HIP_SUBMIT_LONG_SPIN_US (how long the one that goes on
  * looking does), SSEQ_HIP_WATCH_LONG_SPIN_US (how long the watcher of the latest
- * record stays awake) and SSEQ_HIP_SUBMIT_INLINE_GAP_US (how far apart commands run
+ * record stays awake), SSEQ_HIP_WATCH_NAP_MIN_US (the watcher's shortest nap while it
+ * may not spin) and SSEQ_HIP_SUBMIT_INLINE_GAP_US (how far apart commands run
  * inline may come and still count as one run: HIP_SUBMIT_INLINE_RUN). */
 static void hip_configure(struct hip *h, const struct hip_config *cfg)
 {
@@ -429,6 +431,7 @@ static void hip_configure(struct hip *h, const struct hip_config *cfg)
 	h->submit_long_spin_ns =
 		hip_env_us("SSEQ_HIP_SUBMIT_LONG_SPIN_US", HIP_SUBMIT_LONG_SPIN_NS);
 	h->watch_long_spin_ns = hip_env_us("SSEQ_HIP_WATCH_LONG_SPIN_US", HIP_WATCH_LONG_SPIN_NS);
+	h->watch_nap_min_ns = hip_env_us("SSEQ_HIP_WATCH_NAP_MIN_US", HIP_WATCH_NAP_MIN_NS);
 	h->submit_inline_gap_ns =
 		hip_env_us("SSEQ_HIP_SUBMIT_INLINE_GAP_US", HIP_SUBMIT_INLINE_GAP_NS);
 	idle = getenv("SSEQ_HIP_SUBMIT_IDLE");
