@@ -6,7 +6,9 @@
 # inside the burst (gaps), the copies themselves (device) and the completion's way back to
 # the loop (tail). Prints bench-client's bandwidth and the split for each burst length.
 # $BACKEND (default hip; sim: the worker's clock stands in for the device's), $PYTHON,
-# $SSEQD_OPTS (more options for sseqd, e.g. --submit-idle inline).
+# $SSEQD_OPTS (more options for sseqd, e.g. --submit-idle inline). With $LATENCY=N, one run
+# of `bench-client latency N` instead (N lone 4 KiB H2D + await, each a burst of one): its
+# median round trip as the client saw it, beside the daemon's part of it split the same way.
 # Usage: bench/burst-gaps.sh BUILD_DIR [SIZE]   (e.g. build-gpur 268435456)
 set -uo pipefail
 B=${1:?usage: burst-gaps.sh BUILD_DIR [SIZE]}
@@ -19,14 +21,20 @@ py=${PYTHON:-python3}
 # shellcheck disable=SC2012 # one file of a known name
 img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* 2>/dev/null | head -1)
 
-for burst in 8 32; do
+runs="8 32"
+[ -n "${LATENCY:-}" ] && runs=latency
+for burst in $runs; do
 	rm -f "$sock"
 	# shellcheck disable=SC2086 # options, one word each
 	"$B/daemon/sseqd" --backend "${BACKEND:-hip}" ${img:+--kernels "$img"} --socket "$sock" \
 		--device-timeline on --log-level warning ${SSEQD_OPTS:-} 2>>"$O/burst-gaps-sseqd.log" &
 	dp=$!
 	for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
-	SSEQ_SOCKET="$sock" SSEQ_BENCH_BURST=$burst "$B/bench/bench-client" copy "$size" | tail -1
+	if [ "$burst" = latency ]; then
+		SSEQ_SOCKET="$sock" "$B/bench/bench-client" latency "$LATENCY" | tail -1
+	else
+		SSEQ_SOCKET="$sock" SSEQ_BENCH_BURST=$burst "$B/bench/bench-client" copy "$size" | tail -1
+	fi
 	SSEQ_SOCKET="$sock" "$B/client/ctl/sseqctl" trace --chrome "$O/burst$burst.json" >/dev/null
 	"$py" "$here/burst-gaps.py" "$O/burst$burst.json" "burst$burst${SSEQD_OPTS:+ opts=\"$SSEQD_OPTS\"}"
 	kill -TERM "$dp"
