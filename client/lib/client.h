@@ -110,9 +110,6 @@ struct sseq {
 	/* The D2H or Await a caller waits for, whose done word the wait watches beside the socket
 	 * (conn.c), or NULL. */
 	struct op *watching;
-	/* How often a spinning wait that watches a word reads its socket: $SSEQ_WORD_READ_US,
-	 * default CLIENT_WORD_READ_NS (conn.c); 0 reads it on every look. */
-	uint64_t word_read_ns;
 	/* Whether a wait that sleeps sleeps on that word, which the daemon wakes (protocol
 	 * 1.12, $SSEQ_SLEEP_ON_WORD), rather than on the socket; the sleeps on it so far,
 	 * and those that ran to their end unwoken (tests). */

@@ -132,18 +132,6 @@ static bool client_answer_due(const struct sseq *s)
  * daemon wakes it for the tag and for a Completion sent instead, so this bounds only a
  * lost race with the latter and the notice of a daemon gone. */
 #define CLIENT_NAP_NS 5000000L
-/* A spinning wait that watches a word reads its socket this often (for a Completion sent
- * instead of the word, an error, a daemon gone), unless $SSEQ_WORD_READ_US says. */
-#define CLIENT_WORD_READ_NS 2000u
-
-static inline void client_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
 
 static long client_spin_ns(void)
 {
@@ -155,18 +143,6 @@ static long client_spin_ns(void)
 		return CLIENT_DEFAULT_SPIN_US * 1000L;
 	us = strtol(e, &end, 10);
 	return *end || us < 0 ? CLIENT_DEFAULT_SPIN_US * 1000L : us * 1000L;
-}
-
-static uint64_t client_word_read_ns(void)
-{
-	const char *e = getenv("SSEQ_WORD_READ_US");
-	char *end;
-	long us;
-
-	if (!e || !*e)
-		return CLIENT_WORD_READ_NS;
-	us = strtol(e, &end, 10);
-	return *end || us < 0 || us > 1000 ? CLIENT_WORD_READ_NS : (uint64_t)us * 1000u;
 }
 
 /* The next wait spins for twice what this answer took, or not at all after one slower
@@ -200,25 +176,11 @@ int client_pump(struct sseq *s, int timeout_ms)
 	const long spin_ns = s->spin_ns < most ? s->spin_ns : most;
 	const uint64_t t0 = s->wait_t0 ? s->wait_t0 : client_now_ns();
 	if (spin_ns > 0 && spin_client_core_free()) {
-		uint64_t next_read = 0;
-
 		for (unsigned i = 1;; i++) {
 			/* The D2H waited for may be answered in its word (ops.c). */
 			if (s->watching && client_op_word_done(s, s->watching)) {
 				client_spin_learn(s, t0, most);
 				return 0;
-			}
-			/* Watching a word, the socket is read only every CLIENT_WORD_READ_NS:
-			 * a word written during a read waits for the system call's end (a
-			 * microsecond or more on a VM), and the answer comes in the word. */
-			if (s->watching) {
-				const uint64_t now = client_now_ns();
-
-				if (now < next_read) {
-					client_cpu_relax();
-					continue;
-				}
-				next_read = now + s->word_read_ns;
 			}
 			/* With nothing to send, the look is the read itself: an answer that is
 			 * there is taken by the call that finds it, where a poll() first would
@@ -492,7 +454,6 @@ int sseq__connect_fd(int fd, const struct sseq_connect_options *opts, struct sse
 	}
 	s->sock = fd;
 	s->spin_ns = LONG_MAX; /* the whole limit until an answer says better */
-	s->word_read_ns = client_word_read_ns();
 	s->next_tag = 1;
 	s->staging.size = CLIENT_DEFAULT_STAGING;
 	frame_writer_init(&s->w);
