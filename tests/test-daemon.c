@@ -857,6 +857,93 @@ static void expect_woken_on_word(
 	}
 }
 
+/* A client that has its D2H's tag in the word finishes the op and may name the same word
+ * for its next request at once, before the loop has taken the copy's report. The loop
+ * then must not judge by the word's value (0 again, armed for the next request): it sent
+ * a Completion for the finished request and refused the word under the next one, whose
+ * answer then came the slow way (the H100's lone 4 KiB H2D + await moved between 18 and
+ * 29 us by how often this happened). Made certain here: the D2H is followed, in the same
+ * write, by thousands of Awaits that keep the loop busy in that turn while the copy
+ * completes; the test sees the tag before any answer to the batch has
+ * come (the loop writes answers at the turn's end), puts 0 back and expects no Completion
+ * for the D2H and the word left alone. */
+START_TEST(test_a_word_named_again_before_the_loop_took_the_report_is_left_alone)
+{
+	enum { AWAITS = 6000 };
+	struct staging st;
+	uint64_t a;
+	const size_t W = 1024;
+	_Atomic uint64_t *word;
+	bool early = false;
+	int fd;
+
+	SIM_ONLY();
+	daemon_start(NULL);
+	fd = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &st, 3 * W, true), SSEQ__STATUS__STATUS_OK);
+	word = (_Atomic uint64_t *)(void *)((char *)st.map + W);
+	ck_assert_int_eq(do_alloc(fd, W, &a), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, W)), SSEQ__STATUS__STATUS_OK);
+	sync_all(fd);
+	/* The copy completes within the batch's turn unless this machine's scheduler says
+	 * otherwise: a few tries. */
+	for (int attempt = 0; attempt < 5 && !early; attempt++) {
+		const size_t room = (size_t)AWAITS * 32 + 256;
+		uint8_t *buf = malloc(room);
+		struct harness_req req;
+		uint64_t t, last = 0, written = stats_of(fd).completions_written;
+		size_t len = 0;
+		bool seen = false;
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+		ck_assert_ptr_nonnull(buf);
+		harness_req_d2h(&req, a, 0, st.handle, 2 * W, W);
+		req.body.d2h.done_word = W + 1;
+		req.rq.tag = t = next_tag++;
+		len += frame_of(&req.rq, buf + len, room - len);
+		for (int i = 0; i < AWAITS; i++) {
+			harness_req_await(&req, a);
+			req.rq.tag = last = next_tag++;
+			len += frame_of(&req.rq, buf + len, room - len);
+		}
+		atomic_store(word, 0);
+		send_raw(fd, buf, len, -1);
+		free(buf);
+		/* The tag, looked for every 20 us (leaving this machine's cores to the loop
+		 * and the sim's worker); whether any answer had come by then. */
+		for (int i = 0; i < 250000 && !seen; i++) {
+			seen = atomic_load(word) == t;
+			if (!seen)
+				nanosleep(&(struct timespec){0, 20000}, NULL);
+		}
+		early = poll(&pfd, 1, 0) == 0;
+		atomic_store(word, 0); /* named for the next request */
+		ck_assert_msg(seen, "the D2H's tag never came into its word");
+		printf("done word: the tag seen %s the loop answered the batch (try %d)\n",
+			early ? "before" : "after", attempt + 1);
+		/* Every answer to the batch, and no Completion for the D2H among them. */
+		for (bool end = false; !end;) {
+			Sseq__Message *m = recv_msg(fd);
+
+			ck_assert_ptr_nonnull(m);
+			no_completion_for(m, &t);
+			end = m->body_case == SSEQ__MESSAGE__BODY_COMPLETION &&
+				m->completion->tag == last;
+			sseq__message__free_unpacked(m, NULL);
+		}
+		ck_assert_uint_eq(written_reaching(fd, t, written + 1), written + 1);
+		ck_assert_uint_eq(atomic_load(word), 0);
+	}
+	ck_assert_msg(early,
+		"the loop answered the batch before the copy completed, five "
+		"times: the race was not made (a faster machine: more Awaits)");
+	close(fd);
+	munmap(st.map, st.size);
+	daemon_stop();
+}
+END_TEST
+
 /* Protocol 1.12: a client asleep on its done word (the sleeping mark, a futex on the upper
  * half) is woken by the daemon's write of the tag, with no Completion; where the copy
  * fails, the daemon refuses the word, wakes the sleeper and sends the Completion. Each copy
@@ -1493,6 +1580,7 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_hello_welcomes_with_device);
 	tcase_add_test(tc, test_roundtrip_h2d_exec_d2d_d2h);
 	tcase_add_test(tc, test_d2h_done_word_answers_instead_of_a_completion);
+	tcase_add_test(tc, test_a_word_named_again_before_the_loop_took_the_report_is_left_alone);
 	tcase_add_test(tc, test_d2h_done_word_wakes_a_client_asleep_on_it);
 	tcase_add_test(tc, test_await_done_word_answers_instead_of_a_completion);
 	tcase_add_test(tc, test_await_done_word_wakes_a_client_asleep_on_it);

@@ -205,7 +205,7 @@ int client_submit(struct sseq *s, Sseq__Request *req, int fd, struct op *op, uin
 int client_op_collect(struct sseq *s, struct op *op);
 /* The word a D2H's wait watches (op->word_off): CLIENT_WORD_UNWATCHED until a wait arms
  * it (0: the daemon may write the tag), and again once the wait sleeps; arm says whether
- * it armed it. */
+ * it is armed (an Await's starts armed) or holds the tag already. */
 #define CLIENT_WORD_UNWATCHED DONE_WORD_UNWATCHED
 bool client_op_word_arm(struct op *op);
 /* A wait's sleep on the word (protocol 1.12): marked DONE_WORD_SLEEPING, for at most

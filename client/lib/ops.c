@@ -341,8 +341,10 @@ bool client_op_word_arm(struct op *op)
 
 	if (!op_word_open(op))
 		return false;
+	/* An Await's word starts armed (submit.c): armed still, or the tag already in. */
 	return atomic_compare_exchange_strong_explicit(
-		op_word(op), &mark, 0, memory_order_relaxed, memory_order_relaxed);
+		       op_word(op), &mark, 0, memory_order_relaxed, memory_order_relaxed) ||
+		mark == 0 || mark == op->tag;
 }
 
 enum client_nap client_op_word_nap(struct sseq *s, struct op *op, long timeout_ns)

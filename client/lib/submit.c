@@ -416,7 +416,8 @@ int sseq_copy_h2d(struct sseq *s, uint64_t dst, uint64_t dst_off, const void *sr
  * with the op's staging) and marked unwatched until a wait arms it; its offset + 1, the
  * request's done_word, or 0 without one (an older daemon, $SSEQ_DONE_WORDS=0, no room:
  * the Completion answers as always). */
-static uint64_t done_word_reserve(struct sseq *s, struct staging_arena *a, uint32_t minor)
+static uint64_t done_word_reserve(
+	struct sseq *s, struct staging_arena *a, uint32_t minor, uint64_t initial)
 {
 	uint64_t off;
 
@@ -424,8 +425,8 @@ static uint64_t done_word_reserve(struct sseq *s, struct staging_arena *a, uint3
 		s->info.minor < minor ||
 		staging_set_reserve_in(&s->staging, a, sizeof(uint64_t), false, &off) < 0)
 		return 0;
-	atomic_store_explicit((_Atomic uint64_t *)(void *)(a->base + off), CLIENT_WORD_UNWATCHED,
-		memory_order_relaxed);
+	atomic_store_explicit(
+		(_Atomic uint64_t *)(void *)(a->base + off), initial, memory_order_relaxed);
 	return off + 1;
 }
 
@@ -434,7 +435,7 @@ static uint64_t done_word_reserve(struct sseq *s, struct staging_arena *a, uint3
  * no Completion (ops.c). */
 static uint64_t copy_done_word(struct sseq *s, struct op *op)
 {
-	op->word_off = done_word_reserve(s, op->arena, 10);
+	op->word_off = done_word_reserve(s, op->arena, 10, CLIENT_WORD_UNWATCHED);
 	return op->word_off;
 }
 
@@ -588,7 +589,10 @@ int sseq_execute_function_attrs(struct sseq *s, uint64_t module, const char *nam
 static uint64_t await_done_word(struct sseq *s, struct op *op, uint64_t *staging)
 {
 	struct staging_arena *a = s->staging.arenas;
-	const uint64_t word = a ? done_word_reserve(s, a, 13) : 0;
+	/* Armed from the start: its wait comes at once, and a daemon that reads the Await
+	 * before that wait would arm it (its point already complete: the loop writes the
+	 * word as it reads it) would otherwise find it unwatched and send a Completion. */
+	const uint64_t word = a ? done_word_reserve(s, a, 13, 0) : 0;
 
 	if (word) {
 		op->arena = a;

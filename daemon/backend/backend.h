@@ -65,16 +65,18 @@ struct op_payload {
 	 * can, before it reports the point; the server then sends no Completion. */
 	_Atomic uint64_t *done_word;
 	uint64_t done_tag;
+	/* Set true where the tag went in (the server's record of the op; NULL: none). */
+	_Atomic bool *done_written;
 };
 
 /* A D2H's bytes are in the client's arena: its word, if it named one, gets the tag, where
  * the word holds 0 (a client watching it) or the sleeping mark (a client asleep on it,
  * woken now); anything else (a client asleep on the socket) is left for the Completion
  * (done-word.h). Called before the point is reported. */
-static inline void backend_done_word(_Atomic uint64_t *word, uint64_t tag)
+static inline void backend_done_word(_Atomic uint64_t *word, uint64_t tag, _Atomic bool *written)
 {
-	if (word)
-		done_word_write(word, tag);
+	if (word && done_word_write(word, tag) && written)
+		atomic_store_explicit(written, true, memory_order_relaxed);
 }
 
 struct backend_info {
@@ -206,12 +208,15 @@ struct backend_ops {
 	 * of at.stream's event at or after it comes without an error, write `tag` into `word`
 	 * (done_word_write) before that report goes to the completion queue, so that the
 	 * loop, handling it, finds the tag there; a failed report drops it unwritten, as do
-	 * reset and destroy (word-notes.h). 0; -EALREADY when the stream already reported
-	 * through `at` (its report may still be queued: the Completion answers); -ENOMEM.
+	 * reset and destroy (word-notes.h); *written (may be NULL) is set where the tag
+	 * went in. 0; 1 when the stream already reported through
+	 * `at` (its report may still be queued) with no error so far: the tag is written
+	 * now; -EALREADY when a report came with an error (the Completion answers); -ENOMEM.
 	 * The word stays mapped until the loop has handled that report. On the loop thread,
 	 * right after the core recorded the event (seq_await). NULL: never (the Completion
 	 * answers). */
-	int (*point_word)(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag);
+	int (*point_word)(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag,
+		_Atomic bool *written);
 	/* Whether a fault poisoned the device context: every later call on it fails, on
 	 * every stream, until reset (hip: an illegal address, a trap, ...; the sim:
 	 * --inject device-lost-op=N). NULL: never. */
@@ -365,10 +370,11 @@ static inline int backend_op_times(const struct backend *b, struct seq_point at,
 				: -ENOENT;
 }
 
-static inline int backend_point_word(
-	const struct backend *b, struct seq_point at, _Atomic uint64_t *word, uint64_t tag)
+static inline int backend_point_word(const struct backend *b, struct seq_point at,
+	_Atomic uint64_t *word, uint64_t tag, _Atomic bool *written)
 {
-	return b->ops->point_word ? b->ops->point_word(b->ctx, at, word, tag) : -EOPNOTSUPP;
+	return b->ops->point_word ? b->ops->point_word(b->ctx, at, word, tag, written)
+				  : -EOPNOTSUPP;
 }
 
 static inline void backend_destroy(struct backend *b)

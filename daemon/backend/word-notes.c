@@ -6,10 +6,30 @@
 #include "done-word.h"
 #include "word-notes.h"
 
-int word_notes_add(struct word_notes *wn, uint64_t seq, _Atomic uint64_t *word, uint64_t tag)
+/* The tag into the word, and *written set where it went in. */
+static unsigned word_note_write(
+	_Atomic uint64_t *word, uint64_t tag, _Atomic bool *written, struct done_wakes *wakes)
 {
-	if (wn->reported >= seq)
-		return -EALREADY;
+	const bool in =
+		wakes ? done_word_write_later(word, tag, wakes) : done_word_write(word, tag);
+
+	if (in && written)
+		atomic_store_explicit(written, true, memory_order_relaxed);
+	return in;
+}
+
+int word_notes_add(struct word_notes *wn, uint64_t seq, _Atomic uint64_t *word, uint64_t tag,
+	_Atomic bool *written)
+{
+	if (wn->reported >= seq) {
+		/* Reported, and perhaps not yet handled by the loop: with no failure on the
+		 * way the bytes are in place, and the tag goes in now rather than the
+		 * Completion later (an Await read just after its copy's report). */
+		if (wn->failed)
+			return -EALREADY;
+		word_note_write(word, tag, written, NULL);
+		return 1;
+	}
 	if (wn->n == wn->cap) {
 		size_t cap = wn->cap ? wn->cap * 2 : 8;
 		struct word_note *v = realloc(wn->v, cap * sizeof(*v));
@@ -19,17 +39,17 @@ int word_notes_add(struct word_notes *wn, uint64_t seq, _Atomic uint64_t *word, 
 		wn->v = v;
 		wn->cap = cap;
 	}
-	wn->v[wn->n++] = (struct word_note){seq, word, tag};
+	wn->v[wn->n++] = (struct word_note){seq, word, tag, written};
 	return 0;
 }
 
 int word_notes_add_locked(pthread_mutex_t *mu, struct word_notes *wn, uint64_t seq,
-	_Atomic uint64_t *word, uint64_t tag)
+	_Atomic uint64_t *word, uint64_t tag, _Atomic bool *written)
 {
 	int r;
 
 	pthread_mutex_lock(mu);
-	r = word_notes_add(wn, seq, word, tag);
+	r = word_notes_add(wn, seq, word, tag, written);
 	pthread_mutex_unlock(mu);
 	return r;
 }
@@ -42,13 +62,15 @@ unsigned word_notes_report(
 
 	if (seq > wn->reported)
 		wn->reported = seq;
+	if (status != 0)
+		wn->failed = true;
 	for (size_t i = 0; i < wn->n; i++) {
 		const struct word_note *e = &wn->v[i];
 
 		if (e->seq > seq)
 			wn->v[kept++] = *e;
 		else if (status == 0)
-			written += done_word_write_later(e->word, e->tag, wakes);
+			written += word_note_write(e->word, e->tag, e->written, wakes);
 	}
 	wn->n = kept;
 	return written;

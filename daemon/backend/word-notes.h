@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,21 +18,26 @@ struct word_note {
 	uint64_t seq;
 	_Atomic uint64_t *word;
 	uint64_t tag;
+	_Atomic bool *written; /* set where the tag went in; may be NULL */
 };
 
 struct word_notes {
 	struct word_note *v;
 	size_t n, cap;
 	uint64_t reported; /* the stream reported through this point */
+	bool failed; /* a report came with an error */
 };
 
-/* The report through `seq` is to write `tag` into `word` (done_word_write): 0; -EALREADY
- * when the stream already reported through seq (the report is in the completion queue or
- * handled: the caller answers by a Completion); -ENOMEM. */
-int word_notes_add(struct word_notes *wn, uint64_t seq, _Atomic uint64_t *word, uint64_t tag);
+/* The report through `seq` is to write `tag` into `word` (done_word_write), and then set
+ * *written: 0. When the
+ * stream already reported through seq (the report is in the completion queue or handled)
+ * and no report came with an error, the tag is written now: 1; after an error, -EALREADY
+ * (the caller answers by a Completion). -ENOMEM. */
+int word_notes_add(struct word_notes *wn, uint64_t seq, _Atomic uint64_t *word, uint64_t tag,
+	_Atomic bool *written);
 /* The same under `mu`, the lock the stream's reports hold (backend_ops.point_word). */
 int word_notes_add_locked(pthread_mutex_t *mu, struct word_notes *wn, uint64_t seq,
-	_Atomic uint64_t *word, uint64_t tag);
+	_Atomic uint64_t *word, uint64_t tag, _Atomic bool *written);
 
 /* The stream reported through `seq` with `status`: the entries up to it are written
  * (status 0: the tag goes where the word holds 0 or the sleeping mark) or dropped (a

@@ -142,9 +142,9 @@ void ops_done(struct op_rec *rec, int status)
 	struct session *s = rec->session;
 
 	if (status == 0 && rec->notify && rec->staging && rec->done_word &&
-		atomic_load_explicit(rec->done_word, memory_order_relaxed) == rec->tag) {
-		/* The client has its answer in its word (the backend's release before the
-		 * report, the completion queue's lock since). A kernel's success (no
+		atomic_load_explicit(&rec->word_written, memory_order_relaxed)) {
+		/* The client has its answer in its word (its writer set word_written before
+		 * the report, the completion queue's lock since). A kernel's success (no
 		 * Completion wanted) pays the first two tests only. */
 		session_server(s)->count[SSEQ_COUNTER_COMPLETIONS_WRITTEN]++;
 	} else if (status < 0 || rec->notify) {
@@ -209,6 +209,8 @@ int ops_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op, st
 		return outcome_error(s, -ENOMEM, "out of memory");
 	op->want_done = true;
 	op->cookie = (uint64_t)(uintptr_t)rec;
+	if (st && ((struct op_payload *)op->payload)->done_word)
+		((struct op_payload *)op->payload)->done_written = &rec->word_written;
 	op->exclusive = work->isolated && op->kind == SEQ_OP_EXEC;
 	/* Before the launch, which may start the op at once; the trace hook adds the waits
 	 * decided for it while it is `submitting`. */
@@ -326,14 +328,15 @@ static int ops_watch(struct session *s, const Sseq__Request *rq, const struct se
 	}
 	out_reply(s, rq->tag, SSEQ__STATUS__STATUS_OK, "");
 	if (r == 0) {
-		/* Else (-EALREADY: reported meanwhile; no backend support) the Completion
-		 * answers, and ops_done refuses the word first. */
+		/* The backend writes the tag at the point's report, or now if it reported
+		 * the point meanwhile (1); else (-EALREADY: a failed report; no backend
+		 * support) the Completion answers, and ops_done refuses the word first. */
 		if (word)
-			backend_point_word(&srv->backend, at, word, rq->tag);
+			backend_point_word(&srv->backend, at, word, rq->tag, &rec->word_written);
 		return 0;
 	}
-	if (word)
-		done_word_write(word, rq->tag); /* where the client watches it already */
+	if (word && done_word_write(word, rq->tag)) /* where the client watches it already */
+		atomic_store_explicit(&rec->word_written, true, memory_order_relaxed);
 	ops_done(rec, 0);
 	return 0;
 }

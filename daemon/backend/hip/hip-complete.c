@@ -112,14 +112,15 @@ static int32_t hip_completer_take(
 	return list;
 }
 
-int hip__point_word(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag)
+int hip__point_word(
+	void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag, _Atomic bool *written)
 {
 	struct hip *h = ctx;
 
 	if (at.stream >= h->nstreams)
 		return -EINVAL;
-	return word_notes_add_locked(
-		&h->streams[at.stream].mu, &h->streams[at.stream].notes, at.seq, word, tag);
+	return word_notes_add_locked(&h->streams[at.stream].mu, &h->streams[at.stream].notes,
+		at.seq, word, tag, written);
 }
 
 /* A device fault: this point and, through the core, all that depends on it fail with it

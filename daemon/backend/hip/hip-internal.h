@@ -151,6 +151,7 @@ struct hip_pool_slot {
 	uint64_t len;
 	_Atomic uint64_t *done_word; /* D2H: the client's word for the tag, or NULL */
 	uint64_t done_tag;
+	_Atomic bool *done_written; /* set where the tag went in (op_payload) */
 	uint64_t seq; /* the copy's point on its stream */
 	int32_t next;
 };
@@ -554,7 +555,8 @@ void hip__complete_stop(struct hip *h);
  * whoever reports st's events. */
 void hip__complete_kick(struct hip *h, struct hip_stream *st);
 /* backend_ops.point_word: the word goes on at.stream's notes. */
-int hip__point_word(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag);
+int hip__point_word(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag,
+	_Atomic bool *written);
 
 /* hip-audit.c: timestamps around every launch, checked on the audit thread. */
 void hip__audit_op_put(struct hip *h, struct hip_audit_op *a);

@@ -324,6 +324,7 @@ static int32_t hip_launch_pool(struct hip *h, struct hip_cmd *c, const struct op
 		h->pool_slots[slot - 1].len = c->copy.len;
 		h->pool_slots[slot - 1].done_word = p->done_word;
 		h->pool_slots[slot - 1].done_tag = p->done_tag;
+		h->pool_slots[slot - 1].done_written = p->done_written;
 		c->copy.dst = hip__pool_addr(h, slot);
 	}
 	return slot;

@@ -196,7 +196,8 @@ int sim_op_times(
 	void *ctx, struct seq_point at, uint64_t *start_ns, uint64_t *end_ns, uint64_t *error_ns);
 void sim_streams_stop(struct sim *sim);
 void sim_cancel(void *ctx);
-int sim_point_word(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag);
+int sim_point_word(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag,
+	_Atomic bool *written);
 
 /* sim-config.c */
 int sim_config_check(const struct sim_config *cfg);

@@ -188,6 +188,7 @@ static void sim_entry_set_payload(struct sim_entry *e, const struct seq_op *op)
 	if (op->kind == SEQ_OP_D2H) {
 		e->payload.done_word = p->done_word;
 		e->payload.done_tag = p->done_tag;
+		e->payload.done_written = p->done_written;
 	}
 	if (op->kind == SEQ_OP_EXEC) {
 		e->payload.nargs = p->nargs;
@@ -354,14 +355,15 @@ static void sim_stream_report(struct sim_stream *st, struct seq_point at, int st
 	done_wakes_flush(&wakes);
 }
 
-int sim_point_word(void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag)
+int sim_point_word(
+	void *ctx, struct seq_point at, _Atomic uint64_t *word, uint64_t tag, _Atomic bool *written)
 {
 	struct sim *sim = ctx;
 
 	if (at.stream >= sim->nstreams)
 		return -EINVAL;
-	return word_notes_add_locked(
-		&sim->streams[at.stream].mu, &sim->streams[at.stream].notes, at.seq, word, tag);
+	return word_notes_add_locked(&sim->streams[at.stream].mu, &sim->streams[at.stream].notes,
+		at.seq, word, tag, written);
 }
 
 static void sim_run_op(struct sim_stream *st, struct sim_entry *e)
@@ -448,7 +450,7 @@ done:
 	/* After `executed`: a client that reads its word and reuses the range at once is
 	 * ordered after this copy in the staging shadow too. */
 	if (worked && e->kind == SEQ_OP_D2H)
-		backend_done_word(p->done_word, p->done_tag);
+		backend_done_word(p->done_word, p->done_tag, p->done_written);
 	if (atomic_load(&st->waiters)) {
 		pthread_mutex_lock(&st->mu);
 		pthread_cond_broadcast(&st->progress);
