@@ -11,7 +11,9 @@
 #
 # A setting is three variables: the daemon's environment ($A_DENV, $B_DENV: NAME=VALUE
 # words), the clients' environment ($A_CENV, $B_CENV: C clients and pytest workers) and
-# sseqd's options ($A_OPTS, $B_OPTS). Example: the clients asleep on their done word
+# sseqd's options ($A_OPTS, $B_OPTS); $A_BUILD and $B_BUILD put a side on another build
+# (two trees against each other; that side's clients then load that build's libsseq and
+# the libraries in its lib/, tests/gpu/prepare.sh's layout). Example: the clients asleep on their done word
 # against on the socket:
 #   A_CENV=SSEQ_SLEEP_ON_WORD=1 B_CENV= bench/readback-ab.sh build-gpur 4
 # Usage: bench/readback-ab.sh BUILD_DIR [ROUNDS]   (default 2 rounds)
@@ -34,12 +36,25 @@ side_var() { # side name: the value of ${side}_${name}
 	echo "${!v:-}"
 }
 
+side_build() { # side: its build directory ($A_BUILD, $B_BUILD; else BUILD_DIR)
+	local v="${1}_BUILD"
+	echo "${!v:-$B}"
+}
+
+side_env() { # side: LD_LIBRARY_PATH=... for a side on a build of its own, else nothing
+	local v="${1}_BUILD" b
+	[ -n "${!v:-}" ] || return 0
+	b=$(cd "${!v}" && pwd)
+	echo "LD_LIBRARY_PATH=$b/lib:$b/client/lib"
+}
+
 # Prints "key=value" figures of one roundtrip.sh line, prefixed.
 rt() { # side round P rounds cpus row
 	local side=$1 r=$2 p=$3 n=$4 c=$5 row=$6 line
+	# shellcheck disable=SC2046 # NAME=VALUE words
 	line=$(LABEL="$side-r$r-$row" P=$p ROUNDS=$n CPUS=$c DENV="$(side_var "$side" DENV)" \
 		CENV="SSEQ_BENCH_ASYNC=1 $(side_var "$side" CENV)" OPTS="$(side_var "$side" OPTS)" \
-		OUT="$O/rt" timeout 120 bash "$here/roundtrip.sh" "$B" one 2>&1 | grep 'clients=' | tail -1)
+		OUT="$O/rt" env $(side_env "$side") timeout 120 bash "$here/roundtrip.sh" "$(side_build "$side")" one 2>&1 | grep 'clients=' | tail -1)
 	echo "$line" >>"$O/readback-ab-raw.txt"
 	for k in aggregate_rt_per_s median_us over_2ms daemon_cpu_ms_per_rt wakeups_per_rt loop_calls_per_rt; do
 		echo "side=$side round=$r row=$row $k=$(echo "$line" | grep -o "$k=[0-9.na]*" | cut -d= -f2)"
@@ -51,7 +66,7 @@ py() { # side round
 	# shellcheck disable=SC2046 # the clients' environment, NAME=VALUE words
 	env $(side_var "$side" CENV) SSEQD_ENV="$(side_var "$side" DENV)" \
 		SSEQD_OPTS="$(side_var "$side" OPTS)" SHORT_TESTS=480 KINDS=download \
-		OUT="$O/py-$side-r$r" timeout 300 bash "$here/short-tests.sh" "$B" sseq 2>&1 |
+		OUT="$O/py-$side-r$r" env $(side_env "$side") timeout 300 bash "$here/short-tests.sh" "$(side_build "$side")" sseq 2>&1 |
 		grep 'kind=' | tee -a "$O/readback-ab-raw.txt" |
 		sed -n 's/.* n=\([0-9]*\) .*mean_call_ms=\([0-9.]*\) median_call_ms=\([0-9.]*\).*/\1 \2 \3/p' |
 		while read -r n mean med; do
@@ -62,7 +77,12 @@ py() { # side round
 
 # One client's copies and 4 KiB H2D + await through a daemon of this side's setting.
 copy() { # side round
-	local side=$1 r=$2 sock=$O/ab.sock dp line img client=$B/bench/bench-client
+	local side=$1 r=$2 sock=$O/ab.sock dp line img
+	local B
+	B=$(side_build "$side")
+	local client=$B/bench/bench-client le
+	le=$(side_env "$side")
+	[ -n "$le" ] && local -x "$le"
 	# shellcheck disable=SC2012 # one file of a known name
 	img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* 2>/dev/null | head -1)
 	rm -f "$sock"
@@ -99,7 +119,7 @@ native() { # round
 	echo "native round=$r $("$native" latency 2000 2>&1 | tail -1)" | tee -a "$O/readback-ab-raw.txt"
 }
 
-echo "date=$(date -u +%FT%TZ) build=$B rounds=$rounds A=\"denv=${A_DENV:-} cenv=${A_CENV:-} opts=${A_OPTS:-}\" B=\"denv=${B_DENV:-} cenv=${B_CENV:-} opts=${B_OPTS:-}\""
+echo "date=$(date -u +%FT%TZ) build=$B rounds=$rounds A=\"build=$(side_build A) denv=${A_DENV:-} cenv=${A_CENV:-} opts=${A_OPTS:-}\" B=\"build=$(side_build B) denv=${B_DENV:-} cenv=${B_CENV:-} opts=${B_OPTS:-}\""
 for r in $(seq "$rounds"); do
 	order="A B"
 	[ $((r % 2)) = 0 ] && order="B A"
