@@ -744,6 +744,10 @@ START_TEST(test_isolate_faults_attributes_the_next_fault_exactly)
 	kb = send_exec(b, "fill", "ofu", &yb, (double[]){4, 256}); /* launch 4, alone */
 	ck_assert_int_eq(reply_status(a, ka), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(reply_status(b, kb), SSEQ__STATUS__STATUS_OK);
+	/* Both run before the next is sent: the sim counts launches as they start, and gw2's
+	 * fill, held while gw1's ran alone, could otherwise start fifth. */
+	sync_all(a);
+	sync_all(b);
 	ka = send_exec(a, "spin", "u", NULL, (double[]){0}); /* launch 5: poisons, alone */
 	ck_assert_int_eq(reply_status(a, ka), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(
