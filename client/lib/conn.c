@@ -329,8 +329,11 @@ int client_op_collect_handle_sized(struct sseq *s, struct op *op, uint64_t *hand
 		struct op *const outer = s->watching;
 		const uint64_t outer_t0 = s->wait_t0, t0 = client_now_ns();
 
-		client_flush(s);
+		/* Armed before the request leaves: the daemon may write the tag as soon as it
+		 * reads it (a copy already done), and finding the word unarmed it answers by
+		 * a Completion instead. */
 		s->watching = client_op_word_arm(op) ? op : NULL;
+		client_flush(s);
 		s->wait_t0 = t0;
 		while (!op->done) {
 			int r = client_pump(s, -1);
