@@ -95,6 +95,21 @@ static inline bool done_word_write_later(
 	return r != 0;
 }
 
+/* The daemon's write of a request's tag (done_word_write, or done_word_write_later where
+ * `wakes` is given), and *written (may be NULL) set where the tag went in: the loop
+ * judges by that flag, not by the word, which a client that has the tag may at once name
+ * again for its next request. Whether the tag went in. */
+static inline bool done_word_deliver(
+	_Atomic uint64_t *word, uint64_t tag, _Atomic bool *written, struct done_wakes *wakes)
+{
+	const bool in =
+		wakes ? done_word_write_later(word, tag, wakes) : done_word_write(word, tag);
+
+	if (in && written)
+		atomic_store_explicit(written, true, memory_order_relaxed);
+	return in;
+}
+
 static inline void done_wakes_flush(struct done_wakes *wakes)
 {
 	for (unsigned i = 0; i < wakes->n; i++)

@@ -65,7 +65,7 @@ struct op_payload {
 	 * can, before it reports the point; the server then sends no Completion. */
 	_Atomic uint64_t *done_word;
 	uint64_t done_tag;
-	/* Set true where the tag went in (the server's record of the op; NULL: none). */
+	/* Set true where the tag went in (done_word_deliver; the server's record of the op). */
 	_Atomic bool *done_written;
 };
 
@@ -75,8 +75,8 @@ struct op_payload {
  * (done-word.h). Called before the point is reported. */
 static inline void backend_done_word(_Atomic uint64_t *word, uint64_t tag, _Atomic bool *written)
 {
-	if (word && done_word_write(word, tag) && written)
-		atomic_store_explicit(written, true, memory_order_relaxed);
+	if (word)
+		done_word_deliver(word, tag, written, NULL);
 }
 
 struct backend_info {
@@ -209,9 +209,9 @@ struct backend_ops {
 	 * (done_word_write) before that report goes to the completion queue, so that the
 	 * loop, handling it, finds the tag there; a failed report drops it unwritten, as do
 	 * reset and destroy (word-notes.h); *written (may be NULL) is set where the tag
-	 * went in. 0; 1 when the stream already reported through
-	 * `at` (its report may still be queued) with no error so far: the tag is written
-	 * now; -EALREADY when a report came with an error (the Completion answers); -ENOMEM.
+	 * went in. 0; 1 when the stream already reported through `at` (its report may still
+	 * be queued) with no error so far: the tag is written now; -EALREADY when a report
+	 * came with an error (the Completion answers); -ENOMEM.
 	 * The word stays mapped until the loop has handled that report. On the loop thread,
 	 * right after the core recorded the event (seq_await). NULL: never (the Completion
 	 * answers). */

@@ -6,18 +6,6 @@
 #include "done-word.h"
 #include "word-notes.h"
 
-/* The tag into the word, and *written set where it went in. */
-static unsigned word_note_write(
-	_Atomic uint64_t *word, uint64_t tag, _Atomic bool *written, struct done_wakes *wakes)
-{
-	const bool in =
-		wakes ? done_word_write_later(word, tag, wakes) : done_word_write(word, tag);
-
-	if (in && written)
-		atomic_store_explicit(written, true, memory_order_relaxed);
-	return in;
-}
-
 int word_notes_add(struct word_notes *wn, uint64_t seq, _Atomic uint64_t *word, uint64_t tag,
 	_Atomic bool *written)
 {
@@ -27,7 +15,7 @@ int word_notes_add(struct word_notes *wn, uint64_t seq, _Atomic uint64_t *word, 
 		 * Completion later (an Await read just after its copy's report). */
 		if (wn->failed)
 			return -EALREADY;
-		word_note_write(word, tag, written, NULL);
+		done_word_deliver(word, tag, written, NULL);
 		return 1;
 	}
 	if (wn->n == wn->cap) {
@@ -70,7 +58,7 @@ unsigned word_notes_report(
 		if (e->seq > seq)
 			wn->v[kept++] = *e;
 		else if (status == 0)
-			written += word_note_write(e->word, e->tag, e->written, wakes);
+			written += done_word_deliver(e->word, e->tag, e->written, wakes);
 	}
 	wn->n = kept;
 	return written;

@@ -28,11 +28,10 @@ struct word_notes {
 	bool failed; /* a report came with an error */
 };
 
-/* The report through `seq` is to write `tag` into `word` (done_word_write), and then set
- * *written: 0. When the
- * stream already reported through seq (the report is in the completion queue or handled)
- * and no report came with an error, the tag is written now: 1; after an error, -EALREADY
- * (the caller answers by a Completion). -ENOMEM. */
+/* The report through `seq` is to write `tag` into `word` and set *written
+ * (done_word_deliver): 0. Where the stream already reported through seq (the report is in
+ * the completion queue or handled) and no report came with an error, that is done now: 1;
+ * after an error, -EALREADY (the caller answers by a Completion). -ENOMEM. */
 int word_notes_add(struct word_notes *wn, uint64_t seq, _Atomic uint64_t *word, uint64_t tag,
 	_Atomic bool *written);
 /* The same under `mu`, the lock the stream's reports hold (backend_ops.point_word). */

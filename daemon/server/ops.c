@@ -209,7 +209,7 @@ int ops_submit(struct session *s, const Sseq__Request *rq, struct seq_op *op, st
 		return outcome_error(s, -ENOMEM, "out of memory");
 	op->want_done = true;
 	op->cookie = (uint64_t)(uintptr_t)rec;
-	if (st && ((struct op_payload *)op->payload)->done_word)
+	if (st) /* a copy: the backend marks here whether it wrote the word, if any */
 		((struct op_payload *)op->payload)->done_written = &rec->word_written;
 	op->exclusive = work->isolated && op->kind == SEQ_OP_EXEC;
 	/* Before the launch, which may start the op at once; the trace hook adds the waits
@@ -335,8 +335,8 @@ static int ops_watch(struct session *s, const Sseq__Request *rq, const struct se
 			backend_point_word(&srv->backend, at, word, rq->tag, &rec->word_written);
 		return 0;
 	}
-	if (word && done_word_write(word, rq->tag)) /* where the client watches it already */
-		atomic_store_explicit(&rec->word_written, true, memory_order_relaxed);
+	if (word) /* where the client watches it already */
+		done_word_deliver(word, rq->tag, &rec->word_written, NULL);
 	ops_done(rec, 0);
 	return 0;
 }

@@ -46,17 +46,17 @@ struct op_rec {
 	bool notify; /* send a Completion on success too */
 	char what[32]; /* a kernel's name, for naming the culprit of a device fault */
 	struct op_rec *next_free;
-	_Atomic bool word_written; /* see done_word */
+	/* Whether the tag went into done_word (below), set by its writer before the report
+	 * that completes the op: then no Completion is sent. Not the word's value at the
+	 * completion: a client that had the tag may have finished the op and named the same
+	 * word for its next request by then. Here, before `tl`, for ops_rec_new to zero. */
+	_Atomic bool word_written;
 	/* An op's issue time and dependencies, for the timeline at its completion.
 	 * ops_rec_new zeroes only what comes before it. */
 	struct timeline_op tl;
 	/* Set with `staging` (a copy; not zeroed, read only where staging is set): a D2H's
 	 * or an Await's word in the client's arena (op_payload.done_word). */
 	_Atomic uint64_t *done_word;
-	/* Whether the tag went into done_word (its writer sets it before the report that
-	 * completes the op: then no Completion is sent). Not the word's value at the
-	 * completion: a client that had the tag may have finished the op and named the same
-	 * word for its next request by then. Zeroed by ops_rec_new: before `tl`. */
 };
 
 /* How long the loop polls for completions after it sent work (--spin-us): a sleeping

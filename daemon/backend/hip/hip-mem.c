@@ -440,10 +440,9 @@ void hip__pool_finish(struct hip *h, int32_t list, int status, struct done_wakes
 
 		if (s->out && status == 0) {
 			memcpy(s->out, hip__pool_addr(h, x), s->len);
-			if (s->done_word &&
-				done_word_write_later(s->done_word, s->done_tag, wakes) &&
-				s->done_written)
-				atomic_store_explicit(s->done_written, true, memory_order_relaxed);
+			if (s->done_word)
+				done_word_deliver(
+					s->done_word, s->done_tag, s->done_written, wakes);
 		}
 		x = s->next;
 	}
