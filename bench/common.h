@@ -3,6 +3,7 @@
 #ifndef SSEQ_BENCH_COMMON_H
 #define SSEQ_BENCH_COMMON_H
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -82,6 +83,51 @@ static inline void print_burst(const char *side, long count, unsigned long us, d
 
 	printf("%s burst count=%ld us=%lu start=%.6f end=%.6f kernels_per_s=%.0f\n", side, count,
 		us, start, end, (double)count / (end - start));
+}
+
+/* A looping client that another process stops: SIGTERM ends the loop after the round in
+ * progress (the loop tests bench_stopped), so that the client still reports what it did. */
+static volatile sig_atomic_t bench_stopped;
+
+static inline void bench_on_term(int sig)
+{
+	(void)sig;
+	bench_stopped = 1;
+}
+
+static inline void bench_stop_on_term(void)
+{
+	struct sigaction sa = {0};
+
+	sa.sa_handler = bench_on_term;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+/* A client that runs at a set pace instead of flat out: with $SSEQ_BENCH_PACE_US > 0 each
+ * round starts that long after the previous one started (or at once when the previous one
+ * took longer). `next` holds the next start (0 before the first round). */
+static inline void bench_pace(double *next)
+{
+	static double pace_s = -1;
+	double now;
+
+	if (pace_s < 0) {
+		const char *env = getenv("SSEQ_BENCH_PACE_US");
+
+		pace_s = env ? atof(env) * 1e-6 : 0;
+	}
+	if (pace_s <= 0)
+		return;
+	now = now_s();
+	if (*next > now) {
+		struct timespec ts = {.tv_sec = (time_t)(*next - now),
+			.tv_nsec = (long)((*next - now - (double)(time_t)(*next - now)) * 1e9)};
+
+		nanosleep(&ts, NULL);
+		now = *next;
+	}
+	*next = now + pace_s;
 }
 
 /* Say `side` is ready, then block until stdin closes (device-memory figures). */

@@ -3,6 +3,7 @@
  * cudaFreeAsync, cudaStreamSynchronize. Run alone, side by side, or under MPS
  * (bench/roundtrip.sh). Prints the same key=value line as bench-roundtrip.
  * Build: nvcc -O2 -arch=sm_90 -o bench-roundtrip-native bench/roundtrip-native.cu
+ * $SSEQ_BENCH_PACE_US and SIGTERM as bench-roundtrip's.
  * Usage: bench-roundtrip-native [ROUNDS [BYTES]] */
 #include <algorithm>
 #include <cstdio>
@@ -42,7 +43,8 @@ int main(int argc, char **argv)
 	const int rounds = argc > 1 ? atoi(argv[1]) : 1000;
 	const size_t bytes = argc > 2 ? strtoull(argv[2], NULL, 0) : 1024;
 	const char *raw = getenv("SSEQ_BENCH_RAW");
-	double *t, start, end, cpu, w;
+	double *t, start, end, cpu, w, next = 0;
+	int done;
 	cudaStream_t st;
 	struct rusage ru;
 	float *host;
@@ -57,9 +59,16 @@ int main(int argc, char **argv)
 	CHECK(cudaMallocHost((void **)&host, bytes));
 	for (int r = 0; r < 20; r++)
 		round_trip(st, bytes, host, (float)-r, &w);
+	bench_stop_on_term();
 	start = bench_wait_go("native");
-	for (int r = 0; r < rounds; r++)
-		round_trip(st, bytes, host, (float)(r + 1), &t[r]);
+	for (done = 0; done < rounds && !bench_stopped; done++) {
+		bench_pace(&next);
+		round_trip(st, bytes, host, (float)(done + 1), &t[done]);
+	}
+	if (done == 0) {
+		fprintf(stderr, "bench-roundtrip-native: stopped before the first round\n");
+		return 1;
+	}
 	end = wall_s();
 	getrusage(RUSAGE_SELF, &ru);
 	cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
@@ -68,14 +77,14 @@ int main(int argc, char **argv)
 		char path[4096];
 		snprintf(path, sizeof(path), "%s.%d", raw, (int)getpid());
 		FILE *f = fopen(path, "w");
-		for (int r = 0; f && r < rounds; r++)
+		for (int r = 0; f && r < done; r++)
 			fprintf(f, "%.1f\n", t[r] * 1e6);
 		if (f)
 			fclose(f);
 	}
-	std::sort(t, t + rounds);
+	std::sort(t, t + done);
 	printf("native roundtrip rounds=%d bytes=%zu start=%.6f end=%.6f median_us=%.1f "
 	       "p90_us=%.1f cpu_s=%.3f\n",
-		rounds, bytes, start, end, t[rounds / 2] * 1e6, t[rounds * 9 / 10] * 1e6, cpu);
+		done, bytes, start, end, t[done / 2] * 1e6, t[done * 9 / 10] * 1e6, cpu);
 	return 0;
 }

@@ -6,7 +6,9 @@
  * Usage: SSEQ_SOCKET=... bench-roundtrip [ROUNDS [BYTES]]
  * With $SSEQ_BENCH_ASYNC=1 the same ops as a client of protocol 1.9 writes them:
  * sseq_alloc_async and sseq_free_async (the library names the buffer; one wait a round).
- * With $SSEQ_BENCH_RAW set, every round's total (us) goes to $SSEQ_BENCH_RAW.<pid>. */
+ * With $SSEQ_BENCH_RAW set, every round's total (us) goes to $SSEQ_BENCH_RAW.<pid>.
+ * With $SSEQ_BENCH_PACE_US set, a round starts that long after the previous one (a paced
+ * client, not one flat out). SIGTERM ends the loop; the line then says how many rounds. */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -76,8 +78,9 @@ int main(int argc, char **argv)
 	const uint64_t bytes = argc > 2 ? strtoull(argv[2], NULL, 0) : 1024;
 	struct sseq_connect_options o = {.size = sizeof(o), .client_name = "bench-roundtrip"};
 	const char *raw = getenv("SSEQ_BENCH_RAW"), *async = getenv("SSEQ_BENCH_ASYNC");
-	double *t[5], start, end, cpu;
+	double *t[5], start, end, cpu, next = 0;
 	struct rusage ru;
+	int done;
 	float *dst;
 
 	if (rounds < 1 || bytes < sizeof(float) || bytes % sizeof(float)) {
@@ -93,13 +96,19 @@ int main(int argc, char **argv)
 		double w[5];
 		round_trip(bytes, dst, (float)-r, w);
 	}
+	bench_stop_on_term();
 	start = bench_wait_go("daemon");
-	for (int r = 0; r < rounds; r++) {
+	for (done = 0; done < rounds && !bench_stopped; done++) {
 		double w[5];
 
-		round_trip(bytes, dst, (float)(r + 1), w);
+		bench_pace(&next);
+		round_trip(bytes, dst, (float)(done + 1), w);
 		for (int k = 0; k < 5; k++)
-			t[k][r] = w[k];
+			t[k][done] = w[k];
+	}
+	if (done == 0) {
+		fprintf(stderr, "bench-roundtrip: stopped before the first round\n");
+		return 1;
 	}
 	/* Nothing refused on the way (a refusal not waited for is kept for this). */
 	check(sseq_sync(s), "sync");
@@ -113,7 +122,7 @@ int main(int argc, char **argv)
 
 		snprintf(path, sizeof(path), "%s.%d", raw, (int)getpid());
 		f = fopen(path, "w");
-		for (int r = 0; f && r < rounds; r++)
+		for (int r = 0; f && r < done; r++)
 			fprintf(f, "%.1f\n", t[4][r] * 1e6);
 		if (f)
 			fclose(f);
@@ -122,10 +131,9 @@ int main(int argc, char **argv)
 	       "p90_us=%.1f alloc_med_us=%.1f submit_med_us=%.1f wait_med_us=%.1f "
 	       "free_med_us=%.1f alloc_p90_us=%.1f wait_p90_us=%.1f free_p90_us=%.1f "
 	       "cpu_s=%.3f\n",
-		rounds, bytes, start, end, pct(t[4], rounds, 50), pct(t[4], rounds, 90),
-		pct(t[0], rounds, 50), pct(t[1], rounds, 50), pct(t[2], rounds, 50),
-		pct(t[3], rounds, 50), pct(t[0], rounds, 90), pct(t[2], rounds, 90),
-		pct(t[3], rounds, 90), cpu);
+		done, bytes, start, end, pct(t[4], done, 50), pct(t[4], done, 90),
+		pct(t[0], done, 50), pct(t[1], done, 50), pct(t[2], done, 50), pct(t[3], done, 50),
+		pct(t[0], done, 90), pct(t[2], done, 90), pct(t[3], done, 90), cpu);
 	sseq_close(s);
 	for (int k = 0; k < 5; k++)
 		free(t[k]);
