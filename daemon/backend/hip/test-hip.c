@@ -1857,9 +1857,20 @@ START_TEST(test_device_timeline_times_ops_on_the_device_clock)
 	for (unsigned i = 0; i < NSPIN; i++) {
 		printf("hip: device timeline: spin %u us lasted %.1f us on the device\n", SPIN_US,
 			(double)dur[i] / 1e3);
+		fflush(stdout); /* kept in the log when an assertion below ends the test */
 		/* The spin reads the device's clock; the events another: allow 1%. */
-		ck_assert_msg(dur[i] >= SPIN_US * 990ull && dur[i] <= SPIN_US * 1000ull + slack,
-			"spin %u us lasted %.1f us", SPIN_US, (double)dur[i] / 1e3);
+		ck_assert_msg(dur[i] >= SPIN_US * 990ull, "spin %u us lasted %.1f us", SPIN_US,
+			(double)dur[i] / 1e3);
+		/* An op's start is its start event, enqueued just before it: on a stream that
+		 * was idle the device reaches that event at once and then waits for the launch
+		 * call to return, which another thread's copy call can hold up for hundreds
+		 * of microseconds (an H100, 2026-12-08: 2,451 us for a 2 ms spin). Only the
+		 * first spin found the stream idle; each later one's event waited behind the
+		 * spin before it, so the device started it at the event. The first is bounded
+		 * by its issue and completion (tl_check_stream). */
+		ck_assert_msg(i == 0 || dur[i] <= SPIN_US * 1000ull + slack,
+			"spin %u (%u us, queued behind the one before) lasted %.1f us", i, SPIN_US,
+			(double)dur[i] / 1e3);
 	}
 	/* Asked again, the same (nothing is consumed by asking). */
 	ck_assert_int_eq(backend_op_times(&H.be, (struct seq_point){0, 1}, &s, &e, &err), 0);
