@@ -1863,8 +1863,10 @@ START_TEST(test_device_timeline_times_ops_on_the_device_clock)
 			(double)dur[i] / 1e3);
 		/* An op's start is its start event, enqueued just before it: on a stream that
 		 * was idle the device reaches that event at once and then waits for the launch
-		 * call to return, which another thread's copy call can hold up for hundreds
-		 * of microseconds (an H100, 2026-12-08: 2,451 us for a 2 ms spin). Only the
+		 * call to return, which the kernel's first load (CUDA loads a module's kernels
+		 * at their first launch, and each test is a fresh process) or another thread's
+		 * copy call can hold up for hundreds of microseconds (an H100, 2026-12-08:
+		 * 2,451 us for a 2 ms spin; sseqd(8), DEVICE TIMELINE). Only the
 		 * first spin found the stream idle; each later one's event waited behind the
 		 * spin before it, so the device started it at the event. The first is bounded
 		 * by its issue and completion (tl_check_stream). */
