@@ -21,6 +21,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 O=${OUT:-/tmp/sseq-bench}
 mkdir -p "$O"
 sock=$O/quiet.sock
+# The build's libraries (and those tests/gpu/prepare.sh copies into its lib/ for a GPU host
+# that lacks them), whatever the caller's environment.
+bdir=$(cd "$B" && pwd)
+export LD_LIBRARY_PATH=$bdir/lib:$bdir/client/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 native_rt=$B/bench/bench-roundtrip-native
 # shellcheck disable=SC2012 # one file of a known name
 img=$(ls "$B"/daemon/backend/hip/sseq-kernels.* 2>/dev/null | head -1)
