@@ -12,7 +12,8 @@
 # taken under the same load. $MATCH=1 adds a row, after the native ones, with the daemon's
 # busy clients paced (SSEQ_BENCH_PACE_US) to the period the native ones reached: the
 # quiet client beside the same load as natively. $BUSY_PACE_US paces every busy client
-# of both sides instead.
+# of both sides instead. runnable_median: the machine's runnable threads while the quiet
+# client measured beside the busy ones (against cpus).
 # Usage: bench/quiet-latency.sh BUILD_DIR [BUSY]   (e.g. build-gpur 16)
 set -uo pipefail
 B=${1:?usage: quiet-latency.sh BUILD_DIR [BUSY]}
@@ -52,6 +53,20 @@ busy_rate() {
 		n++; rate += v["rounds"] / (v["end"] - v["start"]); per += (v["end"] - v["start"]) / v["rounds"] }
 		END { if (n) printf "%.0f %.1f\n", rate, per / n * 1e6; else print "0 0" }' "$blog"
 }
+# While the quiet client measures beside the busy ones: the machine's runnable threads
+# (/proc/loadavg's fourth field, sampled every 10 ms into $1), against its CPUs: when
+# they outnumber the CPUs each hand-off of the quiet request waits for one.
+start_runnable() {
+	(while :; do cut -d' ' -f4 /proc/loadavg | cut -d/ -f1; sleep 0.01; done) >"$1" &
+	sampler=$!
+}
+# Stop the sampler; the median of its samples (less itself and its cut), or "".
+stop_runnable() {
+	kill "$sampler" 2>/dev/null
+	wait "$sampler" 2>/dev/null
+	sort -n "$1" | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] - 1 }'
+}
+
 # The daemon's rows: alone, then beside BUSY clients; "side=$1".
 daemon_rows() {
 	local alone beside rate
@@ -64,12 +79,15 @@ daemon_rows() {
 	alone=$(SSEQ_SOCKET=$sock "$B/bench/bench-client" latency 2000 | tail -1 | median_of)
 	blog=$O/quiet-busy-$1.log
 	SSEQ_SOCKET=$sock start_busy "$B/bench/bench-roundtrip" 100000000
+	start_runnable "$O/quiet-runnable-$1.txt"
 	beside=$(SSEQ_SOCKET=$sock "$B/bench/bench-client" latency 2000 | tail -1 | median_of)
+	runnable=$(stop_runnable "$O/quiet-runnable-$1.txt")
 	stop_busy
 	kill -TERM "$dp"
 	wait "$dp"
 	read -r rate per <<<"$(busy_rate)"
 	echo "quiet-latency side=$1 busy=$busy alone_median_us=$alone busy_median_us=$beside" \
+		"runnable_median=$runnable cpus=$(nproc)" \
 		"busy_rt_per_s=$rate busy_period_us=$per opts=\"${SSEQD_OPTS:-}\""
 }
 
@@ -86,13 +104,16 @@ nvidia-cuda-mps-control -d
 mps_alone=$("$B/bench/bench-native" latency 2000 | tail -1 | median_of)
 blog=$O/quiet-busy-native.log
 start_busy "$native_rt" 100000000
+start_runnable "$O/quiet-runnable-native.txt"
 beside=$("$B/bench/bench-native" latency 2000 | tail -1 | median_of)
+runnable=$(stop_runnable "$O/quiet-runnable-native.txt")
 stop_busy
 echo quit | nvidia-cuda-mps-control
 sleep 1
 rm -rf "$tmp"
 read -r rate per <<<"$(busy_rate)"
 echo "quiet-latency side=native busy=$busy alone_median_us=$alone mps_alone_median_us=$mps_alone" \
+	"runnable_median=$runnable cpus=$(nproc)" \
 	"mps_busy_median_us=$beside busy_rt_per_s=$rate busy_period_us=$per"
 [ "${MATCH:-0}" = 1 ] || exit 0
 SSEQ_BENCH_PACE_US=$per daemon_rows daemon-paced
