@@ -838,6 +838,14 @@ static double sleep_on_word(_Atomic uint64_t *word)
 	return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 }
 
+/* A staging arena of `size` bytes registered (sealed) on fd, and the done word at byte
+ * `at` of it. */
+static _Atomic uint64_t *word_arena(int fd, struct staging *st, size_t size, size_t at)
+{
+	ck_assert_int_eq(staging_register(fd, st, size, true), SSEQ__STATUS__STATUS_OK);
+	return (_Atomic uint64_t *)(void *)((char *)st->map + at);
+}
+
 /* A client asleep on the word of request t (the sleeping mark written before t was sent)
  * is woken within 2 s: by the tag, with `written` words written so far, where `tagged`;
  * else by the refusal, and t's Completion carries a device error. */
@@ -906,8 +914,7 @@ START_TEST(test_a_word_named_again_before_the_loop_took_the_report_is_left_alone
 	SIM_ONLY();
 	daemon_start(NULL);
 	fd = conn_hello();
-	ck_assert_int_eq(staging_register(fd, &st, 3 * W, true), SSEQ__STATUS__STATUS_OK);
-	word = (_Atomic uint64_t *)(void *)((char *)st.map + W);
+	word = word_arena(fd, &st, 3 * W, W);
 	ck_assert_int_eq(do_alloc(fd, W, &a), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(
 		reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, W)), SSEQ__STATUS__STATUS_OK);
@@ -991,8 +998,7 @@ START_TEST(test_d2h_done_word_wakes_a_client_asleep_on_it)
 	daemon_start((const char *const[]){
 		"--sim-delay", "d2h=200ms", "--inject", "device-fail-op=3", NULL});
 	fd = conn_hello();
-	ck_assert_int_eq(staging_register(fd, &st, 3 * W, true), SSEQ__STATUS__STATUS_OK);
-	word = (_Atomic uint64_t *)(void *)((char *)st.map + W);
+	word = word_arena(fd, &st, 3 * W, W);
 	ck_assert_int_eq(do_alloc(fd, W, &a), SSEQ__STATUS__STATUS_OK);
 	for (size_t i = 0; i < N; i++)
 		st.map[i] = (float)(i + 7);
@@ -1030,8 +1036,7 @@ START_TEST(test_d2h_done_word_answers_instead_of_a_completion)
 
 	daemon_start((const char *const[]){"--sim-delay", "d2h=2ms", NULL});
 	fd = conn_hello();
-	ck_assert_int_eq(staging_register(fd, &st, 3 * W, true), SSEQ__STATUS__STATUS_OK);
-	word = (_Atomic uint64_t *)(void *)((char *)st.map + W);
+	word = word_arena(fd, &st, 3 * W, W);
 	ck_assert_int_eq(do_alloc(fd, W, &a), SSEQ__STATUS__STATUS_OK);
 	for (size_t i = 0; i < N; i++)
 		st.map[i] = (float)i;
@@ -1115,8 +1120,7 @@ START_TEST(test_await_done_word_answers_instead_of_a_completion)
 	SIM_ONLY();
 	daemon_start((const char *const[]){"--sim-delay", "h2d=200ms", NULL});
 	fd = conn_hello();
-	ck_assert_int_eq(staging_register(fd, &st, 2 * W, true), SSEQ__STATUS__STATUS_OK);
-	word = (_Atomic uint64_t *)(void *)((char *)st.map + W);
+	word = word_arena(fd, &st, 2 * W, W);
 	ck_assert_int_eq(do_alloc(fd, W, &a), SSEQ__STATUS__STATUS_OK);
 	ck_assert_int_eq(
 		reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, W)), SSEQ__STATUS__STATUS_OK);
@@ -1182,8 +1186,7 @@ START_TEST(test_await_done_word_wakes_a_client_asleep_on_it)
 	daemon_start((const char *const[]){
 		"--sim-delay", "h2d=200ms", "--inject", "device-fail-op=2", NULL});
 	fd = conn_hello();
-	ck_assert_int_eq(staging_register(fd, &st, 2 * W, true), SSEQ__STATUS__STATUS_OK);
-	word = (_Atomic uint64_t *)(void *)((char *)st.map + W);
+	word = word_arena(fd, &st, 2 * W, W);
 	for (int round = 0; round < 2; round++) {
 		ck_assert_int_eq(do_alloc(fd, W, &a), SSEQ__STATUS__STATUS_OK);
 		ck_assert_int_eq(reply_status(fd, send_h2d(fd, st.handle, 0, a, 0, W)),
