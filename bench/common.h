@@ -121,8 +121,9 @@ static inline void bench_pace(double *next)
 		return;
 	now = now_s();
 	if (*next > now) {
-		struct timespec ts = {.tv_sec = (time_t)(*next - now),
-			.tv_nsec = (long)((*next - now - (double)(time_t)(*next - now)) * 1e9)};
+		const double wait = *next - now;
+		const struct timespec ts = {.tv_sec = (time_t)wait,
+			.tv_nsec = (long)((wait - (double)(time_t)wait) * 1e9)};
 
 		nanosleep(&ts, NULL);
 		now = *next;
