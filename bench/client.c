@@ -73,22 +73,49 @@ static void mode_copy(uint64_t size, int reps)
 		COPY_BURST * (double)size / best[2] / 1e9);
 }
 
-/* 4 KiB H2D followed by await on the buffer, median of `reps`. */
+/* 4 KiB H2D followed by await on the buffer, median of `reps`. With $SSEQ_BENCH_STAMPS
+ * set, each round's H2D tag, start and end (CLOCK_MONOTONIC ns, the daemon's timeline
+ * clock) go to that file as "tag t0_ns t1_ns" lines, to be joined with
+ * `sseqctl trace --chrome` (bench/latency-parts.sh). */
 static void mode_latency(int reps)
 {
+	const char *stamps = getenv("SSEQ_BENCH_STAMPS");
 	void *up;
 	uint64_t a;
 	double *t = calloc((size_t)reps, sizeof(double));
+	uint64_t(*st)[3] = stamps ? calloc((size_t)reps, sizeof(*st)) : NULL;
 
+	if (!t || (stamps && !st)) {
+		fprintf(stderr, "bench-client: out of memory\n");
+		exit(1);
+	}
 	open_session(0);
 	check(sseq_host_alloc(s, 4096, &up), "host_alloc");
 	memset(up, 1, 4096);
 	check(sseq_alloc(s, 4096, "a", &a), "alloc");
 	for (int r = 0; r < reps; r++) {
+		uint64_t tag = 0;
 		double t0 = now_s();
-		check(sseq_copy_h2d(s, a, 0, up, 4096, NULL), "h2d");
+		check(sseq_copy_h2d(s, a, 0, up, 4096, &tag), "h2d");
 		check(sseq_await(s, a), "await");
 		t[r] = now_s() - t0;
+		if (st) {
+			st[r][0] = tag;
+			st[r][1] = (uint64_t)(t0 * 1e9);
+			st[r][2] = (uint64_t)((t0 + t[r]) * 1e9);
+		}
+	}
+	if (st) {
+		FILE *f = fopen(stamps, "w");
+		if (!f) {
+			perror(stamps);
+			exit(1);
+		}
+		for (int r = 0; r < reps; r++)
+			fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", st[r][0], st[r][1],
+				st[r][2]);
+		fclose(f);
+		free(st);
 	}
 	print_latency("daemon", t, reps);
 	free(t);

@@ -55,6 +55,10 @@ assert d["socket"] == sys.argv[3], d
 assert d["version"] and d["protocol"].startswith("1."), d
 assert 0 < d["uptime_ns"] < 600e9, d
 assert abs(d["started_unix_ns"] / 1e9 - time.time()) < 600, d
+# The timeline's origin on this host's CLOCK_MONOTONIC: now less the uptime, within the
+# query's own time.
+mono = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+assert 0 < mono - d["started_monotonic_ns"] - d["uptime_ns"] < 60e9, d
 EOF
 expect_rc 0 --socket "$sock" status
 grep -qE "^ +Daemon: sseqd [0-9.]+.* \(protocol 1\.[0-9]+\), pid $daemon_pid$" "$dir/out" &&
@@ -640,7 +644,7 @@ python3 - "$dir/out" "$dir/old.sock" <<'EOF' || fail "status JSON of a protocol 
 import json, sys
 d = json.load(open(sys.argv[1]))["daemon"]
 assert d == {"version": "0.0.9", "protocol": "1.5", "pid": None, "started_unix_ns": None,
-             "uptime_ns": None, "socket": sys.argv[2]}, d
+             "uptime_ns": None, "started_monotonic_ns": None, "socket": sys.argv[2]}, d
 EOF
 wait "$helper_pid" 2>/dev/null || true
 helper_pid=

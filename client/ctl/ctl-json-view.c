@@ -110,10 +110,15 @@ static void json_daemon(struct json *j, const struct ctl *c, const Sseq__DaemonI
 		json_uint(j, "pid", d->pid);
 		json_uint(j, "started_unix_ns", d->started_unix_ns);
 		json_uint(j, "uptime_ns", d->uptime_ns);
+		if (d->started_monotonic_ns)
+			json_uint(j, "started_monotonic_ns", d->started_monotonic_ns);
+		else
+			json_null(j, "started_monotonic_ns");
 	} else {
 		json_null(j, "pid");
 		json_null(j, "started_unix_ns");
 		json_null(j, "uptime_ns");
+		json_null(j, "started_monotonic_ns");
 	}
 	json_string(j, "socket", d && d->socket && *d->socket ? d->socket : c->socket);
 	json_object_end(j);

@@ -83,6 +83,7 @@ static Sseq__DaemonInfo *query_daemon(struct server *asking, struct arena *a)
 	d->pid = (uint32_t)getpid();
 	d->started_unix_ns = srv->started_unix_ns;
 	d->uptime_ns = server_now_ns() - srv->started_ns;
+	d->started_monotonic_ns = srv->started_ns;
 	if (srv->opts.listen_fd >= 0 || !path) {
 		path = "";
 		if (getsockname(srv->listen_fd, (struct sockaddr *)&addr, &len) == 0 &&
