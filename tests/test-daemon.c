@@ -7,6 +7,7 @@
 
 #include "daemon-harness.h"
 #include "done-word.h"
+#include "sseq-ring.h"
 
 /* ---- the tests ------------------------------------------------------------------------ */
 
@@ -1025,6 +1026,156 @@ END_TEST
 /* CopyD2H.done_word: the tag lands in the word once the bytes are in place and no
  * Completion follows; a word that holds something else (a client about to sleep) gets
  * the Completion instead; a word misplaced is refused. */
+/* ---- the request ring (protocol 1.15) ---- */
+
+/* RequestRing of `size` data bytes at `offset` of arena `staging`: its status. */
+static Sseq__Status ring_request(int fd, uint64_t staging, uint64_t offset, uint64_t size)
+{
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__RequestRing rr = SSEQ__REQUEST_RING__INIT;
+
+	rr.staging = staging;
+	rr.offset = offset;
+	rr.size = size;
+	rq.body_case = SSEQ__REQUEST__BODY_REQUEST_RING;
+	rq.request_ring = &rr;
+	return reply_status(fd, send_tagged(fd, &rq));
+}
+
+/* A ring of `size` data bytes named at the start of a fresh arena: its header. */
+static struct sseq_ring_header *ring_named(int fd, struct staging *st, uint64_t size)
+{
+	ck_assert_int_eq(
+		staging_register(fd, st, SSEQ_RING_HEADER + size, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(ring_request(fd, st->handle, 0, size), SSEQ__STATUS__STATUS_OK);
+	return (struct sseq_ring_header *)(void *)st->map;
+}
+
+/* rq, under a fresh tag, written into the ring as a client writes it: bytes at the tail
+ * (wrapping), the tail published, the doorbell rung where the daemon said it may sleep. */
+static uint64_t ring_send(int fd, struct sseq_ring_header *h, uint64_t size, Sseq__Request *rq)
+{
+	static const uint8_t doorbell[FRAME_HEADER];
+	uint8_t buf[512], *data = (uint8_t *)h + SSEQ_RING_HEADER;
+	const uint64_t tail = atomic_load(&h->tail);
+	size_t n;
+
+	rq->tag = ++next_tag;
+	n = frame_of(rq, buf, sizeof(buf));
+	ck_assert_uint_le(tail - atomic_load(&h->head) + n, size);
+	for (size_t i = 0; i < n; i++)
+		data[(tail + i) & (size - 1)] = buf[i];
+	atomic_store(&h->tail, tail + n);
+	if (!atomic_load(&h->awake))
+		send_raw(fd, doorbell, sizeof(doorbell), -1);
+	return rq->tag;
+}
+
+START_TEST(test_request_ring_carries_the_sockets_stream)
+{
+	const uint64_t size = SSEQ_RING_MIN;
+	struct staging rs, st;
+	struct harness_req r;
+	struct sseq_ring_header *h;
+	uint64_t a, bytes0, tags[8], bufs[8];
+	int fd;
+
+	daemon_start(NULL);
+	fd = conn_hello();
+	bytes0 = stats_of(fd).ring_bytes;
+	h = ring_named(fd, &rs, size);
+	ck_assert_uint_eq(atomic_load(&h->head), 0);
+	/* Many times round the ring (it wraps in the middle of frames), eight frames at a
+	 * time, answered in order. */
+	for (int round = 0; round < 100; round++) {
+		for (int i = 0; i < 8; i++)
+			tags[i] = ring_send(fd, h, size, harness_req_alloc(&r, 64, "ring", 0));
+		for (int i = 0; i < 8; i++)
+			ck_assert_int_eq(expect_reply(fd, tags[i], &bufs[i], NULL, 0),
+				SSEQ__STATUS__STATUS_OK);
+		for (int i = 0; i < 8; i++)
+			tags[i] = ring_send(fd, h, size, harness_req_free(&r, bufs[i]));
+		for (int i = 0; i < 8; i++)
+			ck_assert_int_eq(
+				expect_reply(fd, tags[i], NULL, NULL, 0), SSEQ__STATUS__STATUS_OK);
+	}
+	ck_assert_uint_gt(atomic_load(&h->tail), 4 * size);
+	ck_assert_uint_eq(atomic_load(&h->head), atomic_load(&h->tail));
+	/* A descriptor's frame goes on the socket once the ring is taken; what follows it in
+	 * the ring runs after it (the arena it registers is there), once the daemon has read
+	 * it (its Reply says so). */
+	ck_assert_int_eq(staging_register(fd, &st, 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_ge(atomic_load(&h->sock_read), 1);
+	st.map[0] = 7.0f;
+	ck_assert_int_eq(
+		reply_status(fd, ring_send(fd, h, size, harness_req_alloc(&r, 4096, "b", 0))),
+		SSEQ__STATUS__STATUS_OK);
+	/* Asleep (the loop's spin is over): the daemon says so, and the doorbell wakes it. */
+	usleep(200 * 1000);
+	ck_assert_uint_eq(atomic_load(&h->awake), 0);
+	ck_assert_int_eq(do_alloc(fd, 4096, &a), SSEQ__STATUS__STATUS_OK);
+	usleep(200 * 1000);
+	ck_assert_uint_eq(atomic_load(&h->awake), 0);
+	ck_assert_int_eq(
+		reply_status(
+			fd, ring_send(fd, h, size, harness_req_h2d(&r, st.handle, 0, a, 0, 4096))),
+		SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(reply_status(fd, ring_send(fd, h, size, harness_req_sync(&r))),
+		SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_gt(stats_of(fd).ring_bytes, bytes0 + 4 * size);
+	close(fd);
+	daemon_stop();
+}
+END_TEST
+
+START_TEST(test_request_ring_is_checked_and_a_bad_tail_closes_only_its_session)
+{
+	struct staging rs, other;
+	struct harness_req r;
+	struct sseq_ring_header *h;
+	char msg[256];
+	int fd, bystander;
+	Sseq__Request rq = SSEQ__REQUEST__INIT;
+	Sseq__StagingUnregister su = SSEQ__STAGING_UNREGISTER__INIT;
+
+	daemon_start(NULL);
+	fd = conn_hello();
+	bystander = conn_hello();
+	ck_assert_int_eq(staging_register(fd, &other, 3 * 4096, true), SSEQ__STATUS__STATUS_OK);
+	ck_assert_int_eq(
+		ring_request(fd, other.handle, 0, 3000), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_int_eq(
+		ring_request(fd, other.handle, 0, 2048), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_int_eq(
+		ring_request(fd, other.handle, 8, 4096), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_int_eq(
+		ring_request(fd, other.handle, 2 * 4096, 4096), SSEQ__STATUS__STATUS_OUT_OF_RANGE);
+	ck_assert_int_ne(ring_request(fd, other.handle + 1000, 0, 4096), SSEQ__STATUS__STATUS_OK);
+	h = ring_named(fd, &rs, 4096);
+	ck_assert_int_eq(
+		ring_request(fd, other.handle, 0, 4096), SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	su.staging = rs.handle;
+	rq.body_case = SSEQ__REQUEST__BODY_STAGING_UNREGISTER;
+	rq.staging_unregister = &su;
+	ck_assert_int_eq(expect_reply(fd, send_tagged(fd, &rq), NULL, msg, sizeof(msg)),
+		SSEQ__STATUS__STATUS_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(msg, "request ring"), "%s", msg);
+	ck_assert_int_eq(reply_status(fd, ring_send(fd, h, 4096, harness_req_sync(&r))),
+		SSEQ__STATUS__STATUS_OK);
+	/* A tail further ahead than the ring holds. */
+	atomic_store(&h->tail, atomic_load(&h->head) + 4096 + 1);
+	send_raw(fd, (const uint8_t[FRAME_HEADER]){0}, FRAME_HEADER, -1);
+	ck_assert_int_eq(
+		expect_reply(fd, 0, NULL, msg, sizeof(msg)), SSEQ__STATUS__STATUS_PROTOCOL_ERROR);
+	ck_assert_msg(strstr(msg, "request ring"), "%s", msg);
+	ck_assert(conn_closed(fd));
+	close(fd);
+	fill_and_check(bystander, 3.0f);
+	close(bystander);
+	daemon_stop();
+}
+END_TEST
+
 START_TEST(test_d2h_done_word_answers_instead_of_a_completion)
 {
 	struct staging st;
@@ -1611,6 +1762,8 @@ static void add_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_hello_welcomes_with_device);
 	tcase_add_test(tc, test_roundtrip_h2d_exec_d2d_d2h);
+	tcase_add_test(tc, test_request_ring_carries_the_sockets_stream);
+	tcase_add_test(tc, test_request_ring_is_checked_and_a_bad_tail_closes_only_its_session);
 	tcase_add_test(tc, test_d2h_done_word_answers_instead_of_a_completion);
 	tcase_add_test(tc, test_a_word_named_again_before_the_loop_took_the_report_is_left_alone);
 	tcase_add_test(tc, test_d2h_done_word_wakes_a_client_asleep_on_it);

@@ -47,6 +47,17 @@ lanes=$("$ctl" --socket "$sock" streams | awk '$2 == "compute" && $4 > 0' | wc -
 [ "$lanes" -ge 8 ] || fail "the clients' work ran on $lanes compute streams, not on their lanes"
 stop
 
+echo "== request rings: 20,000 ops, 4 clients writing their requests into shared memory"
+start --sim-delay all=rand:0-100us
+out=$(SSEQ_REQUEST_RING=1 "$stress" --socket "$sock" --ops 20000 --clients 4 --seed 11 | tail -1) ||
+	fail "sseq-stress failed with request rings: $out"
+echo "$out"
+[ "$(field wrong "$out")" = 0 ] && [ "$(field races "$out")" = 0 ] && [ "$(field errors "$out")" = 0 ] ||
+	fail "expected wrong=0 errors=0 races=0 with request rings: $out"
+rb=$("$ctl" --socket "$sock" --json stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"]["ring_bytes"])')
+[ "$rb" -gt 100000 ] || fail "the requests did not come through the rings: ring_bytes=$rb"
+stop
+
 for inj in "--inject legacy-sync-window=4 --sim-delay h2d=2ms" "--inject early-free" \
 	"--inject slice-outlives-base"; do
 	echo "== injected: $inj"

@@ -116,6 +116,11 @@ struct sseq {
 	bool word_sleeps;
 	uint64_t word_naps, word_naps_unwoken;
 	bool no_words; /* $SSEQ_DONE_WORDS=0: no request names a done word */
+	/* $SSEQ_REQUEST_RING=1 with a daemon of protocol 1.15: the requests go through a
+	 * ring in an arena of its own (conn.c) once it is named. */
+	bool want_ring;
+	struct frame_ring ring;
+	struct staging_arena *ring_arena;
 	struct staging_set staging;
 	/* Errors not yet collected, oldest first (see ops.c). */
 	struct client_error *errors;

@@ -97,7 +97,7 @@ static uint64_t client_now_ns(void)
  * (a closed peer reads as a reset). Returns 0, -EAGAIN or s->broken. */
 static int client_send(struct sseq *s)
 {
-	int r = frame_writer_send(&s->w, s->sock);
+	int r = frame_writer_send_ring(&s->w, s->sock, &s->ring);
 	if (r == 0) {
 		s->nqueued = 0;
 		s->sent_ns = s->looked_ns = client_now_ns();
@@ -132,6 +132,11 @@ static bool client_answer_due(const struct sseq *s)
  * daemon wakes it for the tag and for a Completion sent instead, so this bounds only a
  * lost race with the latter and the notice of a daemon gone. */
 #define CLIENT_NAP_NS 5000000L
+/* Requests held until the daemon takes its ring look again this often (the daemon's loop
+ * takes it within a turn unless the session is held back). */
+#define CLIENT_RING_LOOK_MS 1
+/* The request ring's data bytes ($SSEQ_REQUEST_RING). */
+#define CLIENT_RING_SIZE (64u << 10)
 
 static long client_spin_ns(void)
 {
@@ -164,9 +169,12 @@ int client_pump(struct sseq *s, int timeout_ms)
 		if (s->broken)
 			return s->broken;
 	}
+	/* Requests waiting for the daemon to take the ring (or to read the socket before
+	 * the ring goes on) are not waiting for the socket: look again after a while. */
+	const bool ring_wait = frame_writer_pending(&s->w) && s->ring.waiting;
 	struct pollfd pfd = {
 		.fd = s->sock,
-		.events = POLLIN | (frame_writer_pending(&s->w) ? POLLOUT : 0),
+		.events = POLLIN | (frame_writer_pending(&s->w) && !ring_wait ? POLLOUT : 0),
 	};
 	int n = 0;
 	/* An answer usually comes within tens of microseconds: look for it for a moment
@@ -206,7 +214,8 @@ int client_pump(struct sseq *s, int timeout_ms)
 	if (n == 0 || (n < 0 && errno == EINTR)) {
 		/* Asleep on the word where the daemon wakes it (nothing to send, no end to the
 		 * wait: the socket is looked at after each nap, for what else came). */
-		if (timeout_ms < 0 && s->watching && s->word_sleeps && !(pfd.events & POLLOUT)) {
+		if (timeout_ms < 0 && s->watching && s->word_sleeps && !(pfd.events & POLLOUT) &&
+			!ring_wait) {
 			switch (client_op_word_nap(s, s->watching, CLIENT_NAP_NS)) {
 			case CLIENT_NAP_DONE:
 				return 0;
@@ -220,8 +229,13 @@ int client_pump(struct sseq *s, int timeout_ms)
 		if (timeout_ms != 0 && s->watching && !client_op_word_sleep(s, s->watching))
 			return 0;
 		do
-			n = poll(&pfd, 1, timeout_ms);
+			n = poll(&pfd, 1,
+				ring_wait && (timeout_ms < 0 || timeout_ms > CLIENT_RING_LOOK_MS)
+					? CLIENT_RING_LOOK_MS
+					: timeout_ms);
 		while (n < 0 && errno == EINTR);
+		if (n == 0 && ring_wait && timeout_ms != 0)
+			return 0; /* the caller sends again, and waits again */
 	}
 	if (n > 0)
 		client_spin_learn(s, t0, most);
@@ -407,6 +421,8 @@ static void client_free(struct sseq *s)
 	frame_reader_finish(&s->r);
 	if (s->sock >= 0)
 		close(s->sock);
+	if (s->ring_arena)
+		staging_arena_destroy(s->ring_arena);
 	free(s->info.daemon_version);
 	free(s->info.device_name);
 	free(s->info.backend);
@@ -445,6 +461,52 @@ static int client_hello(struct sseq *s, const struct sseq_connect_options *o)
 	return r;
 }
 
+/* The requests from here on through a ring in an arena of its own (RequestRing): its
+ * registration and naming go on the socket, and a daemon that refuses it (or memory that
+ * runs short) leaves them there. */
+static void client_ring_start(struct sseq *s)
+{
+	const uint64_t size = SSEQ_RING_HEADER + CLIENT_RING_SIZE;
+	struct staging_arena *a;
+	struct op *op;
+
+	if (staging_arena_create(size, "sseq-ring", &a) < 0)
+		return;
+	Sseq__StagingRegister reg = SSEQ__STAGING_REGISTER__INIT;
+	reg.size = size;
+	reg.label = "sseq-ring";
+	Sseq__Request req = SSEQ__REQUEST__INIT;
+	req.body_case = SSEQ__REQUEST__BODY_STAGING_REGISTER;
+	req.staging_register = &reg;
+	int r = (op = client_op_new()) ? 0 : -ENOMEM;
+	if (r == 0) {
+		op->waited = true;
+		r = client_submit(s, &req, a->fd, op, NULL);
+	}
+	if (r == 0)
+		r = client_op_collect_handle(s, op, &a->handle);
+	if (r == 0) {
+		Sseq__RequestRing rr = SSEQ__REQUEST_RING__INIT;
+		rr.staging = a->handle;
+		rr.size = CLIENT_RING_SIZE;
+		req = (Sseq__Request)SSEQ__REQUEST__INIT;
+		req.body_case = SSEQ__REQUEST__BODY_REQUEST_RING;
+		req.request_ring = &rr;
+		r = client_request_wait(s, &req, NULL);
+	}
+	if (r < 0) {
+		/* Registered or not, the arena is the daemon's to drop with the session. */
+		staging_arena_destroy(a);
+		s->errmsg[0] = '\0';
+		return;
+	}
+	s->ring_arena = a;
+	s->ring = (struct frame_ring){.hdr = (struct sseq_ring_header *)(void *)a->base,
+		.data = a->base + SSEQ_RING_HEADER,
+		.size = CLIENT_RING_SIZE,
+		.sock_fence = s->w.sock_sent};
+}
+
 int sseq__connect_fd(int fd, const struct sseq_connect_options *opts, struct sseq **out)
 {
 	*out = NULL;
@@ -479,6 +541,8 @@ int sseq__connect_fd(int fd, const struct sseq_connect_options *opts, struct sse
 		return r;
 	}
 	s->errmsg[0] = '\0';
+	if (s->want_ring)
+		client_ring_start(s);
 	handles_register(s);
 	*out = s;
 	return 0;

@@ -1,6 +1,7 @@
 /* Wire framing for libsseq: batching writer with descriptor passing, and a bounded
  * frame reader. Everything here is non-blocking; waiting is the caller's business. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -129,10 +130,115 @@ int frame_writer_send(struct frame_writer *w, int sock)
 		if (fd >= 0)
 			w->fds_sent++;
 		w->sent += (size_t)n;
+		w->sock_sent += (uint64_t)n;
 	}
 	w->len = w->sent = 0;
 	w->nfds = w->fds_sent = 0;
 	return 0;
+}
+
+/* Copy n bytes, at most the ring's room, to the ring at its tail, and publish them. */
+static void ring_put(struct frame_ring *rg, const uint8_t *p, uint64_t n)
+{
+	const uint64_t at = rg->tail & (rg->size - 1);
+	const uint64_t first = n < rg->size - at ? n : rg->size - at;
+
+	memcpy(rg->data + at, p, first);
+	memcpy(rg->data, p + first, n - first);
+	rg->tail += n;
+	atomic_store_explicit(&rg->hdr->tail, rg->tail, memory_order_release);
+}
+
+/* Wake a daemon that may sleep: a frame of length 0 on the socket. Its tail was published
+ * before the look at awake (the fence; the daemon stores awake 0 before its last look at
+ * the tail), so one of the two sees the other. A full socket needs none: the daemon has
+ * unread bytes there and will read them. */
+static void ring_doorbell(struct frame_writer *w, int sock, struct frame_ring *rg)
+{
+	static const uint8_t zero[FRAME_HEADER];
+	size_t done = 0;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&rg->hdr->awake, memory_order_relaxed))
+		return;
+	while (done < sizeof(zero)) {
+		ssize_t n = send_chunk(sock, zero + done, sizeof(zero) - done, -1);
+
+		if (n < 0 && !done)
+			return; /* full (the daemon has reading to do) or gone (the next send says)
+				 */
+		if (n > 0) {
+			done += (size_t)n;
+			w->sock_sent += (uint64_t)n;
+		}
+	}
+	rg->doorbells++;
+}
+
+int frame_writer_send_ring(struct frame_writer *w, int sock, struct frame_ring *rg)
+{
+	bool wrote = false;
+	int r = 0;
+
+	if (!rg->hdr)
+		return frame_writer_send(w, sock);
+	rg->waiting = false;
+	while (w->sent < w->len) {
+		const struct frame_fd *next = w->fds_sent < w->nfds ? &w->fds[w->fds_sent] : NULL;
+
+		if (!next || next->offset > w->sent) {
+			const size_t end = next ? next->offset : w->len;
+			const uint64_t read =
+				atomic_load_explicit(&rg->hdr->sock_read, memory_order_acquire);
+			const uint64_t head =
+				atomic_load_explicit(&rg->hdr->head, memory_order_acquire);
+			uint64_t n = end - w->sent;
+
+			if (read < rg->sock_fence || rg->size - (rg->tail - head) == 0) {
+				rg->waiting = true;
+				r = -EAGAIN;
+				break;
+			}
+			if (n > rg->size - (rg->tail - head))
+				n = rg->size - (rg->tail - head);
+			ring_put(rg, w->data + w->sent, n);
+			w->sent += (size_t)n;
+			wrote = true;
+			continue;
+		}
+		/* A descriptor's frame, on the socket once the ring is taken: the bytes from it
+		 * to the next descriptor's (or the end) go there, as frame_writer_send sends. */
+		if (atomic_load_explicit(&rg->hdr->head, memory_order_acquire) != rg->tail) {
+			rg->waiting = true;
+			r = -EAGAIN;
+			break;
+		}
+		const size_t end =
+			w->fds_sent + 1 < w->nfds ? w->fds[w->fds_sent + 1].offset : w->len;
+		ssize_t n = send_chunk(sock, w->data + w->sent, end - w->sent, next->fd);
+
+		if (n == -EWOULDBLOCK) {
+			r = -EAGAIN;
+			break;
+		}
+		if (n < 0) {
+			r = (int)n;
+			break;
+		}
+		w->fds_sent++;
+		w->sent += (size_t)n;
+		w->sock_sent += (uint64_t)n;
+		rg->sock_fence = w->sock_sent;
+		/* The rest of a partial send goes on the socket too: it is not at a descriptor,
+		 * so the next round puts it in the ring once the daemon read this far. */
+	}
+	if (wrote)
+		ring_doorbell(w, sock, rg);
+	if (r == 0) {
+		w->len = w->sent = 0;
+		w->nfds = w->fds_sent = 0;
+	}
+	return r;
 }
 
 void frame_reader_init(struct frame_reader *r)

@@ -12,6 +12,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "sseq-frame.h"
+#include "sseq-ring.h"
 
 struct frame_fd {
 	size_t offset; /* byte of the send buffer the descriptor travels with */
@@ -25,6 +26,22 @@ struct frame_writer {
 	size_t cap;
 	struct frame_fd *fds;
 	size_t nfds, fds_sent, fds_cap;
+	uint64_t sock_sent; /* bytes sent on the socket since the connection began */
+};
+
+/* A request ring (RequestRing, proto/sseq-ring.h) the writer puts bytes into instead of
+ * the socket: the same stream, so a byte goes to the ring only once the daemon has read
+ * every byte sent on the socket before it, and to the socket only once the daemon has
+ * taken every byte written to the ring before it; a descriptor's frame goes on the
+ * socket. */
+struct frame_ring {
+	struct sseq_ring_header *hdr; /* NULL: no ring */
+	uint8_t *data;
+	uint64_t size; /* a power of two */
+	uint64_t tail; /* bytes written to it */
+	uint64_t sock_fence; /* the writer's sock_sent after its last bytes but doorbells */
+	uint64_t doorbells; /* frames of length 0 sent to wake the daemon */
+	bool waiting; /* the last send stopped for the daemon to take or read (not the socket) */
 };
 
 struct frame_reader {
@@ -47,6 +64,10 @@ size_t frame_writer_pending(const struct frame_writer *w);
 /* Send as much as the socket takes without blocking. Returns 0 when everything was
  * sent, -EAGAIN when the socket is full, or a negative errno. */
 int frame_writer_send(struct frame_writer *w, int sock);
+/* The same through ring where it can (rg->hdr set): -EAGAIN with rg->waiting when it
+ * stopped for the daemon (the ring full, or the other way not yet taken), with the
+ * doorbell rung where the daemon may sleep. */
+int frame_writer_send_ring(struct frame_writer *w, int sock, struct frame_ring *rg);
 
 void frame_reader_init(struct frame_reader *r);
 void frame_reader_finish(struct frame_reader *r);

@@ -450,6 +450,8 @@ static void save_welcome(struct sseq *s, const Sseq__Welcome *w)
 	s->word_sleeps = w->protocol_major == SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR &&
 		w->protocol_minor >= 12 && client_env_flag("SSEQ_SLEEP_ON_WORD", false);
 	s->no_words = !client_env_flag("SSEQ_DONE_WORDS", true);
+	s->want_ring = w->protocol_major == SSEQ__PROTOCOL_VERSION__PROTOCOL_MAJOR &&
+		w->protocol_minor >= 15 && client_env_flag("SSEQ_REQUEST_RING", false);
 	free(s->info.daemon_version);
 	s->info.daemon_version = strdup(w->daemon_version ? w->daemon_version : "");
 	/* A daemon before protocol 1.2 names no lanes: everything runs on its one. */

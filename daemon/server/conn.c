@@ -1,5 +1,6 @@
 /* A session's connection: the socket's input (recvmsg with SCM_RIGHTS, framing, the input
- * memory budget, EOF and half-close), each whole frame handed to request_run(), when its
+ * memory budget, EOF and half-close) and its request ring's (bytes the client writes into
+ * shared memory: the same stream), each whole frame handed to request_run(), when its
  * output (out.c) is written and what to poll for, and the deadlines the sweep enforces. */
 #include "conn.h"
 
@@ -214,6 +215,10 @@ void conn_process(struct session *s)
 		char why[128];
 		int r;
 
+		if (len == 0 && in->ring.hdr) {
+			off += 4; /* a doorbell: the ring holds what it rang for */
+			continue;
+		}
 		if (!pause_turn_frame(s, &frames))
 			break; /* its turn is up: the rest next turn, after the others */
 		if (len > FRAME_MAX) {
@@ -371,13 +376,19 @@ static void conn_read(struct session *s)
 			}
 		}
 		if (n == 0) {
-			conn_input_ended(s);
+			conn_ring_take(s); /* written before the close */
+			if (session_is_connected(s))
+				conn_input_ended(s);
 			return;
 		}
 		in->last_read_ns = server_loop_ns(srv);
 		if (!in->len)
 			in->frame_started_ns = in->last_read_ns;
 		in->len += (size_t)n;
+		in->sock_read += (uint64_t)n;
+		if (in->ring.hdr) /* now in the input: the ring may carry what comes after */
+			atomic_store_explicit(
+				&in->ring.hdr->sock_read, in->sock_read, memory_order_release);
 		conn_process(s);
 		if (!in->len && srv->input_waiting) {
 			conn_input_free(s); /* others wait for input memory */
@@ -385,6 +396,92 @@ static void conn_read(struct session *s)
 		}
 		if ((size_t)n < iov.iov_len)
 			break;
+	}
+}
+
+/* ---- the request ring ---- */
+
+uint64_t conn_sock_read(const struct session *s)
+{
+	return session_in_const(s)->sock_read;
+}
+
+void conn_sock_read_adopt(struct session *s, uint64_t n)
+{
+	session_in(s)->sock_read = n;
+}
+
+/* Copy [head, head + n) of the ring, n at most its size, to dst: in two pieces where it
+ * wraps. */
+static void conn_ring_copy(const struct session_ring *rg, uint8_t *dst, uint64_t n)
+{
+	const uint64_t at = rg->head & (rg->size - 1);
+	const uint64_t first = n < rg->size - at ? n : rg->size - at;
+
+	memcpy(dst, rg->data + at, first);
+	memcpy(dst + first, rg->data, n - first);
+}
+
+void conn_ring_take(struct session *s)
+{
+	struct session_in *in = session_in(s);
+	struct session_ring *rg = &in->ring;
+	struct server *srv = session_server(s);
+
+	/* Bounded per call, as a read is, so one busy client cannot starve the others. */
+	for (int rounds = 0; rounds < 4 && rg->hdr && session_is_connected(s) &&
+		!pause_any(session_pause(s)) && !session_is_closing(s);
+		rounds++) {
+		const uint64_t tail = atomic_load_explicit(&rg->hdr->tail, memory_order_acquire);
+		uint64_t n = tail - rg->head;
+		char why[128];
+		int r;
+
+		if (!n)
+			return;
+		if (n > rg->size) {
+			snprintf(why, sizeof(why),
+				"request ring: tail %" PRIu64 " is more than the ring's %" PRIu64
+				" bytes past the head %" PRIu64,
+				tail, rg->size, rg->head);
+			conn_protocol_error(s, SSEQ__STATUS__STATUS_PROTOCOL_ERROR, why);
+			return;
+		}
+		r = conn_input_reserve(s);
+		if (r == -EAGAIN)
+			return;
+		if (r < 0) {
+			conn_close(s);
+			return;
+		}
+		if (n > in->cap - in->len)
+			n = in->cap - in->len;
+		/* Into the input first: what the client writes to the ring from here on cannot
+		 * change what runs. */
+		conn_ring_copy(rg, in->buf + in->len, n);
+		srv->count[SSEQ_COUNTER_RING_BYTES] += n;
+		rg->head += n;
+		atomic_store_explicit(&rg->hdr->head, rg->head, memory_order_release);
+		in->last_read_ns = server_loop_ns(srv);
+		if (!in->len)
+			in->frame_started_ns = in->last_read_ns;
+		in->len += (size_t)n;
+		conn_process(s);
+		if (!in->len && srv->input_waiting) {
+			conn_input_free(s); /* others wait for input memory */
+			return;
+		}
+		if (session_is_connected(s))
+			out_mark_dirty(s); /* the turn's end writes the answers */
+	}
+}
+
+void conn_rings_take(struct server *srv)
+{
+	for (struct session *s = srv->nrings ? srv->sessions : NULL, *next; s; s = next) {
+		next = session_next(s);
+		if (session_in(s)->ring.hdr)
+			conn_ring_take(s);
 	}
 }
 
@@ -447,8 +544,10 @@ static void conn_io(struct session *s, int status, int events)
 	}
 	if (events & UV_WRITABLE)
 		out_mark_dirty(s);
-	if (events & UV_READABLE)
+	if (events & UV_READABLE) {
 		conn_read(s);
+		conn_ring_take(s); /* a doorbell, or frames before a descriptor's */
+	}
 	if (session_is_connected(s))
 		out_mark_dirty(s);
 }
@@ -509,6 +608,7 @@ void conn_close(struct session *s)
 	 * accept() hand its number to a new client whose registration the late close of
 	 * this handle then removes from epoll (the new client would never be read). */
 	uv_close((uv_handle_t *)session_poll(s), conn_poll_closed);
+	ring_detach(s); /* before session_end lets its arena go */
 	conn_input_free(s);
 	for (unsigned i = 0; i < in->nfds; i++)
 		close(in->fds[i]);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "ring.h"
 #include "server.h"
 
 struct session;
@@ -25,6 +26,8 @@ struct session_in {
 	int fds[SESSION_MAX_FDS]; /* received (SCM_RIGHTS), not yet taken, oldest first */
 	unsigned nfds;
 	int poll_events; /* what the session's poll handle watches now */
+	uint64_t sock_read; /* bytes read from the socket since the session began */
+	struct session_ring ring; /* ring.c names it; this module takes from it */
 };
 
 /* The oldest descriptor in `in` that no request took yet, now the caller's; -1 if none.
@@ -63,6 +66,17 @@ void conn_input_free(struct session *s);
 /* s's input buffer becomes `in` (malloc'd, len bytes read but not yet run: a restart in
  * place hands them over), counted against the input budget as a live read's buffer is. */
 void conn_input_adopt(struct session *s, uint8_t *in, size_t len);
+
+/* Take what the client wrote to s's ring into its input and run it, as a read of the
+ * socket does (not while paused: the resume takes it). */
+void conn_ring_take(struct session *s);
+/* Every ring of the loop's sessions: take what they hold (while the loop spins, and before
+ * it sleeps). */
+void conn_rings_take(struct server *srv);
+/* Bytes read from s's socket so far (a restart in place goes on counting), and the new
+ * process's adoption of that count. */
+uint64_t conn_sock_read(const struct session *s);
+void conn_sock_read_adopt(struct session *s, uint64_t n);
 
 /* The restart in place (session-handover.c) carries the input across as it is. */
 /* The bytes read and not yet run: *n of them (NULL when there are none). */

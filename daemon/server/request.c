@@ -19,6 +19,7 @@
 #include "out.h"
 #include "outcome.h"
 #include "pause.h"
+#include "ring.h"
 #include "session.h"
 #include "sseq-utf8.h"
 #include "staging.h"
@@ -86,8 +87,13 @@ static int req_dispatch(struct session *s, const Sseq__Request *rq, bool nested)
 		return session_req_hello(s, rq);
 	case SSEQ__REQUEST__BODY_STAGING_REGISTER:
 		return staging_req_register(s, rq);
-	case SSEQ__REQUEST__BODY_STAGING_UNREGISTER:
-		return staging_req_unregister(s, rq);
+	case SSEQ__REQUEST__BODY_STAGING_UNREGISTER: {
+		const int r = ring_holds(s, rq->staging_unregister->staging);
+
+		return r ? r : staging_req_unregister(s, rq);
+	}
+	case SSEQ__REQUEST__BODY_REQUEST_RING:
+		return ring_req_name(s, rq);
 	case SSEQ__REQUEST__BODY_ALLOC:
 		return buffer_req_alloc(s, rq);
 	case SSEQ__REQUEST__BODY_FREE:

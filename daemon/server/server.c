@@ -27,6 +27,7 @@
 #include "out.h"
 #include "pause.h"
 #include "reset.h"
+#include "ring.h"
 #include "session.h"
 #include "spin.h"
 #include "staging.h"
@@ -94,6 +95,7 @@ static void server_resume_one(struct session *s)
 	 * client could not send meanwhile, gets its whole --frame-timeout from now. */
 	conn_frame_restart(s);
 	conn_process(s); /* may pause it again, on a list of its own */
+	conn_ring_take(s); /* what the client wrote to its ring meanwhile */
 	conn_flush(s);
 }
 
@@ -152,16 +154,24 @@ static void server_on_spin(uv_idle_t *h)
 	struct server *srv = h->data;
 
 	server_drain(srv);
+	conn_rings_take(srv);
 	/* Not stopped when the device goes idle: the client that sent the last request is
 	 * likely to send the next one within the window, and then no wake-up is paid. */
 	if (server_now_ns() > srv->spin_until_ns || !spin_core_free()) {
-		/* From here a push wakes the loop; what came before is taken now, and if that
-		 * left answers to write or sessions to resume the loop turns once more before
-		 * it sleeps: the turn's end, after the poll, does both. */
+		/* From here a push wakes the loop, and a client that writes to its ring rings
+		 * the doorbell; what came before is taken now (a client that wrote before it
+		 * saw awake at 0 rang none: the fence orders the store before these looks, as
+		 * the client's orders its tail before its look at awake), and if that left
+		 * answers to write or sessions to resume the loop turns once more before it
+		 * sleeps: the turn's end, after the poll, does both. */
 		atomic_store(&srv->spinning, false);
+		ring_awake_all(srv, false);
+		atomic_thread_fence(memory_order_seq_cst);
 		server_drain(srv);
+		conn_rings_take(srv);
 		if (srv->dirty || srv->resume) {
 			atomic_store(&srv->spinning, true);
+			ring_awake_all(srv, true);
 			return;
 		}
 		uv_idle_stop(&srv->spin);
@@ -239,6 +249,7 @@ static void server_on_turn_end(uv_check_t *h)
 		srv->spin_until_ns = server_now_ns() + (uint64_t)srv->opts.spin_us * 1000u;
 		if (!atomic_load(&srv->spinning)) {
 			atomic_store(&srv->spinning, true);
+			ring_awake_all(srv, true);
 			uv_idle_start(&srv->spin, server_on_spin);
 		}
 	}

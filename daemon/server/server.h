@@ -203,6 +203,7 @@ struct server {
 	/* Registrations answered once their arena is ready (staging_waits_answer). */
 	struct staging *pin_waits;
 	unsigned nsessions;
+	unsigned nrings; /* of which name a request ring (conn.c): the spin looks at them */
 	unsigned nfollowing; /* sessions following the trace: the turn's loop skips them at 0 */
 	struct op_rec *op_free; /* for reuse: at most OP_FREE_MAX */
 	unsigned nop_free;

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "out.h"
 #include "pause.h"
+#include "ring.h"
 #include "session-private.h"
 #include "staging.h"
 
@@ -46,6 +47,10 @@ struct handover_session {
 	uint32_t following;
 	uint64_t follow_tag, follow_dropped;
 	uint64_t in_len, out_len;
+	/* The bytes read from its socket, and its request ring (ring_size 0: none), which the
+	 * new process finds in the arena ring_staging names and reads on from ring_head. */
+	uint64_t sock_read;
+	uint64_t ring_staging, ring_offset, ring_size, ring_head;
 };
 
 struct handover_slot {
@@ -113,6 +118,7 @@ bool session_handover_write(int out, struct session *s)
 	const int *fds = conn_fds_held(s, &nfds);
 	size_t in_len;
 	const uint8_t *unread = conn_input_unread(s, &in_len);
+	const struct session_ring *ring = ring_get(s);
 	struct handover_session rs = {.fd = s->fd,
 		.pid = s->ident.pid,
 		.uid = s->ident.uid,
@@ -130,8 +136,15 @@ bool session_handover_write(int out, struct session *s)
 		.follow_dropped = s->follow.dropped,
 		/* A closing session's input is dropped: it will not be read. */
 		.in_len = s->closing ? 0 : in_len,
-		.out_len = out_pending(s)};
+		.out_len = out_pending(s),
+		.sock_read = conn_sock_read(s)};
 
+	if (ring) {
+		rs.ring_staging = ring->staging;
+		rs.ring_offset = ring->offset;
+		rs.ring_size = ring->size;
+		rs.ring_head = ring->head;
+	}
 	memcpy(rs.name, s->ident.name, sizeof(rs.name));
 	memcpy(rs.worker, s->ident.worker, sizeof(rs.worker));
 	memcpy(rs.lanes, s->lanes, sizeof(rs.lanes));
@@ -391,9 +404,23 @@ int session_handover_adopt(int in, struct server *srv)
 		adopt_failed(s, r);
 		return r;
 	}
+	conn_sock_read_adopt(s, rs.sock_read);
 	if (bytes) {
 		conn_input_adopt(s, bytes, rs.in_len);
 		pause_set(s, PAUSE_TURN); /* its buffered frames run at the first turn */
+	}
+	if (rs.ring_size) {
+		/* Its arena came across with the slots (checked when the ring was named). What
+		 * the client wrote to it meanwhile is taken at the first turn: it saw the old
+		 * process awake, and rang no doorbell. */
+		const struct staging *st =
+			handles_lookup(&s->handles, rs.ring_staging, HANDLE_STAGING);
+
+		if (st) {
+			ring_attach(s, (void *)((uint8_t *)st->addr + rs.ring_offset), rs.ring_size,
+				rs.ring_staging, rs.ring_offset, rs.ring_head);
+			pause_set(s, PAUSE_TURN);
+		}
 	}
 	if (out_pending(s) || s->closing)
 		out_mark_dirty(s); /* written, or closed, at the first turn */
