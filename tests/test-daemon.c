@@ -7,7 +7,6 @@
 
 #include "daemon-harness.h"
 #include "done-word.h"
-#include "sseq-ring.h"
 
 /* ---- the tests ------------------------------------------------------------------------ */
 
@@ -1027,49 +1026,6 @@ END_TEST
  * Completion follows; a word that holds something else (a client about to sleep) gets
  * the Completion instead; a word misplaced is refused. */
 /* ---- the request ring (protocol 1.15) ---- */
-
-/* RequestRing of `size` data bytes at `offset` of arena `staging`: its status. */
-static Sseq__Status ring_request(int fd, uint64_t staging, uint64_t offset, uint64_t size)
-{
-	Sseq__Request rq = SSEQ__REQUEST__INIT;
-	Sseq__RequestRing rr = SSEQ__REQUEST_RING__INIT;
-
-	rr.staging = staging;
-	rr.offset = offset;
-	rr.size = size;
-	rq.body_case = SSEQ__REQUEST__BODY_REQUEST_RING;
-	rq.request_ring = &rr;
-	return reply_status(fd, send_tagged(fd, &rq));
-}
-
-/* A ring of `size` data bytes named at the start of a fresh arena: its header. */
-static struct sseq_ring_header *ring_named(int fd, struct staging *st, uint64_t size)
-{
-	ck_assert_int_eq(
-		staging_register(fd, st, SSEQ_RING_HEADER + size, true), SSEQ__STATUS__STATUS_OK);
-	ck_assert_int_eq(ring_request(fd, st->handle, 0, size), SSEQ__STATUS__STATUS_OK);
-	return (struct sseq_ring_header *)(void *)st->map;
-}
-
-/* rq, under a fresh tag, written into the ring as a client writes it: bytes at the tail
- * (wrapping), the tail published, the doorbell rung where the daemon said it may sleep. */
-static uint64_t ring_send(int fd, struct sseq_ring_header *h, uint64_t size, Sseq__Request *rq)
-{
-	static const uint8_t doorbell[FRAME_HEADER];
-	uint8_t buf[512], *data = (uint8_t *)h + SSEQ_RING_HEADER;
-	const uint64_t tail = atomic_load(&h->tail);
-	size_t n;
-
-	rq->tag = ++next_tag;
-	n = frame_of(rq, buf, sizeof(buf));
-	ck_assert_uint_le(tail - atomic_load(&h->head) + n, size);
-	for (size_t i = 0; i < n; i++)
-		data[(tail + i) & (size - 1)] = buf[i];
-	atomic_store(&h->tail, tail + n);
-	if (!atomic_load(&h->awake))
-		send_raw(fd, doorbell, sizeof(doorbell), -1);
-	return rq->tag;
-}
 
 START_TEST(test_request_ring_carries_the_sockets_stream)
 {

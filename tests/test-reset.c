@@ -252,6 +252,43 @@ static void poison_from(int a, uint64_t ya)
 	ck_has(msg, "device reset 1");
 }
 
+/* A session's request ring is handed over: the new process reads on from where the old
+ * one stopped, and a frame written there after the exec runs. */
+START_TEST(test_a_restart_in_place_reads_on_from_a_request_ring)
+{
+	const char *const args[] = {"--inject", "device-lost-op=1", "--device-reset", "exec", NULL};
+	struct staging rs;
+	struct harness_req r;
+	struct sseq_ring_header *h;
+	uint64_t ya, yb = 0, head;
+	int a, b;
+
+	SIM_ONLY();
+	daemon_start(args);
+	a = conn_worker("gw1");
+	b = conn_worker("gw2");
+	h = ring_named(b, &rs, SSEQ_RING_MIN);
+	ck_assert_int_eq(reply_status(b, ring_send(b, h, SSEQ_RING_MIN, harness_req_sync(&r))),
+		SSEQ__STATUS__STATUS_OK);
+	head = atomic_load(&h->head);
+	ck_assert_uint_gt(head, 0);
+	ck_assert_int_eq(do_alloc(a, 1024, &ya), SSEQ__STATUS__STATUS_OK);
+	poison_from(a, ya);
+	usleep(200000); /* the new process is serving */
+	ck_assert_uint_eq(atomic_load(&h->head), head);
+	ck_assert_int_eq(
+		expect_reply(b,
+			ring_send(b, h, SSEQ_RING_MIN, harness_req_alloc(&r, 4096, "after", 0)),
+			&yb, NULL, 0),
+		SSEQ__STATUS__STATUS_OK);
+	ck_assert_uint_ne(yb, 0);
+	ck_assert_uint_eq(atomic_load(&h->head), atomic_load(&h->tail));
+	close(a);
+	close(b);
+	daemon_stop();
+}
+END_TEST
+
 /* Replies and completions not yet written at the exec are handed over: a client that is
  * not reading when the context is poisoned still gets every Reply, once and in order,
  * and its Sync's Completion (libsseq would otherwise wait for ever). */
@@ -882,6 +919,7 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_a_poisoned_context_restarts_every_loop_in_place);
 	tcase_add_test(tc, test_a_restart_in_place_keeps_a_half_sent_frame);
 	tcase_add_test(tc, test_a_restart_in_place_hands_over_unwritten_replies);
+	tcase_add_test(tc, test_a_restart_in_place_reads_on_from_a_request_ring);
 	tcase_add_test(tc, test_a_restart_in_place_keeps_the_input_budget_exact);
 	tcase_add_test(tc, test_a_restart_in_place_resumes_a_held_batch);
 	tcase_add_test(tc, test_a_restart_in_place_keeps_a_memfd_ahead_of_its_register);

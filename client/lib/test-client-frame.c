@@ -1,6 +1,7 @@
 /* libsseq's framing without a daemon: frames over a socketpair, batched and byte by byte,
  * the size limit on both sides, and a descriptor riding the first byte of its frame. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +234,84 @@ START_TEST(test_frame_fd_rides_first_byte_of_its_frame)
 }
 END_TEST
 
+/* The request ring's writer, its daemon played here: bytes to the ring (and a doorbell on
+ * the socket only while the daemon says it may sleep), a descriptor's frame on the socket
+ * only once the ring was taken, and the ring again only once the daemon read the socket
+ * that far; a full ring waits. */
+START_TEST(test_frame_ring_keeps_one_stream_with_the_socket)
+{
+	enum { SIZE = 4096 };
+	static _Alignas(64) uint8_t mem[SSEQ_RING_HEADER + SIZE];
+	struct sseq_ring_header *h = (struct sseq_ring_header *)(void *)mem;
+	struct frame_ring rg = {.hdr = h, .data = mem + SSEQ_RING_HEADER, .size = SIZE};
+	struct frame_writer w;
+	uint8_t buf[64];
+	int sv[2], fds[4], memfd = memfd_create("a", MFD_CLOEXEC);
+	size_t nfds = 0;
+	uint64_t tail;
+
+	make_pair(sv);
+	frame_writer_init(&w);
+	/* Awake: into the ring, nothing on the socket. */
+	atomic_store(&h->awake, 1);
+	ck_assert_int_eq(add_request(&w, 1, -1), 0);
+	ck_assert_int_eq(frame_writer_send_ring(&w, sv[0], &rg), 0);
+	tail = atomic_load(&h->tail);
+	ck_assert_uint_gt(tail, 4);
+	ck_assert_int_eq(recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT), -1);
+	ck_assert_uint_eq(rg.doorbells, 0);
+	/* Asleep: the doorbell, a frame of length 0. */
+	atomic_store(&h->awake, 0);
+	ck_assert_int_eq(add_request(&w, 2, -1), 0);
+	ck_assert_int_eq(frame_writer_send_ring(&w, sv[0], &rg), 0);
+	ck_assert_uint_eq(rg.doorbells, 1);
+	ck_assert_int_eq(recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT), 4);
+	ck_assert_uint_eq(buf[0] | buf[1] | buf[2] | buf[3], 0);
+	/* A descriptor's frame waits for the ring to be taken. */
+	atomic_store(&h->awake, 1);
+	ck_assert_int_eq(add_request(&w, 3, memfd), 0);
+	ck_assert_int_eq(add_request(&w, 4, -1), 0);
+	ck_assert_int_eq(frame_writer_send_ring(&w, sv[0], &rg), -EAGAIN);
+	ck_assert(rg.waiting);
+	ck_assert_int_eq(recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT), -1);
+	atomic_store(&h->head, atomic_load(&h->tail));
+	/* Then on the socket, with the frames after it, since the daemon has not read it. */
+	ck_assert_int_eq(frame_writer_send_ring(&w, sv[0], &rg), 0);
+	for (uint64_t t = 3; t <= 4; t++) {
+		recv_exact(sv[1], buf, 4, fds, &nfds);
+		const uint32_t len = buf[0];
+		recv_exact(sv[1], buf, len, fds, &nfds);
+		Sseq__Request *q = sseq__request__unpack(NULL, len, buf);
+		ck_assert_ptr_nonnull(q);
+		ck_assert_uint_eq(q->tag, t);
+		sseq__request__free_unpacked(q, NULL);
+	}
+	ck_assert_uint_eq(nfds, 1);
+	ck_assert_uint_eq(rg.sock_fence, w.sock_sent);
+	/* Until the daemon says it read that far, the ring waits. */
+	ck_assert_int_eq(add_request(&w, 5, -1), 0);
+	ck_assert_int_eq(frame_writer_send_ring(&w, sv[0], &rg), -EAGAIN);
+	ck_assert(rg.waiting);
+	atomic_store(&h->sock_read, w.sock_sent);
+	tail = atomic_load(&h->tail);
+	ck_assert_int_eq(frame_writer_send_ring(&w, sv[0], &rg), 0);
+	ck_assert_uint_gt(atomic_load(&h->tail), tail);
+	/* A full ring waits, and goes on once taken, wrapping. */
+	for (uint64_t t = 6; t < 6 + SIZE / 8; t++)
+		ck_assert_int_eq(add_request(&w, t, -1), 0);
+	ck_assert_int_eq(frame_writer_send_ring(&w, sv[0], &rg), -EAGAIN);
+	ck_assert(rg.waiting);
+	ck_assert_uint_eq(atomic_load(&h->tail) - atomic_load(&h->head), SIZE);
+	atomic_store(&h->head, atomic_load(&h->tail));
+	ck_assert_int_eq(frame_writer_send_ring(&w, sv[0], &rg), 0);
+	ck_assert_uint_eq(frame_writer_pending(&w), 0);
+	close(fds[0]);
+	close(memfd);
+	frame_writer_finish(&w);
+	close_pair(sv);
+}
+END_TEST
+
 static Suite *frame_suite(void)
 {
 	Suite *s = suite_create("client-frame");
@@ -244,6 +323,7 @@ static Suite *frame_suite(void)
 	tcase_add_test(tc, test_frame_reader_eof);
 	tcase_add_test(tc, test_frame_writer_refuses_oversized_message);
 	tcase_add_test(tc, test_frame_fd_rides_first_byte_of_its_frame);
+	tcase_add_test(tc, test_frame_ring_keeps_one_stream_with_the_socket);
 	suite_add_tcase(s, tc);
 	return s;
 }

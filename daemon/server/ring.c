@@ -7,8 +7,8 @@
 #include <stdatomic.h>
 
 #include "conn.h"
-#include "outcome.h"
 #include "out.h"
+#include "outcome.h"
 #include "session.h"
 #include "staging.h"
 
@@ -22,11 +22,13 @@ int ring_req_name(struct session *s, const Sseq__Request *rq)
 		return outcome_error(s, -EINVAL, "the session has a request ring already");
 	if (rr->size < SSEQ_RING_MIN || rr->size > SSEQ_RING_MAX || (rr->size & (rr->size - 1)))
 		return outcome_error(s, -EINVAL,
-			"request ring of %" PRIu64 " bytes: it must be a power of two from %u to %u",
+			"request ring of %" PRIu64
+			" bytes: it must be a power of two from %u to %u",
 			rr->size, SSEQ_RING_MIN, SSEQ_RING_MAX);
 	if (rr->offset % 64)
 		return outcome_error(s, -EINVAL,
-			"request ring at %" PRIu64 ": it must start on a multiple of 64", rr->offset);
+			"request ring at %" PRIu64 ": it must start on a multiple of 64",
+			rr->offset);
 	r = staging_range(s, rr->staging, rr->offset, SSEQ_RING_HEADER + rr->size, &st);
 	if (r)
 		return r;
@@ -57,8 +59,8 @@ const struct session_ring *ring_get(const struct session *s)
 	return rg->hdr ? rg : NULL;
 }
 
-void ring_attach(struct session *s, struct sseq_ring_header *hdr, uint64_t size,
-	uint64_t staging, uint64_t offset, uint64_t head)
+void ring_attach(struct session *s, struct sseq_ring_header *hdr, uint64_t size, uint64_t staging,
+	uint64_t offset, uint64_t head)
 {
 	struct session_in *in = session_in(s);
 	struct server *srv = session_server(s);

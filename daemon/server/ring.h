@@ -33,8 +33,8 @@ int ring_holds(struct session *s, uint64_t staging);
 const struct session_ring *ring_get(const struct session *s);
 /* s reads from hdr (size data bytes after it, in the arena `staging` at `offset`) from
  * `head` on (a restart in place goes on where the old process stopped). */
-void ring_attach(struct session *s, struct sseq_ring_header *hdr, uint64_t size,
-	uint64_t staging, uint64_t offset, uint64_t head);
+void ring_attach(struct session *s, struct sseq_ring_header *hdr, uint64_t size, uint64_t staging,
+	uint64_t offset, uint64_t head);
 /* The session ends: its ring is no longer read (before its arena goes). */
 void ring_detach(struct session *s);
 /* Tell the clients of the loop's rings whether the loop looks at them unasked. Before it
