@@ -1125,6 +1125,8 @@ START_TEST(test_request_ring_is_checked_and_a_bad_tail_closes_only_its_session)
 		expect_reply(fd, 0, NULL, msg, sizeof(msg)), SSEQ__STATUS__STATUS_PROTOCOL_ERROR);
 	ck_assert_msg(strstr(msg, "request ring"), "%s", msg);
 	ck_assert(conn_closed(fd));
+	/* Nobody looks at it any more: a write there rings, and hears of the close. */
+	ck_assert_uint_eq(atomic_load(&h->awake), 0);
 	close(fd);
 	fill_and_check(bystander, 3.0f);
 	close(bystander);

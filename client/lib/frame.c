@@ -152,27 +152,30 @@ static void ring_put(struct frame_ring *rg, const uint8_t *p, uint64_t n)
 /* Wake a daemon that may sleep: a frame of length 0 on the socket. Its tail was published
  * before the look at awake (the fence; the daemon stores awake 0 before its last look at
  * the tail), so one of the two sees the other. A full socket needs none: the daemon has
- * unread bytes there and will read them. */
-static void ring_doorbell(struct frame_writer *w, int sock, struct frame_ring *rg)
+ * unread bytes there and will read them. 0, or the socket's error (a daemon gone, which
+ * the write to the ring could not tell). */
+static int ring_doorbell(struct frame_writer *w, int sock, struct frame_ring *rg)
 {
 	static const uint8_t zero[FRAME_HEADER];
 	size_t done = 0;
 
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&rg->hdr->awake, memory_order_relaxed))
-		return;
+		return 0;
 	while (done < sizeof(zero)) {
 		ssize_t n = send_chunk(sock, zero + done, sizeof(zero) - done, -1);
 
-		if (n < 0 && !done)
-			return; /* full (the daemon has reading to do) or gone (the next send says)
-				 */
+		if (n == -EWOULDBLOCK && !done)
+			return 0; /* full: the daemon has reading to do */
+		if (n < 0 && n != -EWOULDBLOCK)
+			return (int)n;
 		if (n > 0) {
 			done += (size_t)n;
 			w->sock_sent += (uint64_t)n;
 		}
 	}
 	rg->doorbells++;
+	return 0;
 }
 
 int frame_writer_send_ring(struct frame_writer *w, int sock, struct frame_ring *rg)
@@ -232,8 +235,12 @@ int frame_writer_send_ring(struct frame_writer *w, int sock, struct frame_ring *
 		/* The rest of a partial send goes on the socket too: it is not at a descriptor,
 		 * so the next round puts it in the ring once the daemon read this far. */
 	}
-	if (wrote)
-		ring_doorbell(w, sock, rg);
+	if (wrote) {
+		const int d = ring_doorbell(w, sock, rg);
+
+		if (d < 0 && (r == 0 || r == -EAGAIN))
+			r = d; /* what a send on the socket would have said */
+	}
 	if (r == 0) {
 		w->len = w->sent = 0;
 		w->nfds = w->fds_sent = 0;

@@ -84,6 +84,9 @@ void ring_detach(struct session *s)
 
 	if (!in->ring.hdr)
 		return;
+	/* Nobody looks at it from here: the client's next write rings, and hears of the
+	 * closed connection as a send on the socket would. */
+	atomic_store(&in->ring.hdr->awake, 0u);
 	in->ring = (struct session_ring){0};
 	session_server(s)->nrings--;
 }
