@@ -232,8 +232,8 @@ int frame_writer_send_ring(struct frame_writer *w, int sock, struct frame_ring *
 		w->sent += (size_t)n;
 		w->sock_sent += (uint64_t)n;
 		rg->sock_fence = w->sock_sent;
-		/* The rest of a partial send goes on the socket too: it is not at a descriptor,
-		 * so the next round puts it in the ring once the daemon read this far. */
+		/* What a partial send left is not at a descriptor: it goes to the ring, once
+		 * the daemon has read the socket this far. */
 	}
 	if (wrote) {
 		const int d = ring_doorbell(w, sock, rg);

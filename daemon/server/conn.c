@@ -479,9 +479,17 @@ void conn_ring_take(struct session *s)
 void conn_rings_take(struct server *srv)
 {
 	for (struct session *s = srv->nrings ? srv->sessions : NULL, *next; s; s = next) {
+		const struct session_ring *rg = &session_in(s)->ring;
+
 		next = session_next(s);
-		if (session_in(s)->ring.hdr)
+		/* Work only where the client wrote (the loop's busy time counts it). */
+		if (rg->hdr &&
+			atomic_load_explicit(&rg->hdr->tail, memory_order_relaxed) != rg->head) {
+			const uint64_t t0 = server_busy_begin(srv);
+
 			conn_ring_take(s);
+			server_busy_end(srv, t0);
+		}
 	}
 }
 
