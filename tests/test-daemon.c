@@ -1057,6 +1057,12 @@ START_TEST(test_request_ring_carries_the_sockets_stream)
 	}
 	ck_assert_uint_gt(atomic_load(&h->tail), 4 * size);
 	ck_assert_uint_eq(atomic_load(&h->head), atomic_load(&h->tail));
+	/* CLIENTS says so. */
+	Sseq__QueryResult *q = query(fd, SSEQ__QUERY_KIND__QUERY_KIND_CLIENTS);
+	ck_assert_uint_eq(q->n_clients, 1);
+	ck_assert_uint_eq(q->clients[0]->ring_size, size);
+	ck_assert_uint_eq(q->clients[0]->ring_bytes, atomic_load(&h->head));
+	sseq__query_result__free_unpacked(q, NULL);
 	/* A descriptor's frame goes on the socket once the ring is taken; what follows it in
 	 * the ring runs after it (the arena it registers is there), once the daemon has read
 	 * it (its Reply says so). */

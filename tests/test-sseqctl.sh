@@ -131,6 +131,8 @@ two = next(s for s, l in lanes.items() if len(l) == 2)
 one = next(s for s, l in lanes.items() if len(l) == 1)
 # Distinct, least loaded: the first client took 0 and 1, the second 2.
 assert lanes[two] == [0, 1] and lanes[one] == [2], lanes
+# No request ring named (sseq(7), Request ring).
+assert all(c["ring_size"] == 0 and c["ring_bytes"] == 0 for c in clients), clients
 compute = {s["id"]: s["sessions"] for s in streams if s["kind"] == "compute"}
 assert compute[0] == [two] and compute[1] == [two] and compute[2] == [one], compute
 assert all(not v for k, v in compute.items() if k > 2), compute

@@ -184,6 +184,8 @@ static void json_clients(struct json *j, const struct ctl *c, const Sseq__QueryR
 		json_uint(j, "inflight", ci->inflight);
 		json_uint(j, "staging_arenas", ci->staging_arenas);
 		json_uint(j, "staging_bytes", ci->staging_bytes);
+		json_uint(j, "ring_size", ci->ring_size);
+		json_uint(j, "ring_bytes", ci->ring_bytes);
 		json_array_begin(j, "lanes");
 		for (size_t k = 0; k < ci->n_lanes; k++)
 			json_uint(j, NULL, ci->lanes[k]);

@@ -281,8 +281,10 @@ static void text_clients(const struct ctl *c, const Sseq__QueryResult *res)
 		table_cell(&t, "%" PRIu64, ci->buffers);
 		table_cell(&t, "%s", fmt_bytes(ci->bytes, b1, sizeof(b1)));
 		table_cell(&t, "%" PRIu64, ci->inflight);
-		table_cell(&t, "%" PRIu64 " (%s)", ci->staging_arenas,
-			fmt_bytes(ci->staging_bytes, b2, sizeof(b2)));
+		/* One of them holds its request ring, if it named one. */
+		table_cell(&t, "%" PRIu64 " (%s)%s", ci->staging_arenas,
+			fmt_bytes(ci->staging_bytes, b2, sizeof(b2)),
+			ci->ring_size ? ", ring" : "");
 		table_cell(&t, "%s", fmt_list(ci->lanes, NULL, ci->n_lanes, lanes, sizeof(lanes)));
 	}
 	table_print(&t, stdout);

@@ -17,6 +17,7 @@
 
 #include "arena.h"
 #include "outcome.h"
+#include "ring.h"
 #include "server.h"
 #include "session.h"
 #include "sseq-tables.h"
@@ -308,6 +309,10 @@ static void query_client(const struct session *s, void *arg)
 	ci->inflight = si.inflight;
 	ci->staging_arenas = si.stagings;
 	ci->staging_bytes = si.staging_bytes;
+	if (ring_get(s)) {
+		ci->ring_size = ring_get(s)->size;
+		ci->ring_bytes = ring_get(s)->head;
+	}
 	ci->n_lanes = si.nlanes;
 	ci->lanes = arena_alloc(w->a, (si.nlanes + 1) * sizeof(*ci->lanes));
 	memcpy(ci->lanes, si.lanes, si.nlanes * sizeof(*ci->lanes));
