@@ -1,12 +1,13 @@
 /* A session's hand-over across a restart in place (resume.c): the record of who the client
  * is and whether it has said Hello (a connection that has not keeps its Hello deadline), its
- * lanes, its unread input with the progress of a Batch held back, the memfds received ahead
- * of their StagingRegister, the replies and completions not yet written (the new process
- * writes them first: every tag is answered once), and its handle table, in which staging
- * arenas survive (their memfds are kept and mapped again) while buffers, slices and modules
- * become HANDLE_LOST, so that each use says which reset lost it; the handles the client
- * named likewise (a refused name stays refused, with its message). Per session: a fixed
- * part, its slots, its named handles in use, its unread input bytes and its unwritten
+ * lanes, its unread input with the progress of a Batch held back and the bytes read from its
+ * socket, its request ring (in an arena that survives: the new process reads on from where
+ * the old one stopped), the memfds received ahead of their StagingRegister, the replies and
+ * completions not yet written (the new process writes them first: every tag is answered once), and
+ * its handle table, in which staging arenas survive (their memfds are kept and mapped again) while
+ * buffers, slices and modules become HANDLE_LOST, so that each use says which reset lost it; the
+ * handles the client named likewise (a refused name stays refused, with its message). Per session:
+ * a fixed part, its slots, its named handles in use, its unread input bytes and its unwritten
  * output bytes. Written and read by the same binary. */
 #include "session-handover.h"
 
