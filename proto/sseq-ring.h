@@ -8,6 +8,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #define SSEQ_RING_HEADER 256u
 #define SSEQ_RING_MIN 4096u
@@ -30,5 +31,25 @@ struct sseq_ring_header {
 };
 
 _Static_assert(sizeof(struct sseq_ring_header) == SSEQ_RING_HEADER, "the ring's header");
+
+/* n bytes (at most size) from p into a ring's data of `size` bytes at total `at`, in two
+ * pieces where it wraps; and out of it into dst. */
+static inline void sseq_ring_put(
+	uint8_t *data, uint64_t size, uint64_t at, const uint8_t *p, uint64_t n)
+{
+	const uint64_t i = at & (size - 1), first = n < size - i ? n : size - i;
+
+	memcpy(data + i, p, first);
+	memcpy(data, p + first, n - first);
+}
+
+static inline void sseq_ring_get(
+	const uint8_t *data, uint64_t size, uint64_t at, uint8_t *dst, uint64_t n)
+{
+	const uint64_t i = at & (size - 1), first = n < size - i ? n : size - i;
+
+	memcpy(dst, data + i, first);
+	memcpy(dst + first, data, n - first);
+}
 
 #endif

@@ -512,8 +512,7 @@ static inline uint64_t ring_send(
 	rq->tag = ++next_tag;
 	n = frame_of(rq, buf, sizeof(buf));
 	ck_assert_uint_le(tail - atomic_load(&h->head) + n, size);
-	for (size_t i = 0; i < n; i++)
-		data[(tail + i) & (size - 1)] = buf[i];
+	sseq_ring_put(data, size, tail, buf, n);
 	atomic_store(&h->tail, tail + n);
 	if (!atomic_load(&h->awake))
 		send_raw(fd, doorbell, sizeof(doorbell), -1);

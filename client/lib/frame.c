@@ -140,11 +140,7 @@ int frame_writer_send(struct frame_writer *w, int sock)
 /* Copy n bytes, at most the ring's room, to the ring at its tail, and publish them. */
 static void ring_put(struct frame_ring *rg, const uint8_t *p, uint64_t n)
 {
-	const uint64_t at = rg->tail & (rg->size - 1);
-	const uint64_t first = n < rg->size - at ? n : rg->size - at;
-
-	memcpy(rg->data + at, p, first);
-	memcpy(rg->data, p + first, n - first);
+	sseq_ring_put(rg->data, rg->size, rg->tail, p, n);
 	rg->tail += n;
 	atomic_store_explicit(&rg->hdr->tail, rg->tail, memory_order_release);
 }

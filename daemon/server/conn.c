@@ -320,10 +320,29 @@ static void conn_input_ended(struct session *s)
 	out_mark_dirty(s);
 }
 
-static void conn_read(struct session *s)
+/* n more bytes in s's input, read from its socket or taken from its ring: the clocks, then
+ * what is whole runs. False when the input buffer went back to sessions waiting for input
+ * memory (all of it ran): the caller stops taking more for now. */
+static bool conn_input_grew(struct session *s, size_t n)
 {
 	struct session_in *in = session_in(s);
 	struct server *srv = session_server(s);
+
+	in->last_read_ns = server_loop_ns(srv);
+	if (!in->len)
+		in->frame_started_ns = in->last_read_ns;
+	in->len += n;
+	conn_process(s);
+	if (!in->len && srv->input_waiting) {
+		conn_input_free(s); /* others wait for input memory */
+		return false;
+	}
+	return true;
+}
+
+static void conn_read(struct session *s)
+{
+	struct session_in *in = session_in(s);
 	const struct session_pause *pause = session_pause(s);
 
 	/* Bounded per turn so one busy client cannot starve the others. */
@@ -381,19 +400,12 @@ static void conn_read(struct session *s)
 				conn_input_ended(s);
 			return;
 		}
-		in->last_read_ns = server_loop_ns(srv);
-		if (!in->len)
-			in->frame_started_ns = in->last_read_ns;
-		in->len += (size_t)n;
 		in->sock_read += (uint64_t)n;
-		if (in->ring.hdr) /* now in the input: the ring may carry what comes after */
+		if (in->ring.hdr) /* in the input: the ring may carry what comes after */
 			atomic_store_explicit(
 				&in->ring.hdr->sock_read, in->sock_read, memory_order_release);
-		conn_process(s);
-		if (!in->len && srv->input_waiting) {
-			conn_input_free(s); /* others wait for input memory */
+		if (!conn_input_grew(s, (size_t)n))
 			break;
-		}
 		if ((size_t)n < iov.iov_len)
 			break;
 	}
@@ -409,17 +421,6 @@ uint64_t conn_sock_read(const struct session *s)
 void conn_sock_read_adopt(struct session *s, uint64_t n)
 {
 	session_in(s)->sock_read = n;
-}
-
-/* Copy [head, head + n) of the ring, n at most its size, to dst: in two pieces where it
- * wraps. */
-static void conn_ring_copy(const struct session_ring *rg, uint8_t *dst, uint64_t n)
-{
-	const uint64_t at = rg->head & (rg->size - 1);
-	const uint64_t first = n < rg->size - at ? n : rg->size - at;
-
-	memcpy(dst, rg->data + at, first);
-	memcpy(dst + first, rg->data, n - first);
 }
 
 void conn_ring_take(struct session *s)
@@ -458,19 +459,12 @@ void conn_ring_take(struct session *s)
 			n = in->cap - in->len;
 		/* Into the input first: what the client writes to the ring from here on cannot
 		 * change what runs. */
-		conn_ring_copy(rg, in->buf + in->len, n);
+		sseq_ring_get(rg->data, rg->size, rg->head, in->buf + in->len, n);
 		srv->count[SSEQ_COUNTER_RING_BYTES] += n;
 		rg->head += n;
 		atomic_store_explicit(&rg->hdr->head, rg->head, memory_order_release);
-		in->last_read_ns = server_loop_ns(srv);
-		if (!in->len)
-			in->frame_started_ns = in->last_read_ns;
-		in->len += (size_t)n;
-		conn_process(s);
-		if (!in->len && srv->input_waiting) {
-			conn_input_free(s); /* others wait for input memory */
+		if (!conn_input_grew(s, (size_t)n))
 			return;
-		}
 		if (session_is_connected(s))
 			out_mark_dirty(s); /* the turn's end writes the answers */
 	}

@@ -293,6 +293,7 @@ static void query_client(const struct session *s, void *arg)
 {
 	struct query_walk *w = arg;
 	struct session_info si;
+	const struct session_ring *rg;
 	Sseq__ClientInfo *ci;
 
 	if (!query_walk_wants(w, s, &si))
@@ -309,9 +310,9 @@ static void query_client(const struct session *s, void *arg)
 	ci->inflight = si.inflight;
 	ci->staging_arenas = si.stagings;
 	ci->staging_bytes = si.staging_bytes;
-	if (ring_get(s)) {
-		ci->ring_size = ring_get(s)->size;
-		ci->ring_bytes = ring_get(s)->head;
+	if ((rg = ring_get(s))) {
+		ci->ring_size = rg->size;
+		ci->ring_bytes = rg->head;
 	}
 	ci->n_lanes = si.nlanes;
 	ci->lanes = arena_alloc(w->a, (si.nlanes + 1) * sizeof(*ci->lanes));
